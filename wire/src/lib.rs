@@ -12,6 +12,7 @@
 
 pub mod consts;
 pub mod decoder;
+pub mod encoder;
 pub mod error;
 pub mod frame;
 pub mod header;
