@@ -188,3 +188,10 @@ impl FrameWriter {
         self.seal(FrameKind::Heartbeat, &b);
     }
 }
+
+impl FrameWriter {
+    /// Frames sealed so far (its next `frame_seq` − 1).
+    pub fn frames_sealed(&self) -> usize {
+        (self.next_seq - 1) as usize
+    }
+}

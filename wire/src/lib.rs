@@ -11,6 +11,7 @@
 //! Pure codecs: no I/O, no clocks (the caller passes time in), no global state.
 
 pub mod consts;
+pub mod corpus;
 pub mod decoder;
 pub mod encoder;
 pub mod error;
