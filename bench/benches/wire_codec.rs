@@ -1,1 +1,171 @@
-fn main() {}
+//! Order-stream codec benchmarks (07 §7.3, §4.1).
+//!
+//! 1. Replica decoder: records/s and ns/record on a seeded REF-mix corpus (49 lanes, two
+//!    substreams), against 07's 4 ns per record budget (130M records/s on core 3), with two
+//!    baselines from the same run: BLAKE3 over the same ORDER bytes (the order_root work every
+//!    decoder must do) and the `leb128` crate reading the same number of LEB128 values.
+//! 2. Lane pre-encode: ns per PacketRecord against 07's ~5 ns, with the `leb128` crate writing
+//!    the same fields as baseline.
+
+use std::time::Instant;
+use vyrn_bench::{budget, measure, quick, ratio, rounds};
+use vyrn_wire::corpus::{generate, CorpusConfig, Rng};
+use vyrn_wire::records::*;
+use vyrn_wire::{DecState, FrameHeader, FrameKind, Layout, NullSink};
+
+fn main() {
+    println!("# wire_codec: one shared 2-core machine; ratios are the figures to quote");
+    decoder();
+    encoder();
+}
+
+fn decoder() {
+    let frames = if quick() { 2_000 } else { 40_000 };
+    let c = generate(&CorpusConfig::reference(42, frames));
+    let s = c.stats;
+    let records = s.pkts + s.advances + s.takes + s.steps;
+    let order_bytes: Vec<u8> = c
+        .frames
+        .iter()
+        .filter_map(|f| FrameHeader::parse(f).ok())
+        .filter(|(h, _)| h.kind == FrameKind::Order)
+        .flat_map(|(_, b)| b.iter().copied())
+        .collect();
+    let total_bytes: usize = c.frames.iter().map(|f| f.len()).sum();
+    println!(
+        "corpus: {} frames, {} B ({} B of ORDER sections), {} packet records, {} steps ({} spanning), {} blocks",
+        s.frames,
+        total_bytes,
+        order_bytes.len(),
+        s.pkts + s.advances,
+        s.steps,
+        s.spanning,
+        s.blocks
+    );
+    let n = rounds(20);
+    // Candidate: decode every frame (a fresh decoder per pass; its construction is not timed).
+    let mut decs: Vec<DecState> = (0..n + 1)
+        .map(|_| DecState::new(Layout::reference()).unwrap())
+        .collect();
+    let mut it = decs.iter_mut();
+    let dec = measure("decode REF-mix corpus (per record)", n, records, || {
+        let d = it.next().expect("a decoder per round");
+        let t = Instant::now();
+        for f in &c.frames {
+            d.on_frame(f, 0, &mut NullSink).expect("corpus decodes");
+        }
+        t.elapsed()
+    });
+    println!(
+        "  decoder: {:.1} M records/s per core",
+        dec.ops_per_s() / 1e6
+    );
+    budget("decoder ns/record (07 §7.3: 4 ns)", dec.p50_ns(), 4.0);
+    // Baseline 1: BLAKE3 of the same ORDER section bytes.
+    let b3 = measure(
+        "baseline: BLAKE3 of the ORDER bytes (per record)",
+        n,
+        records,
+        || blake3::hash(&order_bytes),
+    );
+    ratio(&dec, &b3);
+    // Baseline 2: the leb128 crate reading as many LEB128 values as there are bytes / 2.
+    let mut leb = Vec::new();
+    let mut rng = Rng::new(1);
+    let vals = order_bytes.len() / 2;
+    for _ in 0..vals {
+        leb128::write::unsigned(&mut leb, rng.below(300)).unwrap();
+    }
+    let l = measure(
+        "baseline: leb128 crate, same byte count (per record)",
+        n,
+        records,
+        || {
+            let mut r = &leb[..];
+            let mut acc = 0u64;
+            while !r.is_empty() {
+                acc = acc.wrapping_add(leb128::read::unsigned(&mut r).unwrap());
+            }
+            acc
+        },
+    );
+    ratio(&dec, &l);
+}
+
+fn encoder() {
+    let n_ops = 4096usize;
+    let mut rng = Rng::new(7);
+    let mut ops = Vec::with_capacity(n_ops);
+    let (mut rx, mut lseq) = (1u64 << 60, 1u64);
+    let mut next = vec![0u32; 4096];
+    let mut seqs = vec![1u32; 4096];
+    for _ in 0..n_ops {
+        let slot = rng.below(300) as u16;
+        let count = 1 + rng.below(10) as u8;
+        rx += rng.below(600);
+        ops.push(LaneOp::Pkt {
+            slot,
+            count,
+            shed: false,
+            pkt_seq: seqs[slot as usize],
+            rx_ts: rx,
+            first_lane_seq: lseq,
+            fills_applied: 0,
+        });
+        seqs[slot as usize] += 1;
+        lseq += count as u64;
+    }
+    let n = rounds(30);
+    let reps = if quick() { 10 } else { 200 };
+    let mut out = [0u8; PKT_ENC_MAX];
+    let enc = measure(
+        "lane pre-encode PacketRecord (per record)",
+        n,
+        (n_ops * reps) as u64,
+        || {
+            let mut total = 0usize;
+            for _ in 0..reps {
+                let mut st = LaneState {
+                    next_lane_seq: 1,
+                    prev_rx_ts: 1 << 60,
+                    prev_fills_applied: 0,
+                };
+                next.iter_mut().for_each(|x| *x = 1);
+                for op in &ops {
+                    total += encode_lane_op(&mut st, &mut next, op, &mut out);
+                    std::hint::black_box(&out);
+                }
+            }
+            total
+        },
+    );
+    budget(
+        "lane pre-encode ns/packet (07 §4.1: ~5 ns)",
+        enc.p50_ns(),
+        5.0,
+    );
+    let mut buf = Vec::with_capacity(64);
+    let base = measure(
+        "baseline: leb128 crate, slot+rx_ts (per record)",
+        n,
+        (n_ops * reps) as u64,
+        || {
+            let mut total = 0usize;
+            for _ in 0..reps {
+                let mut prev = 1u64 << 60;
+                for op in &ops {
+                    if let LaneOp::Pkt { slot, rx_ts, .. } = op {
+                        buf.clear();
+                        buf.push(0);
+                        leb128::write::unsigned(&mut buf, *slot as u64).unwrap();
+                        leb128::write::signed(&mut buf, (*rx_ts - prev) as i64).unwrap();
+                        prev = *rx_ts;
+                        total += buf.len();
+                    }
+                }
+            }
+            total
+        },
+    );
+    ratio(&enc, &base);
+}

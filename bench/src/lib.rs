@@ -80,7 +80,11 @@ pub fn measure<R>(name: &str, rounds: usize, ops: u64, mut round: impl FnMut() -
         let ps = t.elapsed().as_nanos() as u64 * 1000 / ops.max(1);
         h.record(ps.max(1)).expect("record");
     }
-    let s = Stats { name: name.to_string(), ps_per_op: h, ops_per_round: ops };
+    let s = Stats {
+        name: name.to_string(),
+        ps_per_op: h,
+        ops_per_round: ops,
+    };
     s.print();
     s
 }
@@ -115,7 +119,10 @@ pub struct Latency {
 impl Latency {
     /// An empty latency recorder.
     pub fn new(name: &str) -> Self {
-        Latency { name: name.to_string(), ns: Histogram::new(3).expect("histogram") }
+        Latency {
+            name: name.to_string(),
+            ns: Histogram::new(3).expect("histogram"),
+        }
     }
     /// Record one sample in ns.
     pub fn record(&mut self, ns: u64) {

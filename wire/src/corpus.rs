@@ -22,7 +22,7 @@ pub struct Rng(u64);
 impl Rng {
     /// Seeded.
     pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x5EED_0F_7A1E_u64)
+        Rng(seed ^ 0x005E_ED0F_7A1E_u64)
     }
     /// Next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
@@ -136,9 +136,13 @@ pub fn read_capture(bytes: &[u8]) -> Result<Vec<&[u8]>, usize> {
     let mut v = Vec::new();
     let mut p = 0usize;
     while p < bytes.len() {
-        let Some(lb) = bytes.get(p..p + 4) else { return Err(p) };
+        let Some(lb) = bytes.get(p..p + 4) else {
+            return Err(p);
+        };
         let n = u32::from_le_bytes([lb[0], lb[1], lb[2], lb[3]]) as usize;
-        let Some(f) = bytes.get(p + 4..p + 4 + n) else { return Err(p) };
+        let Some(f) = bytes.get(p + 4..p + 4 + n) else {
+            return Err(p);
+        };
         v.push(f);
         p += 4 + n;
     }
@@ -188,7 +192,8 @@ pub fn generate(cfg: &CorpusConfig) -> Corpus {
     g.run();
     let mut frames = Vec::new();
     // Frames were recorded per writer; `order` says which writer's next frame went out next.
-    let mut per: Vec<std::collections::VecDeque<Vec<u8>>> = g.w.iter_mut().map(|w| w.take_frames().into()).collect();
+    let mut per: Vec<std::collections::VecDeque<Vec<u8>>> =
+        g.w.iter_mut().map(|w| w.take_frames().into()).collect();
     for &(s, n) in &g.order {
         for _ in 0..n {
             if let Some(f) = per[s as usize].pop_front() {
@@ -201,7 +206,12 @@ pub fn generate(cfg: &CorpusConfig) -> Corpus {
     }
     let mut stats = g.stats;
     stats.frames = frames.len() as u64;
-    Corpus { frames, headers: g.headers, seq_pubkey: g.key.verifying_key().to_bytes(), stats }
+    Corpus {
+        frames,
+        headers: g.headers,
+        seq_pubkey: g.key.verifying_key().to_bytes(),
+        stats,
+    }
 }
 
 impl Gen {
@@ -212,20 +222,31 @@ impl Gen {
         let mut rng = Rng::new(cfg.seed);
         let seed_bytes = *blake3::hash(&cfg.seed.to_le_bytes()).as_bytes();
         let key = ed25519_dalek::SigningKey::from_bytes(&seed_bytes);
-        let w = (0..ns).map(|s| FrameWriter::new(cfg.book, cfg.epoch, 0, 0, s as u8, cfg.frame_cap)).collect();
+        let w = (0..ns)
+            .map(|s| FrameWriter::new(cfg.book, cfg.epoch, 0, 0, s as u8, cfg.frame_cap))
+            .collect();
         let rx_ts = 1_700_000_000_000_000_000 + rng.below(1 << 30);
         let lanes = (0..n)
             .map(|l| {
                 let base = 1 + rng.below(1000);
                 LaneGen {
-                    st: LaneState { next_lane_seq: base, prev_rx_ts: rx_ts, prev_fills_applied: 0 },
+                    st: LaneState {
+                        next_lane_seq: base,
+                        prev_rx_ts: rx_ts,
+                        prev_fills_applied: 0,
+                    },
                     table: if lay.is_pool(l) { n } else { l },
                     recent: Vec::new(),
                     fills_applied: 0,
                 }
             })
             .collect();
-        let tables = (0..=n).map(|_| TableGen { next: vec![0; MAX_SESSIONS_PER_LANE], bound: Vec::new() }).collect();
+        let tables = (0..=n)
+            .map(|_| TableGen {
+                next: vec![0; MAX_SESSIONS_PER_LANE],
+                bound: Vec::new(),
+            })
+            .collect();
         Gen {
             cfg,
             rng,
@@ -312,7 +333,10 @@ impl Gen {
                     fills_applied_base: 0,
                 })
                 .collect();
-            let prev_cut: Vec<u64> = range.clone().map(|l| self.lanes[l].st.next_lane_seq - 1).collect();
+            let prev_cut: Vec<u64> = range
+                .clone()
+                .map(|l| self.lanes[l].st.next_lane_seq - 1)
+                .collect();
             let ts = TenureStart {
                 epoch: self.cfg.epoch,
                 tenure: 0,
@@ -353,7 +377,10 @@ impl Gen {
             if lay.is_pool(l) && self.rng.chance(150) {
                 let acct = self.rng.below(64) as usize;
                 self.accounts_ver[acct] += 1;
-                let op = LaneOp::Take { account: 1000 + acct as u32, ver: self.accounts_ver[acct] };
+                let op = LaneOp::Take {
+                    account: 1000 + acct as u32,
+                    ver: self.accounts_ver[acct],
+                };
                 recs.push(self.enc(l, &op));
                 self.stats.takes += 1;
             }
@@ -389,7 +416,15 @@ impl Gen {
                 }
                 let mut b = Vec::new();
                 // wire-decisions 10: accepted on either substream; we send it on the lane's own.
-                encode_session_bind(&SessionBind { lane: l as u8, slot, session, next_pkt_seq }, &mut b);
+                encode_session_bind(
+                    &SessionBind {
+                        lane: l as u8,
+                        slot,
+                        session,
+                        next_pkt_seq,
+                    },
+                    &mut b,
+                );
                 self.close_steprun(s);
                 self.w[s as usize].section(&b);
                 self.stats.binds += 1;
@@ -407,7 +442,11 @@ impl Gen {
             } else {
                 expect
             };
-            let count = if self.rng.chance(50) { 0 } else { 1 + self.rng.below(MAX_MSGS_PER_PKT as u64) as u8 };
+            let count = if self.rng.chance(50) {
+                0
+            } else {
+                1 + self.rng.below(MAX_MSGS_PER_PKT as u64) as u8
+            };
             let shed = self.rng.chance(30);
             // rx_ts is mostly increasing, sometimes a little behind (several NIC queues, 07 §3.6).
             let back = self.rng.chance(150);
@@ -422,7 +461,15 @@ impl Gen {
                 self.stats.exc[1] += 1;
             }
             let fa = self.bump_fills(l);
-            let op = LaneOp::Pkt { slot, count, shed, pkt_seq, rx_ts: self.rx_ts, first_lane_seq: first, fills_applied: fa };
+            let op = LaneOp::Pkt {
+                slot,
+                count,
+                shed,
+                pkt_seq,
+                rx_ts: self.rx_ts,
+                first_lane_seq: first,
+                fills_applied: fa,
+            };
             recs.push(self.enc(l, &op));
             self.stats.pkts += 1;
             if shed {
@@ -434,7 +481,15 @@ impl Gen {
                 }
                 r.push((first, count));
             }
-            let full = *blake3::hash(&[&(l as u64).to_le_bytes()[..], &first.to_le_bytes(), &pkt_seq.to_le_bytes()].concat()).as_bytes();
+            let full = *blake3::hash(
+                &[
+                    &(l as u64).to_le_bytes()[..],
+                    &first.to_le_bytes(),
+                    &pkt_seq.to_le_bytes(),
+                ]
+                .concat(),
+            )
+            .as_bytes();
             let mut h8 = [0u8; 8];
             h8.copy_from_slice(&full[..8]);
             hashes.push((l as u8, u64::from_le_bytes(h8)));
@@ -443,7 +498,14 @@ impl Gen {
         self.append_lane(l, s, &mut recs, &mut hashes, &mut fulls);
     }
 
-    fn append_lane(&mut self, l: usize, s: u8, recs: &mut Vec<Vec<u8>>, hashes: &mut Vec<(u8, u64)>, fulls: &mut Vec<Hash>) {
+    fn append_lane(
+        &mut self,
+        l: usize,
+        s: u8,
+        recs: &mut Vec<Vec<u8>>,
+        hashes: &mut Vec<(u8, u64)>,
+        fulls: &mut Vec<Hash>,
+    ) {
         self.close_steprun(s);
         let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
         self.w[s as usize].lane_records(l as u8, &refs);
@@ -467,7 +529,12 @@ impl Gen {
     fn enc(&mut self, l: usize, op: &LaneOp) -> Vec<u8> {
         let t = self.lanes[l].table;
         let mut out = [0u8; PKT_ENC_MAX];
-        let n = encode_lane_op(&mut self.lanes[l].st, &mut self.tables[t].next, op, &mut out);
+        let n = encode_lane_op(
+            &mut self.lanes[l].st,
+            &mut self.tables[t].next,
+            op,
+            &mut out,
+        );
         out[..n].to_vec()
     }
 
@@ -483,6 +550,7 @@ impl Gen {
         self.note(s);
     }
 
+    #[allow(clippy::needless_range_loop)] // s indexes several per-substream arrays at once
     fn step(&mut self, force: Option<StepKind>) {
         let lay = self.lay();
         let kind = force.unwrap_or_else(|| match self.rng.below(100) {
@@ -498,7 +566,9 @@ impl Gen {
         // Source op.
         let (mut src_lane, mut src_seq) = (SRC_NONE, 0u64);
         if kind.has_src() {
-            let cands: Vec<usize> = (0..lay.n_lanes as usize).filter(|&l| !self.lanes[l].recent.is_empty()).collect();
+            let cands: Vec<usize> = (0..lay.n_lanes as usize)
+                .filter(|&l| !self.lanes[l].recent.is_empty())
+                .collect();
             if cands.is_empty() {
                 return self.step(Some(StepKind::Idle));
             }
@@ -613,7 +683,11 @@ impl Gen {
     }
 
     fn heartbeat(&mut self, s: u8) {
-        let hb = Heartbeat { last_step: self.next_step - 1, last_height: self.height.saturating_sub(1), ptp_now: self.rx_ts };
+        let hb = Heartbeat {
+            last_step: self.next_step - 1,
+            last_height: self.height.saturating_sub(1),
+            ptp_now: self.rx_ts,
+        };
         self.w[s as usize].heartbeat(&hb);
         self.stats.heartbeats += 1;
         self.note(s);
@@ -626,10 +700,19 @@ impl Gen {
         let mut droots = [empty_root(), empty_root()];
         for s in 0..lay.n_streams as usize {
             self.close_steprun(s as u8);
-            let bounds: Vec<u64> = lanes_of(&lay, s as u8).map(|l| self.lanes[l].st.next_lane_seq - 1).collect();
+            let bounds: Vec<u64> = lanes_of(&lay, s as u8)
+                .map(|l| self.lanes[l].st.next_lane_seq - 1)
+                .collect();
             let mut b = Vec::new();
             let mut prev = std::mem::take(&mut self.bounds_prev[s]);
-            encode_block_mark(self.height, last_step, self.last_mark_step, &mut prev, &bounds, &mut b);
+            encode_block_mark(
+                self.height,
+                last_step,
+                self.last_mark_step,
+                &mut prev,
+                &bounds,
+                &mut b,
+            );
             self.bounds_prev[s] = prev;
             roots[s] = self.w[s].block_mark(&b);
             droots[s] = *blake3::hash(&self.data_hashes[s]).as_bytes();

@@ -232,7 +232,10 @@ impl DecState {
         layout.validate()?;
         let n = layout.n_lanes as usize;
         let lanes = (0..n)
-            .map(|l| LaneDec { table: if layout.is_pool(l) { n } else { l }, ..Default::default() })
+            .map(|l| LaneDec {
+                table: if layout.is_pool(l) { n } else { l },
+                ..Default::default()
+            })
             .collect();
         let tables = (0..=n).map(|_| SlotTable::default()).collect();
         Ok(DecState {
@@ -276,7 +279,9 @@ impl DecState {
     /// True when substream `s` holds so many unmerged step records that the caller should feed
     /// the other substream first.
     pub fn would_block(&self, s: u8) -> bool {
-        self.streams.get(s as usize).is_some_and(|x| x.pending.len() >= PENDING_MAX - 1024)
+        self.streams
+            .get(s as usize)
+            .is_some_and(|x| x.pending.len() >= PENDING_MAX - 1024)
     }
 
     /// Records awaiting a hash on lane `l`.
@@ -314,7 +319,11 @@ impl DecState {
                     let s = self.layout.stream_of(l);
                     if self.streams[s as usize].failed.is_none() {
                         let fs = a.frame_seq;
-                        return Err(self.err(s, fs, E(RepE::HashLag, "record waited > 1 ms for its hash")));
+                        return Err(self.err(
+                            s,
+                            fs,
+                            E(RepE::HashLag, "record waited > 1 ms for its hash"),
+                        ));
                     }
                 }
             }
@@ -325,17 +334,28 @@ impl DecState {
     /// Decode one frame (07 §3.12). `now_ns` is the caller's clock, used only for the hash-lag
     /// rule. Frames must arrive in `frame_seq` order per substream; a lower `frame_seq` (the other
     /// path's copy, a retransmission) is counted and dropped.
-    pub fn on_frame<S: Sink>(&mut self, frame: &[u8], now_ns: u64, sink: &mut S) -> Result<(), RepErr> {
+    pub fn on_frame<S: Sink>(
+        &mut self,
+        frame: &[u8],
+        now_ns: u64,
+        sink: &mut S,
+    ) -> Result<(), RepErr> {
         let (h, body) = match FrameHeader::parse(frame) {
             Ok(x) => x,
             Err(m) => {
                 let s = frame.get(21).copied().filter(|&s| s < 2).unwrap_or(0);
-                let fs = frame.get(8..16).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let fs = frame
+                    .get(8..16)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
                 return Err(self.err(s, fs, E::from(m)));
             }
         };
         if h.stream >= self.layout.n_streams {
-            return Err(self.err(h.stream, h.frame_seq, E(RepE::Tag, "frame on a substream the layout lacks")));
+            return Err(self.err(
+                h.stream,
+                h.frame_seq,
+                E(RepE::Tag, "frame on a substream the layout lacks"),
+            ));
         }
         let si = h.stream as usize;
         if let Some(e) = self.streams[si].failed {
@@ -346,9 +366,17 @@ impl DecState {
             return Ok(());
         }
         if h.frame_seq > self.streams[si].next_frame_seq {
-            return Err(self.err(h.stream, h.frame_seq, E(RepE::Frame, "frame_seq gap: decode needs frames in order")));
+            return Err(self.err(
+                h.stream,
+                h.frame_seq,
+                E(RepE::Frame, "frame_seq gap: decode needs frames in order"),
+            ));
         }
-        let ctx = Ctx { stream: h.stream, frame_seq: h.frame_seq, now: now_ns };
+        let ctx = Ctx {
+            stream: h.stream,
+            frame_seq: h.frame_seq,
+            now: now_ns,
+        };
         let r = self.frame_inner(&h, body, &ctx, sink);
         match r {
             Ok(()) => {
@@ -360,7 +388,13 @@ impl DecState {
         }
     }
 
-    fn frame_inner<S: Sink>(&mut self, h: &FrameHeader, body: &[u8], ctx: &Ctx, sink: &mut S) -> Result<(), E> {
+    fn frame_inner<S: Sink>(
+        &mut self,
+        h: &FrameHeader,
+        body: &[u8],
+        ctx: &Ctx,
+        sink: &mut S,
+    ) -> Result<(), E> {
         let si = h.stream as usize;
         let mut r = Reader::new(body);
         let mut root_from = 0usize;
@@ -379,7 +413,10 @@ impl DecState {
                 return fail(RepE::Tenure, "frame header disagrees with TenureStart");
             }
         }
-        let at = Pos { stream: h.stream, frame_seq: h.frame_seq };
+        let at = Pos {
+            stream: h.stream,
+            frame_seq: h.frame_seq,
+        };
         match h.kind {
             FrameKind::Order => {
                 while !r.is_empty() {
@@ -405,9 +442,19 @@ impl DecState {
                             self.drain_blocks(sink);
                         }
                         tag::SESSION_BIND => self.session_bind(&mut r, at, sink)?,
-                        tag::TENURE_START => return fail(RepE::Tenure, "TenureStart after the first section of frame 1"),
+                        tag::TENURE_START => {
+                            return fail(
+                                RepE::Tenure,
+                                "TenureStart after the first section of frame 1",
+                            )
+                        }
                         tag::PAD => r.skip_rest(),
-                        _ => return fail(RepE::Tag, "reserved or misplaced section tag in ORDER frame"),
+                        _ => {
+                            return fail(
+                                RepE::Tag,
+                                "reserved or misplaced section tag in ORDER frame",
+                            )
+                        }
                     }
                 }
                 self.streams[si].hasher.update(&body[root_from..]);
@@ -436,7 +483,13 @@ impl DecState {
         Ok(())
     }
 
-    fn tenure_start<S: Sink>(&mut self, h: &FrameHeader, r: &mut Reader<'_>, ctx: &Ctx, sink: &mut S) -> Result<(), E> {
+    fn tenure_start<S: Sink>(
+        &mut self,
+        h: &FrameHeader,
+        r: &mut Reader<'_>,
+        ctx: &Ctx,
+        sink: &mut S,
+    ) -> Result<(), E> {
         let hl = self.layout.half_len(h.stream);
         let start = self.layout.half_start(h.stream);
         let epoch = r.u32_le()?;
@@ -450,18 +503,34 @@ impl DecState {
             let next_lane_seq = r.leb_u64()?;
             let rx_ts_base = r.u64_le()?;
             let fills_applied_base = r.leb_u64()?;
-            lanes.push(LaneBase { next_lane_seq, rx_ts_base, fills_applied_base });
+            lanes.push(LaneBase {
+                next_lane_seq,
+                rx_ts_base,
+                fills_applied_base,
+            });
         }
         let mut prev_cut = Vec::with_capacity(hl);
         for _ in 0..hl {
             prev_cut.push(r.leb_u64()?);
         }
-        let t = TenureStart { epoch, tenure, sender, first_step, first_height, prev_header_hash, lanes, prev_cut };
+        let t = TenureStart {
+            epoch,
+            tenure,
+            sender,
+            first_step,
+            first_height,
+            prev_header_hash,
+            lanes,
+            prev_cut,
+        };
         if h.tenure != tenure || h.sender != sender || h.epoch16 != epoch as u16 {
             return fail(RepE::Tenure, "TenureStart disagrees with its frame header");
         }
         if first_step == 0 || first_step == u64::MAX || first_height == u64::MAX {
-            return fail(RepE::Tenure, "TenureStart first_step/first_height out of range");
+            return fail(
+                RepE::Tenure,
+                "TenureStart first_step/first_height out of range",
+            );
         }
         for (b, &c) in t.lanes.iter().zip(&t.prev_cut) {
             if c > b.next_lane_seq.saturating_sub(1) {
@@ -492,18 +561,36 @@ impl DecState {
         s.last_mark_step = first_step - 1;
         s.bounds[..hl].copy_from_slice(&t.prev_cut);
         s.hasher.reset();
-        sink.tenure(Pos { stream: h.stream, frame_seq: ctx.frame_seq }, &t);
+        sink.tenure(
+            Pos {
+                stream: h.stream,
+                frame_seq: ctx.frame_seq,
+            },
+            &t,
+        );
         s.tenure = Some(t);
         Ok(())
     }
 
     #[inline]
-    fn lane_run<S: Sink>(&mut self, l: usize, r: &mut Reader<'_>, ctx: &Ctx, sink: &mut S) -> Result<(), E> {
+    fn lane_run<S: Sink>(
+        &mut self,
+        l: usize,
+        r: &mut Reader<'_>,
+        ctx: &Ctx,
+        sink: &mut S,
+    ) -> Result<(), E> {
         if l >= self.layout.n_lanes as usize || self.layout.stream_of(l) != ctx.stream {
-            return fail(RepE::Tag, "LaneRun for a lane outside this substream's half");
+            return fail(
+                RepE::Tag,
+                "LaneRun for a lane outside this substream's half",
+            );
         }
         let k = r.leb_u64()?;
-        let at = Pos { stream: ctx.stream, frame_seq: ctx.frame_seq };
+        let at = Pos {
+            stream: ctx.stream,
+            frame_seq: ctx.frame_seq,
+        };
         let pool = self.layout.is_pool(l);
         let d = &mut self.lanes[l];
         let tbl = &mut self.tables[d.table];
@@ -519,7 +606,12 @@ impl DecState {
         Ok(())
     }
 
-    fn session_bind<S: Sink>(&mut self, r: &mut Reader<'_>, at: Pos, sink: &mut S) -> Result<(), E> {
+    fn session_bind<S: Sink>(
+        &mut self,
+        r: &mut Reader<'_>,
+        at: Pos,
+        sink: &mut S,
+    ) -> Result<(), E> {
         let lane = r.u8()?;
         let slot = r.leb_u16()?;
         let session = r.u32_le()?;
@@ -532,7 +624,15 @@ impl DecState {
         }
         let t = self.lanes[lane as usize].table;
         self.tables[t].bind(slot, session, next_pkt_seq);
-        sink.bind(at, &SessionBind { lane, slot, session, next_pkt_seq });
+        sink.bind(
+            at,
+            &SessionBind {
+                lane,
+                slot,
+                session,
+                next_pkt_seq,
+            },
+        );
         Ok(())
     }
 
@@ -540,13 +640,19 @@ impl DecState {
         let lane = r.u8()? as usize;
         let k = r.leb_u64()?;
         if lane >= self.layout.n_lanes as usize || self.layout.stream_of(lane) != at.stream {
-            return fail(RepE::Tag, "HashRun for a lane outside this substream's half");
+            return fail(
+                RepE::Tag,
+                "HashRun for a lane outside this substream's half",
+            );
         }
         if k > (r.remaining() / 8) as u64 {
             return fail(RepE::Frame, "truncated");
         }
         if k > self.lanes[lane].awaiting.len() as u64 {
-            return fail(RepE::HashLag, "HashRun names more records than await a hash");
+            return fail(
+                RepE::HashLag,
+                "HashRun names more records than await a hash",
+            );
         }
         for _ in 0..k {
             let hsh = r.u64_le()?;
@@ -558,7 +664,12 @@ impl DecState {
         Ok(())
     }
 
-    fn block_mark<S: Sink>(&mut self, r: &mut Reader<'_>, ctx: &Ctx, sink: &mut S) -> Result<(), E> {
+    fn block_mark<S: Sink>(
+        &mut self,
+        r: &mut Reader<'_>,
+        ctx: &Ctx,
+        sink: &mut S,
+    ) -> Result<(), E> {
         let si = ctx.stream as usize;
         let start = self.layout.half_start(ctx.stream);
         let hl = self.layout.half_len(ctx.stream);
@@ -569,14 +680,22 @@ impl DecState {
         if height != s.next_height {
             return fail(RepE::Cut, "BlockMark height is not the previous + 1");
         }
-        let last_step = s.last_mark_step.checked_add(d_last).ok_or(E(RepE::Frame, "overflow"))?;
+        let last_step = s
+            .last_mark_step
+            .checked_add(d_last)
+            .ok_or(E(RepE::Frame, "overflow"))?;
         if s.step.prev_step > last_step && s.step.prev_step != u64::MAX {
-            return fail(RepE::Cut, "BlockMark last_step below a step carried before it");
+            return fail(
+                RepE::Cut,
+                "BlockMark last_step below a step carried before it",
+            );
         }
         for i in 0..hl {
             if bitmap[i / 8] & (1 << (i % 8)) != 0 {
                 let dv = r.leb_u64()?;
-                s.bounds[i] = s.bounds[i].checked_add(dv).ok_or(E(RepE::Frame, "overflow"))?;
+                s.bounds[i] = s.bounds[i]
+                    .checked_add(dv)
+                    .ok_or(E(RepE::Frame, "overflow"))?;
             }
         }
         if hl % 8 != 0 && bitmap[hl / 8] >> (hl % 8) != 0 {
@@ -584,13 +703,27 @@ impl DecState {
         }
         for i in 0..hl {
             if s.bounds[i] != self.lanes[start + i].st.next_lane_seq.saturating_sub(1) {
-                return fail(RepE::Cut, "BlockMark lane_bounds differ from the decoded lane");
+                return fail(
+                    RepE::Cut,
+                    "BlockMark lane_bounds differ from the decoded lane",
+                );
             }
         }
         s.next_height = height + 1;
         s.last_mark_step = last_step;
-        let m = BlockMark { stream: ctx.stream, height, last_step };
-        sink.mark(Pos { stream: ctx.stream, frame_seq: ctx.frame_seq }, &m, &s.bounds[..hl]);
+        let m = BlockMark {
+            stream: ctx.stream,
+            height,
+            last_step,
+        };
+        sink.mark(
+            Pos {
+                stream: ctx.stream,
+                frame_seq: ctx.frame_seq,
+            },
+            &m,
+            &s.bounds[..hl],
+        );
         Ok(())
     }
 
@@ -598,7 +731,9 @@ impl DecState {
     fn pair_roots(&mut self) -> Result<(), E> {
         loop {
             if self.layout.n_streams == 1 {
-                let Some((h, ls, a)) = self.streams[0].roots.pop_front() else { return Ok(()) };
+                let Some((h, ls, a)) = self.streams[0].roots.pop_front() else {
+                    return Ok(());
+                };
                 let b = empty_root();
                 self.blocks_ready.push_back(BlockRoots {
                     height: h,
@@ -609,7 +744,9 @@ impl DecState {
                 });
                 continue;
             }
-            let (Some(&(ha, la, a)), Some(&(hb, lb, b))) = (self.streams[0].roots.front(), self.streams[1].roots.front()) else {
+            let (Some(&(ha, la, a)), Some(&(hb, lb, b))) =
+                (self.streams[0].roots.front(), self.streams[1].roots.front())
+            else {
                 return Ok(());
             };
             if ha != hb || la != lb {
@@ -645,7 +782,8 @@ impl DecState {
         let start = self.layout.half_start(ctx.stream);
         let hl = self.layout.half_len(ctx.stream);
         let b0 = r.u8()?;
-        let kind = StepKind::from_u8(b0 & step_bits::KIND).ok_or(E(RepE::Kind, "step kind 9..15"))?;
+        let kind =
+            StepKind::from_u8(b0 & step_bits::KIND).ok_or(E(RepE::Kind, "step kind 9..15"))?;
         let home = b0 & step_bits::HOME != 0;
         let mode = (b0 >> step_bits::MODE_SHIFT) & step_bits::MODE_MASK;
         let other = b0 & step_bits::OTHER != 0;
@@ -654,7 +792,10 @@ impl DecState {
         }
         let gap = r.leb_u64()?;
         let prev_step = self.streams[si].step.prev_step;
-        let step = prev_step.checked_add(1).and_then(|x| x.checked_add(gap)).ok_or(E(RepE::Frame, "overflow"))?;
+        let step = prev_step
+            .checked_add(1)
+            .and_then(|x| x.checked_add(gap))
+            .ok_or(E(RepE::Frame, "overflow"))?;
         if step <= self.streams[si].last_mark_step {
             return fail(RepE::Cut, "step at or below the last BlockMark's last_step");
         }
@@ -673,7 +814,10 @@ impl DecState {
             if self.layout.home_of(src_lane) != ctx.stream
                 || (src_lane != SRC_NONE && src_lane as usize >= self.layout.n_lanes as usize)
             {
-                return fail(RepE::Cut, "home record's src_lane not in its substream's half");
+                return fail(
+                    RepE::Cut,
+                    "home record's src_lane not in its substream's half",
+                );
             }
             if kind.has_payload() {
                 let plen = r.leb_u64()?;
@@ -702,7 +846,9 @@ impl DecState {
                     for i in 0..hl {
                         let d = r.leb_u64()?;
                         if d != 0 {
-                            st.prev_cut[i] = st.prev_cut[i].checked_add(d).ok_or(E(RepE::Frame, "overflow"))?;
+                            st.prev_cut[i] = st.prev_cut[i]
+                                .checked_add(d)
+                                .ok_or(E(RepE::Frame, "overflow"))?;
                             changed |= 1 << i;
                         }
                     }
@@ -718,7 +864,9 @@ impl DecState {
                             if d == 0 {
                                 return fail(RepE::Cut, "SPARSE delta of 0");
                             }
-                            st.prev_cut[i] = st.prev_cut[i].checked_add(d).ok_or(E(RepE::Frame, "overflow"))?;
+                            st.prev_cut[i] = st.prev_cut[i]
+                                .checked_add(d)
+                                .ok_or(E(RepE::Frame, "overflow"))?;
                             changed |= 1 << i;
                         }
                     }
@@ -742,7 +890,9 @@ impl DecState {
         if src_lane != SRC_NONE {
             let li = src_lane as usize;
             let c = self.streams[si].step.prev_cut[li - start];
-            src_lane_seq = c.checked_add_signed(src_delta).ok_or(E(RepE::Cut, "src_lane_seq out of range"))?;
+            src_lane_seq = c
+                .checked_add_signed(src_delta)
+                .ok_or(E(RepE::Cut, "src_lane_seq out of range"))?;
             let d = &self.lanes[li];
             if !d.names_decoded_op(src_lane_seq) {
                 return fail(RepE::Cut, "src_lane_seq names no decoded op");
@@ -751,7 +901,16 @@ impl DecState {
                 return fail(RepE::Kind, "Shed step for an op whose packet carries SHED");
             }
         }
-        let rec = PendingHalf { step, kind, home, other, src_lane, src_lane_seq, changed, payload: Vec::new() };
+        let rec = PendingHalf {
+            step,
+            kind,
+            home,
+            other,
+            src_lane,
+            src_lane_seq,
+            changed,
+            payload: Vec::new(),
+        };
         self.merge(ctx, rec, payload, sink)
     }
 
@@ -776,7 +935,13 @@ impl DecState {
         }
     }
 
-    fn deliver<S: Sink>(&mut self, home: &PendingHalf, home_stream: u8, payload: &[u8], sink: &mut S) {
+    fn deliver<S: Sink>(
+        &mut self,
+        home: &PendingHalf,
+        home_stream: u8,
+        payload: &[u8],
+        sink: &mut S,
+    ) {
         let s = Step {
             step: home.step,
             kind: home.kind,
@@ -787,13 +952,20 @@ impl DecState {
         };
         self.counters.steps += 1;
         self.next_emit = home.step + 1;
-        sink.step(&s, &self.merged_cut[..self.layout.n_lanes as usize], payload);
+        sink.step(
+            &s,
+            &self.merged_cut[..self.layout.n_lanes as usize],
+            payload,
+        );
     }
 
     fn defer(&mut self, si: usize, mut rec: PendingHalf, payload: &[u8]) -> Result<(), E> {
         let s = &mut self.streams[si];
         if s.pending.len() >= PENDING_MAX {
-            return fail(RepE::Frame, "step merge backlog exceeded (feed the other substream)");
+            return fail(
+                RepE::Frame,
+                "step merge backlog exceeded (feed the other substream)",
+            );
         }
         let mut m = rec.changed;
         while m != 0 {
@@ -808,7 +980,13 @@ impl DecState {
 
     /// Merge by StepId (07 §3.8): deliver step `next_emit` once its home record and, if OTHER,
     /// its cut-only record are decoded.
-    fn merge<S: Sink>(&mut self, ctx: &Ctx, rec: PendingHalf, payload: &[u8], sink: &mut S) -> Result<(), E> {
+    fn merge<S: Sink>(
+        &mut self,
+        ctx: &Ctx,
+        rec: PendingHalf,
+        payload: &[u8],
+        sink: &mut S,
+    ) -> Result<(), E> {
         let si = ctx.stream as usize;
         let oi = 1 - si;
         // Fast path: nothing queued on this substream and the record is next.
@@ -822,7 +1000,10 @@ impl DecState {
             }
             if let Some(p) = self.streams[oi].pending.front() {
                 if p.step == rec.step {
-                    let p = self.streams[oi].pending.pop_front().unwrap_or_else(|| unreachable_pending());
+                    let p = self.streams[oi]
+                        .pending
+                        .pop_front()
+                        .unwrap_or_else(unreachable_pending);
                     check_pair(&rec, &p)?;
                     let mut vals = std::mem::take(&mut self.streams[oi].pending_vals);
                     self.emit_half(oi, p.changed, Some(&mut vals));
@@ -838,7 +1019,10 @@ impl DecState {
                     self.drain_blocks(sink);
                     return Ok(());
                 }
-                return fail(RepE::Kind, "OTHER set but the other substream skipped the step");
+                return fail(
+                    RepE::Kind,
+                    "OTHER set but the other substream skipped the step",
+                );
             }
         }
         self.defer(si, rec, payload)?;
@@ -850,14 +1034,26 @@ impl DecState {
     fn drain_merge<S: Sink>(&mut self, sink: &mut S) -> Result<(), E> {
         loop {
             let e = self.next_emit;
-            let fa = self.streams[0].pending.front().map(|p| (p.step, p.home, p.other));
-            let fb = self.streams[1].pending.front().map(|p| (p.step, p.home, p.other));
+            let fa = self.streams[0]
+                .pending
+                .front()
+                .map(|p| (p.step, p.home, p.other));
+            let fb = self.streams[1]
+                .pending
+                .front()
+                .map(|p| (p.step, p.home, p.other));
             let a_is = fa.is_some_and(|f| f.0 == e);
             let b_is = fb.is_some_and(|f| f.0 == e);
             match (a_is, b_is) {
                 (true, true) => {
-                    let pa = self.streams[0].pending.pop_front().unwrap_or_else(|| unreachable_pending());
-                    let pb = self.streams[1].pending.pop_front().unwrap_or_else(|| unreachable_pending());
+                    let pa = self.streams[0]
+                        .pending
+                        .pop_front()
+                        .unwrap_or_else(unreachable_pending);
+                    let pb = self.streams[1]
+                        .pending
+                        .pop_front()
+                        .unwrap_or_else(unreachable_pending);
                     check_pair(&pa, &pb)?;
                     for (i, p) in [(0usize, &pa), (1, &pb)] {
                         let mut vals = std::mem::take(&mut self.streams[i].pending_vals);
@@ -872,14 +1068,20 @@ impl DecState {
                     let (i, f, o) = if a_is { (0usize, fa, fb) } else { (1, fb, fa) };
                     let (_, home, other) = f.unwrap_or((0, false, false));
                     if home && !other {
-                        let p = self.streams[i].pending.pop_front().unwrap_or_else(|| unreachable_pending());
+                        let p = self.streams[i]
+                            .pending
+                            .pop_front()
+                            .unwrap_or_else(unreachable_pending);
                         let mut vals = std::mem::take(&mut self.streams[i].pending_vals);
                         self.emit_half(i, p.changed, Some(&mut vals));
                         self.streams[i].pending_vals = vals;
                         let pl = p.payload.clone();
                         self.deliver(&p, i as u8, &pl, sink);
                     } else if o.is_some() {
-                        return fail(RepE::Kind, "OTHER set but the other substream skipped the step");
+                        return fail(
+                            RepE::Kind,
+                            "OTHER set but the other substream skipped the step",
+                        );
                     } else {
                         return Ok(()); // wait for the other substream
                     }
@@ -912,10 +1114,16 @@ fn unreachable_pending() -> PendingHalf {
 /// The two records of a spanning step: one home, one cut-only, both OTHER, same kind.
 fn check_pair(a: &PendingHalf, b: &PendingHalf) -> Result<(), E> {
     if a.home == b.home || !a.other || !b.other {
-        return fail(RepE::Kind, "spanning step needs one home and one cut-only record, both OTHER");
+        return fail(
+            RepE::Kind,
+            "spanning step needs one home and one cut-only record, both OTHER",
+        );
     }
     if a.kind != b.kind {
-        return fail(RepE::Kind, "cut-only record's kind differs from its home record");
+        return fail(
+            RepE::Kind,
+            "cut-only record's kind differs from its home record",
+        );
     }
     Ok(())
 }
@@ -960,15 +1168,23 @@ fn decode_pkt(
         return fail(RepE::Count, "Advance with count, SHED, SEQ_EXC or LSEQ_EXC");
     }
     let dts = r.zigzag_i64()?;
-    let rx_ts = d.st.prev_rx_ts.checked_add_signed(dts).ok_or(E(RepE::Ts, "rx_ts out of range"))?;
+    let rx_ts =
+        d.st.prev_rx_ts
+            .checked_add_signed(dts)
+            .ok_or(E(RepE::Ts, "rx_ts out of range"))?;
     let fills_applied = if h & h_bits::FA_NZ != 0 {
-        d.st.prev_fills_applied.checked_add(r.leb_u64()?).ok_or(E(RepE::Frame, "overflow"))?
+        d.st.prev_fills_applied
+            .checked_add(r.leb_u64()?)
+            .ok_or(E(RepE::Frame, "overflow"))?
     } else {
         d.st.prev_fills_applied
     };
     let first_lane_seq = if h & h_bits::LSEQ_EXC != 0 {
         let dl = r.leb_u64()?;
-        let f = d.st.next_lane_seq.checked_add(dl).ok_or(E(RepE::Frame, "overflow"))?;
+        let f =
+            d.st.next_lane_seq
+                .checked_add(dl)
+                .ok_or(E(RepE::Frame, "overflow"))?;
         if dl > 0 {
             let gap = (d.st.next_lane_seq, f - 1);
             LaneDec::push_range(&mut d.gaps, &mut d.gap_floor, gap);
@@ -977,7 +1193,9 @@ fn decode_pkt(
     } else {
         d.st.next_lane_seq
     };
-    let next = first_lane_seq.checked_add(count as u64).ok_or(E(RepE::Frame, "overflow"))?;
+    let next = first_lane_seq
+        .checked_add(count as u64)
+        .ok_or(E(RepE::Frame, "overflow"))?;
     d.st.prev_rx_ts = rx_ts;
     d.st.prev_fills_applied = fills_applied;
     d.st.next_lane_seq = next; // a shed packet keeps its LaneSeqs
@@ -994,13 +1212,23 @@ fn decode_pkt(
             fills_applied,
         }));
     }
-    let pkt_seq = if h & h_bits::SEQ_EXC != 0 { r.leb_u32()? } else { tbl.next_pkt_seq[slot] };
+    let pkt_seq = if h & h_bits::SEQ_EXC != 0 {
+        r.leb_u32()?
+    } else {
+        tbl.next_pkt_seq[slot]
+    };
     tbl.next_pkt_seq[slot] = pkt_seq.wrapping_add(1);
     let session = tbl.session[slot];
     if d.awaiting.len() >= AWAIT_HASH_MAX {
         return fail(RepE::HashLag, "too many records awaiting their hash");
     }
-    d.awaiting.push_back(Awaiting { session, pkt_seq, first_lane_seq, frame_seq: ctx.frame_seq, t_ns: ctx.now });
+    d.awaiting.push_back(Awaiting {
+        session,
+        pkt_seq,
+        first_lane_seq,
+        frame_seq: ctx.frame_seq,
+        t_ns: ctx.now,
+    });
     if shed && count > 0 {
         let range = (first_lane_seq, next - 1);
         LaneDec::push_range(&mut d.shed, &mut d.shed_floor, range);

@@ -190,7 +190,11 @@ impl Heartbeat {
             return Err(Malformed::BadLength);
         }
         let mut r = Reader::new(body);
-        Ok(Heartbeat { last_step: r.u64_le()?, last_height: r.u64_le()?, ptp_now: r.u64_le()? })
+        Ok(Heartbeat {
+            last_step: r.u64_le()?,
+            last_height: r.u64_le()?,
+            ptp_now: r.u64_le()?,
+        })
     }
 }
 

@@ -22,12 +22,20 @@ impl Layout {
             pool |= 1 << l;
             l += 1;
         }
-        Layout { n_lanes: N_LANES_REF as u8, n_streams: 2, pool_mask: pool }
+        Layout {
+            n_lanes: N_LANES_REF as u8,
+            n_streams: 2,
+            pool_mask: pool,
+        }
     }
 
     /// A layout with `n_lanes` lanes, two substreams and no pool.
     pub const fn two_streams(n_lanes: u8) -> Self {
-        Layout { n_lanes, n_streams: 2, pool_mask: 0 }
+        Layout {
+            n_lanes,
+            n_streams: 2,
+            pool_mask: 0,
+        }
     }
 
     /// Validate: 1..=64 lanes, 1 or 2 streams, pool inside the lanes.
@@ -41,7 +49,11 @@ impl Layout {
         if self.n_streams == 2 && self.n_lanes < 2 {
             return Err("two substreams need at least 2 lanes");
         }
-        let lanes_mask = if self.n_lanes == 64 { u64::MAX } else { (1u64 << self.n_lanes) - 1 };
+        let lanes_mask = if self.n_lanes == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.n_lanes) - 1
+        };
         if self.pool_mask & !lanes_mask != 0 {
             return Err("pool lanes outside n_lanes");
         }

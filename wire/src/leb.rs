@@ -199,7 +199,10 @@ impl<'a> Writer<'a> {
     /// Write raw bytes.
     pub fn bytes(&mut self, b: &[u8]) -> Result<(), Malformed> {
         let end = self.pos + b.len();
-        self.buf.get_mut(self.pos..end).ok_or(Malformed::Truncated)?.copy_from_slice(b);
+        self.buf
+            .get_mut(self.pos..end)
+            .ok_or(Malformed::Truncated)?
+            .copy_from_slice(b);
         self.pos = end;
         Ok(())
     }

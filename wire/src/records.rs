@@ -150,7 +150,10 @@ impl StepKind {
     }
     /// Kind-table: does the home record carry `plen` + payload (Rescan, Control, Seal, Uncross)?
     pub fn has_payload(self) -> bool {
-        matches!(self, StepKind::Rescan | StepKind::Control | StepKind::Seal | StepKind::Uncross)
+        matches!(
+            self,
+            StepKind::Rescan | StepKind::Control | StepKind::Seal | StepKind::Uncross
+        )
     }
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -315,9 +318,10 @@ impl SlotTable {
     /// Apply a SessionBind.
     #[inline]
     pub fn bind(&mut self, slot: u16, session: u32, next_pkt_seq: u32) {
-        if let (Some(s), Some(n)) =
-            (self.session.get_mut(slot as usize), self.next_pkt_seq.get_mut(slot as usize))
-        {
+        if let (Some(s), Some(n)) = (
+            self.session.get_mut(slot as usize),
+            self.next_pkt_seq.get_mut(slot as usize),
+        ) {
             *s = session;
             *n = next_pkt_seq;
         }
@@ -410,11 +414,19 @@ pub fn encode_lane_op(
             put_u64(out, &mut p, ver);
             p
         }
-        LaneOp::Advance { rx_ts, fills_applied, first_lane_seq } => {
+        LaneOp::Advance {
+            rx_ts,
+            fills_applied,
+            first_lane_seq,
+        } => {
             debug_assert!(fills_applied >= st.prev_fills_applied);
             let mut h = 0u8;
             put_u64(out, &mut p, REP_SLOT_ADVANCE as u64);
-            put_u64(out, &mut p, zigzag(rx_ts.wrapping_sub(st.prev_rx_ts) as i64));
+            put_u64(
+                out,
+                &mut p,
+                zigzag(rx_ts.wrapping_sub(st.prev_rx_ts) as i64),
+            );
             if fills_applied != st.prev_fills_applied {
                 h |= h_bits::FA_NZ;
                 put_u64(out, &mut p, fills_applied - st.prev_fills_applied);
@@ -426,7 +438,15 @@ pub fn encode_lane_op(
             st.prev_fills_applied = fills_applied;
             p
         }
-        LaneOp::Pkt { slot, count, shed, pkt_seq, rx_ts, first_lane_seq, fills_applied } => {
+        LaneOp::Pkt {
+            slot,
+            count,
+            shed,
+            pkt_seq,
+            rx_ts,
+            first_lane_seq,
+            fills_applied,
+        } => {
             debug_assert!(count as usize <= MAX_MSGS_PER_PKT);
             debug_assert!((slot as usize) < MAX_SESSIONS_PER_LANE);
             debug_assert!(fills_applied >= st.prev_fills_applied);
@@ -436,7 +456,11 @@ pub fn encode_lane_op(
                 h |= h_bits::SHED;
             }
             put_u64(out, &mut p, slot as u64);
-            put_u64(out, &mut p, zigzag(rx_ts.wrapping_sub(st.prev_rx_ts) as i64));
+            put_u64(
+                out,
+                &mut p,
+                zigzag(rx_ts.wrapping_sub(st.prev_rx_ts) as i64),
+            );
             if fills_applied != st.prev_fills_applied {
                 h |= h_bits::FA_NZ;
                 put_u64(out, &mut p, fills_applied - st.prev_fills_applied);
@@ -495,7 +519,11 @@ impl StepState {
     pub fn new(first_step: u64, prev_cut: &[u64]) -> Self {
         let mut c = [0u64; N_HALF_MAX];
         c[..prev_cut.len()].copy_from_slice(prev_cut);
-        StepState { prev_step: first_step.wrapping_sub(1), prev_cut: c, half_len: prev_cut.len() }
+        StepState {
+            prev_step: first_step.wrapping_sub(1),
+            prev_cut: c,
+            half_len: prev_cut.len(),
+        }
     }
 }
 
@@ -573,7 +601,10 @@ pub fn encode_step_half(
         out.push(rec.src_lane);
         if rec.src_lane != SRC_NONE {
             let i = rec.src_lane as usize - half_start;
-            crate::leb::push_u64(out, zigzag(rec.src_lane_seq.wrapping_sub(rec.cut[i]) as i64));
+            crate::leb::push_u64(
+                out,
+                zigzag(rec.src_lane_seq.wrapping_sub(rec.cut[i]) as i64),
+            );
         }
         if rec.kind.has_payload() {
             crate::leb::push_u64(out, rec.payload.len() as u64);

@@ -72,9 +72,13 @@ fn check_seed(seed: u64, frames: usize, layout: Layout) {
     let frames = read_capture(&cap).expect("capture parses");
     assert_eq!(frames.len() as u64, c.stats.frames);
     let mut dec = DecState::new(layout).unwrap();
-    let mut t = Tally { n_lanes: layout.n_lanes as usize, ..Default::default() };
+    let mut t = Tally {
+        n_lanes: layout.n_lanes as usize,
+        ..Default::default()
+    };
     for f in frames {
-        dec.on_frame(f, 0, &mut t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        dec.on_frame(f, 0, &mut t)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
     let s = c.stats;
     assert_eq!(t.pkts, s.pkts, "seed {seed}");
@@ -92,8 +96,15 @@ fn check_seed(seed: u64, frames: usize, layout: Layout) {
     let key = ed25519_dalek::VerifyingKey::from_bytes(&c.seq_pubkey).unwrap();
     let mut prev: Option<BlockHeader> = None;
     for h in &t.headers {
-        let b = t.blocks.get(&h.height).expect("block decoded for every header");
-        assert_eq!(h.order_root, b.order_root, "seed {seed} height {}", h.height);
+        let b = t
+            .blocks
+            .get(&h.height)
+            .expect("block decoded for every header");
+        assert_eq!(
+            h.order_root, b.order_root,
+            "seed {seed} height {}",
+            h.height
+        );
         assert_eq!(h.last_step, b.last_step);
         assert!(h.verify(&key));
         if let Some(p) = prev {
@@ -119,9 +130,21 @@ fn reference_layout_many_seeds() {
 fn long_corpus_covers_every_form() {
     let c = generate(&CorpusConfig::reference(7, 5000));
     let s = c.stats;
-    assert!(s.by_kind.iter().all(|&k| k > 0), "every kind: {:?}", s.by_kind);
-    assert!(s.by_mode.iter().all(|&k| k > 0), "every cut mode: {:?}", s.by_mode);
-    assert!(s.exc.iter().all(|&k| k > 0), "SEQ_EXC, LSEQ_EXC, FA_NZ: {:?}", s.exc);
+    assert!(
+        s.by_kind.iter().all(|&k| k > 0),
+        "every kind: {:?}",
+        s.by_kind
+    );
+    assert!(
+        s.by_mode.iter().all(|&k| k > 0),
+        "every cut mode: {:?}",
+        s.by_mode
+    );
+    assert!(
+        s.exc.iter().all(|&k| k > 0),
+        "SEQ_EXC, LSEQ_EXC, FA_NZ: {:?}",
+        s.exc
+    );
     assert!(s.spanning > 0 && s.shed > 0 && s.advances > 0 && s.takes > 0 && s.binds > 0);
     assert!(s.pads > 0 && s.heartbeats > 0 && s.blocks > 2);
     check_seed(7, 5000, Layout::reference());
@@ -131,7 +154,23 @@ fn long_corpus_covers_every_form() {
 fn small_and_single_stream_layouts() {
     for seed in 100..110 {
         check_seed(seed, 300, Layout::two_streams(4));
-        check_seed(seed, 300, Layout { n_lanes: 11, n_streams: 1, pool_mask: 0 });
-        check_seed(seed, 300, Layout { n_lanes: 64, n_streams: 2, pool_mask: 0xFF << 56 });
+        check_seed(
+            seed,
+            300,
+            Layout {
+                n_lanes: 11,
+                n_streams: 1,
+                pool_mask: 0,
+            },
+        );
+        check_seed(
+            seed,
+            300,
+            Layout {
+                n_lanes: 64,
+                n_streams: 2,
+                pool_mask: 0xFF << 56,
+            },
+        );
     }
 }

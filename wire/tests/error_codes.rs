@@ -21,7 +21,14 @@ fn ts(stream: u8, tenure: u8) -> Vec<u8> {
         first_step: 1,
         first_height: 1,
         prev_header_hash: [0; 32],
-        lanes: vec![LaneBase { next_lane_seq: BASE, rx_ts_base: RX0, fills_applied_base: 0 }; n],
+        lanes: vec![
+            LaneBase {
+                next_lane_seq: BASE,
+                rx_ts_base: RX0,
+                fills_applied_base: 0
+            };
+            n
+        ],
         prev_cut: vec![BASE - 1; n],
     };
     let mut b = Vec::new();
@@ -51,27 +58,62 @@ fn frame(stream: u8, seq: u64, kind: FrameKind, body: &[u8]) -> Vec<u8> {
 fn started(sink: &mut impl Sink) -> DecState {
     let mut d = DecState::new(layout()).unwrap();
     let mut a1 = ts(0, 0);
-    encode_session_bind(&SessionBind { lane: 3, slot: 0, session: 9, next_pkt_seq: 1 }, &mut a1);
-    encode_session_bind(&SessionBind { lane: 4, slot: 0, session: 8, next_pkt_seq: 1 }, &mut a1);
+    encode_session_bind(
+        &SessionBind {
+            lane: 3,
+            slot: 0,
+            session: 9,
+            next_pkt_seq: 1,
+        },
+        &mut a1,
+    );
+    encode_session_bind(
+        &SessionBind {
+            lane: 4,
+            slot: 0,
+            session: 8,
+            next_pkt_seq: 1,
+        },
+        &mut a1,
+    );
     // lane 3: h=10, slot 0, rx +0
     a1.extend_from_slice(&[3, 1, 0x0A, 0x00, 0x00]);
     // lane 4: h = SHED|2, slot 0, rx +0
     a1.extend_from_slice(&[4, 1, 0x82, 0x00, 0x00]);
-    d.on_frame(&frame(0, 1, FrameKind::Order, &a1), 0, sink).unwrap();
+    d.on_frame(&frame(0, 1, FrameKind::Order, &a1), 0, sink)
+        .unwrap();
     let mut b1 = ts(1, 0);
-    encode_session_bind(&SessionBind { lane: 30, slot: 0, session: 7, next_pkt_seq: 1 }, &mut b1);
+    encode_session_bind(
+        &SessionBind {
+            lane: 30,
+            slot: 0,
+            session: 7,
+            next_pkt_seq: 1,
+        },
+        &mut b1,
+    );
     b1.extend_from_slice(&[30, 1, 0x0A, 0x00, 0x00]);
-    d.on_frame(&frame(1, 1, FrameKind::Order, &b1), 0, sink).unwrap();
+    d.on_frame(&frame(1, 1, FrameKind::Order, &b1), 0, sink)
+        .unwrap();
     d
 }
 
 fn expect(stream: u8, body: &[u8], kind: FrameKind, code: RepE) -> RepErr {
     let mut d = started(&mut NullSink);
-    let e = d.on_frame(&frame(stream, 2, kind, body), 0, &mut NullSink).unwrap_err();
+    let e = d
+        .on_frame(&frame(stream, 2, kind, body), 0, &mut NullSink)
+        .unwrap_err();
     assert_eq!(e.code, code, "{e}");
-    assert_eq!((e.stream, e.frame_seq, e.epoch, e.tenure), (stream, 2, 5, 0));
+    assert_eq!(
+        (e.stream, e.frame_seq, e.epoch, e.tenure),
+        (stream, 2, 5, 0)
+    );
     // The substream stays stopped with the same error.
-    let again = d.on_frame(&frame(stream, 3, FrameKind::Heartbeat, &[0; 24]), 0, &mut NullSink);
+    let again = d.on_frame(
+        &frame(stream, 3, FrameKind::Heartbeat, &[0; 24]),
+        0,
+        &mut NullSink,
+    );
     assert_eq!(again.unwrap_err(), e);
     assert_eq!(d.failed(stream), Some(e));
     e
@@ -119,21 +161,53 @@ fn rep_e_kind() {
     order(0, &[0x40, 1, 0x10, 0x00, 0xFF], RepE::Kind); // Cross with src none
     order(0, &[0x40, 1, 0x14, 0x00, 3, 0], RepE::Kind); // Idle with a src
     order(0, &[0x40, 1, 0x17, 0x00, 0xFF, 1, 0xAA], RepE::Kind); // Seal with plen 1 (wire-decisions 4)
-    order(0, &[0x40, 1, 0x24, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01], RepE::Kind); // cut-only without OTHER
-    // Shed step whose src op (lane 4, LaneSeq 100) sits in a SHED packet: SAME cut, zigzag(100-99)=2
+    order(
+        0,
+        &[0x40, 1, 0x24, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01],
+        RepE::Kind,
+    ); // cut-only without OTHER
+       // Shed step whose src op (lane 4, LaneSeq 100) sits in a SHED packet: SAME cut, zigzag(100-99)=2
     order(0, &[0x40, 1, 0x15, 0x00, 4, 0x02], RepE::Kind);
     // Spanning step: home on A with OTHER, then B's next record is a later step.
     let mut d = started(&mut NullSink);
-    d.on_frame(&frame(0, 2, FrameKind::Order, &[0x40, 1, 0x94, 0x00, 0xFF]), 0, &mut NullSink).unwrap();
+    d.on_frame(
+        &frame(0, 2, FrameKind::Order, &[0x40, 1, 0x94, 0x00, 0xFF]),
+        0,
+        &mut NullSink,
+    )
+    .unwrap();
     let e = d
-        .on_frame(&frame(1, 2, FrameKind::Order, &[0x40, 1, 0xC4, 0x01, 0x20, 0x00, 0x00, 0x01]), 0, &mut NullSink)
+        .on_frame(
+            &frame(
+                1,
+                2,
+                FrameKind::Order,
+                &[0x40, 1, 0xC4, 0x01, 0x20, 0x00, 0x00, 0x01],
+            ),
+            0,
+            &mut NullSink,
+        )
         .unwrap_err();
     assert_eq!(e.code, RepE::Kind, "{e}");
     // Kinds of a spanning step's two records differ.
     let mut d = started(&mut NullSink);
-    d.on_frame(&frame(0, 2, FrameKind::Order, &[0x40, 1, 0x94, 0x00, 0xFF]), 0, &mut NullSink).unwrap();
+    d.on_frame(
+        &frame(0, 2, FrameKind::Order, &[0x40, 1, 0x94, 0x00, 0xFF]),
+        0,
+        &mut NullSink,
+    )
+    .unwrap();
     let e = d
-        .on_frame(&frame(1, 2, FrameKind::Order, &[0x40, 1, 0xC1, 0x00, 0x20, 0x00, 0x00, 0x01]), 0, &mut NullSink)
+        .on_frame(
+            &frame(
+                1,
+                2,
+                FrameKind::Order,
+                &[0x40, 1, 0xC1, 0x00, 0x20, 0x00, 0x00, 0x01],
+            ),
+            0,
+            &mut NullSink,
+        )
         .unwrap_err();
     assert_eq!(e.code, RepE::Kind, "{e}");
 }
@@ -141,11 +215,15 @@ fn rep_e_kind() {
 #[test]
 fn rep_e_cut() {
     order(0, &[0x40, 1, 0x74, 0x00, 0xFF], RepE::Cut); // mode 3
-    // DENSE moving lane 0 by 1: lane 0 has no op above 99.
+                                                       // DENSE moving lane 0 by 1: lane 0 has no op above 99.
     let mut dense = vec![0x40, 1, 0x34, 0x00, 0xFF, 1];
     dense.extend(std::iter::repeat_n(0u8, 24));
     order(0, &dense, RepE::Cut);
-    order(0, &[0x40, 1, 0x54, 0x00, 0xFF, 0x08, 0, 0, 0, 0x00], RepE::Cut); // SPARSE delta 0
+    order(
+        0,
+        &[0x40, 1, 0x54, 0x00, 0xFF, 0x08, 0, 0, 0, 0x00],
+        RepE::Cut,
+    ); // SPARSE delta 0
     order(0, &[0x40, 1, 0x54, 0x00, 0xFF, 0, 0, 0, 0x02], RepE::Cut); // bitmap bit 25 of 25 lanes
     order(1, &[0x40, 1, 0x84, 0x00], RepE::Cut); // cut-only with SAME
     order(0, &[0x40, 1, 0x10, 0x00, 3, 0x16], RepE::Cut); // src_lane_seq 110: no such op (cut 99 + 11)
@@ -158,23 +236,38 @@ fn rep_e_cut() {
 #[test]
 fn rep_e_tenure() {
     let mut d = DecState::new(layout()).unwrap();
-    let e = d.on_frame(&frame(0, 1, FrameKind::Order, &[0xFF]), 0, &mut NullSink).unwrap_err();
+    let e = d
+        .on_frame(&frame(0, 1, FrameKind::Order, &[0xFF]), 0, &mut NullSink)
+        .unwrap_err();
     assert_eq!(e.code, RepE::Tenure);
     let mut d = DecState::new(layout()).unwrap();
-    let e = d.on_frame(&frame(0, 1, FrameKind::Heartbeat, &[0; 24]), 0, &mut NullSink).unwrap_err();
+    let e = d
+        .on_frame(
+            &frame(0, 1, FrameKind::Heartbeat, &[0; 24]),
+            0,
+            &mut NullSink,
+        )
+        .unwrap_err();
     assert_eq!(e.code, RepE::Tenure);
     order(0, &ts(0, 0), RepE::Tenure); // TenureStart in frame 2
-    // The two substreams disagree on the tenure.
+                                       // The two substreams disagree on the tenure.
     let mut d = DecState::new(layout()).unwrap();
-    d.on_frame(&frame(0, 1, FrameKind::Order, &ts(0, 0)), 0, &mut NullSink).unwrap();
+    d.on_frame(&frame(0, 1, FrameKind::Order, &ts(0, 0)), 0, &mut NullSink)
+        .unwrap();
     let mut f = frame(1, 1, FrameKind::Order, &ts(1, 1));
     f[17] = 1; // the header's tenure agrees with its TenureStart, not with A's
-    assert_eq!(d.on_frame(&f, 0, &mut NullSink).unwrap_err().code, RepE::Tenure);
+    assert_eq!(
+        d.on_frame(&f, 0, &mut NullSink).unwrap_err().code,
+        RepE::Tenure
+    );
     // A later frame under another tenure.
     let mut d = started(&mut NullSink);
     let mut f = frame(0, 2, FrameKind::Heartbeat, &[0; 24]);
     f[17] = 3;
-    assert_eq!(d.on_frame(&f, 0, &mut NullSink).unwrap_err().code, RepE::Tenure);
+    assert_eq!(
+        d.on_frame(&f, 0, &mut NullSink).unwrap_err().code,
+        RepE::Tenure
+    );
 }
 
 #[test]
@@ -196,19 +289,34 @@ const REP_HASHLAG_NS_OK: u64 = 999_999;
 #[test]
 fn rep_e_frame() {
     order(0, &[3, 1, 0x0A], RepE::Frame); // truncated record
-    order(0, &[3, 1, 0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01], RepE::Frame); // LEB > 10 bytes
+    order(
+        0,
+        &[
+            3, 1, 0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01,
+        ],
+        RepE::Frame,
+    ); // LEB > 10 bytes
     order(0, &[3, 1, 0x0A, 0x80, 0x80, 0x04, 0x00], RepE::Frame); // slot 65536 too wide for u16
     let mut d = started(&mut NullSink);
     let mut f = frame(0, 2, FrameKind::Order, &[]);
     f[0] = 0;
-    assert_eq!(d.on_frame(&f, 0, &mut NullSink).unwrap_err().code, RepE::Frame);
+    assert_eq!(
+        d.on_frame(&f, 0, &mut NullSink).unwrap_err().code,
+        RepE::Frame
+    );
     let mut d = started(&mut NullSink);
     let f = frame(0, 3, FrameKind::Order, &[]);
-    assert_eq!(d.on_frame(&f, 0, &mut NullSink).unwrap_err().code, RepE::Frame); // gap
+    assert_eq!(
+        d.on_frame(&f, 0, &mut NullSink).unwrap_err().code,
+        RepE::Frame
+    ); // gap
     let mut d = started(&mut NullSink);
     let mut f = frame(0, 2, FrameKind::Order, &[0xFF]);
     f.push(0); // body_len disagrees
-    assert_eq!(d.on_frame(&f, 0, &mut NullSink).unwrap_err().code, RepE::Frame);
+    assert_eq!(
+        d.on_frame(&f, 0, &mut NullSink).unwrap_err().code,
+        RepE::Frame
+    );
 }
 
 #[test]
@@ -222,7 +330,9 @@ fn records_before_an_error_are_delivered_and_duplicates_dropped() {
     let mut d = started(&mut NullSink);
     let mut c = Count(0);
     let body = [3, 2, 0x01, 0x00, 0x00, 0x0B, 0x00, 0x00];
-    let e = d.on_frame(&frame(0, 2, FrameKind::Order, &body), 0, &mut c).unwrap_err();
+    let e = d
+        .on_frame(&frame(0, 2, FrameKind::Order, &body), 0, &mut c)
+        .unwrap_err();
     assert_eq!(e.code, RepE::Count);
     assert_eq!(c.0, 1, "wire-decisions 26");
     let mut d = started(&mut NullSink);
@@ -237,5 +347,6 @@ fn implied_exception_values_are_accepted() {
     // wire-decisions 16: SEQ_EXC with the expected pkt_seq, FA_NZ and LSEQ_EXC deltas of 0.
     let mut d = started(&mut NullSink);
     let body = [3, 1, 0x71, 0x00, 0x00, 0x00, 0x00, 0x02];
-    d.on_frame(&frame(0, 2, FrameKind::Order, &body), 0, &mut NullSink).unwrap();
+    d.on_frame(&frame(0, 2, FrameKind::Order, &body), 0, &mut NullSink)
+        .unwrap();
 }

@@ -31,7 +31,11 @@ fn tenure(stream: u8, layout: &Layout) -> TenureStart {
         first_height: 1,
         prev_header_hash: [9; 32],
         lanes: vec![
-            LaneBase { next_lane_seq: BASE_SEQ, rx_ts_base: RX0, fills_applied_base: 0 };
+            LaneBase {
+                next_lane_seq: BASE_SEQ,
+                rx_ts_base: RX0,
+                fills_applied_base: 0
+            };
             n
         ],
         prev_cut,
@@ -121,7 +125,15 @@ fn decoder_reads_the_worked_example() {
     tenure(0, &layout).encode(&mut s);
     a.tenure_start(&s);
     let mut bind = Vec::new();
-    encode_session_bind(&SessionBind { lane: 7, slot: 300, session: 77, next_pkt_seq: 5 }, &mut bind);
+    encode_session_bind(
+        &SessionBind {
+            lane: 7,
+            slot: 300,
+            session: 77,
+            next_pkt_seq: 5,
+        },
+        &mut bind,
+    );
     a.section(&bind);
     a.flush();
     s.clear();
