@@ -1,0 +1,1489 @@
+//! Control messages (07 §4.8–§4.10, §5.2–§5.7, §6.9, §9, §10.1, §13.1).
+//!
+//! Every message starts with a one-byte message type ([`ty`]) so that all of them can share the
+//! `REP_UDP_CTRL` port; [`CtrlMsg::parse`] dispatches on it. Each struct's `encode` writes the
+//! type byte and its body, and its `parse` takes exactly one whole message. `encode` refuses
+//! (with the `Malformed` that `parse` would return) anything `parse` would reject, so every
+//! encoded message parses back to itself. Layouts: `docs/wire-messages.md`.
+
+use core::fmt;
+
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+
+use crate::consts::{domain, BLOCK_HEADER_BYTES};
+use crate::error::Malformed;
+use crate::header::{BlockHeader, Hash};
+use crate::leb::Reader;
+use crate::msg::consensus::{
+    read_entries_bounded, write_entries, CertEntry, RepFinalityCert, NEXT_SEQ_NONE,
+};
+use crate::msg::{finish, put_u16, put_u32, put_u64, Addr18, PktKey};
+use crate::msg::{MAX_MEMBERS, N_BASE, N_CHAIN, Q_BASE, Q_CHAIN};
+
+/// Control message type codes: byte 0 of every control message (project assignment).
+pub mod ty {
+    /// [`RepAck`](super::RepAck).
+    pub const REP_ACK: u8 = 0x01;
+    /// [`Nack`](super::Nack).
+    pub const NACK: u8 = 0x02;
+    /// [`NackTooOld`](super::NackTooOld).
+    pub const NACK_TOO_OLD: u8 = 0x03;
+    /// [`RepairReq`](super::RepairReq).
+    pub const REPAIR_REQ: u8 = 0x04;
+    /// [`DataFetch::Range`](super::DataFetch::Range).
+    pub const DATA_FETCH_RANGE: u8 = 0x05;
+    /// [`DataFetch::Key`](super::DataFetch::Key).
+    pub const DATA_FETCH_KEY: u8 = 0x06;
+    /// [`HashListReq`](super::HashListReq).
+    pub const HASH_LIST_REQ: u8 = 0x07;
+    /// [`TailReport`](super::TailReport) on its own (the standby's report, §9.3).
+    pub const TAIL_REPORT: u8 = 0x08;
+    /// [`Silence`](super::Silence).
+    pub const SILENCE: u8 = 0x09;
+    /// [`TailConflict`](super::TailConflict).
+    pub const TAIL_CONFLICT: u8 = 0x0A;
+    /// [`SeqEquivocation`](super::SeqEquivocation).
+    pub const SEQ_EQUIVOCATION: u8 = 0x0B;
+    /// [`RepDurableMark`](super::RepDurableMark).
+    pub const REP_DURABLE_MARK: u8 = 0x0C;
+    /// [`DataBadMac`](super::DataBadMac).
+    pub const DATA_BAD_MAC: u8 = 0x0D;
+    /// [`CopyConflict`](super::CopyConflict).
+    pub const COPY_CONFLICT: u8 = 0x0E;
+    /// [`DataDown`](super::DataDown).
+    pub const DATA_DOWN: u8 = 0x0F;
+    /// [`DataRedirect`](super::DataRedirect).
+    pub const DATA_REDIRECT: u8 = 0x10;
+    /// [`SeqChange`](super::SeqChange).
+    pub const SEQ_CHANGE: u8 = 0x11;
+    /// [`RepMembership`](super::RepMembership).
+    pub const REP_MEMBERSHIP: u8 = 0x12;
+    /// A `REP_FinalityCert` sent to the sequencer's and standby's control port (07 §6.8).
+    pub const FINALITY_CERT: u8 = 0x13;
+}
+
+/// Most `extra` ranges per substream in a TailReport (07 §9.3).
+pub const TAIL_EXTRA_MAX: usize = 64;
+/// Bound on each substream's `direct` bitmap, bytes (project bound: 8M frames, far beyond the
+/// ≤ 64-block tail of a seal).
+pub const TAIL_DIRECT_MAX_BYTES: usize = 1 << 20;
+/// Most frame bytes in a TailConflict: the VLAN MTU (07 §3.1).
+pub const TAIL_CONFLICT_MAX_BYTES: usize = 9216;
+/// Facility of the warm standby, F2 (07 §9.5, §13.1). Facilities are numbered from 1 (F1).
+pub const STANDBY_FACILITY: u8 = 2;
+
+/// The body of one control message (private: the public API is the generated inherent methods).
+trait Body: Sized {
+    /// Semantic checks shared by `encode` (before writing) and `parse` (after reading).
+    fn check(&self) -> Result<(), Malformed> {
+        Ok(())
+    }
+    /// Append the body (after the type byte).
+    fn write_body(&self, out: &mut Vec<u8>);
+    /// Read the body; every count is checked against the bytes present before allocating.
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed>;
+}
+
+macro_rules! ctrl_codec {
+    ($t:ty, $code:expr) => {
+        impl $t {
+            /// Message type byte.
+            pub const TYPE: u8 = $code;
+
+            /// Append the message (type byte, then body). Fails, writing nothing, where `parse`
+            /// would fail.
+            pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), Malformed> {
+                Body::check(self)?;
+                out.push(Self::TYPE);
+                self.write_body(out);
+                Ok(())
+            }
+
+            /// The message bytes.
+            pub fn to_bytes(&self) -> Result<Vec<u8>, Malformed> {
+                let mut v = Vec::new();
+                self.encode(&mut v)?;
+                Ok(v)
+            }
+
+            /// Parse exactly one whole message, type byte included.
+            pub fn parse(b: &[u8]) -> Result<Self, Malformed> {
+                let mut r = Reader::new(b);
+                if r.u8()? != Self::TYPE {
+                    return Err(Malformed::BadKind);
+                }
+                let m = <Self as Body>::read_body(&mut r)?;
+                finish(&r)?;
+                Body::check(&m)?;
+                Ok(m)
+            }
+        }
+    };
+}
+
+fn check_stream(stream: u8) -> Result<(), Malformed> {
+    if stream > 1 {
+        return Err(Malformed::BadValue);
+    }
+    Ok(())
+}
+
+fn read_bool(r: &mut Reader<'_>) -> Result<bool, Malformed> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(Malformed::BadValue),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// `RepAck`, every `REP_ACK_US` from each voter and the standby to each stream core (07 §4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RepAck {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// Highest frame_seq held contiguously from 1, per substream `[A, B]`.
+    pub contiguous_frame_seq: [u64; 2],
+    /// bit 0: path A delivered a frame within `REP_ACK_LIVE_US`; bit 1: path B; others 0.
+    pub path_mask: u8,
+}
+
+impl Body for RepAck {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.path_mask & !0b11 != 0 {
+            return Err(Malformed::Reserved);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        put_u64(out, self.contiguous_frame_seq[0]);
+        put_u64(out, self.contiguous_frame_seq[1]);
+        out.push(self.path_mask);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(RepAck {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            contiguous_frame_seq: [r.u64_le()?, r.u64_le()?],
+            path_mask: r.u8()?,
+        })
+    }
+}
+ctrl_codec!(RepAck, ty::REP_ACK);
+
+fn check_range(stream: u8, from: u64, to: u64) -> Result<(), Malformed> {
+    check_stream(stream)?;
+    // frame_seq starts at 1 (07 §2.2).
+    if from == 0 || from > to {
+        return Err(Malformed::BadValue);
+    }
+    Ok(())
+}
+
+/// `Nack`: retransmit request to the substream's stream core (07 §4.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Nack {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// Substream, 0 or 1.
+    pub stream: u8,
+    /// First missing frame_seq, ≥ 1.
+    pub from_seq: u64,
+    /// Last missing frame_seq, ≥ `from_seq`.
+    pub to_seq: u64,
+}
+
+impl Body for Nack {
+    fn check(&self) -> Result<(), Malformed> {
+        check_range(self.stream, self.from_seq, self.to_seq)
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        out.push(self.stream);
+        put_u64(out, self.from_seq);
+        put_u64(out, self.to_seq);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(Nack {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            stream: r.u8()?,
+            from_seq: r.u64_le()?,
+            to_seq: r.u64_le()?,
+        })
+    }
+}
+ctrl_codec!(Nack, ty::NACK);
+
+/// `NackTooOld`: the NACKed frame has left the retransmit ring (07 §4.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NackTooOld {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// Substream, 0 or 1.
+    pub stream: u8,
+    /// Oldest frame_seq the ring still holds.
+    pub oldest_seq: u64,
+}
+
+impl Body for NackTooOld {
+    fn check(&self) -> Result<(), Malformed> {
+        check_stream(self.stream)
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        out.push(self.stream);
+        put_u64(out, self.oldest_seq);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(NackTooOld {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            stream: r.u8()?,
+            oldest_seq: r.u64_le()?,
+        })
+    }
+}
+ctrl_codec!(NackTooOld, ty::NACK_TOO_OLD);
+
+/// `RepairReq`: peer repair request (07 §4.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RepairReq {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// Substream, 0 or 1.
+    pub stream: u8,
+    /// First frame_seq wanted, ≥ 1.
+    pub from_seq: u64,
+    /// Last frame_seq wanted, ≥ `from_seq`.
+    pub to_seq: u64,
+}
+
+impl Body for RepairReq {
+    fn check(&self) -> Result<(), Malformed> {
+        check_range(self.stream, self.from_seq, self.to_seq)
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        out.push(self.stream);
+        put_u64(out, self.from_seq);
+        put_u64(out, self.to_seq);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(RepairReq {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            stream: r.u8()?,
+            from_seq: r.u64_le()?,
+            to_seq: r.u64_le()?,
+        })
+    }
+}
+ctrl_codec!(RepairReq, ty::REPAIR_REQ);
+
+/// `DataFetch`, to a data box (07 §5.3 by range, §5.5 by key). Answered with `FETCH_RESP` frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DataFetch {
+    /// A gap of this data box's `data_seq` toward the requester, `from ≤ to` (07 §5.3).
+    Range {
+        /// First data_seq.
+        from: u64,
+        /// Last data_seq.
+        to: u64,
+    },
+    /// One packet by join key (07 §5.5 source 1).
+    Key(PktKey),
+}
+
+impl DataFetch {
+    /// Type byte of this form.
+    pub fn msg_type(&self) -> u8 {
+        match self {
+            DataFetch::Range { .. } => ty::DATA_FETCH_RANGE,
+            DataFetch::Key(_) => ty::DATA_FETCH_KEY,
+        }
+    }
+
+    /// Append the message; a reversed range fails with `BadValue`.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), Malformed> {
+        match *self {
+            DataFetch::Range { from, to } => {
+                if from > to {
+                    return Err(Malformed::BadValue);
+                }
+                out.push(ty::DATA_FETCH_RANGE);
+                put_u64(out, from);
+                put_u64(out, to);
+            }
+            DataFetch::Key(k) => {
+                out.push(ty::DATA_FETCH_KEY);
+                k.encode(out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The message bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, Malformed> {
+        let mut v = Vec::new();
+        self.encode(&mut v)?;
+        Ok(v)
+    }
+
+    /// Parse exactly one whole message of either form.
+    pub fn parse(b: &[u8]) -> Result<Self, Malformed> {
+        let mut r = Reader::new(b);
+        let m = match r.u8()? {
+            ty::DATA_FETCH_RANGE => {
+                let (from, to) = (r.u64_le()?, r.u64_le()?);
+                if from > to {
+                    return Err(Malformed::BadValue);
+                }
+                DataFetch::Range { from, to }
+            }
+            ty::DATA_FETCH_KEY => DataFetch::Key(PktKey::read(&mut r)?),
+            _ => return Err(Malformed::BadKind),
+        };
+        finish(&r)?;
+        Ok(m)
+    }
+}
+
+/// `HashListReq`: a block's full-hash list from the order hasher, core 50 (07 §5.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct HashListReq {
+    /// Height.
+    pub height: u64,
+}
+
+impl Body for HashListReq {
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.height);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(HashListReq {
+            height: r.u64_le()?,
+        })
+    }
+}
+ctrl_codec!(HashListReq, ty::HASH_LIST_REQ);
+
+// ---------------------------------------------------------------------------------------------
+
+/// A range `[a, b]` of frame_seq, both ends included (07 §9.3 `extra`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FrameRange {
+    /// First frame_seq.
+    pub a: u64,
+    /// Last frame_seq, ≥ `a`.
+    pub b: u64,
+}
+
+/// `TailReport` (07 §9.3): what a voter or the standby holds of the tenure's tail. Every frame
+/// quantity is a pair, index 0 = substream A, 1 = substream B.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TailReport {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// Reporter's index (voter index, or sequencer index for the standby).
+    pub reporter: u8,
+    /// `H_i`: highest height with a valid header and every ORDER frame through its mark.
+    pub h_i: u64,
+    /// `F_i`: highest frame_seq such that frames 1..=F_i are all held, per substream.
+    pub f_i: [u64; 2],
+    /// `extra`: ≤ 64 maximal ranges held above `F_i`, per substream, ascending, each starting
+    /// ≥ 2 past the previous end (≥ `F_i + 2` for the first: `F_i + 1` is missing by definition).
+    pub extra: [Vec<FrameRange>; 2],
+    /// `direct`, per substream: bit k (LSB first) covers the k-th frame of (H_i's mark, F_i]
+    /// followed by the `extra` frames in order; 1 = received from a sequencer path. At most
+    /// [`TAIL_DIRECT_MAX_BYTES`] bytes each.
+    pub direct: [Vec<u8>; 2],
+    /// PTP time of the newest frame of the tenure received.
+    pub t_last_rx: u64,
+    /// Replay lag, µs (07 §9.5).
+    pub replay_lag_us: u32,
+    /// `promotable` (07 §9.5), a u8 0/1 on the wire.
+    pub promotable: bool,
+    /// Ed25519 by the reporter over [`signed_bytes`](Self::signed_bytes).
+    pub sig: [u8; 64],
+}
+
+impl TailReport {
+    /// The bytes `sig` covers: every field above it, in wire order (07 §9.3 "over the above"),
+    /// without the message type byte.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.direct[0].len() + self.direct[1].len());
+        self.write_unsigned(&mut out);
+        out
+    }
+
+    /// Sign with the reporter's key (a voter's vote key, the standby's seq_key).
+    pub fn sign(&mut self, key: &SigningKey) {
+        self.sig = key.sign(&self.signed_bytes()).to_bytes();
+    }
+
+    /// Verify `sig` under `key` (strict).
+    pub fn verify(&self, key: &VerifyingKey) -> bool {
+        key.verify_strict(&self.signed_bytes(), &Signature::from_bytes(&self.sig))
+            .is_ok()
+    }
+
+    fn write_unsigned(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        out.push(self.reporter);
+        put_u64(out, self.h_i);
+        put_u64(out, self.f_i[0]);
+        put_u64(out, self.f_i[1]);
+        for ranges in &self.extra {
+            out.push(ranges.len() as u8);
+            for x in ranges {
+                put_u64(out, x.a);
+                put_u64(out, x.b);
+            }
+        }
+        for d in &self.direct {
+            put_u32(out, d.len() as u32);
+            out.extend_from_slice(d);
+        }
+        put_u64(out, self.t_last_rx);
+        put_u32(out, self.replay_lag_us);
+        out.push(self.promotable as u8);
+    }
+}
+
+impl Body for TailReport {
+    fn check(&self) -> Result<(), Malformed> {
+        for s in 0..2 {
+            if self.extra[s].len() > TAIL_EXTRA_MAX || self.direct[s].len() > TAIL_DIRECT_MAX_BYTES
+            {
+                return Err(Malformed::TooMany);
+            }
+            // The next range must start at or above `min`.
+            let mut min = self.f_i[s].checked_add(2);
+            for x in &self.extra[s] {
+                match min {
+                    Some(m) if x.a >= m && x.b >= x.a => min = x.b.checked_add(2),
+                    _ => return Err(Malformed::BadValue),
+                }
+            }
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        self.write_unsigned(out);
+        out.extend_from_slice(&self.sig);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let epoch = r.u32_le()?;
+        let tenure = r.u8()?;
+        let reporter = r.u8()?;
+        let h_i = r.u64_le()?;
+        let f_i = [r.u64_le()?, r.u64_le()?];
+        let mut extra: [Vec<FrameRange>; 2] = Default::default();
+        for e in extra.iter_mut() {
+            let n = r.u8()? as usize;
+            if n > TAIL_EXTRA_MAX {
+                return Err(Malformed::TooMany);
+            }
+            if n * 16 > r.remaining() {
+                return Err(Malformed::Truncated);
+            }
+            e.reserve_exact(n);
+            for _ in 0..n {
+                e.push(FrameRange {
+                    a: r.u64_le()?,
+                    b: r.u64_le()?,
+                });
+            }
+        }
+        let mut direct: [Vec<u8>; 2] = Default::default();
+        for d in direct.iter_mut() {
+            let n = r.u32_le()? as usize;
+            if n > TAIL_DIRECT_MAX_BYTES {
+                return Err(Malformed::TooMany);
+            }
+            *d = r.bytes(n)?.to_vec();
+        }
+        Ok(TailReport {
+            epoch,
+            tenure,
+            reporter,
+            h_i,
+            f_i,
+            extra,
+            direct,
+            t_last_rx: r.u64_le()?,
+            replay_lag_us: r.u32_le()?,
+            promotable: read_bool(r)?,
+            sig: r.array()?,
+        })
+    }
+}
+ctrl_codec!(TailReport, ty::TAIL_REPORT);
+
+/// Why a voter suspects the sequencer (07 §9.1, §10.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SilenceReason {
+    /// No frame of the tenure on either path for `FAILOVER_SILENCE_MS`.
+    Silence = 0,
+    /// Valid equivocation evidence (`EQUIV`, §10.1).
+    Equiv = 1,
+    /// A block failed `order_root` after repair from the sequencer and every peer.
+    OrderRoot = 2,
+    /// `REP_E_HASHLAG` fired.
+    HashLag = 3,
+}
+
+impl SilenceReason {
+    /// From the wire byte.
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => SilenceReason::Silence,
+            1 => SilenceReason::Equiv,
+            2 => SilenceReason::OrderRoot,
+            3 => SilenceReason::HashLag,
+            _ => return None,
+        })
+    }
+}
+
+/// `Silence` (07 §9.1): a voter's suspicion with its TailReport; `epoch` and `tenure` equal the
+/// report's. The report's `sig` is the message's signature.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Silence {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure being deposed.
+    pub tenure: u8,
+    /// Sequencer index of the suspected sequencer.
+    pub seq: u8,
+    /// Why.
+    pub reason: SilenceReason,
+    /// The sender's TailReport (body only, no type byte).
+    pub report: TailReport,
+}
+
+impl Body for Silence {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.report.epoch != self.epoch || self.report.tenure != self.tenure {
+            return Err(Malformed::BadValue);
+        }
+        self.report.check()
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        out.push(self.seq);
+        out.push(self.reason as u8);
+        self.report.write_body(out);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(Silence {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            seq: r.u8()?,
+            reason: SilenceReason::from_u8(r.u8()?).ok_or(Malformed::BadValue)?,
+            report: TailReport::read_body(r)?,
+        })
+    }
+}
+ctrl_codec!(Silence, ty::SILENCE);
+
+/// `TailConflict` (07 §9.3 item 3): a voter's bytes for a tail frame that differ from the
+/// leader's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct TailConflict {
+    /// The conflicting frame_seq.
+    pub frame_seq: u64,
+    /// Substream, 0 or 1.
+    pub stream: u8,
+    /// The voter's copy of the frame, ≤ [`TAIL_CONFLICT_MAX_BYTES`].
+    pub bytes: Vec<u8>,
+    /// Whether the voter received it from a sequencer path (u8 0/1 on the wire).
+    pub direct: bool,
+}
+
+impl Body for TailConflict {
+    fn check(&self) -> Result<(), Malformed> {
+        check_stream(self.stream)?;
+        if self.bytes.len() > TAIL_CONFLICT_MAX_BYTES {
+            return Err(Malformed::TooMany);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.frame_seq);
+        out.push(self.stream);
+        put_u16(out, self.bytes.len() as u16);
+        out.extend_from_slice(&self.bytes);
+        out.push(self.direct as u8);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let frame_seq = r.u64_le()?;
+        let stream = r.u8()?;
+        let n = r.u16_le()? as usize;
+        if n > TAIL_CONFLICT_MAX_BYTES {
+            return Err(Malformed::TooMany);
+        }
+        let bytes = r.bytes(n)?.to_vec();
+        Ok(TailConflict {
+            frame_seq,
+            stream,
+            bytes,
+            direct: read_bool(r)?,
+        })
+    }
+}
+ctrl_codec!(TailConflict, ty::TAIL_CONFLICT);
+
+// ---------------------------------------------------------------------------------------------
+
+/// Why a [`SeqEquivocation`] is not valid evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EquivocationError {
+    /// A header is not for the evidence's `(epoch, height)`.
+    WrongSlot,
+    /// The two headers sign the same bytes (0..126): no equivocation.
+    Identical,
+    /// `header_a`'s `seq_sig` does not verify.
+    BadSigA,
+    /// `header_b`'s `seq_sig` does not verify.
+    BadSigB,
+}
+
+impl fmt::Display for EquivocationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EquivocationError::WrongSlot => "header not for (epoch, height)",
+            EquivocationError::Identical => "headers sign identical bytes",
+            EquivocationError::BadSigA => "header_a seq_sig invalid",
+            EquivocationError::BadSigB => "header_b seq_sig invalid",
+        })
+    }
+}
+
+impl std::error::Error for EquivocationError {}
+
+/// `SeqEquivocation` (07 §10.1): two signed headers for one `(epoch, height)`, self-verifying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqEquivocation {
+    /// Epoch.
+    pub epoch: u32,
+    /// Height.
+    pub height: u64,
+    /// First header (190 B on the wire).
+    pub header_a: BlockHeader,
+    /// Second header (190 B on the wire).
+    pub header_b: BlockHeader,
+}
+
+impl SeqEquivocation {
+    /// Valid evidence against the sequencer whose key is `key`: both headers are for
+    /// `(epoch, height)`, their signed bytes differ, and both `seq_sig`s verify.
+    pub fn check(&self, key: &VerifyingKey) -> Result<(), EquivocationError> {
+        for h in [&self.header_a, &self.header_b] {
+            if h.epoch != self.epoch || h.height != self.height {
+                return Err(EquivocationError::WrongSlot);
+            }
+        }
+        if self.header_a.signed_bytes() == self.header_b.signed_bytes() {
+            return Err(EquivocationError::Identical);
+        }
+        if !self.header_a.verify(key) {
+            return Err(EquivocationError::BadSigA);
+        }
+        if !self.header_b.verify(key) {
+            return Err(EquivocationError::BadSigB);
+        }
+        Ok(())
+    }
+}
+
+impl Body for SeqEquivocation {
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        put_u64(out, self.height);
+        out.extend_from_slice(&self.header_a.to_bytes());
+        out.extend_from_slice(&self.header_b.to_bytes());
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(SeqEquivocation {
+            epoch: r.u32_le()?,
+            height: r.u64_le()?,
+            header_a: BlockHeader::parse(r.bytes(BLOCK_HEADER_BYTES)?)?,
+            header_b: BlockHeader::parse(r.bytes(BLOCK_HEADER_BYTES)?)?,
+        })
+    }
+}
+ctrl_codec!(SeqEquivocation, ty::SEQ_EQUIVOCATION);
+
+/// `REP_DurableMark` (07 §6.9): Q voters hold the frames up to `need_A(step)` and `need_B(step)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RepDurableMark {
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// Durable StepId.
+    pub step: u64,
+    /// Height holding `step`.
+    pub height: u64,
+}
+
+impl Body for RepDurableMark {
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        put_u64(out, self.step);
+        put_u64(out, self.height);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(RepDurableMark {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            step: r.u64_le()?,
+            height: r.u64_le()?,
+        })
+    }
+}
+ctrl_codec!(RepDurableMark, ty::REP_DURABLE_MARK);
+
+/// `DataBadMac` (07 §5.2): a data box's report of a packet whose tag failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DataBadMac {
+    /// SessionId.
+    pub session: u32,
+    /// pkt_seq.
+    pub pkt_seq: u32,
+}
+
+impl Body for DataBadMac {
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.session);
+        put_u32(out, self.pkt_seq);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(DataBadMac {
+            session: r.u32_le()?,
+            pkt_seq: r.u32_le()?,
+        })
+    }
+}
+ctrl_codec!(DataBadMac, ty::DATA_BAD_MAC);
+
+/// `CopyConflict` (07 §5.2): two packets under one `(session, pkt_seq)` with different full
+/// hashes (client equivocation). The packets themselves travel as a FETCH_RESP data frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CopyConflict {
+    /// SessionId.
+    pub session: u32,
+    /// pkt_seq.
+    pub pkt_seq: u32,
+    /// Full hash of the first (forwarded) copy.
+    pub h1: Hash,
+    /// Full hash of the second copy; differs from `h1`.
+    pub h2: Hash,
+}
+
+impl Body for CopyConflict {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.h1 == self.h2 {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.session);
+        put_u32(out, self.pkt_seq);
+        out.extend_from_slice(&self.h1);
+        out.extend_from_slice(&self.h2);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(CopyConflict {
+            session: r.u32_le()?,
+            pkt_seq: r.u32_le()?,
+            h1: r.array()?,
+            h2: r.array()?,
+        })
+    }
+}
+ctrl_codec!(CopyConflict, ty::COPY_CONFLICT);
+
+/// `DataDown` (07 §5.7): gossip that data box `d` is silent; Q of them make it effective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DataDown {
+    /// Data box index.
+    pub d: u8,
+}
+
+impl Body for DataDown {
+    fn write_body(&self, out: &mut Vec<u8>) {
+        out.push(self.d);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(DataDown { d: r.u8()? })
+    }
+}
+ctrl_codec!(DataDown, ty::DATA_DOWN);
+
+/// `DataRedirect` (07 §5.7), replica → data box: tell `session` to resend copy 2 from
+/// `resend_from` to data box `to` instead of `from`. The data box relays it to the client as the
+/// `DataRedirect` response record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DataRedirect {
+    /// The failed data home `d`.
+    pub from: u8,
+    /// The backup data home `d'`; differs from `from`.
+    pub to: u8,
+    /// SessionId.
+    pub session: u32,
+    /// Lowest pkt_seq of the session that no replica has resolved.
+    pub resend_from: u32,
+}
+
+impl Body for DataRedirect {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.from == self.to {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        out.push(self.from);
+        out.push(self.to);
+        put_u32(out, self.session);
+        put_u32(out, self.resend_from);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(DataRedirect {
+            from: r.u8()?,
+            to: r.u8()?,
+            session: r.u32_le()?,
+            resend_from: r.u32_le()?,
+        })
+    }
+}
+ctrl_codec!(DataRedirect, ty::DATA_REDIRECT);
+
+/// `SeqChange` (07 §9.5), to data boxes, which relay it to every session as the `SeqChange`
+/// response record. `new_seq` = 0xFF means none; `addr` is then all zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SeqChange {
+    /// Epoch.
+    pub epoch: u32,
+    /// The new sequencer's tenure.
+    pub tenure: u8,
+    /// Sequencer index of the new sequencer, or 0xFF (none: the book stays halted).
+    pub new_seq: u8,
+    /// Its client address.
+    pub addr: Addr18,
+}
+
+impl Body for SeqChange {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.new_seq == NEXT_SEQ_NONE && self.addr != [0u8; 18] {
+            return Err(Malformed::Reserved);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        out.push(self.tenure);
+        out.push(self.new_seq);
+        out.extend_from_slice(&self.addr);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(SeqChange {
+            epoch: r.u32_le()?,
+            tenure: r.u8()?,
+            new_seq: r.u8()?,
+            addr: r.array()?,
+        })
+    }
+}
+ctrl_codec!(SeqChange, ty::SEQ_CHANGE);
+
+// ---------------------------------------------------------------------------------------------
+
+/// `REP_Membership.mode` (07 §13.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Mode {
+    /// BASE: n = 4, Q = 3.
+    Base = 0,
+    /// CHAIN: n = 5, Q = 4.
+    Chain = 1,
+}
+
+/// A voter's client implementation (07 §13.1, §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Client {
+    /// The Rust client.
+    Rust = 0,
+    /// The independent Vx client.
+    Vx = 1,
+}
+
+/// A `seq_order` box's role (07 §13.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Role {
+    /// The epoch's primary sequencer.
+    Primary = 0,
+    /// The warm standby, in F2.
+    Standby = 1,
+    /// A cold spare.
+    Spare = 2,
+}
+
+/// One `REP_Membership.voters` entry (07 §13.1), 71 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Voter {
+    /// Voter index; equals its position.
+    pub index: u8,
+    /// Ed25519 vote key.
+    pub vote_key: [u8; 32],
+    /// Client implementation.
+    pub client: Client,
+    /// Facility, 1 = F1.
+    pub facility: u8,
+    /// Data port address.
+    pub data_addr: Addr18,
+    /// Replication port address.
+    pub repl_addr: Addr18,
+}
+
+/// One `REP_Membership.seq_order` entry (07 §13.1), 71 bytes. Only Rust `vyrn-seq` boxes are
+/// listed, so there is no client field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SeqBox {
+    /// Sequencer index; equals its position.
+    pub index: u8,
+    /// Primary, standby or spare.
+    pub role: Role,
+    /// Ed25519 key that signs headers (`seq_sig`).
+    pub seq_key: [u8; 32],
+    /// Facility, 1 = F1.
+    pub facility: u8,
+    /// Client port address.
+    pub client_addr: Addr18,
+    /// Replication port address.
+    pub repl_addr: Addr18,
+}
+
+/// One `REP_Membership.data_boxes` entry (07 §13.1), 20 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DataBox {
+    /// Data box index; equals its position (the data frame's `src`).
+    pub index: u8,
+    /// Facility, 1 = F1.
+    pub facility: u8,
+    /// `REP_UDP_DATA` address.
+    pub addr: Addr18,
+}
+
+/// Why a `REP_Membership` breaks a rule of 07 §13.1 (semantic, after a clean parse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MembershipError {
+    /// `n` is not 4 (BASE) or 5 (CHAIN).
+    BadSize,
+    /// `q` is not `Q_BASE` (BASE) or `Q_CHAIN` (CHAIN).
+    BadQuorum,
+    /// `voters[i].index != i`.
+    VoterIndex,
+    /// One client's voter count reaches Q (`CLIENT_SPLIT`).
+    ClientSplit,
+    /// Two voters share a vote key, or two sequencer boxes a seq key.
+    DuplicateKey,
+    /// A key is both a `vote_key` and a `seq_key`.
+    KeyReuse,
+    /// `seq_order[i].index != i`.
+    SeqIndex,
+    /// Not exactly one primary.
+    PrimaryCount,
+    /// `seq_order` is not primary, then standby, then spares.
+    SeqOrder,
+    /// A standby outside F2.
+    StandbyFacility,
+    /// `recovery` names no voter.
+    RecoveryUnknown,
+    /// `recovery` names a Vx voter.
+    RecoveryNotRust,
+    /// `data_boxes[i].index != i`.
+    DataBoxIndex,
+    /// Fewer certificate entries than the certifying set's Q.
+    CertTooFew,
+    /// A certificate entry names no voter of the certifying set.
+    CertIndex,
+    /// A certifying voter's key is not a valid Ed25519 point.
+    CertKey,
+    /// A certificate signature does not verify.
+    CertSig,
+}
+
+impl fmt::Display for MembershipError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl std::error::Error for MembershipError {}
+
+/// `REP_Membership` (07 §13.1): a home's voters, sequencer boxes and data boxes for epochs from
+/// `epoch_from`, certified by Q voters of the current set. `n` is `voters.len()`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RepMembership {
+    /// First epoch this record applies to.
+    pub epoch_from: u32,
+    /// `HomeCode`.
+    pub home: [u8; 4],
+    /// BASE or CHAIN.
+    pub mode: Mode,
+    /// Quorum.
+    pub q: u8,
+    /// The voters, in index order (`n` on the wire is their count, ≤ [`MAX_MEMBERS`]).
+    pub voters: Vec<Voter>,
+    /// Sequencer boxes: primary, standby, spares (≤ [`MAX_MEMBERS`]).
+    pub seq_order: Vec<SeqBox>,
+    /// Voter index of the recovery service (07 §8.5).
+    pub recovery: u8,
+    /// Data boxes (≤ [`MAX_MEMBERS`]).
+    pub data_boxes: Vec<DataBox>,
+    /// Signatures of the current set's voters over [`body_digest`](Self::body_digest), strictly
+    /// ascending index; may be empty in a record not yet certified.
+    pub cert: Vec<CertEntry>,
+}
+
+/// Bytes of one voter entry.
+pub const VOTER_BYTES: usize = 71;
+/// Bytes of one seq_order entry.
+pub const SEQ_BOX_BYTES: usize = 71;
+/// Bytes of one data_boxes entry.
+pub const DATA_BOX_BYTES: usize = 20;
+
+fn read_count(r: &mut Reader<'_>, entry: usize) -> Result<usize, Malformed> {
+    let n = r.u8()? as usize;
+    if n > MAX_MEMBERS {
+        return Err(Malformed::TooMany);
+    }
+    if n * entry > r.remaining() {
+        return Err(Malformed::Truncated);
+    }
+    Ok(n)
+}
+
+impl RepMembership {
+    /// The body: every field but `cert`, as on the wire (no type byte).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            16 + VOTER_BYTES * self.voters.len()
+                + SEQ_BOX_BYTES * self.seq_order.len()
+                + DATA_BOX_BYTES * self.data_boxes.len(),
+        );
+        self.write_plain_body(&mut out);
+        out
+    }
+
+    /// `BLAKE3("vyrn v1 membership" ‖ body)`, the digest the certificate signs (07 §13.1).
+    pub fn body_digest(&self) -> Hash {
+        let mut h = blake3::Hasher::new();
+        h.update(domain::MEMBERSHIP);
+        h.update(&self.body_bytes());
+        *h.finalize().as_bytes()
+    }
+
+    /// Sign the body digest as voter `index` of the current set (returns the entry to add).
+    pub fn sign_entry(&self, index: u8, key: &SigningKey) -> CertEntry {
+        CertEntry {
+            index,
+            sig: key.sign(&self.body_digest()).to_bytes(),
+        }
+    }
+
+    fn write_plain_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch_from);
+        out.extend_from_slice(&self.home);
+        out.push(self.mode as u8);
+        out.push(self.voters.len() as u8);
+        out.push(self.q);
+        for v in &self.voters {
+            out.push(v.index);
+            out.extend_from_slice(&v.vote_key);
+            out.push(v.client as u8);
+            out.push(v.facility);
+            out.extend_from_slice(&v.data_addr);
+            out.extend_from_slice(&v.repl_addr);
+        }
+        out.push(self.seq_order.len() as u8);
+        for s in &self.seq_order {
+            out.push(s.index);
+            out.push(s.role as u8);
+            out.extend_from_slice(&s.seq_key);
+            out.push(s.facility);
+            out.extend_from_slice(&s.client_addr);
+            out.extend_from_slice(&s.repl_addr);
+        }
+        out.push(self.recovery);
+        out.push(self.data_boxes.len() as u8);
+        for d in &self.data_boxes {
+            out.push(d.index);
+            out.push(d.facility);
+            out.extend_from_slice(&d.addr);
+        }
+    }
+
+    /// The rules of 07 §13.1 that the record itself can show: size and quorum for the mode,
+    /// index = position everywhere, `CLIENT_SPLIT`, no key used twice or as both a vote key and
+    /// a seq key, exactly one primary and primary → standby → spares order, the standby in F2,
+    /// and `recovery` naming a Rust voter. (`seq_order` has no client field, so "names a Vx box"
+    /// cannot be checked here; the 3600 s lead and the boundary are the caller's.)
+    pub fn validate(&self) -> Result<(), MembershipError> {
+        let (n, q) = match self.mode {
+            Mode::Base => (N_BASE, Q_BASE),
+            Mode::Chain => (N_CHAIN, Q_CHAIN),
+        };
+        if self.voters.len() != n as usize {
+            return Err(MembershipError::BadSize);
+        }
+        if self.q != q {
+            return Err(MembershipError::BadQuorum);
+        }
+        if self
+            .voters
+            .iter()
+            .enumerate()
+            .any(|(i, v)| v.index as usize != i)
+        {
+            return Err(MembershipError::VoterIndex);
+        }
+        for c in [Client::Rust, Client::Vx] {
+            if self.voters.iter().filter(|v| v.client == c).count() >= q as usize {
+                return Err(MembershipError::ClientSplit);
+            }
+        }
+        let vote_keys: Vec<&[u8; 32]> = self.voters.iter().map(|v| &v.vote_key).collect();
+        let seq_keys: Vec<&[u8; 32]> = self.seq_order.iter().map(|s| &s.seq_key).collect();
+        for keys in [&vote_keys, &seq_keys] {
+            for (i, k) in keys.iter().enumerate() {
+                if keys[..i].contains(k) {
+                    return Err(MembershipError::DuplicateKey);
+                }
+            }
+        }
+        if vote_keys.iter().any(|k| seq_keys.contains(k)) {
+            return Err(MembershipError::KeyReuse);
+        }
+        if self
+            .seq_order
+            .iter()
+            .enumerate()
+            .any(|(i, s)| s.index as usize != i)
+        {
+            return Err(MembershipError::SeqIndex);
+        }
+        if self
+            .seq_order
+            .iter()
+            .filter(|s| s.role == Role::Primary)
+            .count()
+            != 1
+        {
+            return Err(MembershipError::PrimaryCount);
+        }
+        let standbys = self
+            .seq_order
+            .iter()
+            .filter(|s| s.role == Role::Standby)
+            .count();
+        if self.seq_order[0].role != Role::Primary
+            || standbys > 1
+            || !self.seq_order.windows(2).all(|w| w[0].role <= w[1].role)
+        {
+            return Err(MembershipError::SeqOrder);
+        }
+        if self
+            .seq_order
+            .iter()
+            .any(|s| s.role == Role::Standby && s.facility != STANDBY_FACILITY)
+        {
+            return Err(MembershipError::StandbyFacility);
+        }
+        match self.voters.get(self.recovery as usize) {
+            None => return Err(MembershipError::RecoveryUnknown),
+            Some(v) if v.client != Client::Rust => return Err(MembershipError::RecoveryNotRust),
+            Some(_) => {}
+        }
+        if self
+            .data_boxes
+            .iter()
+            .enumerate()
+            .any(|(i, d)| d.index as usize != i)
+        {
+            return Err(MembershipError::DataBoxIndex);
+        }
+        Ok(())
+    }
+
+    /// Check `cert` against the certifying (current) set: at least its Q entries, each naming
+    /// one of its voters, each a valid strict Ed25519 signature over
+    /// [`body_digest`](Self::body_digest) under that voter's `vote_key`.
+    pub fn verify_cert(&self, current: &RepMembership) -> Result<(), MembershipError> {
+        if self.cert.len() < current.q as usize {
+            return Err(MembershipError::CertTooFew);
+        }
+        let digest = self.body_digest();
+        for e in &self.cert {
+            let v = current
+                .voters
+                .get(e.index as usize)
+                .ok_or(MembershipError::CertIndex)?;
+            let key =
+                VerifyingKey::from_bytes(&v.vote_key).map_err(|_| MembershipError::CertKey)?;
+            key.verify_strict(&digest, &Signature::from_bytes(&e.sig))
+                .map_err(|_| MembershipError::CertSig)?;
+        }
+        Ok(())
+    }
+}
+
+impl Body for RepMembership {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.voters.len() > MAX_MEMBERS
+            || self.seq_order.len() > MAX_MEMBERS
+            || self.data_boxes.len() > MAX_MEMBERS
+            || self.cert.len() > MAX_MEMBERS
+        {
+            return Err(Malformed::TooMany);
+        }
+        if !self.cert.windows(2).all(|w| w[0].index < w[1].index) {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        self.write_plain_body(out);
+        // check() has already bounded and ordered the entries.
+        let _ = write_entries(out, &self.cert, 0);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let epoch_from = r.u32_le()?;
+        let home = r.array()?;
+        let mode = match r.u8()? {
+            0 => Mode::Base,
+            1 => Mode::Chain,
+            _ => return Err(Malformed::BadValue),
+        };
+        let n = r.u8()? as usize;
+        if n > MAX_MEMBERS {
+            return Err(Malformed::TooMany);
+        }
+        let q = r.u8()?;
+        if n * VOTER_BYTES > r.remaining() {
+            return Err(Malformed::Truncated);
+        }
+        let mut voters = Vec::with_capacity(n);
+        for _ in 0..n {
+            voters.push(Voter {
+                index: r.u8()?,
+                vote_key: r.array()?,
+                client: match r.u8()? {
+                    0 => Client::Rust,
+                    1 => Client::Vx,
+                    _ => return Err(Malformed::BadValue),
+                },
+                facility: r.u8()?,
+                data_addr: r.array()?,
+                repl_addr: r.array()?,
+            });
+        }
+        let k = read_count(r, SEQ_BOX_BYTES)?;
+        let mut seq_order = Vec::with_capacity(k);
+        for _ in 0..k {
+            seq_order.push(SeqBox {
+                index: r.u8()?,
+                role: match r.u8()? {
+                    0 => Role::Primary,
+                    1 => Role::Standby,
+                    2 => Role::Spare,
+                    _ => return Err(Malformed::BadValue),
+                },
+                seq_key: r.array()?,
+                facility: r.u8()?,
+                client_addr: r.array()?,
+                repl_addr: r.array()?,
+            });
+        }
+        let recovery = r.u8()?;
+        let m = read_count(r, DATA_BOX_BYTES)?;
+        let mut data_boxes = Vec::with_capacity(m);
+        for _ in 0..m {
+            data_boxes.push(DataBox {
+                index: r.u8()?,
+                facility: r.u8()?,
+                addr: r.array()?,
+            });
+        }
+        let cert = read_entries_bounded(r, 0)?;
+        Ok(RepMembership {
+            epoch_from,
+            home,
+            mode,
+            q,
+            voters,
+            seq_order,
+            recovery,
+            data_boxes,
+            cert,
+        })
+    }
+}
+ctrl_codec!(RepMembership, ty::REP_MEMBERSHIP);
+
+// ---------------------------------------------------------------------------------------------
+
+/// Any control message, by its type byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CtrlMsg {
+    /// [`ty::REP_ACK`].
+    RepAck(RepAck),
+    /// [`ty::NACK`].
+    Nack(Nack),
+    /// [`ty::NACK_TOO_OLD`].
+    NackTooOld(NackTooOld),
+    /// [`ty::REPAIR_REQ`].
+    RepairReq(RepairReq),
+    /// [`ty::DATA_FETCH_RANGE`] or [`ty::DATA_FETCH_KEY`].
+    DataFetch(DataFetch),
+    /// [`ty::HASH_LIST_REQ`].
+    HashListReq(HashListReq),
+    /// [`ty::TAIL_REPORT`].
+    TailReport(Box<TailReport>),
+    /// [`ty::SILENCE`].
+    Silence(Box<Silence>),
+    /// [`ty::TAIL_CONFLICT`].
+    TailConflict(TailConflict),
+    /// [`ty::SEQ_EQUIVOCATION`].
+    SeqEquivocation(Box<SeqEquivocation>),
+    /// [`ty::REP_DURABLE_MARK`].
+    RepDurableMark(RepDurableMark),
+    /// [`ty::DATA_BAD_MAC`].
+    DataBadMac(DataBadMac),
+    /// [`ty::COPY_CONFLICT`].
+    CopyConflict(CopyConflict),
+    /// [`ty::DATA_DOWN`].
+    DataDown(DataDown),
+    /// [`ty::DATA_REDIRECT`].
+    DataRedirect(DataRedirect),
+    /// [`ty::SEQ_CHANGE`].
+    SeqChange(SeqChange),
+    /// [`ty::REP_MEMBERSHIP`].
+    RepMembership(Box<RepMembership>),
+    /// [`ty::FINALITY_CERT`]: the type byte, then the `REP_FinalityCert` bytes (07 §6.5).
+    FinalityCert(Box<RepFinalityCert>),
+}
+
+impl CtrlMsg {
+    /// Parse one whole control message, dispatching on byte 0.
+    pub fn parse(b: &[u8]) -> Result<Self, Malformed> {
+        let t = *b.first().ok_or(Malformed::Truncated)?;
+        Ok(match t {
+            ty::REP_ACK => CtrlMsg::RepAck(RepAck::parse(b)?),
+            ty::NACK => CtrlMsg::Nack(Nack::parse(b)?),
+            ty::NACK_TOO_OLD => CtrlMsg::NackTooOld(NackTooOld::parse(b)?),
+            ty::REPAIR_REQ => CtrlMsg::RepairReq(RepairReq::parse(b)?),
+            ty::DATA_FETCH_RANGE | ty::DATA_FETCH_KEY => CtrlMsg::DataFetch(DataFetch::parse(b)?),
+            ty::HASH_LIST_REQ => CtrlMsg::HashListReq(HashListReq::parse(b)?),
+            ty::TAIL_REPORT => CtrlMsg::TailReport(Box::new(TailReport::parse(b)?)),
+            ty::SILENCE => CtrlMsg::Silence(Box::new(Silence::parse(b)?)),
+            ty::TAIL_CONFLICT => CtrlMsg::TailConflict(TailConflict::parse(b)?),
+            ty::SEQ_EQUIVOCATION => CtrlMsg::SeqEquivocation(Box::new(SeqEquivocation::parse(b)?)),
+            ty::REP_DURABLE_MARK => CtrlMsg::RepDurableMark(RepDurableMark::parse(b)?),
+            ty::DATA_BAD_MAC => CtrlMsg::DataBadMac(DataBadMac::parse(b)?),
+            ty::COPY_CONFLICT => CtrlMsg::CopyConflict(CopyConflict::parse(b)?),
+            ty::DATA_DOWN => CtrlMsg::DataDown(DataDown::parse(b)?),
+            ty::DATA_REDIRECT => CtrlMsg::DataRedirect(DataRedirect::parse(b)?),
+            ty::SEQ_CHANGE => CtrlMsg::SeqChange(SeqChange::parse(b)?),
+            ty::REP_MEMBERSHIP => CtrlMsg::RepMembership(Box::new(RepMembership::parse(b)?)),
+            ty::FINALITY_CERT => CtrlMsg::FinalityCert(Box::new(RepFinalityCert::parse(&b[1..])?)),
+            _ => return Err(Malformed::BadKind),
+        })
+    }
+
+    /// Append the message; fails, writing nothing, where `parse` would.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), Malformed> {
+        match self {
+            CtrlMsg::RepAck(m) => m.encode(out),
+            CtrlMsg::Nack(m) => m.encode(out),
+            CtrlMsg::NackTooOld(m) => m.encode(out),
+            CtrlMsg::RepairReq(m) => m.encode(out),
+            CtrlMsg::DataFetch(m) => m.encode(out),
+            CtrlMsg::HashListReq(m) => m.encode(out),
+            CtrlMsg::TailReport(m) => m.encode(out),
+            CtrlMsg::Silence(m) => m.encode(out),
+            CtrlMsg::TailConflict(m) => m.encode(out),
+            CtrlMsg::SeqEquivocation(m) => m.encode(out),
+            CtrlMsg::RepDurableMark(m) => m.encode(out),
+            CtrlMsg::DataBadMac(m) => m.encode(out),
+            CtrlMsg::CopyConflict(m) => m.encode(out),
+            CtrlMsg::DataDown(m) => m.encode(out),
+            CtrlMsg::DataRedirect(m) => m.encode(out),
+            CtrlMsg::SeqChange(m) => m.encode(out),
+            CtrlMsg::RepMembership(m) => m.encode(out),
+            CtrlMsg::FinalityCert(m) => {
+                let start = out.len();
+                out.push(ty::FINALITY_CERT);
+                m.encode(out).inspect_err(|_| out.truncate(start))
+            }
+        }
+    }
+
+    /// The message bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, Malformed> {
+        let mut v = Vec::new();
+        self.encode(&mut v)?;
+        Ok(v)
+    }
+
+    /// The type byte this message carries.
+    pub fn msg_type(&self) -> u8 {
+        match self {
+            CtrlMsg::RepAck(_) => ty::REP_ACK,
+            CtrlMsg::Nack(_) => ty::NACK,
+            CtrlMsg::NackTooOld(_) => ty::NACK_TOO_OLD,
+            CtrlMsg::RepairReq(_) => ty::REPAIR_REQ,
+            CtrlMsg::DataFetch(m) => m.msg_type(),
+            CtrlMsg::HashListReq(_) => ty::HASH_LIST_REQ,
+            CtrlMsg::TailReport(_) => ty::TAIL_REPORT,
+            CtrlMsg::Silence(_) => ty::SILENCE,
+            CtrlMsg::TailConflict(_) => ty::TAIL_CONFLICT,
+            CtrlMsg::SeqEquivocation(_) => ty::SEQ_EQUIVOCATION,
+            CtrlMsg::RepDurableMark(_) => ty::REP_DURABLE_MARK,
+            CtrlMsg::DataBadMac(_) => ty::DATA_BAD_MAC,
+            CtrlMsg::CopyConflict(_) => ty::COPY_CONFLICT,
+            CtrlMsg::DataDown(_) => ty::DATA_DOWN,
+            CtrlMsg::DataRedirect(_) => ty::DATA_REDIRECT,
+            CtrlMsg::SeqChange(_) => ty::SEQ_CHANGE,
+            CtrlMsg::RepMembership(_) => ty::REP_MEMBERSHIP,
+            CtrlMsg::FinalityCert(_) => ty::FINALITY_CERT,
+        }
+    }
+}
