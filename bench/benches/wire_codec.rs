@@ -15,14 +15,30 @@ use vyrn_wire::{DecState, FrameHeader, FrameKind, Layout, NullSink};
 
 fn main() {
     println!("# wire_codec: one shared 2-core machine; ratios are the figures to quote");
-    decoder();
-    encoder();
+    if vyrn_bench::enabled("decoder") {
+        decoder();
+    }
+    if vyrn_bench::enabled("encoder") {
+        encoder();
+    }
 }
 
 fn decoder() {
     let frames = if quick() { 2_000 } else { 40_000 };
-    let c = generate(&CorpusConfig::reference(42, frames));
+    let c = generate(&CorpusConfig::peak(42, frames));
     let s = c.stats;
+    let kinds = c
+        .frames
+        .iter()
+        .filter_map(|f| FrameHeader::parse(f).ok())
+        .fold([0u64; 5], |mut k, (h, _)| {
+            k[h.kind as usize] += 1;
+            k
+        });
+    println!(
+        "frames by kind: order {} hash {} header {} heartbeat {}",
+        kinds[1], kinds[2], kinds[3], kinds[4]
+    );
     let records = s.pkts + s.advances + s.takes + s.steps;
     let order_bytes: Vec<u8> = c
         .frames
@@ -48,14 +64,19 @@ fn decoder() {
         .map(|_| DecState::new(Layout::reference()).unwrap())
         .collect();
     let mut it = decs.iter_mut();
-    let dec = measure("decode REF-mix corpus (per record)", n, records, || {
-        let d = it.next().expect("a decoder per round");
-        let t = Instant::now();
-        for f in &c.frames {
-            d.on_frame(f, 0, &mut NullSink).expect("corpus decodes");
-        }
-        t.elapsed()
-    });
+    let dec = measure(
+        "decode REF peak-mix corpus (per record)",
+        n,
+        records,
+        || {
+            let d = it.next().expect("a decoder per round");
+            let t = Instant::now();
+            for f in &c.frames {
+                d.on_frame(f, 0, &mut NullSink).expect("corpus decodes");
+            }
+            t.elapsed()
+        },
+    );
     println!(
         "  decoder: {:.1} M records/s per core",
         dec.ops_per_s() / 1e6

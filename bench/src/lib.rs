@@ -5,8 +5,9 @@
 //! ratios much less. A benchmark prints one line per measured quantity with hdrhistogram
 //! percentiles of the per-round ns/op, and a ratio line against its baseline.
 //!
-//! Environment knobs: `VYRN_BENCH_ROUNDS` (default 30) and `VYRN_BENCH_QUICK=1` (a smoke run,
-//! used by CI to prove the benches still run).
+//! Environment knobs: `VYRN_BENCH_ROUNDS` (default 30), `VYRN_BENCH_QUICK=1` (a smoke run,
+//! used by CI to prove the benches still run) and `VYRN_BENCH_ONLY=part[,part]` (run only the
+//! named parts of a bench).
 
 use hdrhistogram::Histogram;
 use std::time::Instant;
@@ -20,6 +21,11 @@ pub fn rounds(default: usize) -> usize {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+/// True unless `VYRN_BENCH_ONLY` is set and does not contain `name` (run one part of a bench).
+pub fn enabled(name: &str) -> bool {
+    std::env::var("VYRN_BENCH_ONLY").map_or(true, |v| v.split(',').any(|p| name.contains(p)))
 }
 
 /// True when `VYRN_BENCH_QUICK` is set: smoke mode with tiny iteration counts.

@@ -57,6 +57,11 @@ pub struct CorpusConfig {
     pub epoch: u32,
     /// ORDER body cap (07 §4.5: 160).
     pub frame_cap: usize,
+    /// `false`: the coverage mix (every form often, small blocks; for tests and fuzz seeds).
+    /// `true`: the peak mix of 07 §3.13 (10 messages per packet, ~3.3 packets per step, about a
+    /// third of steps spanning, rare exceptions, blocks of ~3000 steps, HASH frames batched, no
+    /// heartbeats); for benchmarks.
+    pub peak_mix: bool,
 }
 
 impl CorpusConfig {
@@ -69,6 +74,15 @@ impl CorpusConfig {
             book: 1,
             epoch: 1,
             frame_cap: REP_ORDER_FRAME_MAX,
+            peak_mix: false,
+        }
+    }
+
+    /// The peak mix (see `peak_mix`) on the REF layout.
+    pub fn peak(seed: u64, frames: usize) -> Self {
+        CorpusConfig {
+            peak_mix: true,
+            ..Self::reference(seed, frames)
         }
     }
 }
@@ -167,6 +181,8 @@ struct Gen {
     rng: Rng,
     w: Vec<FrameWriter>,
     order: Vec<(u8, usize)>,
+    noted: [usize; 2],
+    n_frames: usize,
     lanes: Vec<LaneGen>,
     tables: Vec<TableGen>,
     step_st: Vec<StepState>,
@@ -252,6 +268,8 @@ impl Gen {
             rng,
             w,
             order: Vec::new(),
+            noted: [0; 2],
+            n_frames: 0,
             lanes,
             tables,
             step_st: Vec::new(),
@@ -272,26 +290,48 @@ impl Gen {
         }
     }
 
+    /// A probability in permille: the coverage mix's, or the peak mix's.
+    fn p(&self, coverage: u64, peak: u64) -> u64 {
+        if self.cfg.peak_mix {
+            peak
+        } else {
+            coverage
+        }
+    }
+
     fn lay(&self) -> Layout {
         self.cfg.layout
     }
 
     fn frames_so_far(&self) -> usize {
-        self.order.iter().map(|x| x.1).sum::<usize>()
+        self.n_frames
     }
 
     /// Record that writer `s` produced frames (so the interleaving is kept).
     fn note(&mut self, s: u8) {
-        let before: usize = self.order.iter().filter(|x| x.0 == s).map(|x| x.1).sum();
         let now = self.w[s as usize].frames_sealed();
+        let before = self.noted[s as usize];
         if now > before {
             self.order.push((s, now - before));
+            self.noted[s as usize] = now;
+            self.n_frames += now - before;
         }
     }
 
     fn run(&mut self) {
         self.start_tenure();
         while self.frames_so_far() < self.cfg.frames {
+            if self.cfg.peak_mix {
+                if self.rng.below(1000) < 767 {
+                    self.lane_burst();
+                } else {
+                    self.step(None);
+                }
+                if self.next_step - self.last_mark_step > 3000 {
+                    self.close_block();
+                }
+                continue;
+            }
             let r = self.rng.below(100);
             if r < 45 {
                 self.lane_burst();
@@ -367,14 +407,18 @@ impl Gen {
     fn lane_burst_on(&mut self, l: usize) {
         let lay = self.lay();
         let s = lay.stream_of(l);
-        let k = 1 + self.rng.below(4) as usize;
+        let k = if self.cfg.peak_mix {
+            1
+        } else {
+            1 + self.rng.below(4) as usize
+        };
         let mut recs: Vec<Vec<u8>> = Vec::new();
         let mut hashes: Vec<(u8, u64)> = Vec::new();
         let mut fulls: Vec<Hash> = Vec::new();
         for _ in 0..k {
             let t = self.lanes[l].table;
             // A pooled lane sometimes takes an account's token first.
-            if lay.is_pool(l) && self.rng.chance(150) {
+            if lay.is_pool(l) && self.rng.chance(self.p(150, 20)) {
                 let acct = self.rng.below(64) as usize;
                 self.accounts_ver[acct] += 1;
                 let op = LaneOp::Take {
@@ -384,7 +428,7 @@ impl Gen {
                 recs.push(self.enc(l, &op));
                 self.stats.takes += 1;
             }
-            if self.rng.chance(40) {
+            if self.rng.chance(self.p(40, 2)) {
                 // Advance record.
                 self.rx_ts = self.rx_ts.wrapping_add(self.rng.below(5000));
                 let fa = self.bump_fills(l);
@@ -399,7 +443,7 @@ impl Gen {
             }
             // Need a bound slot: bind a new session sometimes (flush this lane's records first,
             // so the bind is decoded between them exactly where it was applied).
-            if self.tables[t].bound.is_empty() || self.rng.chance(30) {
+            if self.tables[t].bound.is_empty() || self.rng.chance(self.p(30, 0)) {
                 if !recs.is_empty() {
                     self.append_lane(l, s, &mut recs, &mut hashes, &mut fulls);
                 }
@@ -432,7 +476,7 @@ impl Gen {
             let bi = self.rng.below(self.tables[t].bound.len() as u64) as usize;
             let slot = self.tables[t].bound[bi];
             let expect = self.tables[t].next[slot as usize];
-            let pkt_seq = if self.rng.chance(30) {
+            let pkt_seq = if self.rng.chance(self.p(30, 1)) {
                 self.stats.exc[0] += 1;
                 if self.rng.chance(500) {
                     expect.wrapping_sub(1 + self.rng.below(5) as u32)
@@ -442,12 +486,14 @@ impl Gen {
             } else {
                 expect
             };
-            let count = if self.rng.chance(50) {
+            let count = if self.cfg.peak_mix {
+                MAX_MSGS_PER_PKT as u8
+            } else if self.rng.chance(50) {
                 0
             } else {
                 1 + self.rng.below(MAX_MSGS_PER_PKT as u64) as u8
             };
-            let shed = self.rng.chance(30);
+            let shed = self.rng.chance(self.p(30, 2));
             // rx_ts is mostly increasing, sometimes a little behind (several NIC queues, 07 §3.6).
             let back = self.rng.chance(150);
             self.rx_ts = if back {
@@ -456,7 +502,7 @@ impl Gen {
                 self.rx_ts.wrapping_add(self.rng.below(3000))
             };
             let mut first = self.lanes[l].st.next_lane_seq;
-            if self.rng.chance(20) {
+            if self.rng.chance(self.p(20, 0)) {
                 first += 1 + self.rng.below(3);
                 self.stats.exc[1] += 1;
             }
@@ -583,7 +629,7 @@ impl Gen {
         // New half-cuts: each lane moves with some probability, to at most its decoded ops.
         let mut moved = [false; 2];
         let mut new_cut = self.half_cut.clone();
-        let dense_burst = self.rng.chance(60);
+        let dense_burst = self.rng.chance(self.p(15, 0));
         if dense_burst {
             // Every lane gets fresh ops, so most of a half moves and DENSE is the shorter form.
             for l in 0..lay.n_lanes as usize {
@@ -594,7 +640,8 @@ impl Gen {
             for (i, l) in lanes_of(&lay, s as u8).enumerate() {
                 let top = self.lanes[l].st.next_lane_seq - 1;
                 let cur = new_cut[s][i];
-                let p = if dense_burst { 1000 } else { 60 };
+                // ~1/3 of steps move a given half (07 §3.13: 20M half-cut changes for 30M steps).
+                let p = if dense_burst { 1000 } else { self.p(16, 16) };
                 if top > cur && self.rng.chance(p) {
                     new_cut[s][i] = cur + 1 + self.rng.below(top - cur);
                     moved[s] = true;
@@ -657,11 +704,18 @@ impl Gen {
 
     /// After an ORDER flush: the HashRuns of records now on the wire (07 §3.7).
     fn after_flush(&mut self, s: u8) {
+        self.after_flush_hash(s, false);
+    }
+
+    /// HASH frames batch the hashes of several ORDER frames (07 §3.13: ~0.1M HASH frames/s
+    /// against 12M ORDER frames/s), within the lag budget; `force` at block close.
+    fn after_flush_hash(&mut self, s: u8, force: bool) {
         self.note(s);
-        let pend = std::mem::take(&mut self.hashes_pending[s as usize]);
-        if pend.is_empty() {
+        let n = self.hashes_pending[s as usize].len();
+        if n == 0 || (!force && n < self.p(48, 400) as usize && !self.rng.chance(self.p(50, 0))) {
             return;
         }
+        let pend = std::mem::take(&mut self.hashes_pending[s as usize]);
         let mut body = Vec::new();
         let mut i = 0;
         while i < pend.len() {
@@ -718,7 +772,7 @@ impl Gen {
             droots[s] = *blake3::hash(&self.data_hashes[s]).as_bytes();
             self.data_hashes[s].clear();
             self.w[s].flush();
-            self.after_flush(s as u8);
+            self.after_flush_hash(s as u8, true);
         }
         let first_step = self.last_mark_step + 1;
         let mut h = BlockHeader {

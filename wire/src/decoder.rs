@@ -27,6 +27,9 @@ use crate::layout::Layout;
 use crate::leb::Reader;
 use crate::records::*;
 
+/// ORDER bytes batched before a BLAKE3 update (see `StreamDec::root_buf`).
+const ROOT_BATCH: usize = 32 * 1024;
+
 /// Step half records one substream may hold while the other lags.
 pub const PENDING_MAX: usize = 1 << 18;
 /// LSEQ_EXC gap ranges and shed ranges remembered per lane (oldest forgotten beyond this).
@@ -158,6 +161,9 @@ struct StreamDec {
     last_mark_step: u64,
     bounds: [u64; N_HALF_MAX],
     hasher: blake3::Hasher,
+    /// ORDER section bytes not yet fed to `hasher`: BLAKE3 runs its wide SIMD path only on
+    /// updates of many whole chunks, so bytes are batched (`ROOT_BATCH`) and fed 1 KiB-aligned.
+    root_buf: Vec<u8>,
     roots: VecDeque<(u64, u64, Hash)>,
     pending: VecDeque<PendingHalf>,
     pending_vals: VecDeque<u64>,
@@ -166,6 +172,24 @@ struct StreamDec {
 }
 
 impl StreamDec {
+    #[inline]
+    fn root_bytes(&mut self, b: &[u8]) {
+        self.root_buf.extend_from_slice(b);
+        if self.root_buf.len() >= ROOT_BATCH {
+            let n = self.root_buf.len() & !1023;
+            self.hasher.update(&self.root_buf[..n]);
+            self.root_buf.drain(..n);
+        }
+    }
+
+    fn root_finish(&mut self) -> Hash {
+        self.hasher.update(&self.root_buf);
+        self.root_buf.clear();
+        let r = *self.hasher.finalize().as_bytes();
+        self.hasher.reset();
+        r
+    }
+
     fn new() -> Self {
         StreamDec {
             next_frame_seq: 1,
@@ -175,6 +199,7 @@ impl StreamDec {
             last_mark_step: 0,
             bounds: [0; N_HALF_MAX],
             hasher: blake3::Hasher::new(),
+            root_buf: Vec::with_capacity(ROOT_BATCH + 64 * 1024),
             roots: VecDeque::new(),
             pending: VecDeque::new(),
             pending_vals: VecDeque::new(),
@@ -432,9 +457,8 @@ impl DecState {
                         tag::BLOCK_MARK => {
                             self.block_mark(&mut r, ctx, sink)?;
                             let s = &mut self.streams[si];
-                            s.hasher.update(&body[root_from..r.pos()]);
-                            let root = *s.hasher.finalize().as_bytes();
-                            s.hasher.reset();
+                            s.root_bytes(&body[root_from..r.pos()]);
+                            let root = s.root_finish();
                             root_from = r.pos();
                             let (hh, ls) = (s.next_height - 1, s.last_mark_step);
                             s.roots.push_back((hh, ls, root));
@@ -457,7 +481,7 @@ impl DecState {
                         }
                     }
                 }
-                self.streams[si].hasher.update(&body[root_from..]);
+                self.streams[si].root_bytes(&body[root_from..]);
             }
             FrameKind::Hash => {
                 while !r.is_empty() {
@@ -561,6 +585,7 @@ impl DecState {
         s.last_mark_step = first_step - 1;
         s.bounds[..hl].copy_from_slice(&t.prev_cut);
         s.hasher.reset();
+        s.root_buf.clear();
         sink.tenure(
             Pos {
                 stream: h.stream,

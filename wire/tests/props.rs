@@ -185,10 +185,9 @@ proptest! {
         let mut cut = [0u64; 8];
         let mut runs = [Vec::new(), Vec::new()];
         let mut expect = Vec::new();
-        let mut step = 0u64;
-        for (mv, kind, src, _) in &moves {
+        for (i, (mv, kind, src, _)) in moves.iter().enumerate() {
             let kind = StepKind::from_u8(*kind).unwrap();
-            step += 1; // StepId is gapless across the two substreams (07 §3.8)
+            let step = i as u64 + 1; // StepId is gapless across the two substreams (07 §3.8)
             let old = cut;
             for l in 0..8 {
                 cut[l] = (cut[l] + mv[l]).min(top - 1);
