@@ -789,6 +789,7 @@ impl DecState {
         }
     }
 
+    #[inline]
     fn drain_blocks<S: Sink>(&mut self, sink: &mut S) {
         while let Some(b) = self.blocks_ready.front() {
             if b.last_step >= self.next_emit {
@@ -879,21 +880,18 @@ impl DecState {
                     }
                 }
                 step_bits::SPARSE => {
-                    let bm = r.bytes(hl.div_ceil(8))?;
-                    if hl % 8 != 0 && bm[hl / 8] >> (hl % 8) != 0 {
-                        return fail(RepE::Cut, "SPARSE bitmap bit beyond the half");
-                    }
-                    for i in 0..hl {
-                        if bm[i / 8] & (1 << (i % 8)) != 0 {
-                            let d = r.leb_u64()?;
-                            if d == 0 {
-                                return fail(RepE::Cut, "SPARSE delta of 0");
-                            }
-                            st.prev_cut[i] = st.prev_cut[i]
-                                .checked_add(d)
-                                .ok_or(E(RepE::Frame, "overflow"))?;
-                            changed |= 1 << i;
+                    let mut bits = read_bitmap(r, hl, "SPARSE bitmap bit beyond the half")?;
+                    while bits != 0 {
+                        let i = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let d = r.leb_u64()?;
+                        if d == 0 {
+                            return fail(RepE::Cut, "SPARSE delta of 0");
                         }
+                        st.prev_cut[i] = st.prev_cut[i]
+                            .checked_add(d)
+                            .ok_or(E(RepE::Frame, "overflow"))?;
+                        changed |= 1 << i;
                     }
                 }
                 _ => {}
@@ -1057,6 +1055,9 @@ impl DecState {
     }
 
     fn drain_merge<S: Sink>(&mut self, sink: &mut S) -> Result<(), E> {
+        if self.streams[0].pending.is_empty() && self.streams[1].pending.is_empty() {
+            return Ok(());
+        }
         loop {
             let e = self.next_emit;
             let fa = self.streams[0]
@@ -1120,6 +1121,20 @@ impl DecState {
             }
         }
     }
+}
+
+/// Read a `ceil(n/8)`-byte bitmap of `n` bits (n ≤ 64) as a u64; `REP_E_CUT` if a bit beyond
+/// `n` is set (wire-decisions 20).
+#[inline(always)]
+fn read_bitmap(r: &mut Reader<'_>, n: usize, what: &'static str) -> Result<u64, E> {
+    let b = r.bytes(n.div_ceil(8))?;
+    let mut a = [0u8; 8];
+    a[..b.len()].copy_from_slice(b);
+    let bits = u64::from_le_bytes(a);
+    if n < 64 && bits >> n != 0 {
+        return fail(RepE::Cut, what);
+    }
+    Ok(bits)
 }
 
 #[cold]

@@ -102,41 +102,40 @@ impl FrameHeader {
     /// Parse a whole frame: the header, and check that `body_len` matches the bytes present.
     /// Returns the header and the body.
     pub fn parse(frame: &[u8]) -> Result<(FrameHeader, &[u8]), Malformed> {
-        let mut r = Reader::new(frame);
-        if r.u16_le()? != FRAME_MAGIC {
+        let Some(hb) = frame.get(..REP_FRAME_HDR_BYTES) else {
+            return Err(Malformed::Truncated);
+        };
+        let u16_at = |o: usize| u16::from_le_bytes([hb[o], hb[o + 1]]);
+        if u16_at(0) != FRAME_MAGIC {
             return Err(Malformed::BadMagic);
         }
-        if r.u8()? != FRAME_VERSION {
+        if hb[2] != FRAME_VERSION {
             return Err(Malformed::BadVersion);
         }
-        let kind = FrameKind::from_u8(r.u8()?).ok_or(Malformed::BadKind)?;
-        let book = r.u16_le()?;
-        let epoch16 = r.u16_le()?;
-        let frame_seq = r.u64_le()?;
-        let flags = r.u8()?;
-        let tenure = r.u8()?;
-        let body_len = r.u16_le()?;
-        let sender = r.u8()?;
-        let stream = r.u8()?;
-        let reserved = r.u16_le()?;
-        if reserved != 0 || flags & !(FLAG_PATH_B | FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) != 0 {
+        let kind = FrameKind::from_u8(hb[3]).ok_or(Malformed::BadKind)?;
+        let flags = hb[16];
+        if u16_at(22) != 0 || flags & !(FLAG_PATH_B | FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) != 0 {
             return Err(Malformed::Reserved);
         }
+        let stream = hb[21];
         if stream > 1 {
             return Err(Malformed::BadValue);
         }
+        let body_len = u16_at(18);
         if frame.len() != REP_FRAME_HDR_BYTES + body_len as usize {
             return Err(Malformed::BadLength);
         }
+        let mut fs = [0u8; 8];
+        fs.copy_from_slice(&hb[8..16]);
         let h = FrameHeader {
             kind,
-            book,
-            epoch16,
-            frame_seq,
+            book: u16_at(4),
+            epoch16: u16_at(6),
+            frame_seq: u64::from_le_bytes(fs),
             flags,
-            tenure,
+            tenure: hb[17],
             body_len,
-            sender,
+            sender: hb[20],
             stream,
         };
         Ok((h, &frame[REP_FRAME_HDR_BYTES..]))

@@ -132,11 +132,34 @@ impl<'a> Reader<'a> {
     /// Unsigned LEB128, at most 10 bytes, value must fit in u64.
     #[inline(always)]
     pub fn leb_u64(&mut self) -> Result<u64, Malformed> {
+        let p = self.pos;
         // Fast path: one byte (most deltas).
-        if let Some(&b) = self.buf.get(self.pos) {
+        if let Some(&b) = self.buf.get(p) {
             if b < 0x80 {
-                self.pos += 1;
+                self.pos = p + 1;
                 return Ok(b as u64);
+            }
+        }
+        // Word path: with 8 bytes in reach, find the terminator and compact 7-bit groups
+        // branch-free (values of up to 8 bytes, 56 bits: every rx_ts delta and slot).
+        if let Some(w) = self.buf.get(p..p + 8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            let x = u64::from_le_bytes(a);
+            let stop = !x & 0x8080_8080_8080_8080;
+            if stop != 0 {
+                let len = (stop.trailing_zeros() as usize + 1) / 8;
+                let keep = if len == 8 {
+                    u64::MAX
+                } else {
+                    (1u64 << (len * 8)) - 1
+                };
+                let mut v = x & keep & 0x7F7F_7F7F_7F7F_7F7F;
+                v = (v & 0x007F_007F_007F_007F) | ((v & 0x7F00_7F00_7F00_7F00) >> 1);
+                v = (v & 0x0000_3FFF_0000_3FFF) | ((v & 0x3FFF_0000_3FFF_0000) >> 2);
+                v = (v & 0x0000_0000_0FFF_FFFF) | ((v & 0x0FFF_FFFF_0000_0000) >> 4);
+                self.pos = p + len;
+                return Ok(v);
             }
         }
         self.leb_u64_slow()
