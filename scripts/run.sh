@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's main command. Until the sequencer, data box and replicas exist (issues 3-5),
+# it runs the order-stream path end to end on loopback: a seeded REF stream on two lossy
+# paths, NACK repair, the replica decoder, header verification; then the capture tool.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install the Rust toolchain (stable >= 1.85)" >&2
+  exit 2
+fi
+cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
+bin=target/release
+
+echo "== order stream on two lossy loopback paths (vyrn-paths) =="
+"$bin/vyrn-paths" --seed "${VYRN_SEED:-1}" --frames "${VYRN_FRAMES:-200000}" --rate "${VYRN_RATE:-50000}" "$@"
+
+echo
+echo "== capture round trip (vyrn-wire corpus + check) =="
+cap=$(mktemp --suffix=.cap)
+trap 'rm -f "$cap"' EXIT
+key=$("$bin/vyrn-wire" corpus --seed "${VYRN_SEED:-1}" --frames 20000 --out "$cap" 2>&1 | tee /dev/stderr | sed -n 's/.*seq key \([0-9a-f]*\).*/\1/p')
+"$bin/vyrn-wire" check "$cap" --key "$key"
