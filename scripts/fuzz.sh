@@ -15,12 +15,18 @@ for t in $targets; do
   mkdir -p "corpus/$t"
   echo "--- fuzz $t for ${secs}s"
   log=$(mktemp)
-  if ! cargo fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1; then
+  # Fuzz a scratch copy so the checked-in seed corpus stays small; regressions/ holds every
+  # input that ever crashed a target and is replayed first.
+  work=$(mktemp -d)
+  cp -r "corpus/$t/." "$work/"
+  [ -d "regressions/$t" ] && cp -r "regressions/$t/." "$work/"
+  if ! cargo fuzz run "$t" "$work" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1; then
     tail -n 60 "$log" >&2
-    echo "fuzz target $t failed (crash or build error): see wire/fuzz/artifacts/$t" >&2
+    echo "fuzz target $t failed (crash or build error): see wire/fuzz/artifacts/$t;" \
+      "copy the input to wire/fuzz/regressions/$t/ with a test before fixing it" >&2
     exit 1
   fi
   grep -E '^(#[0-9]+ +(INITED|DONE)|Done)' "$log" || tail -n 3 "$log"
-  rm -f "$log"
+  rm -rf "$log" "$work"
 done
 echo "fuzz: all targets ran ${secs}s with no crash"

@@ -368,7 +368,14 @@ impl DecState {
         let (h, body) = match FrameHeader::parse(frame) {
             Ok(x) => x,
             Err(m) => {
-                let s = frame.get(21).copied().filter(|&s| s < 2).unwrap_or(0);
+                let s = frame
+                    .get(21)
+                    .copied()
+                    .filter(|&s| s < self.layout.n_streams)
+                    .unwrap_or(0);
+                if let Some(e) = self.streams[s as usize].failed {
+                    return Err(e); // a stopped substream stays stopped with its first error
+                }
                 let fs = frame
                     .get(8..16)
                     .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
@@ -376,11 +383,16 @@ impl DecState {
             }
         };
         if h.stream >= self.layout.n_streams {
-            return Err(self.err(
-                h.stream,
-                h.frame_seq,
-                E(RepE::Tag, "frame on a substream the layout lacks"),
-            ));
+            // Not a substream of this layout: reported, counted, but it stops nothing.
+            self.counters.errors[RepE::Tag.index()] += 1;
+            return Err(RepErr {
+                code: RepE::Tag,
+                epoch: self.epoch,
+                tenure: self.tenure,
+                stream: h.stream,
+                frame_seq: h.frame_seq,
+                detail: "frame on a substream the layout lacks",
+            });
         }
         let si = h.stream as usize;
         if let Some(e) = self.streams[si].failed {

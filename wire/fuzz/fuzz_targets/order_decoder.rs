@@ -22,8 +22,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut d = DecState::new(layout).expect("valid layout");
     for (i, f) in frames.iter().enumerate() {
+        let before = [d.failed(0), d.failed(1)];
         if let Err(e) = d.on_frame(f, i as u64 * 1000, &mut NullSink) {
-            assert_eq!(d.failed(e.stream), Some(e));
+            if e.stream < layout.n_streams {
+                // Errors are sticky: a stopped substream returns its first error again.
+                let first = before[e.stream as usize].unwrap_or(e);
+                assert_eq!(e, first);
+                assert_eq!(d.failed(e.stream), Some(e));
+            }
         }
     }
     let _ = d.tick(u64::MAX);
