@@ -111,9 +111,7 @@ impl Sink for Verify {
 /// Sender pair (behind the lossy stage), receiver pair, and how they are connected.
 type Paths = (PathPair<Lossy<UdpPort>>, PathPair<UdpPort>, &'static str);
 
-fn open_paths(
-    o: &Opts,
-) -> Result<Paths, String> {
+fn open_paths(o: &Opts) -> Result<Paths, String> {
     let groups = [
         Ipv4Addr::new(239, 255, 74, 1),
         Ipv4Addr::new(239, 255, 74, 2),
