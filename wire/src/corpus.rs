@@ -796,3 +796,47 @@ impl Gen {
         self.stats.blocks += 1;
     }
 }
+
+/// The order-decoder fuzz harness, shared by `wire/fuzz` (libFuzzer) and the regression replay
+/// in `wire/tests/fuzz_regressions.rs`. The first byte picks the layout (REF, a 4-lane dev
+/// layout, an 11-lane single-substream one); the rest is a capture, or 64-byte chunks when it
+/// does not parse as one. Invariants: no panic, no hang, and errors are sticky per substream.
+#[doc(hidden)]
+pub fn fuzz_order_decoder(data: &[u8]) {
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let layout = fuzz_layout(sel);
+    let frames: Vec<&[u8]> = match read_capture(rest) {
+        Ok(f) => f,
+        Err(_) => rest.chunks(64).collect(),
+    };
+    let Ok(mut d) = crate::DecState::new(layout) else {
+        return;
+    };
+    for (i, f) in frames.iter().enumerate() {
+        let before = [d.failed(0), d.failed(1)];
+        if let Err(e) = d.on_frame(f, i as u64 * 1000, &mut crate::NullSink) {
+            if e.stream < layout.n_streams {
+                let first = before[e.stream as usize].unwrap_or(e);
+                assert_eq!(e, first, "errors are sticky per substream");
+                assert_eq!(d.failed(e.stream), Some(e));
+            }
+        }
+    }
+    let _ = d.tick(u64::MAX);
+}
+
+/// The layout the fuzz harness's selector byte picks.
+#[doc(hidden)]
+pub fn fuzz_layout(sel: u8) -> Layout {
+    match sel % 3 {
+        0 => Layout::reference(),
+        1 => Layout::two_streams(4),
+        _ => Layout {
+            n_lanes: 11,
+            n_streams: 1,
+            pool_mask: 0,
+        },
+    }
+}
