@@ -12,11 +12,13 @@ step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "tests"
-cargo test --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace 2>&1 | tee "$log"
 
 step "loom models (rings)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p vyrn-rings --release --lib -- loom
+  cargo test -p vyrn-rings --release --lib -- loom 2>&1 | tee -a "$log"
 
 if [ -x scripts/fuzz.sh ] && [ "${VYRN_SKIP_FUZZ:-0}" != 1 ]; then
   step "bounded fuzz"
@@ -26,5 +28,7 @@ fi
 step "bench smoke (VYRN_BENCH_QUICK=1)"
 VYRN_BENCH_QUICK=1 cargo bench -p vyrn-bench
 
+read -r passed failed < <(awk '/^test result:/ {p += $4; f += $6} END {print p + 0, f + 0}' "$log")
 echo
-echo "all checks passed"
+echo "all checks passed (format, clippy, tests, loom, fuzz, bench smoke)"
+echo "tests: ${passed} passed, ${failed} failed"
