@@ -11,12 +11,15 @@ use std::time::Instant;
 use vyrn_bench::{budget, measure, quick, ratio, rounds};
 use vyrn_wire::corpus::{generate, CorpusConfig, Rng};
 use vyrn_wire::records::*;
-use vyrn_wire::{DecState, FrameHeader, FrameKind, Layout, NullSink};
+use vyrn_wire::{DecState, FrameHeader, FrameKind, LaneBase, Layout, NullSink, TenureStart};
 
 fn main() {
     println!("# wire_codec: one shared 2-core machine; ratios are the figures to quote");
     if vyrn_bench::enabled("decoder") {
         decoder();
+    }
+    if vyrn_bench::enabled("breakdown") {
+        breakdown();
     }
     if vyrn_bench::enabled("encoder") {
         encoder();
@@ -111,6 +114,103 @@ fn decoder() {
         },
     );
     ratio(&dec, &l);
+}
+
+/// Where the decoder's time goes: a stream of PacketRecords only (10 per LaneRun, 160-byte
+/// frames) with their HashRuns, per record.
+fn breakdown() {
+    use vyrn_wire::encoder::FrameWriter;
+    let layout = Layout::two_streams(2);
+    let n_pkts = if quick() { 20_000 } else { 200_000 };
+    let mut rng = Rng::new(3);
+    let ts = |s: u8| {
+        let t = TenureStart {
+            epoch: 1,
+            tenure: 0,
+            sender: 0,
+            first_step: 1,
+            first_height: 1,
+            prev_header_hash: [0; 32],
+            lanes: vec![LaneBase {
+                next_lane_seq: 1,
+                rx_ts_base: 1 << 60,
+                fills_applied_base: 0,
+            }],
+            prev_cut: vec![0],
+        };
+        let mut b = Vec::new();
+        t.encode(&mut b);
+        let mut w = FrameWriter::new(1, 1, 0, 0, s, 160);
+        w.tenure_start(&b);
+        w.flush();
+        w
+    };
+    // Packets on lane 0 (substream A), 10 per LaneRun, frames of 160 B.
+    let mut wa = ts(0);
+    let wb = ts(1);
+    let mut st = LaneState {
+        next_lane_seq: 1,
+        prev_rx_ts: 1 << 60,
+        prev_fills_applied: 0,
+    };
+    let mut next = vec![1u32; 4096];
+    let (mut rx, mut lseq) = (1u64 << 60, 1u64);
+    let mut enc = Vec::new();
+    for _ in 0..n_pkts {
+        let slot = rng.below(4096) as u16;
+        rx += rng.below(600);
+        let op = LaneOp::Pkt {
+            slot,
+            count: 10,
+            shed: false,
+            pkt_seq: next[slot as usize],
+            rx_ts: rx,
+            first_lane_seq: lseq,
+            fills_applied: 0,
+        };
+        lseq += 10;
+        let mut out = [0u8; PKT_ENC_MAX];
+        let n = encode_lane_op(&mut st, &mut next, &op, &mut out);
+        enc.push(out[..n].to_vec());
+    }
+    // 10 records per LaneRun; every 240 records a HASH frame with their pkt_hash (07 §3.7).
+    for (i, chunk) in enc.chunks(10).enumerate() {
+        let refs: Vec<&[u8]> = chunk.iter().map(|r| r.as_slice()).collect();
+        wa.lane_records(0, &refs);
+        if i % 24 == 23 {
+            wa.flush();
+            let mut body = Vec::new();
+            let hashes: Vec<u64> = (0..240).map(|j| j as u64).collect();
+            encode_hash_run(0, &hashes, &mut body);
+            wa.hash_frame(&body);
+        }
+    }
+    wa.flush();
+    let mut frames_a = wa.take_frames();
+    let frames_b = {
+        let mut wb = wb;
+        wb.take_frames()
+    };
+    let pkt_frames: Vec<Vec<u8>> = frames_b.iter().cloned().chain(frames_a.drain(..)).collect();
+    let n = rounds(20);
+    let mut decs: Vec<DecState> = (0..n + 1).map(|_| DecState::new(layout).unwrap()).collect();
+    let mut it = decs.iter_mut();
+    let p = measure(
+        "breakdown: PacketRecords + HashRuns only (per record)",
+        n,
+        n_pkts as u64,
+        || {
+            let d = it.next().expect("a decoder per round");
+            for f in &pkt_frames {
+                d.on_frame(f, 0, &mut NullSink).expect("decodes");
+            }
+        },
+    );
+    println!(
+        "  {:.1} records per ORDER frame",
+        n_pkts as f64 / (pkt_frames.len() - 2) as f64
+    );
+    let _ = p;
 }
 
 fn encoder() {
