@@ -109,7 +109,7 @@ struct LaneDec {
     st: LaneState,
     table: usize,
     base: u64,
-    awaiting: VecDeque<Awaiting>,
+    awaiting: Fifo<Awaiting>,
     gaps: VecDeque<(u64, u64)>,
     gap_floor: u64,
     shed: VecDeque<(u64, u64)>,
@@ -259,6 +259,7 @@ impl DecState {
         let lanes = (0..n)
             .map(|l| LaneDec {
                 table: if layout.is_pool(l) { n } else { l },
+                awaiting: Fifo::with_capacity(64),
                 ..Default::default()
             })
             .collect();
@@ -632,13 +633,8 @@ impl DecState {
         let d = &mut self.lanes[l];
         let tbl = &mut self.tables[d.table];
         for _ in 0..k {
-            match decode_pkt(l as u8, pool, d, tbl, r, ctx)? {
-                Rec::Pkt(p) => {
-                    self.counters.pkts += 1;
-                    sink.pkt(at, &p)
-                }
-                Rec::Take(t) => sink.take(at, &t),
-            }
+            decode_pkt(l as u8, pool, d, tbl, r, ctx, at, sink)?;
+            self.counters.pkts += 1;
         }
         Ok(())
     }
@@ -693,7 +689,7 @@ impl DecState {
         }
         for _ in 0..k {
             let hsh = r.u64_le()?;
-            if let Some(a) = self.lanes[lane].awaiting.pop_front() {
+            if let Some(a) = self.lanes[lane].awaiting.pop() {
                 self.counters.hashes += 1;
                 sink.hash(at, lane as u8, &a, hsh);
             }
@@ -1180,23 +1176,19 @@ fn check_pair(a: &PendingHalf, b: &PendingHalf) -> Result<(), E> {
     Ok(())
 }
 
-/// A decoded lane record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Rec {
-    Pkt(PacketRecord),
-    Take(AcctTake),
-}
-
 /// Decode one PacketRecord O-encoding (07 §3.6), exactly as the spec's `decode_pkt`.
 #[inline(always)]
-fn decode_pkt(
+#[allow(clippy::too_many_arguments)] // the hot loop's state, passed apart to keep borrows disjoint
+fn decode_pkt<S: Sink>(
     lane: u8,
     pool: bool,
     d: &mut LaneDec,
     tbl: &mut SlotTable,
     r: &mut Reader<'_>,
     ctx: &Ctx,
-) -> Result<Rec, E> {
+    at: Pos,
+    sink: &mut S,
+) -> Result<(), E> {
     let h = r.u8()?;
     let count = h & h_bits::COUNT;
     let shed = h & h_bits::SHED != 0;
@@ -1213,7 +1205,8 @@ fn decode_pkt(
         }
         let account = r.leb_u32()?;
         let ver = r.leb_u64()?;
-        return Ok(Rec::Take(AcctTake { lane, account, ver }));
+        sink.take(at, &AcctTake { lane, account, ver });
+        return Ok(());
     }
     let advance = slot == REP_SLOT_ADVANCE;
     if advance && (count != 0 || shed || h & (h_bits::SEQ_EXC | h_bits::LSEQ_EXC) != 0) {
@@ -1252,17 +1245,21 @@ fn decode_pkt(
     d.st.prev_fills_applied = fills_applied;
     d.st.next_lane_seq = next; // a shed packet keeps its LaneSeqs
     if advance {
-        return Ok(Rec::Pkt(PacketRecord {
-            lane,
-            count: 0,
-            flags: PKT_ADVANCE,
-            session: 0,
-            slot: slot as u16,
-            pkt_seq: 0,
-            rx_ts,
-            first_lane_seq,
-            fills_applied,
-        }));
+        sink.pkt(
+            at,
+            &PacketRecord {
+                lane,
+                count: 0,
+                flags: PKT_ADVANCE,
+                session: 0,
+                slot: slot as u16,
+                pkt_seq: 0,
+                rx_ts,
+                first_lane_seq,
+                fills_applied,
+            },
+        );
+        return Ok(());
     }
     let pkt_seq = if h & h_bits::SEQ_EXC != 0 {
         r.leb_u32()?
@@ -1274,7 +1271,7 @@ fn decode_pkt(
     if d.awaiting.len() >= AWAIT_HASH_MAX {
         return fail(RepE::HashLag, "too many records awaiting their hash");
     }
-    d.awaiting.push_back(Awaiting {
+    d.awaiting.push(Awaiting {
         session,
         pkt_seq,
         first_lane_seq,
@@ -1285,15 +1282,76 @@ fn decode_pkt(
         let range = (first_lane_seq, next - 1);
         LaneDec::push_range(&mut d.shed, &mut d.shed_floor, range);
     }
-    Ok(Rec::Pkt(PacketRecord {
-        lane,
-        count,
-        flags: if shed { PKT_SHED } else { 0 },
-        session,
-        slot: slot as u16,
-        pkt_seq,
-        rx_ts,
-        first_lane_seq,
-        fills_applied,
-    }))
+    sink.pkt(
+        at,
+        &PacketRecord {
+            lane,
+            count,
+            flags: if shed { PKT_SHED } else { 0 },
+            session,
+            slot: slot as u16,
+            pkt_seq,
+            rx_ts,
+            first_lane_seq,
+            fills_applied,
+        },
+    );
+    Ok(())
+}
+
+/// A FIFO on a power-of-two ring that grows by doubling (the hash-awaiting queue of 07 §3.5;
+/// its bound is enforced by the caller). Push and pop inline to a few instructions.
+#[derive(Debug, Default)]
+struct Fifo<T> {
+    buf: Vec<T>,
+    head: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Fifo<T> {
+    fn with_capacity(n: usize) -> Self {
+        Fifo {
+            buf: vec![T::default(); n.next_power_of_two()],
+            head: 0,
+            len: 0,
+        }
+    }
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    fn push(&mut self, x: T) {
+        if self.len == self.buf.len() {
+            self.grow();
+        }
+        let i = (self.head + self.len) & (self.buf.len() - 1);
+        self.buf[i] = x;
+        self.len += 1;
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        let x = self.buf[self.head];
+        self.head = (self.head + 1) & (self.buf.len() - 1);
+        self.len -= 1;
+        Some(x)
+    }
+    #[inline(always)]
+    fn front(&self) -> Option<&T> {
+        (self.len > 0).then(|| &self.buf[self.head])
+    }
+    #[cold]
+    fn grow(&mut self) {
+        let n = (self.buf.len() * 2).max(16);
+        let mut nb = vec![T::default(); n];
+        let m = self.buf.len().wrapping_sub(1);
+        for (k, slot) in nb.iter_mut().enumerate().take(self.len) {
+            *slot = self.buf[(self.head + k) & m];
+        }
+        self.buf = nb;
+        self.head = 0;
+    }
 }
