@@ -205,3 +205,89 @@ pub fn build_frame(hdr: &FrameHeader, body: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&h.to_bytes());
     out.extend_from_slice(body);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame() -> Vec<u8> {
+        let h = FrameHeader {
+            kind: FrameKind::Order,
+            book: 3,
+            epoch16: 9,
+            frame_seq: 77,
+            flags: 0,
+            tenure: 1,
+            body_len: 0,
+            sender: 2,
+            stream: 1,
+        };
+        let mut f = Vec::new();
+        build_frame(&h, &[0x07, 0x01, 0x0A, 0x00, 0x00], &mut f);
+        f
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let f = frame();
+        let (h, body) = FrameHeader::parse(&f).unwrap();
+        assert_eq!(
+            (h.frame_seq, h.body_len, h.stream, h.sender, h.tenure),
+            (77, 5, 1, 2, 1)
+        );
+        assert_eq!(body, &[0x07, 0x01, 0x0A, 0x00, 0x00]);
+        assert_eq!(&h.to_bytes()[..], &f[..REP_FRAME_HDR_BYTES]);
+    }
+
+    /// INV-REP-3: path copies and retransmissions differ only in `flags`.
+    #[test]
+    fn inv_rep_3_only_flags_differ() {
+        let a = frame();
+        let mut b = a.clone();
+        set_path(&mut b, true);
+        assert_ne!(a, b);
+        assert!(same_frame(&a, &b));
+        b[FLAGS_OFFSET] |= FLAG_RETRANSMIT | FLAG_PEER_REPAIRED;
+        assert!(same_frame(&a, &b));
+        let (hb, _) = FrameHeader::parse(&b).unwrap();
+        assert_eq!(hb.flags, FLAG_PATH_B | FLAG_RETRANSMIT | FLAG_PEER_REPAIRED);
+        for i in (0..a.len()).filter(|&i| i != FLAGS_OFFSET) {
+            let mut c = b.clone();
+            c[i] ^= 1;
+            assert!(
+                !same_frame(&a, &c),
+                "byte {i} is part of the frame's identity"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_headers_are_typed_errors() {
+        let f = frame();
+        for (i, want) in [
+            (0, Malformed::BadMagic),
+            (2, Malformed::BadVersion),
+            (3, Malformed::BadKind),
+            (22, Malformed::Reserved),
+        ] {
+            let mut g = f.clone();
+            g[i] = 0x55;
+            assert_eq!(FrameHeader::parse(&g).unwrap_err(), want);
+        }
+        let mut g = f.clone();
+        g[FLAGS_OFFSET] = 0x08;
+        assert_eq!(FrameHeader::parse(&g).unwrap_err(), Malformed::Reserved);
+        let mut g = f.clone();
+        g[21] = 2;
+        assert_eq!(FrameHeader::parse(&g).unwrap_err(), Malformed::BadValue);
+        assert_eq!(
+            FrameHeader::parse(&f[..f.len() - 1]).unwrap_err(),
+            Malformed::BadLength
+        );
+        assert_eq!(
+            FrameHeader::parse(&f[..10]).unwrap_err(),
+            Malformed::Truncated
+        );
+        assert!(Heartbeat::parse(&[0; 23]).is_err());
+    }
+}
