@@ -185,43 +185,55 @@ fn check_range(stream: u8, from: u64, to: u64) -> Result<(), Malformed> {
     Ok(())
 }
 
-/// `Nack`: retransmit request to the substream's stream core (07 §4.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Nack {
-    /// Epoch.
-    pub epoch: u32,
-    /// Tenure.
-    pub tenure: u8,
-    /// Substream, 0 or 1.
-    pub stream: u8,
-    /// First missing frame_seq, ≥ 1.
-    pub from_seq: u64,
-    /// Last missing frame_seq, ≥ `from_seq`.
-    pub to_seq: u64,
+/// A request for the frames `from_seq ..= to_seq` of one substream: `Nack` and `RepairReq`
+/// share this layout (07 §4.10) and differ only in their type byte and destination.
+macro_rules! frame_range_msg {
+    ($(#[$doc:meta])* $name:ident, $code:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub struct $name {
+            /// Epoch.
+            pub epoch: u32,
+            /// Tenure.
+            pub tenure: u8,
+            /// Substream, 0 or 1.
+            pub stream: u8,
+            /// First frame_seq wanted, ≥ 1.
+            pub from_seq: u64,
+            /// Last frame_seq wanted, ≥ `from_seq`.
+            pub to_seq: u64,
+        }
+
+        impl Body for $name {
+            fn check(&self) -> Result<(), Malformed> {
+                check_range(self.stream, self.from_seq, self.to_seq)
+            }
+            fn write_body(&self, out: &mut Vec<u8>) {
+                put_u32(out, self.epoch);
+                out.push(self.tenure);
+                out.push(self.stream);
+                put_u64(out, self.from_seq);
+                put_u64(out, self.to_seq);
+            }
+            fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+                Ok($name {
+                    epoch: r.u32_le()?,
+                    tenure: r.u8()?,
+                    stream: r.u8()?,
+                    from_seq: r.u64_le()?,
+                    to_seq: r.u64_le()?,
+                })
+            }
+        }
+        ctrl_codec!($name, $code);
+    };
 }
 
-impl Body for Nack {
-    fn check(&self) -> Result<(), Malformed> {
-        check_range(self.stream, self.from_seq, self.to_seq)
-    }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.epoch);
-        out.push(self.tenure);
-        out.push(self.stream);
-        put_u64(out, self.from_seq);
-        put_u64(out, self.to_seq);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(Nack {
-            epoch: r.u32_le()?,
-            tenure: r.u8()?,
-            stream: r.u8()?,
-            from_seq: r.u64_le()?,
-            to_seq: r.u64_le()?,
-        })
-    }
-}
-ctrl_codec!(Nack, ty::NACK);
+frame_range_msg!(
+    /// `Nack`: retransmit request to the substream's stream core (07 §4.10).
+    Nack,
+    ty::NACK
+);
 
 /// `NackTooOld`: the NACKed frame has left the retransmit ring (07 §4.10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -257,43 +269,11 @@ impl Body for NackTooOld {
 }
 ctrl_codec!(NackTooOld, ty::NACK_TOO_OLD);
 
-/// `RepairReq`: peer repair request (07 §4.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct RepairReq {
-    /// Epoch.
-    pub epoch: u32,
-    /// Tenure.
-    pub tenure: u8,
-    /// Substream, 0 or 1.
-    pub stream: u8,
-    /// First frame_seq wanted, ≥ 1.
-    pub from_seq: u64,
-    /// Last frame_seq wanted, ≥ `from_seq`.
-    pub to_seq: u64,
-}
-
-impl Body for RepairReq {
-    fn check(&self) -> Result<(), Malformed> {
-        check_range(self.stream, self.from_seq, self.to_seq)
-    }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.epoch);
-        out.push(self.tenure);
-        out.push(self.stream);
-        put_u64(out, self.from_seq);
-        put_u64(out, self.to_seq);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(RepairReq {
-            epoch: r.u32_le()?,
-            tenure: r.u8()?,
-            stream: r.u8()?,
-            from_seq: r.u64_le()?,
-            to_seq: r.u64_le()?,
-        })
-    }
-}
-ctrl_codec!(RepairReq, ty::REPAIR_REQ);
+frame_range_msg!(
+    /// `RepairReq`: peer repair request (07 §4.10).
+    RepairReq,
+    ty::REPAIR_REQ
+);
 
 /// `DataFetch`, to a data box (07 §5.3 by range, §5.5 by key). Answered with `FETCH_RESP` frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
