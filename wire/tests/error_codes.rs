@@ -169,47 +169,29 @@ fn rep_e_kind() {
        // Shed step whose src op (lane 4, LaneSeq 100) sits in a SHED packet: SAME cut, zigzag(100-99)=2
     order(0, &[0x40, 1, 0x15, 0x00, 4, 0x02], RepE::Kind);
     // Spanning step: home on A with OTHER, then B's next record is a later step.
-    let mut d = started(&mut NullSink);
-    d.on_frame(
-        &frame(0, 2, FrameKind::Order, &[0x40, 1, 0x94, 0x00, 0xFF]),
-        0,
-        &mut NullSink,
-    )
-    .unwrap();
-    let e = d
-        .on_frame(
-            &frame(
-                1,
-                2,
-                FrameKind::Order,
-                &[0x40, 1, 0xC4, 0x01, 0x20, 0x00, 0x00, 0x01],
-            ),
-            0,
-            &mut NullSink,
-        )
-        .unwrap_err();
+    let e = a_then_b(
+        &[0x40, 1, 0x94, 0x00, 0xFF],
+        &[0x40, 1, 0xC4, 0x01, 0x20, 0x00, 0x00, 0x01],
+    );
     assert_eq!(e.code, RepE::Kind, "{e}");
     // Kinds of a spanning step's two records differ.
-    let mut d = started(&mut NullSink);
-    d.on_frame(
-        &frame(0, 2, FrameKind::Order, &[0x40, 1, 0x94, 0x00, 0xFF]),
-        0,
-        &mut NullSink,
-    )
-    .unwrap();
-    let e = d
-        .on_frame(
-            &frame(
-                1,
-                2,
-                FrameKind::Order,
-                &[0x40, 1, 0xC1, 0x00, 0x20, 0x00, 0x00, 0x01],
-            ),
-            0,
-            &mut NullSink,
-        )
-        .unwrap_err();
+    let e = a_then_b(
+        &[0x40, 1, 0x94, 0x00, 0xFF],
+        &[0x40, 1, 0xC1, 0x00, 0x20, 0x00, 0x00, 0x01],
+    );
     assert_eq!(e.code, RepE::Kind, "{e}");
+}
+
+/// Frame 2 of substream A decodes cleanly; frame 2 of B then fails: the error.
+fn a_then_b(a: &[u8], b: &[u8]) -> RepErr {
+    let mut d = started(&mut NullSink);
+    d.on_frame(&frame(0, 2, FrameKind::Order, a), 0, &mut NullSink)
+        .unwrap();
+    let e = d
+        .on_frame(&frame(1, 2, FrameKind::Order, b), 0, &mut NullSink)
+        .unwrap_err();
+    assert_eq!((e.stream, e.frame_seq), (1, 2));
+    e
 }
 
 #[test]
