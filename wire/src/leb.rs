@@ -140,6 +140,17 @@ impl<'a> Reader<'a> {
                 return Ok(b as u64);
             }
         }
+        // Two bytes (slots above 127, most rx_ts deltas): no word compaction needed.
+        if let Some(&[b0, b1]) = self
+            .buf
+            .get(p..p + 2)
+            .and_then(|s| <&[u8; 2]>::try_from(s).ok())
+        {
+            if b1 < 0x80 {
+                self.pos = p + 2;
+                return Ok((b0 & 0x7F) as u64 | (b1 as u64) << 7);
+            }
+        }
         // Word path: with 8 bytes in reach, find the terminator and compact 7-bit groups
         // branch-free (values of up to 8 bytes, 56 bits: every rx_ts delta and slot).
         if let Some(w) = self.buf.get(p..p + 8) {
