@@ -1261,13 +1261,15 @@ fn decode_pkt<S: Sink>(
         );
         return Ok(());
     }
+    // slot < REP_SLOT_ADVANCE = MAX_SESSIONS_PER_LANE here (Take and Advance returned above).
+    let e = &mut tbl.slots[slot & (MAX_SESSIONS_PER_LANE - 1)];
     let pkt_seq = if h & h_bits::SEQ_EXC != 0 {
         r.leb_u32()?
     } else {
-        tbl.next_pkt_seq[slot]
+        e.next_pkt_seq
     };
-    tbl.next_pkt_seq[slot] = pkt_seq.wrapping_add(1);
-    let session = tbl.session[slot];
+    e.next_pkt_seq = pkt_seq.wrapping_add(1);
+    let session = e.session;
     if d.awaiting.len() >= AWAIT_HASH_MAX {
         return fail(RepE::HashLag, "too many records awaiting their hash");
     }

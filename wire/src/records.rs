@@ -295,21 +295,28 @@ impl TenureStart {
     }
 }
 
-/// A session slot table: session and next pkt_seq per slot (07 §3.5). One per dedicated lane,
-/// one shared by the pool (07 §3.6 "Pooled slots").
+/// One slot of a [`SlotTable`]: `slot_session` and `slot_next_pkt_seq` side by side, so a
+/// record's lookup and update touch one cache line, not two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Slot {
+    /// `slot_session[slot]` (0: never bound).
+    pub session: u32,
+    /// `slot_next_pkt_seq[slot]`.
+    pub next_pkt_seq: u32,
+}
+
+/// A session slot table (07 §3.5): one per dedicated lane, one shared by the pool (07 §3.6
+/// "Pooled slots"). Exactly `MAX_SESSIONS_PER_LANE` slots.
 #[derive(Debug, Clone)]
 pub struct SlotTable {
-    /// `slot_session`.
-    pub session: Box<[u32]>,
-    /// `slot_next_pkt_seq`.
-    pub next_pkt_seq: Box<[u32]>,
+    /// The slots.
+    pub slots: Box<[Slot; MAX_SESSIONS_PER_LANE]>,
 }
 
 impl Default for SlotTable {
     fn default() -> Self {
         SlotTable {
-            session: vec![0; MAX_SESSIONS_PER_LANE].into_boxed_slice(),
-            next_pkt_seq: vec![0; MAX_SESSIONS_PER_LANE].into_boxed_slice(),
+            slots: Box::new([Slot::default(); MAX_SESSIONS_PER_LANE]),
         }
     }
 }
@@ -318,12 +325,11 @@ impl SlotTable {
     /// Apply a SessionBind.
     #[inline]
     pub fn bind(&mut self, slot: u16, session: u32, next_pkt_seq: u32) {
-        if let (Some(s), Some(n)) = (
-            self.session.get_mut(slot as usize),
-            self.next_pkt_seq.get_mut(slot as usize),
-        ) {
-            *s = session;
-            *n = next_pkt_seq;
+        if let Some(s) = self.slots.get_mut(slot as usize) {
+            *s = Slot {
+                session,
+                next_pkt_seq,
+            };
         }
     }
 }
