@@ -1136,9 +1136,8 @@ impl DecState {
 #[inline(always)]
 fn read_bitmap(r: &mut Reader<'_>, n: usize, what: &'static str) -> Result<u64, E> {
     let b = r.bytes(n.div_ceil(8))?;
-    let mut a = [0u8; 8];
-    a[..b.len()].copy_from_slice(b);
-    let bits = u64::from_le_bytes(a);
+    // ≤ 8 bytes, assembled without a memcpy call.
+    let bits = b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64);
     if n < 64 && bits >> n != 0 {
         return fail(RepE::Cut, what);
     }
