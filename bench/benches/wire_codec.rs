@@ -11,7 +11,9 @@ use std::time::Instant;
 use vyrn_bench::{budget, measure, quick, ratio, rounds};
 use vyrn_wire::corpus::{generate, CorpusConfig, Rng};
 use vyrn_wire::records::*;
-use vyrn_wire::{DecState, FrameHeader, FrameKind, LaneBase, Layout, NullSink, TenureStart};
+use vyrn_wire::{
+    DecState, FrameHeader, FrameKind, LaneBase, Layout, NullSink, StepState, TenureStart,
+};
 
 fn main() {
     println!("# wire_codec: one shared 2-core machine; ratios are the figures to quote");
@@ -211,6 +213,84 @@ fn breakdown() {
         n_pkts as f64 / (pkt_frames.len() - 2) as f64
     );
     let _ = p;
+
+    // Steps only: lanes 0 (A) and 1 (B) hold ops 1..2^40; every step moves lane 0's cut by 1
+    // and is flushed in its own frame (a gated step, 07 §4.5); the spanning share also moves
+    // lane 1 (two records, merged by StepId).
+    for span in [0u64, 333] {
+        let n_steps = if quick() { 5_000 } else { 50_000 };
+        let top = 1u64 << 40;
+        let ts = |s: u8| {
+            let t = TenureStart {
+                epoch: 1,
+                tenure: 0,
+                sender: 0,
+                first_step: 1,
+                first_height: 1,
+                prev_header_hash: [0; 32],
+                lanes: vec![LaneBase {
+                    next_lane_seq: top,
+                    rx_ts_base: 0,
+                    fills_applied_base: 0,
+                }],
+                prev_cut: vec![0],
+            };
+            let mut b = Vec::new();
+            t.encode(&mut b);
+            let mut w = FrameWriter::new(1, 1, 0, 0, s, 160);
+            w.tenure_start(&b);
+            w.flush();
+            w
+        };
+        let mut w = [ts(0), ts(1)];
+        let mut st = [StepState::new(1, &[0]), StepState::new(1, &[0])];
+        let mut cut = [0u64, 0];
+        let mut order = Vec::new();
+        for step in 1..=n_steps as u64 {
+            let spans = rng.below(1000) < span;
+            cut[0] += 1;
+            if spans {
+                cut[1] += 1;
+            }
+            for s in 0..2usize {
+                if s == 1 && !spans {
+                    continue;
+                }
+                let mut b = vec![tag::STEP_RUN, 1];
+                let rec = HalfRecord {
+                    step,
+                    kind: StepKind::Cross,
+                    home: s == 0,
+                    other: spans,
+                    src_lane: if s == 0 { 0 } else { 0xFF },
+                    src_lane_seq: cut[0],
+                    payload: &[],
+                    cut: &cut[s..s + 1],
+                };
+                assert!(encode_step_half(&mut st[s], s, &rec, &mut b));
+                w[s].section(&b);
+                w[s].flush();
+                order.push(s);
+            }
+        }
+        let [w0, w1] = w;
+        let mut per = [w0, w1].map(|mut x| x.take_frames().into_iter());
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        frames.extend(per[0].next());
+        frames.extend(per[1].next());
+        for s in order {
+            frames.extend(per[s].next());
+        }
+        let mut decs: Vec<DecState> = (0..n + 1).map(|_| DecState::new(layout).unwrap()).collect();
+        let mut it = decs.iter_mut();
+        let name = format!("breakdown: steps only, {}% spanning (per step)", span / 10);
+        measure(&name, n, n_steps as u64, || {
+            let d = it.next().expect("a decoder per round");
+            for f in &frames {
+                d.on_frame(f, 0, &mut NullSink).expect("decodes");
+            }
+        });
+    }
 }
 
 fn encoder() {
