@@ -11,6 +11,9 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "docs (rustdoc warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+
 step "tests"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -35,7 +35,7 @@ pub const PKT_ADVANCE: u8 = 2;
 pub mod h_bits {
     /// Count mask.
     pub const COUNT: u8 = 0x0F;
-    /// pkt_seq ≠ slot_next_pkt_seq[slot].
+    /// pkt_seq ≠ `slot_next_pkt_seq[slot]`.
     pub const SEQ_EXC: u8 = 0x10;
     /// first_lane_seq ≠ next_lane_seq.
     pub const LSEQ_EXC: u8 = 0x20;
