@@ -932,6 +932,38 @@ impl DecState {
                 return fail(RepE::Kind, "Shed step for an op whose packet carries SHED");
             }
         }
+        // Hot path: a home record of its own, next in StepId order, nothing queued on this
+        // substream: deliver it now, from this substream's cut (no PendingHalf, no queue).
+        if home && !other && step == self.next_emit && self.streams[si].pending.is_empty() {
+            let mut m = changed;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                self.merged_cut[start + i] = self.streams[si].step.prev_cut[i];
+            }
+            self.counters.steps += 1;
+            self.next_emit = step + 1;
+            let s = Step {
+                step,
+                kind,
+                src_lane,
+                src_lane_seq,
+                home: ctx.stream,
+                spans: false,
+            };
+            sink.step(
+                &s,
+                &self.merged_cut[..self.layout.n_lanes as usize],
+                payload,
+            );
+            if !self.streams[1 - si].pending.is_empty() {
+                self.drain_merge(sink)?;
+            }
+            if !self.blocks_ready.is_empty() {
+                self.drain_blocks(sink);
+            }
+            return Ok(());
+        }
         let rec = PendingHalf {
             step,
             kind,
