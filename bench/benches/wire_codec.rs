@@ -7,8 +7,7 @@
 //! 2. Lane pre-encode: ns per PacketRecord against 07's ~5 ns, with the `leb128` crate writing
 //!    the same fields as baseline.
 
-use std::time::Instant;
-use vyrn_bench::{budget, measure, quick, ratio, rounds};
+use vyrn_bench::{budget, measure, measure_with_setup, quick, ratio, rounds};
 use vyrn_wire::corpus::{generate, CorpusConfig, Rng};
 use vyrn_wire::records::*;
 use vyrn_wire::{
@@ -64,22 +63,19 @@ fn decoder() {
         s.blocks
     );
     let n = rounds(20);
-    // Candidate: decode every frame (a fresh decoder per pass; its construction is not timed).
-    let mut decs: Vec<DecState> = (0..n + 1)
-        .map(|_| DecState::new(Layout::reference()).unwrap())
-        .collect();
-    let mut it = decs.iter_mut();
-    let dec = measure(
+    // Candidate: decode every frame. A fresh decoder per pass (a stream starts at TenureStart),
+    // built right before the pass and not timed, so its tables are as warm as a running
+    // replica's rather than cold from DRAM.
+    let dec = measure_with_setup(
         "decode REF peak-mix corpus (per record)",
         n,
         records,
-        || {
-            let d = it.next().expect("a decoder per round");
-            let t = Instant::now();
+        || DecState::new(Layout::reference()).unwrap(),
+        |mut d| {
             for f in &c.frames {
                 d.on_frame(f, 0, &mut NullSink).expect("corpus decodes");
             }
-            t.elapsed()
+            d
         },
     );
     println!(
@@ -195,17 +191,16 @@ fn breakdown() {
     };
     let pkt_frames: Vec<Vec<u8>> = frames_b.iter().cloned().chain(frames_a.drain(..)).collect();
     let n = rounds(20);
-    let mut decs: Vec<DecState> = (0..n + 1).map(|_| DecState::new(layout).unwrap()).collect();
-    let mut it = decs.iter_mut();
-    let p = measure(
+    let p = measure_with_setup(
         "breakdown: PacketRecords + HashRuns only (per record)",
         n,
         n_pkts as u64,
-        || {
-            let d = it.next().expect("a decoder per round");
+        || DecState::new(layout).unwrap(),
+        |mut d| {
             for f in &pkt_frames {
                 d.on_frame(f, 0, &mut NullSink).expect("decodes");
             }
+            d
         },
     );
     println!(
@@ -281,15 +276,19 @@ fn breakdown() {
         for s in order {
             frames.extend(per[s].next());
         }
-        let mut decs: Vec<DecState> = (0..n + 1).map(|_| DecState::new(layout).unwrap()).collect();
-        let mut it = decs.iter_mut();
         let name = format!("breakdown: steps only, {}% spanning (per step)", span / 10);
-        measure(&name, n, n_steps as u64, || {
-            let d = it.next().expect("a decoder per round");
-            for f in &frames {
-                d.on_frame(f, 0, &mut NullSink).expect("decodes");
-            }
-        });
+        measure_with_setup(
+            &name,
+            n,
+            n_steps as u64,
+            || DecState::new(layout).unwrap(),
+            |mut d| {
+                for f in &frames {
+                    d.on_frame(f, 0, &mut NullSink).expect("decodes");
+                }
+                d
+            },
+        );
     }
 }
 

@@ -95,6 +95,34 @@ pub fn measure<R>(name: &str, rounds: usize, ops: u64, mut round: impl FnMut() -
     s
 }
 
+/// Like [`measure`], but each round first runs `setup` (not timed) and hands its value to
+/// `round` (timed): for state that must be fresh every round, built right before it is used, as
+/// a long-running process would have it warm.
+pub fn measure_with_setup<T, R>(
+    name: &str,
+    rounds: usize,
+    ops: u64,
+    mut setup: impl FnMut() -> T,
+    mut round: impl FnMut(T) -> R,
+) -> Stats {
+    let mut h = Histogram::<u64>::new(3).expect("histogram");
+    std::hint::black_box(round(setup()));
+    for _ in 0..rounds.max(1) {
+        let state = setup();
+        let t = Instant::now();
+        std::hint::black_box(round(state));
+        let ps = t.elapsed().as_nanos() as u64 * 1000 / ops.max(1);
+        h.record(ps.max(1)).expect("record");
+    }
+    let s = Stats {
+        name: name.to_string(),
+        ps_per_op: h,
+        ops_per_round: ops,
+    };
+    s.print();
+    s
+}
+
 /// Print the ratio of `candidate` to `baseline` (median ns/op; < 1 means the candidate is faster).
 pub fn ratio(candidate: &Stats, baseline: &Stats) {
     println!(

@@ -322,7 +322,9 @@ impl Gen {
         self.start_tenure();
         while self.frames_so_far() < self.cfg.frames {
             if self.cfg.peak_mix {
-                if self.rng.below(1000) < 767 {
+                // Bursts of 1-3 packets (a lane drained into one LaneRun) against steps, for
+                // ~3.3 packets per step (07 §3.13).
+                if self.rng.below(1000) < 623 {
                     self.lane_burst();
                 } else {
                     self.step(None);
@@ -407,11 +409,7 @@ impl Gen {
     fn lane_burst_on(&mut self, l: usize) {
         let lay = self.lay();
         let s = lay.stream_of(l);
-        let k = if self.cfg.peak_mix {
-            1
-        } else {
-            1 + self.rng.below(4) as usize
-        };
+        let k = 1 + self.rng.below(if self.cfg.peak_mix { 3 } else { 4 }) as usize;
         let mut recs: Vec<Vec<u8>> = Vec::new();
         let mut hashes: Vec<(u8, u64)> = Vec::new();
         let mut fulls: Vec<Hash> = Vec::new();
@@ -715,13 +713,17 @@ impl Gen {
         if n == 0 || (!force && n < self.p(48, 400) as usize && !self.rng.chance(self.p(50, 0))) {
             return;
         }
-        let pend = std::mem::take(&mut self.hashes_pending[s as usize]);
+        let mut pend = std::mem::take(&mut self.hashes_pending[s as usize]);
+        // The stream core drains each lane's R_hash8 ring into one HashRun (07 §3.7, §4.1):
+        // group by lane, keeping each lane's order (the order its records await hashes).
+        pend.sort_by_key(|x| x.0);
         let mut body = Vec::new();
+        let max_run = (REP_HASH_FRAME_MAX - 12) / 8;
         let mut i = 0;
         while i < pend.len() {
             let lane = pend[i].0;
             let mut j = i;
-            while j < pend.len() && pend[j].0 == lane {
+            while j < pend.len() && pend[j].0 == lane && j - i < max_run {
                 j += 1;
             }
             let hs: Vec<u64> = pend[i..j].iter().map(|x| x.1).collect();
