@@ -813,8 +813,13 @@ impl DecState {
     /// Decode one half record (07 §3.8) and merge it by StepId.
     fn step_half<S: Sink>(&mut self, r: &mut Reader<'_>, ctx: &Ctx, sink: &mut S) -> Result<(), E> {
         let si = ctx.stream as usize;
-        let start = self.layout.half_start(ctx.stream);
-        let hl = self.layout.half_len(ctx.stream);
+        // Split borrows: the decode below touches this substream's state, the lanes and the
+        // layout only, so each lives in a register-friendly local.
+        let layout = self.layout;
+        let start = layout.half_start(ctx.stream);
+        let hl = layout.half_len(ctx.stream);
+        let sd = &mut self.streams[si];
+        let lanes = &self.lanes;
         let b0 = r.u8()?;
         let kind =
             StepKind::from_u8(b0 & step_bits::KIND).ok_or(E(RepE::Kind, "step kind 9..15"))?;
@@ -825,15 +830,16 @@ impl DecState {
             return fail(RepE::Cut, "cut mode 3");
         }
         let gap = r.leb_u64()?;
-        let prev_step = self.streams[si].step.prev_step;
-        let step = prev_step
+        let step = sd
+            .step
+            .prev_step
             .checked_add(1)
             .and_then(|x| x.checked_add(gap))
             .ok_or(E(RepE::Frame, "overflow"))?;
-        if step <= self.streams[si].last_mark_step {
+        if step <= sd.last_mark_step {
             return fail(RepE::Cut, "step at or below the last BlockMark's last_step");
         }
-        if self.layout.n_streams == 1 && (other || !home) {
+        if layout.n_streams == 1 && (other || !home) {
             return fail(RepE::Kind, "cut-only or OTHER record with one substream");
         }
         let (mut src_lane, mut src_delta, mut payload) = (SRC_NONE, 0i64, &[][..]);
@@ -845,8 +851,8 @@ impl DecState {
             if kind.has_src() != (src_lane != SRC_NONE) {
                 return fail(RepE::Kind, "src_lane violates the kind table");
             }
-            if self.layout.home_of(src_lane) != ctx.stream
-                || (src_lane != SRC_NONE && src_lane as usize >= self.layout.n_lanes as usize)
+            if layout.home_of(src_lane) != ctx.stream
+                || (src_lane != SRC_NONE && src_lane as usize >= layout.n_lanes as usize)
             {
                 return fail(
                     RepE::Cut,
@@ -873,58 +879,52 @@ impl DecState {
         }
         // Cut delta (07 §3.8); INV-CUT-MONO holds by unsigned deltas.
         let mut changed = 0u64;
-        {
-            let st = &mut self.streams[si].step;
-            match mode {
-                step_bits::DENSE => {
-                    for i in 0..hl {
-                        let d = r.leb_u64()?;
-                        if d != 0 {
-                            st.prev_cut[i] = st.prev_cut[i]
-                                .checked_add(d)
-                                .ok_or(E(RepE::Frame, "overflow"))?;
-                            changed |= 1 << i;
-                        }
-                    }
-                }
-                step_bits::SPARSE => {
-                    let mut bits = read_bitmap(r, hl, "SPARSE bitmap bit beyond the half")?;
-                    while bits != 0 {
-                        let i = bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        let d = r.leb_u64()?;
-                        if d == 0 {
-                            return fail(RepE::Cut, "SPARSE delta of 0");
-                        }
-                        st.prev_cut[i] = st.prev_cut[i]
-                            .checked_add(d)
-                            .ok_or(E(RepE::Frame, "overflow"))?;
+        let cut = &mut sd.step.prev_cut;
+        let half_lanes = &lanes[start..start + hl];
+        match mode {
+            step_bits::DENSE => {
+                for (i, c) in cut.iter_mut().enumerate().take(hl) {
+                    let d = r.leb_u64()?;
+                    if d != 0 {
+                        *c = c.checked_add(d).ok_or(E(RepE::Frame, "overflow"))?;
                         changed |= 1 << i;
                     }
                 }
-                _ => {}
             }
-            // wire-decisions 8: cut[l] ≤ next_lane_seq − 1 for every lane of the half. Lanes whose
-            // cut did not move were checked before and next_lane_seq only grows, so checking the
-            // moved lanes is the same rule.
-            let mut m = changed;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                if st.prev_cut[i] > self.lanes[start + i].st.next_lane_seq.saturating_sub(1) {
-                    return fail(RepE::Cut, "cut above the lane's decoded ops");
+            step_bits::SPARSE => {
+                let mut bits = read_bitmap(r, hl, "SPARSE bitmap bit beyond the half")?;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let d = r.leb_u64()?;
+                    if d == 0 {
+                        return fail(RepE::Cut, "SPARSE delta of 0");
+                    }
+                    cut[i] = cut[i].checked_add(d).ok_or(E(RepE::Frame, "overflow"))?;
+                    changed |= 1 << i;
                 }
             }
-            st.prev_step = step;
+            _ => {}
         }
+        // wire-decisions 8: cut[l] ≤ next_lane_seq − 1 for every lane of the half. Lanes whose
+        // cut did not move were checked before and next_lane_seq only grows, so checking the
+        // moved lanes is the same rule.
+        let mut m = changed;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if cut[i] > half_lanes[i].st.next_lane_seq.saturating_sub(1) {
+                return fail(RepE::Cut, "cut above the lane's decoded ops");
+            }
+        }
+        sd.step.prev_step = step;
         let mut src_lane_seq = 0u64;
         if src_lane != SRC_NONE {
-            let li = src_lane as usize;
-            let c = self.streams[si].step.prev_cut[li - start];
-            src_lane_seq = c
+            let i = src_lane as usize - start;
+            src_lane_seq = cut[i]
                 .checked_add_signed(src_delta)
                 .ok_or(E(RepE::Cut, "src_lane_seq out of range"))?;
-            let d = &self.lanes[li];
+            let d = &half_lanes[i];
             if !d.names_decoded_op(src_lane_seq) {
                 return fail(RepE::Cut, "src_lane_seq names no decoded op");
             }
