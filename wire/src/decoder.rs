@@ -977,24 +977,29 @@ impl DecState {
         self.merge(ctx, rec, payload, sink)
     }
 
-    fn emit_half(&mut self, stream: usize, changed: u64, vals: Option<&mut VecDeque<u64>>) {
+    /// Copy a queued half record's cut values (in `pending_vals`, one per changed lane) into the
+    /// merged cut.
+    #[inline]
+    fn emit_queued(&mut self, stream: usize, changed: u64) {
+        let start = self.layout.half_start(stream as u8);
+        let vals = &mut self.streams[stream].pending_vals;
+        let mut m = changed;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.merged_cut[start + i] = vals.pop_front().unwrap_or(0);
+        }
+    }
+
+    /// Copy a just-decoded half record's cut (this substream's live half-cut) into the merged cut.
+    #[inline]
+    fn emit_live(&mut self, stream: usize, changed: u64) {
         let start = self.layout.half_start(stream as u8);
         let mut m = changed;
-        match vals {
-            None => {
-                while m != 0 {
-                    let i = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    self.merged_cut[start + i] = self.streams[stream].step.prev_cut[i];
-                }
-            }
-            Some(v) => {
-                while m != 0 {
-                    let i = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    self.merged_cut[start + i] = v.pop_front().unwrap_or(0);
-                }
-            }
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.merged_cut[start + i] = self.streams[stream].step.prev_cut[i];
         }
     }
 
@@ -1055,7 +1060,7 @@ impl DecState {
         // Fast path: nothing queued on this substream and the record is next.
         if self.streams[si].pending.is_empty() && rec.step == self.next_emit {
             if rec.home && !rec.other {
-                self.emit_half(si, rec.changed, None);
+                self.emit_live(si, rec.changed);
                 self.deliver(&rec, si as u8, payload, sink);
                 self.drain_merge(sink)?;
                 self.drain_blocks(sink);
@@ -1063,19 +1068,17 @@ impl DecState {
             }
             if let Some(p) = self.streams[oi].pending.front() {
                 if p.step == rec.step {
-                    let p = self.streams[oi]
+                    let mut p = self.streams[oi]
                         .pending
                         .pop_front()
                         .unwrap_or_else(unreachable_pending);
                     check_pair(&rec, &p)?;
-                    let mut vals = std::mem::take(&mut self.streams[oi].pending_vals);
-                    self.emit_half(oi, p.changed, Some(&mut vals));
-                    self.streams[oi].pending_vals = vals;
-                    self.emit_half(si, rec.changed, None);
+                    self.emit_queued(oi, p.changed);
+                    self.emit_live(si, rec.changed);
                     if rec.home {
                         self.deliver(&rec, si as u8, payload, sink);
                     } else {
-                        let pl = p.payload.clone();
+                        let pl = std::mem::take(&mut p.payload);
                         self.deliver(&p, oi as u8, &pl, sink);
                     }
                     self.drain_merge(sink)?;
@@ -1121,27 +1124,22 @@ impl DecState {
                         .pop_front()
                         .unwrap_or_else(unreachable_pending);
                     check_pair(&pa, &pb)?;
-                    for (i, p) in [(0usize, &pa), (1, &pb)] {
-                        let mut vals = std::mem::take(&mut self.streams[i].pending_vals);
-                        self.emit_half(i, p.changed, Some(&mut vals));
-                        self.streams[i].pending_vals = vals;
-                    }
-                    let (h, hs) = if pa.home { (pa, 0u8) } else { (pb, 1u8) };
-                    let pl = std::mem::take(&mut { h.payload.clone() });
+                    self.emit_queued(0, pa.changed);
+                    self.emit_queued(1, pb.changed);
+                    let (mut h, hs) = if pa.home { (pa, 0u8) } else { (pb, 1u8) };
+                    let pl = std::mem::take(&mut h.payload);
                     self.deliver(&h, hs, &pl, sink);
                 }
                 (true, false) | (false, true) => {
                     let (i, f, o) = if a_is { (0usize, fa, fb) } else { (1, fb, fa) };
                     let (_, home, other) = f.unwrap_or((0, false, false));
                     if home && !other {
-                        let p = self.streams[i]
+                        let mut p = self.streams[i]
                             .pending
                             .pop_front()
                             .unwrap_or_else(unreachable_pending);
-                        let mut vals = std::mem::take(&mut self.streams[i].pending_vals);
-                        self.emit_half(i, p.changed, Some(&mut vals));
-                        self.streams[i].pending_vals = vals;
-                        let pl = p.payload.clone();
+                        self.emit_queued(i, p.changed);
+                        let pl = std::mem::take(&mut p.payload);
                         self.deliver(&p, i as u8, &pl, sink);
                     } else if o.is_some() {
                         return fail(
