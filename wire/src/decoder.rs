@@ -717,7 +717,7 @@ impl DecState {
             .last_mark_step
             .checked_add(d_last)
             .ok_or(E(RepE::Frame, "overflow"))?;
-        if s.step.prev_step > last_step && s.step.prev_step != u64::MAX {
+        if s.step.prev_step > last_step {
             return fail(
                 RepE::Cut,
                 "BlockMark last_step below a step carried before it",
