@@ -21,46 +21,21 @@ fn main() {
         let buy = rng.below(2) == 0;
         let side = if buy { Side::Buy } else { Side::Sell };
         let off = rng.below(10) as i32;
-        let o = if r < 55 {
-            let tick = if buy { 1000 - 1 - off } else { 1000 + 1 + off };
-            live.push((session, i));
+        let (kind, tick) = match r {
+            // resting, 1..10 ticks behind the touch
+            0..=54 => (OpKind::NewGtc, if buy { 999 - off } else { 1001 + off }),
+            // crossing limit, up to 9 ticks through
+            55..=79 => (OpKind::NewGtc, if buy { 1000 + off } else { 1000 - off }),
+            80..=89 => (OpKind::NewIoc, if buy { 1000 + off } else { 1000 - off }),
+            _ => (OpKind::Cancel, 0),
+        };
+        let o = if kind == OpKind::Cancel {
+            let Some(&(s, t)) = live.get(live.len().saturating_sub(1 + rng.below(64) as usize))
+            else {
+                continue;
+            };
             Op {
-                kind: OpKind::NewGtc,
-                session,
-                account: session,
-                client_tag: i,
-                side,
-                tick,
-                qty: 1 + rng.below(50) as u32,
-            }
-        } else if r < 80 {
-            let tick = if buy { 1000 + off } else { 1000 - off };
-            live.push((session, i));
-            Op {
-                kind: OpKind::NewGtc,
-                session,
-                account: session,
-                client_tag: i,
-                side,
-                tick,
-                qty: 1 + rng.below(50) as u32,
-            }
-        } else if r < 90 {
-            let tick = if buy { 1000 + off } else { 1000 - off };
-            Op {
-                kind: OpKind::NewIoc,
-                session,
-                account: session,
-                client_tag: i,
-                side,
-                tick,
-                qty: 1 + rng.below(50) as u32,
-            }
-        } else if let Some(&(s, t)) =
-            live.get(live.len().saturating_sub(1 + rng.below(64) as usize))
-        {
-            Op {
-                kind: OpKind::Cancel,
+                kind,
                 session: s,
                 account: s,
                 client_tag: t,
@@ -69,7 +44,18 @@ fn main() {
                 qty: 0,
             }
         } else {
-            continue;
+            if kind == OpKind::NewGtc {
+                live.push((session, i));
+            }
+            Op {
+                kind,
+                session,
+                account: session,
+                client_tag: i,
+                side,
+                tick,
+                qty: 1 + rng.below(50) as u32,
+            }
         };
         ops.push(o);
     }

@@ -9,6 +9,7 @@
 
 use vyrn_bench::{budget, measure, measure_with_setup, quick, ratio, rounds};
 use vyrn_wire::corpus::{generate, CorpusConfig, Rng};
+use vyrn_wire::encoder::FrameWriter;
 use vyrn_wire::records::*;
 use vyrn_wire::{
     DecState, FrameHeader, FrameKind, LaneBase, Layout, NullSink, StepState, TenureStart,
@@ -114,35 +115,38 @@ fn decoder() {
     ratio(&dec, &l);
 }
 
+/// A writer for substream `s` of a one-lane-per-half layout, with frame 1 (its TenureStart:
+/// first LaneSeq `next_lane_seq`, rx_ts base `rx_ts_base`, cut 0) already flushed.
+fn open_writer(s: u8, next_lane_seq: u64, rx_ts_base: u64) -> FrameWriter {
+    let t = TenureStart {
+        epoch: 1,
+        tenure: 0,
+        sender: 0,
+        first_step: 1,
+        first_height: 1,
+        prev_header_hash: [0; 32],
+        lanes: vec![LaneBase {
+            next_lane_seq,
+            rx_ts_base,
+            fills_applied_base: 0,
+        }],
+        prev_cut: vec![0],
+    };
+    let mut b = Vec::new();
+    t.encode(&mut b);
+    let mut w = FrameWriter::new(1, 1, 0, 0, s, 160);
+    w.tenure_start(&b);
+    w.flush();
+    w
+}
+
 /// Where the decoder's time goes: a stream of PacketRecords only (10 per LaneRun, 160-byte
 /// frames) with their HashRuns, per record.
 fn breakdown() {
-    use vyrn_wire::encoder::FrameWriter;
     let layout = Layout::two_streams(2);
     let n_pkts = if quick() { 20_000 } else { 200_000 };
     let mut rng = Rng::new(3);
-    let ts = |s: u8| {
-        let t = TenureStart {
-            epoch: 1,
-            tenure: 0,
-            sender: 0,
-            first_step: 1,
-            first_height: 1,
-            prev_header_hash: [0; 32],
-            lanes: vec![LaneBase {
-                next_lane_seq: 1,
-                rx_ts_base: 1 << 60,
-                fills_applied_base: 0,
-            }],
-            prev_cut: vec![0],
-        };
-        let mut b = Vec::new();
-        t.encode(&mut b);
-        let mut w = FrameWriter::new(1, 1, 0, 0, s, 160);
-        w.tenure_start(&b);
-        w.flush();
-        w
-    };
+    let ts = |s: u8| open_writer(s, 1, 1 << 60);
     // Packets on lane 0 (substream A), 10 per LaneRun, frames of 160 B.
     let mut wa = ts(0);
     let wb = ts(1);
@@ -215,28 +219,7 @@ fn breakdown() {
     for span in [0u64, 333] {
         let n_steps = if quick() { 5_000 } else { 50_000 };
         let top = 1u64 << 40;
-        let ts = |s: u8| {
-            let t = TenureStart {
-                epoch: 1,
-                tenure: 0,
-                sender: 0,
-                first_step: 1,
-                first_height: 1,
-                prev_header_hash: [0; 32],
-                lanes: vec![LaneBase {
-                    next_lane_seq: top,
-                    rx_ts_base: 0,
-                    fills_applied_base: 0,
-                }],
-                prev_cut: vec![0],
-            };
-            let mut b = Vec::new();
-            t.encode(&mut b);
-            let mut w = FrameWriter::new(1, 1, 0, 0, s, 160);
-            w.tenure_start(&b);
-            w.flush();
-            w
-        };
+        let ts = |s: u8| open_writer(s, top, 0);
         let mut w = [ts(0), ts(1)];
         let mut st = [StepState::new(1, &[0]), StepState::new(1, &[0])];
         let mut cut = [0u64, 0];
