@@ -1,0 +1,200 @@
+//! The thin driver: connects a [`DataBox`] to [`vyrn_nic::Port`]s and moves batches.
+//!
+//! Ports, by position (the bit numbers of the out queue's `sent` masks):
+//!
+//! | port | receives | sends |
+//! |---|---|---|
+//! | 0 `clients` | copy 2 of client request packets (`REP_UDP_DATA`) | `DataRedirect` relays to clients |
+//! | 1 `seq_ctrl` | nothing the box acts on yet (counted as unexpected) | `DataBadMac`, `CopyConflict` + evidence |
+//! | 2 + i `dests[i]` | destination i's `DataFetch`, `DataDown`, `DataRedirect` | DATA, DATA_HB to every destination; i's `FETCH_RESP` |
+//!
+//! One port per destination keeps the attribution of control messages exact (a message that
+//! arrives on `dests[i]` comes from destination i) and works the same over `UdpPort` (one
+//! connected socket per replica) and `MemPort`. A DATA frame is one buffer handed to every
+//! destination port: nothing is copied per destination.
+//!
+//! [`Driver::poll`] does one round: one receive batch per port, the box's timers, then the out
+//! queue drained in batches (one `send_batch` per port per 64 messages). Backpressure leaves
+//! messages queued, in order, for the next round; a hard send error drops that message for
+//! that port and counts `tx_errors`. The caller passes the time; the driver reads no clock.
+
+use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
+use vyrn_wire::consts::REP_DATA_FRAME_MAX;
+
+use crate::databox::DataBox;
+use crate::out::To;
+
+/// Messages considered per port per send call.
+const DRAIN: usize = 64;
+/// Port number of the client port.
+pub const PORT_CLIENTS: usize = 0;
+/// Port number of the sequencer control port.
+pub const PORT_SEQ_CTRL: usize = 1;
+/// Port number of destination 0; destination i is `PORT_DEST0 + i`.
+pub const PORT_DEST0: usize = 2;
+
+/// Why a driver could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverError {
+    /// The number of destination ports differs from the box's destinations.
+    DestPorts {
+        /// Ports given.
+        ports: usize,
+        /// Destinations configured.
+        dests: usize,
+    },
+}
+
+/// The driver: a box and its ports.
+#[derive(Debug)]
+pub struct Driver<P: Port> {
+    /// The box.
+    pub databox: DataBox,
+    clients: P,
+    seq_ctrl: P,
+    dests: Vec<P>,
+    rx: RxBatch,
+}
+
+impl<P: Port> Driver<P> {
+    /// Wire `databox` to its ports; `rx_batch` packets per receive call.
+    pub fn new(
+        databox: DataBox,
+        clients: P,
+        seq_ctrl: P,
+        dests: Vec<P>,
+        rx_batch: usize,
+    ) -> Result<Self, DriverError> {
+        if dests.len() != databox.n_dests() || dests.len() > 62 {
+            return Err(DriverError::DestPorts {
+                ports: dests.len(),
+                dests: databox.n_dests(),
+            });
+        }
+        Ok(Driver {
+            databox,
+            clients,
+            seq_ctrl,
+            dests,
+            rx: RxBatch::new(rx_batch.max(1), REP_DATA_FRAME_MAX),
+        })
+    }
+
+    /// The client port.
+    pub fn clients(&mut self) -> &mut P {
+        &mut self.clients
+    }
+
+    /// The sequencer control port.
+    pub fn seq_ctrl(&mut self) -> &mut P {
+        &mut self.seq_ctrl
+    }
+
+    /// Destination `i`'s port.
+    pub fn dest(&mut self, i: usize) -> &mut P {
+        &mut self.dests[i]
+    }
+
+    /// One round at time `now_ns`. Returns the packets and messages received plus sent.
+    pub fn poll(&mut self, now_ns: u64) -> usize {
+        let mut work = 0;
+        if let Ok(n) = self.clients.recv_batch(&mut self.rx) {
+            for p in self.rx.iter() {
+                let _ = self.databox.on_packet(p.data, p.meta.src, now_ns);
+            }
+            work += n;
+        }
+        for i in 0..self.dests.len() {
+            if let Ok(n) = self.dests[i].recv_batch(&mut self.rx) {
+                for p in self.rx.iter() {
+                    let _ = self.databox.on_ctrl(i, p.data, now_ns);
+                }
+                work += n;
+            }
+        }
+        if let Ok(n) = self.seq_ctrl.recv_batch(&mut self.rx) {
+            let c = self.databox.counters_mut();
+            c.ctrl_rx += n as u64;
+            c.ctrl_unexpected += n as u64;
+            work += n;
+        }
+        self.databox.poll(now_ns);
+        work + self.drain()
+    }
+
+    /// Ports a message must reach, as a bit mask.
+    fn need(n_dests: usize, to: To) -> u64 {
+        match to {
+            To::Dests => ((1u64 << n_dests) - 1) << PORT_DEST0,
+            To::Dest(i) if (i as usize) < n_dests => 1 << (PORT_DEST0 + i as usize),
+            // A destination that does not exist: nothing to reach.
+            To::Dest(_) => 0,
+            To::SeqCtrl => 1 << PORT_SEQ_CTRL,
+            To::Client(_) => 1 << PORT_CLIENTS,
+        }
+    }
+
+    /// Send what the out queue holds, batched per port, until it is empty or every port with
+    /// something to send pushed back. Returns the messages released.
+    pub fn drain(&mut self) -> usize {
+        let nd = self.dests.len();
+        let mut released = 0;
+        loop {
+            let mut progress = false;
+            for port in 0..PORT_DEST0 + nd {
+                progress |= self.send_port(port, nd);
+            }
+            let r = self.databox.out().release_done(|to| Self::need(nd, to));
+            released += r;
+            if !progress || self.databox.out().is_empty() {
+                return released;
+            }
+        }
+    }
+
+    /// One `send_batch` on `port` with the first messages it still lacks. True if any went.
+    fn send_port(&mut self, port: usize, nd: usize) -> bool {
+        let out = self.databox.out();
+        let n = out.len().min(DRAIN);
+        let mut txs = [TxPacket::new(&[]); DRAIN];
+        let mut idx = [0usize; DRAIN];
+        let mut cnt = 0;
+        for i in 0..n {
+            let Some((to, bytes, sent)) = out.get(i) else {
+                break;
+            };
+            let bit = 1u64 << port;
+            if Self::need(nd, to) & bit == 0 || sent & bit != 0 {
+                continue;
+            }
+            let dest = match to {
+                To::Client(Some(a)) => Dest::Addr(a),
+                _ => Dest::Default,
+            };
+            txs[cnt] = TxPacket::to(bytes, dest);
+            idx[cnt] = i;
+            cnt += 1;
+        }
+        if cnt == 0 {
+            return false;
+        }
+        let p = match port {
+            PORT_CLIENTS => &mut self.clients,
+            PORT_SEQ_CTRL => &mut self.seq_ctrl,
+            d => &mut self.dests[d - PORT_DEST0],
+        };
+        let (k, err) = match p.send_batch(&txs[..cnt]) {
+            Ok(k) => (k, false),
+            // The first packet cannot be sent at all: drop it for this port.
+            Err(_) => (1, true),
+        };
+        let out = self.databox.out();
+        for &i in &idx[..k.min(cnt)] {
+            out.mark_sent(i, port);
+        }
+        if err {
+            self.databox.counters_mut().tx_errors += 1;
+        }
+        k > 0
+    }
+}

@@ -1,0 +1,286 @@
+//! Failover tile (07 §5.7): `DataDown` votes, the deterministic backup home, and the relay of
+//! `DataRedirect` to the affected sessions' clients.
+//!
+//! 1. Replicas gossip `DataDown{d}`; `quorum` of them from distinct voting destinations make
+//!    box `d` down here ([`Failover::on_data_down`]).
+//! 2. A session homed on a down box is served by the backup home: the next live box after it in
+//!    facility order, cyclically ([`Failover::backup`]); no message chooses it.
+//! 3. Replicas send `DataRedirect{from, to, session, resend_from}`; the box checks that `from`
+//!    is on the session's home chain and `to` is the deterministic backup of `from`, then
+//!    relays it to the client's bound address as a `DataRedirect` response record
+//!    ([`Failover::on_redirect`]). A repeat with the same or a higher `resend_from` is not
+//!    relayed again; a lower one is (the client must resend more).
+//!
+//! The relay is a response packet (docs/wire-messages.md §5) tagged under the session's `K_out`,
+//! with `echo_pkt_seq` 0 and `resp_seq` = [`RELAY_RESP_SEQ`]: the data box is not part of the
+//! sequencer's gapless `resp_seq` stream, so it uses a value that stream never reaches.
+
+use std::net::SocketAddr;
+
+use vyrn_wire::msg::client::{Record, Response, SipKey};
+use vyrn_wire::msg::ctrl::DataRedirect;
+
+use crate::counters::Counters;
+use crate::out::{Class, OutQueue, To};
+
+/// `resp_seq` of a response packet a data box relays (this project's decision; see the module
+/// docs): `u64::MAX`, never reached by a sequencer's per-session count from 1.
+pub const RELAY_RESP_SEQ: u64 = u64::MAX;
+
+/// Per-session state the failover path needs.
+#[derive(Clone)]
+struct SessionFo {
+    session: u32,
+    home: u8,
+    k_out: SipKey,
+    addr: Option<SocketAddr>,
+    /// A copy from this session was received (its address is then known, or the port has none).
+    seen: bool,
+    last: Option<(u8, u8, u32)>,
+}
+
+/// The failover tile.
+pub struct Failover {
+    index: u8,
+    /// Box indices in facility order.
+    boxes: Box<[u8]>,
+    quorum: u32,
+    /// Bit `i` = destination `i` is a voter.
+    voters: u64,
+    /// Per box index: bit `i` = destination `i` voted it down.
+    votes: Box<[u64; 256]>,
+    down: Box<[bool; 256]>,
+    sessions: Box<[SessionFo]>,
+}
+
+impl core::fmt::Debug for Failover {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let down: Vec<u8> = (0..=255u8).filter(|&d| self.down[d as usize]).collect();
+        f.debug_struct("Failover")
+            .field("index", &self.index)
+            .field("boxes", &self.boxes)
+            .field("down", &down)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a session needs for the failover tile: `(session, home, K_out, configured address)`.
+pub type SessionFoConfig = (u32, u8, SipKey, Option<SocketAddr>);
+
+impl Failover {
+    /// A tile for box `index` of `boxes` (facility order), with `voters` (bit per destination)
+    /// and the sessions in session-index order.
+    pub fn new(
+        index: u8,
+        boxes: &[u8],
+        quorum: u8,
+        voters: u64,
+        sessions: &[SessionFoConfig],
+    ) -> Self {
+        Failover {
+            index,
+            boxes: boxes.to_vec().into_boxed_slice(),
+            quorum: quorum as u32,
+            voters,
+            votes: Box::new([0; 256]),
+            down: Box::new([false; 256]),
+            sessions: sessions
+                .iter()
+                .map(|&(session, home, k_out, addr)| SessionFo {
+                    session,
+                    home,
+                    k_out,
+                    addr,
+                    seen: false,
+                    last: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether box `d` is down here (Q votes).
+    pub fn is_down(&self, d: u8) -> bool {
+        self.down[d as usize]
+    }
+
+    /// Learn a session's bound address from a copy that passed the MAC check.
+    #[inline]
+    pub fn seen(&mut self, sidx: u32, src: Option<SocketAddr>) {
+        let s = &mut self.sessions[sidx as usize];
+        s.seen = true;
+        if src.is_some() {
+            s.addr = src;
+        }
+    }
+
+    /// A `DataDown{d}` from destination `from`. Returns true when it made `d` down.
+    pub fn on_data_down(&mut self, from: usize, d: u8, c: &mut Counters) -> bool {
+        c.data_down_votes += 1;
+        if from >= 64 || self.voters & (1 << from) == 0 || self.down[d as usize] {
+            return false;
+        }
+        self.votes[d as usize] |= 1 << from;
+        if self.votes[d as usize].count_ones() < self.quorum {
+            return false;
+        }
+        self.down[d as usize] = true;
+        c.data_down_effective += 1;
+        if d == self.index {
+            c.data_down_self += 1;
+        }
+        true
+    }
+
+    /// Forget votes against `d` (the operator brought it back).
+    pub fn mark_up(&mut self, d: u8) {
+        self.votes[d as usize] = 0;
+        self.down[d as usize] = false;
+    }
+
+    /// The backup home of `d` (07 §5.7): the next box after `d` in facility order, cyclically,
+    /// that is not down and is not `d`. `None` when every other box is down or `d` is unknown.
+    pub fn backup(&self, d: u8) -> Option<u8> {
+        let pos = self.boxes.iter().position(|&b| b == d)?;
+        let n = self.boxes.len();
+        (1..n)
+            .map(|k| self.boxes[(pos + k) % n])
+            .find(|&b| !self.down[b as usize])
+    }
+
+    /// The box serving a session homed on `home` now: `home` while it is up, else the backup
+    /// chain's first live box.
+    pub fn serving(&self, home: u8) -> Option<u8> {
+        let mut h = home;
+        for _ in 0..self.boxes.len() {
+            if !self.down[h as usize] {
+                return Some(h);
+            }
+            h = self.backup(h)?;
+        }
+        None
+    }
+
+    /// Whether `from` is on the home chain of a session homed on `home` (its home, or a backup
+    /// that took over from a down box).
+    fn on_chain(&self, home: u8, from: u8) -> bool {
+        let mut h = home;
+        for _ in 0..self.boxes.len() {
+            if h == from {
+                return true;
+            }
+            if !self.down[h as usize] {
+                return false;
+            }
+            match self.backup(h) {
+                Some(b) => h = b,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// A replica's `DataRedirect` for session index `sidx` (`None`: unknown session): check
+    /// it and queue the relay to the client. Returns true when relayed.
+    pub fn on_redirect(
+        &mut self,
+        r: &DataRedirect,
+        sidx: Option<u32>,
+        out: &mut OutQueue,
+        c: &mut Counters,
+    ) -> bool {
+        let Some(sidx) = sidx else {
+            c.redirects_refused += 1;
+            return false;
+        };
+        let s = &self.sessions[sidx as usize];
+        // The backup of `from`, counting `from` as down whatever the votes here say: replicas
+        // send this once Q of them agree, and their votes may still be on the way here.
+        let backup = self.backup(r.from);
+        if !self.on_chain(s.home, r.from) || backup != Some(r.to) {
+            c.redirects_refused += 1;
+            return false;
+        }
+        if let Some((f, t, from_seq)) = s.last {
+            if f == r.from && t == r.to && r.resend_from >= from_seq {
+                c.redirects_dup += 1;
+                return false;
+            }
+        }
+        if !s.seen && s.addr.is_none() {
+            c.redirects_no_addr += 1;
+            return false;
+        }
+        let Some(id) = out.alloc(Class::Ctrl) else {
+            c.ctrl_out_full += 1;
+            return false;
+        };
+        let resp = Response {
+            session: s.session,
+            echo_pkt_seq: 0,
+            resp_seq: RELAY_RESP_SEQ,
+            resend: false,
+            records: vec![Record::DataRedirect {
+                from: r.from,
+                to: r.to,
+                resend_from: r.resend_from,
+            }],
+        };
+        if resp.encode(&s.k_out, out.buf_mut(id)).is_err() {
+            out.cancel(id);
+            c.redirects_refused += 1;
+            return false;
+        }
+        out.commit(id, To::Client(s.addr));
+        self.sessions[sidx as usize].last = Some((r.from, r.to, r.resend_from));
+        c.redirects_relayed += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fo() -> Failover {
+        // Facility order 3, 1, 4, 2; destinations 0..3 voters, 4 the standby.
+        Failover::new(1, &[3, 1, 4, 2], 3, 0b01111, &[(77, 4, [0; 16], None)])
+    }
+
+    #[test]
+    fn down_needs_q_distinct_voters() {
+        let mut f = fo();
+        let mut c = Counters::default();
+        assert!(!f.on_data_down(0, 4, &mut c));
+        assert!(!f.on_data_down(0, 4, &mut c), "same voter twice");
+        assert!(!f.on_data_down(4, 4, &mut c), "the standby does not vote");
+        assert!(!f.on_data_down(1, 4, &mut c));
+        assert!(f.on_data_down(2, 4, &mut c));
+        assert!(f.is_down(4));
+        assert_eq!(c.data_down_votes, 5);
+        assert_eq!(c.data_down_effective, 1);
+        assert_eq!(c.data_down_self, 0);
+    }
+
+    #[test]
+    fn backup_is_next_live_in_facility_order() {
+        let mut f = fo();
+        let mut c = Counters::default();
+        assert_eq!(f.backup(3), Some(1));
+        assert_eq!(f.backup(2), Some(3), "wraps around");
+        for v in 0..3 {
+            f.on_data_down(v, 1, &mut c);
+        }
+        assert_eq!(f.backup(3), Some(4), "skips a down box");
+        assert_eq!(f.serving(1), Some(4));
+        assert_eq!(f.serving(3), Some(3));
+        for d in [3, 4, 2] {
+            for v in 0..3 {
+                f.on_data_down(v, d, &mut c);
+            }
+        }
+        assert_eq!(f.backup(2), None);
+        assert_eq!(f.serving(2), None);
+        assert_eq!(f.backup(9), None, "unknown box");
+        assert_eq!(c.data_down_self, 1, "box 1 is this box");
+    }
+}
