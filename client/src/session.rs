@@ -1,0 +1,1397 @@
+//! One exchange session as a pure state machine: requests in, `(destination, bytes)` out,
+//! responses in, events out. It never reads a clock (every call takes `now`, ns) and never
+//! touches a socket ([`crate::driver`] is the thin layer that does).
+//!
+//! ```text
+//!  submit(now, orders) ──► build + tag (K_seq) ──► retain ──► outbox: copy 1 → sequencer
+//!                                                                    copy 2 → data home
+//!  handle_packet(now, bytes) ──► tag check (K_out) ──► resp_seq dedupe/gaps ──► records
+//!        records ──► per-order dedupe ──► events: Exec | Durable | Final | notices
+//!  poll(now) ──► resend timer, gap timer, retention expiry
+//! ```
+//!
+//! Identity. `pkt_seq` is the identity the sequencer dedupes on (07 §9.5), so a resend always
+//! repeats the original `pkt_seq` and bytes (only `flags.resend` and the tag change); the
+//! client never re-sends an order under a new `pkt_seq`, which could execute it twice. An
+//! order is named by its `client_tag` ([`OrderId`]), which the session allocates and never
+//! reuses.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use vyrn_wire::msg::client::{Msg, MsgType, Record, RejectCode, Side, MSG_INDEX_NONE};
+use vyrn_wire::msg::consensus::NEXT_SEQ_NONE;
+use vyrn_wire::msg::{addr_to_socket, Addr18};
+
+use crate::config::{ConfigError, SessionConfig};
+use crate::facts::{Fact, Facts, Height, StepId};
+use crate::packet::{build_request, mark_resend, DropReason, ResponseView, MAX_MSGS, REQ_BUF};
+use crate::retain::Retention;
+
+/// An order, named by its `client_tag` (allocated by the session from 1, never reused).
+pub type OrderId = u32;
+
+/// One message of one request packet: the request identity (07 §9.5 dedupes on `pkt_seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MsgRef {
+    /// The packet.
+    pub pkt_seq: u32,
+    /// The message's index in it, 0..=9.
+    pub msg_index: u8,
+}
+
+/// One message the application asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderReq {
+    /// A new limit order, good till cancelled.
+    Gtc {
+        /// Side.
+        side: Side,
+        /// Limit, ticks.
+        tick: i32,
+        /// Quantity, ≥ 1.
+        qty: u32,
+    },
+    /// A new limit order, immediate or cancel.
+    Ioc {
+        /// Side.
+        side: Side,
+        /// Limit, ticks.
+        tick: i32,
+        /// Quantity, ≥ 1.
+        qty: u32,
+    },
+    /// Cancel an order of this session.
+    Cancel {
+        /// The order to cancel.
+        order: OrderId,
+    },
+}
+
+/// What [`Session::submit`] sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Submitted {
+    /// The packet's `pkt_seq`.
+    pub pkt_seq: u32,
+    /// Messages in it.
+    pub count: u8,
+    /// `orders[i]`: the order message `i` placed (a New) or names (a Cancel).
+    pub orders: [OrderId; MAX_MSGS],
+}
+
+impl Submitted {
+    /// The orders, one per message, in message order.
+    pub fn orders(&self) -> &[OrderId] {
+        &self.orders[..self.count as usize]
+    }
+}
+
+/// Why [`Session::submit`] sent nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitError {
+    /// No message, or more than 10.
+    BadCount,
+    /// A New with quantity 0.
+    BadQty,
+    /// The retention ring is full of packets younger than the retention time (07 §5.7).
+    RetentionFull,
+    /// `orders_max` orders are tracked.
+    OrdersFull,
+    /// There is no sequencer (`SeqChange{new_seq: none}`, 07 §9.5): the book is halted.
+    NoSequencer,
+    /// `pkt_seq` or `client_tag` would pass `u32::MAX`: open a new session.
+    Exhausted,
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// An execution fact (07 §6.9 "executed", `DUR_PATHS`): one response record about one of this
+/// session's orders, reported once, however many times the network or a resend delivers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecKind {
+    /// The New was accepted (rests or works). Carries no StepId on the wire.
+    Ack,
+    /// A trade of the order.
+    Fill {
+        /// Trade price, ticks.
+        price: i32,
+        /// Traded quantity.
+        qty: u32,
+        /// Quantity still open.
+        leaves: u32,
+        /// The step of the trade: what the durable and final facts refer to.
+        step: StepId,
+    },
+    /// A Cancel removed the order.
+    CancelAck,
+    /// The unfilled remainder of an IOC (or an unrestable GTC remainder) was cancelled.
+    Out {
+        /// Quantity cancelled.
+        qty: u32,
+    },
+    /// The message was refused (for a Cancel: the cancel was refused, the order is untouched).
+    Reject {
+        /// Why.
+        code: RejectCode,
+        /// Code-specific detail.
+        detail: u64,
+    },
+    /// The whole packet was shed (SHED): the message was not executed.
+    Busy,
+}
+
+/// One [`ExecKind`] with the message and the order it is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exec {
+    /// The message answered (for a maker fill, the message that placed the order).
+    pub msg: MsgRef,
+    /// The order (for a Cancel's answer, the order the Cancel names).
+    pub order: OrderId,
+    /// What happened.
+    pub kind: ExecKind,
+    /// It came in a packet with `flags.resend` (first seen there: the original was lost).
+    pub resent: bool,
+}
+
+/// Why the client cannot tell whether a message executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncertainty {
+    /// The packet left retention with no answer to this message: it may have executed or not.
+    Expired,
+    /// The sequencer holds the packet but no longer its responses (`RESEND_GONE`, 07 §8.5):
+    /// it was processed, the outcome is unknown here.
+    ResendGone,
+}
+
+/// What the session tells the application, in order. Execution, durability and finality are
+/// three separate kinds of event (07 §6.9); none implies another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Executed: a response about one of our messages (exactly once per fact).
+    Exec(Exec),
+    /// Durable (`DUR_QUORUM`): the fill of `order` at `step` is held by Q voters.
+    Durable {
+        /// The order.
+        order: OrderId,
+        /// The fill's step.
+        step: StepId,
+    },
+    /// Final (`FINAL`): the block holding the fill's `step` is final; `height` is the bound
+    /// the client used (see [`crate::facts`]).
+    Final {
+        /// The order.
+        order: OrderId,
+        /// The fill's step.
+        step: StepId,
+        /// The height bound that the `Final` watermark covered.
+        height: Height,
+    },
+    /// The client cannot conclude whether this message executed.
+    Uncertain {
+        /// The message.
+        msg: MsgRef,
+        /// Its order (a New's own, a Cancel's target).
+        order: OrderId,
+        /// Why.
+        why: Uncertainty,
+    },
+    /// The sequencer changed (07 §9.5); unanswered packets were queued for resend.
+    SeqChanged {
+        /// Epoch.
+        epoch: u32,
+        /// New tenure.
+        tenure: u8,
+        /// The new sequencer's client address; `None`: no sequencer, the book stays halted.
+        addr: Option<SocketAddr>,
+    },
+    /// The data home changed (07 §5.7); copy 2 from `resend_from` was queued to the new one.
+    DataRedirected {
+        /// Old data box index.
+        from: u8,
+        /// New data box index.
+        to: u8,
+        /// First pkt_seq resent.
+        resend_from: u32,
+    },
+    /// Copy 2 of `first..=last` was asked for but is no longer retained: the replicas must
+    /// fetch those packets from the sequencer (07 §5.5 source 3).
+    DataLost {
+        /// First pkt_seq not resendable.
+        first: u32,
+        /// Last.
+        last: u32,
+    },
+    /// The book halted (07 §6.8).
+    Halted,
+    /// Response packets `first..=last` never arrived and are given up (a hole in `resp_seq`
+    /// older than `gap_giveup_ns`). Facts they carried are unknown to the client.
+    ResponsesLost {
+        /// First missing resp_seq.
+        first: u64,
+        /// Last.
+        last: u64,
+    },
+    /// The sequencer expects pkt_seq `expected` (`BAD_SEQ`), which is no longer retained: the
+    /// session cannot continue and must be reopened (a new session).
+    Stuck {
+        /// The pkt_seq the sequencer wants.
+        expected: u32,
+    },
+}
+
+/// Which copy of a request packet (07 §2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PktCopy {
+    /// Copy 1, to the sequencer.
+    Seq,
+    /// Copy 2, to the data home.
+    Data,
+}
+
+/// One packet to send.
+#[derive(Debug, Clone, Copy)]
+pub struct Transmit<'a> {
+    /// Where.
+    pub dest: SocketAddr,
+    /// Which copy.
+    pub copy: PktCopy,
+    /// `pkt_seq` of the packet.
+    pub pkt_seq: u32,
+    /// The bytes (a resend carries `flags.resend`).
+    pub bytes: &'a [u8],
+}
+
+/// Per-session counters. Every dropped input is counted under one name; nothing panics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Request packets submitted.
+    pub packets: u64,
+    /// Messages submitted.
+    pub msgs: u64,
+    /// Copy-1 resends queued (timer, `BAD_SEQ`, `SeqChange`, gap recovery).
+    pub resend_seq: u64,
+    /// Copy-2 resends queued (`DataRedirect`).
+    pub resend_data: u64,
+    /// Response packets accepted.
+    pub rx_ok: u64,
+    /// Dropped: `tag_out` did not verify.
+    pub rx_bad_tag: u64,
+    /// Dropped: truncated or of the wrong length.
+    pub rx_truncated: u64,
+    /// Dropped: another session's packet.
+    pub rx_wrong_session: u64,
+    /// Dropped: an unknown record type.
+    pub rx_unknown_type: u64,
+    /// Dropped: any other layout rule.
+    pub rx_malformed: u64,
+    /// Dropped: `echo_pkt_seq` names a packet never sent.
+    pub rx_bad_echo: u64,
+    /// Dropped: a `resp_seq` already received (network duplicate or a resend of a known one).
+    pub rx_dup: u64,
+    /// Accepted packets that carried `flags.resend`.
+    pub rx_resent: u64,
+    /// Records dropped as a fact already reported (second delivery under another resp_seq).
+    pub rec_dup: u64,
+    /// Records that name an order this session does not track (done and forgotten, or never).
+    pub rec_unknown_order: u64,
+    /// Records inconsistent with the packet they answer or the order (wrong tag, overlapping
+    /// or oversized fill).
+    pub rec_inconsistent: u64,
+    /// Packet-level answers for a packet no longer retained (its messages are unknown).
+    pub rec_unmatched: u64,
+    /// `BAD_SEQ` rejects received.
+    pub bad_seq: u64,
+    /// Notices ignored as stale or repeated (`SeqChange`, `DataRedirect` from several boxes).
+    pub notice_stale: u64,
+    /// Notices naming an unknown data box.
+    pub notice_bad: u64,
+    /// `resp_seq` holes seen.
+    pub gaps: u64,
+    /// Response packets given up as lost.
+    pub resp_lost: u64,
+    /// Messages that left retention unanswered.
+    pub expired_unanswered: u64,
+    /// Submits refused because retention was full.
+    pub retention_full: u64,
+    /// Fills whose facts could not be tracked (`pending_facts_max`).
+    pub facts_untracked: u64,
+}
+
+/// What the session knows about one order. The three facts of 07 §6.9 are separate fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrderView {
+    /// The message that placed it.
+    pub placed: MsgRef,
+    /// New GTC or New IOC.
+    pub kind: MsgType,
+    /// Side.
+    pub side: Side,
+    /// Limit.
+    pub tick: i32,
+    /// Quantity.
+    pub qty: u32,
+    /// Executed: an `Ack` arrived.
+    pub acked: bool,
+    /// Executed: quantity traded so far (sum of distinct fills).
+    pub filled: u32,
+    /// Executed: step of the newest fill.
+    pub last_fill_step: Option<StepId>,
+    /// Ended: cancelled, out, rejected, shed or fully filled.
+    pub done: bool,
+    /// Durable: fills of this order not yet durable.
+    pub fills_not_durable: u32,
+    /// Final: fills of this order not yet final.
+    pub fills_not_final: u32,
+    /// Its message went unanswered past retention or its responses are gone.
+    pub uncertain: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Order {
+    view: OrderView,
+    cancelled: bool,
+    out: bool,
+    rejected: bool,
+    busy: bool,
+    /// Quantity the `Out` record cancelled.
+    out_qty: u32,
+    /// Disjoint, merged `[lo, hi)` ranges of the order's quantity that fills took: a fill with
+    /// `qty, leaves` takes `[leaves, leaves + qty)`. A repeat overlaps; reordered fills do not.
+    cover: Vec<(u32, u32)>,
+    /// The placing packet left retention.
+    slot_gone: bool,
+}
+
+impl Order {
+    fn done(&self) -> bool {
+        self.cancelled
+            || self.out
+            || self.rejected
+            || self.busy
+            || self.view.filled == self.view.qty
+    }
+
+    /// Every unit of quantity is accounted for by a record: filled, out, rejected or shed.
+    fn accounted(&self) -> bool {
+        self.rejected
+            || self.busy
+            || self.view.filled as u64 + self.out_qty as u64 == self.view.qty as u64
+    }
+
+    /// Add `[lo, hi)`; `Err(true)` for an exact repeat, `Err(false)` for a partial overlap.
+    fn take(&mut self, lo: u32, hi: u32) -> Result<(), bool> {
+        for &(a, b) in &self.cover {
+            if lo < b && a < hi {
+                return Err(a <= lo && hi <= b);
+            }
+        }
+        let i = self.cover.partition_point(|&(a, _)| a < lo);
+        self.cover.insert(i, (lo, hi));
+        // merge neighbours
+        let mut j = i.saturating_sub(1);
+        while j + 1 < self.cover.len() {
+            if self.cover[j].1 == self.cover[j + 1].0 {
+                self.cover[j].1 = self.cover[j + 1].1;
+                self.cover.remove(j + 1);
+            } else if j > i {
+                break;
+            } else {
+                j += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Window of `resp_seq` values tracked above the contiguous prefix.
+const RESP_WINDOW: u64 = 4096;
+
+/// `resp_seq` bookkeeping: every value ≤ `contig` was received (or given up); a bitmap covers
+/// `(contig, contig + RESP_WINDOW]`.
+#[derive(Debug)]
+struct RespTrack {
+    contig: u64,
+    max_seen: u64,
+    bits: Box<[u64; (RESP_WINDOW / 64) as usize]>,
+    gap_since: Option<u64>,
+    gap_resent: bool,
+}
+
+impl RespTrack {
+    fn new() -> Self {
+        RespTrack {
+            contig: 0,
+            max_seen: 0,
+            bits: Box::new([0; (RESP_WINDOW / 64) as usize]),
+            gap_since: None,
+            gap_resent: false,
+        }
+    }
+    fn bit(&self, r: u64) -> bool {
+        let i = (r % RESP_WINDOW) as usize;
+        self.bits[i / 64] >> (i % 64) & 1 == 1
+    }
+    fn set(&mut self, r: u64, v: bool) {
+        let i = (r % RESP_WINDOW) as usize;
+        if v {
+            self.bits[i / 64] |= 1 << (i % 64);
+        } else {
+            self.bits[i / 64] &= !(1 << (i % 64));
+        }
+    }
+    fn seen(&self, r: u64) -> bool {
+        r <= self.contig || (r <= self.contig + RESP_WINDOW && self.bit(r))
+    }
+    /// Skip holes up to `upto` (exclusive of received ones); returns the lost ranges.
+    fn advance_to(&mut self, upto: u64, lost: &mut impl FnMut(u64, u64)) {
+        let mut hole: Option<u64> = None;
+        while self.contig < upto {
+            let r = self.contig + 1;
+            if self.bit(r) {
+                self.set(r, false);
+                if let Some(h) = hole.take() {
+                    lost(h, r - 1);
+                }
+            } else if hole.is_none() {
+                hole = Some(r);
+            }
+            self.contig = r;
+        }
+        if let Some(h) = hole {
+            lost(h, upto);
+        }
+        self.absorb();
+    }
+    /// Move `contig` over every received value right above it.
+    fn absorb(&mut self) {
+        while self.contig < self.max_seen && self.bit(self.contig + 1) {
+            self.contig += 1;
+            let c = self.contig;
+            self.set(c, false);
+        }
+    }
+    /// Record `r` (not seen before). Returns the ranges given up to make room.
+    fn insert(&mut self, r: u64, now: u64, lost: &mut impl FnMut(u64, u64)) {
+        if r > self.contig + RESP_WINDOW {
+            self.advance_to(r - RESP_WINDOW, lost);
+        }
+        self.set(r, true);
+        self.max_seen = self.max_seen.max(r);
+        self.absorb();
+        self.update_gap(now);
+    }
+    fn update_gap(&mut self, now: u64) {
+        if self.contig < self.max_seen {
+            if self.gap_since.is_none() {
+                self.gap_since = Some(now);
+                self.gap_resent = false;
+            }
+        } else {
+            self.gap_since = None;
+            self.gap_resent = false;
+        }
+    }
+}
+
+/// One exchange session. See the module docs for the flow and `docs/client.md` for the rules.
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    retain: Retention,
+    orders: HashMap<OrderId, Order>,
+    next_tag: u32,
+    seq_addr: Option<SocketAddr>,
+    data_home: u8,
+    tenure: (u32, u8),
+    resp: RespTrack,
+    facts: Facts,
+    outbox: VecDeque<(u32, PktCopy)>,
+    events: VecDeque<Event>,
+    stuck_at: Option<u32>,
+    counters: Counters,
+}
+
+impl Session {
+    /// A session starting at `pkt_seq` 1, in `(epoch, tenure)` as known from the epoch notice
+    /// (a `SeqChange` is accepted only for a later one).
+    pub fn new(cfg: SessionConfig, epoch: u32, tenure: u8) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Session {
+            retain: Retention::new(cfg.retain_max),
+            orders: HashMap::with_capacity(cfg.orders_max.min(1 << 20)),
+            next_tag: 1,
+            seq_addr: Some(cfg.seq_addr),
+            data_home: cfg.data_home,
+            tenure: (epoch, tenure),
+            resp: RespTrack::new(),
+            facts: Facts::new(cfg.pending_facts_max),
+            outbox: VecDeque::with_capacity(2 * cfg.retain_max),
+            events: VecDeque::with_capacity(1024),
+            stuck_at: None,
+            counters: Counters::default(),
+            cfg,
+        })
+    }
+
+    /// The session id.
+    pub fn id(&self) -> u32 {
+        self.cfg.session
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> Counters {
+        let mut c = self.counters;
+        c.facts_untracked = self.facts.overflow;
+        c
+    }
+
+    /// The next `pkt_seq` to be sent.
+    pub fn next_pkt_seq(&self) -> u32 {
+        self.retain.end()
+    }
+
+    /// Packets retained now, and the oldest retained `pkt_seq`.
+    pub fn retained(&self) -> (usize, u32) {
+        (self.retain.len(), self.retain.head())
+    }
+
+    /// The sequencer address copy 1 goes to (`None` after `SeqChange{new_seq: none}`).
+    pub fn seq_addr(&self) -> Option<SocketAddr> {
+        self.seq_addr
+    }
+
+    /// The data home copy 2 goes to.
+    pub fn data_home(&self) -> (u8, SocketAddr) {
+        (self.data_home, self.cfg.data_boxes[self.data_home as usize])
+    }
+
+    /// The `DUR_QUORUM` watermark (highest durable step) and the `FINAL` watermark (highest
+    /// final height), as received; two separate values.
+    pub fn watermarks(&self) -> (Option<StepId>, Option<Height>) {
+        (self.facts.durable_step(), self.facts.final_height())
+    }
+
+    /// Highest `resp_seq` below which every response arrived (or was given up).
+    pub fn resp_contig(&self) -> u64 {
+        self.resp.contig
+    }
+
+    /// What the session knows about `order`, while it tracks it.
+    pub fn order(&self, order: OrderId) -> Option<&OrderView> {
+        self.orders.get(&order).map(|o| &o.view)
+    }
+
+    /// Orders tracked now.
+    pub fn orders_tracked(&self) -> usize {
+        self.orders.len()
+    }
+
+    /// Stop tracking `order` (for an order left uncertain that the application settled by
+    /// other means). Later records about it are dropped and counted.
+    pub fn forget(&mut self, order: OrderId) {
+        self.orders.remove(&order);
+    }
+
+    /// The next event, oldest first. Drain after every call.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Build, tag, retain and queue one request packet (copy 1 and copy 2).
+    pub fn submit(&mut self, now: u64, reqs: &[OrderReq]) -> Result<Submitted, SubmitError> {
+        if reqs.is_empty() || reqs.len() > MAX_MSGS {
+            return Err(SubmitError::BadCount);
+        }
+        let news = reqs
+            .iter()
+            .filter(|r| !matches!(r, OrderReq::Cancel { .. }))
+            .count();
+        for r in reqs {
+            if let OrderReq::Gtc { qty: 0, .. } | OrderReq::Ioc { qty: 0, .. } = r {
+                return Err(SubmitError::BadQty);
+            }
+        }
+        if self.seq_addr.is_none() {
+            return Err(SubmitError::NoSequencer);
+        }
+        if self.retain.end() == u32::MAX || self.next_tag.checked_add(news as u32).is_none() {
+            return Err(SubmitError::Exhausted);
+        }
+        self.expire(now);
+        if self.retain.is_full() {
+            self.counters.retention_full += 1;
+            return Err(SubmitError::RetentionFull);
+        }
+        if self.orders.len() + news > self.cfg.orders_max {
+            return Err(SubmitError::OrdersFull);
+        }
+        let pkt_seq = self.retain.end();
+        let mut msgs = [Msg {
+            kind: MsgType::Cancel,
+            side: Side::Buy,
+            tick: 0,
+            qty: 0,
+            client_tag: 0,
+        }; MAX_MSGS];
+        let mut sub = Submitted {
+            pkt_seq,
+            count: reqs.len() as u8,
+            orders: [0; MAX_MSGS],
+        };
+        for (i, r) in reqs.iter().enumerate() {
+            let m = match *r {
+                OrderReq::Gtc { side, tick, qty } | OrderReq::Ioc { side, tick, qty } => {
+                    let tag = self.next_tag;
+                    self.next_tag += 1;
+                    let kind = if matches!(r, OrderReq::Gtc { .. }) {
+                        MsgType::NewGtc
+                    } else {
+                        MsgType::NewIoc
+                    };
+                    self.orders.insert(
+                        tag,
+                        Order {
+                            view: OrderView {
+                                placed: MsgRef {
+                                    pkt_seq,
+                                    msg_index: i as u8,
+                                },
+                                kind,
+                                side,
+                                tick,
+                                qty,
+                                acked: false,
+                                filled: 0,
+                                last_fill_step: None,
+                                done: false,
+                                fills_not_durable: 0,
+                                fills_not_final: 0,
+                                uncertain: false,
+                            },
+                            cancelled: false,
+                            out: false,
+                            rejected: false,
+                            busy: false,
+                            out_qty: 0,
+                            cover: Vec::new(),
+                            slot_gone: false,
+                        },
+                    );
+                    Msg {
+                        kind,
+                        side,
+                        tick,
+                        qty,
+                        client_tag: tag,
+                    }
+                }
+                OrderReq::Cancel { order } => Msg {
+                    kind: MsgType::Cancel,
+                    side: Side::Buy,
+                    tick: 0,
+                    qty: 0,
+                    client_tag: order,
+                },
+            };
+            msgs[i] = m;
+            sub.orders[i] = m.client_tag;
+        }
+        let n = reqs.len();
+        let cfg = &self.cfg;
+        let slot = self.retain.push();
+        let mut buf = [0u8; REQ_BUF];
+        let len = build_request(
+            &mut buf,
+            &cfg.k_seq,
+            cfg.book,
+            cfg.session,
+            pkt_seq,
+            false,
+            &msgs[..n],
+        );
+        slot.bytes = buf;
+        slot.len = len as u8;
+        slot.count = n as u8;
+        slot.first_tx_ns = now;
+        slot.last_tx_ns = now;
+        for (i, m) in msgs[..n].iter().enumerate() {
+            slot.kinds[i] = m.kind;
+            slot.tags[i] = m.client_tag;
+        }
+        slot.queued = [true, true];
+        self.outbox.push_back((pkt_seq, PktCopy::Seq));
+        self.outbox.push_back((pkt_seq, PktCopy::Data));
+        self.counters.packets += 1;
+        self.counters.msgs += n as u64;
+        Ok(sub)
+    }
+
+    /// The packets waiting to be sent, oldest first. After sending the first `n`, call
+    /// [`consume_transmits`](Self::consume_transmits)`(n)`.
+    pub fn transmits(&self) -> impl Iterator<Item = Transmit<'_>> + '_ {
+        self.outbox.iter().map(move |&(pkt_seq, copy)| {
+            let slot = self
+                .retain
+                .get(pkt_seq)
+                .expect("a queued packet stays retained");
+            let dest = match copy {
+                PktCopy::Seq => self
+                    .seq_addr
+                    .expect("copy 1 is queued only with a sequencer"),
+                PktCopy::Data => self.cfg.data_boxes[self.data_home as usize],
+            };
+            Transmit {
+                dest,
+                copy,
+                pkt_seq,
+                bytes: slot.bytes(),
+            }
+        })
+    }
+
+    /// Transmits waiting.
+    pub fn transmits_len(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// The first `n` transmits were sent.
+    pub fn consume_transmits(&mut self, n: usize) {
+        for _ in 0..n.min(self.outbox.len()) {
+            let (pkt_seq, copy) = self.outbox.pop_front().expect("len checked");
+            if let Some(s) = self.retain.get_mut(pkt_seq) {
+                s.queued[copy as usize] = false;
+            }
+        }
+    }
+
+    /// Queue a resend of `copy` of `pkt_seq` (07 §9.5, §5.7): `flags.resend` set, tag redone.
+    fn resend(&mut self, pkt_seq: u32, copy: PktCopy, now: u64) {
+        let k_seq = self.cfg.k_seq;
+        let Some(s) = self.retain.get_mut(pkt_seq) else {
+            return;
+        };
+        if s.queued[copy as usize] {
+            return;
+        }
+        if !s.resend_form {
+            let len = s.len as usize;
+            mark_resend(&mut s.bytes[..len], &k_seq);
+            s.resend_form = true;
+        }
+        s.queued[copy as usize] = true;
+        match copy {
+            PktCopy::Seq => {
+                s.last_tx_ns = now;
+                self.counters.resend_seq += 1;
+            }
+            PktCopy::Data => self.counters.resend_data += 1,
+        }
+        self.outbox.push_back((pkt_seq, copy));
+    }
+
+    /// Resend copy 1 of every retained packet in `from..` that `pick` selects.
+    fn resend_where(&mut self, from: u32, now: u64, pick: impl Fn(&Self, u32) -> bool) {
+        if self.seq_addr.is_none() {
+            return;
+        }
+        for p in from.max(self.retain.head())..self.retain.end() {
+            if pick(self, p) {
+                self.resend(p, PktCopy::Seq, now);
+            }
+        }
+    }
+
+    fn unanswered(&self, p: u32) -> bool {
+        self.retain.get(p).is_some_and(|s| !s.fully_answered())
+    }
+
+    /// A New of packet `p` whose record stream may still be missing something: live, or
+    /// ended without the client being able to account for its whole quantity (a `CancelAck`
+    /// carries no quantity, so a fill lost before it would go unnoticed).
+    fn has_incomplete_order(&self, p: u32) -> bool {
+        let Some(s) = self.retain.get(p) else {
+            return false;
+        };
+        (0..s.count as usize).any(|i| {
+            s.kinds[i] != MsgType::Cancel
+                && self.orders.get(&s.tags[i]).is_some_and(|o| !o.accounted())
+        })
+    }
+
+    /// Timers: retention expiry, resend of unanswered packets, `resp_seq` hole recovery.
+    pub fn poll(&mut self, now: u64) {
+        self.expire(now);
+        // Resend copy 1 of packets still unanswered `resend_after_ns` after their last send
+        // (07 §9.5: "Clients resend every packet that has no response").
+        let after = self.cfg.resend_after_ns;
+        let gap = self.cfg.resend_gap_ns;
+        for p in self.retain.head()..self.retain.end() {
+            let s = self.retain.get(p).expect("in window");
+            if now.saturating_sub(s.first_tx_ns) < after {
+                break; // first sends are in pkt_seq order: no later packet is due
+            }
+            if !s.fully_answered()
+                && now.saturating_sub(s.last_tx_ns) >= after.max(gap)
+                && self.seq_addr.is_some()
+            {
+                self.resend(p, PktCopy::Seq, now);
+            }
+        }
+        if let Some(since) = self.resp.gap_since {
+            let age = now.saturating_sub(since);
+            if age >= self.cfg.gap_giveup_ns {
+                let upto = self.resp.max_seen;
+                let mut lost = Vec::new();
+                self.resp.advance_to(upto, &mut |a, b| lost.push((a, b)));
+                for (first, last) in lost {
+                    self.counters.resp_lost += last - first + 1;
+                    self.events.push_back(Event::ResponsesLost { first, last });
+                }
+                self.resp.update_gap(now);
+            } else if age >= self.cfg.gap_resend_ns && !self.resp.gap_resent {
+                // A missing response may be an answer or a later (maker) fill of any order
+                // still live; a resend of its packet makes the sequencer resend its responses.
+                self.resp.gap_resent = true;
+                self.resend_where(0, now, |s, p| s.unanswered(p) || s.has_incomplete_order(p));
+            }
+        }
+    }
+
+    /// Drop packets older than the retention time from the front of the ring.
+    fn expire(&mut self, now: u64) {
+        while let Some(s) = self.retain.front() {
+            if now.saturating_sub(s.first_tx_ns) < self.cfg.retain_ns || s.queued != [false; 2] {
+                break;
+            }
+            let s = *s;
+            self.retain.pop_front();
+            for i in 0..s.count as usize {
+                let tag = s.tags[i];
+                let msg = MsgRef {
+                    pkt_seq: s.pkt_seq,
+                    msg_index: i as u8,
+                };
+                if s.answered >> i & 1 == 0 {
+                    self.counters.expired_unanswered += 1;
+                    if let Some(o) = self.orders.get_mut(&tag) {
+                        o.view.uncertain = true;
+                    }
+                    self.events.push_back(Event::Uncertain {
+                        msg,
+                        order: tag,
+                        why: Uncertainty::Expired,
+                    });
+                }
+                if s.kinds[i] != MsgType::Cancel {
+                    if let Some(o) = self.orders.get_mut(&tag) {
+                        o.slot_gone = true;
+                    }
+                    self.gc(tag);
+                }
+            }
+        }
+    }
+
+    /// Forget `tag` once nothing more can be learned or repeated about it.
+    fn gc(&mut self, tag: OrderId) {
+        if let Some(o) = self.orders.get(&tag) {
+            if o.slot_gone
+                && o.done()
+                && o.view.fills_not_durable == 0
+                && o.view.fills_not_final == 0
+            {
+                self.orders.remove(&tag);
+            }
+        }
+    }
+
+    /// Take one received packet (from any source). Bad packets are dropped and counted.
+    pub fn handle_packet(&mut self, now: u64, bytes: &[u8]) {
+        let v = match ResponseView::parse(bytes, &self.cfg.k_out, self.cfg.session) {
+            Ok(v) => v,
+            Err(e) => {
+                let c = &mut self.counters;
+                match e {
+                    DropReason::Truncated => c.rx_truncated += 1,
+                    DropReason::BadTag => c.rx_bad_tag += 1,
+                    DropReason::WrongSession => c.rx_wrong_session += 1,
+                    DropReason::UnknownType => c.rx_unknown_type += 1,
+                    DropReason::Malformed => c.rx_malformed += 1,
+                }
+                return;
+            }
+        };
+        if v.is_notice() {
+            self.counters.rx_ok += 1;
+            for r in v.records() {
+                self.on_notice(r, now);
+            }
+            return;
+        }
+        if v.echo_pkt_seq >= self.retain.end() {
+            self.counters.rx_bad_echo += 1;
+            return;
+        }
+        if self.resp.seen(v.resp_seq) {
+            self.counters.rx_dup += 1;
+            return;
+        }
+        let before = self.resp.contig < self.resp.max_seen;
+        let mut lost = Vec::new();
+        self.resp
+            .insert(v.resp_seq, now, &mut |a, b| lost.push((a, b)));
+        for (first, last) in lost {
+            self.counters.resp_lost += last - first + 1;
+            self.events.push_back(Event::ResponsesLost { first, last });
+        }
+        if !before && self.resp.contig < self.resp.max_seen {
+            self.counters.gaps += 1;
+        }
+        self.counters.rx_ok += 1;
+        if v.resend {
+            self.counters.rx_resent += 1;
+        }
+        for r in v.records() {
+            self.on_record(&v, r, now);
+        }
+    }
+
+    fn on_notice(&mut self, r: &Record, now: u64) {
+        match *r {
+            Record::SeqChange {
+                epoch,
+                tenure,
+                new_seq,
+                addr,
+            } => self.on_seq_change(epoch, tenure, new_seq, &addr, now),
+            Record::DataRedirect {
+                from,
+                to,
+                resend_from,
+            } => self.on_data_redirect(from, to, resend_from, now),
+            _ => {}
+        }
+    }
+
+    /// 07 §9.5 client redirect: switch copy 1 to the new sequencer and resend every packet
+    /// with no response.
+    fn on_seq_change(&mut self, epoch: u32, tenure: u8, new_seq: u8, addr: &Addr18, now: u64) {
+        if (epoch, tenure) <= self.tenure {
+            self.counters.notice_stale += 1;
+            return;
+        }
+        self.tenure = (epoch, tenure);
+        if new_seq == NEXT_SEQ_NONE {
+            self.seq_addr = None;
+            // Nothing can go to a sequencer that does not exist; unqueue copy 1.
+            let retain = &mut self.retain;
+            self.outbox.retain(|&(p, c)| {
+                if c == PktCopy::Seq {
+                    if let Some(s) = retain.get_mut(p) {
+                        s.queued[0] = false;
+                    }
+                    false
+                } else {
+                    true
+                }
+            });
+            self.events.push_back(Event::SeqChanged {
+                epoch,
+                tenure,
+                addr: None,
+            });
+            return;
+        }
+        let a = addr_to_socket(addr);
+        self.seq_addr = Some(a);
+        self.events.push_back(Event::SeqChanged {
+            epoch,
+            tenure,
+            addr: Some(a),
+        });
+        self.resend_where(0, now, |s, p| s.unanswered(p));
+    }
+
+    /// 07 §5.7: switch copy 2 to the new data home and resend it from `resend_from`.
+    fn on_data_redirect(&mut self, from: u8, to: u8, resend_from: u32, now: u64) {
+        if from != self.data_home || to == from {
+            self.counters.notice_stale += 1;
+            return;
+        }
+        if to as usize >= self.cfg.data_boxes.len() {
+            self.counters.notice_bad += 1;
+            return;
+        }
+        self.data_home = to;
+        self.events.push_back(Event::DataRedirected {
+            from,
+            to,
+            resend_from,
+        });
+        let head = self.retain.head();
+        if resend_from < head {
+            self.events.push_back(Event::DataLost {
+                first: resend_from.max(1),
+                last: head - 1,
+            });
+        }
+        for p in resend_from.max(head)..self.retain.end() {
+            self.resend(p, PktCopy::Data, now);
+        }
+    }
+
+    fn on_bad_seq(&mut self, expected: u64, now: u64) {
+        self.counters.bad_seq += 1;
+        let end = self.retain.end() as u64;
+        if expected == 0 || expected >= end {
+            // The sequencer wants a packet never sent (or none): nothing to resend.
+            self.counters.rec_inconsistent += 1;
+            return;
+        }
+        let expected = expected as u32;
+        if expected < self.retain.head() {
+            if self.stuck_at != Some(expected) {
+                self.stuck_at = Some(expected);
+                self.events.push_back(Event::Stuck { expected });
+            }
+            return;
+        }
+        let gap = self.cfg.resend_gap_ns;
+        self.resend_where(expected, now, |s, p| {
+            s.retain
+                .get(p)
+                .is_some_and(|x| !x.fully_answered() && now.saturating_sub(x.last_tx_ns) >= gap)
+        });
+    }
+
+    /// Mark message `i` of `pkt_seq` answered; false when the record contradicts the packet
+    /// (index past its count, or another tag).
+    fn mark_answered(&mut self, msg: MsgRef, tag: u32) -> bool {
+        match self.retain.get_mut(msg.pkt_seq) {
+            Some(s) => {
+                let i = msg.msg_index as usize;
+                if i >= s.count as usize || s.tags[i] != tag {
+                    return false;
+                }
+                s.answered |= 1 << i;
+                true
+            }
+            None => true,
+        }
+    }
+
+    fn emit(&mut self, msg: MsgRef, order: OrderId, kind: ExecKind, resent: bool) {
+        self.events.push_back(Event::Exec(Exec {
+            msg,
+            order,
+            kind,
+            resent,
+        }));
+    }
+
+    fn on_record(&mut self, v: &ResponseView, r: &Record, now: u64) {
+        let resent = v.resend;
+        let msg = MsgRef {
+            pkt_seq: v.echo_pkt_seq,
+            msg_index: r.msg_index(),
+        };
+        match *r {
+            Record::Ack { client_tag, .. } => {
+                self.on_order_record(msg, client_tag, resent, ExecKind::Ack)
+            }
+            Record::Fill {
+                price,
+                qty,
+                leaves,
+                step,
+                client_tag,
+                ..
+            } => self.on_order_record(
+                msg,
+                client_tag,
+                resent,
+                ExecKind::Fill {
+                    price,
+                    qty,
+                    leaves,
+                    step,
+                },
+            ),
+            Record::Out {
+                qty, client_tag, ..
+            } => self.on_order_record(msg, client_tag, resent, ExecKind::Out { qty }),
+            Record::CancelAck { client_tag, .. } => {
+                self.on_order_record(msg, client_tag, resent, ExecKind::CancelAck)
+            }
+            Record::Reject {
+                msg_index: MSG_INDEX_NONE,
+                code,
+                detail,
+                ..
+            } => match code {
+                RejectCode::BadSeq => self.on_bad_seq(detail, now),
+                RejectCode::ResendGone => self.on_packet_uncertain(msg.pkt_seq),
+                _ => self.on_packet_answer(msg.pkt_seq, resent, ExecKind::Reject { code, detail }),
+            },
+            Record::Reject {
+                code,
+                detail,
+                client_tag,
+                ..
+            } => self.on_order_record(msg, client_tag, resent, ExecKind::Reject { code, detail }),
+            Record::Busy => self.on_packet_answer(msg.pkt_seq, resent, ExecKind::Busy),
+            Record::Halted => self.events.push_back(Event::Halted),
+            Record::Durable { step, height } => {
+                let mut out = Vec::new();
+                self.facts.on_durable(step, height, &mut |f| out.push(f));
+                self.apply_facts(out);
+            }
+            Record::Final { height, .. } => {
+                let mut out = Vec::new();
+                self.facts.on_final(height, &mut |f| out.push(f));
+                self.apply_facts(out);
+            }
+            Record::SeqChange { .. } | Record::DataRedirect { .. } => self.on_notice(r, now),
+        }
+    }
+
+    fn apply_facts(&mut self, facts: Vec<Fact>) {
+        for f in facts {
+            match f {
+                Fact::Durable { tag, step } => {
+                    if let Some(o) = self.orders.get_mut(&tag) {
+                        o.view.fills_not_durable -= 1;
+                    }
+                    self.events.push_back(Event::Durable { order: tag, step });
+                }
+                Fact::Final { tag, step, height } => {
+                    if let Some(o) = self.orders.get_mut(&tag) {
+                        o.view.fills_not_final -= 1;
+                    }
+                    self.events.push_back(Event::Final {
+                        order: tag,
+                        step,
+                        height,
+                    });
+                    self.gc(tag);
+                }
+            }
+        }
+    }
+
+    /// A packet-level answer (`Busy`, or a `Reject` for the whole packet): every message of
+    /// the packet that has no answer yet gets it.
+    fn on_packet_answer(&mut self, pkt_seq: u32, resent: bool, kind: ExecKind) {
+        let Some(s) = self.retain.get(pkt_seq).copied() else {
+            self.counters.rec_unmatched += 1;
+            return;
+        };
+        for i in 0..s.count as usize {
+            let msg = MsgRef {
+                pkt_seq,
+                msg_index: i as u8,
+            };
+            self.on_order_record(msg, s.tags[i], resent, kind);
+        }
+    }
+
+    /// `RESEND_GONE`: every unanswered message of the packet is uncertain.
+    fn on_packet_uncertain(&mut self, pkt_seq: u32) {
+        let Some(s) = self.retain.get_mut(pkt_seq) else {
+            self.counters.rec_unmatched += 1;
+            return;
+        };
+        let s0 = *s;
+        s.answered = (1 << s.count) - 1;
+        for i in 0..s0.count as usize {
+            if s0.answered >> i & 1 == 0 {
+                let tag = s0.tags[i];
+                if let Some(o) = self.orders.get_mut(&tag) {
+                    o.view.uncertain = true;
+                }
+                self.events.push_back(Event::Uncertain {
+                    msg: MsgRef {
+                        pkt_seq,
+                        msg_index: i as u8,
+                    },
+                    order: tag,
+                    why: Uncertainty::ResendGone,
+                });
+            }
+        }
+    }
+
+    /// One record about one message and order: dedupe, update the order, report.
+    fn on_order_record(&mut self, msg: MsgRef, tag: u32, resent: bool, kind: ExecKind) {
+        let slot = self.retain.get(msg.pkt_seq);
+        let is_cancel_msg = match slot {
+            Some(s) => {
+                let i = msg.msg_index as usize;
+                if i >= s.count as usize || s.tags[i] != tag {
+                    self.counters.rec_inconsistent += 1;
+                    return;
+                }
+                s.kinds[i] == MsgType::Cancel
+            }
+            None => self.orders.get(&tag).is_none_or(|o| o.view.placed != msg),
+        };
+        let already_answered = slot.is_some_and(|s| s.answered >> msg.msg_index & 1 == 1);
+        let Some(o) = self.orders.get_mut(&tag) else {
+            self.counters.rec_unknown_order += 1;
+            self.mark_answered(msg, tag);
+            return;
+        };
+        let fresh = if is_cancel_msg {
+            match kind {
+                ExecKind::CancelAck => {
+                    let f = !o.cancelled;
+                    o.cancelled = true;
+                    f
+                }
+                // A refused Cancel changes nothing on the order; its only record is the answer.
+                _ => !already_answered,
+            }
+        } else {
+            match kind {
+                ExecKind::Ack => !std::mem::replace(&mut o.view.acked, true),
+                ExecKind::Out { qty } => {
+                    let f = !std::mem::replace(&mut o.out, true);
+                    if f {
+                        o.out_qty = qty;
+                    }
+                    f
+                }
+                ExecKind::Reject { .. } => !std::mem::replace(&mut o.rejected, true),
+                ExecKind::Busy => !std::mem::replace(&mut o.busy, true),
+                ExecKind::CancelAck => {
+                    // CancelAck names the Cancel message, never the New.
+                    self.counters.rec_inconsistent += 1;
+                    return;
+                }
+                ExecKind::Fill {
+                    qty, leaves, step, ..
+                } => {
+                    let hi = leaves as u64 + qty as u64;
+                    if qty == 0 || hi > o.view.qty as u64 {
+                        self.counters.rec_inconsistent += 1;
+                        return;
+                    }
+                    match o.take(leaves, hi as u32) {
+                        Ok(()) => {
+                            o.view.filled += qty;
+                            o.view.last_fill_step =
+                                Some(o.view.last_fill_step.map_or(step, |s| s.max(step)));
+                            o.view.fills_not_durable += 1;
+                            o.view.fills_not_final += 1;
+                            true
+                        }
+                        Err(true) => false,
+                        Err(false) => {
+                            self.counters.rec_inconsistent += 1;
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        if !fresh {
+            self.counters.rec_dup += 1;
+            self.mark_answered(msg, tag);
+            return;
+        }
+        o.view.done = o.done();
+        let _ = self.mark_answered(msg, tag);
+        self.emit(msg, tag, kind, resent);
+        if let ExecKind::Fill { step, .. } = kind {
+            let mut out = Vec::new();
+            if !self.facts.add_fill(tag, step, &mut |f| out.push(f)) {
+                if let Some(o) = self.orders.get_mut(&tag) {
+                    o.view.fills_not_durable -= 1;
+                    o.view.fills_not_final -= 1;
+                }
+            }
+            self.apply_facts(out);
+        }
+        self.gc(tag);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(qty: u32) -> Order {
+        Order {
+            view: OrderView {
+                placed: MsgRef {
+                    pkt_seq: 1,
+                    msg_index: 0,
+                },
+                kind: MsgType::NewGtc,
+                side: Side::Buy,
+                tick: 1,
+                qty,
+                acked: false,
+                filled: 0,
+                last_fill_step: None,
+                done: false,
+                fills_not_durable: 0,
+                fills_not_final: 0,
+                uncertain: false,
+            },
+            cancelled: false,
+            out: false,
+            rejected: false,
+            busy: false,
+            out_qty: 0,
+            cover: Vec::new(),
+            slot_gone: false,
+        }
+    }
+
+    #[test]
+    fn fill_cover_merges_and_catches_repeats() {
+        let mut o = order(10);
+        assert_eq!(o.take(7, 10), Ok(())); // first fill of 3, leaves 7
+        assert_eq!(o.take(2, 4), Ok(())); // a later fill arriving early
+        assert_eq!(o.take(7, 10), Err(true)); // repeat
+        assert_eq!(o.take(4, 7), Ok(())); // the middle one: all merge
+        assert_eq!(o.cover, vec![(2, 10)]);
+        assert_eq!(o.take(3, 5), Err(true));
+        assert_eq!(o.take(1, 3), Err(false)); // overlaps partly: inconsistent
+        assert_eq!(o.take(0, 2), Ok(()));
+        assert_eq!(o.cover, vec![(0, 10)]);
+    }
+
+    #[test]
+    fn resp_track_gaps_and_giveup() {
+        let mut t = RespTrack::new();
+        let mut lost = Vec::new();
+        t.insert(1, 0, &mut |a, b| lost.push((a, b)));
+        t.insert(3, 5, &mut |a, b| lost.push((a, b)));
+        assert_eq!((t.contig, t.gap_since), (1, Some(5)));
+        assert!(t.seen(3) && !t.seen(2));
+        t.insert(2, 6, &mut |a, b| lost.push((a, b)));
+        assert_eq!((t.contig, t.gap_since), (3, None));
+        t.insert(10, 7, &mut |a, b| lost.push((a, b)));
+        t.advance_to(10, &mut |a, b| lost.push((a, b)));
+        assert_eq!(lost, vec![(4, 9)]);
+        assert_eq!(t.contig, 10);
+        // Far ahead: the window slides and the skipped range is reported.
+        lost.clear();
+        t.insert(10 + RESP_WINDOW + 5, 8, &mut |a, b| lost.push((a, b)));
+        assert_eq!(lost, vec![(11, 15)]);
+        assert!(t.seen(10 + RESP_WINDOW + 5));
+    }
+}
