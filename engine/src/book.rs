@@ -296,6 +296,63 @@ impl Book {
         }
     }
 
+    /// The kind `apply` will return for `op`, decided before any fill (07 §4.2: the StepRecord
+    /// is pushed as soon as kind, src and cut are fixed): `Cross` iff the op is a valid New that
+    /// meets the best opposite price.
+    pub fn kind_of(&self, op: &Op) -> StepKind {
+        if op.kind == OpKind::Cancel
+            || op.qty == 0
+            || self.index.contains_key(&(op.session, op.client_tag))
+        {
+            return StepKind::Improve;
+        }
+        let crosses = match op.side {
+            Side::Buy => self
+                .asks
+                .first_key_value()
+                .is_some_and(|(&t, _)| t <= op.tick),
+            Side::Sell => self
+                .bids
+                .last_key_value()
+                .is_some_and(|(&t, _)| t >= op.tick),
+        };
+        if crosses {
+            StepKind::Cross
+        } else {
+            StepKind::Improve
+        }
+    }
+
+    /// Put a resting order back at the tail of its level (snapshot restore, 07 §7.5). Orders
+    /// must come in canonical order (`orders()`), so each level's FIFO is rebuilt as it was.
+    /// Refuses an order that would cross the book, a duplicate `(session, client_tag)`, a zero
+    /// quantity, or a full book.
+    pub fn restore(&mut self, o: &RestingOrder) -> Result<(), &'static str> {
+        if o.open == 0 {
+            return Err("resting order with zero quantity");
+        }
+        if self.index.contains_key(&(o.session, o.client_tag)) {
+            return Err("duplicate resting order");
+        }
+        if self.index.len() >= self.cfg.max_orders as usize {
+            return Err("more resting orders than max_orders");
+        }
+        let op = Op {
+            kind: OpKind::NewGtc,
+            session: o.session,
+            account: o.account,
+            client_tag: o.client_tag,
+            side: o.side,
+            tick: o.tick,
+            qty: o.open,
+        };
+        if self.kind_of(&op) == StepKind::Cross {
+            return Err("resting order crosses the book");
+        }
+        self.rest(o.time, &op, o.open);
+        Ok(())
+    }
+
     fn reject(op: &Op, reason: BookReject, out: &mut impl FnMut(Event)) {
         out(Event::Rejected {
             session: op.session,

@@ -1,11 +1,33 @@
-//! Run vyrn's market deterministically: the BBO core's price-time order book (missing-chapters
-//! §3), the same code live and in replay (INV-DET).
+//! Run vyrn's market deterministically (missing-chapters §3, 07 §4.1–§4.2, §4.11, §7.1, §7.5,
+//! §9.5): lanes, the cut core and the BBO core with its price-time book, the same code live and
+//! in replay (INV-DET), and snapshots.
 //!
-//! # Status
-//! Issue 3 in progress: the book (`book`) is built and tested. Lanes (dedupe, risk, pre-encode),
-//! the cut, the BBO core's step loop with deadline admission and the early StepRecord push,
-//! responses, replay mode and snapshots are still to come; `docs/engine.md` tracks them.
+//! No I/O and no clock reads: time comes in as an argument. Each role is a state machine a
+//! runner drives — [`home::LiveEngine`] and [`home::ReplayEngine`] on one thread here; the
+//! sequencer box pins the same tiles to cores with the rings of `vyrn-rings`.
+//!
+//! - [`lane`]: dedupe (07 §9.5), tag, parse, risk, LaneSeq, pre-encoded PacketRecord (§3.6),
+//!   batched BLAKE3 (§3.7), lane-local answers gated by LaneCut (§4.11), step events → responses.
+//! - [`cut`]: the monotone half-cuts (INV-CUT-MONO).
+//! - [`bbo`]: one step per op in `rx_ts` order, kinds Cross/Improve/Idle/Shed/Control/Seal,
+//!   StepRecord before fills, events tagged `(step, need_A, need_B)`.
+//! - [`book`]: the price-time book.
+//! - [`resp`]: response packets, `resp_seq`, the hot response ring.
+//! - [`snapshot`]: sections 1–7, the state commitment, restore.
 
+pub mod bbo;
 pub mod book;
+pub mod config;
+pub mod cut;
+pub mod home;
+pub mod lane;
+pub mod resp;
+pub mod snapshot;
+pub mod workload;
 
+pub use bbo::{Bbo, ControlReq, Fwd, LaneEvent, Outcome, StepIn, StepOut};
 pub use book::{Book, BookConfig, BookReject, Event, Op, OpKind, RestingOrder, Side};
+pub use config::{AccountCfg, EngineConfig, SessionCfg};
+pub use home::{Capture, EngineSink, LiveEngine, LoggedStep, ReplayEngine, ReplayError};
+pub use lane::{Lane, LaneDrop, Verdict};
+pub use resp::{Gate, RespOut};

@@ -468,6 +468,9 @@ pub enum RejectCode {
     DuplicateTag = 11,
     /// `BAD_BOOK`: the packet's book is not served here; detail = the book.
     BadBook = 12,
+    /// `BOOK_FULL`: the book holds its most resting orders, so a GTC remainder could not rest
+    /// (what traded stands; an `Out` record carries the remainder); detail 0.
+    BookFull = 13,
 }
 
 impl RejectCode {
@@ -487,6 +490,7 @@ impl RejectCode {
             10 => Busy,
             11 => DuplicateTag,
             12 => BadBook,
+            13 => BookFull,
             _ => return None,
         })
     }
@@ -507,6 +511,7 @@ impl RejectCode {
             Busy => "BUSY",
             DuplicateTag => "DUPLICATE_TAG",
             BadBook => "BAD_BOOK",
+            BookFull => "BOOK_FULL",
         }
     }
 }

@@ -1,0 +1,643 @@
+//! The BBO core (07 §4.1–§4.2, missing-chapters §3): owns the book, takes one forwarded op per
+//! step from the lane rings in `rx_ts` order of their heads, fixes the step's kind, source and
+//! cut, pushes the StepRecord *before* any fill (07 §4.2), then applies the op and addresses
+//! every outcome to the lane of the session it concerns, tagged `(step, need_A, need_B)`.
+//!
+//! The same [`Bbo::execute`] runs live and in replay (INV-DET): live, [`Bbo::poll`] decides
+//! the step (deadline admission, kind, source, cut) and calls it; in replay the decision comes
+//! from the StepRecord and is only read, never recomputed (07 §7.1).
+//!
+//! Hot path (one step): no allocation (event scratch and tables are sized at construction), no
+//! lock, no syscall. `bench/benches/engine_bbo.rs` measures it.
+
+use crate::book::{Book, BookReject, Event, Op};
+use crate::config::EngineConfig;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use vyrn_wire::consts::{N_LANES_MAX, SRC_NONE};
+use vyrn_wire::layout::Layout;
+use vyrn_wire::records::StepKind;
+
+/// One op a lane forwards to the BBO core (07 §4.1 lane → BBO ring entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fwd {
+    /// Lane.
+    pub lane: u8,
+    /// The op's LaneSeq.
+    pub lane_seq: u64,
+    /// Its packet's receive time (ring selection and deadline admission).
+    pub rx_ts: u64,
+    /// The op.
+    pub op: Op,
+}
+
+/// What a step did for one session (or a whole lane), as the lane applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// One side of a trade (taker first, then maker, price = the maker's tick).
+    Fill {
+        /// Trade price.
+        price: i32,
+        /// Traded quantity.
+        qty: u32,
+        /// This order's open quantity after the trade.
+        leaves: u32,
+        /// The resting side.
+        maker: bool,
+    },
+    /// The op's New rested this quantity.
+    Rested {
+        /// Resting quantity.
+        qty: u32,
+    },
+    /// The op's IOC remainder (or a GTC remainder a full book could not take).
+    Out {
+        /// Quantity out.
+        qty: u32,
+    },
+    /// The op's Cancel removed the order named by the event's `client_tag`.
+    Cancelled {
+        /// Quantity that was open.
+        qty: u32,
+    },
+    /// The book refused the op.
+    Rejected(BookReject),
+    /// The op arrived while the book was halted or sealed (07 §6.8).
+    Halted,
+    /// The op's step was a `Shed` (deadline admission, 07 §3.8).
+    Shed,
+    /// The op's step is over (the lane retires its oldest op in flight).
+    Done,
+    /// `Control(Halt)` at this step: from now every new op is answered `BOOK_HALTED`.
+    Halt,
+    /// `Control(Resume)`.
+    Resume,
+    /// `Seal`: the book's last step of the epoch; nothing trades after it.
+    Sealed,
+    /// The last event of this step for this lane: the lane flushes the step's responses and
+    /// counts the step as applied (`fills_applied`, 07 §3.6).
+    End,
+}
+
+/// One event addressed to a lane (07 §4.1 `R_fill`: tagged `(step, need_A, need_B)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneEvent {
+    /// StepId.
+    pub step: u64,
+    /// need_A(step) (07 §4.1).
+    pub need_a: u64,
+    /// need_B(step).
+    pub need_b: u64,
+    /// The session concerned (0: the whole lane).
+    pub session: u32,
+    /// The order concerned (0 for lane-wide events).
+    pub client_tag: u32,
+    /// What happened.
+    pub what: Outcome,
+}
+
+/// A step as the BBO core pushes it (07 §3.8 StepRecord, both halves' worth).
+#[derive(Debug, Clone, Copy)]
+pub struct StepOut<'a> {
+    /// StepId.
+    pub step: u64,
+    /// Kind.
+    pub kind: StepKind,
+    /// Source lane (`SRC_NONE` = none).
+    pub src_lane: u8,
+    /// Source op's LaneSeq (0 without a source).
+    pub src_lane_seq: u64,
+    /// The step's cut, `n_lanes` values.
+    pub cut: &'a [u64],
+    /// Payload (Control, Seal).
+    pub payload: &'a [u8],
+    /// need_A(step).
+    pub need_a: u64,
+    /// need_B(step).
+    pub need_b: u64,
+    /// Home substream (07 §3.8).
+    pub home: u8,
+    /// The other substream carries a cut-only record too.
+    pub spans: bool,
+}
+
+/// A logged step, as replay reads it (07 §7.1).
+#[derive(Debug, Clone, Copy)]
+pub struct StepIn<'a> {
+    /// StepId.
+    pub step: u64,
+    /// Kind.
+    pub kind: StepKind,
+    /// Source lane (`SRC_NONE` = none).
+    pub src_lane: u8,
+    /// Source op's LaneSeq.
+    pub src_lane_seq: u64,
+    /// The step's cut, `n_lanes` values.
+    pub cut: &'a [u64],
+    /// Payload.
+    pub payload: &'a [u8],
+}
+
+/// Where the BBO core's output goes.
+pub trait BboSink {
+    /// The StepRecord, pushed before any event of the step (07 §4.2).
+    fn step(&mut self, s: &StepOut<'_>);
+    /// An event for `lane`, in step order.
+    fn event(&mut self, lane: u8, ev: &LaneEvent);
+}
+
+/// The lane → BBO rings as the BBO core sees them.
+pub trait OpQueues {
+    /// The oldest op of `lane`, if any.
+    fn head(&self, lane: usize) -> Option<&Fwd>;
+    /// Take the oldest op of `lane`.
+    fn pop(&mut self, lane: usize) -> Option<Fwd>;
+}
+
+/// Control requests (07 §6.8 HaltReq from the stream core's finality gate, §7.4 Diverge, 08 Seal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlReq {
+    /// Halt the book.
+    Halt(u8),
+    /// Resume it.
+    Resume(u8),
+    /// Seal it (the epoch's last step).
+    Seal,
+}
+
+/// Control payload codes (05 owns them; this project's v1 values, `docs/engine.md`).
+pub mod control {
+    /// Halt; argument = reason.
+    pub const HALT: u8 = 1;
+    /// Resume; argument = reason.
+    pub const RESUME: u8 = 2;
+    /// Reason: the finality gate (07 §6.8).
+    pub const REASON_FIN_GATE: u8 = 1;
+    /// Reason: divergence (07 §7.4).
+    pub const REASON_DIVERGE: u8 = 2;
+    /// Reason: the operator.
+    pub const REASON_OPERATOR: u8 = 3;
+}
+
+/// Why a logged step cannot be replayed: the log and this engine disagree (INV-DET), a
+/// divergence an operator must see (`REP_A_DIVERGE`, 07 §7.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepError {
+    /// StepIds must be gapless.
+    StepOrder {
+        /// Expected.
+        expected: u64,
+        /// Logged.
+        got: u64,
+    },
+    /// The source op is not the head of its lane's ring.
+    MissingOp {
+        /// Lane.
+        lane: u8,
+        /// LaneSeq logged.
+        lane_seq: u64,
+    },
+    /// A kind that carries no op named a source, or the reverse.
+    BadSource(StepKind),
+    /// The book computed another kind than the log holds.
+    KindMismatch {
+        /// Logged.
+        logged: StepKind,
+        /// Computed.
+        computed: StepKind,
+    },
+    /// A Control payload this engine does not know.
+    BadPayload,
+    /// A kind v1 does not run (Depletion, Rescan, Uncross: lane-local books, auctions).
+    Unsupported(StepKind),
+    /// The cut moved backwards (INV-CUT-MONO) or has the wrong length.
+    BadCut,
+}
+
+type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+/// Counters of the BBO core.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BboCounters {
+    /// Steps by kind (index = kind value).
+    pub steps: [u64; 9],
+    /// Trades.
+    pub trades: u64,
+    /// Events whose session no lane serves (a config error).
+    pub orphan_events: u64,
+}
+
+/// The BBO core.
+#[derive(Debug)]
+pub struct Bbo {
+    book: Book,
+    layout: Layout,
+    next_step: u64,
+    cut: [u64; N_LANES_MAX],
+    need: [u64; 2],
+    halted: Option<u64>,
+    sealed: bool,
+    route: HashMap<u32, u8, FixedState>,
+    deadline: Option<u64>,
+    control: Option<ControlReq>,
+    scratch: Vec<Event>,
+    counters: BboCounters,
+}
+
+impl Bbo {
+    /// A BBO core for `cfg`, first step 1, every lane's cut 0.
+    pub fn new(cfg: &EngineConfig) -> Self {
+        let mut route =
+            HashMap::with_capacity_and_hasher(cfg.sessions.len(), FixedState::default());
+        for s in &cfg.sessions {
+            route.insert(s.session, s.lane);
+        }
+        Bbo {
+            book: Book::new(cfg.book_cfg),
+            layout: cfg.layout,
+            next_step: 1,
+            cut: [0; N_LANES_MAX],
+            need: [0; 2],
+            halted: None,
+            sealed: false,
+            route,
+            deadline: cfg.bbo_deadline_ns,
+            control: None,
+            scratch: Vec::with_capacity(1024),
+            counters: BboCounters::default(),
+        }
+    }
+
+    /// The book.
+    pub fn book(&self) -> &Book {
+        &self.book
+    }
+
+    /// The next StepId.
+    pub fn next_step(&self) -> u64 {
+        self.next_step
+    }
+
+    /// Steps executed so far: every step ≤ this is done.
+    pub fn done(&self) -> u64 {
+        self.next_step - 1
+    }
+
+    /// The cut of the last step.
+    pub fn cut(&self) -> &[u64] {
+        &self.cut[..self.layout.n_lanes as usize]
+    }
+
+    /// need_A and need_B of the last step.
+    pub fn need(&self) -> (u64, u64) {
+        (self.need[0], self.need[1])
+    }
+
+    /// The Control(Halt) step in force, if halted.
+    pub fn halted(&self) -> Option<u64> {
+        self.halted
+    }
+
+    /// Sealed?
+    pub fn sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &BboCounters {
+        &self.counters
+    }
+
+    /// Queue a control request; it becomes the next step (one at a time; a second request
+    /// before the first ran replaces it).
+    pub fn request(&mut self, c: ControlReq) {
+        self.control = Some(c);
+    }
+
+    /// Live: run at most one step at time `now` over the published `cut`. Returns the StepId
+    /// run, if any. Order of preference: a control request; the ready op (LaneSeq covered by
+    /// the cut) with the lowest head `rx_ts` (ties: lowest lane); an `Idle` step when the cut
+    /// moved and no op logs it (07 §4.11).
+    pub fn poll(
+        &mut self,
+        now: u64,
+        cut: &[u64],
+        queues: &mut impl OpQueues,
+        sink: &mut impl BboSink,
+    ) -> Result<Option<u64>, StepError> {
+        let n = self.layout.n_lanes as usize;
+        if cut.len() != n {
+            return Err(StepError::BadCut);
+        }
+        let step = self.next_step;
+        if let Some(c) = self.control.take() {
+            let (kind, payload): (StepKind, [u8; 2]) = match c {
+                ControlReq::Halt(r) => (StepKind::Control, [control::HALT, r]),
+                ControlReq::Resume(r) => (StepKind::Control, [control::RESUME, r]),
+                ControlReq::Seal => (StepKind::Seal, [0, 0]),
+            };
+            let payload: &[u8] = if kind == StepKind::Seal {
+                &[]
+            } else {
+                &payload
+            };
+            let s = StepIn {
+                step,
+                kind,
+                src_lane: SRC_NONE,
+                src_lane_seq: 0,
+                cut,
+                payload,
+            };
+            self.execute(&s, None, sink)?;
+            return Ok(Some(step));
+        }
+        let mut best: Option<(u64, usize)> = None;
+        for (l, &c) in cut.iter().enumerate() {
+            if let Some(h) = queues.head(l) {
+                if h.lane_seq <= c && best.is_none_or(|(ts, _)| h.rx_ts < ts) {
+                    best = Some((h.rx_ts, l));
+                }
+            }
+        }
+        if let Some((rx_ts, l)) = best {
+            let Some(op) = queues.pop(l) else {
+                return Ok(None);
+            };
+            let kind = if self.halted.is_some() || self.sealed {
+                StepKind::Improve
+            } else if self.deadline.is_some_and(|d| now.saturating_sub(rx_ts) > d) {
+                StepKind::Shed
+            } else {
+                self.book.kind_of(&op.op)
+            };
+            let s = StepIn {
+                step,
+                kind,
+                src_lane: l as u8,
+                src_lane_seq: op.lane_seq,
+                cut,
+                payload: &[],
+            };
+            self.execute(&s, Some(op), sink)?;
+            return Ok(Some(step));
+        }
+        if cut != &self.cut[..n] {
+            let s = StepIn {
+                step,
+                kind: StepKind::Idle,
+                src_lane: SRC_NONE,
+                src_lane_seq: 0,
+                cut,
+                payload: &[],
+            };
+            self.execute(&s, None, sink)?;
+            return Ok(Some(step));
+        }
+        Ok(None)
+    }
+
+    /// Replay: run the logged step `s`, taking its source op from `queues` (07 §7.1). The
+    /// caller has let every lane apply its ops ≤ `s.cut` first.
+    pub fn replay(
+        &mut self,
+        s: &StepIn<'_>,
+        queues: &mut impl OpQueues,
+        sink: &mut impl BboSink,
+    ) -> Result<(), StepError> {
+        let op = if s.src_lane == SRC_NONE {
+            None
+        } else {
+            let l = s.src_lane as usize;
+            match queues.head(l) {
+                Some(h) if h.lane_seq == s.src_lane_seq => queues.pop(l),
+                _ => {
+                    return Err(StepError::MissingOp {
+                        lane: s.src_lane,
+                        lane_seq: s.src_lane_seq,
+                    })
+                }
+            }
+        };
+        self.execute(s, op, sink)
+    }
+
+    /// The one step path, live and replay (INV-DET).
+    pub fn execute(
+        &mut self,
+        s: &StepIn<'_>,
+        op: Option<Fwd>,
+        sink: &mut impl BboSink,
+    ) -> Result<(), StepError> {
+        let n = self.layout.n_lanes as usize;
+        if s.step != self.next_step {
+            return Err(StepError::StepOrder {
+                expected: self.next_step,
+                got: s.step,
+            });
+        }
+        if s.cut.len() != n || s.cut.iter().zip(&self.cut[..n]).any(|(a, b)| a < b) {
+            return Err(StepError::BadCut);
+        }
+        let wants_op = matches!(s.kind, StepKind::Cross | StepKind::Improve | StepKind::Shed);
+        if wants_op != op.is_some() {
+            return Err(StepError::BadSource(s.kind));
+        }
+        if let Some(o) = &op {
+            if o.lane != s.src_lane || o.lane_seq != s.src_lane_seq {
+                return Err(StepError::MissingOp {
+                    lane: s.src_lane,
+                    lane_seq: s.src_lane_seq,
+                });
+            }
+        }
+        let control = match s.kind {
+            StepKind::Control => match s.payload {
+                [control::HALT, _] => Some(Outcome::Halt),
+                [control::RESUME, _] => Some(Outcome::Resume),
+                _ => return Err(StepError::BadPayload),
+            },
+            StepKind::Seal => Some(Outcome::Sealed),
+            StepKind::Depletion | StepKind::Rescan | StepKind::Uncross => {
+                return Err(StepError::Unsupported(s.kind))
+            }
+            _ => None,
+        };
+        // need_H(s) (07 §4.1): s when H carries a record of s (home half, or its cut moved).
+        let home = self.layout.home_of(s.src_lane);
+        let mut carries = [false; 2];
+        carries[home as usize] = true;
+        for h in 0..self.layout.n_streams {
+            let (a, b) = (
+                self.layout.half_start(h),
+                self.layout.half_start(h) + self.layout.half_len(h),
+            );
+            if s.cut[a..b] != self.cut[a..b] {
+                carries[h as usize] = true;
+            }
+        }
+        for (need, &c) in self.need.iter_mut().zip(&carries) {
+            if c {
+                *need = s.step;
+            }
+        }
+        self.cut[..n].copy_from_slice(s.cut);
+        let spans = self.layout.n_streams == 2 && carries[0] && carries[1];
+        let (need_a, need_b) = (self.need[0], self.need[1]);
+        sink.step(&StepOut {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: s.cut,
+            payload: s.payload,
+            need_a,
+            need_b,
+            home,
+            spans,
+        });
+        self.next_step += 1;
+        self.counters.steps[s.kind as usize] += 1;
+        let ev = |session: u32, client_tag: u32, what: Outcome| LaneEvent {
+            step: s.step,
+            need_a,
+            need_b,
+            session,
+            client_tag,
+            what,
+        };
+        if let Some(what) = control {
+            match what {
+                Outcome::Halt => self.halted = Some(s.step),
+                Outcome::Resume => self.halted = None,
+                _ => self.sealed = true,
+            }
+            for l in 0..n as u8 {
+                sink.event(l, &ev(0, 0, what));
+                sink.event(l, &ev(0, 0, Outcome::End));
+            }
+            return Ok(());
+        }
+        let Some(f) = op else {
+            return Ok(()); // Idle
+        };
+        let src = f.lane;
+        let (sess, tag) = (f.op.session, f.op.client_tag);
+        let mut touched: u64 = 1 << src;
+        match s.kind {
+            StepKind::Shed => sink.event(src, &ev(sess, tag, Outcome::Shed)),
+            _ if self.halted.is_some() || self.sealed => {
+                if s.kind != StepKind::Improve {
+                    return Err(StepError::KindMismatch {
+                        logged: s.kind,
+                        computed: StepKind::Improve,
+                    });
+                }
+                sink.event(src, &ev(sess, tag, Outcome::Halted));
+            }
+            _ => {
+                let computed = self.book.kind_of(&f.op);
+                if computed != s.kind {
+                    return Err(StepError::KindMismatch {
+                        logged: s.kind,
+                        computed,
+                    });
+                }
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.clear();
+                let k = self.book.apply(s.step, &f.op, &mut |e| scratch.push(e));
+                debug_assert_eq!(k, computed);
+                for e in &scratch {
+                    let (session, client_tag, what) = match *e {
+                        Event::Fill {
+                            session,
+                            client_tag,
+                            price,
+                            qty,
+                            leaves,
+                            maker,
+                            ..
+                        } => {
+                            if !maker {
+                                self.counters.trades += 1;
+                            }
+                            (
+                                session,
+                                client_tag,
+                                Outcome::Fill {
+                                    price,
+                                    qty,
+                                    leaves,
+                                    maker,
+                                },
+                            )
+                        }
+                        Event::Rested {
+                            session,
+                            client_tag,
+                            qty,
+                        } => (session, client_tag, Outcome::Rested { qty }),
+                        Event::Out {
+                            session,
+                            client_tag,
+                            qty,
+                        } => (session, client_tag, Outcome::Out { qty }),
+                        Event::Cancelled {
+                            session,
+                            client_tag,
+                            qty,
+                        } => (session, client_tag, Outcome::Cancelled { qty }),
+                        Event::Rejected {
+                            session,
+                            client_tag,
+                            reason,
+                        } => (session, client_tag, Outcome::Rejected(reason)),
+                    };
+                    let lane = if session == sess {
+                        src
+                    } else {
+                        match self.route.get(&session) {
+                            Some(&l) => l,
+                            None => {
+                                self.counters.orphan_events += 1;
+                                continue;
+                            }
+                        }
+                    };
+                    touched |= 1 << lane;
+                    sink.event(lane, &ev(session, client_tag, what));
+                }
+                self.scratch = scratch;
+            }
+        }
+        sink.event(src, &ev(sess, tag, Outcome::Done));
+        let mut t = touched;
+        while t != 0 {
+            let l = t.trailing_zeros() as u8;
+            t &= t - 1;
+            sink.event(l, &ev(0, 0, Outcome::End));
+        }
+        Ok(())
+    }
+
+    /// Restore from a snapshot's BBO state (07 §7.5 section 3).
+    pub(crate) fn restore_state(
+        &mut self,
+        next_step: u64,
+        cut: &[u64],
+        need: (u64, u64),
+        halted: Option<u64>,
+        sealed: bool,
+    ) {
+        self.next_step = next_step;
+        self.cut[..cut.len()].copy_from_slice(cut);
+        self.need = [need.0, need.1];
+        self.halted = halted;
+        self.sealed = sealed;
+    }
+
+    /// The book, mutable (snapshot restore).
+    pub(crate) fn book_mut(&mut self) -> &mut Book {
+        &mut self.book
+    }
+}

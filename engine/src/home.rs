@@ -1,0 +1,544 @@
+//! Engines that wire the tiles together on one thread: [`LiveEngine`] (lanes, cut core, BBO
+//! core, the rings between them) and [`ReplayEngine`] (the same lanes and BBO core driven by
+//! logged records, 07 §7.1). The sequencer box (`seq`) runs the same tiles on their own
+//! threads with the rings of `vyrn-rings`; the simulator and the tests use these.
+
+use crate::bbo::{Bbo, BboSink, ControlReq, Fwd, LaneEvent, OpQueues, StepError, StepIn, StepOut};
+use crate::config::EngineConfig;
+use crate::cut::CutCore;
+use crate::lane::{Lane, LaneDrop, LaneReplayError, LaneSink, Verdict};
+use crate::resp::RespOut;
+use std::collections::{HashMap, VecDeque};
+use vyrn_wire::records::{PacketRecord, StepKind};
+
+/// Everything an engine emits, by lane.
+pub trait EngineSink {
+    /// A logged packet (live only): record, pre-encoded O-part, payload.
+    fn record(&mut self, _rec: &PacketRecord, _enc: &[u8], _payload: &[u8]) {}
+    /// A full hash (live only).
+    fn hash(&mut self, _lane: u8, _first_lane_seq: u64, _full: &[u8; 32]) {}
+    /// A StepRecord (live: to be logged; replay: as executed).
+    fn step(&mut self, _s: &StepOut<'_>) {}
+    /// An event as a lane applies it (the fill stream).
+    fn event(&mut self, _lane: u8, _ev: &LaneEvent) {}
+    /// A response.
+    fn respond(&mut self, _r: &RespOut<'_>) {}
+}
+
+/// A sink that keeps nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullEngineSink;
+impl EngineSink for NullEngineSink {}
+
+struct LaneAdapter<'a, S: EngineSink> {
+    sink: &'a mut S,
+    fwd: &'a mut VecDeque<Fwd>,
+}
+
+impl<S: EngineSink> LaneSink for LaneAdapter<'_, S> {
+    fn record(&mut self, rec: &PacketRecord, enc: &[u8], payload: &[u8]) {
+        self.sink.record(rec, enc, payload);
+    }
+    fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
+        self.sink.hash(lane, first_lane_seq, full);
+    }
+    fn forward(&mut self, f: &Fwd) {
+        self.fwd.push_back(*f);
+    }
+    fn respond(&mut self, r: &RespOut<'_>) {
+        self.sink.respond(r);
+    }
+}
+
+struct BboAdapter<'a, S: EngineSink> {
+    sink: &'a mut S,
+    events: &'a mut [VecDeque<LaneEvent>],
+}
+
+impl<S: EngineSink> BboSink for BboAdapter<'_, S> {
+    fn step(&mut self, s: &StepOut<'_>) {
+        self.sink.step(s);
+    }
+    fn event(&mut self, lane: u8, ev: &LaneEvent) {
+        self.events[lane as usize].push_back(*ev);
+    }
+}
+
+struct Queues<'a>(&'a mut [VecDeque<Fwd>]);
+
+impl OpQueues for Queues<'_> {
+    fn head(&self, lane: usize) -> Option<&Fwd> {
+        self.0.get(lane).and_then(|q| q.front())
+    }
+    fn pop(&mut self, lane: usize) -> Option<Fwd> {
+        self.0.get_mut(lane).and_then(|q| q.pop_front())
+    }
+}
+
+/// Apply a lane's queued events of steps ≤ `upto`.
+fn apply_events<S: EngineSink>(
+    lane: &mut Lane,
+    q: &mut VecDeque<LaneEvent>,
+    fwd: &mut VecDeque<Fwd>,
+    upto: u64,
+    sink: &mut S,
+) {
+    while let Some(ev) = q.front() {
+        if ev.step > upto {
+            break;
+        }
+        let ev = *ev;
+        q.pop_front();
+        sink.event(lane.id(), &ev);
+        lane.on_event(&ev, &mut LaneAdapter { sink, fwd });
+    }
+}
+
+/// The live engine on one thread.
+#[derive(Debug)]
+pub struct LiveEngine {
+    cfg: EngineConfig,
+    lanes: Vec<Lane>,
+    bbo: Bbo,
+    cut: CutCore,
+    fwd: Vec<VecDeque<Fwd>>,
+    events: Vec<VecDeque<LaneEvent>>,
+    route: HashMap<u32, u8>,
+}
+
+impl LiveEngine {
+    /// A live engine for a validated `cfg` (the cut refreshes on every poll).
+    pub fn new(cfg: EngineConfig) -> Self {
+        let n = cfg.layout.n_lanes as usize;
+        let lanes = (0..n as u8).map(|l| Lane::new(&cfg, l)).collect();
+        let route = cfg.sessions.iter().map(|s| (s.session, s.lane)).collect();
+        LiveEngine {
+            bbo: Bbo::new(&cfg),
+            cut: CutCore::new(cfg.layout, 0),
+            lanes,
+            fwd: (0..n).map(|_| VecDeque::with_capacity(1024)).collect(),
+            events: (0..n).map(|_| VecDeque::with_capacity(1024)).collect(),
+            route,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// The BBO core.
+    pub fn bbo(&self) -> &Bbo {
+        &self.bbo
+    }
+
+    /// The lane a packet goes to: its session's (the NIC flow filter in production, 07 §9.5).
+    pub fn lane_of(&self, bytes: &[u8]) -> Option<u8> {
+        let s = bytes.get(4..8)?;
+        self.route
+            .get(&u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+            .copied()
+    }
+
+    /// One packet received at `rx_ts`, processed at `now` by its lane. The lane first applies
+    /// every event the BBO core has produced for it (eagerly, as a live lane does).
+    pub fn submit(
+        &mut self,
+        now: u64,
+        rx_ts: u64,
+        bytes: &[u8],
+        sink: &mut impl EngineSink,
+    ) -> Result<Verdict, LaneDrop> {
+        let Some(l) = self.lane_of(bytes) else {
+            return Err(LaneDrop::UnknownSession);
+        };
+        let l = l as usize;
+        let done = self.bbo.done();
+        apply_events(
+            &mut self.lanes[l],
+            &mut self.events[l],
+            &mut self.fwd[l],
+            done,
+            sink,
+        );
+        let mut ad = LaneAdapter {
+            sink,
+            fwd: &mut self.fwd[l],
+        };
+        self.lanes[l].on_packet(now, rx_ts, bytes, &mut ad)
+    }
+
+    /// Queue a control request (Halt, Resume, Seal); it is the next step.
+    pub fn control(&mut self, c: ControlReq) {
+        self.bbo.request(c);
+    }
+
+    /// Run the home until nothing moves: lanes apply their events, the cut refreshes, the BBO
+    /// core steps. Returns the steps run.
+    pub fn poll(&mut self, now: u64, sink: &mut impl EngineSink) -> Result<u64, StepError> {
+        let mut steps = 0;
+        loop {
+            let done = self.bbo.done();
+            for (l, lane) in self.lanes.iter_mut().enumerate() {
+                apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
+            }
+            let lanes = &self.lanes;
+            self.cut.refresh(now, |l| lanes[l].published());
+            let mut ad = BboAdapter {
+                sink,
+                events: &mut self.events,
+            };
+            match self
+                .bbo
+                .poll(now, self.cut.cut(), &mut Queues(&mut self.fwd), &mut ad)?
+            {
+                Some(_) => steps += 1,
+                None => break,
+            }
+        }
+        Ok(steps)
+    }
+
+    /// Flush every lane's hash batch (what an idle lane does).
+    pub fn flush_hashes(&mut self, sink: &mut impl EngineSink) {
+        for (l, lane) in self.lanes.iter_mut().enumerate() {
+            lane.flush_hashes(&mut LaneAdapter {
+                sink,
+                fwd: &mut self.fwd[l],
+            });
+        }
+    }
+
+    /// The state commitment (07 §7.5) after applying every pending event.
+    pub fn settle(&mut self, sink: &mut impl EngineSink) {
+        let done = self.bbo.done();
+        for (l, lane) in self.lanes.iter_mut().enumerate() {
+            apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
+        }
+    }
+
+    pub(crate) fn parts(&self) -> crate::snapshot::Parts<'_> {
+        crate::snapshot::Parts {
+            cfg: &self.cfg,
+            lanes: &self.lanes,
+            bbo: &self.bbo,
+            fwd: &self.fwd,
+            events: &self.events,
+        }
+    }
+}
+
+/// A logged step, owned (captures, tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedStep {
+    /// StepId.
+    pub step: u64,
+    /// Kind.
+    pub kind: StepKind,
+    /// Source lane.
+    pub src_lane: u8,
+    /// Source LaneSeq.
+    pub src_lane_seq: u64,
+    /// Cut.
+    pub cut: Vec<u64>,
+    /// Payload.
+    pub payload: Vec<u8>,
+}
+
+impl LoggedStep {
+    /// As replay input.
+    pub fn as_in(&self) -> StepIn<'_> {
+        StepIn {
+            step: self.step,
+            kind: self.kind,
+            src_lane: self.src_lane,
+            src_lane_seq: self.src_lane_seq,
+            cut: &self.cut,
+            payload: &self.payload,
+        }
+    }
+}
+
+/// Why replay stopped: a divergence between the log and the engine (INV-DET).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayError {
+    /// A lane disagrees with a record.
+    Lane {
+        /// Lane.
+        lane: u8,
+        /// The record's first LaneSeq.
+        first_lane_seq: u64,
+        /// What.
+        err: LaneReplayError,
+    },
+    /// The BBO core disagrees with a step.
+    Step(StepError),
+    /// A record for a lane this home does not have.
+    NoLane(u8),
+    /// Input ran out before the dependencies of a step were met.
+    Stalled {
+        /// The step waiting.
+        step: u64,
+    },
+}
+
+/// The replay engine (07 §7.1): decoded PacketRecords with their payloads replace the NIC,
+/// StepRecord cuts replace the cut core. Both dependencies of §7.1 are honoured; everything
+/// else may run in any order, so the result does not depend on the schedule.
+#[derive(Debug)]
+pub struct ReplayEngine {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) lanes: Vec<Lane>,
+    pub(crate) bbo: Bbo,
+    pub(crate) fwd: Vec<VecDeque<Fwd>>,
+    pub(crate) events: Vec<VecDeque<LaneEvent>>,
+    recs: Vec<VecDeque<(PacketRecord, Vec<u8>)>>,
+    steps: VecDeque<LoggedStep>,
+    shuffle: Option<vyrn_wire::corpus::Rng>,
+}
+
+impl ReplayEngine {
+    /// A replay engine at the start of a tenure (LaneSeq 1, step 1).
+    pub fn new(cfg: EngineConfig) -> Self {
+        let n = cfg.layout.n_lanes as usize;
+        ReplayEngine {
+            lanes: (0..n as u8).map(|l| Lane::new(&cfg, l)).collect(),
+            bbo: Bbo::new(&cfg),
+            fwd: (0..n).map(|_| VecDeque::new()).collect(),
+            events: (0..n).map(|_| VecDeque::new()).collect(),
+            recs: (0..n).map(|_| VecDeque::new()).collect(),
+            steps: VecDeque::new(),
+            shuffle: None,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// The BBO core.
+    pub fn bbo(&self) -> &Bbo {
+        &self.bbo
+    }
+
+    /// Feed a decoded PacketRecord with its joined payload.
+    pub fn push_record(&mut self, rec: PacketRecord, payload: Vec<u8>) -> Result<(), ReplayError> {
+        let q = self
+            .recs
+            .get_mut(rec.lane as usize)
+            .ok_or(ReplayError::NoLane(rec.lane))?;
+        q.push_back((rec, payload));
+        Ok(())
+    }
+
+    /// Feed a decoded StepRecord.
+    pub fn push_step(&mut self, s: LoggedStep) {
+        self.steps.push_back(s);
+    }
+
+    /// Run lanes and the BBO core in a seeded random interleaving (tests: the result must not
+    /// depend on the schedule, only on the two dependencies of 07 §7.1).
+    pub fn shuffle_schedule(&mut self, seed: u64) {
+        self.shuffle = Some(vyrn_wire::corpus::Rng::new(seed));
+    }
+
+    /// Records and steps fed and not yet run.
+    pub fn backlog(&self) -> (usize, usize) {
+        (self.recs.iter().map(|q| q.len()).sum(), self.steps.len())
+    }
+
+    /// Run what the input allows, stopping after step `until` (if given) with every lane at
+    /// exactly the records that step's cut covers: the state "after step `until`" (a snapshot
+    /// point, 07 §7.5). Returns the last step run.
+    pub fn run(
+        &mut self,
+        until: Option<u64>,
+        sink: &mut impl EngineSink,
+    ) -> Result<u64, ReplayError> {
+        let mut full = true;
+        loop {
+            let mut progress = false;
+            // A shuffled pass lets a random subset of lanes run a few records each and the
+            // BBO core a few steps; a full pass (after a shuffled pass that moved nothing)
+            // decides whether anything can move at all.
+            let (lane_mask, per_lane, bbo_steps) = match (&mut self.shuffle, full) {
+                (Some(rng), false) => (
+                    rng.next_u64(),
+                    1 + rng.below(4) as usize,
+                    rng.below(4) as usize,
+                ),
+                _ => (u64::MAX, usize::MAX, 1),
+            };
+            let done = self.bbo.done();
+            if until.is_some_and(|u| done >= u) {
+                break;
+            }
+            // Lanes: dependency 1 — a record runs once every event of steps ≤ its
+            // fills_applied exists; and only as far as the next step's cut needs (so lane
+            // state at a step boundary is exact).
+            let next_cut = self.steps.front().map(|s| s.cut.clone());
+            for l in 0..self.lanes.len() {
+                if lane_mask & (1 << l) == 0 {
+                    continue;
+                }
+                let mut budget = per_lane;
+                while let Some((rec, _)) = self.recs[l].front() {
+                    if budget == 0 {
+                        break;
+                    }
+                    budget -= 1;
+                    if rec.fills_applied > done {
+                        break;
+                    }
+                    let last = rec.first_lane_seq + rec.count.max(1) as u64 - 1;
+                    let need = next_cut.as_ref().map_or(0, |c| c[l]);
+                    if until.is_some() && last > need {
+                        break;
+                    }
+                    let Some((rec, payload)) = self.recs[l].pop_front() else {
+                        break;
+                    };
+                    apply_events(
+                        &mut self.lanes[l],
+                        &mut self.events[l],
+                        &mut self.fwd[l],
+                        rec.fills_applied,
+                        sink,
+                    );
+                    let mut ad = LaneAdapter {
+                        sink,
+                        fwd: &mut self.fwd[l],
+                    };
+                    self.lanes[l]
+                        .replay_packet(&rec, &payload, &mut ad)
+                        .map_err(|err| ReplayError::Lane {
+                            lane: l as u8,
+                            first_lane_seq: rec.first_lane_seq,
+                            err,
+                        })?;
+                    progress = true;
+                }
+            }
+            // BBO: dependency 2 — step s once every lane applied its ops ≤ cut_s.
+            for _ in 0..bbo_steps {
+                let Some(s) = self.steps.front() else { break };
+                if until.is_some_and(|u| self.bbo.done() >= u) {
+                    break;
+                }
+                let ready = s
+                    .cut
+                    .iter()
+                    .zip(&self.lanes)
+                    .all(|(&c, lane)| lane.published() >= c);
+                if ready {
+                    let s = self.steps.pop_front().unwrap_or_else(|| unreachable!());
+                    let mut ad = BboAdapter {
+                        sink,
+                        events: &mut self.events,
+                    };
+                    self.bbo
+                        .replay(&s.as_in(), &mut Queues(&mut self.fwd), &mut ad)
+                        .map_err(ReplayError::Step)?;
+                    progress = true;
+                } else {
+                    break;
+                }
+            }
+            if !progress && full {
+                break;
+            }
+            full = self.shuffle.is_none() || !progress;
+        }
+        Ok(self.bbo.done())
+    }
+
+    /// After the whole log: if steps remain that can never run, say which.
+    pub fn check_drained(&self) -> Result<(), ReplayError> {
+        match self.steps.front() {
+            Some(s) => Err(ReplayError::Stalled { step: s.step }),
+            None => Ok(()),
+        }
+    }
+
+    /// Apply every event produced so far (end of a run: the state to commit).
+    pub fn settle(&mut self, sink: &mut impl EngineSink) {
+        let done = self.bbo.done();
+        for (l, lane) in self.lanes.iter_mut().enumerate() {
+            apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
+        }
+    }
+
+    pub(crate) fn parts(&self) -> crate::snapshot::Parts<'_> {
+        crate::snapshot::Parts {
+            cfg: &self.cfg,
+            lanes: &self.lanes,
+            bbo: &self.bbo,
+            fwd: &self.fwd,
+            events: &self.events,
+        }
+    }
+}
+
+/// A sink that keeps what a test or tool compares: the log (records with payloads, steps,
+/// hashes), per-session response bytes with their gates, and per-lane event streams.
+#[derive(Debug, Default, Clone)]
+pub struct Capture {
+    /// Logged records with payloads, in logging order.
+    pub records: Vec<(PacketRecord, Vec<u8>)>,
+    /// Pre-encoded O-part bytes per record, in the same order.
+    pub encoded: Vec<Vec<u8>>,
+    /// Steps in order.
+    pub steps: Vec<LoggedStep>,
+    /// Full hashes `(lane, first_lane_seq, hash)`.
+    pub hashes: Vec<(u8, u64, [u8; 32])>,
+    /// Responses per session, in send order: (bytes, gate).
+    pub responses: HashMap<u32, Vec<(Vec<u8>, crate::resp::Gate)>>,
+    /// Events per lane, in application order.
+    pub events: Vec<Vec<LaneEvent>>,
+}
+
+impl EngineSink for Capture {
+    fn record(&mut self, rec: &PacketRecord, enc: &[u8], payload: &[u8]) {
+        self.records.push((*rec, payload.to_vec()));
+        self.encoded.push(enc.to_vec());
+    }
+    fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
+        self.hashes.push((lane, first_lane_seq, *full));
+    }
+    fn step(&mut self, s: &StepOut<'_>) {
+        self.steps.push(LoggedStep {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: s.cut.to_vec(),
+            payload: s.payload.to_vec(),
+        });
+    }
+    fn event(&mut self, lane: u8, ev: &LaneEvent) {
+        let l = lane as usize;
+        if self.events.len() <= l {
+            self.events.resize_with(l + 1, Vec::new);
+        }
+        self.events[l].push(*ev);
+    }
+    fn respond(&mut self, r: &RespOut<'_>) {
+        self.responses
+            .entry(r.session)
+            .or_default()
+            .push((r.bytes.to_vec(), r.gate));
+    }
+}

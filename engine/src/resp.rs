@@ -1,0 +1,282 @@
+//! Responses: built straight into wire bytes (missing-chapters §2 response packet, layout in
+//! `docs/wire-messages.md`), numbered per session by `resp_seq`, tagged under `K_out`, and kept
+//! in the lane's hot response ring for resends (07 §9.5).
+//!
+//! Hot path: no allocation. A response is built in a fixed buffer; the hot ring is one byte
+//! arena plus one entry array, both allocated at construction; its index is a hash map
+//! reserved to the most entries the ring can hold.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use vyrn_wire::msg::client::{
+    siphash128, Record, SipKey, RESP_FLAG_RESEND, RESP_HDR_BYTES, RESP_MAX_RECORDS,
+    RESP_RECORD_BYTES, RESP_TAG_BYTES,
+};
+
+/// Longest response packet: 40 records.
+pub const RESP_MAX_BYTES: usize =
+    RESP_HDR_BYTES + RESP_RECORD_BYTES * RESP_MAX_RECORDS + RESP_TAG_BYTES;
+
+/// What a response waits for before it may leave (07 §4.11, INV-REP-11; §4.1, INV-REP-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// A lane answer of op `lane_seq`: leaves once `LaneCut[lane].cut ≥ lane_seq`.
+    LaneCut {
+        /// Lane.
+        lane: u8,
+        /// The op's (the packet's last) LaneSeq.
+        lane_seq: u64,
+    },
+    /// An answer from step `step` (fills and every other book outcome): leaves once
+    /// `released[A] ≥ need_a` and `released[B] ≥ need_b`.
+    Step {
+        /// StepId.
+        step: u64,
+        /// need_A(step).
+        need_a: u64,
+        /// need_B(step).
+        need_b: u64,
+    },
+}
+
+/// One finished response packet.
+#[derive(Debug, Clone, Copy)]
+pub struct RespOut<'a> {
+    /// Session.
+    pub session: u32,
+    /// The request packet it answers (0: unsolicited).
+    pub echo_pkt_seq: u32,
+    /// The session's response number.
+    pub resp_seq: u64,
+    /// A resend (07 §9.5).
+    pub resend: bool,
+    /// Its gate.
+    pub gate: Gate,
+    /// The TX core of the session's client port (07 §4.1).
+    pub tx: u8,
+    /// The wire bytes, tag included.
+    pub bytes: &'a [u8],
+}
+
+/// Builds one response packet in a fixed buffer.
+#[derive(Debug)]
+pub struct RespBuilder {
+    buf: [u8; RESP_MAX_BYTES],
+    n: usize,
+}
+
+impl Default for RespBuilder {
+    fn default() -> Self {
+        RespBuilder {
+            buf: [0; RESP_MAX_BYTES],
+            n: 0,
+        }
+    }
+}
+
+impl RespBuilder {
+    /// Start a response (clears any previous one).
+    pub fn start(&mut self, session: u32, echo_pkt_seq: u32) {
+        self.buf[..RESP_HDR_BYTES].fill(0);
+        self.buf[0..4].copy_from_slice(&session.to_le_bytes());
+        self.buf[4..8].copy_from_slice(&echo_pkt_seq.to_le_bytes());
+        self.n = 0;
+    }
+
+    /// Records so far.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// No record yet.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Full (40 records).
+    pub fn is_full(&self) -> bool {
+        self.n == RESP_MAX_RECORDS
+    }
+
+    /// Add a record. The caller keeps `len() < 40` and builds only valid records (the engine
+    /// makes every record it sends from checked values); an invalid one is skipped and
+    /// reported false.
+    pub fn push(&mut self, r: &Record) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let Ok(b) = r.to_bytes() else {
+            return false;
+        };
+        let off = RESP_HDR_BYTES + self.n * RESP_RECORD_BYTES;
+        self.buf[off..off + RESP_RECORD_BYTES].copy_from_slice(&b);
+        self.n += 1;
+        true
+    }
+
+    /// Finish with `resp_seq` and the tag under `k_out`; returns the wire bytes.
+    pub fn finish(&mut self, resp_seq: u64, k_out: &SipKey) -> &[u8] {
+        self.buf[8..16].copy_from_slice(&resp_seq.to_le_bytes());
+        self.buf[16] = self.n as u8;
+        self.buf[17] = 0;
+        let body = RESP_HDR_BYTES + self.n * RESP_RECORD_BYTES;
+        let tag = siphash128(k_out, &self.buf[..body]);
+        self.buf[body..body + RESP_TAG_BYTES].copy_from_slice(&tag);
+        &self.buf[..body + RESP_TAG_BYTES]
+    }
+}
+
+/// Copy `stored` into `out` as a resend: `flags.resend` set and the tag recomputed.
+pub fn as_resend<'a>(stored: &[u8], k_out: &SipKey, out: &'a mut [u8; RESP_MAX_BYTES]) -> &'a [u8] {
+    let n = stored.len();
+    out[..n].copy_from_slice(stored);
+    out[17] = RESP_FLAG_RESEND;
+    let body = n - RESP_TAG_BYTES;
+    let tag = siphash128(k_out, &out[..body]);
+    out[body..n].copy_from_slice(&tag);
+    &out[..n]
+}
+
+const NONE: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    off: u32,
+    len: u16,
+    slot: u16,
+    pkt_seq: u32,
+    /// Global index of the previous live entry with the same (slot, pkt_seq), or NONE.
+    prev: u64,
+}
+
+type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+/// The lane's hot response ring (01 §14.6's 8 s ring, sized in bytes here): every response the
+/// lane produced, oldest evicted first, found again by `(slot, echo_pkt_seq)` for a resend.
+#[derive(Debug)]
+pub struct HotRing {
+    arena: Vec<u8>,
+    entries: Vec<Entry>,
+    head: u64,
+    tail: u64,
+    write: usize,
+    index: HashMap<(u16, u32), u64, FixedState>,
+    /// Per slot: pkt_seqs below this are no longer resendable (their responses were evicted).
+    floor: Vec<u32>,
+}
+
+/// Shortest response (one record) — bounds how many entries the arena can hold.
+const RESP_MIN_BYTES: usize = RESP_HDR_BYTES + RESP_RECORD_BYTES + RESP_TAG_BYTES;
+
+impl HotRing {
+    /// A ring of `bytes` bytes for a lane with `slots` session slots.
+    pub fn new(bytes: usize, slots: usize) -> Self {
+        let bytes = bytes.max(RESP_MAX_BYTES * 2);
+        let n = bytes / RESP_MIN_BYTES + 1;
+        HotRing {
+            arena: vec![0; bytes],
+            entries: vec![
+                Entry {
+                    off: 0,
+                    len: 0,
+                    slot: 0,
+                    pkt_seq: 0,
+                    prev: NONE,
+                };
+                n
+            ],
+            head: 0,
+            tail: 0,
+            write: 0,
+            index: HashMap::with_capacity_and_hasher(n, FixedState::default()),
+            floor: vec![0; slots],
+        }
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        (self.head - self.tail) as usize
+    }
+
+    /// Nothing held.
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// The oldest pkt_seq of `slot` whose responses may still be held (those below were evicted).
+    pub fn floor(&self, slot: u16) -> u32 {
+        self.floor.get(slot as usize).copied().unwrap_or(0)
+    }
+
+    fn evict_one(&mut self) {
+        let n = self.entries.len() as u64;
+        let e = self.entries[(self.tail % n) as usize];
+        let key = (e.slot, e.pkt_seq);
+        if self.index.get(&key) == Some(&self.tail) {
+            self.index.remove(&key);
+        }
+        if let Some(f) = self.floor.get_mut(e.slot as usize) {
+            *f = (*f).max(e.pkt_seq.saturating_add(1));
+        }
+        self.tail += 1;
+    }
+
+    /// Keep a response of `(slot, pkt_seq)` (`pkt_seq` 0: unsolicited, kept for order only).
+    pub fn push(&mut self, slot: u16, pkt_seq: u32, bytes: &[u8]) {
+        let len = bytes.len();
+        debug_assert!(len <= RESP_MAX_BYTES);
+        let n = self.entries.len() as u64;
+        if self.write + len > self.arena.len() {
+            // Wrap: every entry at or past the old write point is from the previous lap and
+            // the oldest held; they go first.
+            let old = self.write;
+            while self.tail < self.head
+                && self.entries[(self.tail % n) as usize].off as usize >= old
+            {
+                self.evict_one();
+            }
+            self.write = 0;
+        }
+        let (lo, hi) = (self.write, self.write + len);
+        while self.tail < self.head {
+            let e = self.entries[(self.tail % n) as usize];
+            let (eo, eh) = (e.off as usize, e.off as usize + e.len as usize);
+            if self.head - self.tail >= n || (eo < hi && lo < eh) {
+                self.evict_one();
+            } else {
+                break;
+            }
+        }
+        self.arena[lo..hi].copy_from_slice(bytes);
+        let key = (slot, pkt_seq);
+        let prev = self.index.get(&key).copied().unwrap_or(NONE);
+        self.entries[(self.head % n) as usize] = Entry {
+            off: lo as u32,
+            len: len as u16,
+            slot,
+            pkt_seq,
+            prev,
+        };
+        self.index.insert(key, self.head);
+        self.head += 1;
+        self.write = hi;
+    }
+
+    /// Every held response of `(slot, pkt_seq)`, newest first, into `f` (a client orders
+    /// resends by `resp_seq`). Returns how many.
+    pub fn find(&self, slot: u16, pkt_seq: u32, mut f: impl FnMut(&[u8])) -> usize {
+        let n = self.entries.len() as u64;
+        let Some(&newest) = self.index.get(&(slot, pkt_seq)) else {
+            return 0;
+        };
+        let mut k = 0;
+        let mut i = newest;
+        while i != NONE && i >= self.tail {
+            let e = self.entries[(i % n) as usize];
+            f(&self.arena[e.off as usize..e.off as usize + e.len as usize]);
+            k += 1;
+            i = e.prev;
+        }
+        k
+    }
+}
