@@ -22,8 +22,12 @@ pub const MAX_DESTS: usize = MAX_MEMBERS;
 /// Most data frames one `DataFetch::Range` is answered with; the rest of the range is
 /// ignored and counted (project bound: 64 frames ≈ 576 kB of answer per request).
 pub const FETCH_RANGE_MAX: u64 = 64;
-/// Bytes one ring slot takes: a 40-byte descriptor and room for the longest request (208 B).
+/// Bytes one ring slot takes: a 40-byte descriptor and room for the longest request (192 B).
 pub const RING_SLOT_BYTES: u64 = 40 + REQ_MAX_LEN as u64;
+/// Bytes of one frame-log entry (one per ring slot: a frame holds at least one packet).
+pub const FRAME_LOG_BYTES: u64 = 32;
+/// Bytes of one index entry (`key u64`, `ring seq u64`).
+pub const INDEX_ENTRY_BYTES: u64 = 16;
 
 /// One client session this box can verify (missing-chapters §2: keys come from the home's
 /// config file in v1).
@@ -80,9 +84,18 @@ impl RingConfig {
         self.pkts_per_s.saturating_mul(self.seconds)
     }
 
-    /// Bytes the ring takes: `capacity × RING_SLOT_BYTES`.
+    /// Bytes the ring and its tables take: `capacity × (RING_SLOT_BYTES + FRAME_LOG_BYTES)`
+    /// plus two indexes of `2 × capacity` entries (rounded up to a power of two) of
+    /// `INDEX_ENTRY_BYTES` each.
     pub fn bytes(&self) -> u64 {
-        self.capacity().saturating_mul(RING_SLOT_BYTES)
+        let cap = self.capacity();
+        let index = cap
+            .saturating_mul(2)
+            .checked_next_power_of_two()
+            .unwrap_or(u64::MAX)
+            .max(16);
+        cap.saturating_mul(RING_SLOT_BYTES + FRAME_LOG_BYTES)
+            .saturating_add(index.saturating_mul(2 * INDEX_ENTRY_BYTES))
     }
 }
 

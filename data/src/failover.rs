@@ -160,20 +160,21 @@ impl Failover {
         None
     }
 
-    /// Whether `from` is on the home chain of a session homed on `home` (its home, or a backup
-    /// that took over from a down box).
+    /// Whether `from` is on the home chain of a session homed on `home`: `home` itself or a
+    /// down box after it in facility order before the first live one (each such box served
+    /// the session after the one before it went down).
     fn on_chain(&self, home: u8, from: u8) -> bool {
-        let mut h = home;
-        for _ in 0..self.boxes.len() {
-            if h == from {
+        let Some(pos) = self.boxes.iter().position(|&b| b == home) else {
+            return false;
+        };
+        let n = self.boxes.len();
+        for k in 0..n {
+            let b = self.boxes[(pos + k) % n];
+            if b == from {
                 return true;
             }
-            if !self.down[h as usize] {
+            if !self.down[b as usize] {
                 return false;
-            }
-            match self.backup(h) {
-                Some(b) => h = b,
-                None => return false,
             }
         }
         false

@@ -72,6 +72,8 @@ struct LogEntry {
     book: u16,
 }
 
+const _: () = assert!(core::mem::size_of::<LogEntry>() as u64 == crate::config::FRAME_LOG_BYTES);
+
 /// A frame as the log remembers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoggedFrame {

@@ -232,7 +232,7 @@ impl Mac {
 
 /// Full hash (07 §5.2 step 4, missing-chapters §2): BLAKE3-256 over bytes `0..16+16n` with the
 /// tag excluded and byte 3 (flags) read as 0. One stack copy, then the one-shot `blake3::hash`
-/// (cheaper than three `Hasher::update` calls for a 48–208 byte packet). `pkt` must have
+/// (cheaper than three `Hasher::update` calls for a 48–192 byte packet). `pkt` must have
 /// passed [`Parse`]; a shorter slice hashes whatever bytes it has.
 #[inline]
 pub fn full_hash(pkt: &[u8]) -> Hash {

@@ -26,6 +26,9 @@ use vyrn_wire::msg::client::REQ_MAX_LEN;
 
 use crate::ingest::mix;
 
+const _: () = assert!(core::mem::size_of::<Slot>() as u64 == crate::config::RING_SLOT_BYTES);
+const _: () = assert!(core::mem::size_of::<Entry>() as u64 == crate::config::INDEX_ENTRY_BYTES);
+
 /// Entries an index probes per insert or lookup.
 pub const PROBE: usize = 16;
 
@@ -43,7 +46,7 @@ pub struct Slot {
     pub session: u32,
     /// `pkt_seq`.
     pub pkt_seq: u32,
-    /// Packet length, 48..=208.
+    /// Packet length, 48..=192.
     pub len: u16,
     /// The packet as received (tag included).
     pub bytes: [u8; REQ_MAX_LEN],
@@ -150,7 +153,7 @@ impl Ring {
         (s.seq == seq).then_some(s)
     }
 
-    /// Write a packet (≤ 208 bytes; longer input is cut, which parse never lets through).
+    /// Write a packet (≤ 192 bytes; longer input is cut, which parse never lets through).
     /// Returns its sequence number and whether a live packet was overwritten.
     #[inline]
     pub fn push(&mut self, pkt: &[u8], session: u32, pkt_seq: u32, pkt_hash: u64) -> (u64, bool) {

@@ -1,0 +1,183 @@
+//! 07 §5.7 through the driver: replicas' `DataDown` votes, the deterministic backup home, and
+//! `DataRedirect` relayed to the affected session's client as a tagged response record.
+
+mod common;
+
+use common::*;
+use vyrn_data::failover::RELAY_RESP_SEQ;
+use vyrn_data::{DataBox, Driver};
+use vyrn_nic::mem::MemPort;
+use vyrn_nic::{Port, RxBatch};
+use vyrn_wire::msg::client::{Record, Response};
+use vyrn_wire::msg::ctrl::{DataDown, DataRedirect};
+
+struct Net {
+    driver: Driver<MemPort>,
+    client: MemPort,
+    replicas: Vec<MemPort>,
+}
+
+fn net() -> Net {
+    // Sessions 100..108; session 100+i is homed on BOXES[i % 4] = [3, 1, 4, 2][i % 4].
+    let cfg = config(8, 1024);
+    let b = DataBox::new(&cfg).unwrap();
+    let (client, box_clients) = MemPort::pair(1024, 9216);
+    let (box_seq, _seq) = MemPort::pair(1024, 9216);
+    let mut dests = Vec::new();
+    let mut replicas = Vec::new();
+    for _ in 0..cfg.dests.len() {
+        let (a, r) = MemPort::pair(1024, 9216);
+        dests.push(a);
+        replicas.push(r);
+    }
+    Net {
+        driver: Driver::new(b, box_clients, box_seq, dests, 32).unwrap(),
+        client,
+        replicas,
+    }
+}
+
+fn send(port: &mut MemPort, msg: &[u8]) {
+    assert_eq!(port.send_batch(&[vyrn_nic::TxPacket::new(msg)]).unwrap(), 1);
+}
+
+fn responses(client: &mut MemPort, session: u32) -> Vec<Response> {
+    let mut rx = RxBatch::new(64, 9216);
+    let mut v = Vec::new();
+    while client.recv_batch(&mut rx).unwrap() > 0 {
+        for p in rx.iter() {
+            v.push(Response::parse(p.data, &k_out(session)).expect("tagged under K_out"));
+        }
+    }
+    v
+}
+
+#[test]
+fn data_down_then_redirect_relayed() {
+    let mut n = net();
+    let mut now = 1_000;
+    // Session 102 is homed on box 4; the client has sent copies, so the box knows it.
+    send_all(&mut n.client, &[packet(102, 1, 1, 1, false)]);
+    n.driver.poll(now);
+    // Box 4 goes silent: voters R1, R2 and the standby vote; not yet Q = 3 voters.
+    let down = DataDown { d: 4 }.to_bytes().unwrap();
+    for r in [0, 1, 4] {
+        send(&mut n.replicas[r], &down);
+    }
+    now += 1_000;
+    n.driver.poll(now);
+    assert!(!n.driver.databox.failover().is_down(4));
+    send(&mut n.replicas[3], &down);
+    now += 1_000;
+    n.driver.poll(now);
+    assert!(n.driver.databox.failover().is_down(4));
+    // Facility order 3, 1, 4, 2: the backup of 4 is 2.
+    assert_eq!(n.driver.databox.failover().backup(4), Some(2));
+    assert_eq!(n.driver.databox.failover().serving(4), Some(2));
+
+    // Replicas compute resend_from and send the redirect; R1 first.
+    let red = |to: u8, session: u32, resend_from: u32| {
+        DataRedirect {
+            from: 4,
+            to,
+            session,
+            resend_from,
+        }
+        .to_bytes()
+        .unwrap()
+    };
+    send(&mut n.replicas[0], &red(2, 102, 17));
+    // R2 says the same with a higher resend_from: not relayed again.
+    send(&mut n.replicas[1], &red(2, 102, 18));
+    // A wrong backup, a session not homed on 4, an unknown session: refused.
+    send(&mut n.replicas[1], &red(3, 102, 17));
+    send(&mut n.replicas[1], &red(2, 101, 17));
+    send(&mut n.replicas[1], &red(2, 999, 17));
+    // Session 106 is homed on 4 too but never sent a copy: no address.
+    send(&mut n.replicas[1], &red(2, 106, 1));
+    now += 1_000;
+    n.driver.poll(now);
+    // R3 knows less: resend_from 12 is lower, so the client must hear it.
+    send(&mut n.replicas[2], &red(2, 102, 12));
+    now += 1_000;
+    n.driver.poll(now);
+
+    let got = responses(&mut n.client, 102);
+    let recs: Vec<(u32, u64, Record)> = got
+        .iter()
+        .map(|r| {
+            assert_eq!(r.records.len(), 1);
+            (r.echo_pkt_seq, r.resp_seq, r.records[0])
+        })
+        .collect();
+    let want = |resend_from| {
+        (
+            0,
+            RELAY_RESP_SEQ,
+            Record::DataRedirect {
+                from: 4,
+                to: 2,
+                resend_from,
+            },
+        )
+    };
+    assert_eq!(recs, vec![want(17), want(12)]);
+    let c = n.driver.databox.counters();
+    assert_eq!(c.data_down_votes, 4);
+    assert_eq!(c.data_down_effective, 1);
+    assert_eq!(c.data_down_self, 0);
+    assert_eq!(c.redirects_relayed, 2);
+    assert_eq!(c.redirects_dup, 1);
+    assert_eq!(c.redirects_refused, 3);
+    assert_eq!(c.redirects_no_addr, 1);
+}
+
+#[test]
+fn this_box_voted_down_is_an_alarm_and_keeps_serving() {
+    let mut n = net();
+    let down = DataDown { d: INDEX }.to_bytes().unwrap();
+    for r in 0..3 {
+        send(&mut n.replicas[r], &down);
+    }
+    n.driver.poll(1_000);
+    assert_eq!(n.driver.databox.counters().data_down_self, 1);
+    send_all(&mut n.client, &[packet(100, 1, 1, 1, false)]);
+    n.driver.poll(2_000);
+    assert_eq!(n.driver.databox.counters().stored, 1);
+}
+
+#[test]
+fn chained_failover_redirect() {
+    let mut n = net();
+    send_all(&mut n.client, &[packet(102, 1, 1, 1, false)]);
+    n.driver.poll(1_000);
+    // Box 4 down, then its backup 2 down too: the session moves 4 → 2 → 3.
+    for d in [4u8, 2] {
+        let m = DataDown { d }.to_bytes().unwrap();
+        for r in 0..3 {
+            send(&mut n.replicas[r], &m);
+        }
+    }
+    n.driver.poll(2_000);
+    assert_eq!(n.driver.databox.failover().serving(4), Some(3));
+    let m = DataRedirect {
+        from: 2,
+        to: 3,
+        session: 102,
+        resend_from: 40,
+    }
+    .to_bytes()
+    .unwrap();
+    send(&mut n.replicas[0], &m);
+    n.driver.poll(3_000);
+    let got = responses(&mut n.client, 102);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].records[0],
+        Record::DataRedirect {
+            from: 2,
+            to: 3,
+            resend_from: 40
+        }
+    );
+}
