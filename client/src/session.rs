@@ -377,13 +377,6 @@ impl Order {
             || self.view.filled == self.view.qty
     }
 
-    /// Every unit of quantity is accounted for by a record: filled, out, rejected or shed.
-    fn accounted(&self) -> bool {
-        self.rejected
-            || self.busy
-            || self.view.filled as u64 + self.out_qty as u64 == self.view.qty as u64
-    }
-
     /// Add `[lo, hi)`; `Err(true)` for an exact repeat, `Err(false)` for a partial overlap.
     fn take(&mut self, lo: u32, hi: u32) -> Result<(), bool> {
         for &(a, b) in &self.cover {
@@ -412,15 +405,22 @@ impl Order {
 /// Window of `resp_seq` values tracked above the contiguous prefix.
 const RESP_WINDOW: u64 = 4096;
 
+/// Most hole checkpoints kept; past it, the newest checkpoint absorbs new holes.
+const HOLES_MAX: usize = 1024;
+
 /// `resp_seq` bookkeeping: every value ≤ `contig` was received (or given up); a bitmap covers
-/// `(contig, contig + RESP_WINDOW]`.
+/// `(contig, contig + RESP_WINDOW]`. Each time a new hole opens (a value arrives more than one
+/// above the highest so far), a checkpoint `(now, value − 1)` is kept: when it is older than
+/// the give-up time, everything up to `value − 1` still missing is given up.
 #[derive(Debug)]
 struct RespTrack {
     contig: u64,
     max_seen: u64,
     bits: Box<[u64; (RESP_WINDOW / 64) as usize]>,
-    gap_since: Option<u64>,
-    gap_resent: bool,
+    holes: VecDeque<(u64, u64)>,
+    /// When to resend for the open holes next, and the backoff interval.
+    next_attempt: Option<u64>,
+    interval: u64,
 }
 
 impl RespTrack {
@@ -429,8 +429,9 @@ impl RespTrack {
             contig: 0,
             max_seen: 0,
             bits: Box::new([0; (RESP_WINDOW / 64) as usize]),
-            gap_since: None,
-            gap_resent: false,
+            holes: VecDeque::with_capacity(HOLES_MAX),
+            next_attempt: None,
+            interval: 0,
         }
     }
     fn bit(&self, r: u64) -> bool {
@@ -448,7 +449,10 @@ impl RespTrack {
     fn seen(&self, r: u64) -> bool {
         r <= self.contig || (r <= self.contig + RESP_WINDOW && self.bit(r))
     }
-    /// Skip holes up to `upto` (exclusive of received ones); returns the lost ranges.
+    fn has_gap(&self) -> bool {
+        self.contig < self.max_seen
+    }
+    /// Skip holes up to `upto`; reports each missing range.
     fn advance_to(&mut self, upto: u64, lost: &mut impl FnMut(u64, u64)) {
         let mut hole: Option<u64> = None;
         while self.contig < upto {
@@ -468,33 +472,52 @@ impl RespTrack {
         }
         self.absorb();
     }
-    /// Move `contig` over every received value right above it.
+    /// Move `contig` over every received value right above it; drop settled checkpoints.
     fn absorb(&mut self) {
         while self.contig < self.max_seen && self.bit(self.contig + 1) {
             self.contig += 1;
             let c = self.contig;
             self.set(c, false);
         }
+        while self
+            .holes
+            .front()
+            .is_some_and(|&(_, upto)| upto <= self.contig)
+        {
+            self.holes.pop_front();
+        }
+        if !self.has_gap() {
+            self.next_attempt = None;
+        }
     }
-    /// Record `r` (not seen before). Returns the ranges given up to make room.
-    fn insert(&mut self, r: u64, now: u64, lost: &mut impl FnMut(u64, u64)) {
+    /// Record `r` (not seen before). Returns true when it opened a new hole.
+    fn insert(&mut self, r: u64, now: u64, lost: &mut impl FnMut(u64, u64)) -> bool {
         if r > self.contig + RESP_WINDOW {
             self.advance_to(r - RESP_WINDOW, lost);
         }
+        let new_hole = r > self.max_seen.max(self.contig) + 1;
         self.set(r, true);
         self.max_seen = self.max_seen.max(r);
-        self.absorb();
-        self.update_gap(now);
-    }
-    fn update_gap(&mut self, now: u64) {
-        if self.contig < self.max_seen {
-            if self.gap_since.is_none() {
-                self.gap_since = Some(now);
-                self.gap_resent = false;
+        if new_hole {
+            if self.holes.len() == HOLES_MAX {
+                self.holes.back_mut().expect("full").1 = r - 1;
+            } else {
+                self.holes.push_back((now, r - 1));
             }
-        } else {
-            self.gap_since = None;
-            self.gap_resent = false;
+        }
+        self.absorb();
+        new_hole
+    }
+    /// Give up every hole whose checkpoint is `giveup_ns` old.
+    fn give_up(&mut self, now: u64, giveup_ns: u64, lost: &mut impl FnMut(u64, u64)) {
+        while let Some(&(since, upto)) = self.holes.front() {
+            if now.saturating_sub(since) < giveup_ns {
+                break;
+            }
+            self.holes.pop_front();
+            if self.contig < upto {
+                self.advance_to(upto, lost);
+            }
         }
     }
 }
@@ -816,16 +839,12 @@ impl Session {
         self.retain.get(p).is_some_and(|s| !s.fully_answered())
     }
 
-    /// A New of packet `p` whose record stream may still be missing something: live, or
-    /// ended without the client being able to account for its whole quantity (a `CancelAck`
-    /// carries no quantity, so a fill lost before it would go unnoticed).
-    fn has_incomplete_order(&self, p: u32) -> bool {
-        let Some(s) = self.retain.get(p) else {
-            return false;
-        };
-        (0..s.count as usize).any(|i| {
-            s.kinds[i] != MsgType::Cancel
-                && self.orders.get(&s.tags[i]).is_some_and(|o| !o.accounted())
+    /// Packet `p` placed an order: later responses (maker fills, cancels) may echo it.
+    fn placed_orders(&self, p: u32) -> bool {
+        self.retain.get(p).is_some_and(|s| {
+            s.kinds[..s.count as usize]
+                .iter()
+                .any(|&k| k != MsgType::Cancel)
         })
     }
 
@@ -848,23 +867,26 @@ impl Session {
                 self.resend(p, PktCopy::Seq, now);
             }
         }
-        if let Some(since) = self.resp.gap_since {
-            let age = now.saturating_sub(since);
-            if age >= self.cfg.gap_giveup_ns {
-                let upto = self.resp.max_seen;
-                let mut lost = Vec::new();
-                self.resp.advance_to(upto, &mut |a, b| lost.push((a, b)));
-                for (first, last) in lost {
-                    self.counters.resp_lost += last - first + 1;
-                    self.events.push_back(Event::ResponsesLost { first, last });
-                }
-                self.resp.update_gap(now);
-            } else if age >= self.cfg.gap_resend_ns && !self.resp.gap_resent {
-                // A missing response may be an answer or a later (maker) fill of any order
-                // still live; a resend of its packet makes the sequencer resend its responses.
-                self.resp.gap_resent = true;
-                self.resend_where(0, now, |s, p| s.unanswered(p) || s.has_incomplete_order(p));
-            }
+        let mut lost = Vec::new();
+        self.resp
+            .give_up(now, self.cfg.gap_giveup_ns, &mut |a, b| lost.push((a, b)));
+        self.report_lost(lost);
+        if self.resp.next_attempt.is_some_and(|t| now >= t) {
+            // A missing response may be any response echoing a retained packet: an answer, or
+            // a later maker fill or cancel of an order it placed (the client cannot tell which
+            // from the hole). A resend makes the sequencer resend every response of the packet
+            // (07 §9.5 duplicate row). Retried with a doubling interval while holes stay open;
+            // losses are rare on the real network, so the burst is too.
+            self.resp.interval = self.resp.interval.saturating_mul(2);
+            self.resp.next_attempt = Some(now + self.resp.interval);
+            self.resend_where(0, now, |s, p| s.unanswered(p) || s.placed_orders(p));
+        }
+    }
+
+    fn report_lost(&mut self, lost: Vec<(u64, u64)>) {
+        for (first, last) in lost {
+            self.counters.resp_lost += last - first + 1;
+            self.events.push_back(Event::ResponsesLost { first, last });
         }
     }
 
@@ -947,16 +969,16 @@ impl Session {
             self.counters.rx_dup += 1;
             return;
         }
-        let before = self.resp.contig < self.resp.max_seen;
         let mut lost = Vec::new();
-        self.resp
+        let new_hole = self
+            .resp
             .insert(v.resp_seq, now, &mut |a, b| lost.push((a, b)));
-        for (first, last) in lost {
-            self.counters.resp_lost += last - first + 1;
-            self.events.push_back(Event::ResponsesLost { first, last });
-        }
-        if !before && self.resp.contig < self.resp.max_seen {
+        self.report_lost(lost);
+        if new_hole {
             self.counters.gaps += 1;
+            let first = now + self.cfg.gap_resend_ns;
+            self.resp.interval = self.cfg.gap_resend_ns;
+            self.resp.next_attempt = Some(self.resp.next_attempt.map_or(first, |t| t.min(first)));
         }
         self.counters.rx_ok += 1;
         if v.resend {
@@ -1378,20 +1400,25 @@ mod tests {
     fn resp_track_gaps_and_giveup() {
         let mut t = RespTrack::new();
         let mut lost = Vec::new();
-        t.insert(1, 0, &mut |a, b| lost.push((a, b)));
-        t.insert(3, 5, &mut |a, b| lost.push((a, b)));
-        assert_eq!((t.contig, t.gap_since), (1, Some(5)));
+        assert!(!t.insert(1, 0, &mut |a, b| lost.push((a, b))));
+        assert!(t.insert(3, 5, &mut |a, b| lost.push((a, b))));
+        assert_eq!((t.contig, t.has_gap()), (1, true));
         assert!(t.seen(3) && !t.seen(2));
-        t.insert(2, 6, &mut |a, b| lost.push((a, b)));
-        assert_eq!((t.contig, t.gap_since), (3, None));
-        t.insert(10, 7, &mut |a, b| lost.push((a, b)));
-        t.advance_to(10, &mut |a, b| lost.push((a, b)));
+        assert!(!t.insert(2, 6, &mut |a, b| lost.push((a, b))));
+        assert_eq!((t.contig, t.has_gap()), (3, false));
+        assert!(t.insert(10, 7, &mut |a, b| lost.push((a, b))));
+        assert!(t.insert(20, 50, &mut |a, b| lost.push((a, b))));
+        // Only the hole opened at 7 is old enough at 60 with a give-up time of 53.
+        t.give_up(60, 53, &mut |a, b| lost.push((a, b)));
         assert_eq!(lost, vec![(4, 9)]);
         assert_eq!(t.contig, 10);
+        t.give_up(103, 53, &mut |a, b| lost.push((a, b)));
+        assert_eq!(lost, vec![(4, 9), (11, 19)]);
+        assert_eq!((t.contig, t.has_gap()), (20, false));
         // Far ahead: the window slides and the skipped range is reported.
         lost.clear();
-        t.insert(10 + RESP_WINDOW + 5, 8, &mut |a, b| lost.push((a, b)));
-        assert_eq!(lost, vec![(11, 15)]);
-        assert!(t.seen(10 + RESP_WINDOW + 5));
+        t.insert(20 + RESP_WINDOW + 5, 8, &mut |a, b| lost.push((a, b)));
+        assert_eq!(lost, vec![(21, 25)]);
+        assert!(t.seen(20 + RESP_WINDOW + 5));
     }
 }

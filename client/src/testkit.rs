@@ -166,8 +166,9 @@ struct SeqSession {
     next_resp: u64,
     /// Hot ring: every response packet sent, by echoed pkt_seq: (resp_seq, records).
     hot: BTreeMap<u32, Vec<(u64, Vec<Record>)>>,
-    /// resp_seqs of unsolicited (watermark) packets, which no resend can recover.
-    unsolicited: Vec<u64>,
+    /// resp_seqs of packets that carry no execution fact (watermarks, `BAD_SEQ` rejects):
+    /// no resend recovers them, and losing them loses nothing but a hint.
+    factless: Vec<u64>,
     contacted: bool,
 }
 
@@ -256,7 +257,7 @@ impl SeqDouble {
                 last: 0,
                 next_resp: 1,
                 hot: BTreeMap::new(),
-                unsolicited: Vec::new(),
+                factless: Vec::new(),
                 contacted: false,
             },
         );
@@ -267,11 +268,22 @@ impl SeqDouble {
         self.sessions.get(&session).map_or(0, |s| s.last)
     }
 
-    /// The resp_seqs of `session`'s unsolicited packets (their loss cannot be repaired).
-    pub fn unsolicited(&self, session: u32) -> &[u64] {
+    /// The resp_seqs of `session`'s packets that carry no execution fact (watermarks and
+    /// `BAD_SEQ` rejects): the only ones whose loss the client may report without losing a fact.
+    pub fn factless(&self, session: u32) -> &[u64] {
         self.sessions
             .get(&session)
-            .map_or(&[], |s| s.unsolicited.as_slice())
+            .map_or(&[], |s| s.factless.as_slice())
+    }
+
+    /// The packet `session` got as `resp_seq`: (echoed pkt_seq, records), if stored.
+    pub fn find_resp(&self, session: u32, resp_seq: u64) -> Option<(u32, Vec<Record>)> {
+        let s = self.sessions.get(&session)?;
+        s.hot.iter().find_map(|(echo, v)| {
+            v.iter()
+                .find(|(r, _)| *r == resp_seq)
+                .map(|(_, recs)| (*echo, recs.clone()))
+        })
     }
 
     /// The newest step.
@@ -334,7 +346,7 @@ impl SeqDouble {
                     .or_default()
                     .push((resp_seq, chunk.to_vec()));
             } else {
-                s.unsolicited.push(resp_seq);
+                s.factless.push(resp_seq);
             }
         }
     }
@@ -398,7 +410,7 @@ impl SeqDouble {
                     detail: expect,
                     client_tag: 0,
                 }],
-                true,
+                false,
             );
             return;
         }
