@@ -99,8 +99,9 @@ counters! {
     fetch_range_frames,
     /// Frames of a range no longer in the ring: answered by an empty `FETCH_RESP`.
     fetch_range_gone,
-    /// Frames of a range beyond `FETCH_RANGE_MAX`, or not yet sent: not answered.
-    fetch_range_skipped,
+    /// Range requests not answered in full: frames beyond `FETCH_RANGE_MAX` per request, or
+    /// not sent yet, were left out (the replica asks again for what it still lacks).
+    fetch_range_clamped,
     /// `DataFetch::Key` requests.
     fetch_key_reqs,
     /// Key fetches answered with the packet.

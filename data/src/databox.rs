@@ -365,9 +365,10 @@ impl DataBox {
                 let last = self.fanout.last_data_seq();
                 let lo = lo.max(1);
                 let end = hi.min(last).min(lo.saturating_add(FETCH_RANGE_MAX - 1));
-                let asked = hi.saturating_sub(lo).saturating_add(1);
                 let served = if end >= lo { end - lo + 1 } else { 0 };
-                self.counters.fetch_range_skipped += asked.saturating_sub(served);
+                if end < hi {
+                    self.counters.fetch_range_clamped += 1;
+                }
                 for k in lo..lo + served {
                     let Some(id) = self.out.alloc(Class::Ctrl) else {
                         self.counters.fetch_out_full += 1;

@@ -333,3 +333,30 @@ fn config_errors_are_typed() {
     check(&|c| c.out_slots = 2, E::OutSlots(2));
     assert!(E::RingEmpty.to_string().contains("ring"));
 }
+
+/// Regression (fuzz, wire/fuzz/regressions/data_ingest): huge fetch ranges once overflowed a
+/// counter. A range is clamped to FETCH_RANGE_MAX frames and counted once per request.
+#[test]
+fn huge_fetch_ranges_are_clamped() {
+    let mut b = boxed();
+    let mut now = 0;
+    for q in 1..=3u32 {
+        now += 10_000;
+        b.on_packet(&packet(100, q, 1, 1, false), None, now)
+            .unwrap();
+        b.poll(now + 6_000);
+    }
+    let r = vyrn_wire::msg::ctrl::DataFetch::Range {
+        from: 0,
+        to: u64::MAX,
+    }
+    .to_bytes()
+    .unwrap();
+    for _ in 0..3 {
+        b.on_ctrl(1, &r, now).unwrap();
+    }
+    let c = b.counters();
+    assert_eq!(c.fetch_range_reqs, 3);
+    assert_eq!(c.fetch_range_clamped, 3);
+    assert_eq!(c.fetch_range_frames, 9, "frames 1..=3, three times");
+}
