@@ -82,8 +82,9 @@ pub fn measure<R>(name: &str, rounds: usize, ops: u64, mut round: impl FnMut() -
     std::hint::black_box(round());
     for _ in 0..rounds.max(1) {
         let t = Instant::now();
-        std::hint::black_box(round());
+        let out = std::hint::black_box(round());
         let ps = t.elapsed().as_nanos() as u64 * 1000 / ops.max(1);
+        drop(out); // freeing what the round built is not part of it
         h.record(ps.max(1)).expect("record");
     }
     let s = Stats {
@@ -110,8 +111,9 @@ pub fn measure_with_setup<T, R>(
     for _ in 0..rounds.max(1) {
         let state = setup();
         let t = Instant::now();
-        std::hint::black_box(round(state));
+        let out = std::hint::black_box(round(state));
         let ps = t.elapsed().as_nanos() as u64 * 1000 / ops.max(1);
+        drop(out); // freeing what the round built is not part of it
         h.record(ps.max(1)).expect("record");
     }
     let s = Stats {

@@ -17,6 +17,8 @@ pub trait EngineSink {
     fn record(&mut self, _rec: &PacketRecord, _enc: &[u8], _payload: &[u8]) {}
     /// A full hash (live only).
     fn hash(&mut self, _lane: u8, _first_lane_seq: u64, _full: &[u8; 32]) {}
+    /// An op a lane forwarded to the BBO core.
+    fn forward(&mut self, _f: &Fwd) {}
     /// A StepRecord (live: to be logged; replay: as executed).
     fn step(&mut self, _s: &StepOut<'_>) {}
     /// An event as a lane applies it (the fill stream).
@@ -43,6 +45,7 @@ impl<S: EngineSink> LaneSink for LaneAdapter<'_, S> {
         self.sink.hash(lane, first_lane_seq, full);
     }
     fn forward(&mut self, f: &Fwd) {
+        self.sink.forward(f);
         self.fwd.push_back(*f);
     }
     fn respond(&mut self, r: &RespOut<'_>) {
@@ -389,7 +392,6 @@ impl ReplayEngine {
             // Lanes: dependency 1 — a record runs once every event of steps ≤ its
             // fills_applied exists; and only as far as the next step's cut needs (so lane
             // state at a step boundary is exact).
-            let next_cut = self.steps.front().map(|s| s.cut.clone());
             for l in 0..self.lanes.len() {
                 if lane_mask & (1 << l) == 0 {
                     continue;
@@ -404,8 +406,7 @@ impl ReplayEngine {
                         break;
                     }
                     let last = rec.first_lane_seq + rec.count.max(1) as u64 - 1;
-                    let need = next_cut.as_ref().map_or(0, |c| c[l]);
-                    if until.is_some() && last > need {
+                    if until.is_some() && last > self.steps.front().map_or(0, |s| s.cut[l]) {
                         break;
                     }
                     let Some((rec, payload)) = self.recs[l].pop_front() else {
@@ -508,6 +509,8 @@ pub struct Capture {
     pub responses: HashMap<u32, Vec<(Vec<u8>, crate::resp::Gate)>>,
     /// Events per lane, in application order.
     pub events: Vec<Vec<LaneEvent>>,
+    /// Ops forwarded to the BBO core, in forwarding order.
+    pub forwards: Vec<Fwd>,
 }
 
 impl EngineSink for Capture {
@@ -517,6 +520,9 @@ impl EngineSink for Capture {
     }
     fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
         self.hashes.push((lane, first_lane_seq, *full));
+    }
+    fn forward(&mut self, f: &Fwd) {
+        self.forwards.push(*f);
     }
     fn step(&mut self, s: &StepOut<'_>) {
         self.steps.push(LoggedStep {

@@ -338,6 +338,40 @@ impl Lane {
         }
     }
 
+    /// Touch every table the lane preallocated, so the hot path takes no page fault (startup
+    /// work of a real box, 06: memory is faulted in before the lane goes live). Changes no
+    /// state.
+    pub fn prefault(&mut self) {
+        self.hot.prefault();
+        let cap = self.orders.capacity();
+        for i in 0..cap as u32 {
+            self.orders.insert(
+                (u16::MAX, i),
+                OrderInfo {
+                    pkt_seq: 0,
+                    msg_index: 0,
+                    side: Side::Buy,
+                    open: 0,
+                    acct: 0,
+                },
+            );
+        }
+        self.orders.retain(|k, _| k.0 != u16::MAX);
+        let cap = self.inflight.capacity() - self.inflight.len();
+        for _ in 0..cap {
+            self.inflight.push_back(InFlight {
+                lane_seq: 0,
+                slot: 0,
+                pkt_seq: 0,
+                msg_index: 0,
+                client_tag: 0,
+                kind: OpKind::Cancel,
+            });
+        }
+        let keep = self.inflight.len() - cap;
+        self.inflight.truncate(keep);
+    }
+
     /// Lane id.
     pub fn id(&self) -> u8 {
         self.id

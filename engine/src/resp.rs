@@ -193,6 +193,19 @@ impl HotRing {
         }
     }
 
+    /// Touch every page the ring owns (startup: no page fault on the hot path later).
+    pub fn prefault(&mut self) {
+        self.arena.fill(0);
+        for e in self.entries.iter_mut() {
+            e.prev = NONE;
+        }
+        let cap = self.entries.len();
+        for i in 0..cap as u32 {
+            self.index.insert((u16::MAX, i), 0);
+        }
+        self.index.clear();
+    }
+
     /// Entries held.
     pub fn len(&self) -> usize {
         (self.head - self.tail) as usize
