@@ -244,16 +244,14 @@ fn risk_and_lane_local_rejects_carry_their_details() {
         "gated on the packet's last LaneSeq"
     );
     // Exposure: 19 more buys of 1000 on the same account reach 20000; the next is refused.
-    let mut seq = 2;
-    for tag in 10..29 {
+    for (seq, tag) in (1..).zip(10..29) {
         e.submit(
             2,
             2,
-            &pkt(&c, 2, seq - 1, &[gtc(Side::Buy, 100, 1000, tag)]),
+            &pkt(&c, 2, seq, &[gtc(Side::Buy, 100, 1000, tag)]),
             &mut cap,
         )
         .unwrap();
-        seq += 1;
     }
     e.submit(
         3,
