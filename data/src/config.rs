@@ -85,15 +85,15 @@ impl RingConfig {
     }
 
     /// Bytes the ring and its tables take: `capacity × (RING_SLOT_BYTES + FRAME_LOG_BYTES)`
-    /// plus two indexes of `2 × capacity` entries (rounded up to a power of two) of
+    /// plus two indexes of `4 × capacity` entries (rounded up to a power of two) of
     /// `INDEX_ENTRY_BYTES` each.
     pub fn bytes(&self) -> u64 {
         let cap = self.capacity();
         let index = cap
-            .saturating_mul(2)
+            .saturating_mul(crate::store::INDEX_PER_SLOT as u64)
             .checked_next_power_of_two()
             .unwrap_or(u64::MAX)
-            .max(16);
+            .max(crate::store::PROBE as u64);
         cap.saturating_mul(RING_SLOT_BYTES + FRAME_LOG_BYTES)
             .saturating_add(index.saturating_mul(2 * INDEX_ENTRY_BYTES))
     }

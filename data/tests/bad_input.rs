@@ -323,8 +323,8 @@ fn config_errors_are_typed() {
     check(
         &|c| c.ring.max_bytes = 1000,
         E::RingTooLarge {
-            // 1024 × (232 + 32) + 2 × 2048 × 16
-            bytes: 1024 * 264 + 65536,
+            // 1024 × (232 + 32) + 2 × 4096 × 16
+            bytes: 1024 * 264 + 131072,
             max_bytes: 1000,
         },
     );
