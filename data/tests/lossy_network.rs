@@ -41,8 +41,8 @@ fn net(seed: u64, n_sessions: u32, ring: u64, lossy: bool) -> Net {
     for i in 0..cfg.dests.len() as u64 {
         let (b, r) = MemPort::pair(QCAP, MTU);
         // Box → replica: 10% loss, duplicates, reordering. Replica → box: 10% loss.
-        let mut loss = LossConfig::seeded(seed ^ (i + 1) * 0x1234);
-        let mut back = LossConfig::seeded(seed ^ (i + 1) * 0x9876);
+        let mut loss = LossConfig::seeded(seed ^ ((i + 1) * 0x1234));
+        let mut back = LossConfig::seeded(seed ^ ((i + 1) * 0x9876));
         if lossy {
             loss = loss.with_drop(0.1).with_dup(0.1).with_reorder(0.1, 2);
             back = back.with_drop(0.1);
@@ -63,7 +63,10 @@ fn net(seed: u64, n_sessions: u32, ring: u64, lossy: bool) -> Net {
 
 /// Drain what the box sent to the sequencer's control port: bad-MAC reports and conflicts with
 /// their evidence frames.
-fn seq_msgs(seq: &mut MemPort) -> (Vec<DataBadMac>, Vec<(CopyConflict, Vec<Vec<u8>>)>) {
+/// A `CopyConflict` and the packets of its evidence frame.
+type Conflict = (CopyConflict, Vec<Vec<u8>>);
+
+fn seq_msgs(seq: &mut MemPort) -> (Vec<DataBadMac>, Vec<Conflict>) {
     let mut rx = RxBatch::new(64, MTU);
     let mut bad = Vec::new();
     let mut conflicts = Vec::new();
