@@ -455,7 +455,10 @@ impl RespTrack {
     /// Skip holes up to `upto`; reports each missing range.
     fn advance_to(&mut self, upto: u64, lost: &mut impl FnMut(u64, u64)) {
         let mut hole: Option<u64> = None;
-        while self.contig < upto {
+        // Only `(contig, contig + RESP_WINDOW]` can hold received values: scan that part and
+        // jump over the rest, so a far `resp_seq` costs at most one window.
+        let scan_end = upto.min(self.contig + RESP_WINDOW);
+        while self.contig < scan_end {
             let r = self.contig + 1;
             if self.bit(r) {
                 self.set(r, false);
@@ -466,6 +469,10 @@ impl RespTrack {
                 hole = Some(r);
             }
             self.contig = r;
+        }
+        if self.contig < upto {
+            hole.get_or_insert(self.contig + 1);
+            self.contig = upto;
         }
         if let Some(h) = hole {
             lost(h, upto);
@@ -885,7 +892,7 @@ impl Session {
 
     fn report_lost(&mut self, lost: Vec<(u64, u64)>) {
         for (first, last) in lost {
-            self.counters.resp_lost += last - first + 1;
+            self.counters.resp_lost = self.counters.resp_lost.saturating_add(last - first + 1);
             self.events.push_back(Event::ResponsesLost { first, last });
         }
     }
@@ -1193,13 +1200,13 @@ impl Session {
             match f {
                 Fact::Durable { tag, step } => {
                     if let Some(o) = self.orders.get_mut(&tag) {
-                        o.view.fills_not_durable -= 1;
+                        o.view.fills_not_durable = o.view.fills_not_durable.saturating_sub(1);
                     }
                     self.events.push_back(Event::Durable { order: tag, step });
                 }
                 Fact::Final { tag, step, height } => {
                     if let Some(o) = self.orders.get_mut(&tag) {
-                        o.view.fills_not_final -= 1;
+                        o.view.fills_not_final = o.view.fills_not_final.saturating_sub(1);
                     }
                     self.events.push_back(Event::Final {
                         order: tag,
@@ -1281,8 +1288,14 @@ impl Session {
                     o.cancelled = true;
                     f
                 }
-                // A refused Cancel changes nothing on the order; its only record is the answer.
-                _ => !already_answered,
+                // A refused or shed Cancel changes nothing on the order; its only record is the
+                // answer.
+                ExecKind::Reject { .. } | ExecKind::Busy => !already_answered,
+                // Ack, Fill and Out name the New that placed an order, never a Cancel.
+                _ => {
+                    self.counters.rec_inconsistent += 1;
+                    return;
+                }
             }
         } else {
             match kind {
@@ -1339,8 +1352,8 @@ impl Session {
             let mut out = Vec::new();
             if !self.facts.add_fill(tag, step, &mut |f| out.push(f)) {
                 if let Some(o) = self.orders.get_mut(&tag) {
-                    o.view.fills_not_durable -= 1;
-                    o.view.fills_not_final -= 1;
+                    o.view.fills_not_durable = o.view.fills_not_durable.saturating_sub(1);
+                    o.view.fills_not_final = o.view.fills_not_final.saturating_sub(1);
                 }
             }
             self.apply_facts(out);
@@ -1420,5 +1433,15 @@ mod tests {
         t.insert(20 + RESP_WINDOW + 5, 8, &mut |a, b| lost.push((a, b)));
         assert_eq!(lost, vec![(21, 25)]);
         assert!(t.seen(20 + RESP_WINDOW + 5));
+        // A resp_seq near u64::MAX costs one window, not 2^64 steps.
+        lost.clear();
+        t.insert(u64::MAX - 1, 9, &mut |a, b| lost.push((a, b)));
+        assert_eq!(
+            lost,
+            vec![
+                (26, 20 + RESP_WINDOW + 4),
+                (21 + RESP_WINDOW + 5, u64::MAX - 1 - RESP_WINDOW)
+            ]
+        );
     }
 }
