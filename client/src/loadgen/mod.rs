@@ -1,1 +1,321 @@
-//! placeholder
+//! The load generator's core (issue 5 item 3): many sessions, an open-loop schedule, a seeded
+//! order mix, and latency histograms of request → answer, request → fill, fill → durable and
+//! fill → final. The binary that runs it against a sequencer box comes with that box; this
+//! module is driven by the caller's loop and clock:
+//!
+//! ```text
+//! loop {
+//!     now = clock();
+//!     gen.submit_due(now, &mut sessions);      // every packet whose intended time ≤ now
+//!     driver.pump(&mut sessions, now);         // send, receive, timers
+//!     gen.drain_events(now, &mut sessions);    // events → histograms and counts
+//!     if let Some(line) = gen.progress(now, &sessions) { println!("{line}"); }
+//! }
+//! ```
+
+pub mod mix;
+pub mod schedule;
+pub mod stats;
+
+use std::collections::HashMap;
+
+use crate::session::{Event, ExecKind, OrderId, OrderReq, Session, SubmitError};
+use mix::{Mix, OpKind, OrderGen, Prices};
+use schedule::OpenLoop;
+use stats::{progress_line, LatencyStats, Progress};
+
+/// Load generator configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadConfig {
+    /// Target messages per second, all sessions together.
+    pub msgs_per_s: u64,
+    /// Messages per request packet, 1..=10.
+    pub msgs_per_pkt: u8,
+    /// Seed of the order mix.
+    pub seed: u64,
+    /// The mix.
+    pub mix: Mix,
+    /// Prices and sizes.
+    pub prices: Prices,
+    /// Time of the first packet, ns on the caller's clock.
+    pub start_ns: u64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig {
+            msgs_per_s: 10_000,
+            msgs_per_pkt: 1,
+            seed: 1,
+            mix: Mix::default(),
+            prices: Prices::default(),
+            start_ns: 0,
+        }
+    }
+}
+
+/// Counts per message kind and outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadCounts {
+    /// Messages sent, by kind: resting GTC, crossing GTC, cancel, IOC.
+    pub sent: [u64; 4],
+    /// News answered.
+    pub answered: u64,
+    /// Fills received.
+    pub fills: u64,
+    /// Durable facts.
+    pub durable: u64,
+    /// Final facts.
+    pub fin: u64,
+    /// Submits refused by a session (the packet stays due and is retried).
+    pub refused: u64,
+}
+
+fn kind_index(k: OpKind) -> usize {
+    match k {
+        OpKind::RestingGtc => 0,
+        OpKind::CrossingGtc => 1,
+        OpKind::Cancel => 2,
+        OpKind::Ioc => 3,
+    }
+}
+
+/// One New the generator follows until it ends.
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    intended: u64,
+    placed: u32,
+    answered: bool,
+    filled: bool,
+}
+
+/// The load generator over a set of sessions (packets go round-robin over them).
+#[derive(Debug)]
+pub struct LoadGen {
+    cfg: LoadConfig,
+    gen: OrderGen,
+    sched: OpenLoop,
+    /// Live resting orders per session (cancel candidates).
+    live: Vec<Vec<OrderId>>,
+    /// News not yet ended.
+    orders: HashMap<(usize, OrderId), Track>,
+    /// Fills waiting for facts: receive time and fills at that step.
+    fill_rx: HashMap<(usize, OrderId, u64), (u64, u32, u32)>,
+    /// Latency histograms.
+    pub stats: LatencyStats,
+    /// Counts.
+    pub counts: LoadCounts,
+    next_progress_s: u64,
+    sent_at_last_line: u64,
+}
+
+impl LoadGen {
+    /// A generator for `n_sessions` sessions.
+    pub fn new(cfg: LoadConfig, n_sessions: usize) -> Self {
+        assert!(
+            (1..=10).contains(&cfg.msgs_per_pkt),
+            "1..=10 messages per packet"
+        );
+        assert!(n_sessions > 0);
+        let pkts_per_s = (cfg.msgs_per_s / cfg.msgs_per_pkt as u64).max(1);
+        LoadGen {
+            gen: OrderGen::new(cfg.seed, cfg.mix, cfg.prices),
+            sched: OpenLoop::new(cfg.start_ns, pkts_per_s),
+            live: vec![Vec::new(); n_sessions],
+            orders: HashMap::new(),
+            fill_rx: HashMap::new(),
+            stats: LatencyStats::default(),
+            counts: LoadCounts::default(),
+            next_progress_s: 1,
+            sent_at_last_line: 0,
+            cfg,
+        }
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &OpenLoop {
+        &self.sched
+    }
+
+    /// Cancels drawn with nothing to cancel (sent as resting GTCs).
+    pub fn cancel_fallbacks(&self) -> u64 {
+        self.gen.cancel_fallbacks
+    }
+
+    /// Submit every packet whose intended time is ≤ `now`. A session that refuses one
+    /// (retention or order table full) stops this round; the packet stays due, so the lag
+    /// shows in the schedule and the latencies.
+    pub fn submit_due(&mut self, now: u64, sessions: &mut [Session]) -> Result<(), SubmitError> {
+        while let Some((k, intended)) = self.sched.due(now) {
+            let i = (k % sessions.len() as u64) as usize;
+            let mut reqs = [OrderReq::Cancel { order: 0 }; 10];
+            let mut kinds = [OpKind::Cancel; 10];
+            let n = self.cfg.msgs_per_pkt as usize;
+            let mut cancelled = Vec::new();
+            for j in 0..n {
+                let (kind, r) = self.gen.next(&mut self.live[i]);
+                if let OrderReq::Cancel { order } = r {
+                    cancelled.push(order);
+                }
+                reqs[j] = r;
+                kinds[j] = kind;
+            }
+            match sessions[i].submit(now, &reqs[..n]) {
+                Ok(sub) => {
+                    for j in 0..n {
+                        self.counts.sent[kind_index(kinds[j])] += 1;
+                        let id = sub.orders[j];
+                        match kinds[j] {
+                            OpKind::Cancel => {}
+                            kind => {
+                                self.orders.insert(
+                                    (i, id),
+                                    Track {
+                                        intended,
+                                        placed: sub.pkt_seq,
+                                        answered: false,
+                                        filled: false,
+                                    },
+                                );
+                                if kind != OpKind::Ioc {
+                                    self.live[i].push(id);
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(SubmitError::RetentionFull) | Err(SubmitError::OrdersFull) => {
+                    self.counts.refused += 1;
+                    self.live[i].extend(cancelled);
+                    self.sched.undo();
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.live[i].extend(cancelled);
+                    self.sched.undo();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Take every session's events at `now` into the histograms and counts.
+    pub fn drain_events(&mut self, now: u64, sessions: &mut [Session]) {
+        for (i, s) in sessions.iter_mut().enumerate() {
+            while let Some(e) = s.poll_event() {
+                self.on_event(i, now, &e);
+            }
+        }
+    }
+
+    /// One event of session `i`, received at `now`.
+    pub fn on_event(&mut self, i: usize, now: u64, e: &Event) {
+        match *e {
+            Event::Exec(x) => {
+                let key = (i, x.order);
+                // Only records about the message that placed the order count as its answer;
+                // a Cancel's answer names the order too, from another packet.
+                let Some(o) = self.orders.get_mut(&key) else {
+                    if let ExecKind::Fill { .. } = x.kind {
+                        self.counts.fills += 1;
+                    }
+                    return;
+                };
+                let placing = o.placed == x.msg.pkt_seq;
+                if placing && !o.answered {
+                    o.answered = true;
+                    self.stats.req_ack.record(now.saturating_sub(o.intended));
+                    self.counts.answered += 1;
+                }
+                let end = match x.kind {
+                    ExecKind::Fill { step, leaves, .. } => {
+                        self.counts.fills += 1;
+                        if !o.filled {
+                            o.filled = true;
+                            self.stats.req_fill.record(now.saturating_sub(o.intended));
+                        }
+                        let f = self
+                            .fill_rx
+                            .entry((i, x.order, step))
+                            .or_insert((now, 0, 0));
+                        f.1 += 1;
+                        f.2 += 1;
+                        leaves == 0
+                    }
+                    ExecKind::Out { .. } | ExecKind::CancelAck => true,
+                    ExecKind::Reject { .. } | ExecKind::Busy => placing,
+                    ExecKind::Ack => false,
+                };
+                if end {
+                    self.retire(i, x.order);
+                }
+            }
+            Event::Durable { order, step } => {
+                self.counts.durable += 1;
+                if let Some(f) = self.fill_rx.get_mut(&(i, order, step)) {
+                    self.stats.fill_durable.record(now.saturating_sub(f.0));
+                    f.1 = f.1.saturating_sub(1);
+                }
+            }
+            Event::Final { order, step, .. } => {
+                self.counts.fin += 1;
+                let key = (i, order, step);
+                if let Some(f) = self.fill_rx.get_mut(&key) {
+                    self.stats.fill_final.record(now.saturating_sub(f.0));
+                    f.2 = f.2.saturating_sub(1);
+                    if f.2 == 0 {
+                        self.fill_rx.remove(&key);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn retire(&mut self, i: usize, order: OrderId) {
+        self.orders.remove(&(i, order));
+        if let Some(k) = self.live[i].iter().position(|&o| o == order) {
+            self.live[i].swap_remove(k);
+        }
+    }
+
+    /// The progress line, once per second of `now − start` (else `None`).
+    pub fn progress(&mut self, now: u64, sessions: &[Session]) -> Option<String> {
+        let elapsed = now.saturating_sub(self.cfg.start_ns);
+        if elapsed < self.next_progress_s * 1_000_000_000 {
+            return None;
+        }
+        let secs = elapsed / 1_000_000_000;
+        self.next_progress_s = secs + 1;
+        let sent: u64 = self.counts.sent.iter().sum();
+        let mut resends = 0;
+        let mut bad = 0;
+        for s in sessions {
+            let c = s.counters();
+            resends += c.resend_seq;
+            bad += c.rx_bad_tag
+                + c.rx_truncated
+                + c.rx_malformed
+                + c.rx_unknown_type
+                + c.rx_wrong_session
+                + c.rx_bad_echo;
+        }
+        let p = Progress {
+            elapsed_s: secs,
+            sent,
+            sent_last_s: sent - self.sent_at_last_line,
+            target_per_s: self.cfg.msgs_per_s,
+            lag_max_ns: self.sched.lag_max_ns,
+            answered: self.counts.answered,
+            fills: self.counts.fills,
+            durable: self.counts.durable,
+            fin: self.counts.fin,
+            resends,
+            bad,
+            refused: self.counts.refused,
+        };
+        self.sent_at_last_line = sent;
+        Some(progress_line(&p, &self.stats))
+    }
+}
