@@ -241,7 +241,11 @@ fn main() {
             "live engine, whole home (per msg)",
             r,
             msgs,
-            || (LiveEngine::new(c.clone()), NullSinks),
+            || {
+                let mut e = LiveEngine::new(c.clone());
+                e.prefault();
+                (e, NullSinks)
+            },
             |(mut e, mut s)| {
                 for (i, (ts, b)) in ins.iter().enumerate() {
                     let _ = e.submit(*ts, *ts, b, &mut s);
@@ -259,6 +263,7 @@ fn main() {
             msgs,
             || {
                 let mut r = ReplayEngine::new(c.clone());
+                r.prefault();
                 for (rec, p) in &cap.records {
                     r.push_record(*rec, p.clone()).expect("lane");
                 }

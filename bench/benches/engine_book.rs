@@ -42,6 +42,7 @@ fn main() {
                 side,
                 tick: 0,
                 qty: 0,
+                cookie: t as u64,
             }
         } else {
             if kind == OpKind::NewGtc {
@@ -55,6 +56,7 @@ fn main() {
                 side,
                 tick,
                 qty: 1 + rng.below(50) as u32,
+                cookie: i as u64,
             }
         };
         ops.push(o);

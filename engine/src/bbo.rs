@@ -10,10 +10,8 @@
 //! Hot path (one step): no allocation (event scratch and tables are sized at construction), no
 //! lock, no syscall. `bench/benches/engine_bbo.rs` measures it.
 
-use crate::book::{Book, BookReject, Event, Op};
+use crate::book::{Book, BookReject, Event, Op, Side};
 use crate::config::EngineConfig;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use vyrn_wire::consts::{N_LANES_MAX, SRC_NONE};
 use vyrn_wire::layout::Layout;
 use vyrn_wire::records::StepKind;
@@ -92,6 +90,10 @@ pub struct LaneEvent {
     pub session: u32,
     /// The order concerned (0 for lane-wide events).
     pub client_tag: u32,
+    /// The order's cookie (the lane's handle, [`crate::lane::cookie`]; 0 for lane-wide events).
+    pub cookie: u64,
+    /// The order's side (Buy for lane-wide events).
+    pub side: Side,
     /// What happened.
     pub what: Outcome,
 }
@@ -214,8 +216,6 @@ pub enum StepError {
     BadCut,
 }
 
-type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-
 /// Counters of the BBO core.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct BboCounters {
@@ -223,7 +223,7 @@ pub struct BboCounters {
     pub steps: [u64; 9],
     /// Trades.
     pub trades: u64,
-    /// Events whose session no lane serves (a config error).
+    /// Events whose cookie names no lane of this home (never expected).
     pub orphan_events: u64,
 }
 
@@ -237,7 +237,6 @@ pub struct Bbo {
     need: [u64; 2],
     halted: Option<u64>,
     sealed: bool,
-    route: HashMap<u32, u8, FixedState>,
     deadline: Option<u64>,
     control: Option<ControlReq>,
     scratch: Vec<Event>,
@@ -247,11 +246,6 @@ pub struct Bbo {
 impl Bbo {
     /// A BBO core for `cfg`, first step 1, every lane's cut 0.
     pub fn new(cfg: &EngineConfig) -> Self {
-        let mut route =
-            HashMap::with_capacity_and_hasher(cfg.sessions.len(), FixedState::default());
-        for s in &cfg.sessions {
-            route.insert(s.session, s.lane);
-        }
         Bbo {
             book: Book::new(cfg.book_cfg),
             layout: cfg.layout,
@@ -260,7 +254,6 @@ impl Bbo {
             need: [0; 2],
             halted: None,
             sealed: false,
-            route,
             deadline: cfg.bbo_deadline_ns,
             control: None,
             scratch: Vec::with_capacity(1024),
@@ -498,14 +491,17 @@ impl Bbo {
         });
         self.next_step += 1;
         self.counters.steps[s.kind as usize] += 1;
-        let ev = |session: u32, client_tag: u32, what: Outcome| LaneEvent {
-            step: s.step,
-            need_a,
-            need_b,
-            session,
-            client_tag,
-            what,
-        };
+        let ev =
+            |session: u32, client_tag: u32, cookie: u64, side: Side, what: Outcome| LaneEvent {
+                step: s.step,
+                need_a,
+                need_b,
+                session,
+                client_tag,
+                cookie,
+                side,
+                what,
+            };
         if let Some(what) = control {
             match what {
                 Outcome::Halt => self.halted = Some(s.step),
@@ -513,8 +509,8 @@ impl Bbo {
                 _ => self.sealed = true,
             }
             for l in 0..n as u8 {
-                sink.event(l, &ev(0, 0, what));
-                sink.event(l, &ev(0, 0, Outcome::End));
+                sink.event(l, &ev(0, 0, 0, Side::Buy, what));
+                sink.event(l, &ev(0, 0, 0, Side::Buy, Outcome::End));
             }
             return Ok(());
         }
@@ -522,10 +518,10 @@ impl Bbo {
             return Ok(()); // Idle
         };
         let src = f.lane;
-        let (sess, tag) = (f.op.session, f.op.client_tag);
+        let (sess, tag, ck, side) = (f.op.session, f.op.client_tag, f.op.cookie, f.op.side);
         let mut touched: u64 = 1 << src;
         match s.kind {
-            StepKind::Shed => sink.event(src, &ev(sess, tag, Outcome::Shed)),
+            StepKind::Shed => sink.event(src, &ev(sess, tag, ck, side, Outcome::Shed)),
             _ if self.halted.is_some() || self.sealed => {
                 if s.kind != StepKind::Improve {
                     return Err(StepError::KindMismatch {
@@ -533,7 +529,7 @@ impl Bbo {
                         computed: StepKind::Improve,
                     });
                 }
-                sink.event(src, &ev(sess, tag, Outcome::Halted));
+                sink.event(src, &ev(sess, tag, ck, side, Outcome::Halted));
             }
             _ => {
                 let computed = self.book.kind_of(&f.op);
@@ -548,74 +544,79 @@ impl Bbo {
                 let k = self.book.apply(s.step, &f.op, &mut |e| scratch.push(e));
                 debug_assert_eq!(k, computed);
                 for e in &scratch {
-                    let (session, client_tag, what) = match *e {
+                    let (session, client_tag, cookie, e_side, what) = match *e {
                         Event::Fill {
                             session,
                             client_tag,
+                            side,
                             price,
                             qty,
                             leaves,
                             maker,
+                            cookie,
                             ..
                         } => {
                             if !maker {
                                 self.counters.trades += 1;
                             }
-                            (
-                                session,
-                                client_tag,
-                                Outcome::Fill {
-                                    price,
-                                    qty,
-                                    leaves,
-                                    maker,
-                                },
-                            )
+                            let what = Outcome::Fill {
+                                price,
+                                qty,
+                                leaves,
+                                maker,
+                            };
+                            (session, client_tag, cookie, side, what)
                         }
                         Event::Rested {
                             session,
                             client_tag,
+                            cookie,
                             qty,
-                        } => (session, client_tag, Outcome::Rested { qty }),
+                        } => (session, client_tag, cookie, side, Outcome::Rested { qty }),
                         Event::Out {
                             session,
                             client_tag,
+                            cookie,
+                            side,
                             qty,
-                        } => (session, client_tag, Outcome::Out { qty }),
+                        } => (session, client_tag, cookie, side, Outcome::Out { qty }),
                         Event::Cancelled {
                             session,
                             client_tag,
+                            cookie,
+                            side,
                             qty,
-                        } => (session, client_tag, Outcome::Cancelled { qty }),
+                        } => (
+                            session,
+                            client_tag,
+                            cookie,
+                            side,
+                            Outcome::Cancelled { qty },
+                        ),
                         Event::Rejected {
                             session,
                             client_tag,
                             reason,
-                        } => (session, client_tag, Outcome::Rejected(reason)),
+                        } => (session, client_tag, ck, side, Outcome::Rejected(reason)),
                     };
-                    let lane = if session == sess {
-                        src
-                    } else {
-                        match self.route.get(&session) {
-                            Some(&l) => l,
-                            None => {
-                                self.counters.orphan_events += 1;
-                                continue;
-                            }
-                        }
-                    };
+                    // The cookie names the order's lane (crate::lane::cookie): no lookup.
+                    let lane = crate::lane::cookie_lane(cookie);
+                    if lane as usize >= n {
+                        self.counters.orphan_events += 1;
+                        continue;
+                    }
                     touched |= 1 << lane;
-                    sink.event(lane, &ev(session, client_tag, what));
+                    sink.event(lane, &ev(session, client_tag, cookie, e_side, what));
                 }
                 self.scratch = scratch;
             }
         }
-        sink.event(src, &ev(sess, tag, Outcome::Done));
+        sink.event(src, &ev(sess, tag, ck, side, Outcome::Done));
         let mut t = touched;
         while t != 0 {
             let l = t.trailing_zeros() as u8;
             t &= t - 1;
-            sink.event(l, &ev(0, 0, Outcome::End));
+            sink.event(l, &ev(0, 0, 0, Side::Buy, Outcome::End));
         }
         Ok(())
     }

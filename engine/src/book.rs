@@ -12,7 +12,6 @@
 //! planned refinement and the `bench` crate's book benchmark is the gate for it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
 
 use vyrn_wire::StepKind;
 
@@ -70,6 +69,9 @@ pub struct Op {
     pub tick: Tick,
     /// Quantity (0 for a Cancel).
     pub qty: Qty,
+    /// The lane's handle for the order (slot, packet, message), opaque to the book and returned
+    /// in every event about the order, so a lane keeps no per-order map.
+    pub cookie: u64,
 }
 
 /// Why the book refused an op.
@@ -108,6 +110,8 @@ pub enum Event {
         leaves: Qty,
         /// True for the resting (maker) side.
         maker: bool,
+        /// This side's order cookie.
+        cookie: u64,
     },
     /// A New's remainder rested in the book.
     Rested {
@@ -115,6 +119,8 @@ pub enum Event {
         session: u32,
         /// Order.
         client_tag: u32,
+        /// Order cookie.
+        cookie: u64,
         /// Resting quantity.
         qty: Qty,
     },
@@ -124,6 +130,10 @@ pub enum Event {
         session: u32,
         /// Order.
         client_tag: u32,
+        /// Order cookie.
+        cookie: u64,
+        /// Order side.
+        side: Side,
         /// Quantity that did not trade.
         qty: Qty,
     },
@@ -133,6 +143,10 @@ pub enum Event {
         session: u32,
         /// Order.
         client_tag: u32,
+        /// The cancelled order's cookie.
+        cookie: u64,
+        /// The cancelled order's side.
+        side: Side,
         /// Quantity that was open.
         qty: Qty,
     },
@@ -171,6 +185,7 @@ struct Order {
     tick: Tick,
     open: Qty,
     time: u64,
+    cookie: u64,
     prev: u32,
     next: u32,
 }
@@ -183,7 +198,7 @@ struct Level {
     orders: u32,
 }
 
-type FixedHasher = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+use crate::hash::SeededState as FixedHasher;
 
 /// A resting order as seen from outside (snapshots, tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +217,8 @@ pub struct RestingOrder {
     pub open: Qty,
     /// StepId that rested it.
     pub time: u64,
+    /// The lane's cookie.
+    pub cookie: u64,
 }
 
 /// The order book.
@@ -213,6 +230,9 @@ pub struct Book {
     asks: BTreeMap<Tick, Level>,
     index: HashMap<(u32, u32), u32, FixedHasher>,
     cfg: BookConfig,
+    /// Cached best bid and ask ticks (kept in step with the level maps), so the kind of a
+    /// step is known in O(1) before any fill.
+    top: (Option<Tick>, Option<Tick>),
 }
 
 impl Book {
@@ -222,6 +242,7 @@ impl Book {
         Book {
             orders: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
+            top: (None, None),
             bids: BTreeMap::new(),
             asks: BTreeMap::new(),
             index: HashMap::with_capacity_and_hasher(n, FixedHasher::default()),
@@ -266,6 +287,7 @@ impl Book {
             tick: o.tick,
             open: o.open,
             time: o.time,
+            cookie: o.cookie,
         }
     }
 
@@ -345,6 +367,7 @@ impl Book {
             side: o.side,
             tick: o.tick,
             qty: o.open,
+            cookie: o.cookie,
         };
         if self.kind_of(&op) == StepKind::Cross {
             return Err("resting order crosses the book");
@@ -365,11 +388,16 @@ impl Book {
         let Some(i) = self.index.remove(&(op.session, op.client_tag)) else {
             return Self::reject(op, BookReject::UnknownOrder, out);
         };
-        let qty = self.orders[i as usize].open;
+        let (qty, cookie, side) = {
+            let o = &self.orders[i as usize];
+            (o.open, o.cookie, o.side)
+        };
         self.unlink(i);
         out(Event::Cancelled {
             session: op.session,
             client_tag: op.client_tag,
+            cookie,
+            side,
             qty,
         });
     }
@@ -403,8 +431,8 @@ impl Book {
             m.open -= q;
             left -= q;
             traded = true;
-            let (m_open, m_session, m_account, m_tag, m_side) =
-                (m.open, m.session, m.account, m.client_tag, m.side);
+            let (m_open, m_session, m_account, m_tag, m_side, m_cookie) =
+                (m.open, m.session, m.account, m.client_tag, m.side, m.cookie);
             out(Event::Fill {
                 session: op.session,
                 account: op.account,
@@ -414,6 +442,7 @@ impl Book {
                 qty: q,
                 leaves: left,
                 maker: false,
+                cookie: op.cookie,
             });
             out(Event::Fill {
                 session: m_session,
@@ -424,6 +453,7 @@ impl Book {
                 qty: q,
                 leaves: m_open,
                 maker: true,
+                cookie: m_cookie,
             });
             if let Some(lvl) = self.side_mut(m_side).get_mut(&tick) {
                 lvl.qty -= q as u64;
@@ -438,6 +468,8 @@ impl Book {
                 OpKind::NewIoc => out(Event::Out {
                     session: op.session,
                     client_tag: op.client_tag,
+                    cookie: op.cookie,
+                    side: op.side,
                     qty: left,
                 }),
                 _ => {
@@ -446,6 +478,8 @@ impl Book {
                         out(Event::Out {
                             session: op.session,
                             client_tag: op.client_tag,
+                            cookie: op.cookie,
+                            side: op.side,
                             qty: left,
                         });
                         Self::reject(op, BookReject::BookFull, out);
@@ -454,6 +488,7 @@ impl Book {
                         out(Event::Rested {
                             session: op.session,
                             client_tag: op.client_tag,
+                            cookie: op.cookie,
                             qty: left,
                         });
                     }
@@ -483,6 +518,7 @@ impl Book {
             tick: op.tick,
             open: qty,
             time: step,
+            cookie: op.cookie,
             prev: NIL,
             next: NIL,
         };
@@ -497,6 +533,11 @@ impl Book {
             }
         };
         let (side, tick) = (op.side, op.tick);
+        match side {
+            Side::Buy if self.top.0.is_none_or(|t| tick > t) => self.top.0 = Some(tick),
+            Side::Sell if self.top.1.is_none_or(|t| tick < t) => self.top.1 = Some(tick),
+            _ => {}
+        }
         let lvl = self.side_mut(side).entry(tick).or_insert(Level {
             head: NIL,
             tail: NIL,
@@ -539,6 +580,15 @@ impl Book {
             lvl.qty -= o.open as u64;
             if lvl.orders == 0 {
                 levels.remove(&o.tick);
+                match o.side {
+                    Side::Buy if self.top.0 == Some(o.tick) => {
+                        self.top.0 = self.bids.last_key_value().map(|(&t, _)| t);
+                    }
+                    Side::Sell if self.top.1 == Some(o.tick) => {
+                        self.top.1 = self.asks.first_key_value().map(|(&t, _)| t);
+                    }
+                    _ => {}
+                }
             }
         }
         self.free.push(i);
@@ -547,6 +597,13 @@ impl Book {
     /// Check the book's internal invariants (tests): never crossed at rest, level totals equal
     /// their orders, FIFO links consistent, time priority within a level, index complete.
     pub fn check(&self) -> Result<(), String> {
+        let top = (
+            self.bids.last_key_value().map(|(&t, _)| t),
+            self.asks.first_key_value().map(|(&t, _)| t),
+        );
+        if top != self.top {
+            return Err(format!("cached top {:?} != levels {:?}", self.top, top));
+        }
         if let (Some((b, _)), Some((a, _))) = (self.best_bid(), self.best_ask()) {
             if b >= a {
                 return Err(format!("crossed at rest: bid {b} >= ask {a}"));

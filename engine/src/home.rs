@@ -106,7 +106,7 @@ pub struct LiveEngine {
     cut: CutCore,
     fwd: Vec<VecDeque<Fwd>>,
     events: Vec<VecDeque<LaneEvent>>,
-    route: HashMap<u32, u8>,
+    route: HashMap<u32, u8, crate::hash::SeededState>,
 }
 
 impl LiveEngine {
@@ -175,6 +175,16 @@ impl LiveEngine {
             fwd: &mut self.fwd[l],
         };
         self.lanes[l].on_packet(now, rx_ts, bytes, &mut ad)
+    }
+
+    /// Fault in every table (startup work; see [`Lane::prefault`]).
+    pub fn prefault(&mut self) {
+        for l in self.lanes.iter_mut() {
+            l.prefault();
+        }
+        for q in self.events.iter_mut() {
+            q.reserve(1 << 14);
+        }
     }
 
     /// Queue a control request (Halt, Resume, Seal); it is the next step.
@@ -335,6 +345,19 @@ impl ReplayEngine {
     /// The BBO core.
     pub fn bbo(&self) -> &Bbo {
         &self.bbo
+    }
+
+    /// Fault in every table (startup work; see [`Lane::prefault`]).
+    pub fn prefault(&mut self) {
+        for l in self.lanes.iter_mut() {
+            l.prefault();
+        }
+        for q in self.events.iter_mut() {
+            q.reserve(1 << 14);
+        }
+        for q in self.fwd.iter_mut() {
+            q.reserve(1 << 12);
+        }
     }
 
     /// Feed a decoded PacketRecord with its joined payload.

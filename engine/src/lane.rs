@@ -23,9 +23,8 @@
 use crate::bbo::{Fwd, LaneEvent, Outcome};
 use crate::book::{BookReject, Op, OpKind, Side};
 use crate::config::{AccountCfg, EngineConfig};
-use crate::resp::{as_resend, Gate, HotRing, RespBuilder, RespOut, RESP_MAX_BYTES};
+use crate::resp::{as_resend, Gate, HotRing, RespBuilder, RespOut, RESEND_WINDOW, RESP_MAX_BYTES};
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
 use vyrn_wire::consts::{MAX_SESSIONS_PER_LANE, REP_HASH_BATCH};
 use vyrn_wire::msg::client::{
     siphash128, MsgType, Record, RejectCode, ReqReject, Request, SipKey, MSG_INDEX_NONE,
@@ -33,7 +32,23 @@ use vyrn_wire::msg::client::{
 };
 use vyrn_wire::records::{encode_lane_op, LaneOp, LaneState, PacketRecord, PKT_ENC_MAX, PKT_SHED};
 
-type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+use crate::hash::SeededState as FixedState;
+
+/// The cookie a lane gives each order it forwards (opaque to the book, returned in every event
+/// about the order): lane u8 ‖ slot u16 ‖ pkt_seq u32 ‖ msg_index u8 — so neither the BBO core
+/// (routing) nor the lane (risk, responses) needs a per-order map.
+pub fn cookie(lane: u8, slot: u16, pkt_seq: u32, msg_index: u8) -> u64 {
+    (lane as u64) << 56 | ((slot as u64) & 0xFFFF) << 40 | (pkt_seq as u64) << 8 | msg_index as u64
+}
+
+/// The lane of a cookie.
+pub fn cookie_lane(c: u64) -> u8 {
+    (c >> 56) as u8
+}
+
+fn cookie_parts(c: u64) -> (u16, u32, u8) {
+    ((c >> 40) as u16, (c >> 8) as u32, c as u8)
+}
 
 /// Why a packet was dropped unlogged and unanswered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -163,21 +178,6 @@ pub struct Acct {
     pub open_orders: u32,
 }
 
-/// A working order as the lane sees it (forwarded, not yet known done).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OrderInfo {
-    /// The packet that placed it.
-    pub pkt_seq: u32,
-    /// Its message index in that packet.
-    pub msg_index: u8,
-    /// Side.
-    pub side: Side,
-    /// Open quantity as far as the lane knows.
-    pub open: u32,
-    /// Account index in the lane's table.
-    pub acct: u32,
-}
-
 /// An op forwarded and not yet stepped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InFlight {
@@ -193,6 +193,10 @@ pub struct InFlight {
     pub client_tag: u32,
     /// New or Cancel.
     pub kind: OpKind,
+    /// Side (a New's; Buy for a Cancel).
+    pub side: Side,
+    /// Quantity (a New's; 0 for a Cancel).
+    pub qty: u32,
 }
 
 const PEND_MAX: usize = 8;
@@ -233,7 +237,6 @@ pub struct Lane {
     sessions: Vec<Option<Sess>>,
     by_session: HashMap<u32, u16, FixedState>,
     accts: Vec<Acct>,
-    orders: HashMap<(u16, u32), OrderInfo, FixedState>,
     inflight: VecDeque<InFlight>,
     next_lane_seq: u64,
     applied: u64,
@@ -311,7 +314,6 @@ impl Lane {
             sessions,
             by_session,
             accts,
-            orders: HashMap::with_capacity_and_hasher(cfg.lane_max_orders, FixedState::default()),
             inflight: VecDeque::with_capacity(cfg.lane_max_orders),
             next_lane_seq: 1,
             applied: 0,
@@ -324,7 +326,10 @@ impl Lane {
             halted: None,
             sealed: false,
             deadline: cfg.lane_deadline_ns,
-            hot: HotRing::new(cfg.hot_ring_bytes, MAX_SESSIONS_PER_LANE),
+            hot: HotRing::new(
+                cfg.hot_ring_bytes,
+                &mine.iter().map(|s| s.slot).collect::<Vec<_>>(),
+            ),
             rb: RespBuilder::default(),
             resend_buf: Box::new([0; RESP_MAX_BYTES]),
             pend,
@@ -343,20 +348,6 @@ impl Lane {
     /// state.
     pub fn prefault(&mut self) {
         self.hot.prefault();
-        let cap = self.orders.capacity();
-        for i in 0..cap as u32 {
-            self.orders.insert(
-                (u16::MAX, i),
-                OrderInfo {
-                    pkt_seq: 0,
-                    msg_index: 0,
-                    side: Side::Buy,
-                    open: 0,
-                    acct: 0,
-                },
-            );
-        }
-        self.orders.retain(|k, _| k.0 != u16::MAX);
         let cap = self.inflight.capacity() - self.inflight.len();
         for _ in 0..cap {
             self.inflight.push_back(InFlight {
@@ -366,6 +357,8 @@ impl Lane {
                 msg_index: 0,
                 client_tag: 0,
                 kind: OpKind::Cancel,
+                side: Side::Buy,
+                qty: 0,
             });
         }
         let keep = self.inflight.len() - cap;
@@ -617,7 +610,8 @@ impl Lane {
             let a = &self.accts[sess.acct as usize];
             if kind != OpKind::Cancel {
                 // Risk (missing-chapters §3), in a fixed order so the first failing limit is
-                // the one reported.
+                // the one reported. Duplicate tags and unknown cancels are the book's to
+                // refuse (it holds the orders; the lane keeps no per-order map).
                 if msg.qty > a.cfg.max_order_qty {
                     let d = a.cfg.max_order_qty as u64;
                     self.reject(i as u8, RejectCode::RiskQty, d, client_tag);
@@ -637,44 +631,18 @@ impl Lane {
                     self.reject(i as u8, RejectCode::RiskExposure, d, client_tag);
                     continue;
                 }
-                if self.orders.contains_key(&(slot, client_tag)) {
-                    self.reject(
-                        i as u8,
-                        RejectCode::DuplicateTag,
-                        client_tag as u64,
-                        client_tag,
-                    );
-                    continue;
-                }
                 let a = &mut self.accts[sess.acct as usize];
                 a.open_orders += 1;
                 match side {
                     Side::Buy => a.open_buy += msg.qty as u64,
                     Side::Sell => a.open_sell += msg.qty as u64,
                 }
-                self.orders.insert(
-                    (slot, client_tag),
-                    OrderInfo {
-                        pkt_seq,
-                        msg_index: i as u8,
-                        side,
-                        open: msg.qty,
-                        acct: sess.acct,
-                    },
-                );
                 self.rb.push(&Record::Ack {
                     msg_index: i as u8,
                     client_tag,
                 });
-            } else if !self.orders.contains_key(&(slot, client_tag)) {
-                self.reject(
-                    i as u8,
-                    RejectCode::UnknownOrder,
-                    client_tag as u64,
-                    client_tag,
-                );
-                continue;
             }
+            let qty = if kind == OpKind::Cancel { 0 } else { msg.qty };
             self.inflight.push_back(InFlight {
                 lane_seq,
                 slot,
@@ -682,6 +650,8 @@ impl Lane {
                 msg_index: i as u8,
                 client_tag,
                 kind,
+                side,
+                qty,
             });
             self.counters.forwarded += 1;
             sink.forward(&Fwd {
@@ -691,11 +661,12 @@ impl Lane {
                 op: Op {
                     kind,
                     session,
-                    account: a_id(&self.accts[sess.acct as usize]),
+                    account: self.accts[sess.acct as usize].cfg.account,
                     client_tag,
                     side,
-                    tick: msg.tick,
-                    qty: msg.qty,
+                    tick: if kind == OpKind::Cancel { 0 } else { msg.tick },
+                    qty,
+                    cookie: cookie(self.id, slot, pkt_seq, i as u8),
                 },
             });
         }
@@ -763,12 +734,13 @@ impl Lane {
                 bytes: b,
             });
         });
-        if found == 0 && pkt_seq < self.hot.floor(slot) {
+        if found == 0 && self.hot.gone(slot, pkt_seq) {
             // 07 §8.5: the recovery service may still hold it; the detail says from where
             // this lane can still resend.
             self.counters.resend_gone += 1;
             self.rb.start(sess.session, pkt_seq);
-            let floor = self.hot.floor(slot) as u64;
+            let window = sess.last.saturating_sub(RESEND_WINDOW as u32 - 1);
+            let floor = self.hot.floor(slot).max(window) as u64;
             self.reject(MSG_INDEX_NONE, RejectCode::ResendGone, floor, 0);
             self.send_rb(slot, pkt_seq, gate, sink);
         }
@@ -848,22 +820,22 @@ impl Lane {
             }
             _ => {}
         }
-        let Some(&slot) = self.by_session.get(&ev.session) else {
+        let (slot, pkt_seq, msg_index) = cookie_parts(ev.cookie);
+        let Some(acct) = self
+            .sessions
+            .get(slot as usize)
+            .and_then(|s| s.map(|s| s.acct))
+        else {
             self.counters.orphan_events += 1;
             return;
         };
         let front = self.inflight.front().copied();
-        let key = (slot, ev.client_tag);
         match ev.what {
             Outcome::Fill {
                 price, qty, leaves, ..
             } => {
-                let Some(o) = self.orders.get_mut(&key) else {
-                    self.counters.orphan_events += 1;
-                    return;
-                };
-                let a = &mut self.accts[o.acct as usize];
-                match o.side {
+                let a = &mut self.accts[acct as usize];
+                match ev.side {
                     Side::Buy => {
                         a.position += qty as i64;
                         a.open_buy = a.open_buy.saturating_sub(qty as u64);
@@ -873,56 +845,37 @@ impl Lane {
                         a.open_sell = a.open_sell.saturating_sub(qty as u64);
                     }
                 }
-                o.open = leaves;
-                let (pkt_seq, msg_index) = (o.pkt_seq, o.msg_index);
                 if leaves == 0 {
                     a.open_orders = a.open_orders.saturating_sub(1);
-                    self.orders.remove(&key);
                 }
-                self.pend_push(
-                    slot,
-                    pkt_seq,
-                    gate,
-                    &Record::Fill {
-                        msg_index,
-                        price,
-                        qty,
-                        leaves,
-                        step: ev.step,
-                        client_tag: ev.client_tag,
-                    },
-                    sink,
-                );
+                let r = Record::Fill {
+                    msg_index,
+                    price,
+                    qty,
+                    leaves,
+                    step: ev.step,
+                    client_tag: ev.client_tag,
+                };
+                self.pend_push(slot, pkt_seq, gate, &r, sink);
             }
             Outcome::Rested { .. } => {}
             Outcome::Out { qty } => {
-                if let Some(o) = self.close_order(key) {
-                    self.pend_push(
-                        slot,
-                        o.pkt_seq,
-                        gate,
-                        &Record::Out {
-                            msg_index: o.msg_index,
-                            qty,
-                            client_tag: ev.client_tag,
-                        },
-                        sink,
-                    );
-                }
+                self.release(acct, ev.side, qty);
+                let r = Record::Out {
+                    msg_index,
+                    qty,
+                    client_tag: ev.client_tag,
+                };
+                self.pend_push(slot, pkt_seq, gate, &r, sink);
             }
-            Outcome::Cancelled { .. } => {
-                self.close_order(key);
+            Outcome::Cancelled { qty } => {
+                self.release(acct, ev.side, qty);
                 if let Some(f) = front.filter(|f| f.kind == OpKind::Cancel) {
-                    self.pend_push(
-                        f.slot,
-                        f.pkt_seq,
-                        gate,
-                        &Record::CancelAck {
-                            msg_index: f.msg_index,
-                            client_tag: f.client_tag,
-                        },
-                        sink,
-                    );
+                    let r = Record::CancelAck {
+                        msg_index: f.msg_index,
+                        client_tag: f.client_tag,
+                    };
+                    self.pend_push(f.slot, f.pkt_seq, gate, &r, sink);
                 } else {
                     self.counters.orphan_events += 1;
                 }
@@ -946,43 +899,33 @@ impl Lane {
                     Outcome::Halted => (RejectCode::BookHalted, self.halted.unwrap_or(0)),
                     _ => (RejectCode::Busy, 0),
                 };
-                // A refused New leaves the lane's working set (a BOOK_FULL remainder was
-                // already closed by its Out).
-                if f.kind != OpKind::Cancel && f.client_tag == ev.client_tag {
-                    if let Some(o) = self.orders.get(&key) {
-                        if o.pkt_seq == f.pkt_seq && o.msg_index == f.msg_index {
-                            self.close_order(key);
-                        }
-                    }
+                // A refused New leaves the account's working set; a BOOK_FULL remainder was
+                // already released by its Out.
+                if f.kind != OpKind::Cancel && ev.what != Outcome::Rejected(BookReject::BookFull) {
+                    let f_acct = self.sessions[f.slot as usize].map_or(acct, |s| s.acct);
+                    self.release(f_acct, f.side, f.qty);
                 }
                 self.counters.rejects[(code as usize) & 15] += 1;
-                self.pend_push(
-                    f.slot,
-                    f.pkt_seq,
-                    gate,
-                    &Record::Reject {
-                        msg_index: f.msg_index,
-                        code,
-                        detail,
-                        client_tag: f.client_tag,
-                    },
-                    sink,
-                );
+                let r = Record::Reject {
+                    msg_index: f.msg_index,
+                    code,
+                    detail,
+                    client_tag: f.client_tag,
+                };
+                self.pend_push(f.slot, f.pkt_seq, gate, &r, sink);
             }
             _ => {}
         }
     }
 
-    /// Remove a working order and release its risk.
-    fn close_order(&mut self, key: (u16, u32)) -> Option<OrderInfo> {
-        let o = self.orders.remove(&key)?;
-        let a = &mut self.accts[o.acct as usize];
-        match o.side {
-            Side::Buy => a.open_buy = a.open_buy.saturating_sub(o.open as u64),
-            Side::Sell => a.open_sell = a.open_sell.saturating_sub(o.open as u64),
+    /// An order left the working set with `qty` still open: release its risk.
+    fn release(&mut self, acct: u32, side: Side, qty: u32) {
+        let a = &mut self.accts[acct as usize];
+        match side {
+            Side::Buy => a.open_buy = a.open_buy.saturating_sub(qty as u64),
+            Side::Sell => a.open_sell = a.open_sell.saturating_sub(qty as u64),
         }
         a.open_orders = a.open_orders.saturating_sub(1);
-        Some(o)
     }
 
     fn pend_push(
@@ -1047,10 +990,6 @@ impl Lane {
     }
 }
 
-fn a_id(a: &Acct) -> u32 {
-    a.cfg.account
-}
-
 // ---- Snapshot sections owned by the lane (07 §7.5; encodings in docs/engine.md) ----
 
 use crate::snapshot::{side_from, side_u8, SnapError, W};
@@ -1058,7 +997,8 @@ use vyrn_wire::leb::Reader;
 
 impl Lane {
     /// Section 2 for this lane: next_lane_seq, fills_applied, halt state, accounts ascending by
-    /// AccountId, working orders ascending by (slot, client_tag), ops in flight in FIFO order.
+    /// AccountId, ops in flight in FIFO order (the lane keeps no per-order state: the book's
+    /// resting orders carry the lane's cookie).
     pub(crate) fn snap_lane(&self, w: &mut W) {
         w.u8(self.id);
         w.u64(self.next_lane_seq);
@@ -1074,18 +1014,6 @@ impl Lane {
             w.u64(a.open_sell);
             w.u32(a.open_orders);
         }
-        let mut orders: Vec<_> = self.orders.iter().collect();
-        orders.sort_unstable_by_key(|(k, _)| **k);
-        w.u32(orders.len() as u32);
-        for (&(slot, tag), o) in orders {
-            w.u16(slot);
-            w.u32(tag);
-            w.u32(o.pkt_seq);
-            w.u8(o.msg_index);
-            w.u8(side_u8(o.side));
-            w.u32(o.open);
-            w.u32(self.accts[o.acct as usize].cfg.account);
-        }
         w.u32(self.inflight.len() as u32);
         for f in &self.inflight {
             w.u64(f.lane_seq);
@@ -1094,6 +1022,8 @@ impl Lane {
             w.u8(f.msg_index);
             w.u32(f.client_tag);
             w.u8(kind_u8(f.kind));
+            w.u8(side_u8(f.side));
+            w.u32(f.qty);
         }
     }
 
@@ -1124,13 +1054,6 @@ impl Lane {
         }
     }
 
-    fn acct_ix(&self, account: u32) -> Option<u32> {
-        self.accts
-            .binary_search_by_key(&account, |a| a.cfg.account)
-            .ok()
-            .map(|i| i as u32)
-    }
-
     /// Restore section 2 for this lane.
     pub(crate) fn restore_lane(&mut self, r: &mut Reader<'_>) -> Result<(), SnapError> {
         if r.u8()? != self.id {
@@ -1153,32 +1076,6 @@ impl Lane {
             a.open_sell = r.u64_le()?;
             a.open_orders = r.u32_le()?;
         }
-        self.orders.clear();
-        let n = r.u32_le()? as usize;
-        for _ in 0..n {
-            let slot = r.u16_le()?;
-            let tag = r.u32_le()?;
-            let pkt_seq = r.u32_le()?;
-            let msg_index = r.u8()?;
-            let side = side_from(r.u8()?)?;
-            let open = r.u32_le()?;
-            let acct = self
-                .acct_ix(r.u32_le()?)
-                .ok_or(SnapError::Content("order of an unknown account"))?;
-            if self.sessions.get(slot as usize).is_none_or(|s| s.is_none()) {
-                return Err(SnapError::Content("order on an unbound slot"));
-            }
-            let o = OrderInfo {
-                pkt_seq,
-                msg_index,
-                side,
-                open,
-                acct,
-            };
-            if self.orders.insert((slot, tag), o).is_some() {
-                return Err(SnapError::Content("duplicate working order"));
-            }
-        }
         self.inflight.clear();
         let n = r.u32_le()? as usize;
         for _ in 0..n {
@@ -1189,6 +1086,8 @@ impl Lane {
                 msg_index: r.u8()?,
                 client_tag: r.u32_le()?,
                 kind: kind_from(r.u8()?)?,
+                side: side_from(r.u8()?)?,
+                qty: r.u32_le()?,
             };
             self.inflight.push_back(f);
         }

@@ -19,6 +19,7 @@ pub mod bbo;
 pub mod book;
 pub mod config;
 pub mod cut;
+pub mod hash;
 pub mod home;
 pub mod lane;
 pub mod resp;

@@ -6,8 +6,6 @@
 //! arena plus one entry array, both allocated at construction; its index is a hash map
 //! reserved to the most entries the ring can hold.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use vyrn_wire::msg::client::{
     siphash128, Record, SipKey, RESP_FLAG_RESEND, RESP_HDR_BYTES, RESP_MAX_RECORDS,
     RESP_RECORD_BYTES, RESP_TAG_BYTES,
@@ -149,10 +147,21 @@ struct Entry {
     prev: u64,
 }
 
-type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+/// How many of each session's most recent packets the hot ring can find again (a direct-mapped
+/// index per session: `pkt_seq % RESEND_WINDOW`). A duplicate further back, or older than the
+/// ring's bytes, is answered `RESEND_GONE` (07 §8.5: the recovery service may hold it).
+pub const RESEND_WINDOW: usize = 256;
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    pkt_seq: u32,
+    newest: u64,
+}
 
 /// The lane's hot response ring (01 §14.6's 8 s ring, sized in bytes here): every response the
 /// lane produced, oldest evicted first, found again by `(slot, echo_pkt_seq)` for a resend.
+/// No hashing: the index is one row of [`RESEND_WINDOW`] entries per bound session slot, and
+/// eviction never touches it (a lookup checks the entry is still held).
 #[derive(Debug)]
 pub struct HotRing {
     arena: Vec<u8>,
@@ -160,7 +169,9 @@ pub struct HotRing {
     head: u64,
     tail: u64,
     write: usize,
-    index: HashMap<(u16, u32), u64, FixedState>,
+    /// slot → row in `index` (u32::MAX: unbound).
+    row: Vec<u32>,
+    index: Vec<Slot>,
     /// Per slot: pkt_seqs below this are no longer resendable (their responses were evicted).
     floor: Vec<u32>,
 }
@@ -169,10 +180,16 @@ pub struct HotRing {
 const RESP_MIN_BYTES: usize = RESP_HDR_BYTES + RESP_RECORD_BYTES + RESP_TAG_BYTES;
 
 impl HotRing {
-    /// A ring of `bytes` bytes for a lane with `slots` session slots.
-    pub fn new(bytes: usize, slots: usize) -> Self {
+    /// A ring of `bytes` bytes for a lane whose bound session slots are `slots` (each
+    /// < `MAX_SESSIONS_PER_LANE`).
+    pub fn new(bytes: usize, slots: &[u16]) -> Self {
         let bytes = bytes.max(RESP_MAX_BYTES * 2);
         let n = bytes / RESP_MIN_BYTES + 1;
+        let max_slot = slots.iter().copied().max().map_or(0, |m| m as usize + 1);
+        let mut row = vec![u32::MAX; max_slot];
+        for (i, &s) in slots.iter().enumerate() {
+            row[s as usize] = i as u32;
+        }
         HotRing {
             arena: vec![0; bytes],
             entries: vec![
@@ -188,8 +205,15 @@ impl HotRing {
             head: 0,
             tail: 0,
             write: 0,
-            index: HashMap::with_capacity_and_hasher(n, FixedState::default()),
-            floor: vec![0; slots],
+            row,
+            index: vec![
+                Slot {
+                    pkt_seq: 0,
+                    newest: NONE
+                };
+                slots.len() * RESEND_WINDOW
+            ],
+            floor: vec![0; max_slot],
         }
     }
 
@@ -199,11 +223,24 @@ impl HotRing {
         for e in self.entries.iter_mut() {
             e.prev = NONE;
         }
-        let cap = self.entries.len();
-        for i in 0..cap as u32 {
-            self.index.insert((u16::MAX, i), 0);
+        for e in self.index.iter_mut() {
+            e.newest = NONE;
         }
-        self.index.clear();
+    }
+
+    fn cell(&self, slot: u16, pkt_seq: u32) -> Option<usize> {
+        let r = *self.row.get(slot as usize)?;
+        (r != u32::MAX).then(|| r as usize * RESEND_WINDOW + pkt_seq as usize % RESEND_WINDOW)
+    }
+
+    /// Whether the responses of `(slot, pkt_seq)` can no longer be found: evicted from the
+    /// ring, or pushed out of the session's index window by newer packets.
+    pub fn gone(&self, slot: u16, pkt_seq: u32) -> bool {
+        if pkt_seq < self.floor(slot) {
+            return true;
+        }
+        self.cell(slot, pkt_seq)
+            .is_some_and(|c| self.index[c].newest != NONE && self.index[c].pkt_seq > pkt_seq)
     }
 
     /// Entries held.
@@ -224,10 +261,6 @@ impl HotRing {
     fn evict_one(&mut self) {
         let n = self.entries.len() as u64;
         let e = self.entries[(self.tail % n) as usize];
-        let key = (e.slot, e.pkt_seq);
-        if self.index.get(&key) == Some(&self.tail) {
-            self.index.remove(&key);
-        }
         if let Some(f) = self.floor.get_mut(e.slot as usize) {
             *f = (*f).max(e.pkt_seq.saturating_add(1));
         }
@@ -261,8 +294,11 @@ impl HotRing {
             }
         }
         self.arena[lo..hi].copy_from_slice(bytes);
-        let key = (slot, pkt_seq);
-        let prev = self.index.get(&key).copied().unwrap_or(NONE);
+        let cell = self.cell(slot, pkt_seq);
+        let prev = match cell {
+            Some(c) if self.index[c].pkt_seq == pkt_seq => self.index[c].newest,
+            _ => NONE,
+        };
         self.entries[(self.head % n) as usize] = Entry {
             off: lo as u32,
             len: len as u16,
@@ -270,7 +306,12 @@ impl HotRing {
             pkt_seq,
             prev,
         };
-        self.index.insert(key, self.head);
+        if let Some(c) = cell {
+            self.index[c] = Slot {
+                pkt_seq,
+                newest: self.head,
+            };
+        }
         self.head += 1;
         self.write = hi;
     }
@@ -279,13 +320,19 @@ impl HotRing {
     /// resends by `resp_seq`). Returns how many.
     pub fn find(&self, slot: u16, pkt_seq: u32, mut f: impl FnMut(&[u8])) -> usize {
         let n = self.entries.len() as u64;
-        let Some(&newest) = self.index.get(&(slot, pkt_seq)) else {
+        let Some(c) = self.cell(slot, pkt_seq) else {
             return 0;
         };
+        if self.index[c].pkt_seq != pkt_seq {
+            return 0;
+        }
         let mut k = 0;
-        let mut i = newest;
+        let mut i = self.index[c].newest;
         while i != NONE && i >= self.tail {
             let e = self.entries[(i % n) as usize];
+            if e.slot != slot || e.pkt_seq != pkt_seq {
+                break;
+            }
             f(&self.arena[e.off as usize..e.off as usize + e.len as usize]);
             k += 1;
             i = e.prev;

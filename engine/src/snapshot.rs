@@ -300,6 +300,7 @@ pub(crate) fn sections(p: &Parts<'_>, rep: &ReplicationState) -> [(u16, Vec<u8>)
         w.i32(o.tick);
         w.u32(o.open);
         w.u64(o.time);
+        w.u64(o.cookie);
     }
     for l in 0..n {
         w.u32(p.fwd[l].len() as u32);
@@ -313,6 +314,7 @@ pub(crate) fn sections(p: &Parts<'_>, rep: &ReplicationState) -> [(u16, Vec<u8>)
             w.u8(side_u8(f.op.side));
             w.i32(f.op.tick);
             w.u32(f.op.qty);
+            w.u64(f.op.cookie);
         }
         w.u32(p.events[l].len() as u32);
         for e in &p.events[l] {
@@ -321,6 +323,8 @@ pub(crate) fn sections(p: &Parts<'_>, rep: &ReplicationState) -> [(u16, Vec<u8>)
             w.u64(e.need_b);
             w.u32(e.session);
             w.u32(e.client_tag);
+            w.u64(e.cookie);
+            w.u8(side_u8(e.side));
             outcome_put(&mut w, &e.what);
         }
     }
@@ -607,6 +611,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
             tick: r.u32_le()? as i32,
             open: r.u32_le()?,
             time: r.u64_le()?,
+            cookie: r.u64_le()?,
         };
         e.bbo.book_mut().restore(&o).map_err(SnapError::Content)?;
     }
@@ -624,6 +629,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
                 side: side_from(r.u8()?)?,
                 tick: r.u32_le()? as i32,
                 qty: r.u32_le()?,
+                cookie: r.u64_le()?,
             };
             e.fwd[l].push_back(Fwd {
                 lane: l as u8,
@@ -640,6 +646,8 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
                 need_b: r.u64_le()?,
                 session: r.u32_le()?,
                 client_tag: r.u32_le()?,
+                cookie: r.u64_le()?,
+                side: side_from(r.u8()?)?,
                 what: outcome_get(&mut r)?,
             };
             e.events[l].push_back(ev);

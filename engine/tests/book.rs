@@ -16,6 +16,7 @@ fn op(kind: OpKind, session: u32, tag: u32, side: Side, tick: i32, qty: u32) -> 
         side,
         tick,
         qty,
+        cookie: (session as u64) << 32 | tag as u64,
     }
 }
 
@@ -79,6 +80,8 @@ fn gtc_remainder_rests_ioc_remainder_is_out() {
         Some(&Event::Out {
             session: 2,
             client_tag: 1,
+            cookie: 2 << 32 | 1,
+            side: Side::Sell,
             qty: 6
         })
     );
@@ -90,6 +93,7 @@ fn gtc_remainder_rests_ioc_remainder_is_out() {
         vec![Event::Rested {
             session: 3,
             client_tag: 1,
+            cookie: 3 << 32 | 1,
             qty: 10
         }]
     );
@@ -101,6 +105,8 @@ fn gtc_remainder_rests_ioc_remainder_is_out() {
         vec![Event::Out {
             session: 4,
             client_tag: 1,
+            cookie: 4 << 32 | 1,
+            side: Side::Buy,
             qty: 10
         }]
     );
@@ -136,6 +142,8 @@ fn cancels_and_refusals() {
             Event::Out {
                 session: 3,
                 client_tag: 1,
+                cookie: 3 << 32 | 1,
+                side: Side::Buy,
                 qty: 1
             },
             Event::Rejected {
@@ -152,6 +160,8 @@ fn cancels_and_refusals() {
         vec![Event::Cancelled {
             session: 1,
             client_tag: 5,
+            cookie: 1 << 32 | 5,
+            side: Side::Buy,
             qty: 3
         }]
     );
