@@ -105,14 +105,14 @@ impl Facts {
         }
         if self.durable_step.is_some_and(|d| step <= d) {
             out(Fact::Durable { tag, step });
-            self.to_final(tag, step, out);
+            self.await_or_final(tag, step, out);
         } else {
             self.await_durable.push(Reverse((step, tag)));
         }
         true
     }
 
-    fn to_final(&mut self, tag: u32, step: StepId, out: &mut impl FnMut(Fact)) {
+    fn await_or_final(&mut self, tag: u32, step: StepId, out: &mut impl FnMut(Fact)) {
         // A durable step always has a covering pair: the pair that made it durable is newest.
         let Some(h) = self.height_bound(step) else {
             debug_assert!(false, "durable step without a covering mark");
@@ -148,7 +148,7 @@ impl Facts {
             }
             self.await_durable.pop();
             out(Fact::Durable { tag, step: s });
-            self.to_final(tag, s, out);
+            self.await_or_final(tag, s, out);
         }
     }
 

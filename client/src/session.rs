@@ -359,8 +359,6 @@ struct Order {
     out: bool,
     rejected: bool,
     busy: bool,
-    /// Quantity the `Out` record cancelled.
-    out_qty: u32,
     /// Disjoint, merged `[lo, hi)` ranges of the order's quantity that fills took: a fill with
     /// `qty, leaves` takes `[leaves, leaves + qty)`. A repeat overlaps; reordered fills do not.
     cover: Vec<(u32, u32)>,
@@ -713,7 +711,6 @@ impl Session {
                             out: false,
                             rejected: false,
                             busy: false,
-                            out_qty: 0,
                             cover: Vec::new(),
                             slot_gone: false,
                         },
@@ -1300,13 +1297,7 @@ impl Session {
         } else {
             match kind {
                 ExecKind::Ack => !std::mem::replace(&mut o.view.acked, true),
-                ExecKind::Out { qty } => {
-                    let f = !std::mem::replace(&mut o.out, true);
-                    if f {
-                        o.out_qty = qty;
-                    }
-                    f
-                }
+                ExecKind::Out { .. } => !std::mem::replace(&mut o.out, true),
                 ExecKind::Reject { .. } => !std::mem::replace(&mut o.rejected, true),
                 ExecKind::Busy => !std::mem::replace(&mut o.busy, true),
                 ExecKind::CancelAck => {
@@ -1389,7 +1380,6 @@ mod tests {
             out: false,
             rejected: false,
             busy: false,
-            out_qty: 0,
             cover: Vec::new(),
             slot_gone: false,
         }

@@ -67,7 +67,7 @@ impl Net {
     fn new(n_sessions: u32, seed: u64, lossy: bool) -> Net {
         let p = peers();
         let mut sw = Switch::new();
-        let mut link = |k: u64| {
+        let link = |k: u64| {
             let (c, far) = MemPort::pair(1 << 14, 2048);
             let (tx, rx) = if lossy {
                 (loss(seed * 100 + k), loss(seed * 100 + 50 + k))
@@ -279,7 +279,7 @@ impl Net {
                     continue;
                 }
                 orders += 1;
-                let mut want: Vec<String> = recs.iter().map(|r| norm_rec(r)).collect();
+                let mut want: Vec<String> = recs.iter().map(norm_rec).collect();
                 let mut have: Vec<String> = got
                     .get(tag)
                     .map(|v| v.iter().map(norm_exec).collect())

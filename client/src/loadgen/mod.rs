@@ -162,10 +162,10 @@ impl LoadGen {
             }
             match sessions[i].submit(now, &reqs[..n]) {
                 Ok(sub) => {
-                    for j in 0..n {
-                        self.counts.sent[kind_index(kinds[j])] += 1;
+                    for (j, &kind) in kinds[..n].iter().enumerate() {
+                        self.counts.sent[kind_index(kind)] += 1;
                         let id = sub.orders[j];
-                        match kinds[j] {
+                        match kind {
                             OpKind::Cancel => {}
                             kind => {
                                 self.orders.insert(
