@@ -388,3 +388,36 @@ fn corrupt_snapshots_are_refused_not_panicked_on() {
     other.accounts[0].max_order_qty += 1;
     assert!(snapshot::restore(other, &file).is_err());
 }
+
+/// `VYRN_FUZZ_SEEDS=wire/fuzz/corpus cargo test -p vyrn-engine --test live_replay fuzz_seeds`
+/// writes seed inputs for the engine fuzz targets (snapshots of a 3-lane home; packet chunks).
+#[test]
+fn fuzz_seeds() {
+    let Ok(dir) = std::env::var("VYRN_FUZZ_SEEDS") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    let cfg = EngineConfig::test_home(3, 3);
+    for seed in 0..4u64 {
+        let mut w = Workload::new(&cfg, seed, Mix::everything());
+        let mut e = LiveEngine::new(cfg.clone());
+        let mut cap = Capture::default();
+        let mut chunks = Vec::new();
+        for _ in 0..(50 + 100 * seed) {
+            if let Input::Packet { rx_ts, bytes } = w.next_input() {
+                let _ = e.submit(rx_ts, rx_ts, &bytes, &mut cap);
+                chunks.push(bytes.len().min(255) as u8);
+                chunks.push(2);
+                chunks.extend_from_slice(&bytes[..bytes.len().min(255)]);
+            }
+            e.poll(w.now(), &mut cap).unwrap();
+        }
+        let snap = e.snapshot(&SnapMeta::default(), &ReplicationState::default());
+        let d = dir.join("engine_snapshot");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("seed-{seed}")), &snap).unwrap();
+        let d = dir.join("engine_lane");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("seed-{seed}")), &chunks[..chunks.len().min(4000)]).unwrap();
+    }
+}
