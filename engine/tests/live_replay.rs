@@ -418,6 +418,10 @@ fn fuzz_seeds() {
         std::fs::write(d.join(format!("seed-{seed}")), &snap).unwrap();
         let d = dir.join("engine_lane");
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join(format!("seed-{seed}")), &chunks[..chunks.len().min(4000)]).unwrap();
+        std::fs::write(
+            d.join(format!("seed-{seed}")),
+            &chunks[..chunks.len().min(4000)],
+        )
+        .unwrap();
     }
 }
