@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The README's main command. Until the sequencer, data box and replicas exist (issues 3-5),
-# it runs the order-stream path end to end on loopback: a seeded REF stream on two lossy
-# paths, NACK repair, the replica decoder, header verification; then the capture tool.
+# The README's main command. Until the whole home exists (data box and replicas on their ports),
+# it runs: (1) the sequencer box's tiles on one thread driven by the client library's open-loop
+# load generator, with per-second progress and latency percentiles (vyrn-home); (2) the
+# order-stream path end to end on loopback: a seeded REF stream on two lossy paths, NACK
+# repair, the replica decoder, header verification (vyrn-paths); (3) the capture tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -11,6 +13,10 @@ fi
 cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
 bin=target/release
 
+echo "== sequencer box + load generator (vyrn-home) =="
+"$bin/vyrn-home" --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-20000}" --seed "${VYRN_SEED:-1}"
+
+echo
 echo "== order stream on two lossy loopback paths (vyrn-paths) =="
 "$bin/vyrn-paths" --seed "${VYRN_SEED:-1}" --frames "${VYRN_FRAMES:-200000}" --rate "${VYRN_RATE:-50000}" "$@"
 

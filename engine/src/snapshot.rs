@@ -32,7 +32,7 @@ pub const STATE_DOMAIN: &[u8] = b"vyrn v1 state";
 pub mod section {
     /// BookParams.
     pub const BOOK_PARAMS: u16 = 1;
-    /// Lane[l].
+    /// `Lane[l]`.
     pub const LANES: u16 = 2;
     /// Bbo.
     pub const BBO: u16 = 3;

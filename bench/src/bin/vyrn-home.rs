@@ -1,0 +1,252 @@
+//! `vyrn-home`: the sequencer box's tiles (lanes, cut, BBO, stream-A, stream-B, TX) on one thread
+//! with the exchange client library driving them from the open-loop load generator, on the
+//! wall clock. Every second: the load generator's progress line and the box's own counters; at
+//! the end: request → ack and request → fill percentiles, and a check that the replica decoder of
+//! `wire` decodes every frame the box wrote.
+//!
+//! What it is not yet (issue 4): the box's ports (clients and replication paths over UDP), block
+//! close and signed HEADERs, voters — so there are no durable or final facts to report.
+//!
+//! Usage: `vyrn-home [--secs N] [--rate MSGS_PER_S] [--lanes N] [--sessions-per-lane N] [--seed N]`
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::time::Instant;
+use vyrn_client::loadgen::{LoadConfig, LoadGen};
+use vyrn_client::{Session, SessionConfig};
+use vyrn_engine::EngineConfig;
+use vyrn_seq::{SeqConfig, SeqHome, WireEvent};
+use vyrn_wire::decoder::{DecState, NullSink};
+
+struct Opts {
+    secs: u64,
+    rate: u64,
+    lanes: u8,
+    per_lane: u16,
+    seed: u64,
+}
+
+fn opts() -> Result<Opts, String> {
+    let mut o = Opts {
+        secs: 5,
+        rate: 20_000,
+        lanes: 4,
+        per_lane: 8,
+        seed: 1,
+    };
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut v = || -> Result<u64, String> {
+            a.next()
+                .ok_or(format!("{k} needs a value"))?
+                .parse()
+                .map_err(|e| format!("{k}: {e}"))
+        };
+        match k.as_str() {
+            "--secs" => o.secs = v()?,
+            "--rate" => o.rate = v()?,
+            "--lanes" => o.lanes = v()?.clamp(2, 64) as u8,
+            "--sessions-per-lane" => o.per_lane = v()?.clamp(1, 4096) as u16,
+            "--seed" => o.seed = v()?,
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let o = match opts() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("vyrn-home: {e}");
+            }
+            eprintln!("usage: vyrn-home [--secs N] [--rate MSGS_PER_S] [--lanes N] [--sessions-per-lane N] [--seed N]");
+            return ExitCode::from(2);
+        }
+    };
+    let mut e = EngineConfig::test_home(o.lanes, o.per_lane);
+    for a in e.accounts.iter_mut() {
+        a.max_order_qty = 1_000;
+        a.max_open_orders = 1 << 16;
+        a.max_exposure = 1 << 40;
+    }
+    e.book_cfg.max_orders = 1 << 20;
+    e.lane_max_orders = 1 << 16;
+    e.hot_ring_bytes = 4 << 20;
+    if let Err(err) = e.validate() {
+        eprintln!("vyrn-home: config: {err}");
+        return ExitCode::from(2);
+    }
+    let seq_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7400);
+    let data_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7402);
+    let mut sessions: Vec<Session> = Vec::new();
+    for s in &e.sessions {
+        let c = SessionConfig::new(
+            e.book,
+            s.session,
+            s.k_seq,
+            s.k_out,
+            seq_addr,
+            vec![data_addr],
+            0,
+        );
+        match Session::new(c, 1, 0) {
+            Ok(x) => sessions.push(x),
+            Err(err) => {
+                eprintln!("vyrn-home: session {}: {err:?}", s.session);
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let index: std::collections::HashMap<u32, usize> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id(), i))
+        .collect();
+    let mut home = SeqHome::new(SeqConfig {
+        engine: e.clone(),
+        epoch: 1,
+    });
+    let mut dec = DecState::new(e.layout).expect("layout");
+    let mut load = LoadGen::new(
+        LoadConfig {
+            msgs_per_s: o.rate,
+            seed: o.seed,
+            start_ns: 1_000_000,
+            ..LoadConfig::default()
+        },
+        sessions.len(),
+    );
+    println!(
+        "vyrn-home: {} lanes x {} sessions, {} msgs/s open loop for {} s, box tiles on one thread",
+        o.lanes, o.per_lane, o.rate, o.secs
+    );
+    let tiles = home.tiles();
+    let t0 = Instant::now();
+    let end = o.secs * 1_000_000_000 + 1_000_000;
+    let (mut frames, mut frame_bytes, mut resps, mut decode_errors, mut copy2) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut next_report = 1_000_000_000 + 1_000_000;
+    loop {
+        let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
+        if now >= end && home.rx_backlog() == 0 {
+            break;
+        }
+        if now < end {
+            let _ = load.submit_due(now, &mut sessions);
+        }
+        for s in sessions.iter_mut() {
+            s.poll(now);
+            let n = s.transmits_len();
+            for t in s.transmits() {
+                if t.dest == seq_addr {
+                    home.receive(now, t.bytes.to_vec());
+                } else {
+                    copy2 += 1; // copy 2 for the data tier (not in this process yet)
+                }
+            }
+            s.consume_transmits(n);
+        }
+        for &t in &tiles {
+            home.poll(t, now);
+        }
+        for ev in home.drain_wire() {
+            match ev {
+                WireEvent::Frame { bytes, .. } => {
+                    frames += 1;
+                    frame_bytes += bytes.len() as u64;
+                    if dec.on_frame(&bytes, now, &mut NullSink).is_err() {
+                        decode_errors += 1;
+                    }
+                }
+                WireEvent::Resp { session, bytes, .. } => {
+                    resps += 1;
+                    if let Some(&i) = index.get(&session) {
+                        sessions[i].handle_packet(now, &bytes);
+                    }
+                }
+            }
+        }
+        load.drain_events(now, &mut sessions);
+        if now >= next_report {
+            next_report += 1_000_000_000;
+            if let Some(line) = load.progress(now, &sessions) {
+                println!("{line}");
+            }
+            println!(
+                "  box: steps {}  frames {} ({} KiB, both paths)  responses {}  decoder errors {}",
+                home.bbo().done(),
+                frames,
+                frame_bytes / 1024,
+                resps,
+                decode_errors
+            );
+        }
+    }
+    // Let the box drain what is in flight.
+    let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
+    home.settle(now + 10_000_000, 100_000);
+    for ev in home.drain_wire() {
+        match ev {
+            WireEvent::Frame { bytes, .. } => {
+                frames += 1;
+                frame_bytes += bytes.len() as u64;
+                if dec.on_frame(&bytes, now, &mut NullSink).is_err() {
+                    decode_errors += 1;
+                }
+            }
+            WireEvent::Resp { session, bytes, .. } => {
+                resps += 1;
+                if let Some(&i) = index.get(&session) {
+                    sessions[i].handle_packet(now, &bytes);
+                }
+            }
+        }
+    }
+    load.drain_events(now, &mut sessions);
+    println!("--- summary");
+    use vyrn_client::loadgen::stats::fmt_percentiles;
+    let st = &load.stats;
+    for (name, l) in [
+        ("request -> ack ", &st.req_ack),
+        ("request -> fill", &st.req_fill),
+        ("fill -> durable", &st.fill_durable),
+        ("fill -> final  ", &st.fill_final),
+    ] {
+        println!("{}", fmt_percentiles(name, &l.percentiles()));
+    }
+    let k = load.counts;
+    println!(
+        "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, refused by sessions {}",
+        k.sent.iter().sum::<u64>(),
+        k.sent[0],
+        k.sent[1],
+        k.sent[2],
+        k.sent[3],
+        k.answered,
+        k.fills,
+        k.refused
+    );
+    let c = dec.counters();
+    println!(
+        "box: {} steps, {} frames ({:.1} MiB), {} responses; decoder: {} frames, {} records, {} steps, {} hashes, {} errors; copy 2 packets for the data tier: {}",
+        home.bbo().done(),
+        frames,
+        frame_bytes as f64 / (1 << 20) as f64,
+        resps,
+        c.frames,
+        c.pkts,
+        c.steps,
+        c.hashes,
+        decode_errors,
+        copy2
+    );
+    println!("durable / final: none yet (no voters in this build; issue 4 and later)");
+    if decode_errors > 0 || c.steps != home.bbo().done() {
+        eprintln!("vyrn-home: the decoder does not agree with the box");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}

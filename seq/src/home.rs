@@ -1,0 +1,490 @@
+//! The box's shared memory and its tiles (07 §4.1): lanes, the cut core, the BBO core, stream-A,
+//! stream-B and the TX tile, each with a non-blocking `poll`. [`SeqHome`] owns them and runs them
+//! in any order a scheduler picks — round-robin, or seeded-random for T-REP-1 — and logs every
+//! write to the wire (frames on the paths, responses to clients) with what was released when it
+//! left, so the tests can check INV-REP-1, INV-REP-2 and INV-REP-11 after every poll.
+
+use crate::stream::{GateMode, StreamCore};
+use std::collections::VecDeque;
+use vyrn_engine::bbo::{BboSink, LaneEvent, OpQueues, StepOut};
+use vyrn_engine::cut::CutCore;
+use vyrn_engine::lane::{Lane, LaneSink};
+use vyrn_engine::{Bbo, EngineConfig, Fwd, Gate, RespOut};
+use vyrn_wire::consts::N_LANES_MAX;
+use vyrn_wire::frame::FrameKind;
+use vyrn_wire::records::{PacketRecord, SessionBind, StepKind, PKT_ENC_MAX};
+
+/// An `R_pkt[l]` entry (07 §4.1): the record pre-encoded by its lane.
+#[derive(Debug, Clone, Copy)]
+pub struct PktEntry {
+    /// First LaneSeq.
+    pub first_lane_seq: u64,
+    /// LaneSeqs it takes.
+    pub count: u8,
+    /// Encoded length.
+    pub len: u8,
+    /// Encoded bytes.
+    pub enc: [u8; PKT_ENC_MAX],
+}
+
+/// An `R_step` entry (07 §4.1): the StepRecord with `need_A`/`need_B`.
+#[derive(Debug, Clone, Copy)]
+pub struct StepEntry {
+    /// StepId.
+    pub step: u64,
+    /// Kind.
+    pub kind: StepKind,
+    /// Source lane.
+    pub src_lane: u8,
+    /// Source LaneSeq.
+    pub src_lane_seq: u64,
+    /// Cut (`n_lanes` values used).
+    pub cut: [u64; N_LANES_MAX],
+    /// Payload bytes.
+    pub payload: [u8; 16],
+    /// Payload length.
+    pub plen: u8,
+    /// need_A.
+    pub need_a: u64,
+    /// need_B.
+    pub need_b: u64,
+    /// Both substreams carry a record.
+    pub spans: bool,
+}
+
+/// What a written ORDER frame holds (for the invariant checks).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Substream.
+    pub stream: u8,
+    /// frame_seq.
+    pub frame_seq: u64,
+    /// Kind (None until written).
+    pub kind: Option<FrameKind>,
+    /// Per lane: highest LaneSeq of a record in this frame (0: none).
+    pub lane_max: Vec<u64>,
+    /// Step half records in this frame, with this half's cut.
+    pub steps: Vec<(u64, Vec<u64>)>,
+}
+
+/// One write to the wire, in order.
+#[derive(Debug, Clone)]
+pub enum WireEvent {
+    /// A frame written to both replication paths.
+    Frame {
+        /// What it holds.
+        info: FrameInfo,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+    /// A response sent to a client.
+    Resp {
+        /// Session.
+        session: u32,
+        /// Its gate.
+        gate: Gate,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+}
+
+/// A response waiting at its gate.
+#[derive(Debug, Clone)]
+pub struct Held {
+    session: u32,
+    gate: Gate,
+    bytes: Vec<u8>,
+}
+
+/// The box's shared memory: rings as queues, gate words as fields (07 §4.1's table).
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// `R_pkt[l]`.
+    pub r_pkt: Vec<VecDeque<PktEntry>>,
+    /// `R_hash8[l]`: `(first_lane_seq, pkt_hash)`.
+    pub r_hash8: Vec<VecDeque<(u64, u64)>>,
+    /// `R_step`, one cursor per substream.
+    pub r_step: [VecDeque<StepEntry>; 2],
+    /// Lane → BBO rings.
+    pub fwd: Vec<VecDeque<Fwd>>,
+    /// BBO → lane event rings.
+    pub events: Vec<VecDeque<LaneEvent>>,
+    /// Lane counters (last LaneSeq published).
+    pub lane_counter: Vec<u64>,
+    /// The published cut.
+    pub cut: Vec<u64>,
+    /// `step_done`.
+    pub step_done: u64,
+    /// `released[A]`, `released[B]`.
+    pub released: [u64; 2],
+    /// `LaneCut[l]` = (step, cut).
+    pub lane_cut: Vec<(u64, u64)>,
+    /// Lane answers held until `LaneCut` covers them (per lane).
+    pub lane_held: Vec<VecDeque<Held>>,
+    /// Step-gated responses for the TX tile.
+    pub tx_q: VecDeque<Held>,
+    /// Every write to the wire, in order.
+    pub wire: Vec<WireEvent>,
+    /// Encoding refusals (never expected).
+    pub errors: u64,
+}
+
+impl Shared {
+    /// Log a write.
+    pub fn log(&mut self, e: WireEvent) {
+        self.wire.push(e);
+    }
+}
+
+/// The tiles of a box, as a scheduler names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tile {
+    /// Lane l.
+    Lane(u8),
+    /// The cut core.
+    Cut,
+    /// The BBO core.
+    Bbo,
+    /// Stream core H.
+    Stream(u8),
+    /// The TX tile.
+    Tx,
+}
+
+/// Box configuration.
+#[derive(Debug, Clone)]
+pub struct SeqConfig {
+    /// The engine (book, lanes, sessions, accounts, deadlines).
+    pub engine: EngineConfig,
+    /// Epoch.
+    pub epoch: u32,
+}
+
+struct LaneOut<'a> {
+    sh: &'a mut Shared,
+    lane: usize,
+}
+
+impl LaneSink for LaneOut<'_> {
+    fn record(&mut self, rec: &PacketRecord, enc: &[u8], _payload: &[u8]) {
+        let mut e = PktEntry {
+            first_lane_seq: rec.first_lane_seq,
+            count: rec.count,
+            len: enc.len() as u8,
+            enc: [0; PKT_ENC_MAX],
+        };
+        e.enc[..enc.len()].copy_from_slice(enc);
+        self.sh.r_pkt[self.lane].push_back(e);
+    }
+    fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&full[..8]);
+        self.sh.r_hash8[lane as usize].push_back((first_lane_seq, u64::from_le_bytes(h)));
+    }
+    fn forward(&mut self, f: &Fwd) {
+        self.sh.fwd[self.lane].push_back(*f);
+    }
+    fn respond(&mut self, r: &RespOut<'_>) {
+        let h = Held {
+            session: r.session,
+            gate: r.gate,
+            bytes: r.bytes.to_vec(),
+        };
+        match r.gate {
+            Gate::LaneCut { .. } => self.sh.lane_held[self.lane].push_back(h),
+            Gate::Step { .. } => self.sh.tx_q.push_back(h),
+        }
+    }
+}
+
+struct BboOut<'a> {
+    sh: &'a mut Shared,
+}
+
+impl BboSink for BboOut<'_> {
+    fn step(&mut self, s: &StepOut<'_>) {
+        let mut e = StepEntry {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: [0; N_LANES_MAX],
+            payload: [0; 16],
+            plen: s.payload.len().min(16) as u8,
+            need_a: s.need_a,
+            need_b: s.need_b,
+            spans: s.spans,
+        };
+        e.cut[..s.cut.len()].copy_from_slice(s.cut);
+        e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
+        // R_step: one writer, a cursor per stream core (07 §4.1, INV-WRITER).
+        self.sh.r_step[0].push_back(e);
+        self.sh.r_step[1].push_back(e);
+    }
+    fn event(&mut self, lane: u8, ev: &LaneEvent) {
+        self.sh.events[lane as usize].push_back(*ev);
+    }
+}
+
+struct Queues<'a>(&'a mut [VecDeque<Fwd>]);
+
+impl OpQueues for Queues<'_> {
+    fn head(&self, lane: usize) -> Option<&Fwd> {
+        self.0[lane].front()
+    }
+    fn pop(&mut self, lane: usize) -> Option<Fwd> {
+        self.0[lane].pop_front()
+    }
+}
+
+/// A whole box on one thread.
+#[derive(Debug)]
+pub struct SeqHome {
+    cfg: SeqConfig,
+    /// Shared memory.
+    pub sh: Shared,
+    lanes: Vec<Lane>,
+    rx: Vec<VecDeque<(u64, Vec<u8>)>>,
+    cut: CutCore,
+    bbo: Bbo,
+    streams: Vec<StreamCore>,
+}
+
+impl SeqHome {
+    /// A box at the start of a tenure.
+    pub fn new(cfg: SeqConfig) -> Self {
+        let e = &cfg.engine;
+        let n = e.layout.n_lanes as usize;
+        let mut sh = Shared {
+            r_pkt: vec![VecDeque::new(); n],
+            r_hash8: vec![VecDeque::new(); n],
+            fwd: vec![VecDeque::new(); n],
+            events: vec![VecDeque::new(); n],
+            lane_counter: vec![0; n],
+            cut: vec![0; n],
+            lane_cut: vec![(0, 0); n],
+            lane_held: vec![VecDeque::new(); n],
+            ..Shared::default()
+        };
+        let binds: Vec<SessionBind> = e
+            .sessions
+            .iter()
+            .map(|s| SessionBind {
+                lane: s.lane,
+                slot: s.slot,
+                session: s.session,
+                next_pkt_seq: 1,
+            })
+            .collect();
+        let streams = (0..e.layout.n_streams)
+            .map(|h| StreamCore::new(h, e.layout, e.book, cfg.epoch, &binds, &mut sh))
+            .collect();
+        SeqHome {
+            lanes: (0..n as u8).map(|l| Lane::new(e, l)).collect(),
+            rx: vec![VecDeque::new(); n],
+            cut: CutCore::new(e.layout, 0),
+            bbo: Bbo::new(e),
+            streams,
+            sh,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SeqConfig {
+        &self.cfg
+    }
+
+    /// Every tile, in a round-robin order.
+    pub fn tiles(&self) -> Vec<Tile> {
+        let mut t: Vec<Tile> = (0..self.lanes.len() as u8).map(Tile::Lane).collect();
+        t.push(Tile::Cut);
+        t.push(Tile::Bbo);
+        for h in 0..self.streams.len() as u8 {
+            t.push(Tile::Stream(h));
+        }
+        t.push(Tile::Tx);
+        t
+    }
+
+    /// Break a stream core's gate on purpose (tests only).
+    #[doc(hidden)]
+    pub fn set_gate_mode(&mut self, m: GateMode) {
+        for s in &mut self.streams {
+            s.set_gate_mode(m);
+        }
+    }
+
+    /// A packet arrives at `rx_ts` on its lane's port (the NIC flow filter: UDP port = lane).
+    /// Returns false if no lane serves its session.
+    pub fn receive(&mut self, rx_ts: u64, bytes: Vec<u8>) -> bool {
+        let Some(s) = bytes.get(4..8) else {
+            return false;
+        };
+        let session = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        match self
+            .cfg
+            .engine
+            .sessions
+            .iter()
+            .find(|c| c.session == session)
+        {
+            Some(c) => {
+                self.rx[c.lane as usize].push_back((rx_ts, bytes));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Packets received and not yet taken by their lane.
+    pub fn rx_backlog(&self) -> usize {
+        self.rx.iter().map(|q| q.len()).sum()
+    }
+
+    /// Poll one tile at `now`. Returns whether it did anything.
+    pub fn poll(&mut self, tile: Tile, now: u64) -> bool {
+        match tile {
+            Tile::Lane(l) => self.poll_lane(l as usize, now),
+            Tile::Cut => {
+                let c = &self.sh.lane_counter;
+                let moved = self.cut.refresh(now, |l| c[l]);
+                self.sh.cut.copy_from_slice(self.cut.cut());
+                moved
+            }
+            Tile::Bbo => {
+                let cut = self.sh.cut.clone();
+                let mut q = std::mem::take(&mut self.sh.fwd);
+                let r = self.bbo.poll(
+                    now,
+                    &cut,
+                    &mut Queues(&mut q),
+                    &mut BboOut { sh: &mut self.sh },
+                );
+                self.sh.fwd = q;
+                // step_done after the step's events are in the rings.
+                self.sh.step_done = self.bbo.done();
+                matches!(r, Ok(Some(_)))
+            }
+            Tile::Stream(h) => self.streams[h as usize].poll(now, &mut self.sh),
+            Tile::Tx => {
+                // INV-REP-1: a step's response leaves once both release words cover it.
+                let mut any = false;
+                while let Some(h) = self.sh.tx_q.front() {
+                    let Gate::Step { need_a, need_b, .. } = h.gate else {
+                        break;
+                    };
+                    if self.sh.released[0] < need_a || self.sh.released[1] < need_b {
+                        break;
+                    }
+                    let h = self.sh.tx_q.pop_front().expect("front");
+                    self.sh.log(WireEvent::Resp {
+                        session: h.session,
+                        gate: h.gate,
+                        bytes: h.bytes,
+                    });
+                    any = true;
+                }
+                any
+            }
+        }
+    }
+
+    fn poll_lane(&mut self, l: usize, now: u64) -> bool {
+        let mut busy = false;
+        let lane = &mut self.lanes[l];
+        // Step events in step order, up to step_done.
+        while let Some(ev) = self.sh.events[l].front() {
+            if ev.step > self.sh.step_done {
+                break;
+            }
+            let ev = *ev;
+            self.sh.events[l].pop_front();
+            lane.on_event(
+                &ev,
+                &mut LaneOut {
+                    sh: &mut self.sh,
+                    lane: l,
+                },
+            );
+            busy = true;
+        }
+        // INV-REP-11: a lane answer leaves once LaneCut covers its op.
+        while let Some(h) = self.sh.lane_held[l].front() {
+            let Gate::LaneCut { lane_seq, .. } = h.gate else {
+                break;
+            };
+            if self.sh.lane_cut[l].1 < lane_seq {
+                break;
+            }
+            let h = self.sh.lane_held[l].pop_front().expect("front");
+            self.sh.log(WireEvent::Resp {
+                session: h.session,
+                gate: h.gate,
+                bytes: h.bytes,
+            });
+            busy = true;
+        }
+        if let Some((rx_ts, bytes)) = self.rx[l].pop_front() {
+            let _ = lane.on_packet(
+                now,
+                rx_ts,
+                &bytes,
+                &mut LaneOut {
+                    sh: &mut self.sh,
+                    lane: l,
+                },
+            );
+            // (2) publish after the record is in R_pkt (07 §4.2).
+            self.sh.lane_counter[l] = lane.published();
+            busy = true;
+        } else {
+            lane.flush_hashes(&mut LaneOut {
+                sh: &mut self.sh,
+                lane: l,
+            });
+        }
+        busy
+    }
+
+    /// Round-robin every tile until nothing moves (at most `max_rounds` rounds).
+    pub fn settle(&mut self, now: u64, max_rounds: usize) {
+        let tiles = self.tiles();
+        for _ in 0..max_rounds {
+            let mut busy = false;
+            for &t in &tiles {
+                busy |= self.poll(t, now);
+            }
+            if !busy && self.rx_backlog() == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Take the wire log written so far (a long-running box drains it to its ports).
+    pub fn drain_wire(&mut self) -> std::vec::Drain<'_, WireEvent> {
+        self.sh.wire.drain(..)
+    }
+
+    /// The BBO core.
+    pub fn bbo(&self) -> &Bbo {
+        &self.bbo
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// Frames written on substream `h`, in order.
+    pub fn frames(&self, h: u8) -> Vec<&[u8]> {
+        self.sh
+            .wire
+            .iter()
+            .filter_map(|e| match e {
+                WireEvent::Frame { info, bytes } if info.stream == h => Some(bytes.as_slice()),
+                _ => None,
+            })
+            .collect()
+    }
+}

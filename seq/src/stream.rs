@@ -1,0 +1,364 @@
+//! A stream core (07 §4.1–§4.2, §4.5): owns substream H — its lanes' records, its half of every
+//! step, its `frame_seq`, its HASH frames and heartbeats, its `released[H]` word and the
+//! `LaneCut` of its lanes.
+//!
+//! Per poll:
+//! 1. Part B: drain this half's `R_pkt[l]` rings into the open ORDER frame as LaneRuns (records
+//!    are framed ahead of the steps that will cover them, 07 §4.11).
+//! 2. Part A: for each step in `R_step` (its cursor): if H carries a record of the step (its home
+//!    half, or its half-cut moved), first check every record ≤ the step's half-cut is framed
+//!    (INV-REP-2), then append the half record (07 §3.8).
+//! 3. Flush (07 §4.5): a gated step (one that carries a record, so it may release a response),
+//!    the 160-byte body cap, or `REP_FLUSH_MAX_NS` of age; never between a step's drain and its
+//!    record. A flush writes the frame to **both paths**, then fences, then stores `released[H]`
+//!    (release), then `LaneCut[l]` for this half's lanes (INV-REP-11).
+//! 4. HASH frames: the `pkt_hash` of every record already written (INV-REP-8), grouped per lane.
+//! 5. HEARTBEAT after `REP_HB_US` of silence.
+
+use crate::home::{FrameInfo, Shared, WireEvent};
+use vyrn_wire::consts::{REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, SRC_NONE};
+use vyrn_wire::encoder::FrameWriter;
+use vyrn_wire::frame::{FrameHeader, FrameKind, Heartbeat};
+use vyrn_wire::layout::Layout;
+use vyrn_wire::leb::push_u64;
+use vyrn_wire::records::{
+    encode_hash_run, encode_session_bind, encode_step_half, tag, HalfRecord, LaneBase, SessionBind,
+    StepState, TenureStart,
+};
+
+/// How the stream core orders its gate. `Correct` is the protocol; the other exists so the
+/// tests can show that the invariant checks catch a broken gate (T-REP-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateMode {
+    /// Write to both paths, fence, then release (07 §4.2).
+    Correct,
+    /// The gate removed (tests only): release words and `LaneCut` are stored as soon as a
+    /// step's record is appended to the open frame, and the frame is written only when it ages
+    /// out — INV-FRAME-FIRST broken on purpose, to show the checks catch it.
+    ReleaseOnAppend,
+}
+
+/// One substream's stream core.
+#[derive(Debug)]
+pub struct StreamCore {
+    h: u8,
+    layout: Layout,
+    first: usize,
+    len: usize,
+    w: FrameWriter,
+    st: StepState,
+    steprun_n: u64,
+    steprun: Vec<u8>,
+    /// Per lane of the half: last LaneSeq drained into a frame (open or written).
+    drained: Vec<u64>,
+    /// Per lane: last LaneSeq in a written frame.
+    written: Vec<u64>,
+    half_cut: Vec<u64>,
+    /// The last step whose record is in the open frame, with this half's cut.
+    open_step: Option<u64>,
+    open_since: Option<u64>,
+    last_write: u64,
+    info: FrameInfo,
+    /// Per lane: `(first_lane_seq, pkt_hash)` received, waiting for their record to be written.
+    hashes: Vec<std::collections::VecDeque<(u64, u64)>>,
+    mode: GateMode,
+    scratch: Vec<u8>,
+    recs: Vec<Vec<u8>>,
+}
+
+impl StreamCore {
+    /// Stream core of substream `h`, starting a tenure: frame 1 is the TenureStart (07 §3.9),
+    /// then a SessionBind per bound session of this half (§3.5).
+    pub fn new(
+        h: u8,
+        layout: Layout,
+        book: u16,
+        epoch: u32,
+        binds: &[SessionBind],
+        sh: &mut Shared,
+    ) -> Self {
+        let first = layout.half_start(h);
+        let len = layout.half_len(h);
+        let mut w = FrameWriter::new(book, epoch, 0, 0, h, REP_ORDER_FRAME_MAX);
+        let ts = TenureStart {
+            epoch,
+            tenure: 0,
+            sender: 0,
+            first_step: 1,
+            first_height: 1,
+            prev_header_hash: [0; 32],
+            lanes: (0..len)
+                .map(|_| LaneBase {
+                    next_lane_seq: 1,
+                    rx_ts_base: 0,
+                    fills_applied_base: 0,
+                })
+                .collect(),
+            prev_cut: vec![0; len],
+        };
+        let mut b = Vec::new();
+        ts.encode(&mut b);
+        w.tenure_start(&b);
+        w.flush();
+        for bind in binds
+            .iter()
+            .filter(|b| layout.stream_of(b.lane as usize) == h)
+        {
+            let mut b = Vec::new();
+            encode_session_bind(bind, &mut b);
+            w.section(&b);
+        }
+        w.flush();
+        let mut s = StreamCore {
+            h,
+            layout,
+            first,
+            len,
+            w,
+            st: StepState::new(1, &vec![0; len]),
+            steprun_n: 0,
+            steprun: Vec::with_capacity(256),
+            drained: vec![0; len],
+            written: vec![0; len],
+            half_cut: vec![0; len],
+            open_step: None,
+            open_since: None,
+            last_write: 0,
+            info: FrameInfo::default(),
+            hashes: (0..len).map(|_| Default::default()).collect(),
+            mode: GateMode::Correct,
+            scratch: Vec::with_capacity(256),
+            recs: Vec::new(),
+        };
+        s.send(0, sh);
+        s
+    }
+
+    /// Substream.
+    pub fn stream(&self) -> u8 {
+        self.h
+    }
+
+    /// Break the gate on purpose (tests only).
+    #[doc(hidden)]
+    pub fn set_gate_mode(&mut self, m: GateMode) {
+        self.mode = m;
+    }
+
+    fn close_steprun(&mut self) {
+        if self.steprun_n == 0 {
+            return;
+        }
+        self.scratch.clear();
+        self.scratch.push(tag::STEP_RUN);
+        push_u64(&mut self.scratch, self.steprun_n);
+        self.scratch.extend_from_slice(&self.steprun);
+        self.w.section(&self.scratch);
+        self.steprun.clear();
+        self.steprun_n = 0;
+    }
+
+    /// Write every sealed frame to both paths (one wire event per frame: the threaded box sends
+    /// it on path A and path B before the fence).
+    fn send(&mut self, now: u64, sh: &mut Shared) {
+        for f in self.w.take_frames() {
+            let Ok((hdr, _)) = FrameHeader::parse(&f) else {
+                continue;
+            };
+            let mut info = if hdr.kind == FrameKind::Order {
+                let n = self.info.lane_max.len();
+                std::mem::replace(
+                    &mut self.info,
+                    FrameInfo {
+                        lane_max: vec![0; n],
+                        ..FrameInfo::default()
+                    },
+                )
+            } else {
+                FrameInfo::default()
+            };
+            info.stream = self.h;
+            info.frame_seq = hdr.frame_seq;
+            info.kind = Some(hdr.kind);
+            sh.log(WireEvent::Frame { info, bytes: f });
+            self.last_write = now;
+        }
+    }
+
+    /// Flush the open ORDER frame: write, fence, release (07 §4.2).
+    fn flush(&mut self, now: u64, sh: &mut Shared) {
+        self.close_steprun();
+        if self.w.open_len() == 0 {
+            return;
+        }
+        let release = self.open_step.take();
+        self.w.flush();
+        self.send(now, sh);
+        self.open_since = None;
+        // Fence: in the threaded box an sfence after the NIC writes; here the writes above are
+        // complete when `send` returns.
+        self.written.copy_from_slice(&self.drained);
+        if let Some(s) = release {
+            sh.released[self.h as usize] = s; // (release)
+            for i in 0..self.len {
+                sh.lane_cut[self.first + i] = (s, self.half_cut[i]); // INV-REP-11: after release
+            }
+        }
+    }
+
+    fn append_lane(&mut self, l: usize, now: u64, sh: &mut Shared) {
+        let i = l - self.first;
+        self.recs.clear();
+        while let Some(e) = sh.r_pkt[l].pop_front() {
+            self.drained[i] = e.first_lane_seq + e.count.max(1) as u64 - 1;
+            self.recs.push(e.enc[..e.len as usize].to_vec());
+        }
+        if self.recs.is_empty() {
+            return;
+        }
+        self.close_steprun();
+        let mut k = 0;
+        while k < self.recs.len() {
+            // As many records as fit the open frame (a run never straddles frames, §3.4).
+            let room = REP_ORDER_FRAME_MAX.saturating_sub(self.w.open_len());
+            let mut n = 0;
+            let mut bytes = 3;
+            while k + n < self.recs.len() && bytes + self.recs[k + n].len() <= room {
+                bytes += self.recs[k + n].len();
+                n += 1;
+            }
+            if n == 0 {
+                if self.w.open_len() == 0 {
+                    n = 1;
+                } else {
+                    self.flush(now, sh);
+                    continue;
+                }
+            }
+            let refs: Vec<&[u8]> = self.recs[k..k + n].iter().map(|r| r.as_slice()).collect();
+            self.w.lane_records(l as u8, &refs);
+            self.info.lane_max[l] = self.info.lane_max[l].max(self.drained[i]);
+            self.open_since.get_or_insert(now);
+            k += n;
+        }
+    }
+
+    /// One poll at `now`. Returns whether it did anything.
+    pub fn poll(&mut self, now: u64, sh: &mut Shared) -> bool {
+        if self.info.lane_max.is_empty() {
+            self.info.lane_max = vec![0; self.layout.n_lanes as usize];
+        }
+        let mut busy = false;
+        // Part B: frame the lanes' records ahead of the steps.
+        for l in self.first..self.first + self.len {
+            if !sh.r_pkt[l].is_empty() {
+                self.append_lane(l, now, sh);
+                busy = true;
+            }
+            while let Some(h) = sh.r_hash8[l].pop_front() {
+                self.hashes[l - self.first].push_back(h);
+                busy = true;
+            }
+        }
+        // Part A: this half's records of the next steps (up to 8: coalescing, §4.5).
+        let mut gated = false;
+        for _ in 0..8 {
+            let Some(se) = sh.r_step[self.h as usize].front() else {
+                break;
+            };
+            let se = *se;
+            let cut = &se.cut[self.first..self.first + self.len];
+            let home = self.layout.home_of(se.src_lane) == self.h;
+            let moved = cut != self.half_cut.as_slice();
+            if !home && !moved {
+                sh.r_step[self.h as usize].pop_front();
+                continue;
+            }
+            // INV-REP-2: every record ≤ the half-cut is framed before the step's record.
+            if cut.iter().zip(&self.drained).any(|(c, d)| c > d) {
+                break; // its records are not in the ring yet; never expected (lanes push first)
+            }
+            // OTHER: the other substream carries a record of this step too (§3.8).
+            let other = se.spans;
+            self.scratch.clear();
+            let ok = encode_step_half(
+                &mut self.st,
+                self.first,
+                &HalfRecord {
+                    step: se.step,
+                    kind: se.kind,
+                    home,
+                    other,
+                    src_lane: if home { se.src_lane } else { SRC_NONE },
+                    src_lane_seq: se.src_lane_seq,
+                    payload: &se.payload[..se.plen as usize],
+                    cut,
+                },
+                &mut self.scratch,
+            );
+            if !ok {
+                sh.errors += 1;
+                sh.r_step[self.h as usize].pop_front();
+                continue;
+            }
+            // The StepRun section must fit the open frame; flush complete steps first.
+            let need = self.scratch.len() + self.steprun.len() + 11;
+            if self.w.open_len() + need > REP_ORDER_FRAME_MAX && self.w.open_len() > 0 {
+                self.flush(now, sh);
+            }
+            self.steprun.extend_from_slice(&self.scratch);
+            self.steprun_n += 1;
+            self.half_cut.copy_from_slice(cut);
+            self.open_step = Some(se.step);
+            self.info.steps.push((se.step, cut.to_vec()));
+            if self.mode == GateMode::ReleaseOnAppend {
+                sh.released[self.h as usize] = se.step;
+                for i in 0..self.len {
+                    sh.lane_cut[self.first + i] = (se.step, self.half_cut[i]);
+                }
+            }
+            self.open_since.get_or_insert(now);
+            sh.r_step[self.h as usize].pop_front();
+            gated = true;
+            busy = true;
+        }
+        // Flush rules (§4.5): a gated step, or the open frame's age.
+        let aged = self
+            .open_since
+            .is_some_and(|t| now.saturating_sub(t) >= REP_FLUSH_MAX_NS);
+        if (gated && self.mode == GateMode::Correct) || aged {
+            self.flush(now, sh);
+        }
+        // HASH frames: hashes of written records only (a HashRun names records already decoded).
+        let mut body = Vec::new();
+        for i in 0..self.len {
+            let q = &mut self.hashes[i];
+            let mut hs = Vec::new();
+            while let Some(&(first, h)) = q.front() {
+                if first > self.written[i] {
+                    break;
+                }
+                hs.push(h);
+                q.pop_front();
+            }
+            if !hs.is_empty() {
+                encode_hash_run((self.first + i) as u8, &hs, &mut body);
+            }
+        }
+        if !body.is_empty() {
+            self.w.hash_frame(&body);
+            self.send(now, sh);
+            busy = true;
+        }
+        // HEARTBEAT after REP_HB_US of silence.
+        if now.saturating_sub(self.last_write) >= REP_HB_US * 1000 {
+            self.w.heartbeat(&Heartbeat {
+                last_step: sh.released[self.h as usize],
+                last_height: 0,
+                ptp_now: now,
+            });
+            self.send(now, sh);
+        }
+        busy
+    }
+}
