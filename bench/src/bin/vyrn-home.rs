@@ -18,6 +18,44 @@ use vyrn_engine::EngineConfig;
 use vyrn_seq::{SeqConfig, SeqHome, WireEvent};
 use vyrn_wire::decoder::{DecState, NullSink};
 
+/// What the box wrote so far, and the replica decoder that reads it.
+struct Tally {
+    frames: u64,
+    frame_bytes: u64,
+    resps: u64,
+    decode_errors: u64,
+    dec: DecState,
+}
+
+impl Tally {
+    /// Take the box's wire log: frames to the decoder, responses to their sessions.
+    fn drain(
+        &mut self,
+        home: &mut SeqHome,
+        now: u64,
+        sessions: &mut [Session],
+        index: &std::collections::HashMap<u32, usize>,
+    ) {
+        for ev in home.drain_wire() {
+            match ev {
+                WireEvent::Frame { bytes, .. } => {
+                    self.frames += 1;
+                    self.frame_bytes += bytes.len() as u64;
+                    if self.dec.on_frame(&bytes, now, &mut NullSink).is_err() {
+                        self.decode_errors += 1;
+                    }
+                }
+                WireEvent::Resp { session, bytes, .. } => {
+                    self.resps += 1;
+                    if let Some(&i) = index.get(&session) {
+                        sessions[i].handle_packet(now, &bytes);
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct Opts {
     secs: u64,
     rate: u64,
@@ -109,7 +147,13 @@ fn main() -> ExitCode {
         engine: e.clone(),
         epoch: 1,
     });
-    let mut dec = DecState::new(e.layout).expect("layout");
+    let mut tally = Tally {
+        frames: 0,
+        frame_bytes: 0,
+        resps: 0,
+        decode_errors: 0,
+        dec: DecState::new(e.layout).expect("layout"),
+    };
     let mut load = LoadGen::new(
         LoadConfig {
             msgs_per_s: o.rate,
@@ -126,8 +170,7 @@ fn main() -> ExitCode {
     let tiles = home.tiles();
     let t0 = Instant::now();
     let end = o.secs * 1_000_000_000 + 1_000_000;
-    let (mut frames, mut frame_bytes, mut resps, mut decode_errors, mut copy2) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut copy2 = 0u64;
     let mut next_report = 1_000_000_000 + 1_000_000;
     loop {
         let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
@@ -152,23 +195,7 @@ fn main() -> ExitCode {
         for &t in &tiles {
             home.poll(t, now);
         }
-        for ev in home.drain_wire() {
-            match ev {
-                WireEvent::Frame { bytes, .. } => {
-                    frames += 1;
-                    frame_bytes += bytes.len() as u64;
-                    if dec.on_frame(&bytes, now, &mut NullSink).is_err() {
-                        decode_errors += 1;
-                    }
-                }
-                WireEvent::Resp { session, bytes, .. } => {
-                    resps += 1;
-                    if let Some(&i) = index.get(&session) {
-                        sessions[i].handle_packet(now, &bytes);
-                    }
-                }
-            }
-        }
+        tally.drain(&mut home, now, &mut sessions, &index);
         load.drain_events(now, &mut sessions);
         if now >= next_report {
             next_report += 1_000_000_000;
@@ -178,33 +205,17 @@ fn main() -> ExitCode {
             println!(
                 "  box: steps {}  frames {} ({} KiB, both paths)  responses {}  decoder errors {}",
                 home.bbo().done(),
-                frames,
-                frame_bytes / 1024,
-                resps,
-                decode_errors
+                tally.frames,
+                tally.frame_bytes / 1024,
+                tally.resps,
+                tally.decode_errors
             );
         }
     }
     // Let the box drain what is in flight.
     let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
     home.settle(now + 10_000_000, 100_000);
-    for ev in home.drain_wire() {
-        match ev {
-            WireEvent::Frame { bytes, .. } => {
-                frames += 1;
-                frame_bytes += bytes.len() as u64;
-                if dec.on_frame(&bytes, now, &mut NullSink).is_err() {
-                    decode_errors += 1;
-                }
-            }
-            WireEvent::Resp { session, bytes, .. } => {
-                resps += 1;
-                if let Some(&i) = index.get(&session) {
-                    sessions[i].handle_packet(now, &bytes);
-                }
-            }
-        }
-    }
+    tally.drain(&mut home, now, &mut sessions, &index);
     load.drain_events(now, &mut sessions);
     println!("--- summary");
     use vyrn_client::loadgen::stats::fmt_percentiles;
@@ -229,7 +240,13 @@ fn main() -> ExitCode {
         k.fills,
         k.refused
     );
-    let c = dec.counters();
+    let c = tally.dec.counters();
+    let (frames, frame_bytes, resps, decode_errors) = (
+        tally.frames,
+        tally.frame_bytes,
+        tally.resps,
+        tally.decode_errors,
+    );
     println!(
         "box: {} steps, {} frames ({:.1} MiB), {} responses; decoder: {} frames, {} records, {} steps, {} hashes, {} errors; copy 2 packets for the data tier: {}",
         home.bbo().done(),
