@@ -24,6 +24,8 @@ fn main() {
     let mut home = SeqHome::new(SeqConfig {
         engine: e.clone(),
         epoch: 1,
+        block_ns: vyrn_wire::consts::BLOCK_NS,
+        seq_key: [1; 32],
     });
     let mut mix = Mix::clean();
     mix.max_msgs = 2;

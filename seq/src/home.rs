@@ -52,6 +52,36 @@ pub struct StepEntry {
     pub spans: bool,
 }
 
+/// An `R_step` entry: a step, or the block-mark entry the BBO core places after its current
+/// step when stream-A asks for a block's close (07 §3.9, §6.1).
+#[derive(Debug, Clone, Copy)]
+pub enum StepMsg {
+    /// A step.
+    Step(StepEntry),
+    /// Close block `height` after step `last_step`.
+    Mark {
+        /// Height.
+        height: u64,
+        /// Last StepId of the block.
+        last_step: u64,
+    },
+}
+
+/// One substream's part of a closed block, for the order hasher (07 §4.6, §6.1).
+#[derive(Debug, Clone)]
+pub struct ClosedHalf {
+    /// Height.
+    pub height: u64,
+    /// First StepId of the block.
+    pub first_step: u64,
+    /// Last StepId.
+    pub last_step: u64,
+    /// `order_root_H(h)`.
+    pub order_root: [u8; 32],
+    /// The block's PacketRecords on this substream in O-order: (lane, first_lane_seq).
+    pub recs: Vec<(u8, u64)>,
+}
+
 /// What a written ORDER frame holds (for the invariant checks).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FrameInfo {
@@ -104,7 +134,13 @@ pub struct Shared {
     /// `R_hash8[l]`: `(first_lane_seq, pkt_hash)`.
     pub r_hash8: Vec<VecDeque<(u64, u64)>>,
     /// `R_step`, one cursor per substream.
-    pub r_step: [VecDeque<StepEntry>; 2],
+    pub r_step: [VecDeque<StepMsg>; 2],
+    /// `R_hash32`: `(lane, first_lane_seq, full hash)` for the order hasher.
+    pub r_hash32: VecDeque<(u8, u64, [u8; 32])>,
+    /// Closed block halves, per substream, for the order hasher.
+    pub closed: [VecDeque<ClosedHalf>; 2],
+    /// Signed headers for stream-A to write.
+    pub headers: VecDeque<vyrn_wire::header::BlockHeader>,
     /// Lane → BBO rings.
     pub fwd: Vec<VecDeque<Fwd>>,
     /// BBO → lane event rings.
@@ -149,6 +185,8 @@ pub enum Tile {
     Stream(u8),
     /// The TX tile.
     Tx,
+    /// The order hasher (07 §4.6): data roots, HEADER signing.
+    Hasher,
 }
 
 /// Box configuration.
@@ -158,6 +196,10 @@ pub struct SeqConfig {
     pub engine: EngineConfig,
     /// Epoch.
     pub epoch: u32,
+    /// Block period (07 §6.1: `BLOCK_NS`; `u64::MAX`: never close).
+    pub block_ns: u64,
+    /// The sequencer's Ed25519 signing key seed (`seq_key`, loaded once, never written).
+    pub seq_key: [u8; 32],
 }
 
 struct LaneOut<'a> {
@@ -180,6 +222,7 @@ impl LaneSink for LaneOut<'_> {
         let mut h = [0u8; 8];
         h.copy_from_slice(&full[..8]);
         self.sh.r_hash8[lane as usize].push_back((first_lane_seq, u64::from_le_bytes(h)));
+        self.sh.r_hash32.push_back((lane, first_lane_seq, *full));
     }
     fn forward(&mut self, f: &Fwd) {
         self.sh.fwd[self.lane].push_back(*f);
@@ -218,8 +261,8 @@ impl BboSink for BboOut<'_> {
         e.cut[..s.cut.len()].copy_from_slice(s.cut);
         e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
         // R_step: one writer, a cursor per stream core (07 §4.1, INV-WRITER).
-        self.sh.r_step[0].push_back(e);
-        self.sh.r_step[1].push_back(e);
+        self.sh.r_step[0].push_back(StepMsg::Step(e));
+        self.sh.r_step[1].push_back(StepMsg::Step(e));
     }
     fn event(&mut self, lane: u8, ev: &LaneEvent) {
         self.sh.events[lane as usize].push_back(*ev);
@@ -248,6 +291,78 @@ pub struct SeqHome {
     cut: CutCore,
     bbo: Bbo,
     streams: Vec<StreamCore>,
+    hasher: OrderHasher,
+    next_close: u64,
+    height: u64,
+}
+
+/// The order hasher (07 §4.6): full hashes from the lanes, closed block halves from the stream
+/// cores; when a block's every full hash is in, its data roots, the header, `seq_sig`.
+#[derive(Debug)]
+struct OrderHasher {
+    fulls: std::collections::HashMap<(u8, u64), [u8; 32]>,
+    prev: [u8; 32],
+    key: ed25519_dalek::SigningKey,
+    epoch: u32,
+    book: u16,
+    n_streams: u8,
+}
+
+impl OrderHasher {
+    fn poll(&mut self, sh: &mut Shared) -> bool {
+        let mut busy = false;
+        while let Some((l, f, h)) = sh.r_hash32.pop_front() {
+            self.fulls.insert((l, f), h);
+            busy = true;
+        }
+        loop {
+            let n = self.n_streams as usize;
+            if (0..n).any(|h| sh.closed[h].is_empty()) {
+                break;
+            }
+            let ready = (0..n).all(|h| {
+                sh.closed[h][0]
+                    .recs
+                    .iter()
+                    .all(|k| self.fulls.contains_key(k))
+            });
+            if !ready {
+                break;
+            }
+            let mut roots = [vyrn_wire::header::empty_root(); 2];
+            let mut droots = [vyrn_wire::header::empty_root(); 2];
+            let mut first = None;
+            for h in 0..n {
+                let c = sh.closed[h].pop_front().expect("checked");
+                let mut d = vyrn_wire::header::DataRootHasher::default();
+                for k in &c.recs {
+                    if let Some(full) = self.fulls.remove(k) {
+                        d.push(&full);
+                    }
+                }
+                roots[h] = c.order_root;
+                droots[h] = d.finish();
+                first.get_or_insert((c.height, c.first_step, c.last_step));
+            }
+            let (height, first_step, last_step) = first.expect("one stream");
+            let mut hdr = vyrn_wire::header::BlockHeader {
+                height,
+                epoch: self.epoch,
+                book: self.book,
+                first_step,
+                last_step,
+                prev: self.prev,
+                order_root: vyrn_wire::header::order_root(&roots[0], &roots[1]),
+                data_root: vyrn_wire::header::data_root(&droots[0], &droots[1]),
+                seq_sig: [0; 64],
+            };
+            hdr.sign(&self.key);
+            self.prev = hdr.header_hash();
+            sh.headers.push_back(hdr);
+            busy = true;
+        }
+        busy
+    }
 }
 
 impl SeqHome {
@@ -285,6 +400,16 @@ impl SeqHome {
             cut: CutCore::new(e.layout, 0),
             bbo: Bbo::new(e),
             streams,
+            hasher: OrderHasher {
+                fulls: std::collections::HashMap::new(),
+                prev: [0; 32],
+                key: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key),
+                epoch: cfg.epoch,
+                book: e.book,
+                n_streams: e.layout.n_streams,
+            },
+            next_close: cfg.block_ns,
+            height: 1,
             sh,
             cfg,
         }
@@ -304,7 +429,13 @@ impl SeqHome {
             t.push(Tile::Stream(h));
         }
         t.push(Tile::Tx);
+        t.push(Tile::Hasher);
         t
+    }
+
+    /// The sequencer's verifying key.
+    pub fn seq_public(&self) -> ed25519_dalek::VerifyingKey {
+        self.hasher.key.verifying_key()
     }
 
     /// Break a stream core's gate on purpose (tests only).
@@ -364,9 +495,22 @@ impl SeqHome {
                 self.sh.fwd = q;
                 // step_done after the step's events are in the rings.
                 self.sh.step_done = self.bbo.done();
+                // Block close (07 §6.1): stream-A's close request, placed after the current
+                // step on both cursors of R_step.
+                if now >= self.next_close {
+                    let m = StepMsg::Mark {
+                        height: self.height,
+                        last_step: self.bbo.done(),
+                    };
+                    self.sh.r_step[0].push_back(m);
+                    self.sh.r_step[1].push_back(m);
+                    self.height += 1;
+                    self.next_close = self.next_close.saturating_add(self.cfg.block_ns);
+                }
                 matches!(r, Ok(Some(_)))
             }
             Tile::Stream(h) => self.streams[h as usize].poll(now, &mut self.sh),
+            Tile::Hasher => self.hasher.poll(&mut self.sh),
             Tile::Tx => {
                 // INV-REP-1: a step's response leaves once both release words cover it.
                 let mut any = false;

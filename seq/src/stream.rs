@@ -15,15 +15,15 @@
 //! 4. HASH frames: the `pkt_hash` of every record already written (INV-REP-8), grouped per lane.
 //! 5. HEARTBEAT after `REP_HB_US` of silence.
 
-use crate::home::{FrameInfo, Shared, WireEvent};
+use crate::home::{ClosedHalf, FrameInfo, Shared, StepMsg, WireEvent};
 use vyrn_wire::consts::{REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, SRC_NONE};
 use vyrn_wire::encoder::FrameWriter;
 use vyrn_wire::frame::{FrameHeader, FrameKind, Heartbeat};
 use vyrn_wire::layout::Layout;
 use vyrn_wire::leb::push_u64;
 use vyrn_wire::records::{
-    encode_hash_run, encode_session_bind, encode_step_half, tag, HalfRecord, LaneBase, SessionBind,
-    StepState, TenureStart,
+    encode_block_mark, encode_hash_run, encode_session_bind, encode_step_half, tag, HalfRecord,
+    LaneBase, SessionBind, StepState, TenureStart,
 };
 
 /// How the stream core orders its gate. `Correct` is the protocol; the other exists so the
@@ -64,6 +64,10 @@ pub struct StreamCore {
     mode: GateMode,
     scratch: Vec<u8>,
     recs: Vec<Vec<u8>>,
+    /// This block's PacketRecords in O-order: (lane, first_lane_seq).
+    block_recs: Vec<(u8, u64)>,
+    prev_last_step: u64,
+    prev_bounds: Vec<u64>,
 }
 
 impl StreamCore {
@@ -129,6 +133,9 @@ impl StreamCore {
             mode: GateMode::Correct,
             scratch: Vec::with_capacity(256),
             recs: Vec::new(),
+            block_recs: Vec::new(),
+            prev_last_step: 0,
+            prev_bounds: vec![0; len],
         };
         s.send(0, sh);
         s
@@ -211,6 +218,7 @@ impl StreamCore {
         self.recs.clear();
         while let Some(e) = sh.r_pkt[l].pop_front() {
             self.drained[i] = e.first_lane_seq + e.count.max(1) as u64 - 1;
+            self.block_recs.push((l as u8, e.first_lane_seq));
             self.recs.push(e.enc[..e.len as usize].to_vec());
         }
         if self.recs.is_empty() {
@@ -243,6 +251,34 @@ impl StreamCore {
         }
     }
 
+    /// Close this substream's part of block `height` (07 §3.9, §6.1): BlockMark with the
+    /// half's lane bounds after every record and step of the block, `order_root_H` over the
+    /// block's ORDER section bytes, then a flush; the half goes to the order hasher.
+    fn block_mark(&mut self, height: u64, last_step: u64, now: u64, sh: &mut Shared) {
+        self.close_steprun();
+        let mut b = Vec::new();
+        let bounds = self.drained.clone();
+        encode_block_mark(
+            height,
+            last_step,
+            self.prev_last_step,
+            &mut self.prev_bounds,
+            &bounds,
+            &mut b,
+        );
+        let root = self.w.block_mark(&b);
+        self.open_since.get_or_insert(now);
+        self.flush(now, sh);
+        sh.closed[self.h as usize].push_back(ClosedHalf {
+            height,
+            first_step: self.prev_last_step + 1,
+            last_step,
+            order_root: root,
+            recs: std::mem::take(&mut self.block_recs),
+        });
+        self.prev_last_step = last_step;
+    }
+
     /// One poll at `now`. Returns whether it did anything.
     pub fn poll(&mut self, now: u64, sh: &mut Shared) -> bool {
         if self.info.lane_max.is_empty() {
@@ -263,10 +299,18 @@ impl StreamCore {
         // Part A: this half's records of the next steps (up to 8: coalescing, §4.5).
         let mut gated = false;
         for _ in 0..8 {
-            let Some(se) = sh.r_step[self.h as usize].front() else {
+            let Some(msg) = sh.r_step[self.h as usize].front() else {
                 break;
             };
-            let se = *se;
+            let se = match *msg {
+                StepMsg::Step(se) => se,
+                StepMsg::Mark { height, last_step } => {
+                    sh.r_step[self.h as usize].pop_front();
+                    self.block_mark(height, last_step, now, sh);
+                    busy = true;
+                    continue;
+                }
+            };
             let cut = &se.cut[self.first..self.first + self.len];
             let home = self.layout.home_of(se.src_lane) == self.h;
             let moved = cut != self.half_cut.as_slice();
@@ -328,6 +372,14 @@ impl StreamCore {
             .is_some_and(|t| now.saturating_sub(t) >= REP_FLUSH_MAX_NS);
         if (gated && self.mode == GateMode::Correct) || aged {
             self.flush(now, sh);
+        }
+        // HEADER frames (substream A, wire-decisions 24), once the order hasher signed them.
+        if self.h == 0 {
+            while let Some(hdr) = sh.headers.pop_front() {
+                self.w.header_frame(&hdr);
+                self.send(now, sh);
+                busy = true;
+            }
         }
         // HASH frames: hashes of written records only (a HashRun names records already decoded).
         let mut body = Vec::new();

@@ -146,6 +146,9 @@ fn main() -> ExitCode {
     let mut home = SeqHome::new(SeqConfig {
         engine: e.clone(),
         epoch: 1,
+        block_ns: vyrn_wire::consts::BLOCK_NS,
+        // A fixed development key; a real box loads its key file (0600) once.
+        seq_key: *blake3::hash(b"vyrn-home dev seq key").as_bytes(),
     });
     let mut tally = Tally {
         frames: 0,
