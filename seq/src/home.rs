@@ -55,6 +55,7 @@ pub struct StepEntry {
 /// An `R_step` entry: a step, or the block-mark entry the BBO core places after its current
 /// step when stream-A asks for a block's close (07 §3.9, §6.1).
 #[derive(Debug, Clone, Copy)]
+#[allow(clippy::large_enum_variant)] // a ring slot is fixed-size; boxing would allocate per step
 pub enum StepMsg {
     /// A step.
     Step(StepEntry),
