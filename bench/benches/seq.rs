@@ -9,6 +9,7 @@ use std::time::Instant;
 use vyrn_bench::{quick, Latency};
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
+use vyrn_seq::home::StepMsg;
 use vyrn_seq::{SeqConfig, SeqHome, Tile};
 
 fn main() {
@@ -50,7 +51,9 @@ fn main() {
         // Time each stream core's poll when it has exactly one step to take.
         for h in 0..2u8 {
             let steps = home.sh.r_step[h as usize].len();
-            let spans = home.sh.r_step[h as usize].front().is_some_and(|s| s.spans);
+            let spans = home.sh.r_step[h as usize]
+                .front()
+                .is_some_and(|m| matches!(m, StepMsg::Step(s) if s.spans));
             let before = home.sh.released[h as usize];
             let t0 = Instant::now();
             home.poll(Tile::Stream(h), now);
