@@ -24,5 +24,8 @@ echo
 echo "== capture round trip (vyrn-wire corpus + check) =="
 cap=$(mktemp --suffix=.cap)
 trap 'rm -f "$cap"' EXIT
-key=$("$bin/vyrn-wire" corpus --seed "${VYRN_SEED:-1}" --frames 20000 --out "$cap" 2>&1 | tee /dev/stderr | sed -n 's/.*seq key \([0-9a-f]*\).*/\1/p')
+# (No `tee /dev/stderr`: with stderr redirected to a file, tee would truncate it.)
+out=$("$bin/vyrn-wire" corpus --seed "${VYRN_SEED:-1}" --frames 20000 --out "$cap" 2>&1)
+echo "$out"
+key=$(printf '%s\n' "$out" | sed -n 's/.*seq key \([0-9a-f]*\).*/\1/p')
 "$bin/vyrn-wire" check "$cap" --key "$key"
