@@ -176,13 +176,16 @@ impl ResponseView {
         Ok(v)
     }
 
-    /// True when every record is a notice from the data tier (`SeqChange`, `DataRedirect`):
-    /// the data boxes that send them cannot know the sequencer's `resp_seq`, so the client
-    /// leaves such packets out of `resp_seq` accounting (a reading of ours; 04 owns it).
+    /// True for a notice: every record is a data-tier notice (`SeqChange`, `DataRedirect`), or
+    /// the packet carries `NOTICE_RESP_SEQ` and only unsolicited records (control's `Durable`,
+    /// `Final`, `Halted` watermarks). Senders of notices cannot know, or do not take, the
+    /// session's `resp_seq`, so the client leaves them out of `resp_seq` accounting (a reading
+    /// of ours; 04 owns it).
     pub fn is_notice(&self) -> bool {
-        self.records()
-            .iter()
-            .all(|r| matches!(r, Record::SeqChange { .. } | Record::DataRedirect { .. }))
+        let all = |f: fn(&Record) -> bool| self.records().iter().all(f);
+        all(|r| matches!(r, Record::SeqChange { .. } | Record::DataRedirect { .. }))
+            || (self.resp_seq == vyrn_wire::msg::client::NOTICE_RESP_SEQ
+                && all(|r| r.is_unsolicited()))
     }
 }
 

@@ -961,7 +961,13 @@ impl Session {
         if v.is_notice() {
             self.counters.rx_ok += 1;
             for r in v.records() {
-                self.on_notice(r, now);
+                match r {
+                    // Watermarks and the halt notice from control (NOTICE_RESP_SEQ).
+                    Record::Durable { .. } | Record::Final { .. } | Record::Halted => {
+                        self.on_record(&v, r, now)
+                    }
+                    _ => self.on_notice(r, now),
+                }
             }
             return;
         }

@@ -56,6 +56,12 @@ pub const RESP_TAG_BYTES: usize = 16;
 pub const RESP_MAX_RECORDS: usize = 40;
 /// Response `flags` bit 0: rebuilt and resent (07 §8.5).
 pub const RESP_FLAG_RESEND: u8 = 1;
+/// `resp_seq` of a **notice**: a response packet of unsolicited records only (`Durable`,
+/// `Final`, `Halted`, `SeqChange`, `DataRedirect`) sent outside the session's numbering — by
+/// control (watermarks, 07 §6.9) or a data box (07 §5.7, §9.5), which cannot know the session's
+/// `resp_seq`. Clients dedupe notices by content (watermarks are monotone).
+pub const NOTICE_RESP_SEQ: u64 = u64::MAX;
+
 /// `msg_index` of a record that answers no single message (packet-level or unsolicited).
 pub const MSG_INDEX_NONE: u8 = 0xFF;
 
