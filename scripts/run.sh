@@ -14,7 +14,7 @@ cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
 bin=target/release
 
 echo "== sequencer box + load generator (vyrn-home) =="
-"$bin/vyrn-home" --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-20000}" --seed "${VYRN_SEED:-1}"
+"$bin/vyrn-home" --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}"
 
 echo
 echo "== order stream on two lossy loopback paths (vyrn-paths) =="

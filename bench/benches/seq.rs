@@ -27,6 +27,7 @@ fn main() {
         epoch: 1,
         block_ns: vyrn_wire::consts::BLOCK_NS,
         seq_key: [1; 32],
+        voters: 4,
     });
     let mut mix = Mix::clean();
     mix.max_msgs = 2;

@@ -108,6 +108,13 @@ pub enum WireEvent {
         /// Its bytes.
         bytes: Vec<u8>,
     },
+    /// A notice (watermark) sent to a client outside `resp_seq` (`NOTICE_RESP_SEQ`).
+    Notice {
+        /// Session.
+        session: u32,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
     /// A response sent to a client.
     Resp {
         /// Session.
@@ -134,8 +141,12 @@ pub struct Shared {
     pub r_pkt: Vec<VecDeque<PktEntry>>,
     /// `R_hash8[l]`: `(first_lane_seq, pkt_hash)`.
     pub r_hash8: Vec<VecDeque<(u64, u64)>>,
-    /// `R_step`, one cursor per substream.
-    pub r_step: [VecDeque<StepMsg>; 2],
+    /// `R_step`: one cursor per stream core, and control's (07 §4.1's third cursor).
+    pub r_step: [VecDeque<StepMsg>; 3],
+    /// Per substream: `(frame_seq, highest step with a record in it)` of written ORDER frames.
+    pub frame_steps: [VecDeque<(u64, u64)>; 2],
+    /// `seq_fenced` (INV-REP-6): set once, never cleared in a tenure.
+    pub fenced: bool,
     /// `R_hash32`: `(lane, first_lane_seq, full hash)` for the order hasher.
     pub r_hash32: VecDeque<(u8, u64, [u8; 32])>,
     /// Closed block halves, per substream, for the order hasher.
@@ -188,6 +199,8 @@ pub enum Tile {
     Tx,
     /// The order hasher (07 §4.6): data roots, HEADER signing.
     Hasher,
+    /// Control (07 §4.8, §6.8, §6.9): acks, votes, watermarks, finality gate, self-fence.
+    Control,
 }
 
 /// Box configuration.
@@ -201,6 +214,8 @@ pub struct SeqConfig {
     pub block_ns: u64,
     /// The sequencer's Ed25519 signing key seed (`seq_key`, loaded once, never written).
     pub seq_key: [u8; 32],
+    /// Voting replicas (n; quorum Q = n − ⌊(n − 1)/3⌋, 3 of 4 in BASE).
+    pub voters: usize,
 }
 
 struct LaneOut<'a> {
@@ -262,8 +277,9 @@ impl BboSink for BboOut<'_> {
         e.cut[..s.cut.len()].copy_from_slice(s.cut);
         e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
         // R_step: one writer, a cursor per stream core (07 §4.1, INV-WRITER).
-        self.sh.r_step[0].push_back(StepMsg::Step(e));
-        self.sh.r_step[1].push_back(StepMsg::Step(e));
+        for c in self.sh.r_step.iter_mut() {
+            c.push_back(StepMsg::Step(e));
+        }
     }
     fn event(&mut self, lane: u8, ev: &LaneEvent) {
         self.sh.events[lane as usize].push_back(*ev);
@@ -293,8 +309,11 @@ pub struct SeqHome {
     bbo: Bbo,
     streams: Vec<StreamCore>,
     hasher: OrderHasher,
+    control: crate::control::Control,
     next_close: u64,
     height: u64,
+    /// Closed blocks: (height, last_step).
+    blocks: Vec<(u64, u64)>,
 }
 
 /// The order hasher (07 §4.6): full hashes from the lanes, closed block halves from the stream
@@ -409,8 +428,14 @@ impl SeqHome {
                 book: e.book,
                 n_streams: e.layout.n_streams,
             },
+            control: crate::control::Control::new(
+                cfg.voters,
+                cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
+                e.sessions.iter().map(|s| (s.session, s.k_out)).collect(),
+            ),
             next_close: cfg.block_ns,
             height: 1,
+            blocks: Vec::new(),
             sh,
             cfg,
         }
@@ -431,7 +456,32 @@ impl SeqHome {
         }
         t.push(Tile::Tx);
         t.push(Tile::Hasher);
+        t.push(Tile::Control);
         t
+    }
+
+    /// A voter's RepAck (07 §4.8).
+    pub fn on_ack(&mut self, voter: usize, contiguous: [u64; 2], now: u64) {
+        self.control.on_ack(voter, contiguous, now);
+    }
+
+    /// A voter's finalize vote (07 §6.8).
+    pub fn on_vote(&mut self, voter: usize, height: u64) {
+        self.control.on_vote(voter, height);
+    }
+
+    /// Control's state: (durable step, final height, counters).
+    pub fn watermarks(&self) -> (u64, u64, crate::control::ControlCounters) {
+        (
+            self.control.durable_step(),
+            self.control.final_height(),
+            self.control.counters(),
+        )
+    }
+
+    /// Closed heights so far.
+    pub fn closed_height(&self) -> u64 {
+        self.height - 1
     }
 
     /// The sequencer's verifying key.
@@ -503,8 +553,10 @@ impl SeqHome {
                         height: self.height,
                         last_step: self.bbo.done(),
                     };
-                    self.sh.r_step[0].push_back(m);
-                    self.sh.r_step[1].push_back(m);
+                    for c in self.sh.r_step.iter_mut() {
+                        c.push_back(m);
+                    }
+                    self.blocks.push((self.height, self.bbo.done()));
                     self.height += 1;
                     self.next_close = self.next_close.saturating_add(self.cfg.block_ns);
                 }
@@ -512,6 +564,21 @@ impl SeqHome {
             }
             Tile::Stream(h) => self.streams[h as usize].poll(now, &mut self.sh),
             Tile::Hasher => self.hasher.poll(&mut self.sh),
+            Tile::Control => {
+                let blocks = &self.blocks;
+                let open = self.height;
+                let height_of = |step: u64| {
+                    let i = blocks.partition_point(|&(_, last)| last < step);
+                    blocks.get(i).map_or(open, |b| b.0)
+                };
+                match self.control.poll(now, open - 1, height_of, &mut self.sh) {
+                    Some(req) => {
+                        self.bbo.request(req);
+                        true
+                    }
+                    None => false,
+                }
+            }
             Tile::Tx => {
                 // INV-REP-1: a step's response leaves once both release words cover it.
                 let mut any = false;

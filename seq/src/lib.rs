@@ -8,8 +8,11 @@
 //! seeded scheduler of the tests (T-REP-1) and, later, pinned on cores with `vyrn-rings`.
 //! `docs/seq.md` lists what is built and what is left.
 
+pub mod control;
 pub mod home;
 pub mod stream;
+pub mod voter;
 
 pub use home::{SeqConfig, SeqHome, Shared, Tile, WireEvent};
 pub use stream::{GateMode, StreamCore};
+pub use voter::VoterDouble;

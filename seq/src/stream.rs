@@ -186,6 +186,9 @@ impl StreamCore {
             };
             info.stream = self.h;
             info.frame_seq = hdr.frame_seq;
+            if let Some(&(step, _)) = info.steps.last() {
+                sh.frame_steps[self.h as usize].push_back((hdr.frame_seq, step));
+            }
             info.kind = Some(hdr.kind);
             sh.log(WireEvent::Frame { info, bytes: f });
             self.last_write = now;
@@ -281,6 +284,10 @@ impl StreamCore {
 
     /// One poll at `now`. Returns whether it did anything.
     pub fn poll(&mut self, now: u64, sh: &mut Shared) -> bool {
+        // INV-REP-6: a fenced box writes nothing more in this tenure.
+        if sh.fenced {
+            return false;
+        }
         if self.info.lane_max.is_empty() {
             self.info.lane_max = vec![0; self.layout.n_lanes as usize];
         }

@@ -4,8 +4,11 @@
 //! the end: request → ack and request → fill percentiles, and a check that the replica decoder of
 //! `wire` decodes every frame the box wrote.
 //!
-//! What it is not yet (issue 4): the box's ports (clients and replication paths over UDP), block
-//! close and signed HEADERs, voters — so there are no durable or final facts to report.
+//! Four `VoterDouble`s (test doubles for voting replicas: decode, check each HEADER, RepAck,
+//! finalize vote) feed the box's control tile, so the clients get `Durable` and `Final`
+//! watermarks and the run reports fill → durable and fill → final too. What it is not yet
+//! (issue 4): the box's ports (clients and replication paths over UDP), real replicas and
+//! Simplex.
 //!
 //! Usage: `vyrn-home [--secs N] [--rate MSGS_PER_S] [--lanes N] [--sessions-per-lane N] [--seed N]`
 
@@ -15,7 +18,7 @@ use std::time::Instant;
 use vyrn_client::loadgen::{LoadConfig, LoadGen};
 use vyrn_client::{Session, SessionConfig};
 use vyrn_engine::EngineConfig;
-use vyrn_seq::{SeqConfig, SeqHome, WireEvent};
+use vyrn_seq::{SeqConfig, SeqHome, Tile, VoterDouble, WireEvent};
 use vyrn_wire::decoder::{BlockRoots, DecState, Pos, Sink};
 use vyrn_wire::header::BlockHeader;
 
@@ -52,6 +55,8 @@ struct Tally {
     decode_errors: u64,
     dec: DecState,
     hdr: HeaderCheck,
+    voters: Vec<VoterDouble>,
+    notices: u64,
 }
 
 impl Tally {
@@ -63,6 +68,15 @@ impl Tally {
         sessions: &mut [Session],
         index: &std::collections::HashMap<u32, usize>,
     ) {
+        // The voters' RepAcks and finalize votes from what they decoded so far.
+        for (i, v) in self.voters.iter_mut().enumerate() {
+            if let Some(a) = v.ack() {
+                home.on_ack(i, a, now);
+            }
+            for h in v.take_votes() {
+                home.on_vote(i, h);
+            }
+        }
         for ev in home.drain_wire() {
             match ev {
                 WireEvent::Frame { bytes, .. } => {
@@ -70,6 +84,15 @@ impl Tally {
                     self.frame_bytes += bytes.len() as u64;
                     if self.dec.on_frame(&bytes, now, &mut self.hdr).is_err() {
                         self.decode_errors += 1;
+                    }
+                    for v in self.voters.iter_mut() {
+                        v.on_frame(&bytes, now);
+                    }
+                }
+                WireEvent::Notice { session, bytes } => {
+                    self.notices += 1;
+                    if let Some(&i) = index.get(&session) {
+                        sessions[i].handle_packet(now, &bytes);
                     }
                 }
                 WireEvent::Resp { session, bytes, .. } => {
@@ -94,7 +117,7 @@ struct Opts {
 fn opts() -> Result<Opts, String> {
     let mut o = Opts {
         secs: 5,
-        rate: 20_000,
+        rate: 10_000,
         lanes: 4,
         per_lane: 8,
         seed: 1,
@@ -176,6 +199,7 @@ fn main() -> ExitCode {
         block_ns: vyrn_wire::consts::BLOCK_NS,
         // A fixed development key; a real box loads its key file (0600) once.
         seq_key: *blake3::hash(b"vyrn-home dev seq key").as_bytes(),
+        voters: 4,
     });
     let mut tally = Tally {
         frames: 0,
@@ -190,6 +214,10 @@ fn main() -> ExitCode {
             bad_root: 0,
             bad_sig: 0,
         },
+        voters: (0..4)
+            .map(|_| VoterDouble::new(e.layout, home.seq_public()))
+            .collect(),
+        notices: 0,
     };
     let mut load = LoadGen::new(
         LoadConfig {
@@ -230,6 +258,11 @@ fn main() -> ExitCode {
             s.consume_transmits(n);
         }
         for &t in &tiles {
+            if t == Tile::Control {
+                // The voters read what the box wrote and ack it just before control looks at
+                // their acks: on one thread, acks are only as fresh as this loop is fast.
+                tally.drain(&mut home, now, &mut sessions, &index);
+            }
             home.poll(t, now);
         }
         tally.drain(&mut home, now, &mut sessions, &index);
@@ -305,7 +338,16 @@ fn main() -> ExitCode {
         "blocks: {} headers checked against the decoded order_root and seq_sig: ok {}, order_root bad {}, seq_sig bad {}",
         c.blocks, h.ok, h.bad_root, h.bad_sig
     );
-    println!("durable / final: none yet (no voters in this build; issue 4 and later)");
+    let (durable, fin, cc) = home.watermarks();
+    println!(
+        "control: durable step {durable}, final height {fin} of {} closed; watermark notices {} (durable {}, final {}); finality-gate halts {}, resumes {}",
+        home.closed_height(),
+        tally.notices,
+        cc.durable_notices,
+        cc.final_notices,
+        cc.gate_halts,
+        cc.gate_resumes
+    );
     if decode_errors > 0 || c.steps != home.bbo().done() || h.bad_root + h.bad_sig > 0 || h.ok == 0
     {
         eprintln!("vyrn-home: the decoder does not agree with the box");

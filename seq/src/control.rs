@@ -1,0 +1,220 @@
+//! Control (07 §4.8, §6.8, §6.9): RepAcks and finalize votes in; `REP_DurableMark` /
+//! `Durable{step, height}` and `Final{height, view}` watermarks out to every session (as
+//! notices, `NOTICE_RESP_SEQ`); the finality gate (INV-REP-10: Halt past `FIN_GATE_BLOCKS`
+//! closed-but-not-final blocks, Resume at `REP_GATE_RESUME_BLOCKS`, both as logged Control
+//! steps); and the self-fence (INV-REP-6: fewer than `REP_FENCE_ACKS` fresh voters → `seq_fenced`,
+//! never cleared in the tenure).
+
+use crate::home::{Shared, StepMsg, WireEvent};
+use std::collections::{BTreeMap, VecDeque};
+use vyrn_engine::bbo::{control, ControlReq};
+use vyrn_engine::resp::RespBuilder;
+use vyrn_wire::consts::{
+    FIN_GATE_BLOCKS, REP_FENCE_ACKS, REP_GATE_RESUME_BLOCKS, REP_SELF_FENCE_US,
+};
+use vyrn_wire::msg::client::{Record, SipKey, NOTICE_RESP_SEQ};
+
+/// Counters of control.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ControlCounters {
+    /// Durable watermarks sent (per session).
+    pub durable_notices: u64,
+    /// Final watermarks sent (per session).
+    pub final_notices: u64,
+    /// Halts requested by the finality gate.
+    pub gate_halts: u64,
+    /// Resumes requested by the finality gate.
+    pub gate_resumes: u64,
+}
+
+/// The control tile.
+#[derive(Debug)]
+pub struct Control {
+    n_voters: usize,
+    q: usize,
+    /// Per voter: contiguous frame_seq per substream, and when it last acked.
+    acks: Vec<([u64; 2], Option<u64>)>,
+    votes: BTreeMap<u64, u64>,
+    /// Steps with their need values, from the third `R_step` cursor.
+    steps: VecDeque<(u64, u64, u64)>,
+    /// Per substream: (frame_seq, highest step whose record is in frames ≤ it).
+    frame_steps: [VecDeque<(u64, u64)>; 2],
+    covered: [u64; 2],
+    durable: u64,
+    durable_sent: u64,
+    last_durable_ns: u64,
+    final_height: u64,
+    view: u64,
+    halted_by_gate: bool,
+    armed: bool,
+    sessions: Vec<(u32, SipKey)>,
+    rb: RespBuilder,
+    counters: ControlCounters,
+}
+
+impl Control {
+    /// Control for `n_voters` voters (quorum `q`), sending watermarks to `sessions`.
+    pub fn new(n_voters: usize, q: usize, sessions: Vec<(u32, SipKey)>) -> Self {
+        Control {
+            n_voters,
+            q,
+            acks: vec![([0; 2], None); n_voters],
+            votes: BTreeMap::new(),
+            steps: VecDeque::new(),
+            frame_steps: Default::default(),
+            covered: [0; 2],
+            durable: 0,
+            durable_sent: 0,
+            last_durable_ns: 0,
+            final_height: 0,
+            view: 0,
+            halted_by_gate: false,
+            armed: false,
+            sessions,
+            rb: RespBuilder::default(),
+            counters: ControlCounters::default(),
+        }
+    }
+
+    /// The newest final height.
+    pub fn final_height(&self) -> u64 {
+        self.final_height
+    }
+
+    /// The newest durable step (DUR_QUORUM).
+    pub fn durable_step(&self) -> u64 {
+        self.durable
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> ControlCounters {
+        self.counters
+    }
+
+    /// A voter's RepAck: contiguous frame_seq per substream, at `now`.
+    pub fn on_ack(&mut self, voter: usize, contiguous: [u64; 2], now: u64) {
+        if let Some(a) = self.acks.get_mut(voter) {
+            a.0 = [a.0[0].max(contiguous[0]), a.0[1].max(contiguous[1])];
+            a.1 = Some(now);
+        }
+    }
+
+    /// A voter's finalize vote for `height`.
+    pub fn on_vote(&mut self, voter: usize, height: u64) {
+        if voter < self.n_voters && height > self.final_height {
+            *self.votes.entry(height).or_default() |= 1 << voter;
+        }
+    }
+
+    fn notice(&mut self, r: Record, sh: &mut Shared) {
+        for i in 0..self.sessions.len() {
+            let (session, k_out) = self.sessions[i];
+            self.rb.start(session, 0);
+            self.rb.push(&r);
+            let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out).to_vec();
+            sh.log(WireEvent::Notice { session, bytes });
+        }
+    }
+
+    /// One poll at `now`; `closed_height` is the newest closed block, `height_of` maps a step
+    /// to its block. Returns a control request for the BBO core, if any.
+    pub fn poll(
+        &mut self,
+        now: u64,
+        closed_height: u64,
+        height_of: impl Fn(u64) -> u64,
+        sh: &mut Shared,
+    ) -> Option<ControlReq> {
+        while let Some(m) = sh.r_step[2].pop_front() {
+            if let StepMsg::Step(s) = m {
+                self.steps.push_back((s.step, s.need_a, s.need_b));
+            }
+        }
+        for h in 0..2 {
+            while let Some(x) = sh.frame_steps[h].pop_front() {
+                self.frame_steps[h].push_back(x);
+            }
+        }
+        // DUR_QUORUM (07 §6.9): the Q-th highest contiguous frame_seq per substream.
+        for h in 0..2 {
+            let mut v: Vec<u64> = self.acks.iter().map(|a| a.0[h]).collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            let q_ack = v.get(self.q - 1).copied().unwrap_or(0);
+            while let Some(&(fs, step)) = self.frame_steps[h].front() {
+                if fs > q_ack {
+                    break;
+                }
+                self.covered[h] = self.covered[h].max(step);
+                self.frame_steps[h].pop_front();
+            }
+        }
+        while let Some(&(s, na, nb)) = self.steps.front() {
+            if na > self.covered[0] || nb > self.covered[1] {
+                break;
+            }
+            self.durable = s;
+            self.steps.pop_front();
+        }
+        // Durable per ≤ 1 ms (07 §6.9).
+        if self.durable > self.durable_sent && now.saturating_sub(self.last_durable_ns) >= 1_000_000
+        {
+            self.durable_sent = self.durable;
+            self.last_durable_ns = now;
+            let r = Record::Durable {
+                step: self.durable,
+                height: height_of(self.durable),
+            };
+            self.notice(r, sh);
+            self.counters.durable_notices += self.sessions.len() as u64;
+        }
+        // FINAL: contiguous heights with Q votes.
+        let mut advanced = false;
+        while let Some((&h, &mask)) = self.votes.iter().next() {
+            if h != self.final_height + 1 || (mask.count_ones() as usize) < self.q {
+                if h <= self.final_height {
+                    self.votes.remove(&h);
+                    continue;
+                }
+                break;
+            }
+            self.final_height = h;
+            self.votes.remove(&h);
+            advanced = true;
+        }
+        if advanced {
+            self.view += 1;
+            let r = Record::Final {
+                height: self.final_height,
+                view: self.view,
+            };
+            self.notice(r, sh);
+            self.counters.final_notices += self.sessions.len() as u64;
+        }
+        // Self-fence (INV-REP-6, §4.8): armed once Q voters have acked.
+        let fresh = self
+            .acks
+            .iter()
+            .filter(|a| {
+                a.1.is_some_and(|t| now.saturating_sub(t) <= REP_SELF_FENCE_US * 1000)
+            })
+            .count();
+        if fresh >= REP_FENCE_ACKS {
+            self.armed = true;
+        } else if self.armed {
+            sh.fenced = true;
+        }
+        // Finality gate (INV-REP-10, §6.8).
+        let lag = closed_height.saturating_sub(self.final_height);
+        if !self.halted_by_gate && lag > FIN_GATE_BLOCKS {
+            self.halted_by_gate = true;
+            self.counters.gate_halts += 1;
+            return Some(ControlReq::Halt(control::REASON_FIN_GATE));
+        }
+        if self.halted_by_gate && lag <= REP_GATE_RESUME_BLOCKS {
+            self.halted_by_gate = false;
+            self.counters.gate_resumes += 1;
+            return Some(ControlReq::Resume(control::REASON_FIN_GATE));
+        }
+        None
+    }
+}

@@ -1,0 +1,228 @@
+//! Control with voter doubles (07 §4.8, §6.8, §6.9): watermarks reach the clients, the finality
+//! gate halts the book past FIN_GATE_BLOCKS and resumes it at REP_GATE_RESUME_BLOCKS (INV-REP-10),
+//! and the self-fence silences both stream cores for good when acks stop (INV-REP-6).
+
+use vyrn_engine::EngineConfig;
+use vyrn_seq::{SeqConfig, SeqHome, VoterDouble, WireEvent};
+use vyrn_wire::consts::{FIN_GATE_BLOCKS, REP_SELF_FENCE_US};
+use vyrn_wire::msg::client::{Msg, MsgType, Record, RejectCode, RequestPacket, Response, Side};
+
+struct Rig {
+    home: SeqHome,
+    voters: Vec<VoterDouble>,
+    cfg: EngineConfig,
+    now: u64,
+    seq: u32,
+    resps: Vec<(u32, Response)>,
+    frames_after: usize,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let cfg = EngineConfig::test_home(2, 1);
+        let home = SeqHome::new(SeqConfig {
+            engine: cfg.clone(),
+            epoch: 1,
+            block_ns: 10_000,
+            seq_key: [3; 32],
+            voters: 4,
+        });
+        let voters = (0..4)
+            .map(|_| VoterDouble::new(cfg.layout, home.seq_public()))
+            .collect();
+        Rig {
+            home,
+            voters,
+            cfg,
+            now: 1_000,
+            seq: 0,
+            resps: Vec::new(),
+            frames_after: 0,
+        }
+    }
+
+    /// Run every tile for `ns` of box time in 1 µs rounds, voters acking and voting as set.
+    fn run(&mut self, ns: u64) {
+        let end = self.now + ns;
+        let tiles = self.home.tiles();
+        while self.now < end {
+            self.now += 1_000;
+            for &t in &tiles {
+                self.home.poll(t, self.now);
+            }
+            let wire: Vec<WireEvent> = self.home.drain_wire().collect();
+            for ev in wire {
+                match ev {
+                    WireEvent::Frame { bytes, .. } => {
+                        self.frames_after += 1;
+                        for v in self.voters.iter_mut() {
+                            v.on_frame(&bytes, self.now);
+                        }
+                    }
+                    WireEvent::Resp { session, bytes, .. }
+                    | WireEvent::Notice { session, bytes } => {
+                        let k = self
+                            .cfg
+                            .sessions
+                            .iter()
+                            .find(|s| s.session == session)
+                            .unwrap()
+                            .k_out;
+                        self.resps.push((
+                            session,
+                            Response::parse(&bytes, &k).expect("valid response"),
+                        ));
+                    }
+                }
+            }
+            for (i, v) in self.voters.iter_mut().enumerate() {
+                if let Some(a) = v.ack() {
+                    self.home.on_ack(i, a, self.now);
+                }
+                for h in v.take_votes() {
+                    self.home.on_vote(i, h);
+                }
+            }
+        }
+    }
+
+    fn order(&mut self, tag: u32, side: Side) {
+        self.seq += 1;
+        let s = &self.cfg.sessions[0];
+        let p = RequestPacket {
+            book: self.cfg.book,
+            resend: false,
+            session: s.session,
+            pkt_seq: self.seq,
+            msgs: vec![Msg {
+                kind: MsgType::NewGtc,
+                side,
+                tick: 100,
+                qty: 1,
+                client_tag: tag,
+            }],
+        }
+        .to_bytes(&s.k_seq)
+        .unwrap();
+        self.home.receive(self.now, p);
+    }
+
+    fn records(&self) -> Vec<Record> {
+        self.resps
+            .iter()
+            .flat_map(|(_, r)| r.records.clone())
+            .collect()
+    }
+}
+
+#[test]
+fn watermarks_reach_every_session() {
+    let mut r = Rig::new();
+    r.order(1, Side::Buy);
+    // Durable goes out at most every 1 ms (07 §6.9).
+    r.run(2_500_000);
+    let recs = r.records();
+    assert!(recs.contains(&Record::Ack {
+        msg_index: 0,
+        client_tag: 1
+    }));
+    let durable = recs
+        .iter()
+        .filter(|x| matches!(x, Record::Durable { .. }))
+        .count();
+    let fin = recs
+        .iter()
+        .filter(|x| matches!(x, Record::Final { .. }))
+        .count();
+    assert!(durable > 0 && fin > 0, "durable {durable}, final {fin}");
+    let (d, f, _) = r.home.watermarks();
+    assert!(d >= 1, "durable step {d}");
+    assert!(
+        f + FIN_GATE_BLOCKS >= r.home.closed_height(),
+        "final {f} of {}",
+        r.home.closed_height()
+    );
+    // Notices never take a resp_seq.
+    for (_, p) in &r.resps {
+        if p.records
+            .iter()
+            .all(|x| matches!(x, Record::Durable { .. } | Record::Final { .. }))
+        {
+            assert_eq!(p.resp_seq, vyrn_wire::msg::client::NOTICE_RESP_SEQ);
+        }
+    }
+}
+
+#[test]
+fn finality_gate_halts_then_resumes_the_book() {
+    let mut r = Rig::new();
+    r.run(50_000);
+    for v in r.voters.iter_mut() {
+        v.voting = false; // finality stalls; acks continue, so no self-fence
+    }
+    // More than FIN_GATE_BLOCKS blocks close unfinalized (10 µs blocks).
+    r.run(10_000 * (FIN_GATE_BLOCKS + 4));
+    let (_, _, c) = r.home.watermarks();
+    assert_eq!(c.gate_halts, 1, "{c:?}");
+    r.order(7, Side::Buy);
+    r.run(20_000);
+    assert!(
+        r.records().iter().any(|x| matches!(
+            x,
+            Record::Reject {
+                code: RejectCode::BookHalted,
+                client_tag: 7,
+                ..
+            }
+        )),
+        "a new order during the halt is answered BOOK_HALTED"
+    );
+    for v in r.voters.iter_mut() {
+        v.voting = true;
+    }
+    r.run(100_000);
+    let (_, f, c) = r.home.watermarks();
+    assert_eq!(c.gate_resumes, 1, "{c:?}");
+    assert!(f + 4 >= r.home.closed_height());
+    r.order(8, Side::Buy);
+    r.run(50_000);
+    assert!(r.records().contains(&Record::Ack {
+        msg_index: 0,
+        client_tag: 8
+    }));
+    assert!(!r.home.sh.fenced);
+}
+
+#[test]
+fn self_fence_silences_both_streams_for_good() {
+    let mut r = Rig::new();
+    r.order(1, Side::Buy);
+    r.run(50_000);
+    assert!(!r.home.sh.fenced);
+    for v in r.voters.iter_mut().take(2) {
+        v.acking = false; // 2 of 4 fresh < REP_FENCE_ACKS = 3
+    }
+    r.run(REP_SELF_FENCE_US * 1000 + 10_000);
+    assert!(
+        r.home.sh.fenced,
+        "fewer than REP_FENCE_ACKS fresh voters fence the box"
+    );
+    r.frames_after = 0;
+    for v in r.voters.iter_mut() {
+        v.acking = true;
+    }
+    r.order(2, Side::Sell);
+    r.run(200_000);
+    assert_eq!(
+        r.frames_after, 0,
+        "a fenced box writes no frame, even when acks return"
+    );
+    assert!(r.home.sh.fenced);
+    assert!(
+        !r.records().contains(&Record::Ack {
+            msg_index: 0,
+            client_tag: 2
+        }),
+        "nothing is answered that was not written"
+    );
+}
