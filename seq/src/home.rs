@@ -316,6 +316,10 @@ pub struct SeqHome {
     blocks: Vec<(u64, u64)>,
 }
 
+/// Signer slices the order hasher runs per poll (each ≤ one SHA-512 block, one point addition,
+/// or the final encoding; see `signer.rs`).
+const SIGN_SLICES_PER_POLL: usize = 16;
+
 /// The order hasher (07 §4.6): full hashes from the lanes, closed block halves from the stream
 /// cores; when a block's every full hash is in, its data roots, the header, `seq_sig`.
 #[derive(Debug)]
@@ -323,6 +327,9 @@ struct OrderHasher {
     fulls: std::collections::HashMap<(u8, u64), [u8; 32]>,
     prev: [u8; 32],
     key: ed25519_dalek::SigningKey,
+    signer: crate::signer::SlicedSigner,
+    /// Headers with roots, waiting for (or in) the sliced signer, in height order.
+    unsigned: VecDeque<vyrn_wire::header::BlockHeader>,
     epoch: u32,
     book: u16,
     n_streams: u8,
@@ -365,7 +372,7 @@ impl OrderHasher {
                 first.get_or_insert((c.height, c.first_step, c.last_step));
             }
             let (height, first_step, last_step) = first.expect("one stream");
-            let mut hdr = vyrn_wire::header::BlockHeader {
+            let hdr = vyrn_wire::header::BlockHeader {
                 height,
                 epoch: self.epoch,
                 book: self.book,
@@ -376,10 +383,27 @@ impl OrderHasher {
                 data_root: vyrn_wire::header::data_root(&droots[0], &droots[1]),
                 seq_sig: [0; 64],
             };
-            hdr.sign(&self.key);
+            // header_hash covers bytes 0..126, not seq_sig: the chain does not wait for it.
             self.prev = hdr.header_hash();
-            sh.headers.push_back(hdr);
+            self.unsigned.push_back(hdr);
             busy = true;
+        }
+        // seq_sig by the sliced signer (07 §6.2): a bounded number of slices per poll, so the
+        // tile never holds its thread for a whole signature.
+        for _ in 0..SIGN_SLICES_PER_POLL {
+            let Some(h) = self.unsigned.front() else {
+                break;
+            };
+            if !self.signer.busy() && !self.signer.start(&h.sig_message()) {
+                break;
+            }
+            busy = true;
+            if let Some(sig) = self.signer.step() {
+                let mut h = self.unsigned.pop_front().expect("front");
+                h.seq_sig = sig;
+                self.signer.reset();
+                sh.headers.push_back(h);
+            }
         }
         busy
     }
@@ -424,6 +448,8 @@ impl SeqHome {
                 fulls: std::collections::HashMap::new(),
                 prev: [0; 32],
                 key: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key),
+                signer: crate::signer::SlicedSigner::new(&cfg.seq_key),
+                unsigned: VecDeque::new(),
                 epoch: cfg.epoch,
                 book: e.book,
                 n_streams: e.layout.n_streams,

@@ -10,6 +10,7 @@
 
 pub mod control;
 pub mod home;
+pub mod signer;
 pub mod stream;
 pub mod voter;
 
