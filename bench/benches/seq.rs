@@ -90,6 +90,7 @@ fn main() {
         block_ns: vyrn_wire::consts::BLOCK_NS,
         seq_key: [1; 32],
         voters: 4,
+        rtx_ring_bytes: 8 << 20,
     });
     let mut mix = Mix::clean();
     mix.max_msgs = 2;

@@ -216,6 +216,8 @@ pub struct SeqConfig {
     pub seq_key: [u8; 32],
     /// Voting replicas (n; quorum Q = n − ⌊(n − 1)/3⌋, 3 of 4 in BASE).
     pub voters: usize,
+    /// Bytes of each stream core's frame ring for retransmission (REP_RTX_RING_BYTES).
+    pub rtx_ring_bytes: usize,
 }
 
 struct LaneOut<'a> {
@@ -436,7 +438,17 @@ impl SeqHome {
             })
             .collect();
         let streams = (0..e.layout.n_streams)
-            .map(|h| StreamCore::new(h, e.layout, e.book, cfg.epoch, &binds, &mut sh))
+            .map(|h| {
+                StreamCore::new(
+                    h,
+                    e.layout,
+                    e.book,
+                    cfg.epoch,
+                    &binds,
+                    cfg.rtx_ring_bytes,
+                    &mut sh,
+                )
+            })
             .collect();
         SeqHome {
             lanes: (0..n as u8).map(|l| Lane::new(e, l)).collect(),
@@ -489,6 +501,28 @@ impl SeqHome {
     /// A voter's RepAck (07 §4.8).
     pub fn on_ack(&mut self, voter: usize, contiguous: [u64; 2], now: u64) {
         self.control.on_ack(voter, contiguous, now);
+    }
+
+    /// A NACK for frames `from..=to` of substream `stream` (07 §4.10).
+    pub fn on_nack(
+        &mut self,
+        stream: u8,
+        from: u64,
+        to: u64,
+        now: u64,
+    ) -> crate::stream::NackOutcome {
+        match self.streams.get_mut(stream as usize) {
+            Some(s) => s.on_nack(from, to, now, &mut self.sh),
+            None => crate::stream::NackOutcome::default(),
+        }
+    }
+
+    /// Retransmission counters of substream `stream`.
+    pub fn rtx_counters(&self, stream: u8) -> crate::stream::RtxCounters {
+        self.streams
+            .get(stream as usize)
+            .map(|s| s.rtx_counters())
+            .unwrap_or_default()
     }
 
     /// A voter's finalize vote (07 §6.8).

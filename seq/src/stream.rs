@@ -16,15 +16,21 @@
 //! 5. HEARTBEAT after `REP_HB_US` of silence.
 
 use crate::home::{ClosedHalf, FrameInfo, Shared, StepMsg, WireEvent};
-use vyrn_wire::consts::{REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, SRC_NONE};
+use std::collections::VecDeque;
+use vyrn_wire::consts::{
+    REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, REP_RTX_MAX_FPS, SRC_NONE,
+};
 use vyrn_wire::encoder::FrameWriter;
-use vyrn_wire::frame::{FrameHeader, FrameKind, Heartbeat};
+use vyrn_wire::frame::{FrameHeader, FrameKind, Heartbeat, FLAG_RETRANSMIT};
 use vyrn_wire::layout::Layout;
 use vyrn_wire::leb::push_u64;
 use vyrn_wire::records::{
     encode_block_mark, encode_hash_run, encode_session_bind, encode_step_half, tag, HalfRecord,
     LaneBase, SessionBind, StepState, TenureStart,
 };
+
+/// Retransmissions a stream core may send back to back before the REP_RTX_MAX_FPS rate holds.
+const RTX_BURST: u64 = 256;
 
 /// How the stream core orders its gate. `Correct` is the protocol; the other exists so the
 /// tests can show that the invariant checks catch a broken gate (T-REP-1).
@@ -36,6 +42,30 @@ pub enum GateMode {
     /// step's record is appended to the open frame, and the frame is written only when it ages
     /// out — INV-FRAME-FIRST broken on purpose, to show the checks catch it.
     ReleaseOnAppend,
+}
+
+/// What a NACK got (07 §4.10).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NackOutcome {
+    /// Frames retransmitted (`flags.retransmit`).
+    pub resent: u64,
+    /// The oldest frame_seq still in the ring, when part of the range was older (NackTooOld).
+    pub too_old: Option<u64>,
+    /// Frames not resent because of the REP_RTX_MAX_FPS cap (the receiver NACKs again).
+    pub capped: u64,
+}
+
+/// Retransmission counters of a stream core.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RtxCounters {
+    /// NACKs served.
+    pub nacks: u64,
+    /// Frames retransmitted.
+    pub resent: u64,
+    /// NACKs answered NackTooOld.
+    pub too_old: u64,
+    /// Frames held back by the rate cap.
+    pub capped: u64,
 }
 
 /// One substream's stream core.
@@ -68,6 +98,13 @@ pub struct StreamCore {
     block_recs: Vec<(u8, u64)>,
     prev_last_step: u64,
     prev_bounds: Vec<u64>,
+    /// The frame ring for retransmission (REP_RTX_RING_BYTES): (frame_seq, bytes), oldest first.
+    rtx: VecDeque<(u64, Vec<u8>)>,
+    rtx_bytes: usize,
+    rtx_cap: usize,
+    rtx_tokens: u64,
+    rtx_refill_ns: u64,
+    rtx_counters: RtxCounters,
 }
 
 impl StreamCore {
@@ -79,6 +116,7 @@ impl StreamCore {
         book: u16,
         epoch: u32,
         binds: &[SessionBind],
+        rtx_ring_bytes: usize,
         sh: &mut Shared,
     ) -> Self {
         let first = layout.half_start(h);
@@ -136,9 +174,64 @@ impl StreamCore {
             block_recs: Vec::new(),
             prev_last_step: 0,
             prev_bounds: vec![0; len],
+            rtx: VecDeque::new(),
+            rtx_bytes: 0,
+            rtx_cap: rtx_ring_bytes,
+            rtx_tokens: RTX_BURST,
+            rtx_refill_ns: 0,
+            rtx_counters: RtxCounters::default(),
         };
         s.send(0, sh);
         s
+    }
+
+    /// Serve a NACK for `from..=to` at `now` (07 §4.10): retransmit from the frame ring with
+    /// `flags.retransmit`, at most REP_RTX_MAX_FPS (a token bucket with a small burst); a range
+    /// older than the ring gets NackTooOld with the oldest frame_seq still held.
+    pub fn on_nack(&mut self, from: u64, to: u64, now: u64, sh: &mut Shared) -> NackOutcome {
+        self.rtx_counters.nacks += 1;
+        let per = 1_000_000_000 / REP_RTX_MAX_FPS;
+        if now > self.rtx_refill_ns {
+            let add = (now - self.rtx_refill_ns) / per;
+            self.rtx_tokens = (self.rtx_tokens + add).min(RTX_BURST);
+            self.rtx_refill_ns += add * per;
+        }
+        let mut out = NackOutcome::default();
+        let Some(&(oldest, _)) = self.rtx.front() else {
+            return out;
+        };
+        if from < oldest {
+            out.too_old = Some(oldest);
+            self.rtx_counters.too_old += 1;
+        }
+        let first = from.max(oldest);
+        for fs in first..=to {
+            let Some((_, bytes)) = self.rtx.get((fs - oldest) as usize) else {
+                break;
+            };
+            if self.rtx_tokens == 0 {
+                out.capped += 1;
+                continue;
+            }
+            self.rtx_tokens -= 1;
+            let mut b = bytes.clone();
+            b[vyrn_wire::frame::FLAGS_OFFSET] |= FLAG_RETRANSMIT;
+            let info = FrameInfo {
+                stream: self.h,
+                frame_seq: fs,
+                ..FrameInfo::default()
+            };
+            sh.log(WireEvent::Frame { info, bytes: b });
+            out.resent += 1;
+        }
+        self.rtx_counters.resent += out.resent;
+        self.rtx_counters.capped += out.capped;
+        out
+    }
+
+    /// Retransmission counters.
+    pub fn rtx_counters(&self) -> RtxCounters {
+        self.rtx_counters
     }
 
     /// Substream.
@@ -190,6 +283,15 @@ impl StreamCore {
                 sh.frame_steps[self.h as usize].push_back((hdr.frame_seq, step));
             }
             info.kind = Some(hdr.kind);
+            // Keep it for retransmission, oldest out first (07 §4.10, REP_RTX_RING_BYTES).
+            self.rtx_bytes += f.len();
+            self.rtx.push_back((hdr.frame_seq, f.clone()));
+            while self.rtx_bytes > self.rtx_cap {
+                match self.rtx.pop_front() {
+                    Some((_, old)) => self.rtx_bytes -= old.len(),
+                    None => break,
+                }
+            }
             sh.log(WireEvent::Frame { info, bytes: f });
             self.last_write = now;
         }

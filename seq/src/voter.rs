@@ -2,10 +2,11 @@
 //! (issue 4 item 7). It decodes every frame with `wire`'s replica decoder, checks each HEADER's
 //! `order_root` against the block it decoded and its `seq_sig` against the sequencer's key,
 //! acknowledges the contiguous `frame_seq` per substream (RepAck, 07 §4.8) and votes to finalize
-//! every header that checks (a stand-in for Simplex). It is not a replica: no NACK, no data
-//! join, no `data_root`, no replay, no consensus.
+//! every header that checks (a stand-in for Simplex); it reports the holes it sees so its
+//! driver can NACK them. It is not a replica: no data join, no `data_root`, no replay, no
+//! consensus.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use vyrn_wire::decoder::{BlockRoots, DecState, Pos, Sink};
 use vyrn_wire::frame::FrameHeader;
 use vyrn_wire::header::BlockHeader;
@@ -14,22 +15,38 @@ use vyrn_wire::layout::Layout;
 #[derive(Debug, Default)]
 struct Seen {
     roots: HashMap<u64, [u8; 32]>,
+    /// Headers decoded before their block was complete (one substream behind a hole).
+    early: HashMap<u64, BlockHeader>,
     votes: Vec<u64>,
     bad: u64,
     key: Option<ed25519_dalek::VerifyingKey>,
 }
 
-impl Sink for Seen {
-    fn block(&mut self, b: &BlockRoots) {
-        self.roots.insert(b.height, b.order_root);
-    }
-    fn header(&mut self, _: Pos, h: &BlockHeader) {
-        let ok = self.roots.remove(&h.height) == Some(h.order_root)
-            && self.key.is_some_and(|k| h.verify(&k));
-        if ok {
+impl Seen {
+    fn judge(&mut self, h: &BlockHeader, root: [u8; 32]) {
+        if root == h.order_root && self.key.is_some_and(|k| h.verify(&k)) {
             self.votes.push(h.height);
         } else {
             self.bad += 1;
+        }
+    }
+}
+
+impl Sink for Seen {
+    fn block(&mut self, b: &BlockRoots) {
+        match self.early.remove(&b.height) {
+            Some(h) => self.judge(&h, b.order_root),
+            None => {
+                self.roots.insert(b.height, b.order_root);
+            }
+        }
+    }
+    fn header(&mut self, _: Pos, h: &BlockHeader) {
+        match self.roots.remove(&h.height) {
+            Some(root) => self.judge(h, root),
+            None => {
+                self.early.insert(h.height, *h);
+            }
         }
     }
 }
@@ -40,6 +57,9 @@ pub struct VoterDouble {
     dec: DecState,
     seen: Seen,
     contiguous: [u64; 2],
+    /// Frames past a hole, held until it is repaired (07 §4.9), per substream.
+    held: [BTreeMap<u64, Vec<u8>>; 2],
+    dups: u64,
     errors: u64,
     /// While false the double decodes but neither acks nor votes (fault injection).
     pub acking: bool,
@@ -57,23 +77,54 @@ impl VoterDouble {
                 ..Seen::default()
             },
             contiguous: [0; 2],
+            held: Default::default(),
+            dups: 0,
             errors: 0,
             acking: true,
             voting: true,
         }
     }
 
-    /// One frame, in `frame_seq` order per substream.
+    /// One frame from either path, in any order: the other path's copy and retransmissions
+    /// are dropped by `frame_seq`; frames past a hole wait for it (07 §4.9), then go to the
+    /// decoder in `frame_seq` order.
     pub fn on_frame(&mut self, bytes: &[u8], now: u64) {
-        if let Ok((h, _)) = FrameHeader::parse(bytes) {
-            let s = (h.stream as usize).min(1);
-            if h.frame_seq == self.contiguous[s] + 1 {
-                self.contiguous[s] = h.frame_seq;
+        let Ok((h, _)) = FrameHeader::parse(bytes) else {
+            self.errors += 1;
+            return;
+        };
+        let s = (h.stream as usize).min(1);
+        if h.frame_seq <= self.contiguous[s] || self.held[s].contains_key(&h.frame_seq) {
+            self.dups += 1;
+            return;
+        }
+        self.held[s].insert(h.frame_seq, bytes.to_vec());
+        while let Some(f) = self.held[s].remove(&(self.contiguous[s] + 1)) {
+            self.contiguous[s] += 1;
+            if self.dec.on_frame(&f, now, &mut self.seen).is_err() {
+                self.errors += 1;
             }
         }
-        if self.dec.on_frame(bytes, now, &mut self.seen).is_err() {
-            self.errors += 1;
-        }
+    }
+
+    /// Holes to NACK: `(stream, from, to)` before the first held frame of each substream.
+    pub fn holes(&self) -> Vec<(u8, u64, u64)> {
+        (0..2)
+            .filter_map(|s| {
+                let (&first, _) = self.held[s].iter().next()?;
+                Some((s as u8, self.contiguous[s] + 1, first - 1))
+            })
+            .collect()
+    }
+
+    /// Contiguous frame_seq per substream.
+    pub fn contiguous(&self) -> [u64; 2] {
+        self.contiguous
+    }
+
+    /// Copies dropped as duplicates (the other path, retransmissions).
+    pub fn dups(&self) -> u64 {
+        self.dups
     }
 
     /// Its RepAck now, if acking: contiguous frame_seq per substream.

@@ -26,6 +26,7 @@ impl Rig {
             block_ns: 10_000,
             seq_key: [3; 32],
             voters: 4,
+            rtx_ring_bytes: 8 << 20,
         });
         let voters = (0..4)
             .map(|_| VoterDouble::new(cfg.layout, home.seq_public()))

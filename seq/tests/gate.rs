@@ -4,9 +4,9 @@
 //! poll; and the same checks failing when the gate is removed. Plus: the replica decoder of
 //! `wire` decodes everything the box writes.
 
-use std::collections::HashMap;
 use vyrn_engine::workload::{Input, Mix, Workload};
-use vyrn_engine::{EngineConfig, Gate};
+use vyrn_engine::EngineConfig;
+use vyrn_seq::check::Checker;
 use vyrn_seq::{GateMode, SeqConfig, SeqHome, Tile, WireEvent};
 use vyrn_wire::corpus::Rng;
 use vyrn_wire::decoder::{DecState, Pos, Sink};
@@ -22,6 +22,7 @@ fn cfg() -> SeqConfig {
         block_ns: 30_000,
         seq_key: [7; 32],
         voters: 4,
+        rtx_ring_bytes: 8 << 20,
     }
 }
 
@@ -50,83 +51,6 @@ fn gtc(side: Side, tick: i32, qty: u32, tag: u32) -> Msg {
         tick,
         qty,
         client_tag: tag,
-    }
-}
-
-/// The invariant checker: follows the wire log and fails at the first violation.
-#[derive(Default)]
-struct Checker {
-    seen: usize,
-    /// Per stream: highest step whose record is on the wire.
-    step_written: [u64; 2],
-    /// Per lane: highest LaneSeq on the wire.
-    lane_written: HashMap<usize, u64>,
-    /// Per lane: highest cut value logged by a written step record.
-    cut_written: HashMap<usize, u64>,
-}
-
-impl Checker {
-    fn check(&mut self, home: &SeqHome) -> Result<(), String> {
-        let lay = home.config().engine.layout;
-        for e in &home.sh.wire[self.seen..] {
-            match e {
-                WireEvent::Frame { info, .. } => {
-                    for (l, &m) in info.lane_max.iter().enumerate() {
-                        let w = self.lane_written.entry(l).or_default();
-                        *w = (*w).max(m);
-                    }
-                    for (step, cut) in &info.steps {
-                        let h = info.stream;
-                        let first = lay.half_start(h);
-                        // INV-REP-2: the records a step's half-cut covers are on the wire no
-                        // later than its record.
-                        for (i, &c) in cut.iter().enumerate() {
-                            let have = self.lane_written.get(&(first + i)).copied().unwrap_or(0);
-                            if have < c {
-                                return Err(format!(
-                                    "INV-REP-2: step {step} on stream {h} cuts lane {} at {c}, only {have} written",
-                                    first + i
-                                ));
-                            }
-                            let cw = self.cut_written.entry(first + i).or_default();
-                            *cw = (*cw).max(c);
-                        }
-                        self.step_written[h as usize] = self.step_written[h as usize].max(*step);
-                    }
-                }
-                // Watermarks report what voters already hold: no gate to check.
-                WireEvent::Notice { .. } => {}
-                WireEvent::Resp { gate, session, .. } => match *gate {
-                    // INV-REP-1: a step's response leaves after the frames carrying need_A(s)
-                    // and need_B(s).
-                    Gate::Step {
-                        step,
-                        need_a,
-                        need_b,
-                    } => {
-                        if self.step_written[0] < need_a || self.step_written[1] < need_b {
-                            return Err(format!(
-                                "INV-REP-1: response of step {step} to session {session} needs ({need_a}, {need_b}), written ({}, {})",
-                                self.step_written[0], self.step_written[1]
-                            ));
-                        }
-                    }
-                    // INV-REP-11: a lane answer of op q leaves after a written step's cut covers q.
-                    Gate::LaneCut { lane, lane_seq } => {
-                        let l = lane as usize;
-                        let rec = self.lane_written.get(&l).copied().unwrap_or(0);
-                        let cut = self.cut_written.get(&l).copied().unwrap_or(0);
-                        if rec < lane_seq || cut < lane_seq {
-                            return Err(format!(
-                                "INV-REP-11: lane {l} answer of op {lane_seq} with record {rec}, cut {cut} written"
-                            ));
-                        }
-                    }
-                },
-            }
-        }
-        self.seen = home.sh.wire.len();
-        Ok(())
     }
 }
 
@@ -253,6 +177,7 @@ fn the_replica_decoder_decodes_everything_the_box_writes() {
             block_ns: 50_000,
             seq_key: [seed as u8; 32],
             voters: 4,
+            rtx_ring_bytes: 8 << 20,
         };
         let mut home = SeqHome::new(c);
         let mut w = Workload::new(&e, seed, Mix::everything());

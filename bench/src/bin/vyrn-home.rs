@@ -200,6 +200,7 @@ fn main() -> ExitCode {
         // A fixed development key; a real box loads its key file (0600) once.
         seq_key: *blake3::hash(b"vyrn-home dev seq key").as_bytes(),
         voters: 4,
+        rtx_ring_bytes: 8 << 20,
     });
     let mut tally = Tally {
         frames: 0,

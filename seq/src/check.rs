@@ -1,0 +1,91 @@
+//! The wire-order invariant checker (T-REP-1, B-REP-2): follows a box's wire log — every frame
+//! written to the paths, every response and notice sent — and reports the first violation of
+//! INV-REP-1, INV-REP-2 or INV-REP-11. Test support, used by the crate's tests and tools.
+
+use crate::home::{SeqHome, WireEvent};
+use std::collections::HashMap;
+use vyrn_engine::Gate;
+
+/// The invariant checker: follows the wire log and fails at the first violation.
+#[derive(Debug, Default)]
+pub struct Checker {
+    seen: usize,
+    /// Per stream: highest step whose record is on the wire.
+    step_written: [u64; 2],
+    /// Per lane: highest LaneSeq on the wire.
+    lane_written: HashMap<usize, u64>,
+    /// Per lane: highest cut value logged by a written step record.
+    cut_written: HashMap<usize, u64>,
+}
+
+impl Checker {
+    /// The caller drained the wire log: continue from its start next time (what was checked
+    /// stays remembered).
+    pub fn rewind(&mut self) {
+        self.seen = 0;
+    }
+
+    /// Check every wire event since the last call; the first violation, if any.
+    pub fn check(&mut self, home: &SeqHome) -> Result<(), String> {
+        let lay = home.config().engine.layout;
+        for e in &home.sh.wire[self.seen..] {
+            match e {
+                WireEvent::Frame { info, .. } => {
+                    for (l, &m) in info.lane_max.iter().enumerate() {
+                        let w = self.lane_written.entry(l).or_default();
+                        *w = (*w).max(m);
+                    }
+                    for (step, cut) in &info.steps {
+                        let h = info.stream;
+                        let first = lay.half_start(h);
+                        // INV-REP-2: the records a step's half-cut covers are on the wire no
+                        // later than its record.
+                        for (i, &c) in cut.iter().enumerate() {
+                            let have = self.lane_written.get(&(first + i)).copied().unwrap_or(0);
+                            if have < c {
+                                return Err(format!(
+                                    "INV-REP-2: step {step} on stream {h} cuts lane {} at {c}, only {have} written",
+                                    first + i
+                                ));
+                            }
+                            let cw = self.cut_written.entry(first + i).or_default();
+                            *cw = (*cw).max(c);
+                        }
+                        self.step_written[h as usize] = self.step_written[h as usize].max(*step);
+                    }
+                }
+                // Watermarks report what voters already hold: no gate to check.
+                WireEvent::Notice { .. } => {}
+                WireEvent::Resp { gate, session, .. } => match *gate {
+                    // INV-REP-1: a step's response leaves after the frames carrying need_A(s)
+                    // and need_B(s).
+                    Gate::Step {
+                        step,
+                        need_a,
+                        need_b,
+                    } => {
+                        if self.step_written[0] < need_a || self.step_written[1] < need_b {
+                            return Err(format!(
+                                "INV-REP-1: response of step {step} to session {session} needs ({need_a}, {need_b}), written ({}, {})",
+                                self.step_written[0], self.step_written[1]
+                            ));
+                        }
+                    }
+                    // INV-REP-11: a lane answer of op q leaves after a written step's cut covers q.
+                    Gate::LaneCut { lane, lane_seq } => {
+                        let l = lane as usize;
+                        let rec = self.lane_written.get(&l).copied().unwrap_or(0);
+                        let cut = self.cut_written.get(&l).copied().unwrap_or(0);
+                        if rec < lane_seq || cut < lane_seq {
+                            return Err(format!(
+                                "INV-REP-11: lane {l} answer of op {lane_seq} with record {rec}, cut {cut} written"
+                            ));
+                        }
+                    }
+                },
+            }
+        }
+        self.seen = home.sh.wire.len();
+        Ok(())
+    }
+}
