@@ -14,7 +14,12 @@ cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
 bin=target/release
 
 echo "== sequencer box + load generator (vyrn-home) =="
-"$bin/vyrn-home" --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}"
+# A dev home's config and fresh keys (0600), written once; edit target/dev-home/box.conf to change it.
+conf=${VYRN_CONFIG:-target/dev-home/box.conf}
+if [ ! -f "$conf" ]; then
+  "$bin/vyrn-home" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
+fi
+"$bin/vyrn-home" --config "$conf" --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}"
 
 echo
 echo "== order stream on two lossy loopback paths (vyrn-paths) =="

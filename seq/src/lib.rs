@@ -8,6 +8,7 @@
 //! seeded scheduler of the tests (T-REP-1) and, later, pinned on cores with `vyrn-rings`.
 //! `docs/seq.md` lists what is built and what is left.
 
+pub mod boxcfg;
 pub mod check;
 pub mod control;
 pub mod home;

@@ -10,7 +10,10 @@
 //! (issue 4): the box's ports (clients and replication paths over UDP), real replicas and
 //! Simplex.
 //!
-//! Usage: `vyrn-home [--secs N] [--rate MSGS_PER_S] [--lanes N] [--sessions-per-lane N] [--seed N]`
+//! Usage: `vyrn-home [--config FILE] [--secs N] [--rate MSGS_PER_S] [--seed N]`
+//! `vyrn-home --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` writes a dev home's
+//! config and fresh keys (0600) into DIR. Without `--config`: a built-in test home
+//! (`--lanes`, `--sessions-per-lane`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -112,6 +115,8 @@ struct Opts {
     lanes: u8,
     per_lane: u16,
     seed: u64,
+    config: Option<std::path::PathBuf>,
+    gen: Option<std::path::PathBuf>,
 }
 
 fn opts() -> Result<Opts, String> {
@@ -121,6 +126,8 @@ fn opts() -> Result<Opts, String> {
         lanes: 4,
         per_lane: 8,
         seed: 1,
+        config: None,
+        gen: None,
     };
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
@@ -136,6 +143,10 @@ fn opts() -> Result<Opts, String> {
             "--lanes" => o.lanes = v()?.clamp(2, 64) as u8,
             "--sessions-per-lane" => o.per_lane = v()?.clamp(1, 4096) as u16,
             "--seed" => o.seed = v()?,
+            "--config" => o.config = Some(a.next().ok_or("--config needs a file")?.into()),
+            "--gen-dev-config" => {
+                o.gen = Some(a.next().ok_or("--gen-dev-config needs a folder")?.into())
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -150,19 +161,78 @@ fn main() -> ExitCode {
             if !e.is_empty() {
                 eprintln!("vyrn-home: {e}");
             }
-            eprintln!("usage: vyrn-home [--secs N] [--rate MSGS_PER_S] [--lanes N] [--sessions-per-lane N] [--seed N]");
+            eprintln!("usage: vyrn-home [--config FILE] [--secs N] [--rate MSGS_PER_S] [--seed N]");
+            eprintln!("       vyrn-home --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]");
             return ExitCode::from(2);
         }
     };
-    let mut e = EngineConfig::test_home(o.lanes, o.per_lane);
-    for a in e.accounts.iter_mut() {
-        a.max_order_qty = 1_000;
-        a.max_open_orders = 1 << 16;
-        a.max_exposure = 1 << 40;
+    if let Some(dir) = &o.gen {
+        return match vyrn_seq::boxcfg::write_dev_config(dir, o.lanes, o.per_lane, 47_400) {
+            Ok(p) => {
+                println!(
+                    "wrote {} (keys in {}, mode 0600)",
+                    p.display(),
+                    dir.join("keys").display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("vyrn-home: {}: {err}", dir.display());
+                ExitCode::from(2)
+            }
+        };
     }
-    e.book_cfg.max_orders = 1 << 20;
-    e.lane_max_orders = 1 << 16;
-    e.hot_ring_bytes = 4 << 20;
+    let seq_cfg = match &o.config {
+        Some(path) => {
+            let c = match vyrn_seq::boxcfg::BoxConfig::load(path) {
+                Ok(c) => c,
+                Err(errs) => {
+                    for e in errs {
+                        eprintln!("vyrn-home: config: {e}");
+                    }
+                    return ExitCode::from(2);
+                }
+            };
+            let problems = vyrn_seq::boxcfg::startup_checks(&c);
+            if !problems.is_empty() {
+                for p in problems {
+                    eprintln!("vyrn-home: startup check: {p}");
+                }
+                return ExitCode::from(2);
+            }
+            println!(
+                "config {}: profile {:?}, {} lanes, {} sessions, {} accounts, core map {:?}; startup checks passed",
+                path.display(),
+                c.profile,
+                c.engine.layout.n_lanes,
+                c.engine.sessions.len(),
+                c.engine.accounts.len(),
+                c.core_map
+            );
+            c.seq_config()
+        }
+        None => {
+            let mut e = EngineConfig::test_home(o.lanes, o.per_lane);
+            for a in e.accounts.iter_mut() {
+                a.max_order_qty = 1_000;
+                a.max_open_orders = 1 << 16;
+                a.max_exposure = 1 << 40;
+            }
+            e.book_cfg.max_orders = 1 << 20;
+            e.lane_max_orders = 1 << 16;
+            e.hot_ring_bytes = 4 << 20;
+            SeqConfig {
+                engine: e,
+                epoch: 1,
+                block_ns: vyrn_wire::consts::BLOCK_NS,
+                // A fixed development key; a real box loads its key file (0600) once.
+                seq_key: *blake3::hash(b"vyrn-home dev seq key").as_bytes(),
+                voters: 4,
+                rtx_ring_bytes: 8 << 20,
+            }
+        }
+    };
+    let e = seq_cfg.engine.clone();
     if let Err(err) = e.validate() {
         eprintln!("vyrn-home: config: {err}");
         return ExitCode::from(2);
@@ -193,15 +263,7 @@ fn main() -> ExitCode {
         .enumerate()
         .map(|(i, s)| (s.id(), i))
         .collect();
-    let mut home = SeqHome::new(SeqConfig {
-        engine: e.clone(),
-        epoch: 1,
-        block_ns: vyrn_wire::consts::BLOCK_NS,
-        // A fixed development key; a real box loads its key file (0600) once.
-        seq_key: *blake3::hash(b"vyrn-home dev seq key").as_bytes(),
-        voters: 4,
-        rtx_ring_bytes: 8 << 20,
-    });
+    let mut home = SeqHome::new(seq_cfg);
     let mut tally = Tally {
         frames: 0,
         frame_bytes: 0,
@@ -230,8 +292,11 @@ fn main() -> ExitCode {
         sessions.len(),
     );
     println!(
-        "vyrn-home: {} lanes x {} sessions, {} msgs/s open loop for {} s, box tiles on one thread",
-        o.lanes, o.per_lane, o.rate, o.secs
+        "vyrn-home: {} lanes, {} sessions, {} msgs/s open loop for {} s, box tiles on one thread",
+        e.layout.n_lanes,
+        e.sessions.len(),
+        o.rate,
+        o.secs
     );
     let tiles = home.tiles();
     let t0 = Instant::now();
