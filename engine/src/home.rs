@@ -97,31 +97,25 @@ fn apply_events<S: EngineSink>(
     }
 }
 
-/// The live engine on one thread.
+/// What the live and the replay engine share: the configuration, the lanes, the BBO core and
+/// the rings between them. Both engines deref to it.
 #[derive(Debug)]
-pub struct LiveEngine {
-    cfg: EngineConfig,
-    lanes: Vec<Lane>,
-    bbo: Bbo,
-    cut: CutCore,
-    fwd: Vec<VecDeque<Fwd>>,
-    events: Vec<VecDeque<LaneEvent>>,
-    route: HashMap<u32, u8, crate::hash::SeededState>,
+pub struct Tiles {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) lanes: Vec<Lane>,
+    pub(crate) bbo: Bbo,
+    pub(crate) fwd: Vec<VecDeque<Fwd>>,
+    pub(crate) events: Vec<VecDeque<LaneEvent>>,
 }
 
-impl LiveEngine {
-    /// A live engine for a validated `cfg` (the cut refreshes on every poll).
-    pub fn new(cfg: EngineConfig) -> Self {
+impl Tiles {
+    fn new(cfg: EngineConfig, ring_cap: usize) -> Self {
         let n = cfg.layout.n_lanes as usize;
-        let lanes = (0..n as u8).map(|l| Lane::new(&cfg, l)).collect();
-        let route = cfg.sessions.iter().map(|s| (s.session, s.lane)).collect();
-        LiveEngine {
+        Tiles {
+            lanes: (0..n as u8).map(|l| Lane::new(&cfg, l)).collect(),
             bbo: Bbo::new(&cfg),
-            cut: CutCore::new(cfg.layout, 0),
-            lanes,
-            fwd: (0..n).map(|_| VecDeque::with_capacity(1024)).collect(),
-            events: (0..n).map(|_| VecDeque::with_capacity(1024)).collect(),
-            route,
+            fwd: (0..n).map(|_| VecDeque::with_capacity(ring_cap)).collect(),
+            events: (0..n).map(|_| VecDeque::with_capacity(ring_cap)).collect(),
             cfg,
         }
     }
@@ -139,6 +133,76 @@ impl LiveEngine {
     /// The BBO core.
     pub fn bbo(&self) -> &Bbo {
         &self.bbo
+    }
+
+    /// Fault in every table (startup work; see [`Lane::prefault`]).
+    pub fn prefault(&mut self) {
+        for l in self.lanes.iter_mut() {
+            l.prefault();
+        }
+        for q in self.events.iter_mut() {
+            q.reserve(1 << 14);
+        }
+        for q in self.fwd.iter_mut() {
+            q.reserve(1 << 12);
+        }
+    }
+
+    /// Apply every event produced so far (the state to commit, 07 §7.5).
+    pub fn settle(&mut self, sink: &mut impl EngineSink) {
+        let done = self.bbo.done();
+        for (l, lane) in self.lanes.iter_mut().enumerate() {
+            apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
+        }
+    }
+
+    pub(crate) fn parts(&self) -> crate::snapshot::Parts<'_> {
+        crate::snapshot::Parts {
+            cfg: &self.cfg,
+            lanes: &self.lanes,
+            bbo: &self.bbo,
+            fwd: &self.fwd,
+            events: &self.events,
+        }
+    }
+}
+
+macro_rules! deref_tiles {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = Tiles;
+            fn deref(&self) -> &Tiles {
+                &self.t
+            }
+        }
+        impl std::ops::DerefMut for $t {
+            fn deref_mut(&mut self) -> &mut Tiles {
+                &mut self.t
+            }
+        }
+    };
+}
+
+deref_tiles!(LiveEngine);
+deref_tiles!(ReplayEngine);
+
+/// The live engine on one thread.
+#[derive(Debug)]
+pub struct LiveEngine {
+    t: Tiles,
+    cut: CutCore,
+    route: HashMap<u32, u8, crate::hash::SeededState>,
+}
+
+impl LiveEngine {
+    /// A live engine for a validated `cfg` (the cut refreshes on every poll).
+    pub fn new(cfg: EngineConfig) -> Self {
+        let route = cfg.sessions.iter().map(|s| (s.session, s.lane)).collect();
+        LiveEngine {
+            cut: CutCore::new(cfg.layout, 0),
+            route,
+            t: Tiles::new(cfg, 1024),
+        }
     }
 
     /// The lane a packet goes to: its session's (the NIC flow filter in production, 07 §9.5).
@@ -162,34 +226,24 @@ impl LiveEngine {
             return Err(LaneDrop::UnknownSession);
         };
         let l = l as usize;
-        let done = self.bbo.done();
+        let done = self.t.bbo.done();
         apply_events(
-            &mut self.lanes[l],
-            &mut self.events[l],
-            &mut self.fwd[l],
+            &mut self.t.lanes[l],
+            &mut self.t.events[l],
+            &mut self.t.fwd[l],
             done,
             sink,
         );
         let mut ad = LaneAdapter {
             sink,
-            fwd: &mut self.fwd[l],
+            fwd: &mut self.t.fwd[l],
         };
-        self.lanes[l].on_packet(now, rx_ts, bytes, &mut ad)
-    }
-
-    /// Fault in every table (startup work; see [`Lane::prefault`]).
-    pub fn prefault(&mut self) {
-        for l in self.lanes.iter_mut() {
-            l.prefault();
-        }
-        for q in self.events.iter_mut() {
-            q.reserve(1 << 14);
-        }
+        self.t.lanes[l].on_packet(now, rx_ts, bytes, &mut ad)
     }
 
     /// Queue a control request (Halt, Resume, Seal); it is the next step.
     pub fn control(&mut self, c: ControlReq) {
-        self.bbo.request(c);
+        self.t.bbo.request(c);
     }
 
     /// Run the home until nothing moves: lanes apply their events, the cut refreshes, the BBO
@@ -197,19 +251,20 @@ impl LiveEngine {
     pub fn poll(&mut self, now: u64, sink: &mut impl EngineSink) -> Result<u64, StepError> {
         let mut steps = 0;
         loop {
-            let done = self.bbo.done();
-            for (l, lane) in self.lanes.iter_mut().enumerate() {
-                apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
+            let done = self.t.bbo.done();
+            for (l, lane) in self.t.lanes.iter_mut().enumerate() {
+                apply_events(lane, &mut self.t.events[l], &mut self.t.fwd[l], done, sink);
             }
-            let lanes = &self.lanes;
+            let lanes = &self.t.lanes;
             self.cut.refresh(now, |l| lanes[l].published());
             let mut ad = BboAdapter {
                 sink,
-                events: &mut self.events,
+                events: &mut self.t.events,
             };
             match self
+                .t
                 .bbo
-                .poll(now, self.cut.cut(), &mut Queues(&mut self.fwd), &mut ad)?
+                .poll(now, self.cut.cut(), &mut Queues(&mut self.t.fwd), &mut ad)?
             {
                 Some(_) => steps += 1,
                 None => break,
@@ -220,29 +275,11 @@ impl LiveEngine {
 
     /// Flush every lane's hash batch (what an idle lane does).
     pub fn flush_hashes(&mut self, sink: &mut impl EngineSink) {
-        for (l, lane) in self.lanes.iter_mut().enumerate() {
+        for (l, lane) in self.t.lanes.iter_mut().enumerate() {
             lane.flush_hashes(&mut LaneAdapter {
                 sink,
-                fwd: &mut self.fwd[l],
+                fwd: &mut self.t.fwd[l],
             });
-        }
-    }
-
-    /// The state commitment (07 §7.5) after applying every pending event.
-    pub fn settle(&mut self, sink: &mut impl EngineSink) {
-        let done = self.bbo.done();
-        for (l, lane) in self.lanes.iter_mut().enumerate() {
-            apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
-        }
-    }
-
-    pub(crate) fn parts(&self) -> crate::snapshot::Parts<'_> {
-        crate::snapshot::Parts {
-            cfg: &self.cfg,
-            lanes: &self.lanes,
-            bbo: &self.bbo,
-            fwd: &self.fwd,
-            events: &self.events,
         }
     }
 }
@@ -306,11 +343,7 @@ pub enum ReplayError {
 /// else may run in any order, so the result does not depend on the schedule.
 #[derive(Debug)]
 pub struct ReplayEngine {
-    pub(crate) cfg: EngineConfig,
-    pub(crate) lanes: Vec<Lane>,
-    pub(crate) bbo: Bbo,
-    pub(crate) fwd: Vec<VecDeque<Fwd>>,
-    pub(crate) events: Vec<VecDeque<LaneEvent>>,
+    pub(crate) t: Tiles,
     recs: Vec<VecDeque<(PacketRecord, Vec<u8>)>>,
     steps: VecDeque<LoggedStep>,
     shuffle: Option<vyrn_wire::corpus::Rng>,
@@ -321,42 +354,10 @@ impl ReplayEngine {
     pub fn new(cfg: EngineConfig) -> Self {
         let n = cfg.layout.n_lanes as usize;
         ReplayEngine {
-            lanes: (0..n as u8).map(|l| Lane::new(&cfg, l)).collect(),
-            bbo: Bbo::new(&cfg),
-            fwd: (0..n).map(|_| VecDeque::new()).collect(),
-            events: (0..n).map(|_| VecDeque::new()).collect(),
             recs: (0..n).map(|_| VecDeque::new()).collect(),
             steps: VecDeque::new(),
             shuffle: None,
-            cfg,
-        }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &EngineConfig {
-        &self.cfg
-    }
-
-    /// The lanes.
-    pub fn lanes(&self) -> &[Lane] {
-        &self.lanes
-    }
-
-    /// The BBO core.
-    pub fn bbo(&self) -> &Bbo {
-        &self.bbo
-    }
-
-    /// Fault in every table (startup work; see [`Lane::prefault`]).
-    pub fn prefault(&mut self) {
-        for l in self.lanes.iter_mut() {
-            l.prefault();
-        }
-        for q in self.events.iter_mut() {
-            q.reserve(1 << 14);
-        }
-        for q in self.fwd.iter_mut() {
-            q.reserve(1 << 12);
+            t: Tiles::new(cfg, 0),
         }
     }
 
@@ -408,14 +409,14 @@ impl ReplayEngine {
                 ),
                 _ => (u64::MAX, usize::MAX, 1),
             };
-            let done = self.bbo.done();
+            let done = self.t.bbo.done();
             if until.is_some_and(|u| done >= u) {
                 break;
             }
             // Lanes: dependency 1 — a record runs once every event of steps ≤ its
             // fills_applied exists; and only as far as the next step's cut needs (so lane
             // state at a step boundary is exact).
-            for l in 0..self.lanes.len() {
+            for l in 0..self.t.lanes.len() {
                 if lane_mask & (1 << l) == 0 {
                     continue;
                 }
@@ -436,17 +437,17 @@ impl ReplayEngine {
                         break;
                     };
                     apply_events(
-                        &mut self.lanes[l],
-                        &mut self.events[l],
-                        &mut self.fwd[l],
+                        &mut self.t.lanes[l],
+                        &mut self.t.events[l],
+                        &mut self.t.fwd[l],
                         rec.fills_applied,
                         sink,
                     );
                     let mut ad = LaneAdapter {
                         sink,
-                        fwd: &mut self.fwd[l],
+                        fwd: &mut self.t.fwd[l],
                     };
-                    self.lanes[l]
+                    self.t.lanes[l]
                         .replay_packet(&rec, &payload, &mut ad)
                         .map_err(|err| ReplayError::Lane {
                             lane: l as u8,
@@ -459,22 +460,23 @@ impl ReplayEngine {
             // BBO: dependency 2 — step s once every lane applied its ops ≤ cut_s.
             for _ in 0..bbo_steps {
                 let Some(s) = self.steps.front() else { break };
-                if until.is_some_and(|u| self.bbo.done() >= u) {
+                if until.is_some_and(|u| self.t.bbo.done() >= u) {
                     break;
                 }
                 let ready = s
                     .cut
                     .iter()
-                    .zip(&self.lanes)
+                    .zip(&self.t.lanes)
                     .all(|(&c, lane)| lane.published() >= c);
                 if ready {
                     let s = self.steps.pop_front().unwrap_or_else(|| unreachable!());
                     let mut ad = BboAdapter {
                         sink,
-                        events: &mut self.events,
+                        events: &mut self.t.events,
                     };
-                    self.bbo
-                        .replay(&s.as_in(), &mut Queues(&mut self.fwd), &mut ad)
+                    self.t
+                        .bbo
+                        .replay(&s.as_in(), &mut Queues(&mut self.t.fwd), &mut ad)
                         .map_err(ReplayError::Step)?;
                     progress = true;
                 } else {
@@ -486,7 +488,7 @@ impl ReplayEngine {
             }
             full = self.shuffle.is_none() || !progress;
         }
-        Ok(self.bbo.done())
+        Ok(self.t.bbo.done())
     }
 
     /// After the whole log: if steps remain that can never run, say which.
@@ -494,24 +496,6 @@ impl ReplayEngine {
         match self.steps.front() {
             Some(s) => Err(ReplayError::Stalled { step: s.step }),
             None => Ok(()),
-        }
-    }
-
-    /// Apply every event produced so far (end of a run: the state to commit).
-    pub fn settle(&mut self, sink: &mut impl EngineSink) {
-        let done = self.bbo.done();
-        for (l, lane) in self.lanes.iter_mut().enumerate() {
-            apply_events(lane, &mut self.events[l], &mut self.fwd[l], done, sink);
-        }
-    }
-
-    pub(crate) fn parts(&self) -> crate::snapshot::Parts<'_> {
-        crate::snapshot::Parts {
-            cfg: &self.cfg,
-            lanes: &self.lanes,
-            bbo: &self.bbo,
-            fwd: &self.fwd,
-            events: &self.events,
         }
     }
 }

@@ -568,11 +568,11 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
     // 1: the parameters must be the config's (limits are config, not state).
     {
         let p = Parts {
-            cfg: &e.cfg,
-            lanes: &e.lanes,
-            bbo: &e.bbo,
-            fwd: &e.fwd,
-            events: &e.events,
+            cfg: &e.t.cfg,
+            lanes: &e.t.lanes,
+            bbo: &e.t.bbo,
+            fwd: &e.t.fwd,
+            events: &e.t.events,
         };
         let fresh = sections(&p, &ReplicationState::default());
         if fresh[0].1 != secs[0].1 {
@@ -581,7 +581,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
     }
     // 2.
     let mut r = Reader::new(secs[1].1);
-    for lane in e.lanes.iter_mut() {
+    for lane in e.t.lanes.iter_mut() {
         lane.restore_lane(&mut r)?;
     }
     if !r.is_empty() {
@@ -600,7 +600,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
     if next_step == 0 {
         return Err(SnapError::Content("next_step 0"));
     }
-    e.bbo.restore_state(next_step, &cut, need, halted, sealed);
+    e.t.bbo.restore_state(next_step, &cut, need, halted, sealed);
     let k = r.u32_le()? as usize;
     for _ in 0..k {
         let o = RestingOrder {
@@ -613,7 +613,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
             time: r.u64_le()?,
             cookie: r.u64_le()?,
         };
-        e.bbo.book_mut().restore(&o).map_err(SnapError::Content)?;
+        e.t.bbo.book_mut().restore(&o).map_err(SnapError::Content)?;
     }
     for l in 0..n {
         let k = r.u32_le()? as usize;
@@ -631,7 +631,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
                 qty: r.u32_le()?,
                 cookie: r.u64_le()?,
             };
-            e.fwd[l].push_back(Fwd {
+            e.t.fwd[l].push_back(Fwd {
                 lane: l as u8,
                 lane_seq,
                 rx_ts,
@@ -650,7 +650,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
                 side: side_from(r.u8()?)?,
                 what: outcome_get(&mut r)?,
             };
-            e.events[l].push_back(ev);
+            e.t.events[l].push_back(ev);
         }
     }
     if !r.is_empty() {
@@ -662,18 +662,18 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
     }
     // 5.
     let mut r = Reader::new(secs[4].1);
-    for lane in e.lanes.iter_mut() {
+    for lane in e.t.lanes.iter_mut() {
         lane.restore_decoder(&mut r)?;
     }
     // StepDec is the replica decoder's; it is checked against the BBO state.
-    for h in 0..e.cfg.layout.n_streams {
+    for h in 0..e.t.cfg.layout.n_streams {
         let prev = r.u64_le()?;
         let want = if h == 0 { need.0 } else { need.1 };
         if prev != want {
             return Err(SnapError::Content("StepDec prev_step differs from need"));
         }
-        let a = e.cfg.layout.half_start(h);
-        for &c in &cut[a..a + e.cfg.layout.half_len(h)] {
+        let a = e.t.cfg.layout.half_start(h);
+        for &c in &cut[a..a + e.t.cfg.layout.half_len(h)] {
             if r.u64_le()? != c {
                 return Err(SnapError::Content("StepDec prev_cut differs from the cut"));
             }
@@ -692,7 +692,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
         let slot = r.u16_le()?;
         let last = r.u32_le()?;
         let next_resp = r.u64_le()?;
-        e.lanes
+        e.t.lanes
             .get_mut(lane)
             .ok_or(SnapError::Content("session lane"))?
             .restore_session(session, slot, last, next_resp)?;
@@ -708,19 +708,7 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
     Ok((e, hdr))
 }
 
-impl ReplayEngine {
-    /// The state commitment now (07 §7.4 R(h) in BASE until CHAIN's function exists).
-    pub fn state_root(&self) -> [u8; 32] {
-        commit(&self.parts())
-    }
-
-    /// Write a REP_Snapshot file of the state now.
-    pub fn snapshot(&self, meta: &SnapMeta, rep: &ReplicationState) -> Vec<u8> {
-        write(&self.parts(), meta, rep)
-    }
-}
-
-impl crate::home::LiveEngine {
+impl crate::home::Tiles {
     /// The state commitment now.
     pub fn state_root(&self) -> [u8; 32] {
         commit(&self.parts())
