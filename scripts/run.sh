@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main command. Until the whole home exists (data box and replicas on their ports),
 # it runs: (1) the sequencer box's tiles on one thread driven by the client library's open-loop
-# load generator, with per-second progress and latency percentiles (vyrn-home); (2) the
+# load generator over loopback UDP, frames on two multicast paths to four voter doubles, with
+# per-second progress and latency percentiles (vyrn-home --udp); (2) the
 # order-stream path end to end on loopback: a seeded REF stream on two lossy paths, NACK
 # repair, the replica decoder, header verification (vyrn-paths); (3) the capture tool.
 set -euo pipefail
@@ -19,7 +20,7 @@ conf=${VYRN_CONFIG:-target/dev-home/box.conf}
 if [ ! -f "$conf" ]; then
   "$bin/vyrn-home" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
 fi
-"$bin/vyrn-home" --config "$conf" --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}"
+"$bin/vyrn-home" --config "$conf" --udp --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}"
 
 echo
 echo "== order stream on two lossy loopback paths (vyrn-paths) =="

@@ -18,6 +18,7 @@ struct Seen {
     /// Headers decoded before their block was complete (one substream behind a hole).
     early: HashMap<u64, BlockHeader>,
     votes: Vec<u64>,
+    ok: u64,
     bad: u64,
     key: Option<ed25519_dalek::VerifyingKey>,
 }
@@ -25,6 +26,7 @@ struct Seen {
 impl Seen {
     fn judge(&mut self, h: &BlockHeader, root: [u8; 32]) {
         if root == h.order_root && self.key.is_some_and(|k| h.verify(&k)) {
+            self.ok += 1;
             self.votes.push(h.height);
         } else {
             self.bad += 1;
@@ -139,6 +141,16 @@ impl VoterDouble {
         } else {
             Vec::new()
         }
+    }
+
+    /// The decoder's counters (frames, records, steps, blocks, hashes, errors).
+    pub fn decoder_counters(&self) -> vyrn_wire::decoder::DecCounters {
+        self.dec.counters()
+    }
+
+    /// Headers that checked (order_root and seq_sig), voted or waiting to be.
+    pub fn headers_ok(&self) -> u64 {
+        self.seen.ok
     }
 
     /// Decoder errors and headers that did not check.

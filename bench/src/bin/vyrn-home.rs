@@ -10,7 +10,10 @@
 //! (issue 4): the box's ports (clients and replication paths over UDP), real replicas and
 //! Simplex.
 //!
-//! Usage: `vyrn-home [--config FILE] [--secs N] [--rate MSGS_PER_S] [--seed N]`
+//! Usage: `vyrn-home [--config FILE] [--udp] [--secs N] [--rate MSGS_PER_S] [--seed N]`
+//! `--udp`: clients, box and voters talk over loopback UDP — client packets to the box's client
+//! port, responses back, frames on two replication paths (loopback multicast); voters' acks,
+//! votes and NACKs are still in-process calls.
 //! `vyrn-home --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` writes a dev home's
 //! config and fresh keys (0600) into DIR. Without `--config`: a built-in test home
 //! (`--lanes`, `--sessions-per-lane`).
@@ -19,8 +22,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Instant;
 use vyrn_client::loadgen::{LoadConfig, LoadGen};
+use vyrn_client::Driver;
 use vyrn_client::{Session, SessionConfig};
 use vyrn_engine::EngineConfig;
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Port, RxBatch};
+use vyrn_seq::net::{BoxNet, PathsRx};
 use vyrn_seq::{SeqConfig, SeqHome, Tile, VoterDouble, WireEvent};
 use vyrn_wire::decoder::{BlockRoots, DecState, Pos, Sink};
 use vyrn_wire::header::BlockHeader;
@@ -50,6 +57,15 @@ impl Sink for HeaderCheck {
     }
 }
 
+/// The UDP mode's sockets.
+struct Udp {
+    net: BoxNet,
+    paths: PathsRx,
+    client: Option<UdpPort>,
+    sink: UdpPort,
+    sink_rx: RxBatch,
+}
+
 /// What the box wrote so far, and the replica decoder that reads it.
 struct Tally {
     frames: u64,
@@ -60,9 +76,36 @@ struct Tally {
     hdr: HeaderCheck,
     voters: Vec<VoterDouble>,
     notices: u64,
+    nacks: u64,
+    resent: u64,
 }
 
 impl Tally {
+    /// The voters' RepAcks, finalize votes and NACKs from what they decoded so far.
+    fn report(&mut self, home: &mut SeqHome, now: u64) {
+        for (i, v) in self.voters.iter_mut().enumerate() {
+            if let Some(a) = v.ack() {
+                home.on_ack(i, a, now);
+            }
+            for h in v.take_votes() {
+                home.on_vote(i, h);
+            }
+            for (s, from, to) in v.holes() {
+                self.nacks += 1;
+                self.resent += home.on_nack(s, from, to, now).resent;
+            }
+        }
+    }
+
+    /// A frame off the paths (UDP mode): to every voter (they drop the other path's copy).
+    fn frame_from_paths(&mut self, bytes: &[u8], now: u64) {
+        self.frames += 1;
+        self.frame_bytes += bytes.len() as u64;
+        for v in self.voters.iter_mut() {
+            v.on_frame(bytes, now);
+        }
+    }
+
     /// Take the box's wire log: frames to the decoder, responses to their sessions.
     fn drain(
         &mut self,
@@ -71,15 +114,7 @@ impl Tally {
         sessions: &mut [Session],
         index: &std::collections::HashMap<u32, usize>,
     ) {
-        // The voters' RepAcks and finalize votes from what they decoded so far.
-        for (i, v) in self.voters.iter_mut().enumerate() {
-            if let Some(a) = v.ack() {
-                home.on_ack(i, a, now);
-            }
-            for h in v.take_votes() {
-                home.on_vote(i, h);
-            }
-        }
+        self.report(home, now);
         for ev in home.drain_wire() {
             match ev {
                 WireEvent::Frame { bytes, .. } => {
@@ -117,6 +152,7 @@ struct Opts {
     seed: u64,
     config: Option<std::path::PathBuf>,
     gen: Option<std::path::PathBuf>,
+    udp: bool,
 }
 
 fn opts() -> Result<Opts, String> {
@@ -128,6 +164,7 @@ fn opts() -> Result<Opts, String> {
         seed: 1,
         config: None,
         gen: None,
+        udp: false,
     };
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
@@ -143,6 +180,7 @@ fn opts() -> Result<Opts, String> {
             "--lanes" => o.lanes = v()?.clamp(2, 64) as u8,
             "--sessions-per-lane" => o.per_lane = v()?.clamp(1, 4096) as u16,
             "--seed" => o.seed = v()?,
+            "--udp" => o.udp = true,
             "--config" => o.config = Some(a.next().ok_or("--config needs a file")?.into()),
             "--gen-dev-config" => {
                 o.gen = Some(a.next().ok_or("--gen-dev-config needs a folder")?.into())
@@ -182,6 +220,7 @@ fn main() -> ExitCode {
             }
         };
     }
+    let mut client_port = 0u16;
     let seq_cfg = match &o.config {
         Some(path) => {
             let c = match vyrn_seq::boxcfg::BoxConfig::load(path) {
@@ -209,6 +248,7 @@ fn main() -> ExitCode {
                 c.engine.accounts.len(),
                 c.core_map
             );
+            client_port = c.client_port;
             c.seq_config()
         }
         None => {
@@ -237,8 +277,42 @@ fn main() -> ExitCode {
         eprintln!("vyrn-home: config: {err}");
         return ExitCode::from(2);
     }
-    let seq_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7400);
-    let data_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7402);
+    // UDP mode: the box on its client port and two replication paths (loopback multicast), the
+    // clients on their own socket, copy 2 to a data-tier stand-in socket.
+    let mut udp = if o.udp {
+        let open = || -> Result<Udp, vyrn_nic::NicError> {
+            let (net, paths) = BoxNet::open(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                client_port,
+            ))?;
+            Ok(Udp {
+                net,
+                paths,
+                client: Some(UdpPort::open(&UdpConfig::loopback().with_batch(64))?),
+                sink: UdpPort::open(&UdpConfig::loopback().with_batch(64))?,
+                sink_rx: RxBatch::new(64, 512),
+            })
+        };
+        match open() {
+            Ok(u) => Some(u),
+            Err(err) => {
+                eprintln!("vyrn-home: opening the UDP ports: {err}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let (seq_addr, data_addr) = match &udp {
+        Some(u) => (
+            u.net.client_addr().expect("bound"),
+            u.sink.local_addr().expect("bound"),
+        ),
+        None => (
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7400),
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7402),
+        ),
+    };
     let mut sessions: Vec<Session> = Vec::new();
     for s in &e.sessions {
         let c = SessionConfig::new(
@@ -263,6 +337,16 @@ fn main() -> ExitCode {
         .enumerate()
         .map(|(i, s)| (s.id(), i))
         .collect();
+    let mut driver = udp
+        .as_mut()
+        .and_then(|u| u.client.take())
+        .map(|p| Driver::new(p, &sessions));
+    if let Some(u) = &udp {
+        println!(
+            "udp: box client port {seq_addr}, replication paths over {}, clients and copy-2 stand-in on loopback",
+            u.paths.how
+        );
+    }
     let mut home = SeqHome::new(seq_cfg);
     let mut tally = Tally {
         frames: 0,
@@ -281,6 +365,8 @@ fn main() -> ExitCode {
             .map(|_| VoterDouble::new(e.layout, home.seq_public()))
             .collect(),
         notices: 0,
+        nacks: 0,
+        resent: 0,
     };
     let mut load = LoadGen::new(
         LoadConfig {
@@ -303,15 +389,27 @@ fn main() -> ExitCode {
     let end = o.secs * 1_000_000_000 + 1_000_000;
     let mut copy2 = 0u64;
     let mut next_report = 1_000_000_000 + 1_000_000;
+    // UDP: packets and frames in flight when the load stops still get their answers.
+    let grace = if udp.is_some() { 200_000_000 } else { 0 };
     loop {
         let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
-        if now >= end && home.rx_backlog() == 0 {
+        if now >= end + grace && home.rx_backlog() == 0 {
             break;
         }
         if now < end {
             let _ = load.submit_due(now, &mut sessions);
         }
-        for s in sessions.iter_mut() {
+        if let (Some(u), Some(d)) = (udp.as_mut(), driver.as_mut()) {
+            let _ = d.pump(&mut sessions, now);
+            while let Ok(n) = u.sink.recv_batch(&mut u.sink_rx) {
+                if n == 0 {
+                    break;
+                }
+                copy2 += n as u64;
+            }
+            let _ = u.net.recv(&mut home, now);
+        }
+        for s in sessions.iter_mut().filter(|_| udp.is_none()) {
             s.poll(now);
             let n = s.transmits_len();
             for t in s.transmits() {
@@ -327,34 +425,63 @@ fn main() -> ExitCode {
             if t == Tile::Control {
                 // The voters read what the box wrote and ack it just before control looks at
                 // their acks: on one thread, acks are only as fresh as this loop is fast.
-                tally.drain(&mut home, now, &mut sessions, &index);
+                if udp.is_some() {
+                    tally.report(&mut home, now);
+                } else {
+                    tally.drain(&mut home, now, &mut sessions, &index);
+                }
             }
             home.poll(t, now);
         }
-        tally.drain(&mut home, now, &mut sessions, &index);
+        match udp.as_mut() {
+            Some(u) => {
+                u.net.send(&mut home);
+                let _ = u.paths.recv(|_, f| tally.frame_from_paths(f, now));
+                tally.report(&mut home, now);
+            }
+            None => tally.drain(&mut home, now, &mut sessions, &index),
+        }
         load.drain_events(now, &mut sessions);
         if now >= next_report {
             next_report += 1_000_000_000;
             if let Some(line) = load.progress(now, &sessions) {
                 println!("{line}");
             }
+            let (resps, hdr_ok, dec_err) = match &udp {
+                Some(u) => (
+                    u.net.counters().responses,
+                    tally.voters[0].headers_ok(),
+                    tally.voters[0].faults().0,
+                ),
+                None => (tally.resps, tally.hdr.ok, tally.decode_errors),
+            };
             println!(
-                "  box: steps {}  frames {} ({} KiB, both paths)  responses {}  decoder errors {}  headers ok {} (order_root bad {}, seq_sig bad {})",
+                "  box: steps {}  frames {} ({} KiB received, both paths)  responses {}  decoder errors {}  headers ok {} (order_root bad {}, seq_sig bad {})",
                 home.bbo().done(),
                 tally.frames,
                 tally.frame_bytes / 1024,
-                tally.resps,
-                tally.decode_errors,
-                tally.hdr.ok,
+                resps,
+                dec_err,
+                hdr_ok,
                 tally.hdr.bad_root,
-                tally.hdr.bad_sig
+                tally.hdr.bad_sig + tally.voters[0].faults().1
             );
         }
     }
     // Let the box drain what is in flight.
     let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
     home.settle(now + 10_000_000, 100_000);
-    tally.drain(&mut home, now, &mut sessions, &index);
+    match (udp.as_mut(), driver.as_mut()) {
+        (Some(u), Some(d)) => {
+            u.net.send(&mut home);
+            for _ in 0..200 {
+                let _ = u.paths.recv(|_, f| tally.frame_from_paths(f, now));
+                let _ = d.pump(&mut sessions, now);
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+        }
+        _ => tally.drain(&mut home, now, &mut sessions, &index),
+    }
     load.drain_events(now, &mut sessions);
     println!("--- summary");
     use vyrn_client::loadgen::stats::fmt_percentiles;
@@ -379,11 +506,25 @@ fn main() -> ExitCode {
         k.fills,
         k.refused
     );
-    let c = tally.dec.counters();
+    // UDP mode: the operator's view is voter 0's (it took the frames off the paths).
+    let c = if udp.is_some() {
+        tally.hdr.ok = tally.voters[0].headers_ok();
+        tally.decode_errors = tally.voters[0].faults().0;
+        tally.voters[0].decoder_counters()
+    } else {
+        tally.dec.counters()
+    };
+    if let Some(u) = &udp {
+        let n = u.net.counters();
+        println!(
+            "udp: client packets in {}, responses/notices out {} (no address yet {}), frames written to both paths {} (refused {}), voter NACKs {}, frames resent {}",
+            n.rx_client, n.responses, n.no_addr, n.frames, n.frame_errors, tally.nacks, tally.resent
+        );
+    }
     let (frames, frame_bytes, resps, decode_errors) = (
         tally.frames,
         tally.frame_bytes,
-        tally.resps,
+        udp.as_ref().map_or(tally.resps, |u| u.net.counters().responses),
         tally.decode_errors,
     );
     println!(
@@ -406,9 +547,8 @@ fn main() -> ExitCode {
     );
     let (durable, fin, cc) = home.watermarks();
     println!(
-        "control: durable step {durable}, final height {fin} of {} closed; watermark notices {} (durable {}, final {}); finality-gate halts {}, resumes {}",
+        "control: durable step {durable}, final height {fin} of {} closed; watermark notices (durable {}, final {}); finality-gate halts {}, resumes {}",
         home.closed_height(),
-        tally.notices,
         cc.durable_notices,
         cc.final_notices,
         cc.gate_halts,

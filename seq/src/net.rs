@@ -1,0 +1,210 @@
+//! The box on its ports (07 §3.1, §4.1; missing-chapters §5): client packets in over UDP,
+//! responses and notices back to each session's last source address, and every frame written
+//! to the two replication paths (`vyrn_nic::pair::PathPair`, write both, then fence) in the order
+//! the box logged it — so a response leaves the box only after the frames logged before it are on
+//! both paths (INV-FRAME-FIRST on the wire, not just in memory).
+//!
+//! The receiving side ([`PathsRx`]) takes both paths for the voting replicas of a home on one
+//! host and hands each frame to them with its path.
+
+use crate::home::{SeqHome, WireEvent};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use vyrn_nic::pair::{Path, PathMark, PathPair};
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Dest, NicError, Port, RxBatch, TxPacket};
+
+/// Counters of the box's ports.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NetCounters {
+    /// Client packets received.
+    pub rx_client: u64,
+    /// Client packets naming no session of this box (dropped).
+    pub rx_unknown: u64,
+    /// Frames written to both paths.
+    pub frames: u64,
+    /// Frames a path refused after retries (backpressure).
+    pub frame_errors: u64,
+    /// Responses and notices sent.
+    pub responses: u64,
+    /// Responses to a session whose address the box has not learned yet (dropped; the
+    /// client resends, 07 §9.5).
+    pub no_addr: u64,
+}
+
+/// The box's ports.
+#[derive(Debug)]
+pub struct BoxNet {
+    client: UdpPort,
+    paths: PathPair<UdpPort>,
+    addrs: HashMap<u32, SocketAddr>,
+    rx: RxBatch,
+    counters: NetCounters,
+}
+
+/// How the paths were opened.
+pub const PATH_GROUPS: [Ipv4Addr; 2] = [
+    Ipv4Addr::new(239, 255, 75, 1),
+    Ipv4Addr::new(239, 255, 75, 2),
+];
+
+/// The replication paths as a home on one host receives them.
+#[derive(Debug)]
+pub struct PathsRx {
+    pair: PathPair<UdpPort>,
+    a: RxBatch,
+    b: RxBatch,
+    /// How the paths run: loopback multicast, or unicast where multicast is unavailable.
+    pub how: &'static str,
+}
+
+impl PathsRx {
+    /// Every frame waiting on either path, with its path.
+    pub fn recv(&mut self, mut f: impl FnMut(Path, &[u8])) -> Result<usize, NicError> {
+        let [na, nb] = self.pair.recv_both(&mut self.a, &mut self.b)?;
+        for p in self.a.iter() {
+            f(Path::A, p.data);
+        }
+        for p in self.b.iter() {
+            f(Path::B, p.data);
+        }
+        Ok(na + nb)
+    }
+}
+
+fn open_paths() -> Result<(PathPair<UdpPort>, PathsRx), NicError> {
+    let mc = (|| -> Result<_, NicError> {
+        let mut rx = Vec::new();
+        let mut tx = Vec::new();
+        for g in PATH_GROUPS {
+            let mut c = UdpConfig::multicast_receiver(g, 0).with_batch(64);
+            c.recv_buffer = Some(8 << 20);
+            let r = UdpPort::open(&c)?;
+            let port = r.local_addr()?.port();
+            tx.push(UdpPort::open(&UdpConfig::multicast_sender(g, port))?);
+            rx.push(r);
+        }
+        Ok((tx, rx, "loopback multicast 239.255.75.1 / 239.255.75.2"))
+    })();
+    let (tx, rx, how) = match mc {
+        Ok(x) => x,
+        Err(_) => {
+            let mut rx = Vec::new();
+            let mut tx = Vec::new();
+            for _ in 0..2 {
+                let mut c = UdpConfig::loopback().with_batch(64);
+                c.recv_buffer = Some(8 << 20);
+                let r = UdpPort::open(&c)?;
+                let a = r.local_addr()?;
+                tx.push(UdpPort::open(&UdpConfig::loopback().with_dest(a))?);
+                rx.push(r);
+            }
+            (tx, rx, "unicast 127.0.0.1")
+        }
+    };
+    let mut tx = tx.into_iter();
+    let mut rx = rx.into_iter();
+    let (Some(ta), Some(tb), Some(ra), Some(rb)) = (tx.next(), tx.next(), rx.next(), rx.next())
+    else {
+        return Err(NicError::WouldBlock);
+    };
+    Ok((
+        PathPair::new(ta, tb, PathMark::VYRN),
+        PathsRx {
+            pair: PathPair::new(ra, rb, PathMark::VYRN),
+            a: RxBatch::new(64, 9216),
+            b: RxBatch::new(64, 9216),
+            how,
+        },
+    ))
+}
+
+impl BoxNet {
+    /// Open the client port on `client` and the two paths; returns the ports and the receiving
+    /// side of the paths.
+    pub fn open(client: SocketAddr) -> Result<(BoxNet, PathsRx), NicError> {
+        let mut c = UdpConfig::new(client).with_batch(64);
+        c.recv_buffer = Some(8 << 20);
+        let client = UdpPort::open(&c)?;
+        let (paths, rx) = open_paths()?;
+        Ok((
+            BoxNet {
+                client,
+                paths,
+                addrs: HashMap::new(),
+                rx: RxBatch::new(64, 256),
+                counters: NetCounters::default(),
+            },
+            rx,
+        ))
+    }
+
+    /// The client port's address.
+    pub fn client_addr(&self) -> Result<SocketAddr, NicError> {
+        self.client.local_addr()
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> NetCounters {
+        self.counters
+    }
+
+    /// Take the client packets waiting (up to a few batches) into the box's lanes.
+    pub fn recv(&mut self, home: &mut SeqHome, now: u64) -> Result<usize, NicError> {
+        let mut total = 0;
+        for _ in 0..4 {
+            let n = self.client.recv_batch(&mut self.rx)?;
+            if n == 0 {
+                break;
+            }
+            for p in self.rx.iter() {
+                self.counters.rx_client += 1;
+                let Some(s) = p.data.get(4..8) else {
+                    self.counters.rx_unknown += 1;
+                    continue;
+                };
+                let session = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                if home.receive(now, p.data.to_vec()) {
+                    if let Some(src) = p.meta.src {
+                        // The lane checks the tag; an address is only learned from a packet
+                        // that names a configured session (a forged one costs the client a
+                        // resend, never a lost response: responses are kept for resend).
+                        self.addrs.insert(session, src);
+                    }
+                } else {
+                    self.counters.rx_unknown += 1;
+                }
+            }
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Write what the box logged, in order: frames to both paths (write, write, fence), then
+    /// responses and notices to their sessions.
+    pub fn send(&mut self, home: &mut SeqHome) {
+        let wire: Vec<WireEvent> = home.drain_wire().collect();
+        for ev in wire {
+            match ev {
+                WireEvent::Frame { bytes, .. } => {
+                    match self.paths.write_and_fence(&bytes, Dest::Default, 1000) {
+                        Ok(()) => self.counters.frames += 1,
+                        Err(_) => self.counters.frame_errors += 1,
+                    }
+                }
+                WireEvent::Resp { session, bytes, .. } | WireEvent::Notice { session, bytes } => {
+                    match self.addrs.get(&session) {
+                        Some(&a) => {
+                            let _ = self
+                                .client
+                                .send_batch(&[TxPacket::to(&bytes, Dest::Addr(a))]);
+                            self.counters.responses += 1;
+                        }
+                        None => self.counters.no_addr += 1,
+                    }
+                }
+            }
+        }
+        let _ = self.client.flush();
+    }
+}
