@@ -288,7 +288,11 @@ fn main() -> ExitCode {
             Ok(Udp {
                 net,
                 paths,
-                client: Some(UdpPort::open(&UdpConfig::loopback().with_batch(64))?),
+                client: Some(UdpPort::open(&{
+                    let mut c = UdpConfig::loopback().with_batch(64);
+                    c.recv_buffer = Some(8 << 20);
+                    c
+                })?),
                 sink: UdpPort::open(&UdpConfig::loopback().with_batch(64))?,
                 sink_rx: RxBatch::new(64, 512),
             })
@@ -315,7 +319,7 @@ fn main() -> ExitCode {
     };
     let mut sessions: Vec<Session> = Vec::new();
     for s in &e.sessions {
-        let c = SessionConfig::new(
+        let mut c = SessionConfig::new(
             e.book,
             s.session,
             s.k_seq,
@@ -324,6 +328,13 @@ fn main() -> ExitCode {
             vec![data_addr],
             0,
         );
+        // The whole home shares one thread of a shared VM here: answers can take milliseconds
+        // under load, and the library's 5 ms resend timers would turn every stall into a storm
+        // of duplicates and hole-driven resends (each logged and answered, 07 §9.5). 50 ms keeps
+        // resends for real loss.
+        c.resend_after_ns = 50_000_000;
+        c.resend_gap_ns = 20_000_000;
+        c.gap_resend_ns = 50_000_000;
         match Session::new(c, 1, 0) {
             Ok(x) => sessions.push(x),
             Err(err) => {
@@ -524,7 +535,8 @@ fn main() -> ExitCode {
     let (frames, frame_bytes, resps, decode_errors) = (
         tally.frames,
         tally.frame_bytes,
-        udp.as_ref().map_or(tally.resps, |u| u.net.counters().responses),
+        udp.as_ref()
+            .map_or(tally.resps, |u| u.net.counters().responses),
         tally.decode_errors,
     );
     println!(
