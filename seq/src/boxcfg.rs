@@ -76,6 +76,8 @@ pub struct BoxConfig {
     pub core_map: Vec<usize>,
     /// Frame ring bytes per stream core.
     pub rtx_ring_bytes: usize,
+    /// Self-fence window override, µs (REP_SELF_FENCE_US is a budget; 250 when unset).
+    pub self_fence_us: Option<u64>,
 }
 
 impl BoxConfig {
@@ -280,6 +282,7 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         None => Vec::new(),
     };
     let seq_key_file: Option<String> = b.get("seq_key_file", &mut errs);
+    let self_fence_us: Option<u64> = b.opt("self_fence_us", &mut errs);
     b.finish(&mut errs);
     if voters < 4 {
         errs.push(err(
@@ -394,6 +397,7 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         ctrl_port,
         core_map,
         rtx_ring_bytes,
+        self_fence_us,
     })
 }
 
@@ -522,6 +526,10 @@ pub fn write_dev_config(
     );
     let _ = writeln!(c, "hot_ring_bytes = {}", 4 << 20);
     let _ = writeln!(c, "rtx_ring_bytes = {}", 8 << 20);
+    let _ = writeln!(
+        c,
+        "self_fence_us = 50000    # budget override: voter doubles share this box's 2 cores"
+    );
     let _ = writeln!(c, "seq_key_file = {}", key("seq")?);
     for l in 0..lanes {
         for k in 0..per_lane {

@@ -47,6 +47,7 @@ pub struct Control {
     view: u64,
     halted_by_gate: bool,
     armed: bool,
+    fence_ns: u64,
     sessions: Vec<(u32, SipKey)>,
     rb: RespBuilder,
     counters: ControlCounters,
@@ -70,10 +71,17 @@ impl Control {
             view: 0,
             halted_by_gate: false,
             armed: false,
+            fence_ns: REP_SELF_FENCE_US * 1000,
             sessions,
             rb: RespBuilder::default(),
             counters: ControlCounters::default(),
         }
+    }
+
+    /// Override the self-fence window (REP_SELF_FENCE_US is a budget, 07 §4.8): for boxes
+    /// whose voters do not run on dedicated cores, e.g. a dev home sharing two cores.
+    pub fn set_self_fence_us(&mut self, us: u64) {
+        self.fence_ns = us.saturating_mul(1000);
     }
 
     /// The newest final height.
@@ -194,9 +202,7 @@ impl Control {
         let fresh = self
             .acks
             .iter()
-            .filter(|a| {
-                a.1.is_some_and(|t| now.saturating_sub(t) <= REP_SELF_FENCE_US * 1000)
-            })
+            .filter(|a| a.1.is_some_and(|t| now.saturating_sub(t) <= self.fence_ns))
             .count();
         if fresh >= REP_FENCE_ACKS {
             self.armed = true;

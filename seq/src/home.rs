@@ -498,6 +498,11 @@ impl SeqHome {
         t
     }
 
+    /// Override the self-fence window (a budget, 07 §4.8).
+    pub fn set_self_fence_us(&mut self, us: u64) {
+        self.control.set_self_fence_us(us);
+    }
+
     /// A voter's RepAck (07 §4.8).
     pub fn on_ack(&mut self, voter: usize, contiguous: [u64; 2], now: u64) {
         self.control.on_ack(voter, contiguous, now);

@@ -30,12 +30,24 @@ pub struct NetCounters {
     /// Responses to a session whose address the box has not learned yet (dropped; the
     /// client resends, 07 §9.5).
     pub no_addr: u64,
+    /// Control messages by kind: RepAck, Nack, FinalityCert.
+    pub ctrl: [u64; 3],
+    /// Control messages refused: unparseable, from an unknown voter, or a certificate whose
+    /// signatures do not check.
+    pub ctrl_bad: u64,
+    /// NackTooOld answers sent.
+    pub too_old: u64,
 }
 
 /// The box's ports.
 #[derive(Debug)]
 pub struct BoxNet {
     client: UdpPort,
+    ctrl: UdpPort,
+    /// Voters by control address: (index, Ed25519 public key) — from REP_Membership in a home.
+    voters: HashMap<SocketAddr, (usize, ed25519_dalek::VerifyingKey)>,
+    keys: Vec<Option<ed25519_dalek::VerifyingKey>>,
+    epoch: u32,
     paths: PathPair<UdpPort>,
     addrs: HashMap<u32, SocketAddr>,
     rx: RxBatch,
@@ -120,16 +132,27 @@ fn open_paths() -> Result<(PathPair<UdpPort>, PathsRx), NicError> {
 }
 
 impl BoxNet {
-    /// Open the client port on `client` and the two paths; returns the ports and the receiving
-    /// side of the paths.
-    pub fn open(client: SocketAddr) -> Result<(BoxNet, PathsRx), NicError> {
+    /// Open the client port on `client`, the control port on `ctrl` and the two paths; returns
+    /// the ports and the receiving side of the paths.
+    pub fn open(
+        client: SocketAddr,
+        ctrl: SocketAddr,
+        epoch: u32,
+    ) -> Result<(BoxNet, PathsRx), NicError> {
         let mut c = UdpConfig::new(client).with_batch(64);
         c.recv_buffer = Some(8 << 20);
         let client = UdpPort::open(&c)?;
+        let mut c = UdpConfig::new(ctrl).with_batch(64);
+        c.recv_buffer = Some(4 << 20);
+        let ctrl = UdpPort::open(&c)?;
         let (paths, rx) = open_paths()?;
         Ok((
             BoxNet {
                 client,
+                ctrl,
+                voters: HashMap::new(),
+                keys: Vec::new(),
+                epoch,
                 paths,
                 addrs: HashMap::new(),
                 rx: RxBatch::new(64, 256),
@@ -137,6 +160,89 @@ impl BoxNet {
             },
             rx,
         ))
+    }
+
+    /// A voter: its control address, index and public key (REP_Membership in a real home).
+    pub fn register_voter(
+        &mut self,
+        addr: SocketAddr,
+        index: usize,
+        key: ed25519_dalek::VerifyingKey,
+    ) {
+        self.voters.insert(addr, (index, key));
+        if self.keys.len() <= index {
+            self.keys.resize(index + 1, None);
+        }
+        self.keys[index] = Some(key);
+    }
+
+    /// The control port's address.
+    pub fn ctrl_addr(&self) -> Result<SocketAddr, NicError> {
+        self.ctrl.local_addr()
+    }
+
+    /// Take the control messages waiting (07 §4.8, §4.10, §6.5): RepAcks from known voters,
+    /// NACKs (served from the frame ring; NackTooOld back to the sender), and finality
+    /// certificates whose entries are checked against the voters' keys (each valid entry is a
+    /// finalize vote for the proposal's heights).
+    pub fn recv_ctrl(&mut self, home: &mut SeqHome, now: u64) -> Result<usize, NicError> {
+        use vyrn_wire::msg::ctrl::{CtrlMsg, NackTooOld};
+        let mut total = 0;
+        let mut rx = RxBatch::new(64, 2048);
+        for _ in 0..4 {
+            let n = self.ctrl.recv_batch(&mut rx)?;
+            if n == 0 {
+                break;
+            }
+            for p in rx.iter() {
+                total += 1;
+                let src = p.meta.src;
+                let voter = src.and_then(|a| self.voters.get(&a)).map(|v| v.0);
+                match (CtrlMsg::parse(p.data), voter) {
+                    (Ok(CtrlMsg::RepAck(a)), Some(v)) if a.epoch == self.epoch => {
+                        self.counters.ctrl[0] += 1;
+                        home.on_ack(v, a.contiguous_frame_seq, now);
+                    }
+                    (Ok(CtrlMsg::Nack(k)), Some(_)) => {
+                        self.counters.ctrl[1] += 1;
+                        let out = home.on_nack(k.stream, k.from_seq, k.to_seq, now);
+                        if let (Some(oldest), Some(src)) = (out.too_old, src) {
+                            let m = NackTooOld {
+                                epoch: k.epoch,
+                                tenure: k.tenure,
+                                stream: k.stream,
+                                oldest_seq: oldest,
+                            };
+                            if let Ok(b) = m.to_bytes() {
+                                let _ = self.ctrl.send_batch(&[TxPacket::to(&b, Dest::Addr(src))]);
+                                self.counters.too_old += 1;
+                            }
+                        }
+                    }
+                    (Ok(CtrlMsg::FinalityCert(c)), _) if c.epoch == self.epoch => {
+                        let digest = c.proposal.digest();
+                        let mut valid = 0;
+                        for e in &c.entries {
+                            let key = self.keys.get(e.index as usize).copied().flatten();
+                            let sig = ed25519_dalek::Signature::from_bytes(&e.sig);
+                            if key.is_some_and(|k| k.verify_strict(&digest, &sig).is_ok()) {
+                                valid += 1;
+                                for h in c.proposal.first_height..=c.proposal.last_height {
+                                    home.on_vote(e.index as usize, h);
+                                }
+                            }
+                        }
+                        if valid == c.entries.len() {
+                            self.counters.ctrl[2] += 1;
+                        } else {
+                            self.counters.ctrl_bad += 1;
+                        }
+                    }
+                    _ => self.counters.ctrl_bad += 1,
+                }
+            }
+        }
+        Ok(total)
     }
 
     /// The client port's address.

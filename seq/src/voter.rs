@@ -11,6 +11,7 @@ use vyrn_wire::decoder::{BlockRoots, DecState, Pos, Sink};
 use vyrn_wire::frame::FrameHeader;
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::layout::Layout;
+use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
 
 #[derive(Debug, Default)]
 struct Seen {
@@ -18,6 +19,8 @@ struct Seen {
     /// Headers decoded before their block was complete (one substream behind a hole).
     early: HashMap<u64, BlockHeader>,
     votes: Vec<u64>,
+    /// header_hash of every checked header, by height (for finalize signatures).
+    hashes: HashMap<u64, [u8; 32]>,
     ok: u64,
     bad: u64,
     key: Option<ed25519_dalek::VerifyingKey>,
@@ -28,6 +31,7 @@ impl Seen {
         if root == h.order_root && self.key.is_some_and(|k| h.verify(&k)) {
             self.ok += 1;
             self.votes.push(h.height);
+            self.hashes.insert(h.height, h.header_hash());
         } else {
             self.bad += 1;
         }
@@ -141,6 +145,25 @@ impl VoterDouble {
         } else {
             Vec::new()
         }
+    }
+
+    /// The finalize proposal of one checked height (a stand-in for Simplex's: one height per
+    /// proposal), if that header checked.
+    pub fn proposal(&self, epoch: u32, height: u64) -> Option<RepProposal> {
+        let last_hash = *self.seen.hashes.get(&height)?;
+        Some(RepProposal {
+            kind: ProposalKind::Headers,
+            epoch,
+            first_height: height,
+            last_height: height,
+            last_hash,
+            excl_root: [0; 32],
+        })
+    }
+
+    /// Forget the header hashes of heights ≤ `h` (finalized).
+    pub fn forget(&mut self, h: u64) {
+        self.seen.hashes.retain(|&k, _| k > h);
     }
 
     /// The decoder's counters (frames, records, steps, blocks, hashes, errors).

@@ -12,8 +12,9 @@
 //!
 //! Usage: `vyrn-home [--config FILE] [--udp] [--secs N] [--rate MSGS_PER_S] [--seed N]`
 //! `--udp`: clients, box and voters talk over loopback UDP — client packets to the box's client
-//! port, responses back, frames on two replication paths (loopback multicast); voters' acks,
-//! votes and NACKs are still in-process calls.
+//! port, responses back, frames on two replication paths (loopback multicast), and the voter
+//! doubles' RepAcks, NACKs and finality certificates (Q Ed25519 signatures) to the box's control
+//! port.
 //! `vyrn-home --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` writes a dev home's
 //! config and fresh keys (0600) into DIR. Without `--config`: a built-in test home
 //! (`--lanes`, `--sessions-per-lane`).
@@ -26,11 +27,12 @@ use vyrn_client::Driver;
 use vyrn_client::{Session, SessionConfig};
 use vyrn_engine::EngineConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_nic::{Port, RxBatch};
+use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
 use vyrn_seq::net::{BoxNet, PathsRx};
 use vyrn_seq::{SeqConfig, SeqHome, Tile, VoterDouble, WireEvent};
 use vyrn_wire::decoder::{BlockRoots, DecState, Pos, Sink};
 use vyrn_wire::header::BlockHeader;
+use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert};
 
 /// Checks each HEADER against the block the decoder recomputed (order_root) and the
 /// sequencer's key (seq_sig), as a replica does before voting.
@@ -57,13 +59,175 @@ impl Sink for HeaderCheck {
     }
 }
 
-/// The UDP mode's sockets.
+/// The voter doubles' control-port side (UDP mode): each voter's own socket for RepAcks and
+/// NACKs, its finalize key, and the group's certificate assembly — Q signatures over a
+/// proposal make one REP_FinalityCert for the box (a stand-in for Simplex, which would
+/// aggregate them).
+struct VoterNet {
+    socks: Vec<UdpPort>,
+    keys: Vec<ed25519_dalek::SigningKey>,
+    pending: std::collections::BTreeMap<u64, Vec<CertEntry>>,
+    ctrl: SocketAddr,
+    rx: RxBatch,
+    sent: [u64; 3],
+    too_old: u64,
+}
+
+impl VoterNet {
+    fn send(&mut self, i: usize, bytes: &[u8]) {
+        let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
+    }
+
+    /// What every voter has to say, over UDP to the box's control port.
+    fn report(&mut self, voters: &mut [VoterDouble], epoch: u32) {
+        use vyrn_wire::msg::ctrl::{Nack, RepAck};
+        for (i, v) in voters.iter_mut().enumerate() {
+            if let Some(a) = v.ack() {
+                let m = RepAck {
+                    epoch,
+                    tenure: 0,
+                    contiguous_frame_seq: a,
+                    path_mask: 0b11,
+                };
+                if let Ok(b) = m.to_bytes() {
+                    self.send(i, &b);
+                    self.sent[0] += 1;
+                }
+            }
+            for (s, from, to) in v.holes() {
+                let m = Nack {
+                    epoch,
+                    tenure: 0,
+                    stream: s,
+                    from_seq: from,
+                    to_seq: to,
+                };
+                if let Ok(b) = m.to_bytes() {
+                    self.send(i, &b);
+                    self.sent[1] += 1;
+                }
+            }
+            for h in v.take_votes() {
+                if let Some(p) = v.proposal(epoch, h) {
+                    use ed25519_dalek::Signer;
+                    let sig = self.keys[i].sign(&p.digest()).to_bytes();
+                    self.pending.entry(h).or_default().push(CertEntry {
+                        index: i as u8,
+                        sig,
+                    });
+                }
+            }
+            while let Ok(n) = self.socks[i].recv_batch(&mut self.rx) {
+                if n == 0 {
+                    break;
+                }
+                self.too_old += n as u64; // NackTooOld answers: the double just NACKs again
+            }
+        }
+        // Q = 3 of 4 signatures make a certificate (07 §6.5).
+        let ready: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, e)| e.len() >= 3)
+            .map(|(&h, _)| h)
+            .collect();
+        for h in ready {
+            let mut entries = self.pending.remove(&h).unwrap_or_default();
+            entries.sort_by_key(|e| e.index);
+            let Some(p) = voters[entries[0].index as usize].proposal(epoch, h) else {
+                continue;
+            };
+            let cert = RepFinalityCert {
+                epoch,
+                view: h + 1,
+                parent_view: h,
+                proposal: p,
+                entries,
+            };
+            let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+            if cert.encode(&mut b).is_ok() {
+                self.send(0, &b);
+                self.sent[2] += 1;
+            }
+            for v in voters.iter_mut() {
+                v.forget(h);
+            }
+        }
+    }
+}
+
+/// The UDP mode's sockets. The voter doubles run on their own thread (they stand for other
+/// boxes): `voter_side` is handed to it at start.
 struct Udp {
+    voter_side: Option<(VoterNet, PathsRx)>,
+    voter_thread: Option<VoterThread>,
     net: BoxNet,
-    paths: PathsRx,
     client: Option<UdpPort>,
     sink: UdpPort,
     sink_rx: RxBatch,
+}
+
+/// What the voter thread reports while it runs.
+#[derive(Default, Clone, Copy)]
+struct VoterView {
+    frames: u64,
+    frame_bytes: u64,
+    headers_ok: u64,
+    faults: (u64, u64),
+}
+
+struct VoterThread {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    view: std::sync::Arc<std::sync::Mutex<VoterView>>,
+    handle: std::thread::JoinHandle<Vec<VoterDouble>>,
+}
+
+impl VoterThread {
+    /// The four voter doubles on their own thread: frames off both paths, then RepAcks, NACKs
+    /// and certificates to the box's control port.
+    fn start(
+        mut voters: Vec<VoterDouble>,
+        mut net: VoterNet,
+        mut paths: PathsRx,
+        t0: Instant,
+    ) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let stop = Arc::new(AtomicBool::new(false));
+        let view = Arc::new(Mutex::new(VoterView::default()));
+        let (s2, v2) = (stop.clone(), view.clone());
+        let handle = std::thread::spawn(move || {
+            let mut local = VoterView::default();
+            let mut last = 0u64;
+            while !s2.load(Ordering::Relaxed) {
+                let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
+                let got = paths
+                    .recv(|_, f| {
+                        local.frames += 1;
+                        local.frame_bytes += f.len() as u64;
+                        for v in voters.iter_mut() {
+                            v.on_frame(f, now);
+                        }
+                    })
+                    .unwrap_or(0);
+                // RepAck every REP_ACK_US (07 §4.8); NACKs and certificates as they come.
+                if got > 0 || now.saturating_sub(last) >= vyrn_wire::consts::REP_ACK_US * 1000 {
+                    net.report(&mut voters, 1);
+                    last = now;
+                }
+                if got == 0 {
+                    std::thread::yield_now();
+                }
+                if let Ok(mut v) = v2.try_lock() {
+                    local.headers_ok = voters[0].headers_ok();
+                    local.faults = voters[0].faults();
+                    *v = local;
+                }
+            }
+            voters
+        });
+        VoterThread { stop, view, handle }
+    }
 }
 
 /// What the box wrote so far, and the replica decoder that reads it.
@@ -94,15 +258,6 @@ impl Tally {
                 self.nacks += 1;
                 self.resent += home.on_nack(s, from, to, now).resent;
             }
-        }
-    }
-
-    /// A frame off the paths (UDP mode): to every voter (they drop the other path's copy).
-    fn frame_from_paths(&mut self, bytes: &[u8], now: u64) {
-        self.frames += 1;
-        self.frame_bytes += bytes.len() as u64;
-        for v in self.voters.iter_mut() {
-            v.on_frame(bytes, now);
         }
     }
 
@@ -221,6 +376,8 @@ fn main() -> ExitCode {
         };
     }
     let mut client_port = 0u16;
+    let mut ctrl_port = 0u16;
+    let mut self_fence_us = None;
     let seq_cfg = match &o.config {
         Some(path) => {
             let c = match vyrn_seq::boxcfg::BoxConfig::load(path) {
@@ -249,6 +406,8 @@ fn main() -> ExitCode {
                 c.core_map
             );
             client_port = c.client_port;
+            ctrl_port = c.ctrl_port;
+            self_fence_us = c.self_fence_us;
             c.seq_config()
         }
         None => {
@@ -281,13 +440,39 @@ fn main() -> ExitCode {
     // clients on their own socket, copy 2 to a data-tier stand-in socket.
     let mut udp = if o.udp {
         let open = || -> Result<Udp, vyrn_nic::NicError> {
-            let (net, paths) = BoxNet::open(SocketAddr::new(
-                IpAddr::V4(Ipv4Addr::LOCALHOST),
-                client_port,
-            ))?;
+            let (net, paths) = BoxNet::open(
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), client_port),
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ctrl_port),
+                1,
+            )?;
+            let mut socks = Vec::new();
+            let mut keys = Vec::new();
+            let mut net = net;
+            for i in 0..4u8 {
+                let sock = UdpPort::open(&UdpConfig::loopback().with_batch(64))?;
+                let key = ed25519_dalek::SigningKey::from_bytes(
+                    blake3::hash(&[b"vyrn-home dev voter ".as_slice(), &[i]].concat()).as_bytes(),
+                );
+                net.register_voter(sock.local_addr()?, i as usize, key.verifying_key());
+                socks.push(sock);
+                keys.push(key);
+            }
+            let ctrl = net.ctrl_addr()?;
             Ok(Udp {
+                voter_side: Some((
+                    VoterNet {
+                        socks,
+                        keys,
+                        pending: Default::default(),
+                        ctrl,
+                        rx: RxBatch::new(16, 256),
+                        sent: [0; 3],
+                        too_old: 0,
+                    },
+                    paths,
+                )),
+                voter_thread: None,
                 net,
-                paths,
                 client: Some(UdpPort::open(&{
                     let mut c = UdpConfig::loopback().with_batch(64);
                     c.recv_buffer = Some(8 << 20);
@@ -355,10 +540,14 @@ fn main() -> ExitCode {
     if let Some(u) = &udp {
         println!(
             "udp: box client port {seq_addr}, replication paths over {}, clients and copy-2 stand-in on loopback",
-            u.paths.how
+            u.voter_side.as_ref().map_or("?", |v| v.1.how)
         );
     }
     let mut home = SeqHome::new(seq_cfg);
+    if let Some(us) = self_fence_us {
+        home.set_self_fence_us(us);
+        println!("self-fence window {us} µs (config override of REP_SELF_FENCE_US = 250)");
+    }
     let mut tally = Tally {
         frames: 0,
         frame_bytes: 0,
@@ -397,6 +586,12 @@ fn main() -> ExitCode {
     );
     let tiles = home.tiles();
     let t0 = Instant::now();
+    if let Some(u) = udp.as_mut() {
+        if let Some((net, paths)) = u.voter_side.take() {
+            let voters = std::mem::take(&mut tally.voters);
+            u.voter_thread = Some(VoterThread::start(voters, net, paths, t0));
+        }
+    }
     let end = o.secs * 1_000_000_000 + 1_000_000;
     let mut copy2 = 0u64;
     let mut next_report = 1_000_000_000 + 1_000_000;
@@ -436,8 +631,8 @@ fn main() -> ExitCode {
             if t == Tile::Control {
                 // The voters read what the box wrote and ack it just before control looks at
                 // their acks: on one thread, acks are only as fresh as this loop is fast.
-                if udp.is_some() {
-                    tally.report(&mut home, now);
+                if let Some(u) = udp.as_mut() {
+                    let _ = u.net.recv_ctrl(&mut home, now);
                 } else {
                     tally.drain(&mut home, now, &mut sessions, &index);
                 }
@@ -445,11 +640,7 @@ fn main() -> ExitCode {
             home.poll(t, now);
         }
         match udp.as_mut() {
-            Some(u) => {
-                u.net.send(&mut home);
-                let _ = u.paths.recv(|_, f| tally.frame_from_paths(f, now));
-                tally.report(&mut home, now);
-            }
+            Some(u) => u.net.send(&mut home),
             None => tally.drain(&mut home, now, &mut sessions, &index),
         }
         load.drain_events(now, &mut sessions);
@@ -459,11 +650,16 @@ fn main() -> ExitCode {
                 println!("{line}");
             }
             let (resps, hdr_ok, dec_err) = match &udp {
-                Some(u) => (
-                    u.net.counters().responses,
-                    tally.voters[0].headers_ok(),
-                    tally.voters[0].faults().0,
-                ),
+                Some(u) => {
+                    let v = u
+                        .voter_thread
+                        .as_ref()
+                        .and_then(|t| t.view.lock().ok().map(|g| *g))
+                        .unwrap_or_default();
+                    tally.frames = v.frames;
+                    tally.frame_bytes = v.frame_bytes;
+                    (u.net.counters().responses, v.headers_ok, v.faults.0)
+                }
                 None => (tally.resps, tally.hdr.ok, tally.decode_errors),
             };
             println!(
@@ -475,7 +671,7 @@ fn main() -> ExitCode {
                 dec_err,
                 hdr_ok,
                 tally.hdr.bad_root,
-                tally.hdr.bad_sig + tally.voters[0].faults().1
+                tally.hdr.bad_sig + tally.voters.first().map_or(0, |v| v.faults().1)
             );
         }
     }
@@ -486,9 +682,18 @@ fn main() -> ExitCode {
         (Some(u), Some(d)) => {
             u.net.send(&mut home);
             for _ in 0..200 {
-                let _ = u.paths.recv(|_, f| tally.frame_from_paths(f, now));
                 let _ = d.pump(&mut sessions, now);
+                let _ = u.net.recv_ctrl(&mut home, now);
                 std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            if let Some(t) = u.voter_thread.take() {
+                t.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                let v = *t.view.lock().expect("voter view");
+                tally.frames = v.frames;
+                tally.frame_bytes = v.frame_bytes;
+                if let Ok(voters) = t.handle.join() {
+                    tally.voters = voters;
+                }
             }
         }
         _ => tally.drain(&mut home, now, &mut sessions, &index),
@@ -528,8 +733,17 @@ fn main() -> ExitCode {
     if let Some(u) = &udp {
         let n = u.net.counters();
         println!(
-            "udp: client packets in {}, responses/notices out {} (no address yet {}), frames written to both paths {} (refused {}), voter NACKs {}, frames resent {}",
-            n.rx_client, n.responses, n.no_addr, n.frames, n.frame_errors, tally.nacks, tally.resent
+            "udp: client packets in {}, responses/notices out {} (no address yet {}), frames written to both paths {} (refused {}); control port: RepAcks {}, NACKs {}, finality certs {} (refused {}), NackTooOld {}",
+            n.rx_client,
+            n.responses,
+            n.no_addr,
+            n.frames,
+            n.frame_errors,
+            n.ctrl[0],
+            n.ctrl[1],
+            n.ctrl[2],
+            n.ctrl_bad,
+            n.too_old
         );
     }
     let (frames, frame_bytes, resps, decode_errors) = (
@@ -559,12 +773,13 @@ fn main() -> ExitCode {
     );
     let (durable, fin, cc) = home.watermarks();
     println!(
-        "control: durable step {durable}, final height {fin} of {} closed; watermark notices (durable {}, final {}); finality-gate halts {}, resumes {}",
+        "control: durable step {durable}, final height {fin} of {} closed; watermark notices (durable {}, final {}); finality-gate halts {}, resumes {}; seq_fenced {}",
         home.closed_height(),
         cc.durable_notices,
         cc.final_notices,
         cc.gate_halts,
-        cc.gate_resumes
+        cc.gate_resumes,
+        home.sh.fenced
     );
     if decode_errors > 0 || c.steps != home.bbo().done() || h.bad_root + h.bad_sig > 0 || h.ok == 0
     {
