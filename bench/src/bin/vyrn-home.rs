@@ -11,6 +11,8 @@
 //! Simplex.
 //!
 //! Usage: `vyrn-home [--config FILE] [--udp] [--secs N] [--rate MSGS_PER_S] [--seed N]`
+//! `--serve`: the box and its voter doubles only, on their UDP ports, for `--secs` (drive it
+//! with `vyrn-load`).
 //! `--udp`: clients, box and voters talk over loopback UDP — client packets to the box's client
 //! port, responses back, frames on two replication paths (loopback multicast), and the voter
 //! doubles' RepAcks, NACKs and finality certificates (Q Ed25519 signatures) to the box's control
@@ -22,9 +24,9 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Instant;
-use vyrn_client::loadgen::{LoadConfig, LoadGen};
+use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
 use vyrn_client::Driver;
-use vyrn_client::{Session, SessionConfig};
+use vyrn_client::Session;
 use vyrn_engine::EngineConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
@@ -308,6 +310,7 @@ struct Opts {
     config: Option<std::path::PathBuf>,
     gen: Option<std::path::PathBuf>,
     udp: bool,
+    serve: bool,
 }
 
 fn opts() -> Result<Opts, String> {
@@ -320,6 +323,7 @@ fn opts() -> Result<Opts, String> {
         config: None,
         gen: None,
         udp: false,
+        serve: false,
     };
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
@@ -336,6 +340,10 @@ fn opts() -> Result<Opts, String> {
             "--sessions-per-lane" => o.per_lane = v()?.clamp(1, 4096) as u16,
             "--seed" => o.seed = v()?,
             "--udp" => o.udp = true,
+            "--serve" => {
+                o.udp = true;
+                o.serve = true
+            }
             "--config" => o.config = Some(a.next().ok_or("--config needs a file")?.into()),
             "--gen-dev-config" => {
                 o.gen = Some(a.next().ok_or("--gen-dev-config needs a folder")?.into())
@@ -502,32 +510,22 @@ fn main() -> ExitCode {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7402),
         ),
     };
-    let mut sessions: Vec<Session> = Vec::new();
-    for s in &e.sessions {
-        let mut c = SessionConfig::new(
-            e.book,
-            s.session,
-            s.k_seq,
-            s.k_out,
-            seq_addr,
-            vec![data_addr],
-            0,
-        );
-        // The whole home shares one thread of a shared VM here: answers can take milliseconds
-        // under load, and the library's 5 ms resend timers would turn every stall into a storm
-        // of duplicates and hole-driven resends (each logged and answered, 07 §9.5). 50 ms keeps
-        // resends for real loss.
-        c.resend_after_ns = 50_000_000;
-        c.resend_gap_ns = 20_000_000;
-        c.gap_resend_ns = 50_000_000;
-        match Session::new(c, 1, 0) {
-            Ok(x) => sessions.push(x),
+    // The whole home shares one thread of a shared VM here: answers can take milliseconds under
+    // load, and the library's 5 ms resend timers would turn every stall into a storm of
+    // duplicates and hole-driven resends (each logged and answered, 07 §9.5). 50 ms keeps resends
+    // for real loss. `--serve`: no clients here (`vyrn-load` drives the box from outside).
+    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+    let mut sessions: Vec<Session> = if o.serve {
+        Vec::new()
+    } else {
+        match sessions_for(e.book, keys, seq_addr, data_addr, 50_000_000) {
+            Ok(v) => v,
             Err(err) => {
-                eprintln!("vyrn-home: session {}: {err:?}", s.session);
+                eprintln!("vyrn-home: sessions: {err:?}");
                 return ExitCode::from(2);
             }
         }
-    }
+    };
     let index: std::collections::HashMap<u32, usize> = sessions
         .iter()
         .enumerate()
@@ -575,7 +573,7 @@ fn main() -> ExitCode {
             start_ns: 1_000_000,
             ..LoadConfig::default()
         },
-        sessions.len(),
+        sessions.len().max(1), // --serve: a generator that never submits
     );
     println!(
         "vyrn-home: {} lanes, {} sessions, {} msgs/s open loop for {} s, box tiles on one thread",
@@ -602,7 +600,7 @@ fn main() -> ExitCode {
         if now >= end + grace && home.rx_backlog() == 0 {
             break;
         }
-        if now < end {
+        if now < end && !o.serve {
             let _ = load.submit_due(now, &mut sessions);
         }
         if let (Some(u), Some(d)) = (udp.as_mut(), driver.as_mut()) {
@@ -700,28 +698,11 @@ fn main() -> ExitCode {
     }
     load.drain_events(now, &mut sessions);
     println!("--- summary");
-    use vyrn_client::loadgen::stats::fmt_percentiles;
-    let st = &load.stats;
-    for (name, l) in [
-        ("request -> ack ", &st.req_ack),
-        ("request -> fill", &st.req_fill),
-        ("fill -> durable", &st.fill_durable),
-        ("fill -> final  ", &st.fill_final),
-    ] {
-        println!("{}", fmt_percentiles(name, &l.percentiles()));
+    if !o.serve {
+        for line in load.summary() {
+            println!("{line}");
+        }
     }
-    let k = load.counts;
-    println!(
-        "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, refused by sessions {}",
-        k.sent.iter().sum::<u64>(),
-        k.sent[0],
-        k.sent[1],
-        k.sent[2],
-        k.sent[3],
-        k.answered,
-        k.fills,
-        k.refused
-    );
     // UDP mode: the operator's view is voter 0's (it took the frames off the paths).
     let c = if udp.is_some() {
         tally.hdr.ok = tally.voters[0].headers_ok();

@@ -319,3 +319,62 @@ impl LoadGen {
         Some(progress_line(&p, &self.stats))
     }
 }
+
+impl LoadGen {
+    /// The end-of-run report: the four distributions (p50/p99/p99.9/max) and the counts.
+    pub fn summary(&self) -> Vec<String> {
+        let st = &self.stats;
+        let mut out: Vec<String> = [
+            ("request -> ack ", &st.req_ack),
+            ("request -> fill", &st.req_fill),
+            ("fill -> durable", &st.fill_durable),
+            ("fill -> final  ", &st.fill_final),
+        ]
+        .iter()
+        .map(|(name, l)| stats::fmt_percentiles(name, &l.percentiles()))
+        .collect();
+        let k = self.counts;
+        out.push(format!(
+            "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, durable {}, final {}, refused by sessions {}",
+            k.sent.iter().sum::<u64>(),
+            k.sent[0],
+            k.sent[1],
+            k.sent[2],
+            k.sent[3],
+            k.answered,
+            k.fills,
+            k.durable,
+            k.fin,
+            k.refused
+        ));
+        out
+    }
+}
+
+/// Sessions for a load run: one per `(session, k_seq, k_out)`, copy 1 to `seq`, copy 2 to
+/// `data`, with every resend timer set to `resend_ns` (a load generator sharing cores with the
+/// box it drives wants more than the library's 5 ms default, or a stall becomes a resend
+/// storm — `docs/seq.md`).
+pub fn sessions_for(
+    book: u16,
+    keys: impl IntoIterator<
+        Item = (
+            u32,
+            vyrn_wire::msg::client::SipKey,
+            vyrn_wire::msg::client::SipKey,
+        ),
+    >,
+    seq: std::net::SocketAddr,
+    data: std::net::SocketAddr,
+    resend_ns: u64,
+) -> Result<Vec<Session>, crate::ConfigError> {
+    keys.into_iter()
+        .map(|(session, k_seq, k_out)| {
+            let mut c = crate::SessionConfig::new(book, session, k_seq, k_out, seq, vec![data], 0);
+            c.resend_after_ns = resend_ns;
+            c.resend_gap_ns = resend_ns / 2;
+            c.gap_resend_ns = resend_ns;
+            Session::new(c, 1, 0)
+        })
+        .collect()
+}

@@ -1,0 +1,167 @@
+//! `vyrn-load`: the exchange clients' load generator as its own process (issue 5 item 3). Many
+//! sessions (the home's config gives their ids and keys), an open-loop target rate, a seeded
+//! realistic mix (resting and crossing GTC, cancels, IOC), copy 1 to the sequencer, copy 2 to the
+//! data home; a progress line every second and, at the end, p50/p99/p99.9/max of request → ack,
+//! request → fill, fill → durable and fill → final.
+//!
+//! Usage: `vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S]
+//! [--seed N]`. Without `--data`, copy 2 goes to a local socket that only counts it (the data
+//! tier is not in the loop yet).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Instant;
+use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
+use vyrn_client::Driver;
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Port, RxBatch};
+use vyrn_seq::boxcfg::BoxConfig;
+
+struct Opts {
+    config: std::path::PathBuf,
+    seq: SocketAddr,
+    data: Option<SocketAddr>,
+    secs: u64,
+    rate: u64,
+    seed: u64,
+}
+
+const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N]";
+
+fn opts() -> Result<Opts, String> {
+    let (mut config, mut seq, mut data) = (None, None, None);
+    let (mut secs, mut rate, mut seed) = (5u64, 10_000u64, 1u64);
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut v = || a.next().ok_or(format!("{k} needs a value"));
+        match k.as_str() {
+            "--config" => config = Some(v()?.into()),
+            "--seq" => seq = Some(v()?.parse().map_err(|e| format!("--seq: {e}"))?),
+            "--data" => data = Some(v()?.parse().map_err(|e| format!("--data: {e}"))?),
+            "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
+            "--rate" => rate = v()?.parse().map_err(|e| format!("--rate: {e}"))?,
+            "--seed" => seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    Ok(Opts {
+        config: config.ok_or("--config is required")?,
+        seq: seq.ok_or("--seq is required")?,
+        data,
+        secs,
+        rate,
+        seed,
+    })
+}
+
+fn main() -> ExitCode {
+    let o = match opts() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("vyrn-load: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = match BoxConfig::load(&o.config) {
+        Ok(c) => c,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("vyrn-load: config: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let open = |buf: usize| {
+        let mut c = UdpConfig::loopback().with_batch(64);
+        c.recv_buffer = Some(buf);
+        UdpPort::open(&c)
+    };
+    let (port, mut sink) = match (open(8 << 20), open(1 << 20)) {
+        (Ok(p), Ok(s)) => (p, s),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("vyrn-load: opening sockets: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let data = match o.data {
+        Some(d) => d,
+        None => sink.local_addr().expect("bound"),
+    };
+    let e = &cfg.engine;
+    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+    let mut sessions = match sessions_for(e.book, keys, o.seq, data, 50_000_000) {
+        Ok(v) => v,
+        Err(err) => {
+            eprintln!("vyrn-load: sessions: {err:?}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut driver = Driver::new(port, &sessions);
+    let mut load = LoadGen::new(
+        LoadConfig {
+            msgs_per_s: o.rate,
+            seed: o.seed,
+            start_ns: 1_000_000,
+            ..LoadConfig::default()
+        },
+        sessions.len(),
+    );
+    println!(
+        "vyrn-load: {} sessions, {} msgs/s open loop for {} s, copy 1 to {}, copy 2 to {}",
+        sessions.len(),
+        o.rate,
+        o.secs,
+        o.seq,
+        data
+    );
+    let t0 = Instant::now();
+    let end = o.secs * 1_000_000_000 + 1_000_000;
+    let mut rx = RxBatch::new(64, 512);
+    let mut copy2 = 0u64;
+    loop {
+        let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
+        // Answers in flight when the load stops still count.
+        if now >= end + 300_000_000 {
+            break;
+        }
+        if now < end {
+            let _ = load.submit_due(now, &mut sessions);
+        }
+        let rx_before = driver.counters().rx;
+        let _ = driver.pump(&mut sessions, now);
+        // Idle: give the cores back (the box and its voters share them on a dev machine); the
+        // open-loop schedule measures from intended send times, so a short nap hides nothing.
+        if driver.counters().rx == rx_before
+            && load.schedule().intended(load.schedule().sent()) > now
+        {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        if o.data.is_none() {
+            while let Ok(n) = sink.recv_batch(&mut rx) {
+                if n == 0 {
+                    break;
+                }
+                copy2 += n as u64;
+            }
+        }
+        load.drain_events(now, &mut sessions);
+        if let Some(line) = load.progress(now, &sessions) {
+            println!("{line}");
+        }
+    }
+    println!("--- summary");
+    for line in load.summary() {
+        println!("{line}");
+    }
+    let d = driver.counters();
+    println!("driver: {d:?}; copy 2 packets counted locally: {copy2}");
+    if load.counts.answered == 0 {
+        eprintln!("vyrn-load: nothing was answered: is the box at {}?", o.seq);
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
