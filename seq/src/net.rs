@@ -84,41 +84,43 @@ impl PathsRx {
     }
 }
 
-fn open_paths() -> Result<(PathPair<UdpPort>, PathsRx), NicError> {
-    let mc = (|| -> Result<_, NicError> {
-        let mut rx = Vec::new();
-        let mut tx = Vec::new();
-        for g in PATH_GROUPS {
-            let mut c = UdpConfig::multicast_receiver(g, 0).with_batch(64);
-            c.recv_buffer = Some(8 << 20);
-            let r = UdpPort::open(&c)?;
-            let port = r.local_addr()?.port();
-            tx.push(UdpPort::open(&UdpConfig::multicast_sender(g, port))?);
-            rx.push(r);
+/// Sender and receiver sockets of two replication paths on this host (07 §3.1): loopback
+/// multicast on `groups` (receiver buffers of 8 MiB), or unicast on 127.0.0.1 where multicast is
+/// unavailable. Returns `(senders, receivers, multicast?)`.
+pub fn open_path_sockets(
+    groups: [Ipv4Addr; 2],
+) -> Result<([UdpPort; 2], [UdpPort; 2], bool), NicError> {
+    let one = |g: Option<Ipv4Addr>| -> Result<(UdpPort, UdpPort), NicError> {
+        let mut c = match g {
+            Some(g) => UdpConfig::multicast_receiver(g, 0),
+            None => UdpConfig::loopback(),
         }
-        Ok((tx, rx, "loopback multicast 239.255.75.1 / 239.255.75.2"))
-    })();
-    let (tx, rx, how) = match mc {
-        Ok(x) => x,
-        Err(_) => {
-            let mut rx = Vec::new();
-            let mut tx = Vec::new();
-            for _ in 0..2 {
-                let mut c = UdpConfig::loopback().with_batch(64);
-                c.recv_buffer = Some(8 << 20);
-                let r = UdpPort::open(&c)?;
-                let a = r.local_addr()?;
-                tx.push(UdpPort::open(&UdpConfig::loopback().with_dest(a))?);
-                rx.push(r);
-            }
-            (tx, rx, "unicast 127.0.0.1")
-        }
+        .with_batch(64);
+        c.recv_buffer = Some(8 << 20);
+        let r = UdpPort::open(&c)?;
+        let a = r.local_addr()?;
+        let t = match g {
+            Some(g) => UdpPort::open(&UdpConfig::multicast_sender(g, a.port()))?,
+            None => UdpPort::open(&UdpConfig::loopback().with_dest(a))?,
+        };
+        Ok((t, r))
     };
-    let mut tx = tx.into_iter();
-    let mut rx = rx.into_iter();
-    let (Some(ta), Some(tb), Some(ra), Some(rb)) = (tx.next(), tx.next(), rx.next(), rx.next())
-    else {
-        return Err(NicError::WouldBlock);
+    match (one(Some(groups[0])), one(Some(groups[1]))) {
+        (Ok((ta, ra)), Ok((tb, rb))) => Ok(([ta, tb], [ra, rb], true)),
+        _ => {
+            let (ta, ra) = one(None)?;
+            let (tb, rb) = one(None)?;
+            Ok(([ta, tb], [ra, rb], false))
+        }
+    }
+}
+
+fn open_paths() -> Result<(PathPair<UdpPort>, PathsRx), NicError> {
+    let ([ta, tb], [ra, rb], mc) = open_path_sockets(PATH_GROUPS)?;
+    let how = if mc {
+        "loopback multicast 239.255.75.1 / 239.255.75.2"
+    } else {
+        "unicast 127.0.0.1"
     };
     Ok((
         PathPair::new(ta, tb, PathMark::VYRN),

@@ -126,37 +126,12 @@ fn open_paths(o: &Opts) -> Result<Paths, String> {
         .map_err(|e| format!("lossy: {e}"))
     };
     // Multicast on loopback, as a replica subscribes to G_ord(seq, A) and G_ord(seq, B) (07 §3.1).
-    let mc = (|| -> Result<_, vyrn_nic::NicError> {
-        let mut rx = Vec::new();
-        let mut tx = Vec::new();
-        for g in groups {
-            let mut c = UdpConfig::multicast_receiver(g, 0).with_batch(64);
-            c.recv_buffer = Some(8 << 20);
-            let r = UdpPort::open(&c)?;
-            let port = r.local_addr()?.port();
-            tx.push(UdpPort::open(&UdpConfig::multicast_sender(g, port))?);
-            rx.push(r);
-        }
-        Ok((tx, rx))
-    })();
-    let (tx, rx, how) = match mc {
-        Ok((tx, rx)) => (tx, rx, "loopback multicast 239.255.74.1 / 239.255.74.2"),
-        Err(e) => {
-            eprintln!("note: loopback multicast unavailable ({e}); using unicast on 127.0.0.1");
-            let mut rx = Vec::new();
-            let mut tx = Vec::new();
-            for _ in 0..2 {
-                let r = UdpPort::open(&UdpConfig::loopback().with_batch(64))
-                    .map_err(|e| e.to_string())?;
-                let a = r.local_addr().map_err(|e| e.to_string())?;
-                tx.push(
-                    UdpPort::open(&UdpConfig::loopback().with_dest(a))
-                        .map_err(|e| e.to_string())?,
-                );
-                rx.push(r);
-            }
-            (tx, rx, "unicast 127.0.0.1")
-        }
+    let (tx, rx, mc) = vyrn_seq::net::open_path_sockets(groups).map_err(|e| e.to_string())?;
+    let how = if mc {
+        "loopback multicast 239.255.74.1 / 239.255.74.2"
+    } else {
+        eprintln!("note: loopback multicast unavailable; using unicast on 127.0.0.1");
+        "unicast 127.0.0.1"
     };
     let mut tx = tx.into_iter();
     let mut rx = rx.into_iter();
