@@ -68,7 +68,8 @@ pub struct BoxConfig {
     pub seq_key_file: PathBuf,
     /// Session key files, by session.
     pub session_key_files: BTreeMap<u32, PathBuf>,
-    /// Client UDP port of lane 0 (lane l: `client_port + l`).
+    /// The box's client UDP port (all lanes today; `ref` will give lane l `client_port + l`,
+    /// the flow filter of 07 §9.5, which is why the startup checks keep those ports free).
     pub client_port: u16,
     /// Control UDP port (RepAcks, NACKs, votes).
     pub ctrl_port: u16,
@@ -512,7 +513,7 @@ pub fn write_dev_config(
     let _ = writeln!(c, "profile = dev");
     let _ = writeln!(c, "book = 1\nepoch = 1\nlanes = {lanes}\nvoters = 4");
     let _ = writeln!(c, "block_ns = {}", vyrn_wire::consts::BLOCK_NS);
-    let _ = writeln!(c, "client_port = {base_port}    # lane l: client_port + l");
+    let _ = writeln!(c, "client_port = {base_port}    # the box's client port");
     let _ = writeln!(c, "ctrl_port = {}", base_port.wrapping_add(lanes as u16));
     let _ = writeln!(
         c,
