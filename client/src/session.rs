@@ -367,6 +367,32 @@ struct Order {
 }
 
 impl Order {
+    /// A just-placed New: nothing acked, filled or ended yet.
+    fn new(placed: MsgRef, kind: MsgType, side: Side, tick: i32, qty: u32) -> Self {
+        Order {
+            view: OrderView {
+                placed,
+                kind,
+                side,
+                tick,
+                qty,
+                acked: false,
+                filled: 0,
+                last_fill_step: None,
+                done: false,
+                fills_not_durable: 0,
+                fills_not_final: 0,
+                uncertain: false,
+            },
+            cancelled: false,
+            out: false,
+            rejected: false,
+            busy: false,
+            cover: Vec::new(),
+            slot_gone: false,
+        }
+    }
+
     fn done(&self) -> bool {
         self.cancelled
             || self.out
@@ -689,31 +715,16 @@ impl Session {
                     };
                     self.orders.insert(
                         tag,
-                        Order {
-                            view: OrderView {
-                                placed: MsgRef {
-                                    pkt_seq,
-                                    msg_index: i as u8,
-                                },
-                                kind,
-                                side,
-                                tick,
-                                qty,
-                                acked: false,
-                                filled: 0,
-                                last_fill_step: None,
-                                done: false,
-                                fills_not_durable: 0,
-                                fills_not_final: 0,
-                                uncertain: false,
+                        Order::new(
+                            MsgRef {
+                                pkt_seq,
+                                msg_index: i as u8,
                             },
-                            cancelled: false,
-                            out: false,
-                            rejected: false,
-                            busy: false,
-                            cover: Vec::new(),
-                            slot_gone: false,
-                        },
+                            kind,
+                            side,
+                            tick,
+                            qty,
+                        ),
                     );
                     Msg {
                         kind,
@@ -1364,31 +1375,11 @@ mod tests {
     use super::*;
 
     fn order(qty: u32) -> Order {
-        Order {
-            view: OrderView {
-                placed: MsgRef {
-                    pkt_seq: 1,
-                    msg_index: 0,
-                },
-                kind: MsgType::NewGtc,
-                side: Side::Buy,
-                tick: 1,
-                qty,
-                acked: false,
-                filled: 0,
-                last_fill_step: None,
-                done: false,
-                fills_not_durable: 0,
-                fills_not_final: 0,
-                uncertain: false,
-            },
-            cancelled: false,
-            out: false,
-            rejected: false,
-            busy: false,
-            cover: Vec::new(),
-            slot_gone: false,
-        }
+        let placed = MsgRef {
+            pkt_seq: 1,
+            msg_index: 0,
+        };
+        Order::new(placed, MsgType::NewGtc, Side::Buy, 1, qty)
     }
 
     #[test]
