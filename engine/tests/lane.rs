@@ -52,6 +52,20 @@ fn cancel(tag: u32) -> Msg {
     }
 }
 
+/// A packet received and processed at time `t` (rx_ts = now = t); the lane must log it.
+fn send(
+    e: &mut LiveEngine,
+    cap: &mut Capture,
+    c: &EngineConfig,
+    t: u64,
+    session: u32,
+    pkt_seq: u32,
+    msgs: &[Msg],
+) {
+    e.submit(t, t, &pkt(c, session, pkt_seq, msgs), cap)
+        .expect("the lane logs the packet");
+}
+
 /// Every response of `session` so far, parsed.
 fn resps(cfg: &EngineConfig, cap: &Capture, session: u32) -> Vec<(Response, Gate)> {
     let k = key(cfg, session).1;
@@ -259,21 +273,17 @@ fn risk_and_lane_local_rejects_carry_their_details() {
     );
     // Exposure: 19 more buys of 1000 on the same account reach 20000; the next is refused.
     for (seq, tag) in (1..).zip(10..29) {
-        e.submit(
-            2,
-            2,
-            &pkt(&c, 2, seq, &[gtc(Side::Buy, 100, 1000, tag)]),
+        send(
+            &mut e,
             &mut cap,
-        )
-        .unwrap();
+            &c,
+            2,
+            2,
+            seq,
+            &[gtc(Side::Buy, 100, 1000, tag)],
+        );
     }
-    e.submit(
-        3,
-        3,
-        &pkt(&c, 1, 2, &[gtc(Side::Buy, 100, 1, 50)]),
-        &mut cap,
-    )
-    .unwrap();
+    send(&mut e, &mut cap, &c, 3, 1, 2, &[gtc(Side::Buy, 100, 1, 50)]);
     let last = resps(&c, &cap, 1).pop().unwrap().0;
     assert_eq!(
         last.records,
@@ -319,11 +329,9 @@ fn open_order_limit_frees_on_fill_and_cancel() {
         }
     );
     e.poll(2, &mut cap).unwrap();
-    e.submit(3, 3, &pkt(&c, 1, 2, &[cancel(1)]), &mut cap)
-        .unwrap();
+    send(&mut e, &mut cap, &c, 3, 1, 2, &[cancel(1)]);
     e.poll(4, &mut cap).unwrap();
-    e.submit(5, 5, &pkt(&c, 1, 3, &[gtc(Side::Buy, 98, 5, 3)]), &mut cap)
-        .unwrap();
+    send(&mut e, &mut cap, &c, 5, 1, 3, &[gtc(Side::Buy, 98, 5, 3)]);
     let r = resps(&c, &cap, 1);
     assert!(r
         .iter()
@@ -346,21 +354,25 @@ fn a_cross_fills_both_sides_gated_on_the_step() {
     let mut e = LiveEngine::new(c.clone());
     let mut cap = Capture::default();
     // Maker on lane 0 (session 1), taker on lane 1 (session 10001).
-    e.submit(
-        1,
-        1,
-        &pkt(&c, 1, 1, &[gtc(Side::Sell, 100, 10, 7)]),
+    send(
+        &mut e,
         &mut cap,
-    )
-    .unwrap();
+        &c,
+        1,
+        1,
+        1,
+        &[gtc(Side::Sell, 100, 10, 7)],
+    );
     e.poll(2, &mut cap).unwrap();
-    e.submit(
-        3,
-        3,
-        &pkt(&c, 10001, 1, &[gtc(Side::Buy, 101, 4, 9)]),
+    send(
+        &mut e,
         &mut cap,
-    )
-    .unwrap();
+        &c,
+        3,
+        10001,
+        1,
+        &[gtc(Side::Buy, 101, 4, 9)],
+    );
     e.poll(4, &mut cap).unwrap();
     let cross = cap
         .steps
@@ -425,8 +437,7 @@ fn halt_refuses_new_ops_until_resume() {
     let c = cfg();
     let mut e = LiveEngine::new(c.clone());
     let mut cap = Capture::default();
-    e.submit(1, 1, &pkt(&c, 1, 1, &[gtc(Side::Buy, 100, 1, 1)]), &mut cap)
-        .unwrap();
+    send(&mut e, &mut cap, &c, 1, 1, 1, &[gtc(Side::Buy, 100, 1, 1)]);
     e.control(ControlReq::Halt(control::REASON_FIN_GATE));
     e.poll(2, &mut cap).unwrap();
     let halt = cap
@@ -436,8 +447,7 @@ fn halt_refuses_new_ops_until_resume() {
         .unwrap()
         .clone();
     assert_eq!(halt.payload, vec![control::HALT, control::REASON_FIN_GATE]);
-    e.submit(3, 3, &pkt(&c, 1, 2, &[gtc(Side::Buy, 100, 1, 2)]), &mut cap)
-        .unwrap();
+    send(&mut e, &mut cap, &c, 3, 1, 2, &[gtc(Side::Buy, 100, 1, 2)]);
     let r = resps(&c, &cap, 1);
     assert!(r
         .iter()
@@ -453,8 +463,7 @@ fn halt_refuses_new_ops_until_resume() {
     );
     e.control(ControlReq::Resume(control::REASON_FIN_GATE));
     e.poll(4, &mut cap).unwrap();
-    e.submit(5, 5, &pkt(&c, 1, 3, &[gtc(Side::Buy, 100, 1, 3)]), &mut cap)
-        .unwrap();
+    send(&mut e, &mut cap, &c, 5, 1, 3, &[gtc(Side::Buy, 100, 1, 3)]);
     assert_eq!(
         resps(&c, &cap, 1).last().unwrap().0.records,
         vec![Record::Ack {
@@ -488,13 +497,15 @@ fn deadline_admission_sheds_at_the_lane_and_at_the_bbo() {
     assert_eq!((rec.count, rec.flags & PKT_SHED), (2, PKT_SHED));
     assert_eq!(resps(&c, &cap, 1)[0].0.records, vec![Record::Busy]);
     // BBO: admitted by the lane, stepped 10 µs after receipt → a Shed step, answered BUSY.
-    e.submit(
-        3_000,
-        3_000,
-        &pkt(&c, 1, 2, &[gtc(Side::Buy, 100, 1, 3)]),
+    send(
+        &mut e,
         &mut cap,
-    )
-    .unwrap();
+        &c,
+        3_000,
+        1,
+        2,
+        &[gtc(Side::Buy, 100, 1, 3)],
+    );
     e.poll(13_000, &mut cap).unwrap();
     assert!(cap.steps.iter().any(|s| s.kind == StepKind::Shed));
     let last = resps(&c, &cap, 1).pop().unwrap().0;
@@ -517,13 +528,15 @@ fn idle_steps_log_cuts_that_nothing_else_logs() {
     let mut cap = Capture::default();
     // A packet whose only message is refused lane-locally forwards nothing; its answer still
     // needs a step whose cut covers it (07 §4.11).
-    e.submit(
-        1,
-        1,
-        &pkt(&c, 1, 1, &[gtc(Side::Buy, 100, 5000, 5)]),
+    send(
+        &mut e,
         &mut cap,
-    )
-    .unwrap();
+        &c,
+        1,
+        1,
+        1,
+        &[gtc(Side::Buy, 100, 5000, 5)],
+    );
     e.poll(2, &mut cap).unwrap();
     assert_eq!(cap.steps.len(), 1);
     assert_eq!(cap.steps[0].kind, StepKind::Idle);
@@ -537,29 +550,19 @@ fn events_flow_in_step_order_and_fills_applied_is_logged() {
     let c = cfg();
     let mut e = LiveEngine::new(c.clone());
     let mut cap = Capture::default();
-    e.submit(
-        1,
-        1,
-        &pkt(&c, 1, 1, &[gtc(Side::Sell, 100, 10, 7)]),
+    send(
+        &mut e,
         &mut cap,
-    )
-    .unwrap();
+        &c,
+        1,
+        1,
+        1,
+        &[gtc(Side::Sell, 100, 10, 7)],
+    );
     e.poll(2, &mut cap).unwrap();
-    e.submit(
-        3,
-        3,
-        &pkt(&c, 2, 1, &[gtc(Side::Buy, 100, 10, 8)]),
-        &mut cap,
-    )
-    .unwrap();
+    send(&mut e, &mut cap, &c, 3, 2, 1, &[gtc(Side::Buy, 100, 10, 8)]);
     e.poll(4, &mut cap).unwrap();
-    e.submit(
-        5,
-        5,
-        &pkt(&c, 1, 2, &[gtc(Side::Sell, 100, 1, 9)]),
-        &mut cap,
-    )
-    .unwrap();
+    send(&mut e, &mut cap, &c, 5, 1, 2, &[gtc(Side::Sell, 100, 1, 9)]);
     // The third packet was processed after the lane applied step 2's events.
     assert_eq!(cap.records[2].0.fills_applied, 2);
     let ends: Vec<u64> = cap.events[0]
