@@ -5,7 +5,8 @@
 //! steps); and the self-fence (INV-REP-6: fewer than `REP_FENCE_ACKS` fresh voters → `seq_fenced`,
 //! never cleared in the tenure).
 
-use crate::home::{Shared, StepMsg, WireEvent};
+use crate::home::StepMsg;
+use crate::mem::ControlMem;
 use std::collections::{BTreeMap, VecDeque};
 use vyrn_engine::bbo::{control, ControlReq};
 use vyrn_engine::resp::RespBuilder;
@@ -51,6 +52,9 @@ pub struct Control {
     sessions: Vec<(u32, SipKey)>,
     rb: RespBuilder,
     counters: ControlCounters,
+    /// Closed blocks not yet durable: (height, last_step), from the mark entries.
+    blocks: VecDeque<(u64, u64)>,
+    closed_height: u64,
 }
 
 impl Control {
@@ -75,6 +79,8 @@ impl Control {
             sessions,
             rb: RespBuilder::default(),
             counters: ControlCounters::default(),
+            blocks: VecDeque::new(),
+            closed_height: 0,
         }
     }
 
@@ -114,32 +120,42 @@ impl Control {
         }
     }
 
-    fn notice(&mut self, r: Record, sh: &mut Shared) {
+    /// The newest closed height control has seen.
+    pub fn closed_height(&self) -> u64 {
+        self.closed_height
+    }
+
+    /// The block holding `step` (the open one if no closed block does).
+    fn height_of(&self, step: u64) -> u64 {
+        self.blocks
+            .iter()
+            .find(|&&(_, last)| last >= step)
+            .map_or(self.closed_height + 1, |b| b.0)
+    }
+
+    fn notice(&mut self, r: Record, sh: &mut impl ControlMem) {
         for i in 0..self.sessions.len() {
             let (session, k_out) = self.sessions[i];
             self.rb.start(session, 0);
             self.rb.push(&r);
-            let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out).to_vec();
-            sh.log(WireEvent::Notice { session, bytes });
+            let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out);
+            sh.notice(session, bytes);
         }
     }
 
-    /// One poll at `now`; `closed_height` is the newest closed block, `height_of` maps a step
-    /// to its block. Returns a control request for the BBO core, if any.
-    pub fn poll(
-        &mut self,
-        now: u64,
-        closed_height: u64,
-        height_of: impl Fn(u64) -> u64,
-        sh: &mut Shared,
-    ) -> Option<ControlReq> {
-        while let Some(m) = sh.r_step[2].pop_front() {
-            if let StepMsg::Step(s) = m {
-                self.steps.push_back((s.step, s.need_a, s.need_b));
+    /// One poll at `now`. Returns a control request for the BBO core, if any.
+    pub fn poll(&mut self, now: u64, sh: &mut impl ControlMem) -> Option<ControlReq> {
+        while let Some(m) = sh.step_pop() {
+            match m {
+                StepMsg::Step(s) => self.steps.push_back((s.step, s.need_a, s.need_b)),
+                StepMsg::Mark { height, last_step } => {
+                    self.blocks.push_back((height, last_step));
+                    self.closed_height = height;
+                }
             }
         }
         for h in 0..2 {
-            while let Some(x) = sh.frame_steps[h].pop_front() {
+            while let Some(x) = sh.frame_step_pop(h) {
                 self.frame_steps[h].push_back(x);
             }
         }
@@ -168,9 +184,12 @@ impl Control {
         {
             self.durable_sent = self.durable;
             self.last_durable_ns = now;
+            while self.blocks.front().is_some_and(|b| b.1 < self.durable) {
+                self.blocks.pop_front();
+            }
             let r = Record::Durable {
                 step: self.durable,
-                height: height_of(self.durable),
+                height: self.height_of(self.durable),
             };
             self.notice(r, sh);
             self.counters.durable_notices += self.sessions.len() as u64;
@@ -207,10 +226,10 @@ impl Control {
         if fresh >= REP_FENCE_ACKS {
             self.armed = true;
         } else if self.armed {
-            sh.fenced = true;
+            sh.fence();
         }
         // Finality gate (INV-REP-10, §6.8).
-        let lag = closed_height.saturating_sub(self.final_height);
+        let lag = self.closed_height.saturating_sub(self.final_height);
         if !self.halted_by_gate && lag > FIN_GATE_BLOCKS {
             self.halted_by_gate = true;
             self.counters.gate_halts += 1;

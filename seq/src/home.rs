@@ -4,6 +4,7 @@
 //! write to the wire (frames on the paths, responses to clients) with what was released when it
 //! left, so the tests can check INV-REP-1, INV-REP-2 and INV-REP-11 after every poll.
 
+use crate::mem::HasherMem;
 use crate::stream::{GateMode, StreamCore};
 use std::collections::VecDeque;
 use vyrn_engine::bbo::{BboSink, LaneEvent, OpQueues, StepOut};
@@ -175,6 +176,8 @@ pub struct Shared {
     pub wire: Vec<WireEvent>,
     /// Encoding refusals (never expected).
     pub errors: u64,
+    /// `close_req` (07 §3.9): the height stream-A's clock asks the BBO core to close.
+    pub close_req: Option<u64>,
 }
 
 impl Shared {
@@ -312,10 +315,8 @@ pub struct SeqHome {
     streams: Vec<StreamCore>,
     hasher: OrderHasher,
     control: crate::control::Control,
-    next_close: u64,
+    /// The next height to close.
     height: u64,
-    /// Closed blocks: (height, last_step).
-    blocks: Vec<(u64, u64)>,
 }
 
 /// Signer slices the order hasher runs per poll (each ≤ one SHA-512 block, one point addition,
@@ -338,22 +339,17 @@ struct OrderHasher {
 }
 
 impl OrderHasher {
-    fn poll(&mut self, sh: &mut Shared) -> bool {
+    fn poll(&mut self, sh: &mut impl HasherMem) -> bool {
         let mut busy = false;
-        while let Some((l, f, h)) = sh.r_hash32.pop_front() {
+        while let Some((l, f, h)) = sh.hash32_pop() {
             self.fulls.insert((l, f), h);
             busy = true;
         }
         loop {
             let n = self.n_streams as usize;
-            if (0..n).any(|h| sh.closed[h].is_empty()) {
-                break;
-            }
             let ready = (0..n).all(|h| {
-                sh.closed[h][0]
-                    .recs
-                    .iter()
-                    .all(|k| self.fulls.contains_key(k))
+                sh.closed_peek(h)
+                    .is_some_and(|c| c.recs.iter().all(|k| self.fulls.contains_key(k)))
             });
             if !ready {
                 break;
@@ -362,7 +358,7 @@ impl OrderHasher {
             let mut droots = [vyrn_wire::header::empty_root(); 2];
             let mut first = None;
             for h in 0..n {
-                let c = sh.closed[h].pop_front().expect("checked");
+                let c = sh.closed_pop(h).expect("checked");
                 let mut d = vyrn_wire::header::DataRootHasher::default();
                 for k in &c.recs {
                     if let Some(full) = self.fulls.remove(k) {
@@ -404,7 +400,7 @@ impl OrderHasher {
                 let mut h = self.unsigned.pop_front().expect("front");
                 h.seq_sig = sig;
                 self.signer.reset();
-                sh.headers.push_back(h);
+                sh.header_push(h);
             }
         }
         busy
@@ -439,7 +435,7 @@ impl SeqHome {
             .collect();
         let streams = (0..e.layout.n_streams)
             .map(|h| {
-                StreamCore::new(
+                let mut s = StreamCore::new(
                     h,
                     e.layout,
                     e.book,
@@ -447,7 +443,11 @@ impl SeqHome {
                     &binds,
                     cfg.rtx_ring_bytes,
                     &mut sh,
-                )
+                );
+                if h == 0 {
+                    s.set_block_ns(cfg.block_ns);
+                }
+                s
             })
             .collect();
         SeqHome {
@@ -471,9 +471,7 @@ impl SeqHome {
                 cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
                 e.sessions.iter().map(|s| (s.session, s.k_out)).collect(),
             ),
-            next_close: cfg.block_ns,
             height: 1,
-            blocks: Vec::new(),
             sh,
             cfg,
         }
@@ -611,32 +609,26 @@ impl SeqHome {
                 self.sh.fwd = q;
                 // step_done after the step's events are in the rings.
                 self.sh.step_done = self.bbo.done();
-                // Block close (07 §6.1): stream-A's close request, placed after the current
-                // step on both cursors of R_step.
-                if now >= self.next_close {
+                // Block close (07 §3.9, §6.1): stream-A's `close_req`, taken at step end and
+                // placed after the current step on every cursor of R_step.
+                let mut closed = false;
+                if let Some(height) = self.sh.close_req.take() {
                     let m = StepMsg::Mark {
-                        height: self.height,
+                        height,
                         last_step: self.bbo.done(),
                     };
                     for c in self.sh.r_step.iter_mut() {
                         c.push_back(m);
                     }
-                    self.blocks.push((self.height, self.bbo.done()));
-                    self.height += 1;
-                    self.next_close = self.next_close.saturating_add(self.cfg.block_ns);
+                    self.height = height + 1;
+                    closed = true;
                 }
-                matches!(r, Ok(Some(_)))
+                closed || matches!(r, Ok(Some(_)))
             }
             Tile::Stream(h) => self.streams[h as usize].poll(now, &mut self.sh),
             Tile::Hasher => self.hasher.poll(&mut self.sh),
             Tile::Control => {
-                let blocks = &self.blocks;
-                let open = self.height;
-                let height_of = |step: u64| {
-                    let i = blocks.partition_point(|&(_, last)| last < step);
-                    blocks.get(i).map_or(open, |b| b.0)
-                };
-                match self.control.poll(now, open - 1, height_of, &mut self.sh) {
+                match self.control.poll(now, &mut self.sh) {
                     Some(req) => {
                         self.bbo.request(req);
                         true

@@ -12,6 +12,7 @@ pub mod boxcfg;
 pub mod check;
 pub mod control;
 pub mod home;
+pub mod mem;
 pub mod net;
 pub mod signer;
 pub mod stream;

@@ -15,7 +15,8 @@
 //! 4. HASH frames: the `pkt_hash` of every record already written (INV-REP-8), grouped per lane.
 //! 5. HEARTBEAT after `REP_HB_US` of silence.
 
-use crate::home::{ClosedHalf, FrameInfo, Shared, StepMsg, WireEvent};
+use crate::home::{ClosedHalf, FrameInfo, StepMsg};
+use crate::mem::StreamMem;
 use std::collections::VecDeque;
 use vyrn_wire::consts::{
     REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, REP_RTX_MAX_FPS, SRC_NONE,
@@ -105,6 +106,10 @@ pub struct StreamCore {
     rtx_tokens: u64,
     rtx_refill_ns: u64,
     rtx_counters: RtxCounters,
+    /// Block clock (stream-A only, 07 §3.9): `BLOCK_NS`, the next `k × BLOCK_NS`, its height.
+    block_ns: u64,
+    next_close: u64,
+    next_height: u64,
 }
 
 impl StreamCore {
@@ -117,7 +122,7 @@ impl StreamCore {
         epoch: u32,
         binds: &[SessionBind],
         rtx_ring_bytes: usize,
-        sh: &mut Shared,
+        sh: &mut impl StreamMem,
     ) -> Self {
         let first = layout.half_start(h);
         let len = layout.half_len(h);
@@ -180,6 +185,9 @@ impl StreamCore {
             rtx_tokens: RTX_BURST,
             rtx_refill_ns: 0,
             rtx_counters: RtxCounters::default(),
+            block_ns: u64::MAX,
+            next_close: u64::MAX,
+            next_height: 1,
         };
         s.send(0, sh);
         s
@@ -188,7 +196,7 @@ impl StreamCore {
     /// Serve a NACK for `from..=to` at `now` (07 §4.10): retransmit from the frame ring with
     /// `flags.retransmit`, at most REP_RTX_MAX_FPS (a token bucket with a small burst); a range
     /// older than the ring gets NackTooOld with the oldest frame_seq still held.
-    pub fn on_nack(&mut self, from: u64, to: u64, now: u64, sh: &mut Shared) -> NackOutcome {
+    pub fn on_nack(&mut self, from: u64, to: u64, now: u64, sh: &mut impl StreamMem) -> NackOutcome {
         self.rtx_counters.nacks += 1;
         let per = 1_000_000_000 / REP_RTX_MAX_FPS;
         if now > self.rtx_refill_ns {
@@ -221,7 +229,7 @@ impl StreamCore {
                 frame_seq: fs,
                 ..FrameInfo::default()
             };
-            sh.log(WireEvent::Frame { info, bytes: b });
+            sh.write_frame(info, b);
             out.resent += 1;
         }
         self.rtx_counters.resent += out.resent;
@@ -237,6 +245,13 @@ impl StreamCore {
     /// Substream.
     pub fn stream(&self) -> u8 {
         self.h
+    }
+
+    /// Run the block clock (stream-A, 07 §3.9): post `close_req` for the next height each time
+    /// the clock crosses `k × block_ns` (`u64::MAX`: never).
+    pub fn set_block_ns(&mut self, block_ns: u64) {
+        self.block_ns = block_ns;
+        self.next_close = block_ns;
     }
 
     /// Break the gate on purpose (tests only).
@@ -260,7 +275,7 @@ impl StreamCore {
 
     /// Write every sealed frame to both paths (one wire event per frame: the threaded box sends
     /// it on path A and path B before the fence).
-    fn send(&mut self, now: u64, sh: &mut Shared) {
+    fn send(&mut self, now: u64, sh: &mut impl StreamMem) {
         for f in self.w.take_frames() {
             let Ok((hdr, _)) = FrameHeader::parse(&f) else {
                 continue;
@@ -280,7 +295,7 @@ impl StreamCore {
             info.stream = self.h;
             info.frame_seq = hdr.frame_seq;
             if let Some(&(step, _)) = info.steps.last() {
-                sh.frame_steps[self.h as usize].push_back((hdr.frame_seq, step));
+                sh.frame_step(self.h, hdr.frame_seq, step);
             }
             info.kind = Some(hdr.kind);
             // Keep it for retransmission, oldest out first (07 §4.10, REP_RTX_RING_BYTES).
@@ -292,13 +307,13 @@ impl StreamCore {
                     None => break,
                 }
             }
-            sh.log(WireEvent::Frame { info, bytes: f });
+            sh.write_frame(info, f);
             self.last_write = now;
         }
     }
 
     /// Flush the open ORDER frame: write, fence, release (07 §4.2).
-    fn flush(&mut self, now: u64, sh: &mut Shared) {
+    fn flush(&mut self, now: u64, sh: &mut impl StreamMem) {
         self.close_steprun();
         if self.w.open_len() == 0 {
             return;
@@ -311,23 +326,23 @@ impl StreamCore {
         // complete when `send` returns.
         self.written.copy_from_slice(&self.drained);
         if let Some(s) = release {
-            sh.released[self.h as usize] = s; // (release)
+            sh.release(self.h, s); // (release)
             for i in 0..self.len {
-                sh.lane_cut[self.first + i] = (s, self.half_cut[i]); // INV-REP-11: after release
+                sh.lane_cut(self.first + i, s, self.half_cut[i]); // INV-REP-11: after release
             }
         }
     }
 
-    fn append_lane(&mut self, l: usize, now: u64, sh: &mut Shared) {
+    fn append_lane(&mut self, l: usize, now: u64, sh: &mut impl StreamMem) -> bool {
         let i = l - self.first;
         self.recs.clear();
-        while let Some(e) = sh.r_pkt[l].pop_front() {
+        while let Some(e) = sh.pkt_pop(l) {
             self.drained[i] = e.first_lane_seq + e.count.max(1) as u64 - 1;
             self.block_recs.push((l as u8, e.first_lane_seq));
             self.recs.push(e.enc[..e.len as usize].to_vec());
         }
         if self.recs.is_empty() {
-            return;
+            return false;
         }
         self.close_steprun();
         let mut k = 0;
@@ -354,12 +369,13 @@ impl StreamCore {
             self.open_since.get_or_insert(now);
             k += n;
         }
+        true
     }
 
     /// Close this substream's part of block `height` (07 §3.9, §6.1): BlockMark with the
     /// half's lane bounds after every record and step of the block, `order_root_H` over the
     /// block's ORDER section bytes, then a flush; the half goes to the order hasher.
-    fn block_mark(&mut self, height: u64, last_step: u64, now: u64, sh: &mut Shared) {
+    fn block_mark(&mut self, height: u64, last_step: u64, now: u64, sh: &mut impl StreamMem) {
         self.close_steprun();
         let mut b = Vec::new();
         let bounds = self.drained.clone();
@@ -374,33 +390,40 @@ impl StreamCore {
         let root = self.w.block_mark(&b);
         self.open_since.get_or_insert(now);
         self.flush(now, sh);
-        sh.closed[self.h as usize].push_back(ClosedHalf {
+        sh.closed(
+            self.h,
+            ClosedHalf {
             height,
             first_step: self.prev_last_step + 1,
             last_step,
             order_root: root,
             recs: std::mem::take(&mut self.block_recs),
-        });
+        },
+        );
         self.prev_last_step = last_step;
     }
 
     /// One poll at `now`. Returns whether it did anything.
-    pub fn poll(&mut self, now: u64, sh: &mut Shared) -> bool {
+    pub fn poll(&mut self, now: u64, sh: &mut impl StreamMem) -> bool {
         // INV-REP-6: a fenced box writes nothing more in this tenure.
-        if sh.fenced {
+        if sh.fenced() {
             return false;
         }
         if self.info.lane_max.is_empty() {
             self.info.lane_max = vec![0; self.layout.n_lanes as usize];
         }
         let mut busy = false;
+        // Block clock (07 §3.9): `close_req` at k × BLOCK_NS; the BBO core places the mark
+        // entry after its current step. A request not yet taken is not overwritten.
+        if now >= self.next_close && sh.post_close(self.next_height) {
+            self.next_height += 1;
+            self.next_close = self.next_close.saturating_add(self.block_ns);
+            busy = true;
+        }
         // Part B: frame the lanes' records ahead of the steps.
         for l in self.first..self.first + self.len {
-            if !sh.r_pkt[l].is_empty() {
-                self.append_lane(l, now, sh);
-                busy = true;
-            }
-            while let Some(h) = sh.r_hash8[l].pop_front() {
+            busy |= self.append_lane(l, now, sh);
+            while let Some(h) = sh.hash8_pop(l) {
                 self.hashes[l - self.first].push_back(h);
                 busy = true;
             }
@@ -408,13 +431,13 @@ impl StreamCore {
         // Part A: this half's records of the next steps (up to 8: coalescing, §4.5).
         let mut gated = false;
         for _ in 0..8 {
-            let Some(msg) = sh.r_step[self.h as usize].front() else {
+            let Some(msg) = sh.step_peek(self.h) else {
                 break;
             };
-            let se = match *msg {
+            let se = match msg {
                 StepMsg::Step(se) => se,
                 StepMsg::Mark { height, last_step } => {
-                    sh.r_step[self.h as usize].pop_front();
+                    sh.step_pop(self.h);
                     self.block_mark(height, last_step, now, sh);
                     busy = true;
                     continue;
@@ -424,7 +447,7 @@ impl StreamCore {
             let home = self.layout.home_of(se.src_lane) == self.h;
             let moved = cut != self.half_cut.as_slice();
             if !home && !moved {
-                sh.r_step[self.h as usize].pop_front();
+                sh.step_pop(self.h);
                 continue;
             }
             // INV-REP-2: every record ≤ the half-cut is framed before the step's record.
@@ -450,8 +473,8 @@ impl StreamCore {
                 &mut self.scratch,
             );
             if !ok {
-                sh.errors += 1;
-                sh.r_step[self.h as usize].pop_front();
+                sh.error();
+                sh.step_pop(self.h);
                 continue;
             }
             // The StepRun section must fit the open frame; flush complete steps first.
@@ -465,13 +488,13 @@ impl StreamCore {
             self.open_step = Some(se.step);
             self.info.steps.push((se.step, cut.to_vec()));
             if self.mode == GateMode::ReleaseOnAppend {
-                sh.released[self.h as usize] = se.step;
+                sh.release(self.h, se.step);
                 for i in 0..self.len {
-                    sh.lane_cut[self.first + i] = (se.step, self.half_cut[i]);
+                    sh.lane_cut(self.first + i, se.step, self.half_cut[i]);
                 }
             }
             self.open_since.get_or_insert(now);
-            sh.r_step[self.h as usize].pop_front();
+            sh.step_pop(self.h);
             gated = true;
             busy = true;
         }
@@ -484,7 +507,7 @@ impl StreamCore {
         }
         // HEADER frames (substream A, wire-decisions 24), once the order hasher signed them.
         if self.h == 0 {
-            while let Some(hdr) = sh.headers.pop_front() {
+            while let Some(hdr) = sh.header_pop() {
                 self.w.header_frame(&hdr);
                 self.send(now, sh);
                 busy = true;
@@ -514,7 +537,7 @@ impl StreamCore {
         // HEARTBEAT after REP_HB_US of silence.
         if now.saturating_sub(self.last_write) >= REP_HB_US * 1000 {
             self.w.heartbeat(&Heartbeat {
-                last_step: sh.released[self.h as usize],
+                last_step: sh.released(self.h),
                 last_height: 0,
                 ptp_now: now,
             });
