@@ -5,6 +5,7 @@
 use crate::home::{SeqHome, WireEvent};
 use std::collections::HashMap;
 use vyrn_engine::Gate;
+use vyrn_wire::layout::Layout;
 
 /// The invariant checker: follows the wire log and fails at the first violation.
 #[derive(Debug, Default)]
@@ -27,8 +28,13 @@ impl Checker {
 
     /// Check every wire event since the last call; the first violation, if any.
     pub fn check(&mut self, home: &SeqHome) -> Result<(), String> {
-        let lay = home.config().engine.layout;
-        for e in &home.sh.wire[self.seen..] {
+        self.check_log(home.config().engine.layout, &home.sh.wire)
+    }
+
+    /// Check every event of `log` past the ones already checked (a log that only grows: the
+    /// one-thread box's, or the threaded box's writes merged in the order they happened).
+    pub fn check_log(&mut self, lay: Layout, log: &[WireEvent]) -> Result<(), String> {
+        for e in &log[self.seen..] {
             match e {
                 WireEvent::Frame { info, .. } => {
                     for (l, &m) in info.lane_max.iter().enumerate() {
@@ -85,7 +91,7 @@ impl Checker {
                 },
             }
         }
-        self.seen = home.sh.wire.len();
+        self.seen = log.len();
         Ok(())
     }
 }

@@ -326,7 +326,7 @@ const SIGN_SLICES_PER_POLL: usize = 16;
 /// The order hasher (07 §4.6): full hashes from the lanes, closed block halves from the stream
 /// cores; when a block's every full hash is in, its data roots, the header, `seq_sig`.
 #[derive(Debug)]
-struct OrderHasher {
+pub(crate) struct OrderHasher {
     fulls: std::collections::HashMap<(u8, u64), [u8; 32]>,
     prev: [u8; 32],
     key: ed25519_dalek::SigningKey,
@@ -339,7 +339,26 @@ struct OrderHasher {
 }
 
 impl OrderHasher {
-    fn poll(&mut self, sh: &mut impl HasherMem) -> bool {
+    /// The hasher of a box at the start of a tenure (the key expanded once, never written).
+    pub(crate) fn new(cfg: &SeqConfig) -> Self {
+        OrderHasher {
+            fulls: std::collections::HashMap::new(),
+            prev: [0; 32],
+            key: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key),
+            signer: crate::signer::SlicedSigner::new(&cfg.seq_key),
+            unsigned: VecDeque::new(),
+            epoch: cfg.epoch,
+            book: cfg.engine.book,
+            n_streams: cfg.engine.layout.n_streams,
+        }
+    }
+
+    /// The sequencer's verifying key.
+    pub(crate) fn public(&self) -> ed25519_dalek::VerifyingKey {
+        self.key.verifying_key()
+    }
+
+    pub(crate) fn poll(&mut self, sh: &mut impl HasherMem) -> bool {
         let mut busy = false;
         while let Some((l, f, h)) = sh.hash32_pop() {
             self.fulls.insert((l, f), h);
@@ -456,16 +475,7 @@ impl SeqHome {
             cut: CutCore::new(e.layout, 0),
             bbo: Bbo::new(e),
             streams,
-            hasher: OrderHasher {
-                fulls: std::collections::HashMap::new(),
-                prev: [0; 32],
-                key: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key),
-                signer: crate::signer::SlicedSigner::new(&cfg.seq_key),
-                unsigned: VecDeque::new(),
-                epoch: cfg.epoch,
-                book: e.book,
-                n_streams: e.layout.n_streams,
-            },
+            hasher: OrderHasher::new(&cfg),
             control: crate::control::Control::new(
                 cfg.voters,
                 cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
@@ -549,7 +559,7 @@ impl SeqHome {
 
     /// The sequencer's verifying key.
     pub fn seq_public(&self) -> ed25519_dalek::VerifyingKey {
-        self.hasher.key.verifying_key()
+        self.hasher.public()
     }
 
     /// Break a stream core's gate on purpose (tests only).
@@ -627,15 +637,13 @@ impl SeqHome {
             }
             Tile::Stream(h) => self.streams[h as usize].poll(now, &mut self.sh),
             Tile::Hasher => self.hasher.poll(&mut self.sh),
-            Tile::Control => {
-                match self.control.poll(now, &mut self.sh) {
-                    Some(req) => {
-                        self.bbo.request(req);
-                        true
-                    }
-                    None => false,
+            Tile::Control => match self.control.poll(now, &mut self.sh) {
+                Some(req) => {
+                    self.bbo.request(req);
+                    true
                 }
-            }
+                None => false,
+            },
             Tile::Tx => {
                 // INV-REP-1: a step's response leaves once both release words cover it.
                 let mut any = false;

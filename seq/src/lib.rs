@@ -16,8 +16,9 @@ pub mod mem;
 pub mod net;
 pub mod signer;
 pub mod stream;
+pub mod threaded;
 pub mod voter;
 
-pub use home::{SeqConfig, SeqHome, Shared, Tile, WireEvent};
+pub use home::{FrameInfo, SeqConfig, SeqHome, Shared, Tile, WireEvent};
 pub use stream::{GateMode, StreamCore};
 pub use voter::VoterDouble;

@@ -94,7 +94,7 @@ pub struct StreamCore {
     hashes: Vec<std::collections::VecDeque<(u64, u64)>>,
     mode: GateMode,
     scratch: Vec<u8>,
-    recs: Vec<Vec<u8>>,
+    recs: Vec<(u64, Vec<u8>)>,
     /// This block's PacketRecords in O-order: (lane, first_lane_seq).
     block_recs: Vec<(u8, u64)>,
     prev_last_step: u64,
@@ -196,7 +196,13 @@ impl StreamCore {
     /// Serve a NACK for `from..=to` at `now` (07 §4.10): retransmit from the frame ring with
     /// `flags.retransmit`, at most REP_RTX_MAX_FPS (a token bucket with a small burst); a range
     /// older than the ring gets NackTooOld with the oldest frame_seq still held.
-    pub fn on_nack(&mut self, from: u64, to: u64, now: u64, sh: &mut impl StreamMem) -> NackOutcome {
+    pub fn on_nack(
+        &mut self,
+        from: u64,
+        to: u64,
+        now: u64,
+        sh: &mut impl StreamMem,
+    ) -> NackOutcome {
         self.rtx_counters.nacks += 1;
         let per = 1_000_000_000 / REP_RTX_MAX_FPS;
         if now > self.rtx_refill_ns {
@@ -337,9 +343,11 @@ impl StreamCore {
         let i = l - self.first;
         self.recs.clear();
         while let Some(e) = sh.pkt_pop(l) {
-            self.drained[i] = e.first_lane_seq + e.count.max(1) as u64 - 1;
             self.block_recs.push((l as u8, e.first_lane_seq));
-            self.recs.push(e.enc[..e.len as usize].to_vec());
+            self.recs.push((
+                e.first_lane_seq + e.count.max(1) as u64 - 1,
+                e.enc[..e.len as usize].to_vec(),
+            ));
         }
         if self.recs.is_empty() {
             return false;
@@ -351,8 +359,8 @@ impl StreamCore {
             let room = REP_ORDER_FRAME_MAX.saturating_sub(self.w.open_len());
             let mut n = 0;
             let mut bytes = 3;
-            while k + n < self.recs.len() && bytes + self.recs[k + n].len() <= room {
-                bytes += self.recs[k + n].len();
+            while k + n < self.recs.len() && bytes + self.recs[k + n].1.len() <= room {
+                bytes += self.recs[k + n].1.len();
                 n += 1;
             }
             if n == 0 {
@@ -363,8 +371,11 @@ impl StreamCore {
                     continue;
                 }
             }
-            let refs: Vec<&[u8]> = self.recs[k..k + n].iter().map(|r| r.as_slice()).collect();
+            let refs: Vec<&[u8]> = self.recs[k..k + n].iter().map(|r| r.1.as_slice()).collect();
             self.w.lane_records(l as u8, &refs);
+            // `drained` moves only as records enter the open frame: a flush in the middle of
+            // this run copies it to `written`, and HASH frames name written records only.
+            self.drained[i] = self.recs[k + n - 1].0;
             self.info.lane_max[l] = self.info.lane_max[l].max(self.drained[i]);
             self.open_since.get_or_insert(now);
             k += n;
@@ -393,12 +404,12 @@ impl StreamCore {
         sh.closed(
             self.h,
             ClosedHalf {
-            height,
-            first_step: self.prev_last_step + 1,
-            last_step,
-            order_root: root,
-            recs: std::mem::take(&mut self.block_recs),
-        },
+                height,
+                first_step: self.prev_last_step + 1,
+                last_step,
+                order_root: root,
+                recs: std::mem::take(&mut self.block_recs),
+            },
         );
         self.prev_last_step = last_step;
     }

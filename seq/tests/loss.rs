@@ -155,3 +155,41 @@ fn nack_too_old_past_the_ring() {
         );
     }
 }
+
+/// A stream core that falls behind finds more records in `R_pkt` than one frame holds: it
+/// flushes in the middle of the run, and the HASH frame that follows must name only records
+/// already in written frames (found by the threaded box; HashLag at the replica before the fix).
+#[test]
+fn hashes_of_a_run_split_across_frames_follow_their_records() {
+    let e = EngineConfig::test_home(2, 2);
+    let mut home = SeqHome::new(config(&e, 8 << 20));
+    let mut voter = VoterDouble::new(e.layout, home.seq_public());
+    let mut w = Workload::new(&e, 11, Mix::clean());
+    let mut n = 0;
+    while n < 300 {
+        if let Input::Packet { rx_ts, bytes } = w.next_input() {
+            home.receive(rx_ts, bytes);
+            n += 1;
+        }
+    }
+    let now = w.now();
+    // The lanes log everything (records and hashes) before the stream cores run at all.
+    for _ in 0..400 {
+        home.poll(vyrn_seq::Tile::Lane(0), now);
+        home.poll(vyrn_seq::Tile::Lane(1), now);
+    }
+    // The stream cores run before the cut and the BBO core: no step flushes the open frame.
+    home.poll(vyrn_seq::Tile::Stream(0), now);
+    home.poll(vyrn_seq::Tile::Stream(1), now);
+    home.settle(now, 1000);
+    let mut frames = 0;
+    for ev in home.drain_wire() {
+        if let WireEvent::Frame { bytes, .. } = ev {
+            voter.on_frame(&bytes, now);
+            frames += 1;
+        }
+    }
+    assert!(frames > 4, "the run did not span frames ({frames})");
+    assert_eq!(voter.faults(), (0, 0));
+    assert!(voter.decoder_counters().hashes > 0);
+}

@@ -1,0 +1,1266 @@
+//! The threaded box (missing-chapters §4): the same tiles as [`crate::home::SeqHome`], each
+//! owning its own endpoints of the 07 §4.1 shared memory — `vyrn-rings` SPSC rings, the
+//! one-writer `R_step` broadcast ring with a cursor per stream core and control, and the gate
+//! words (`released[H]`, `LaneCut[l]`, `step_done`, `close_req`, `seq_fenced`) — so that a
+//! [`Runner`] can put each tile on its own pinned, spinning thread (`ref`), several tiles
+//! round-robin on one thread (`dev`), or anything between.
+//!
+//! What leaves the box goes through each writing tile's own [`Wire`]: the stream cores write
+//! frames to both paths and fence inside `Wire::frame` before they store `released[H]`; lanes,
+//! the TX tile and control send responses and notices. No tile takes a lock or makes a syscall
+//! of its own per message; a ring that is full parks the item in the tile's own overflow queue
+//! (allocation only under back-pressure), and an item is never dropped.
+
+use crate::control::{Control, ControlCounters};
+use crate::home::{ClosedHalf, FrameInfo, OrderHasher, PktEntry, StepEntry, StepMsg};
+use crate::mem::{ControlMem, HasherMem, StreamMem};
+use crate::stream::{NackOutcome, StreamCore};
+use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use vyrn_engine::bbo::{BboSink, ControlReq, LaneEvent, OpQueues, StepOut};
+use vyrn_engine::cut::CutCore;
+use vyrn_engine::lane::{Lane, LaneSink};
+use vyrn_engine::{Bbo, Fwd, Gate, RespOut};
+use vyrn_rings::multi;
+use vyrn_rings::spsc::{self, Consumer, Producer};
+use vyrn_rings::words::{CloseReq, LaneCut, Released, SeqFenced, StepDone};
+use vyrn_wire::consts::N_LANES_MAX;
+use vyrn_wire::header::BlockHeader;
+use vyrn_wire::msg::client::REQ_MAX_LEN;
+use vyrn_wire::records::{PacketRecord, SessionBind, PKT_ENC_MAX};
+
+/// Entries of each lane's rings (`R_pkt[l]`, `R_hash8[l]`, lane → BBO, BBO → lane, responses).
+pub const LANE_RING: usize = 1 << 14;
+/// Entries of `R_step` (07 §4.1: 16 Ki).
+pub const STEP_RING: usize = 1 << 14;
+/// A lane takes a new packet only while each of its output rings has this much room.
+const LANE_MARGIN: usize = 256;
+
+/// Where a tile's writes leave the box.
+pub trait Wire: Send {
+    /// Write a frame of substream `h` to **both** paths, then fence; return when both writes are
+    /// complete (07 §4.2 `flush_order`: the caller stores `released[H]` next).
+    fn frame(&mut self, h: u8, info: &FrameInfo, bytes: &[u8]);
+    /// Send a response (its gate already passed).
+    fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]);
+    /// Send a notice (`NOTICE_RESP_SEQ`).
+    fn notice(&mut self, session: u32, bytes: &[u8]);
+}
+
+/// A received client packet for a lane.
+#[derive(Clone, Copy)]
+pub struct RxPkt {
+    /// Receive time.
+    pub rx_ts: u64,
+    /// Length.
+    pub len: u16,
+    /// Bytes.
+    pub bytes: [u8; REQ_MAX_LEN],
+}
+
+impl std::fmt::Debug for RxPkt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RxPkt({} B at {})", self.len, self.rx_ts)
+    }
+}
+
+impl RxPkt {
+    /// A packet of at most `REQ_MAX_LEN` bytes (longer ones are not client requests).
+    pub fn new(rx_ts: u64, data: &[u8]) -> Option<RxPkt> {
+        if data.len() > REQ_MAX_LEN {
+            return None;
+        }
+        let mut p = RxPkt {
+            rx_ts,
+            len: data.len() as u16,
+            bytes: [0; REQ_MAX_LEN],
+        };
+        p.bytes[..data.len()].copy_from_slice(data);
+        Some(p)
+    }
+}
+
+/// What control takes in (07 §4.8, §6.8).
+#[derive(Debug, Clone, Copy)]
+pub enum CtrlIn {
+    /// A voter's RepAck at `now`.
+    Ack {
+        /// Voter index.
+        voter: usize,
+        /// Contiguous frame_seq per substream.
+        contiguous: [u64; 2],
+        /// When it arrived.
+        now: u64,
+    },
+    /// A voter's finalize vote.
+    Vote {
+        /// Voter index.
+        voter: usize,
+        /// Height.
+        height: u64,
+    },
+}
+
+/// A NACK for a stream core (07 §4.10).
+#[derive(Debug, Clone, Copy)]
+pub struct NackReq {
+    /// First frame_seq.
+    pub from: u64,
+    /// Last frame_seq.
+    pub to: u64,
+    /// When it arrived.
+    pub now: u64,
+    /// Who asked (for NackTooOld).
+    pub src: Option<std::net::SocketAddr>,
+}
+
+/// A ring endpoint with an overflow queue: a push never fails and never drops; the overflow
+/// (allocated only under back-pressure) drains first.
+struct Outq<T> {
+    p: Producer<T>,
+    over: VecDeque<T>,
+}
+
+impl<T> Outq<T> {
+    fn new(p: Producer<T>) -> Self {
+        Outq {
+            p,
+            over: VecDeque::new(),
+        }
+    }
+    fn push(&mut self, v: T) {
+        if !self.over.is_empty() {
+            self.over.push_back(v);
+            return;
+        }
+        if let Err(v) = self.p.push(v) {
+            self.over.push_back(v);
+        }
+    }
+    /// Move the overflow into the ring; true when nothing is left over.
+    fn drain(&mut self) -> bool {
+        while let Some(v) = self.over.pop_front() {
+            if let Err(v) = self.p.push(v) {
+                self.over.push_front(v);
+                return false;
+            }
+        }
+        true
+    }
+    fn room(&self) -> bool {
+        self.over.is_empty() && self.p.free() >= LANE_MARGIN
+    }
+}
+
+/// The published cut (07 §4.1): one writer (the cut core), a seqlock over the per-lane values
+/// so a reader never takes a torn cut.
+struct CutWord {
+    seq: CachePadded<AtomicU64>,
+    v: Vec<AtomicU64>,
+}
+
+impl CutWord {
+    fn new(n: usize) -> Self {
+        CutWord {
+            seq: CachePadded::new(AtomicU64::new(0)),
+            v: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+    fn store(&self, cut: &[u64]) {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        for (w, &c) in self.v.iter().zip(cut) {
+            w.store(c, Ordering::Relaxed);
+        }
+        self.seq.store(s + 2, Ordering::Release);
+    }
+    fn load(&self, out: &mut [u64]) {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for (o, w) in out.iter_mut().zip(&self.v) {
+                *o = w.load(Ordering::Relaxed);
+            }
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return;
+            }
+        }
+    }
+}
+
+/// The gate words every tile shares (07 §4.1).
+pub struct Words {
+    lane_counter: Vec<CachePadded<AtomicU64>>,
+    cut: CutWord,
+    step_done: StepDone,
+    released: [Released; 2],
+    lane_cut: Vec<LaneCut>,
+    fenced: SeqFenced,
+    close_req: CloseReq,
+    /// Encoding refusals (never expected).
+    pub errors: AtomicU64,
+}
+
+impl std::fmt::Debug for Words {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Words")
+            .field("step_done", &self.step_done.load())
+            .field(
+                "released",
+                &[self.released[0].load(), self.released[1].load()],
+            )
+            .field("fenced", &self.fenced.is_set())
+            .finish()
+    }
+}
+
+impl Words {
+    /// `released[h]`.
+    pub fn released(&self, h: usize) -> u64 {
+        self.released[h].load()
+    }
+    /// `step_done`.
+    pub fn step_done(&self) -> u64 {
+        self.step_done.load().0
+    }
+    /// `seq_fenced`.
+    pub fn fenced(&self) -> bool {
+        self.fenced.is_set()
+    }
+    /// Lane `l`'s published LaneSeq.
+    pub fn lane_counter(&self, l: usize) -> u64 {
+        self.lane_counter[l].load(Ordering::Acquire)
+    }
+}
+
+/// A held response.
+#[derive(Debug)]
+struct Held {
+    session: u32,
+    gate: Gate,
+    bytes: Vec<u8>,
+}
+
+/// A tile as a runner sees it.
+pub trait Task: Send {
+    /// Its name (`lane0`, `cut`, `bbo`, `streamA`, …).
+    fn name(&self) -> String;
+    /// One non-blocking step at `now`; whether it did anything.
+    fn poll(&mut self, now: u64) -> bool;
+    /// Break a stream core's gate on purpose (tests only; other tiles ignore it).
+    #[doc(hidden)]
+    fn set_gate_mode(&mut self, _m: crate::stream::GateMode) {}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lane
+
+struct LanePorts {
+    l: usize,
+    r_pkt: Outq<PktEntry>,
+    r_hash8: Outq<(u64, u64)>,
+    r_hash32: Outq<(u8, u64, [u8; 32])>,
+    fwd: Outq<Fwd>,
+    tx: Outq<Held>,
+    held: VecDeque<Held>,
+}
+
+impl LaneSink for LanePorts {
+    fn record(&mut self, rec: &PacketRecord, enc: &[u8], _payload: &[u8]) {
+        let mut e = PktEntry {
+            first_lane_seq: rec.first_lane_seq,
+            count: rec.count,
+            len: enc.len() as u8,
+            enc: [0; PKT_ENC_MAX],
+        };
+        e.enc[..enc.len()].copy_from_slice(enc);
+        self.r_pkt.push(e);
+    }
+    fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&full[..8]);
+        self.r_hash8.push((first_lane_seq, u64::from_le_bytes(h)));
+        self.r_hash32.push((lane, first_lane_seq, *full));
+    }
+    fn forward(&mut self, f: &Fwd) {
+        self.fwd.push(*f);
+    }
+    fn respond(&mut self, r: &RespOut<'_>) {
+        let h = Held {
+            session: r.session,
+            gate: r.gate,
+            bytes: r.bytes.to_vec(),
+        };
+        match r.gate {
+            Gate::LaneCut { .. } => self.held.push_back(h),
+            Gate::Step { .. } => self.tx.push(h),
+        }
+    }
+}
+
+/// Lane `l` (07 §4.2 steps (1)–(2)): packets in, records and hashes out, ops to the BBO core,
+/// events back; its answers leave once `LaneCut[l]` covers them (INV-REP-11).
+struct LaneTile {
+    lane: Lane,
+    rx: Consumer<RxPkt>,
+    events: Consumer<LaneEvent>,
+    ports: LanePorts,
+    words: Arc<Words>,
+    out: Box<dyn Wire>,
+}
+
+impl Task for LaneTile {
+    fn name(&self) -> String {
+        format!("lane{}", self.ports.l)
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        let l = self.ports.l;
+        let mut busy = false;
+        let p = &mut self.ports;
+        let drained =
+            p.r_pkt.drain() & p.r_hash8.drain() & p.r_hash32.drain() & p.fwd.drain() & p.tx.drain();
+        // Events in step order, up to step_done.
+        let done = self.words.step_done.load().0;
+        while let Some(ev) = self.events.peek() {
+            if ev.step > done {
+                break;
+            }
+            let ev = *ev;
+            self.events.pop();
+            self.lane.on_event(&ev, &mut self.ports);
+            busy = true;
+        }
+        // INV-REP-11: a lane answer leaves once LaneCut covers its op.
+        let cut = self.words.lane_cut[l].cut();
+        while let Some(h) = self.ports.held.front() {
+            let Gate::LaneCut { lane_seq, .. } = h.gate else {
+                break;
+            };
+            if cut < lane_seq {
+                break;
+            }
+            let h = self.ports.held.pop_front().expect("front");
+            self.out.resp(h.session, h.gate, &h.bytes);
+            busy = true;
+        }
+        let p = &self.ports;
+        let room = drained
+            && p.r_pkt.room()
+            && p.r_hash8.room()
+            && p.r_hash32.room()
+            && p.fwd.room()
+            && p.tx.room();
+        if room {
+            if let Some(pkt) = self.rx.pop() {
+                let _ = self.lane.on_packet(
+                    now,
+                    pkt.rx_ts,
+                    &pkt.bytes[..pkt.len as usize],
+                    &mut self.ports,
+                );
+                // (2) publish after the record is in R_pkt (07 §4.2).
+                if self.ports.r_pkt.over.is_empty() {
+                    self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
+                }
+                return true;
+            }
+        }
+        if drained {
+            self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
+        }
+        self.lane.flush_hashes(&mut self.ports);
+        busy
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cut
+
+/// The cut core (07 §4.1): reads the lane counters, publishes the cut.
+struct CutTile {
+    cut: CutCore,
+    words: Arc<Words>,
+}
+
+impl Task for CutTile {
+    fn name(&self) -> String {
+        "cut".into()
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        let w = &self.words;
+        let moved = self
+            .cut
+            .refresh(now, |l| w.lane_counter[l].load(Ordering::Acquire));
+        if moved {
+            w.cut.store(self.cut.cut());
+        }
+        moved
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BBO
+
+struct BboPorts {
+    r_step: multi::Writer<StepMsg, 3>,
+    step_over: VecDeque<StepMsg>,
+    events: Vec<Outq<LaneEvent>>,
+    fill_lanes: u64,
+}
+
+impl BboPorts {
+    fn push_step(&mut self, m: StepMsg) {
+        if !self.step_over.is_empty() {
+            self.step_over.push_back(m);
+        } else if let Err(m) = self.r_step.push(m) {
+            self.step_over.push_back(m);
+        }
+    }
+    fn drain(&mut self) -> bool {
+        while let Some(m) = self.step_over.pop_front() {
+            if let Err(m) = self.r_step.push(m) {
+                self.step_over.push_front(m);
+                return false;
+            }
+        }
+        let mut all = true;
+        for e in &mut self.events {
+            all &= e.drain();
+        }
+        all
+    }
+}
+
+impl BboSink for BboPorts {
+    fn step(&mut self, s: &StepOut<'_>) {
+        let mut e = StepEntry {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: [0; N_LANES_MAX],
+            payload: [0; 16],
+            plen: s.payload.len().min(16) as u8,
+            need_a: s.need_a,
+            need_b: s.need_b,
+            spans: s.spans,
+        };
+        e.cut[..s.cut.len()].copy_from_slice(s.cut);
+        e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
+        self.push_step(StepMsg::Step(e));
+    }
+    fn event(&mut self, lane: u8, ev: &LaneEvent) {
+        self.fill_lanes |= 1 << (lane as u64 % 64);
+        self.events[lane as usize].push(*ev);
+    }
+}
+
+struct RingQueues<'a>(&'a mut [Consumer<Fwd>]);
+
+impl OpQueues for RingQueues<'_> {
+    fn head(&self, lane: usize) -> Option<&Fwd> {
+        self.0[lane].peek()
+    }
+    fn pop(&mut self, lane: usize) -> Option<Fwd> {
+        self.0[lane].pop()
+    }
+}
+
+/// The BBO core (07 §4.1): one step per op in lowest-head-`rx_ts` order under the published cut;
+/// the StepRecord into `R_step` before the step's events; `step_done` once both are in the
+/// rings; block marks on `close_req`.
+struct BboTile {
+    bbo: Bbo,
+    fwd: Vec<Consumer<Fwd>>,
+    ports: BboPorts,
+    ctl: Consumer<ControlReq>,
+    cut: Vec<u64>,
+    words: Arc<Words>,
+    published: u64,
+}
+
+impl Task for BboTile {
+    fn name(&self) -> String {
+        "bbo".into()
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        if !self.ports.drain() {
+            return true;
+        }
+        if self.bbo.done() > self.published {
+            // step_done only once every output of the steps is in its ring.
+            self.published = self.bbo.done();
+            self.words
+                .step_done
+                .store(self.published, std::mem::take(&mut self.ports.fill_lanes));
+        }
+        while let Some(r) = self.ctl.pop() {
+            self.bbo.request(r);
+        }
+        self.words.cut.load(&mut self.cut);
+        let r = self.bbo.poll(
+            now,
+            &self.cut,
+            &mut RingQueues(&mut self.fwd),
+            &mut self.ports,
+        );
+        let stepped = matches!(r, Ok(Some(_)));
+        // Block close (07 §3.9): stream-A's close_req, after the current step.
+        let mut closed = false;
+        if let Some(height) = self.words.close_req.take() {
+            self.ports.push_step(StepMsg::Mark {
+                height,
+                last_step: self.bbo.done(),
+            });
+            closed = true;
+        }
+        if self.ports.drain() && self.bbo.done() > self.published {
+            self.published = self.bbo.done();
+            self.words
+                .step_done
+                .store(self.published, std::mem::take(&mut self.ports.fill_lanes));
+        }
+        stepped || closed
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream cores
+
+struct StreamPorts {
+    h: u8,
+    r_pkt: Vec<Option<Consumer<PktEntry>>>,
+    r_hash8: Vec<Option<Consumer<(u64, u64)>>>,
+    step: multi::Cursor<StepMsg, 3>,
+    frame_steps: Outq<(u64, u64)>,
+    closed: Outq<ClosedHalf>,
+    headers: Option<Consumer<BlockHeader>>,
+    words: Arc<Words>,
+    out: Box<dyn Wire>,
+}
+
+impl StreamMem for StreamPorts {
+    fn fenced(&self) -> bool {
+        self.words.fenced.is_set()
+    }
+    fn pkt_pop(&mut self, l: usize) -> Option<PktEntry> {
+        self.r_pkt[l].as_mut()?.pop()
+    }
+    fn hash8_pop(&mut self, l: usize) -> Option<(u64, u64)> {
+        self.r_hash8[l].as_mut()?.pop()
+    }
+    fn step_peek(&mut self, _h: u8) -> Option<StepMsg> {
+        self.step.peek()
+    }
+    fn step_pop(&mut self, _h: u8) {
+        self.step.advance();
+    }
+    fn frame_step(&mut self, _h: u8, frame_seq: u64, step: u64) {
+        self.frame_steps.push((frame_seq, step));
+    }
+    fn write_frame(&mut self, info: FrameInfo, bytes: Vec<u8>) {
+        self.out.frame(self.h, &info, &bytes);
+    }
+    fn release(&mut self, h: u8, step: u64) {
+        self.words.released[h as usize].store(step);
+    }
+    fn released(&self, h: u8) -> u64 {
+        self.words.released[h as usize].load()
+    }
+    fn lane_cut(&mut self, l: usize, step: u64, cut: u64) {
+        self.words.lane_cut[l].store(step, cut);
+    }
+    fn closed(&mut self, _h: u8, c: ClosedHalf) {
+        self.closed.push(c);
+    }
+    fn header_pop(&mut self) -> Option<BlockHeader> {
+        self.headers.as_mut()?.pop()
+    }
+    fn error(&mut self) {
+        self.words.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    fn post_close(&mut self, height: u64) -> bool {
+        self.words.close_req.post(height).is_ok()
+    }
+}
+
+/// Stream core H (07 §4.2, §4.5), with its NACK service (§4.10).
+struct StreamTile {
+    core: StreamCore,
+    ports: StreamPorts,
+    nacks: Consumer<NackReq>,
+    nack_reply: Option<NackReply>,
+    /// A one-substream box: stream-A also moves the unused `R_step` cursor.
+    spare: Option<multi::Cursor<StepMsg, 3>>,
+}
+
+impl Task for StreamTile {
+    fn name(&self) -> String {
+        format!("stream{}", (b'A' + self.ports.h) as char)
+    }
+    fn set_gate_mode(&mut self, m: crate::stream::GateMode) {
+        self.core.set_gate_mode(m);
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        self.ports.frame_steps.drain();
+        self.ports.closed.drain();
+        let mut busy = self.core.poll(now, &mut self.ports);
+        if let Some(c) = self.spare.as_mut() {
+            while c.advance() {}
+        }
+        if let Some(n) = self.nacks.pop() {
+            let out = self.core.on_nack(n.from, n.to, now, &mut self.ports);
+            if let Some(f) = self.nack_reply.as_mut() {
+                f(n, out);
+            }
+            busy = true;
+        }
+        busy
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TX
+
+/// The TX tile (07 §4.1): each lane's step-gated responses leave once `released[A] ≥ need_A`
+/// and `released[B] ≥ need_B` (INV-REP-1).
+struct TxTile {
+    tx: Vec<Consumer<Held>>,
+    words: Arc<Words>,
+    out: Box<dyn Wire>,
+}
+
+impl Task for TxTile {
+    fn name(&self) -> String {
+        "tx".into()
+    }
+    fn poll(&mut self, _now: u64) -> bool {
+        let ra = self.words.released[0].load();
+        let rb = self.words.released[1].load();
+        let mut busy = false;
+        for q in &mut self.tx {
+            while let Some(h) = q.peek() {
+                let Gate::Step { need_a, need_b, .. } = h.gate else {
+                    let h = q.pop().expect("peeked");
+                    self.out.resp(h.session, h.gate, &h.bytes);
+                    continue;
+                };
+                if ra < need_a || rb < need_b {
+                    break;
+                }
+                let h = q.pop().expect("peeked");
+                self.out.resp(h.session, h.gate, &h.bytes);
+                busy = true;
+            }
+        }
+        busy
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Order hasher
+
+struct HasherPorts {
+    hash32: Vec<Consumer<(u8, u64, [u8; 32])>>,
+    next: usize,
+    closed: Vec<Consumer<ClosedHalf>>,
+    headers: Outq<BlockHeader>,
+}
+
+impl HasherMem for HasherPorts {
+    fn hash32_pop(&mut self) -> Option<(u8, u64, [u8; 32])> {
+        let n = self.hash32.len();
+        for _ in 0..n {
+            let i = self.next;
+            if let Some(v) = self.hash32[i].pop() {
+                return Some(v);
+            }
+            self.next = (i + 1) % n;
+        }
+        None
+    }
+    fn closed_peek(&mut self, h: usize) -> Option<&ClosedHalf> {
+        self.closed[h].peek()
+    }
+    fn closed_pop(&mut self, h: usize) -> Option<ClosedHalf> {
+        self.closed[h].pop()
+    }
+    fn header_push(&mut self, hdr: BlockHeader) {
+        self.headers.push(hdr);
+    }
+}
+
+/// The order hasher (07 §4.6): data roots, the header chain, `seq_sig` in slices.
+struct HasherTile {
+    hasher: OrderHasher,
+    ports: HasherPorts,
+}
+
+impl Task for HasherTile {
+    fn name(&self) -> String {
+        "hasher".into()
+    }
+    fn poll(&mut self, _now: u64) -> bool {
+        self.ports.headers.drain();
+        self.hasher.poll(&mut self.ports)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control
+
+struct ControlPorts {
+    step: multi::Cursor<StepMsg, 3>,
+    frame_steps: [Consumer<(u64, u64)>; 2],
+    words: Arc<Words>,
+    out: Box<dyn Wire>,
+}
+
+impl ControlMem for ControlPorts {
+    fn step_pop(&mut self) -> Option<StepMsg> {
+        self.step.pop()
+    }
+    fn frame_step_pop(&mut self, h: usize) -> Option<(u64, u64)> {
+        self.frame_steps[h].pop()
+    }
+    fn notice(&mut self, session: u32, bytes: &[u8]) {
+        self.out.notice(session, bytes);
+    }
+    fn fence(&mut self) {
+        self.words.fenced.set();
+    }
+}
+
+/// Control (07 §4.8, §6.8, §6.9): acks and votes in; watermarks, the finality gate and the
+/// self-fence out.
+struct ControlTile {
+    control: Control,
+    ports: ControlPorts,
+    inbox: Consumer<CtrlIn>,
+    req: Outq<ControlReq>,
+    stats: Arc<ControlStats>,
+}
+
+/// Control's state as other threads read it.
+#[derive(Debug, Default)]
+pub struct ControlStats {
+    /// DUR_QUORUM step.
+    pub durable: AtomicU64,
+    /// Final height.
+    pub final_height: AtomicU64,
+    /// Closed height.
+    pub closed_height: AtomicU64,
+    /// Finality-gate halts.
+    pub gate_halts: AtomicU64,
+    /// Durable notices sent.
+    pub durable_notices: AtomicU64,
+    /// Final notices sent.
+    pub final_notices: AtomicU64,
+}
+
+impl Task for ControlTile {
+    fn name(&self) -> String {
+        "control".into()
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        self.req.drain();
+        let mut busy = false;
+        while let Some(m) = self.inbox.pop() {
+            match m {
+                CtrlIn::Ack {
+                    voter,
+                    contiguous,
+                    now,
+                } => self.control.on_ack(voter, contiguous, now),
+                CtrlIn::Vote { voter, height } => self.control.on_vote(voter, height),
+            }
+            busy = true;
+        }
+        if let Some(r) = self.control.poll(now, &mut self.ports) {
+            self.req.push(r);
+            busy = true;
+        }
+        let c: ControlCounters = self.control.counters();
+        let s = &self.stats;
+        s.durable
+            .store(self.control.durable_step(), Ordering::Relaxed);
+        s.final_height
+            .store(self.control.final_height(), Ordering::Relaxed);
+        s.closed_height
+            .store(self.control.closed_height(), Ordering::Relaxed);
+        s.gate_halts.store(c.gate_halts, Ordering::Relaxed);
+        s.durable_notices
+            .store(c.durable_notices, Ordering::Relaxed);
+        s.final_notices.store(c.final_notices, Ordering::Relaxed);
+        busy
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building the box
+
+/// What the outside world holds of a threaded box: the lanes' receive rings, control's inbox,
+/// the stream cores' NACK rings, and the shared words and control state to watch.
+pub struct BoxHandles {
+    /// Per lane: its receive ring (the RX side pushes client packets here).
+    pub rx: Vec<Producer<RxPkt>>,
+    /// Control's inbox (acks, votes).
+    pub ctrl: Producer<CtrlIn>,
+    /// Per substream: its stream core's NACK ring.
+    pub nacks: Vec<Producer<NackReq>>,
+    /// The gate words.
+    pub words: Arc<Words>,
+    /// Control's watermarks.
+    pub control: Arc<ControlStats>,
+    /// The sequencer's verifying key.
+    pub seq_public: ed25519_dalek::VerifyingKey,
+}
+
+impl std::fmt::Debug for BoxHandles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoxHandles")
+            .field("lanes", &self.rx.len())
+            .field("words", &self.words)
+            .finish()
+    }
+}
+
+/// Which tile a [`Wire`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFor {
+    /// Lane l.
+    Lane(u8),
+    /// Stream core H.
+    Stream(u8),
+    /// The TX tile.
+    Tx,
+    /// Control.
+    Control,
+}
+
+/// The tiles of one box, in the order a runner lists them: lanes, cut, BBO, stream cores, TX,
+/// hasher, control.
+pub struct BoxTiles {
+    /// The tiles.
+    pub tiles: Vec<Box<dyn Task>>,
+}
+
+impl std::fmt::Debug for BoxTiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.tiles.iter().map(|t| t.name()).collect();
+        write!(f, "BoxTiles{names:?}")
+    }
+}
+
+/// A NACK answer hook for a stream core (NackTooOld back to the sender).
+pub type NackReply = Box<dyn FnMut(NackReq, NackOutcome) + Send>;
+
+/// Build a box at the start of a tenure: every tile with its endpoints, each writer with the
+/// [`Wire`] `wire` gives it; `nack_reply` answers NACKs past a stream core's ring.
+pub fn build(
+    cfg: &crate::home::SeqConfig,
+    self_fence_us: Option<u64>,
+    mut wire: impl FnMut(WireFor) -> Box<dyn Wire>,
+    mut nack_reply: impl FnMut(u8) -> Option<NackReply>,
+) -> (BoxTiles, BoxHandles) {
+    let e = &cfg.engine;
+    let lay = e.layout;
+    let n = lay.n_lanes as usize;
+    let ns = lay.n_streams as usize;
+    let words = Arc::new(Words {
+        lane_counter: (0..n)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+        cut: CutWord::new(n),
+        step_done: StepDone::new(0, 0),
+        released: [Released::new(0), Released::new(0)],
+        lane_cut: (0..n).map(|_| LaneCut::new(0, 0)).collect(),
+        fenced: SeqFenced::new(),
+        close_req: CloseReq::new(),
+        errors: AtomicU64::new(0),
+    });
+    let (step_w, [c_a, c_b, c_ctl]) = multi::channel::<StepMsg, 3>(STEP_RING);
+    let mut step_cursors = vec![Some(c_a), Some(c_b)];
+    let mut rx_p = Vec::new();
+    let mut lanes = Vec::new();
+    let mut pkt_c: Vec<Option<Consumer<PktEntry>>> = Vec::new();
+    let mut h8_c: Vec<Option<Consumer<(u64, u64)>>> = Vec::new();
+    let mut h32_c = Vec::new();
+    let mut fwd_c = Vec::new();
+    let mut ev_p = Vec::new();
+    let mut tx_c = Vec::new();
+    for l in 0..n {
+        let (rp, rc) = spsc::channel(LANE_RING);
+        let (pp, pc) = spsc::channel(LANE_RING);
+        let (h8p, h8c) = spsc::channel(LANE_RING);
+        let (h32p, h32c) = spsc::channel(LANE_RING);
+        let (fp, fc) = spsc::channel(LANE_RING);
+        let (ep, ec) = spsc::channel(LANE_RING);
+        let (tp, tc) = spsc::channel(LANE_RING);
+        rx_p.push(rp);
+        pkt_c.push(Some(pc));
+        h8_c.push(Some(h8c));
+        h32_c.push(h32c);
+        fwd_c.push(fc);
+        ev_p.push(Outq::new(ep));
+        tx_c.push(tc);
+        lanes.push(LaneTile {
+            lane: Lane::new(e, l as u8),
+            rx: rc,
+            events: ec,
+            ports: LanePorts {
+                l,
+                r_pkt: Outq::new(pp),
+                r_hash8: Outq::new(h8p),
+                r_hash32: Outq::new(h32p),
+                fwd: Outq::new(fp),
+                tx: Outq::new(tp),
+                held: VecDeque::new(),
+            },
+            words: words.clone(),
+            out: wire(WireFor::Lane(l as u8)),
+        });
+    }
+    let (ctl_p, ctl_c) = spsc::channel(1024);
+    let (in_p, in_c) = spsc::channel(1 << 14);
+    let (fs_p, fs_c): (Vec<_>, Vec<_>) = (0..2).map(|_| spsc::channel(1 << 16)).unzip();
+    let mut fs_p: Vec<Option<Producer<(u64, u64)>>> = fs_p.into_iter().map(Some).collect();
+    let (cl_p, cl_c): (Vec<_>, Vec<_>) = (0..ns).map(|_| spsc::channel(1024)).unzip();
+    let mut cl_p: Vec<Option<Producer<ClosedHalf>>> = cl_p.into_iter().map(Some).collect();
+    let (hd_p, hd_c) = spsc::channel(1024);
+    let mut hd_c = Some(hd_c);
+    let binds: Vec<SessionBind> = e
+        .sessions
+        .iter()
+        .map(|s| SessionBind {
+            lane: s.lane,
+            slot: s.slot,
+            session: s.session,
+            next_pkt_seq: 1,
+        })
+        .collect();
+    let mut streams = Vec::new();
+    let mut nack_p = Vec::new();
+    for h in 0..ns as u8 {
+        let (np, nc) = spsc::channel(1024);
+        nack_p.push(np);
+        let mut ports = StreamPorts {
+            h,
+            r_pkt: (0..n)
+                .map(|l| {
+                    if lay.stream_of(l) == h {
+                        pkt_c[l].take()
+                    } else {
+                        None
+                    }
+                })
+                .collect(),
+            r_hash8: (0..n)
+                .map(|l| {
+                    if lay.stream_of(l) == h {
+                        h8_c[l].take()
+                    } else {
+                        None
+                    }
+                })
+                .collect(),
+            step: step_cursors[h as usize]
+                .take()
+                .expect("one cursor per stream core"),
+            frame_steps: Outq::new(fs_p[h as usize].take().expect("one per stream")),
+            closed: Outq::new(cl_p[h as usize].take().expect("one per stream")),
+            headers: if h == 0 { hd_c.take() } else { None },
+            words: words.clone(),
+            out: wire(WireFor::Stream(h)),
+        };
+        let mut core = StreamCore::new(
+            h,
+            lay,
+            e.book,
+            cfg.epoch,
+            &binds,
+            cfg.rtx_ring_bytes,
+            &mut ports,
+        );
+        if h == 0 {
+            core.set_block_ns(cfg.block_ns);
+        }
+        streams.push(StreamTile {
+            core,
+            ports,
+            nacks: nc,
+            nack_reply: nack_reply(h),
+            spare: None,
+        });
+    }
+    // A one-substream layout: the writer waits for every cursor, so stream-A moves the unused
+    // one too.
+    if let Some(c) = step_cursors.into_iter().flatten().next() {
+        streams[0].spare = Some(c);
+    }
+    let mut control = Control::new(
+        cfg.voters,
+        cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
+        e.sessions.iter().map(|s| (s.session, s.k_out)).collect(),
+    );
+    if let Some(us) = self_fence_us {
+        control.set_self_fence_us(us);
+    }
+    let stats = Arc::new(ControlStats::default());
+    let [fs_a, fs_b]: [Consumer<(u64, u64)>; 2] =
+        fs_c.try_into().unwrap_or_else(|_| unreachable!("two"));
+    let hasher = OrderHasher::new(cfg);
+    let seq_public = hasher.public();
+    let mut tiles: Vec<Box<dyn Task>> = Vec::new();
+    for t in lanes {
+        tiles.push(Box::new(t));
+    }
+    tiles.push(Box::new(CutTile {
+        cut: CutCore::new(lay, 0),
+        words: words.clone(),
+    }));
+    tiles.push(Box::new(BboTile {
+        bbo: Bbo::new(e),
+        fwd: fwd_c,
+        ports: BboPorts {
+            r_step: step_w,
+            step_over: VecDeque::new(),
+            events: ev_p,
+            fill_lanes: 0,
+        },
+        ctl: ctl_c,
+        cut: vec![0; n],
+        words: words.clone(),
+        published: 0,
+    }));
+    for s in streams {
+        tiles.push(Box::new(s));
+    }
+    tiles.push(Box::new(TxTile {
+        tx: tx_c,
+        words: words.clone(),
+        out: wire(WireFor::Tx),
+    }));
+    tiles.push(Box::new(HasherTile {
+        hasher,
+        ports: HasherPorts {
+            hash32: h32_c,
+            next: 0,
+            closed: cl_c,
+            headers: Outq::new(hd_p),
+        },
+    }));
+    tiles.push(Box::new(ControlTile {
+        control,
+        ports: ControlPorts {
+            step: c_ctl,
+            frame_steps: [fs_a, fs_b],
+            words: words.clone(),
+            out: wire(WireFor::Control),
+        },
+        inbox: in_c,
+        req: Outq::new(ctl_p),
+        stats: stats.clone(),
+    }));
+    (
+        BoxTiles { tiles },
+        BoxHandles {
+            rx: rx_p,
+            ctrl: in_p,
+            nacks: nack_p,
+            words,
+            control: stats,
+            seq_public,
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runner
+
+/// One tile's counters as its thread keeps them (one writer; read by anyone).
+#[derive(Debug, Default)]
+pub struct TileStats {
+    /// Polls.
+    pub polls: AtomicU64,
+    /// Polls that did something.
+    pub busy_polls: AtomicU64,
+    /// Nanoseconds spent in polls that did something (its core's load: busy_ns / wall).
+    pub busy_ns: AtomicU64,
+}
+
+/// The box's clock: nanoseconds since the runner started (one base for every thread).
+#[derive(Debug, Clone, Copy)]
+pub struct Clock(Instant);
+
+impl Clock {
+    /// A clock starting now.
+    pub fn new() -> Self {
+        Clock(Instant::now())
+    }
+    /// Nanoseconds since the start.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Tiles on one thread: pinned to `core` (if given), round-robin.
+pub struct Group {
+    /// Core to pin to.
+    pub core: Option<usize>,
+    /// Its tiles.
+    pub tasks: Vec<Box<dyn Task>>,
+}
+
+/// A running box: its threads, a stop flag, and per-tile counters.
+#[derive(Debug)]
+pub struct Runner {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<Vec<Box<dyn Task>>>>,
+    /// Per tile (in group order): its name, its thread's core, and its counters.
+    pub stats: Vec<(String, Option<usize>, Arc<TileStats>)>,
+    /// Cores actually pinned.
+    pub pinned: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.tasks.iter().map(|t| t.name()).collect();
+        write!(f, "Group(core {:?}, {names:?})", self.core)
+    }
+}
+
+impl Runner {
+    /// Start one spinning thread per group (missing-chapters §4: one pinned thread per tile on
+    /// `ref`, several tiles round-robin on a `dev` box).
+    pub fn start(groups: Vec<Group>, clock: Clock) -> Runner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let pinned = Arc::new(AtomicU64::new(0));
+        let mut stats = Vec::new();
+        let mut threads = Vec::new();
+        for g in groups {
+            let st: Vec<Arc<TileStats>> = g
+                .tasks
+                .iter()
+                .map(|t| {
+                    let s = Arc::new(TileStats::default());
+                    stats.push((t.name(), g.core, s.clone()));
+                    s
+                })
+                .collect();
+            let stop = stop.clone();
+            let pinned = pinned.clone();
+            let core = g.core;
+            let mut tasks = g.tasks;
+            let name = tasks.first().map(|t| t.name()).unwrap_or_default();
+            let th = std::thread::Builder::new()
+                .name(format!("vyrn-{name}"))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        if core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                            pinned.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
+                    let mut round = 0u64;
+                    // An unpinned thread shares its core with others: it yields when idle.
+                    let idle_yield = core.is_none();
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut t0 = clock.now();
+                        let mut any = false;
+                        for (i, t) in tasks.iter_mut().enumerate() {
+                            let busy = t.poll(t0);
+                            let t1 = clock.now();
+                            let c = &mut local[i];
+                            c.0 += 1;
+                            if busy {
+                                c.1 += 1;
+                                c.2 += t1 - t0;
+                                any = true;
+                            }
+                            t0 = t1;
+                        }
+                        round += 1;
+                        if round % 1024 == 0 {
+                            for (c, s) in local.iter().zip(&st) {
+                                s.polls.store(c.0, Ordering::Relaxed);
+                                s.busy_polls.store(c.1, Ordering::Relaxed);
+                                s.busy_ns.store(c.2, Ordering::Relaxed);
+                            }
+                        }
+                        if !any && idle_yield {
+                            std::thread::yield_now();
+                        }
+                    }
+                    for (c, s) in local.iter().zip(&st) {
+                        s.polls.store(c.0, Ordering::Relaxed);
+                        s.busy_polls.store(c.1, Ordering::Relaxed);
+                        s.busy_ns.store(c.2, Ordering::Relaxed);
+                    }
+                    tasks
+                })
+                .expect("spawn a tile thread");
+            threads.push(th);
+        }
+        Runner {
+            stop,
+            threads,
+            stats,
+            pinned,
+        }
+    }
+
+    /// Stop every thread and take the tiles back.
+    pub fn stop(self) -> Vec<Box<dyn Task>> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut out = Vec::new();
+        for t in self.threads {
+            if let Ok(v) = t.join() {
+                out.extend(v);
+            }
+        }
+        out
+    }
+}
+
+/// Map tiles to threads: `ref` — one pinned thread per tile on `cores` (one core each, in tile
+/// order); otherwise `threads` threads, tiles dealt round-robin, pinned to `cores` if given.
+pub fn groups(tiles: BoxTiles, cores: &[usize], one_per_tile: bool, threads: usize) -> Vec<Group> {
+    let mut tasks = tiles.tiles;
+    if one_per_tile {
+        return tasks
+            .drain(..)
+            .enumerate()
+            .map(|(i, t)| Group {
+                core: cores.get(i).copied(),
+                tasks: vec![t],
+            })
+            .collect();
+    }
+    let k = threads.max(1);
+    let mut gs: Vec<Group> = (0..k)
+        .map(|i| Group {
+            core: cores.get(i).copied(),
+            tasks: Vec::new(),
+        })
+        .collect();
+    for (i, t) in tasks.drain(..).enumerate() {
+        gs[i % k].tasks.push(t);
+    }
+    gs
+}
