@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command. Until the whole home exists (data box and replicas on their ports),
-# it runs: (1) the sequencer box's tiles on one thread driven by the client library's open-loop
-# load generator over loopback UDP, frames on two multicast paths to four voter doubles, with
-# per-second progress and latency percentiles (vyrn-home --udp); (2) the
+# it runs: (1) the sequencer box (`vyrn-seq`: its tiles on threads joined by vyrn-rings, from the
+# dev config) with four voter doubles on the replication paths, driven over loopback UDP by the
+# load generator as its own process (`vyrn-load`), each printing a line per second and a summary;
+# (2) the
 # order-stream path end to end on loopback: a seeded REF stream on two lossy paths, NACK
 # repair, the replica decoder, header verification (vyrn-paths); (3) the capture tool.
 set -euo pipefail
@@ -11,16 +12,35 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install the Rust toolchain (stable >= 1.85)" >&2
   exit 2
 fi
-cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
+cargo build --release -q -p vyrn-wire -p vyrn-seq -p vyrn-bench --bins
 bin=target/release
 
-echo "== sequencer box + load generator (vyrn-home) =="
 # A dev home's config and fresh keys (0600), written once; edit target/dev-home/box.conf to change it.
 conf=${VYRN_CONFIG:-target/dev-home/box.conf}
 if [ ! -f "$conf" ]; then
   "$bin/vyrn-home" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
 fi
-"$bin/vyrn-home" --config "$conf" --udp --secs "${VYRN_SECS:-5}" --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}"
+secs=${VYRN_SECS:-5}
+seq_log=$(mktemp --suffix=.seq.log)
+echo "== sequencer box (vyrn-seq, threaded, voter doubles) + load generator (vyrn-load) =="
+# The box runs a little longer than the load so the last answers, durable and final arrive.
+"$bin/vyrn-seq" --config "$conf" --voter-doubles --secs $((secs + 3)) >"$seq_log" 2>&1 &
+seq_pid=$!
+sleep 1
+client_port=$(sed -n 's/^client_port *= *\([0-9]*\).*/\1/p' "$conf")
+echo "-- load generator (vyrn-load), copy 1 to 127.0.0.1:$client_port --"
+load_rc=0
+"$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$secs" \
+  --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}" || load_rc=$?
+seq_rc=0
+wait "$seq_pid" || seq_rc=$?
+echo "-- the box's own lines (vyrn-seq) --"
+cat "$seq_log"
+rm -f "$seq_log"
+if [ "$load_rc" != 0 ] || [ "$seq_rc" != 0 ]; then
+  echo "vyrn-load exited $load_rc, vyrn-seq exited $seq_rc" >&2
+  exit 1
+fi
 
 echo
 echo "== order stream on two lossy loopback paths (vyrn-paths) =="

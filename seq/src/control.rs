@@ -187,9 +187,12 @@ impl Control {
             while self.blocks.front().is_some_and(|b| b.1 < self.durable) {
                 self.blocks.pop_front();
             }
+            let height = self.height_of(self.durable);
+            // DUR_QUORUM (07 §6.9): REP_DurableMark, and the Durable watermark to every session.
+            sh.durable_mark(self.durable, height);
             let r = Record::Durable {
                 step: self.durable,
-                height: self.height_of(self.durable),
+                height,
             };
             self.notice(r, sh);
             self.counters.durable_notices += self.sessions.len() as u64;

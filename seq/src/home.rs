@@ -178,6 +178,11 @@ pub struct Shared {
     pub errors: u64,
     /// `close_req` (07 §3.9): the height stream-A's clock asks the BBO core to close.
     pub close_req: Option<u64>,
+    /// The newest `REP_DurableMark{step, height}` raised by control (07 §6.9) not yet sent by
+    /// the ports, and how many were raised.
+    pub durable_mark: Option<(u64, u64)>,
+    /// `REP_DurableMark`s raised.
+    pub durable_marks: u64,
 }
 
 impl Shared {

@@ -11,9 +11,11 @@
 pub mod boxcfg;
 pub mod check;
 pub mod control;
+pub mod doubles;
 pub mod home;
 pub mod mem;
 pub mod net;
+pub mod netbox;
 pub mod signer;
 pub mod stream;
 pub mod threaded;

@@ -54,6 +54,8 @@ pub trait ControlMem {
     fn notice(&mut self, session: u32, bytes: &[u8]);
     /// Set `seq_fenced` (INV-REP-6; never cleared in the tenure).
     fn fence(&mut self);
+    /// Raise `REP_DurableMark{step, height}` (07 §6.9, DUR_QUORUM).
+    fn durable_mark(&mut self, step: u64, height: u64);
 }
 
 /// The order hasher's view (07 §4.6).
@@ -132,6 +134,10 @@ impl ControlMem for Shared {
     }
     fn fence(&mut self) {
         self.fenced = true;
+    }
+    fn durable_mark(&mut self, step: u64, height: u64) {
+        self.durable_mark = Some((step, height));
+        self.durable_marks += 1;
     }
 }
 

@@ -37,6 +37,8 @@ pub struct NetCounters {
     pub ctrl_bad: u64,
     /// NackTooOld answers sent.
     pub too_old: u64,
+    /// REP_DurableMark messages sent.
+    pub durable_marks: u64,
 }
 
 /// The box's ports.
@@ -71,6 +73,16 @@ pub struct PathsRx {
 }
 
 impl PathsRx {
+    /// The receiving side of paths A and B.
+    pub fn new(a: UdpPort, b: UdpPort, how: &'static str) -> Self {
+        PathsRx {
+            pair: PathPair::new(a, b, PathMark::VYRN),
+            a: RxBatch::new(64, 9216),
+            b: RxBatch::new(64, 9216),
+            how,
+        }
+    }
+
     /// Every frame waiting on either path, with its path.
     pub fn recv(&mut self, mut f: impl FnMut(Path, &[u8])) -> Result<usize, NicError> {
         let [na, nb] = self.pair.recv_both(&mut self.a, &mut self.b)?;
@@ -314,5 +326,20 @@ impl BoxNet {
             }
         }
         let _ = self.client.flush();
+        // REP_DurableMark (07 §6.9) to the voters' control addresses.
+        if let Some((step, height)) = home.sh.durable_mark.take() {
+            let m = vyrn_wire::msg::ctrl::RepDurableMark {
+                epoch: self.epoch,
+                tenure: 0,
+                step,
+                height,
+            };
+            if let Ok(b) = m.to_bytes() {
+                for &a in self.voters.keys() {
+                    let _ = self.ctrl.send_batch(&[TxPacket::to(&b, Dest::Addr(a))]);
+                }
+                self.counters.durable_marks += 1;
+            }
+        }
     }
 }

@@ -48,6 +48,8 @@ pub trait Wire: Send {
     fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]);
     /// Send a notice (`NOTICE_RESP_SEQ`).
     fn notice(&mut self, session: u32, bytes: &[u8]);
+    /// Send `REP_DurableMark{step, height}` (07 §6.9) to whoever follows the durable stream.
+    fn durable(&mut self, _step: u64, _height: u64) {}
 }
 
 /// A received client packet for a lane.
@@ -736,6 +738,9 @@ impl ControlMem for ControlPorts {
     }
     fn fence(&mut self) {
         self.words.fenced.set();
+    }
+    fn durable_mark(&mut self, step: u64, height: u64) {
+        self.out.durable(step, height);
     }
 }
 

@@ -138,6 +138,19 @@ fn watermarks_reach_every_session() {
     assert!(durable > 0 && fin > 0, "durable {durable}, final {fin}");
     let (d, f, _) = r.home.watermarks();
     assert!(d >= 1, "durable step {d}");
+    // REP_DurableMark (07 §6.9) is raised with every Durable watermark, for the same step.
+    let last_durable = recs
+        .iter()
+        .filter_map(|x| match x {
+            Record::Durable { step, height } => Some((*step, *height)),
+            _ => None,
+        })
+        .last();
+    assert_eq!(
+        r.home.sh.durable_marks,
+        durable as u64 / r.cfg.sessions.len() as u64
+    );
+    assert_eq!(r.home.sh.durable_mark, last_durable);
     assert!(
         f + FIN_GATE_BLOCKS >= r.home.closed_height(),
         "final {f} of {}",

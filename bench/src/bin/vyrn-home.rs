@@ -29,12 +29,12 @@ use vyrn_client::Driver;
 use vyrn_client::Session;
 use vyrn_engine::EngineConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
+use vyrn_nic::{Port, RxBatch};
+use vyrn_seq::doubles::{VoterNet, VoterThread};
 use vyrn_seq::net::{BoxNet, PathsRx};
 use vyrn_seq::{SeqConfig, SeqHome, Tile, VoterDouble, WireEvent};
 use vyrn_wire::decoder::{BlockRoots, DecState, Pos, Sink};
 use vyrn_wire::header::BlockHeader;
-use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert};
 
 /// Checks each HEADER against the block the decoder recomputed (order_root) and the
 /// sequencer's key (seq_sig), as a replica does before voting.
@@ -61,103 +61,6 @@ impl Sink for HeaderCheck {
     }
 }
 
-/// The voter doubles' control-port side (UDP mode): each voter's own socket for RepAcks and
-/// NACKs, its finalize key, and the group's certificate assembly — Q signatures over a
-/// proposal make one REP_FinalityCert for the box (a stand-in for Simplex, which would
-/// aggregate them).
-struct VoterNet {
-    socks: Vec<UdpPort>,
-    keys: Vec<ed25519_dalek::SigningKey>,
-    pending: std::collections::BTreeMap<u64, Vec<CertEntry>>,
-    ctrl: SocketAddr,
-    rx: RxBatch,
-    sent: [u64; 3],
-    too_old: u64,
-}
-
-impl VoterNet {
-    fn send(&mut self, i: usize, bytes: &[u8]) {
-        let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
-    }
-
-    /// What every voter has to say, over UDP to the box's control port.
-    fn report(&mut self, voters: &mut [VoterDouble], epoch: u32) {
-        use vyrn_wire::msg::ctrl::{Nack, RepAck};
-        for (i, v) in voters.iter_mut().enumerate() {
-            if let Some(a) = v.ack() {
-                let m = RepAck {
-                    epoch,
-                    tenure: 0,
-                    contiguous_frame_seq: a,
-                    path_mask: 0b11,
-                };
-                if let Ok(b) = m.to_bytes() {
-                    self.send(i, &b);
-                    self.sent[0] += 1;
-                }
-            }
-            for (s, from, to) in v.holes() {
-                let m = Nack {
-                    epoch,
-                    tenure: 0,
-                    stream: s,
-                    from_seq: from,
-                    to_seq: to,
-                };
-                if let Ok(b) = m.to_bytes() {
-                    self.send(i, &b);
-                    self.sent[1] += 1;
-                }
-            }
-            for h in v.take_votes() {
-                if let Some(p) = v.proposal(epoch, h) {
-                    use ed25519_dalek::Signer;
-                    let sig = self.keys[i].sign(&p.digest()).to_bytes();
-                    self.pending.entry(h).or_default().push(CertEntry {
-                        index: i as u8,
-                        sig,
-                    });
-                }
-            }
-            while let Ok(n) = self.socks[i].recv_batch(&mut self.rx) {
-                if n == 0 {
-                    break;
-                }
-                self.too_old += n as u64; // NackTooOld answers: the double just NACKs again
-            }
-        }
-        // Q = 3 of 4 signatures make a certificate (07 §6.5).
-        let ready: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, e)| e.len() >= 3)
-            .map(|(&h, _)| h)
-            .collect();
-        for h in ready {
-            let mut entries = self.pending.remove(&h).unwrap_or_default();
-            entries.sort_by_key(|e| e.index);
-            let Some(p) = voters[entries[0].index as usize].proposal(epoch, h) else {
-                continue;
-            };
-            let cert = RepFinalityCert {
-                epoch,
-                view: h + 1,
-                parent_view: h,
-                proposal: p,
-                entries,
-            };
-            let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
-            if cert.encode(&mut b).is_ok() {
-                self.send(0, &b);
-                self.sent[2] += 1;
-            }
-            for v in voters.iter_mut() {
-                v.forget(h);
-            }
-        }
-    }
-}
-
 /// The UDP mode's sockets. The voter doubles run on their own thread (they stand for other
 /// boxes): `voter_side` is handed to it at start.
 struct Udp {
@@ -167,69 +70,6 @@ struct Udp {
     client: Option<UdpPort>,
     sink: UdpPort,
     sink_rx: RxBatch,
-}
-
-/// What the voter thread reports while it runs.
-#[derive(Default, Clone, Copy)]
-struct VoterView {
-    frames: u64,
-    frame_bytes: u64,
-    headers_ok: u64,
-    faults: (u64, u64),
-}
-
-struct VoterThread {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    view: std::sync::Arc<std::sync::Mutex<VoterView>>,
-    handle: std::thread::JoinHandle<Vec<VoterDouble>>,
-}
-
-impl VoterThread {
-    /// The four voter doubles on their own thread: frames off both paths, then RepAcks, NACKs
-    /// and certificates to the box's control port.
-    fn start(
-        mut voters: Vec<VoterDouble>,
-        mut net: VoterNet,
-        mut paths: PathsRx,
-        t0: Instant,
-    ) -> Self {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
-        let stop = Arc::new(AtomicBool::new(false));
-        let view = Arc::new(Mutex::new(VoterView::default()));
-        let (s2, v2) = (stop.clone(), view.clone());
-        let handle = std::thread::spawn(move || {
-            let mut local = VoterView::default();
-            let mut last = 0u64;
-            while !s2.load(Ordering::Relaxed) {
-                let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
-                let got = paths
-                    .recv(|_, f| {
-                        local.frames += 1;
-                        local.frame_bytes += f.len() as u64;
-                        for v in voters.iter_mut() {
-                            v.on_frame(f, now);
-                        }
-                    })
-                    .unwrap_or(0);
-                // RepAck every REP_ACK_US (07 §4.8); NACKs and certificates as they come.
-                if got > 0 || now.saturating_sub(last) >= vyrn_wire::consts::REP_ACK_US * 1000 {
-                    net.report(&mut voters, 1);
-                    last = now;
-                }
-                if got == 0 {
-                    std::thread::yield_now();
-                }
-                if let Ok(mut v) = v2.try_lock() {
-                    local.headers_ok = voters[0].headers_ok();
-                    local.faults = voters[0].faults();
-                    *v = local;
-                }
-            }
-            voters
-        });
-        VoterThread { stop, view, handle }
-    }
 }
 
 /// What the box wrote so far, and the replica decoder that reads it.
@@ -453,32 +293,13 @@ fn main() -> ExitCode {
                 SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ctrl_port),
                 1,
             )?;
-            let mut socks = Vec::new();
-            let mut keys = Vec::new();
             let mut net = net;
-            for i in 0..4u8 {
-                let sock = UdpPort::open(&UdpConfig::loopback().with_batch(64))?;
-                let key = ed25519_dalek::SigningKey::from_bytes(
-                    blake3::hash(&[b"vyrn-home dev voter ".as_slice(), &[i]].concat()).as_bytes(),
-                );
-                net.register_voter(sock.local_addr()?, i as usize, key.verifying_key());
-                socks.push(sock);
-                keys.push(key);
+            let voter_net = VoterNet::open(4, net.ctrl_addr()?, b"vyrn-home dev voter ")?;
+            for (addr, i, key) in voter_net.members() {
+                net.register_voter(addr, i, key);
             }
-            let ctrl = net.ctrl_addr()?;
             Ok(Udp {
-                voter_side: Some((
-                    VoterNet {
-                        socks,
-                        keys,
-                        pending: Default::default(),
-                        ctrl,
-                        rx: RxBatch::new(16, 256),
-                        sent: [0; 3],
-                        too_old: 0,
-                    },
-                    paths,
-                )),
+                voter_side: Some((voter_net, paths)),
                 voter_thread: None,
                 net,
                 client: Some(UdpPort::open(&{

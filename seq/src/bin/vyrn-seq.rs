@@ -1,0 +1,287 @@
+//! `vyrn-seq`: the sequencer box from its config file, on the UDP backend (issue 4 item 6).
+//!
+//! Usage: `vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]`
+//!
+//! * Reads the config (`[box]`, `[account N]`, `[session N]`; keys in 0600 files), runs the
+//!   startup checks (cores of the core map exist, ports free, key files private) and stops with
+//!   every problem listed if any fails.
+//! * `profile = ref`: one pinned, spinning thread per tile on the cores of `core_map`, in tile
+//!   order (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX); lane `l`
+//!   listens on `client_port + l`. `dev`/`consumer`: the tiles round-robin on `core_map.len()`
+//!   threads (or `--threads`), not pinned, one client port.
+//! * `--voter-doubles`: four voter doubles (test doubles for the voting replicas, until replicas
+//!   exist) on their own thread take the frames off both paths, ack, NACK and send finality
+//!   certificates — without voters the finality gate halts the book after `FIN_GATE_BLOCKS`.
+//! * Every second: what came in and went out, the gate words, durable/final, and each tile's
+//!   load (busy time / wall time: B-REP-4 for the stream cores, B-REP-6 for the hasher).
+//! * `--secs 0` (the default): run until killed.
+
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use vyrn_seq::boxcfg::{startup_checks, BoxConfig, Profile};
+use vyrn_seq::doubles::{VoterNet, VoterThread};
+use vyrn_seq::netbox::{core_map_of, CoreMap, NetBox};
+use vyrn_seq::threaded::Clock;
+
+struct Opts {
+    config: std::path::PathBuf,
+    secs: u64,
+    doubles: bool,
+    threads: Option<usize>,
+}
+
+fn opts() -> Result<Opts, String> {
+    let mut config = None;
+    let mut o = Opts {
+        config: Default::default(),
+        secs: 0,
+        doubles: false,
+        threads: None,
+    };
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        match k.as_str() {
+            "--config" => config = Some(a.next().ok_or("--config needs a file")?.into()),
+            "--secs" => {
+                o.secs = a
+                    .next()
+                    .ok_or("--secs needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--secs: {e}"))?
+            }
+            "--threads" => {
+                o.threads = Some(
+                    a.next()
+                        .ok_or("--threads needs a value")?
+                        .parse()
+                        .map_err(|e| format!("--threads: {e}"))?,
+                )
+            }
+            "--voter-doubles" => o.doubles = true,
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    o.config = config.ok_or("--config FILE is required")?;
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let o = match opts() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("vyrn-seq: {e}");
+            }
+            eprintln!("usage: vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]");
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = match BoxConfig::load(&o.config) {
+        Ok(c) => c,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("vyrn-seq: config: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let problems = startup_checks(&cfg);
+    if !problems.is_empty() {
+        for p in problems {
+            eprintln!("vyrn-seq: startup check failed: {p}");
+        }
+        return ExitCode::from(2);
+    }
+    let mut map = core_map_of(&cfg);
+    if let (Some(t), CoreMap::Shared { threads, .. }) = (o.threads, &mut map) {
+        *threads = t.max(1);
+    }
+    let lay = cfg.engine.layout;
+    println!(
+        "vyrn-seq: config {}: profile {:?}, {} lanes, {} substream(s), {} sessions, {} voters; startup checks passed",
+        o.config.display(),
+        cfg.profile,
+        lay.n_lanes,
+        lay.n_streams,
+        cfg.engine.sessions.len(),
+        cfg.voters
+    );
+    let mut net = match NetBox::open(&cfg, cfg.profile == Profile::Ref) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("vyrn-seq: opening the client and control ports: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctrl = net.ctrl_addr().expect("bound");
+    let voter_net = if o.doubles {
+        match VoterNet::open(cfg.voters, ctrl, b"vyrn-seq dev voter ") {
+            Ok(v) => {
+                for (a, i, k) in v.members() {
+                    net.register_voter(a, i, k);
+                }
+                Some(v)
+            }
+            Err(e) => {
+                eprintln!("vyrn-seq: opening the voter doubles' sockets: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let clients = net.client_addrs();
+    let clock = Clock::new();
+    let t0 = Instant::now();
+    let (running, paths) = match net.start(&cfg, &map, clock) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("vyrn-seq: starting the box: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "client port(s) {:?}, control port {ctrl}, replication paths over {}",
+        clients, paths.how
+    );
+    let mut plan: Vec<String> = Vec::new();
+    for (name, core, _) in &running.runner.stats {
+        plan.push(match core {
+            Some(c) => format!("{name}@{c}"),
+            None => name.clone(),
+        });
+    }
+    println!(
+        "tiles: {} ({} pinned){}",
+        plan.join(" "),
+        running.runner.pinned.load(Ordering::Relaxed),
+        match &map {
+            CoreMap::PerTile(_) => String::new(),
+            CoreMap::Shared { threads, .. } => format!(", round-robin on {threads} threads"),
+        }
+    );
+    let voters = voter_net
+        .map(|v| VoterThread::spawn(cfg.voters, lay, running.handles.seq_public, v, paths, t0));
+    let h = &running.handles;
+    let s = &running.stats;
+    let mut last_busy: Vec<u64> = vec![0; running.runner.stats.len()];
+    let mut last_t = clock.now();
+    let mut sec = 0u64;
+    let mut peak_stream = 0.0f64;
+    let mut peak_hasher = 0.0f64;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        sec += 1;
+        let now = clock.now();
+        let wall = (now - last_t).max(1) as f64;
+        last_t = now;
+        let mut loads = Vec::new();
+        for (i, (name, _, st)) in running.runner.stats.iter().enumerate() {
+            let b = st.busy_ns.load(Ordering::Relaxed);
+            let frac = (b - last_busy[i]) as f64 / wall;
+            last_busy[i] = b;
+            if name.starts_with("stream") {
+                peak_stream = peak_stream.max(frac);
+            }
+            if name == "hasher" {
+                peak_hasher = peak_hasher.max(frac);
+            }
+            loads.push(format!("{name} {:.0}%", frac * 100.0));
+        }
+        let c = &h.control;
+        println!(
+            "[{sec:>4}s] in {}  out {}  frames {}  steps {}  released A/B {}/{}  durable {}  final {}/{} closed  gate halts {}  fenced {}  | load: {}",
+            s.rx_client.load(Ordering::Relaxed),
+            s.responses.load(Ordering::Relaxed),
+            s.frames.load(Ordering::Relaxed),
+            h.words.step_done(),
+            h.words.released(0),
+            h.words.released(1),
+            c.durable.load(Ordering::Relaxed),
+            c.final_height.load(Ordering::Relaxed),
+            c.closed_height.load(Ordering::Relaxed),
+            c.gate_halts.load(Ordering::Relaxed),
+            h.words.fenced(),
+            loads.join(", ")
+        );
+        if o.secs > 0 && sec >= o.secs {
+            break;
+        }
+    }
+    let RunningBox {
+        runner,
+        handles,
+        stats,
+        ..
+    } = running;
+    let total_ns = clock.now();
+    let stats_v: Vec<(String, u64)> = runner
+        .stats
+        .iter()
+        .map(|(n, _, s)| (n.clone(), s.busy_ns.load(Ordering::Relaxed)))
+        .collect();
+    runner.stop();
+    let mut ok = true;
+    if let Some(v) = voters {
+        v.stop.store(true, Ordering::Relaxed);
+        if let Ok(doubles) = v.handle.join() {
+            let d = &doubles[0];
+            println!(
+                "voter doubles: voter 0 decoded {} frames, {} headers checked, faults {:?}",
+                d.decoder_counters().frames,
+                d.headers_ok(),
+                d.faults()
+            );
+            ok &= d.faults() == (0, 0);
+        }
+    }
+    println!("--- summary");
+    println!(
+        "ports: client packets in {} (unknown {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames on both paths {} (refused {}), RepAcks {}, NACKs {}, finality certs {} (refused {}), NackTooOld {}, REP_DurableMark {}",
+        stats.rx_client.load(Ordering::Relaxed),
+        stats.rx_unknown.load(Ordering::Relaxed),
+        stats.rx_wrong_port.load(Ordering::Relaxed),
+        stats.rx_full.load(Ordering::Relaxed),
+        stats.responses.load(Ordering::Relaxed),
+        stats.no_addr.load(Ordering::Relaxed),
+        stats.frames.load(Ordering::Relaxed),
+        stats.frame_errors.load(Ordering::Relaxed),
+        stats.ctrl[0].load(Ordering::Relaxed),
+        stats.ctrl[1].load(Ordering::Relaxed),
+        stats.ctrl[2].load(Ordering::Relaxed),
+        stats.ctrl_bad.load(Ordering::Relaxed),
+        stats.too_old.load(Ordering::Relaxed),
+        stats.durable_marks.load(Ordering::Relaxed),
+    );
+    let loads: Vec<String> = stats_v
+        .iter()
+        .map(|(n, b)| format!("{n} {:.1}%", *b as f64 * 100.0 / total_ns.max(1) as f64))
+        .collect();
+    println!("tile load over the run (busy / wall): {}", loads.join(", "));
+    println!(
+        "peak 1 s load: stream cores {:.1}% (B-REP-4 budget 50%), order hasher {:.1}% (B-REP-6 budget 60%)",
+        peak_stream * 100.0,
+        peak_hasher * 100.0
+    );
+    println!(
+        "control: durable step {}, final height {} of {} closed, finality-gate halts {}, seq_fenced {}",
+        handles.control.durable.load(Ordering::Relaxed),
+        handles.control.final_height.load(Ordering::Relaxed),
+        handles.control.closed_height.load(Ordering::Relaxed),
+        handles.control.gate_halts.load(Ordering::Relaxed),
+        handles.words.fenced()
+    );
+    if handles.words.errors.load(Ordering::Relaxed) > 0 {
+        eprintln!("vyrn-seq: encoding refusals in the stream cores");
+        ok = false;
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+use vyrn_seq::netbox::RunningBox;

@@ -1,0 +1,239 @@
+//! Voter doubles on the network (test support, named as such until replicas and consensus
+//! exist — issue 4 item 7): four [`VoterDouble`]s on their own thread take every frame off both
+//! replication paths, decode it with `wire`, check each HEADER, and answer the box's control
+//! port over UDP — RepAcks every `REP_ACK_US`, NACKs for holes, and a REP_FinalityCert once Q of
+//! them signed a header's finalize proposal (a stand-in for Simplex, which would aggregate the
+//! votes). Used by `vyrn-seq --voter-doubles` and `vyrn-home`.
+
+use crate::net::PathsRx;
+use crate::VoterDouble;
+use std::net::SocketAddr;
+use std::time::Instant;
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Dest, NicError, Port, RxBatch, TxPacket};
+use vyrn_wire::layout::Layout;
+use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert};
+
+/// The voter doubles' control-port side (UDP mode): each voter's own socket for RepAcks and
+/// NACKs, its finalize key, and the group's certificate assembly — Q signatures over a
+/// proposal make one REP_FinalityCert for the box (a stand-in for Simplex, which would
+/// aggregate them).
+#[derive(Debug)]
+pub struct VoterNet {
+    socks: Vec<UdpPort>,
+    keys: Vec<ed25519_dalek::SigningKey>,
+    pending: std::collections::BTreeMap<u64, Vec<CertEntry>>,
+    ctrl: SocketAddr,
+    rx: RxBatch,
+    sent: [u64; 3],
+    too_old: u64,
+}
+
+impl VoterNet {
+    fn send(&mut self, i: usize, bytes: &[u8]) {
+        let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
+    }
+
+    /// What every voter has to say, over UDP to the box's control port.
+    pub fn report(&mut self, voters: &mut [VoterDouble], epoch: u32) {
+        use vyrn_wire::msg::ctrl::{Nack, RepAck};
+        for (i, v) in voters.iter_mut().enumerate() {
+            if let Some(a) = v.ack() {
+                let m = RepAck {
+                    epoch,
+                    tenure: 0,
+                    contiguous_frame_seq: a,
+                    path_mask: 0b11,
+                };
+                if let Ok(b) = m.to_bytes() {
+                    self.send(i, &b);
+                    self.sent[0] += 1;
+                }
+            }
+            for (s, from, to) in v.holes() {
+                let m = Nack {
+                    epoch,
+                    tenure: 0,
+                    stream: s,
+                    from_seq: from,
+                    to_seq: to,
+                };
+                if let Ok(b) = m.to_bytes() {
+                    self.send(i, &b);
+                    self.sent[1] += 1;
+                }
+            }
+            for h in v.take_votes() {
+                if let Some(p) = v.proposal(epoch, h) {
+                    use ed25519_dalek::Signer;
+                    let sig = self.keys[i].sign(&p.digest()).to_bytes();
+                    self.pending.entry(h).or_default().push(CertEntry {
+                        index: i as u8,
+                        sig,
+                    });
+                }
+            }
+            while let Ok(n) = self.socks[i].recv_batch(&mut self.rx) {
+                if n == 0 {
+                    break;
+                }
+                self.too_old += n as u64; // NackTooOld answers: the double just NACKs again
+            }
+        }
+        // Q = 3 of 4 signatures make a certificate (07 §6.5).
+        let ready: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, e)| e.len() >= 3)
+            .map(|(&h, _)| h)
+            .collect();
+        for h in ready {
+            let mut entries = self.pending.remove(&h).unwrap_or_default();
+            entries.sort_by_key(|e| e.index);
+            let Some(p) = voters[entries[0].index as usize].proposal(epoch, h) else {
+                continue;
+            };
+            let cert = RepFinalityCert {
+                epoch,
+                view: h + 1,
+                parent_view: h,
+                proposal: p,
+                entries,
+            };
+            let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+            if cert.encode(&mut b).is_ok() {
+                self.send(0, &b);
+                self.sent[2] += 1;
+            }
+            for v in voters.iter_mut() {
+                v.forget(h);
+            }
+        }
+    }
+}
+
+/// What the voter thread reports while it runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VoterView {
+    /// Frames taken off the paths (both copies).
+    pub frames: u64,
+    /// Their bytes.
+    pub frame_bytes: u64,
+    /// Headers voter 0 checked.
+    pub headers_ok: u64,
+    /// Voter 0's decoder errors and bad headers.
+    pub faults: (u64, u64),
+}
+
+/// The voter doubles' thread.
+#[derive(Debug)]
+pub struct VoterThread {
+    /// Set to stop it.
+    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// What it reports while it runs.
+    pub view: std::sync::Arc<std::sync::Mutex<VoterView>>,
+    /// Join to take the doubles back.
+    pub handle: std::thread::JoinHandle<Vec<VoterDouble>>,
+}
+
+impl VoterThread {
+    /// The four voter doubles on their own thread: frames off both paths, then RepAcks, NACKs
+    /// and certificates to the box's control port.
+    pub fn start(
+        mut voters: Vec<VoterDouble>,
+        mut net: VoterNet,
+        mut paths: PathsRx,
+        t0: Instant,
+    ) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let stop = Arc::new(AtomicBool::new(false));
+        let view = Arc::new(Mutex::new(VoterView::default()));
+        let (s2, v2) = (stop.clone(), view.clone());
+        let handle = std::thread::spawn(move || {
+            let mut local = VoterView::default();
+            let mut last = 0u64;
+            while !s2.load(Ordering::Relaxed) {
+                let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
+                let got = paths
+                    .recv(|_, f| {
+                        local.frames += 1;
+                        local.frame_bytes += f.len() as u64;
+                        for v in voters.iter_mut() {
+                            v.on_frame(f, now);
+                        }
+                    })
+                    .unwrap_or(0);
+                // RepAck every REP_ACK_US (07 §4.8); NACKs and certificates as they come.
+                if got > 0 || now.saturating_sub(last) >= vyrn_wire::consts::REP_ACK_US * 1000 {
+                    net.report(&mut voters, 1);
+                    last = now;
+                }
+                if got == 0 {
+                    std::thread::yield_now();
+                }
+                if let Ok(mut v) = v2.try_lock() {
+                    local.headers_ok = voters[0].headers_ok();
+                    local.faults = voters[0].faults();
+                    *v = local;
+                }
+            }
+            voters
+        });
+        VoterThread { stop, view, handle }
+    }
+}
+
+impl VoterNet {
+    /// Sockets and finalize keys for `n` voter doubles (dev keys derived from `seed`) that talk
+    /// to the box's control port `ctrl`. Register each [`VoterNet::members`] entry with the box.
+    pub fn open(n: usize, ctrl: SocketAddr, seed: &[u8]) -> Result<VoterNet, NicError> {
+        let mut socks = Vec::new();
+        let mut keys = Vec::new();
+        for i in 0..n as u8 {
+            socks.push(UdpPort::open(&UdpConfig::loopback().with_batch(64))?);
+            keys.push(ed25519_dalek::SigningKey::from_bytes(
+                blake3::hash(&[seed, &[i]].concat()).as_bytes(),
+            ));
+        }
+        Ok(VoterNet {
+            socks,
+            keys,
+            pending: Default::default(),
+            ctrl,
+            rx: RxBatch::new(16, 256),
+            sent: [0; 3],
+            too_old: 0,
+        })
+    }
+
+    /// Each double's control address, index and finalize key (REP_Membership in a real home).
+    pub fn members(&self) -> Vec<(SocketAddr, usize, ed25519_dalek::VerifyingKey)> {
+        self.socks
+            .iter()
+            .zip(&self.keys)
+            .enumerate()
+            .filter_map(|(i, (s, k))| Some((s.local_addr().ok()?, i, k.verifying_key())))
+            .collect()
+    }
+
+    /// Messages sent: RepAcks, NACKs, certificates.
+    pub fn sent(&self) -> [u64; 3] {
+        self.sent
+    }
+}
+
+impl VoterThread {
+    /// `n` fresh doubles for a box of `layout` signing with `seq_key`, on their own thread.
+    pub fn spawn(
+        n: usize,
+        layout: Layout,
+        seq_key: ed25519_dalek::VerifyingKey,
+        net: VoterNet,
+        paths: PathsRx,
+        t0: Instant,
+    ) -> Self {
+        let voters = (0..n).map(|_| VoterDouble::new(layout, seq_key)).collect();
+        VoterThread::start(voters, net, paths, t0)
+    }
+}
