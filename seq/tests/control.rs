@@ -141,11 +141,11 @@ fn watermarks_reach_every_session() {
     // REP_DurableMark (07 §6.9) is raised with every Durable watermark, for the same step.
     let last_durable = recs
         .iter()
-        .filter_map(|x| match x {
+        .rev()
+        .find_map(|x| match x {
             Record::Durable { step, height } => Some((*step, *height)),
             _ => None,
-        })
-        .last();
+        });
     assert_eq!(
         r.home.sh.durable_marks,
         durable as u64 / r.cfg.sessions.len() as u64
