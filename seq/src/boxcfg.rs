@@ -402,9 +402,10 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
     })
 }
 
-/// Tiles a `ref` box pins one to a core: lanes, cut, BBO, stream cores, TX, hasher, control.
+/// Tiles a `ref` box pins one to a core, in this order: lanes, cut, BBO, stream cores, TX,
+/// hasher, control, RX (the client ports), control RX (`seq::netbox`).
 pub fn ref_tiles(cfg: &BoxConfig) -> usize {
-    cfg.engine.layout.n_lanes as usize + 5 + cfg.engine.layout.n_streams as usize
+    cfg.engine.layout.n_lanes as usize + 7 + cfg.engine.layout.n_streams as usize
 }
 
 /// What the machine must offer before the box starts. Every failure, not only the first.

@@ -139,13 +139,10 @@ fn watermarks_reach_every_session() {
     let (d, f, _) = r.home.watermarks();
     assert!(d >= 1, "durable step {d}");
     // REP_DurableMark (07 §6.9) is raised with every Durable watermark, for the same step.
-    let last_durable = recs
-        .iter()
-        .rev()
-        .find_map(|x| match x {
-            Record::Durable { step, height } => Some((*step, *height)),
-            _ => None,
-        });
+    let last_durable = recs.iter().rev().find_map(|x| match x {
+        Record::Durable { step, height } => Some((*step, *height)),
+        _ => None,
+    });
     assert_eq!(
         r.home.sh.durable_marks,
         durable as u64 / r.cfg.sessions.len() as u64

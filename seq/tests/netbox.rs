@@ -1,0 +1,187 @@
+//! The threaded box on its UDP ports (`vyrn-seq`'s box): a client packet over loopback reaches
+//! its lane, the Ack comes back; the voter doubles on their own thread decode the frames off both
+//! paths, check every header, and their RepAcks and finality certificates reach control over the
+//! control port (durable, final, `REP_DurableMark`). On `ref`, lane `l` listens on
+//! `client_port + l` and a packet on another lane's port is dropped and counted.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
+use vyrn_seq::boxcfg::BoxConfig;
+use vyrn_seq::doubles::{VoterNet, VoterThread};
+use vyrn_seq::netbox::{CoreMap, NetBox};
+use vyrn_seq::threaded::Clock;
+use vyrn_wire::msg::client::{Msg, MsgType, Record, RequestPacket, Response, Side};
+
+fn config(tag: &str) -> BoxConfig {
+    let dir = std::env::temp_dir().join(format!("vyrn-netbox-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let p = vyrn_seq::boxcfg::write_dev_config(&dir, 2, 2, 0).expect("dev config");
+    let mut c = BoxConfig::load(&p).expect("loads");
+    c.client_port = 0;
+    c.ctrl_port = 0;
+    c.block_ns = 1_000_000;
+    c.self_fence_us = Some(2_000_000);
+    c
+}
+
+fn order(c: &BoxConfig, session_ix: usize, tag: u32) -> (Vec<u8>, u8) {
+    let s = &c.engine.sessions[session_ix];
+    let b = RequestPacket {
+        book: c.engine.book,
+        resend: false,
+        session: s.session,
+        pkt_seq: 1,
+        msgs: vec![Msg {
+            kind: MsgType::NewGtc,
+            side: Side::Buy,
+            tick: 10,
+            qty: 1,
+            client_tag: tag,
+        }],
+    }
+    .to_bytes(&s.k_seq)
+    .unwrap();
+    (b, s.lane)
+}
+
+/// Send `pkt` to `to` until an Ack for `tag` comes back (or 5 s).
+fn acked(
+    client: &mut UdpPort,
+    to: std::net::SocketAddr,
+    pkt: &[u8],
+    k_out: &[u8; 16],
+    tag: u32,
+) -> bool {
+    client
+        .send_batch(&[TxPacket::to(pkt, Dest::Addr(to))])
+        .unwrap();
+    client.flush().unwrap();
+    let mut rx = RxBatch::new(16, 2048);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if client.recv_batch(&mut rx).unwrap() > 0 {
+            for p in rx.iter() {
+                if let Ok(r) = Response::parse(p.data, k_out) {
+                    if r.records.contains(&Record::Ack {
+                        msg_index: 0,
+                        client_tag: tag,
+                    }) {
+                        return true;
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    false
+}
+
+#[test]
+fn threaded_box_answers_over_udp_and_voters_finalize() {
+    let c = config("dev");
+    let mut net = NetBox::open(&c, false).expect("ports");
+    let vn = VoterNet::open(c.voters, net.ctrl_addr().unwrap(), b"netbox test voter ").unwrap();
+    for (a, i, k) in vn.members() {
+        net.register_voter(a, i, k);
+    }
+    let to = net.client_addrs()[0];
+    let t0 = Instant::now();
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: Vec::new(),
+    };
+    let (running, paths) = net.start(&c, &map, Clock::new()).expect("starts");
+    let voters = VoterThread::spawn(
+        c.voters,
+        c.engine.layout,
+        running.handles.seq_public,
+        vn,
+        paths,
+        t0,
+    );
+    let mut client = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    let (pkt, _) = order(&c, 0, 5);
+    assert!(
+        acked(&mut client, to, &pkt, &c.engine.sessions[0].k_out, 5),
+        "no Ack"
+    );
+    // Durable and final advance from the doubles' acks and certificates over the control port.
+    let h = &running.handles;
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(5)
+        && (h.control.durable.load(Ordering::Relaxed) == 0
+            || h.control.final_height.load(Ordering::Relaxed) < 5)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(h.control.durable.load(Ordering::Relaxed) >= 1);
+    assert!(h.control.final_height.load(Ordering::Relaxed) >= 5);
+    let st = running.stats.clone();
+    assert!(st.durable_marks.load(Ordering::Relaxed) >= 1);
+    assert!(st.ctrl[0].load(Ordering::Relaxed) > 0 && st.ctrl[2].load(Ordering::Relaxed) > 0);
+    assert_eq!(st.ctrl_bad.load(Ordering::Relaxed), 0);
+    assert_eq!(st.frame_errors.load(Ordering::Relaxed), 0);
+    assert!(!h.words.fenced());
+    let names: Vec<String> = running.runner.stats.iter().map(|s| s.0.clone()).collect();
+    for t in [
+        "lane0", "lane1", "cut", "bbo", "streamA", "streamB", "tx", "hasher", "control", "rx",
+        "ctrl-rx",
+    ] {
+        assert!(
+            names.iter().any(|n| n == t),
+            "tile {t} missing from {names:?}"
+        );
+    }
+    running.runner.stop();
+    voters.stop.store(true, Ordering::Relaxed);
+    let doubles = voters.handle.join().unwrap();
+    for d in &doubles {
+        assert_eq!(d.faults(), (0, 0));
+        assert!(d.headers_ok() >= 5);
+    }
+}
+
+#[test]
+fn ref_lanes_listen_on_their_own_ports() {
+    let mut c = config("ref");
+    // No voters here: no blocks, so the finality gate never halts the book.
+    c.block_ns = u64::MAX;
+    let net = NetBox::open(&c, true).expect("ports");
+    let ports = net.client_addrs();
+    assert_eq!(ports.len(), c.engine.layout.n_lanes as usize);
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: Vec::new(),
+    };
+    let (running, _paths) = net.start(&c, &map, Clock::new()).expect("starts");
+    let mut client = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    // A session of lane 1: sent to lane 0's port it is dropped; to lane 1's port it is acked.
+    let ix = c
+        .engine
+        .sessions
+        .iter()
+        .position(|s| s.lane == 1)
+        .expect("a lane-1 session");
+    let (pkt, lane) = order(&c, ix, 7);
+    assert_eq!(lane, 1);
+    let k_out = c.engine.sessions[ix].k_out;
+    client
+        .send_batch(&[TxPacket::to(&pkt, Dest::Addr(ports[0]))])
+        .unwrap();
+    client.flush().unwrap();
+    let t0 = Instant::now();
+    while running.stats.rx_wrong_port.load(Ordering::Relaxed) == 0
+        && t0.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let wrong = running.stats.rx_wrong_port.load(Ordering::Relaxed);
+    assert_eq!(wrong, 1, "the packet on lane 0's port was not counted");
+    assert!(
+        acked(&mut client, ports[1], &pkt, &k_out, 7),
+        "no Ack on lane 1's port"
+    );
+    running.runner.stop();
+}
