@@ -341,7 +341,13 @@ pub(crate) struct OrderHasher {
     epoch: u32,
     book: u16,
     n_streams: u8,
+    /// Each block's full-hash list per substream in O-order (the leaves of `data_root_H`),
+    /// kept REP_SEQ_HASHLIST_MS for HashListReq (07 §4.6, §5.6): (height, made at, lists).
+    lists: VecDeque<(u64, u64, HashLists)>,
 }
+
+/// A block's full-hash lists, one per substream.
+pub type HashLists = [Vec<[u8; 32]>; 2];
 
 impl OrderHasher {
     /// The hasher of a box at the start of a tenure (the key expanded once, never written).
@@ -355,7 +361,16 @@ impl OrderHasher {
             epoch: cfg.epoch,
             book: cfg.engine.book,
             n_streams: cfg.engine.layout.n_streams,
+            lists: VecDeque::new(),
         }
+    }
+
+    /// Block `height`'s full-hash lists, while kept (REP_SEQ_HASHLIST_MS).
+    pub(crate) fn hash_list(&self, height: u64) -> Option<&HashLists> {
+        self.lists
+            .iter()
+            .find(|(h, _, _)| *h == height)
+            .map(|(_, _, l)| l)
     }
 
     /// The sequencer's verifying key.
@@ -363,8 +378,16 @@ impl OrderHasher {
         self.key.verifying_key()
     }
 
-    pub(crate) fn poll(&mut self, sh: &mut impl HasherMem) -> bool {
+    pub(crate) fn poll(&mut self, now: u64, sh: &mut impl HasherMem) -> bool {
         let mut busy = false;
+        let keep = vyrn_wire::consts::REP_SEQ_HASHLIST_MS * 1_000_000;
+        while self
+            .lists
+            .front()
+            .is_some_and(|l| now.saturating_sub(l.1) > keep)
+        {
+            self.lists.pop_front();
+        }
         while let Some((l, f, h)) = sh.hash32_pop() {
             self.fulls.insert((l, f), h);
             busy = true;
@@ -381,12 +404,14 @@ impl OrderHasher {
             let mut roots = [vyrn_wire::header::empty_root(); 2];
             let mut droots = [vyrn_wire::header::empty_root(); 2];
             let mut first = None;
+            let mut lists: HashLists = Default::default();
             for h in 0..n {
                 let c = sh.closed_pop(h).expect("checked");
                 let mut d = vyrn_wire::header::DataRootHasher::default();
                 for k in &c.recs {
                     if let Some(full) = self.fulls.remove(k) {
                         d.push(&full);
+                        lists[h].push(full);
                     }
                 }
                 roots[h] = c.order_root;
@@ -394,6 +419,7 @@ impl OrderHasher {
                 first.get_or_insert((c.height, c.first_step, c.last_step));
             }
             let (height, first_step, last_step) = first.expect("one stream");
+            self.lists.push_back((height, now, lists));
             let hdr = vyrn_wire::header::BlockHeader {
                 height,
                 epoch: self.epoch,
@@ -562,6 +588,12 @@ impl SeqHome {
         self.height - 1
     }
 
+    /// Block `height`'s full-hash list per substream, while the order hasher keeps it
+    /// (REP_SEQ_HASHLIST_MS; 07 §4.6, served to HashListReq).
+    pub fn hash_list(&self, height: u64) -> Option<&HashLists> {
+        self.hasher.hash_list(height)
+    }
+
     /// The sequencer's verifying key.
     pub fn seq_public(&self) -> ed25519_dalek::VerifyingKey {
         self.hasher.public()
@@ -641,7 +673,7 @@ impl SeqHome {
                 closed || matches!(r, Ok(Some(_)))
             }
             Tile::Stream(h) => self.streams[h as usize].poll(now, &mut self.sh),
-            Tile::Hasher => self.hasher.poll(&mut self.sh),
+            Tile::Hasher => self.hasher.poll(now, &mut self.sh),
             Tile::Control => match self.control.poll(now, &mut self.sh) {
                 Some(req) => {
                     self.bbo.request(req);

@@ -39,6 +39,10 @@ pub struct NetCounters {
     pub too_old: u64,
     /// REP_DurableMark messages sent.
     pub durable_marks: u64,
+    /// HashListReq taken (from registered voters).
+    pub hash_list_reqs: u64,
+    /// HashList parts sent.
+    pub hash_list_parts: u64,
 }
 
 /// The box's ports.
@@ -230,6 +234,24 @@ impl BoxNet {
                             if let Ok(b) = m.to_bytes() {
                                 let _ = self.ctrl.send_batch(&[TxPacket::to(&b, Dest::Addr(src))]);
                                 self.counters.too_old += 1;
+                            }
+                        }
+                    }
+                    // HashListReq (07 §4.6, §5.6): the block's full-hash lists, while kept.
+                    (Ok(CtrlMsg::HashListReq(q)), Some(_)) => {
+                        self.counters.hash_list_reqs += 1;
+                        if let (Some(lists), Some(src)) = (home.hash_list(q.height), src) {
+                            for (h, list) in lists.iter().enumerate() {
+                                for part in
+                                    vyrn_wire::msg::ctrl::HashList::split(q.height, h as u8, list)
+                                {
+                                    if let Ok(b) = part.to_bytes() {
+                                        let _ = self
+                                            .ctrl
+                                            .send_batch(&[TxPacket::to(&b, Dest::Addr(src))]);
+                                        self.counters.hash_list_parts += 1;
+                                    }
+                                }
                             }
                         }
                     }

@@ -57,6 +57,10 @@ pub struct NetStats {
     pub too_old: AtomicU64,
     /// REP_DurableMark messages sent.
     pub durable_marks: AtomicU64,
+    /// HashListReq taken (from registered voters).
+    pub hash_list_reqs: AtomicU64,
+    /// HashList parts sent.
+    pub hash_list_parts: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -226,6 +230,7 @@ struct CtrlRxTile {
     epoch: u32,
     inbox: Producer<CtrlIn>,
     nacks: Vec<Producer<NackReq>>,
+    hash_reqs: Producer<threaded::HashReq>,
     stats: Arc<NetStats>,
 }
 
@@ -257,6 +262,15 @@ impl Task for CtrlRxTile {
                             from: k.from_seq,
                             to: k.to_seq,
                             now,
+                            src,
+                        });
+                    }
+                }
+                (Ok(CtrlMsg::HashListReq(q)), Some(_)) => {
+                    bump(&self.stats.hash_list_reqs);
+                    if let Some(src) = src {
+                        let _ = self.hash_reqs.push(threaded::HashReq {
+                            height: q.height,
                             src,
                         });
                     }
@@ -475,6 +489,13 @@ impl NetBox {
                     },
                 ))
             },
+            ctrl_sock.try_clone().ok().map(|sock| {
+                let stats = stats.clone();
+                Box::new(move |to: SocketAddr, b: &[u8]| {
+                    let _ = sock.send_to(b, to);
+                    bump(&stats.hash_list_parts);
+                }) as threaded::HashReply
+            }),
         );
         if let Some(e) = err {
             return Err(io_err(e));
@@ -491,6 +512,8 @@ impl NetBox {
         }
         let rx = std::mem::take(&mut handles.rx);
         let nacks = std::mem::take(&mut handles.nacks);
+        let (hq, _) = vyrn_rings::spsc::channel(1);
+        let hash_reqs = std::mem::replace(&mut handles.hash_reqs, hq);
         let (inbox, _) = vyrn_rings::spsc::channel(1);
         let inbox = std::mem::replace(&mut handles.ctrl, inbox);
         let client_addr = self.client[0].0.local_addr()?;
@@ -511,6 +534,7 @@ impl NetBox {
             epoch: seq.epoch,
             inbox,
             nacks,
+            hash_reqs,
             stats: stats.clone(),
         }));
         let groups = plan(tasks, map);

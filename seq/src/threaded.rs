@@ -700,19 +700,49 @@ impl HasherMem for HasherPorts {
     }
 }
 
-/// The order hasher (07 §4.6): data roots, the header chain, `seq_sig` in slices.
+/// A HashListReq for the order hasher: the height and who asked.
+#[derive(Debug, Clone, Copy)]
+pub struct HashReq {
+    /// Height.
+    pub height: u64,
+    /// Who asked.
+    pub src: std::net::SocketAddr,
+}
+
+/// How the order hasher answers a HashListReq: each `HashList` part's bytes to the asker.
+pub type HashReply = Box<dyn FnMut(std::net::SocketAddr, &[u8]) + Send>;
+
+/// The order hasher (07 §4.6): data roots, the header chain, `seq_sig` in slices; the
+/// full-hash lists kept REP_SEQ_HASHLIST_MS and served to HashListReq.
 struct HasherTile {
     hasher: OrderHasher,
     ports: HasherPorts,
+    reqs: Consumer<HashReq>,
+    reply: Option<HashReply>,
 }
 
 impl Task for HasherTile {
     fn name(&self) -> String {
         "hasher".into()
     }
-    fn poll(&mut self, _now: u64) -> bool {
+    fn poll(&mut self, now: u64) -> bool {
         self.ports.headers.drain();
-        self.hasher.poll(&mut self.ports)
+        let mut busy = self.hasher.poll(now, &mut self.ports);
+        if let Some(r) = self.reqs.pop() {
+            busy = true;
+            if let (Some(lists), Some(reply)) =
+                (self.hasher.hash_list(r.height), self.reply.as_mut())
+            {
+                for (h, list) in lists.iter().enumerate() {
+                    for part in vyrn_wire::msg::ctrl::HashList::split(r.height, h as u8, list) {
+                        if let Ok(b) = part.to_bytes() {
+                            reply(r.src, &b);
+                        }
+                    }
+                }
+            }
+        }
+        busy
     }
 }
 
@@ -821,6 +851,8 @@ pub struct BoxHandles {
     pub ctrl: Producer<CtrlIn>,
     /// Per substream: its stream core's NACK ring.
     pub nacks: Vec<Producer<NackReq>>,
+    /// The order hasher's HashListReq ring.
+    pub hash_reqs: Producer<HashReq>,
     /// The gate words.
     pub words: Arc<Words>,
     /// Control's watermarks.
@@ -875,6 +907,7 @@ pub fn build(
     self_fence_us: Option<u64>,
     mut wire: impl FnMut(WireFor) -> Box<dyn Wire>,
     mut nack_reply: impl FnMut(u8) -> Option<NackReply>,
+    hash_reply: Option<HashReply>,
 ) -> (BoxTiles, BoxHandles) {
     let e = &cfg.engine;
     let lay = e.layout;
@@ -1054,7 +1087,10 @@ pub fn build(
         words: words.clone(),
         out: wire(WireFor::Tx),
     }));
+    let (hq_p, hq_c) = spsc::channel(256);
     tiles.push(Box::new(HasherTile {
+        reqs: hq_c,
+        reply: hash_reply,
         hasher,
         ports: HasherPorts {
             hash32: h32_c,
@@ -1081,6 +1117,7 @@ pub fn build(
             rx: rx_p,
             ctrl: in_p,
             nacks: nack_p,
+            hash_reqs: hq_p,
             words,
             control: stats,
             seq_public,

@@ -86,6 +86,11 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     for (a, i, k) in vn.members() {
         net.register_voter(a, i, k);
     }
+    // A replica fetching a block's full-hash list (07 §5.6) from a registered address.
+    let mut fetcher = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    let fk = ed25519_dalek::SigningKey::from_bytes(&[77; 32]);
+    net.register_voter(fetcher.local_addr().unwrap(), c.voters, fk.verifying_key());
+    let ctrl = net.ctrl_addr().unwrap();
     let to = net.client_addrs()[0];
     let t0 = Instant::now();
     let map = CoreMap::Shared {
@@ -118,7 +123,33 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     }
     assert!(h.control.durable.load(Ordering::Relaxed) >= 1);
     assert!(h.control.final_height.load(Ordering::Relaxed) >= 5);
+    // HashListReq for height 2: the order hasher answers HashList parts for both substreams.
+    let req = vyrn_wire::msg::ctrl::HashListReq { height: 2 }
+        .to_bytes()
+        .unwrap();
+    fetcher
+        .send_batch(&[TxPacket::to(&req, Dest::Addr(ctrl))])
+        .unwrap();
+    fetcher.flush().unwrap();
+    let mut streams = [false; 2];
+    let mut rx = RxBatch::new(16, 9216);
+    let t2 = Instant::now();
+    while streams != [true; 2] && t2.elapsed() < Duration::from_secs(5) {
+        if fetcher.recv_batch(&mut rx).unwrap() > 0 {
+            for p in rx.iter() {
+                if let Ok(vyrn_wire::msg::ctrl::CtrlMsg::HashList(l)) =
+                    vyrn_wire::msg::ctrl::CtrlMsg::parse(p.data)
+                {
+                    assert_eq!(l.height, 2);
+                    streams[l.stream as usize] = true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(streams, [true; 2], "no HashList for both substreams");
     let st = running.stats.clone();
+    assert!(st.hash_list_parts.load(Ordering::Relaxed) >= 2);
     assert!(st.durable_marks.load(Ordering::Relaxed) >= 1);
     assert!(st.ctrl[0].load(Ordering::Relaxed) > 0 && st.ctrl[2].load(Ordering::Relaxed) > 0);
     assert_eq!(st.ctrl_bad.load(Ordering::Relaxed), 0);

@@ -67,6 +67,7 @@ fn run_gate(
         Some(10_000_000),
         |_w: WireFor| Box::new(log.clone()) as Box<dyn Wire>,
         |_| None,
+        None,
     );
     let mut tiles = tiles;
     if broken {

@@ -615,6 +615,14 @@ mod msg {
                 proposal: proposal(ProposalKind::Headers, 1, 2),
                 entries: entries(&[0, 1, 2]),
             })),
+            CtrlMsg::HashList(HashList {
+                height: 77,
+                stream: 1,
+                part: 1,
+                parts: 3,
+                first: 256,
+                hashes: vec![[7; 32], [8; 32]],
+            }),
         ]
     }
 
@@ -979,4 +987,45 @@ mod msg {
         });
         assert_eq!(chain, Ok(()));
     }
+}
+
+/// `HashList` (the answer to `HashListReq`): golden bytes, the split of a long list into parts,
+/// and refusals (a part past `parts`, too many hashes, a count longer than the bytes).
+#[test]
+fn hash_list_golden_split_and_refusals() {
+    use vyrn_wire::msg::ctrl::{HashList, HASH_LIST_PART_MAX};
+    use vyrn_wire::Malformed;
+    let m = HashList {
+        height: 0x0102,
+        stream: 1,
+        part: 0,
+        parts: 1,
+        first: 0,
+        hashes: vec![[0xAB; 32]],
+    };
+    let b = m.to_bytes().unwrap();
+    let mut want = vec![
+        0x14, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0,
+    ];
+    want.extend_from_slice(&[0xAB; 32]);
+    assert_eq!(b, want);
+    assert_eq!(HashList::parse(&b).unwrap(), m);
+    let list: Vec<[u8; 32]> = (0..600u32).map(|i| [i as u8; 32]).collect();
+    let parts = HashList::split(9, 0, &list);
+    assert_eq!(parts.len(), 3);
+    assert_eq!(parts[2].first as usize, 2 * HASH_LIST_PART_MAX);
+    let joined: Vec<[u8; 32]> = parts.iter().flat_map(|p| p.hashes.clone()).collect();
+    assert_eq!(joined, list);
+    assert_eq!(HashList::split(9, 0, &[]).len(), 1);
+    let bad = HashList {
+        part: 1,
+        ..m.clone()
+    };
+    assert_eq!(bad.to_bytes(), Err(Malformed::BadValue));
+    let mut short = b.clone();
+    short.truncate(b.len() - 1);
+    assert!(HashList::parse(&short).is_err());
+    let mut big = b[..18].to_vec();
+    big.extend_from_slice(&((HASH_LIST_PART_MAX + 1) as u16).to_le_bytes());
+    assert_eq!(HashList::parse(&big), Err(Malformed::BadValue));
 }

@@ -674,6 +674,14 @@ mod msg {
                 pkt_seq: 2,
             })),
             CtrlMsg::HashListReq(HashListReq { height: 5 }),
+            CtrlMsg::HashList(HashList {
+                height: 5,
+                stream: 0,
+                part: 0,
+                parts: 1,
+                first: 0,
+                hashes: vec![[1; 32]],
+            }),
             CtrlMsg::TailReport(Box::new(t.clone())),
             CtrlMsg::Silence(Box::new(Silence {
                 epoch: 3,
@@ -855,6 +863,7 @@ mod msg {
         let _ = (
             DataFetch::parse(b),
             HashListReq::parse(b),
+            HashList::parse(b),
             TailReport::parse(b),
         );
         let _ = (

@@ -60,6 +60,9 @@ pub mod ty {
     pub const REP_MEMBERSHIP: u8 = 0x12;
     /// A `REP_FinalityCert` sent to the sequencer's and standby's control port (07 §6.8).
     pub const FINALITY_CERT: u8 = 0x13;
+    /// `HashList`: one part of a block's full-hash list, the answer to `HashListReq` (a vyrn
+    /// decision: 07 §4.6/§5.6 name the request, not the answer; docs/wire.md).
+    pub const HASH_LIST: u8 = 0x14;
 }
 
 /// Most `extra` ranges per substream in a TailReport (07 §9.3).
@@ -361,6 +364,103 @@ impl Body for HashListReq {
     }
 }
 ctrl_codec!(HashListReq, ty::HASH_LIST_REQ);
+
+/// Full hashes one `HashList` part carries at most (8 KiB of hashes: one jumbo datagram).
+pub const HASH_LIST_PART_MAX: usize = 256;
+
+/// `HashList`: part `part` of `parts` of substream `stream`'s full-hash list of block `height`,
+/// the 32-byte BLAKE3 of each packet in O-order (the leaves of `data_root_H`, 07 §6.1), from
+/// the order hasher (07 §4.6). `first` is the index of the first hash in the whole list.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct HashList {
+    /// Height.
+    pub height: u64,
+    /// Substream (0 = A, 1 = B).
+    pub stream: u8,
+    /// This part, from 0.
+    pub part: u16,
+    /// Parts of this substream's list (≥ 1; an empty list is one empty part).
+    pub parts: u16,
+    /// Index of the first hash of this part in the substream's list.
+    pub first: u32,
+    /// The hashes, at most [`HASH_LIST_PART_MAX`].
+    pub hashes: Vec<[u8; 32]>,
+}
+
+impl Body for HashList {
+    fn check(&self) -> Result<(), Malformed> {
+        check_stream(self.stream)?;
+        if self.parts == 0 || self.part >= self.parts || self.hashes.len() > HASH_LIST_PART_MAX {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.height);
+        out.push(self.stream);
+        put_u16(out, self.part);
+        put_u16(out, self.parts);
+        put_u32(out, self.first);
+        put_u16(out, self.hashes.len() as u16);
+        for h in &self.hashes {
+            out.extend_from_slice(h);
+        }
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let height = r.u64_le()?;
+        let stream = r.u8()?;
+        let part = r.u16_le()?;
+        let parts = r.u16_le()?;
+        let first = r.u32_le()?;
+        let n = r.u16_le()? as usize;
+        if n > HASH_LIST_PART_MAX {
+            return Err(Malformed::BadValue);
+        }
+        // The count is checked against the bytes present before allocating.
+        let raw = r.bytes(n * 32)?;
+        let hashes = raw
+            .chunks_exact(32)
+            .map(|c| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(c);
+                h
+            })
+            .collect();
+        Ok(HashList {
+            height,
+            stream,
+            part,
+            parts,
+            first,
+            hashes,
+        })
+    }
+}
+ctrl_codec!(HashList, ty::HASH_LIST);
+
+impl HashList {
+    /// The parts of one substream's list.
+    pub fn split(height: u64, stream: u8, hashes: &[[u8; 32]]) -> Vec<HashList> {
+        let chunks: Vec<&[[u8; 32]]> = if hashes.is_empty() {
+            vec![&[]]
+        } else {
+            hashes.chunks(HASH_LIST_PART_MAX).collect()
+        };
+        let parts = chunks.len() as u16;
+        chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| HashList {
+                height,
+                stream,
+                part: i as u16,
+                parts,
+                first: (i * HASH_LIST_PART_MAX) as u32,
+                hashes: c.to_vec(),
+            })
+            .collect()
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -1355,6 +1455,8 @@ pub enum CtrlMsg {
     DataFetch(DataFetch),
     /// [`ty::HASH_LIST_REQ`].
     HashListReq(HashListReq),
+    /// [`ty::HASH_LIST`].
+    HashList(HashList),
     /// [`ty::TAIL_REPORT`].
     TailReport(Box<TailReport>),
     /// [`ty::SILENCE`].
@@ -1392,6 +1494,7 @@ impl CtrlMsg {
             ty::REPAIR_REQ => CtrlMsg::RepairReq(RepairReq::parse(b)?),
             ty::DATA_FETCH_RANGE | ty::DATA_FETCH_KEY => CtrlMsg::DataFetch(DataFetch::parse(b)?),
             ty::HASH_LIST_REQ => CtrlMsg::HashListReq(HashListReq::parse(b)?),
+            ty::HASH_LIST => CtrlMsg::HashList(HashList::parse(b)?),
             ty::TAIL_REPORT => CtrlMsg::TailReport(Box::new(TailReport::parse(b)?)),
             ty::SILENCE => CtrlMsg::Silence(Box::new(Silence::parse(b)?)),
             ty::TAIL_CONFLICT => CtrlMsg::TailConflict(TailConflict::parse(b)?),
@@ -1417,6 +1520,7 @@ impl CtrlMsg {
             CtrlMsg::RepairReq(m) => m.encode(out),
             CtrlMsg::DataFetch(m) => m.encode(out),
             CtrlMsg::HashListReq(m) => m.encode(out),
+            CtrlMsg::HashList(m) => m.encode(out),
             CtrlMsg::TailReport(m) => m.encode(out),
             CtrlMsg::Silence(m) => m.encode(out),
             CtrlMsg::TailConflict(m) => m.encode(out),
@@ -1452,6 +1556,7 @@ impl CtrlMsg {
             CtrlMsg::RepairReq(_) => ty::REPAIR_REQ,
             CtrlMsg::DataFetch(m) => m.msg_type(),
             CtrlMsg::HashListReq(_) => ty::HASH_LIST_REQ,
+            CtrlMsg::HashList(_) => ty::HASH_LIST,
             CtrlMsg::TailReport(_) => ty::TAIL_REPORT,
             CtrlMsg::Silence(_) => ty::SILENCE,
             CtrlMsg::TailConflict(_) => ty::TAIL_CONFLICT,
