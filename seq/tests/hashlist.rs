@@ -122,8 +122,7 @@ fn control_port_serves_hash_lists_to_voters_only() {
             home.hash_list(h.height)
                 .is_some_and(|l| l[0].len() + l[1].len() > 0)
         })
-        .expect("a block with packets")
-        .clone();
+        .expect("a block with packets");
     let req = HashListReq {
         height: target.height,
     }
