@@ -94,6 +94,7 @@ pub struct StreamCore {
     hashes: Vec<std::collections::VecDeque<(u64, u64)>>,
     mode: GateMode,
     scratch: Vec<u8>,
+    run_buf: Vec<u8>,
     recs: Vec<(u64, Vec<u8>)>,
     /// This block's PacketRecords in O-order: (lane, first_lane_seq).
     block_recs: Vec<(u8, u64)>,
@@ -175,6 +176,7 @@ impl StreamCore {
             hashes: (0..len).map(|_| Default::default()).collect(),
             mode: GateMode::Correct,
             scratch: Vec::with_capacity(256),
+            run_buf: Vec::with_capacity(256),
             recs: Vec::new(),
             block_recs: Vec::new(),
             prev_last_step: 0,
@@ -270,11 +272,12 @@ impl StreamCore {
         if self.steprun_n == 0 {
             return;
         }
-        self.scratch.clear();
-        self.scratch.push(tag::STEP_RUN);
-        push_u64(&mut self.scratch, self.steprun_n);
-        self.scratch.extend_from_slice(&self.steprun);
-        self.w.section(&self.scratch);
+        // Its own buffer: `scratch` may hold the step record waiting to join the next run.
+        self.run_buf.clear();
+        self.run_buf.push(tag::STEP_RUN);
+        push_u64(&mut self.run_buf, self.steprun_n);
+        self.run_buf.extend_from_slice(&self.steprun);
+        self.w.section(&self.run_buf);
         self.steprun.clear();
         self.steprun_n = 0;
     }
@@ -467,6 +470,7 @@ impl StreamCore {
             }
             // OTHER: the other substream carries a record of this step too (§3.8).
             let other = se.spans;
+
             self.scratch.clear();
             let ok = encode_step_half(
                 &mut self.st,

@@ -215,3 +215,104 @@ fn threaded_box_without_the_gate_is_caught() {
         "the broken gate was caught in only {caught} of 3 runs"
     );
 }
+
+/// Bursts (packets pushed as fast as the rings take them, control steps from the finality gate
+/// as the doubles fall behind): every frame decodes. A step record that did not fit the open
+/// frame once had its bytes overwritten by the StepRun section built in the same buffer during
+/// the flush; this load found it (the one-thread tests never filled a frame mid-run of steps).
+#[test]
+fn threaded_box_under_burst_load_writes_only_decodable_frames() {
+    let mut e = EngineConfig::test_home(4, 8);
+    e.lane_deadline_ns = Some(200_000);
+    let cfg = SeqConfig {
+        engine: e.clone(),
+        epoch: 3,
+        block_ns: 1_000_000,
+        seq_key: [9; 32],
+        voters: 4,
+        rtx_ring_bytes: 8 << 20,
+    };
+    let log = LogWire::default();
+    let (tiles, mut h) = threaded::build(
+        &cfg,
+        Some(10_000_000_000),
+        |_w: WireFor| Box::new(log.clone()) as Box<dyn Wire>,
+        |_| None,
+        None,
+    );
+    let clock = Clock::new();
+    let runner = Runner::start(threaded::groups(tiles, &[], false, 2), clock);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // One voter double reads the log and speaks for all four (acks, votes).
+    let voter = {
+        let (log, stop, mut ctrl, key, lay) =
+            (log.clone(), stop.clone(), h.ctrl, h.seq_public, e.layout);
+        std::thread::spawn(move || {
+            let mut v = VoterDouble::new(lay, key);
+            let mut fed = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let frames: Vec<Vec<u8>> = {
+                    let g = log.0.lock().unwrap();
+                    let x = g[fed..]
+                        .iter()
+                        .filter_map(|e| match e {
+                            WireEvent::Frame { bytes, .. } => Some(bytes.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    fed = g.len();
+                    x
+                };
+                let now = clock.now();
+                for f in &frames {
+                    v.on_frame(f, now);
+                }
+                for i in 0..4 {
+                    if let Some(a) = v.ack() {
+                        let _ = ctrl.push(CtrlIn::Ack {
+                            voter: i,
+                            contiguous: a,
+                            now,
+                        });
+                    }
+                }
+                for height in v.take_votes() {
+                    for i in 0..4 {
+                        let _ = ctrl.push(CtrlIn::Vote { voter: i, height });
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            v
+        })
+    };
+    h.ctrl = vyrn_rings::spsc::channel(1).0;
+    let mut w = Workload::new(&e, 3, Mix::everything());
+    let mut sent = 0;
+    while sent < 40_000 {
+        if let Input::Packet { bytes, .. } = w.next_input() {
+            let session = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+            let lane = e
+                .sessions
+                .iter()
+                .find(|s| s.session == session)
+                .map_or(0, |s| s.lane as usize);
+            let p = RxPkt::new(clock.now(), &bytes).unwrap();
+            while h.rx[lane].push(p).is_err() {
+                std::thread::yield_now();
+            }
+            sent += 1;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let v = voter.join().unwrap();
+    runner.stop();
+    assert_eq!(h.words.errors.load(Ordering::Relaxed), 0);
+    assert_eq!(v.faults(), (0, 0), "the replica decoder refused a frame");
+    assert!(
+        v.decoder_counters().steps > 1000,
+        "{:?}",
+        v.decoder_counters()
+    );
+}
