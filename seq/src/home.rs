@@ -324,9 +324,9 @@ pub struct SeqHome {
     height: u64,
 }
 
-/// Signer slices the order hasher runs per poll (each ≤ one SHA-512 block, one point addition,
-/// or the final encoding; see `signer.rs`).
-const SIGN_SLICES_PER_POLL: usize = 16;
+/// Signer slices the order hasher runs per poll: each is a few tens of ns (`signer.rs`), so a
+/// poll signs for about 2 µs at most; a signature is ~640 slices.
+const SIGN_SLICES_PER_POLL: usize = 64;
 
 /// The order hasher (07 §4.6): full hashes from the lanes, closed block halves from the stream
 /// cores; when a block's every full hash is in, its data roots, the header, `seq_sig`.
