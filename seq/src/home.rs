@@ -183,6 +183,10 @@ pub struct Shared {
     pub durable_mark: Option<(u64, u64)>,
     /// `REP_DurableMark`s raised.
     pub durable_marks: u64,
+    /// Log every frame into `wire` (tests, tools); off, frames are only counted (benchmarks).
+    pub log_frames: bool,
+    /// Frames written while `log_frames` is off.
+    pub frames_written: u64,
 }
 
 impl Shared {
@@ -463,6 +467,7 @@ impl SeqHome {
         let e = &cfg.engine;
         let n = e.layout.n_lanes as usize;
         let mut sh = Shared {
+            log_frames: true,
             r_pkt: vec![VecDeque::new(); n],
             r_hash8: vec![VecDeque::new(); n],
             fwd: vec![VecDeque::new(); n],
@@ -597,6 +602,15 @@ impl SeqHome {
     /// The sequencer's verifying key.
     pub fn seq_public(&self) -> ed25519_dalek::VerifyingKey {
         self.hasher.public()
+    }
+
+    /// Benchmarks: frames are counted, not logged, and the stream cores keep no per-frame
+    /// [`FrameInfo`] — the stream core's own work, as on the box's ports.
+    pub fn set_log_frames(&mut self, on: bool) {
+        self.sh.log_frames = on;
+        for s in &mut self.streams {
+            s.set_track(on);
+        }
     }
 
     /// Break a stream core's gate on purpose (tests only).

@@ -26,7 +26,7 @@ pub trait StreamMem {
     fn frame_step(&mut self, h: u8, frame_seq: u64, step: u64);
     /// Write a frame to **both** paths, then fence (07 §4.2 `flush_order`); returns when both
     /// writes are complete.
-    fn write_frame(&mut self, info: FrameInfo, bytes: Vec<u8>);
+    fn write_frame(&mut self, info: &FrameInfo, bytes: &[u8]);
     /// Store `released[h]` (release; after the frame's writes).
     fn release(&mut self, h: u8, step: u64);
     /// `released[h]` as last stored.
@@ -89,8 +89,15 @@ impl StreamMem for Shared {
     fn frame_step(&mut self, h: u8, frame_seq: u64, step: u64) {
         self.frame_steps[h as usize].push_back((frame_seq, step));
     }
-    fn write_frame(&mut self, info: FrameInfo, bytes: Vec<u8>) {
-        self.log(WireEvent::Frame { info, bytes });
+    fn write_frame(&mut self, info: &FrameInfo, bytes: &[u8]) {
+        if self.log_frames {
+            self.log(WireEvent::Frame {
+                info: info.clone(),
+                bytes: bytes.to_vec(),
+            });
+        } else {
+            self.frames_written += 1;
+        }
     }
     fn release(&mut self, h: u8, step: u64) {
         self.released[h as usize] = step;

@@ -69,6 +69,68 @@ pub struct RtxCounters {
     pub capped: u64,
 }
 
+/// The frame ring for retransmission (07 §4.10): one preallocated byte buffer of
+/// REP_RTX_RING_BYTES written as a circular log — each frame contiguous, a pass that reaches the
+/// end starts again at 0 — and an index of (frame_seq, offset, length), oldest first. A new frame
+/// evicts the oldest frames it overlaps. No allocation per frame once the index has grown to its
+/// steady size.
+#[derive(Debug)]
+struct RtxRing {
+    buf: Vec<u8>,
+    idx: VecDeque<(u64, u32, u16)>,
+    tail: usize,
+}
+
+impl RtxRing {
+    fn new(bytes: usize) -> Self {
+        RtxRing {
+            buf: vec![0; bytes],
+            idx: VecDeque::with_capacity(bytes / 64 + 16),
+            tail: 0,
+        }
+    }
+
+    fn push(&mut self, frame_seq: u64, frame: &[u8]) {
+        let len = frame.len();
+        if len > self.buf.len() || len > u16::MAX as usize {
+            self.idx.clear(); // cannot be kept: the ring holds nothing older either
+            return;
+        }
+        let off = if self.tail + len > self.buf.len() {
+            // A new pass from 0: the frames past the tail (the oldest) go first, or the frames
+            // the new pass overwrites would sit behind them in the index.
+            while self.idx.front().is_some_and(|e| e.1 as usize >= self.tail) {
+                self.idx.pop_front();
+            }
+            0
+        } else {
+            self.tail
+        };
+        while let Some(&(_, o, l)) = self.idx.front() {
+            let (o, l) = (o as usize, l as usize);
+            if o < off + len && off < o + l {
+                self.idx.pop_front();
+            } else {
+                break;
+            }
+        }
+        self.buf[off..off + len].copy_from_slice(frame);
+        self.idx.push_back((frame_seq, off as u32, len as u16));
+        self.tail = off + len;
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.idx.front().map(|e| e.0)
+    }
+
+    fn get(&self, frame_seq: u64) -> Option<&[u8]> {
+        let oldest = self.oldest()?;
+        let &(fs, o, l) = self.idx.get(frame_seq.checked_sub(oldest)? as usize)?;
+        debug_assert_eq!(fs, frame_seq);
+        Some(&self.buf[o as usize..o as usize + l as usize])
+    }
+}
+
 /// One substream's stream core.
 #[derive(Debug)]
 pub struct StreamCore {
@@ -95,15 +157,25 @@ pub struct StreamCore {
     mode: GateMode,
     scratch: Vec<u8>,
     run_buf: Vec<u8>,
-    recs: Vec<(u64, Vec<u8>)>,
+    /// The records drained this poll: their encodings back to back, and per record (last
+    /// LaneSeq, end offset) — reused, no allocation per record.
+    rec_bytes: Vec<u8>,
+    rec_ix: Vec<(u64, usize)>,
+    /// HASH frame body and one lane's hashes, reused.
+    hash_body: Vec<u8>,
+    hash_run: Vec<u64>,
+    /// A retransmission's bytes (the copy gets `flags.retransmit`), reused.
+    rtx_scratch: Vec<u8>,
+    /// The newest step whose record is in the open ORDER frame (for control's DUR_QUORUM).
+    open_last_step: Option<u64>,
+    /// Keep [`FrameInfo`] per frame (the invariant checks of the tests); off in production.
+    track: bool,
     /// This block's PacketRecords in O-order: (lane, first_lane_seq).
     block_recs: Vec<(u8, u64)>,
     prev_last_step: u64,
     prev_bounds: Vec<u64>,
-    /// The frame ring for retransmission (REP_RTX_RING_BYTES): (frame_seq, bytes), oldest first.
-    rtx: VecDeque<(u64, Vec<u8>)>,
-    rtx_bytes: usize,
-    rtx_cap: usize,
+    /// The frame ring for retransmission (REP_RTX_RING_BYTES).
+    rtx: RtxRing,
     rtx_tokens: u64,
     rtx_refill_ns: u64,
     rtx_counters: RtxCounters,
@@ -177,13 +249,17 @@ impl StreamCore {
             mode: GateMode::Correct,
             scratch: Vec::with_capacity(256),
             run_buf: Vec::with_capacity(256),
-            recs: Vec::new(),
+            rec_bytes: Vec::with_capacity(4096),
+            rec_ix: Vec::with_capacity(128),
+            hash_body: Vec::with_capacity(512),
+            hash_run: Vec::with_capacity(64),
+            rtx_scratch: Vec::with_capacity(256),
+            open_last_step: None,
+            track: true,
             block_recs: Vec::new(),
             prev_last_step: 0,
             prev_bounds: vec![0; len],
-            rtx: VecDeque::new(),
-            rtx_bytes: 0,
-            rtx_cap: rtx_ring_bytes,
+            rtx: RtxRing::new(rtx_ring_bytes),
             rtx_tokens: RTX_BURST,
             rtx_refill_ns: 0,
             rtx_counters: RtxCounters::default(),
@@ -213,7 +289,7 @@ impl StreamCore {
             self.rtx_refill_ns += add * per;
         }
         let mut out = NackOutcome::default();
-        let Some(&(oldest, _)) = self.rtx.front() else {
+        let Some(oldest) = self.rtx.oldest() else {
             return out;
         };
         if from < oldest {
@@ -222,7 +298,7 @@ impl StreamCore {
         }
         let first = from.max(oldest);
         for fs in first..=to {
-            let Some((_, bytes)) = self.rtx.get((fs - oldest) as usize) else {
+            let Some(bytes) = self.rtx.get(fs) else {
                 break;
             };
             if self.rtx_tokens == 0 {
@@ -230,14 +306,15 @@ impl StreamCore {
                 continue;
             }
             self.rtx_tokens -= 1;
-            let mut b = bytes.clone();
-            b[vyrn_wire::frame::FLAGS_OFFSET] |= FLAG_RETRANSMIT;
+            self.rtx_scratch.clear();
+            self.rtx_scratch.extend_from_slice(bytes);
+            self.rtx_scratch[vyrn_wire::frame::FLAGS_OFFSET] |= FLAG_RETRANSMIT;
             let info = FrameInfo {
                 stream: self.h,
                 frame_seq: fs,
                 ..FrameInfo::default()
             };
-            sh.write_frame(info, b);
+            sh.write_frame(&info, &self.rtx_scratch);
             out.resent += 1;
         }
         self.rtx_counters.resent += out.resent;
@@ -262,6 +339,15 @@ impl StreamCore {
         self.next_close = block_ns;
     }
 
+    /// Keep a [`FrameInfo`] per frame for the invariant checks (on by default; the box on its
+    /// ports turns it off: it allocates per frame and per step).
+    pub fn set_track(&mut self, on: bool) {
+        self.track = on;
+        if !on {
+            self.info = FrameInfo::default();
+        }
+    }
+
     /// Break the gate on purpose (tests only).
     #[doc(hidden)]
     pub fn set_gate_mode(&mut self, m: GateMode) {
@@ -282,14 +368,23 @@ impl StreamCore {
         self.steprun_n = 0;
     }
 
-    /// Write every sealed frame to both paths (one wire event per frame: the threaded box sends
-    /// it on path A and path B before the fence).
+    /// Write every sealed frame to both paths (the memory's `write_frame` writes path A, path B,
+    /// then fences), keep it in the frame ring, and recycle the buffers the ring lets go: no
+    /// allocation per frame in steady state.
     fn send(&mut self, now: u64, sh: &mut impl StreamMem) {
-        for f in self.w.take_frames() {
+        for k in 0..self.w.pending() {
+            let f = self.w.take_frame(k);
             let Ok((hdr, _)) = FrameHeader::parse(&f) else {
+                self.w.recycle(f);
                 continue;
             };
-            let mut info = if hdr.kind == FrameKind::Order {
+            let order = hdr.kind == FrameKind::Order;
+            if order {
+                if let Some(step) = self.open_last_step.take() {
+                    sh.frame_step(self.h, hdr.frame_seq, step);
+                }
+            }
+            let mut info = if order && self.track {
                 let n = self.info.lane_max.len();
                 std::mem::replace(
                     &mut self.info,
@@ -303,22 +398,15 @@ impl StreamCore {
             };
             info.stream = self.h;
             info.frame_seq = hdr.frame_seq;
-            if let Some(&(step, _)) = info.steps.last() {
-                sh.frame_step(self.h, hdr.frame_seq, step);
-            }
             info.kind = Some(hdr.kind);
-            // Keep it for retransmission, oldest out first (07 §4.10, REP_RTX_RING_BYTES).
-            self.rtx_bytes += f.len();
-            self.rtx.push_back((hdr.frame_seq, f.clone()));
-            while self.rtx_bytes > self.rtx_cap {
-                match self.rtx.pop_front() {
-                    Some((_, old)) => self.rtx_bytes -= old.len(),
-                    None => break,
-                }
-            }
-            sh.write_frame(info, f);
+            sh.write_frame(&info, &f);
+            // Keep it for retransmission, oldest out first (07 §4.10, REP_RTX_RING_BYTES), and
+            // hand the buffer back to the writer for the next frame.
+            self.rtx.push(hdr.frame_seq, &f);
+            self.w.recycle(f);
             self.last_write = now;
         }
+        self.w.clear_taken();
     }
 
     /// Flush the open ORDER frame: write, fence, release (07 §4.2).
@@ -344,26 +432,28 @@ impl StreamCore {
 
     fn append_lane(&mut self, l: usize, now: u64, sh: &mut impl StreamMem) -> bool {
         let i = l - self.first;
-        self.recs.clear();
+        self.rec_bytes.clear();
+        self.rec_ix.clear();
         while let Some(e) = sh.pkt_pop(l) {
             self.block_recs.push((l as u8, e.first_lane_seq));
-            self.recs.push((
+            self.rec_bytes.extend_from_slice(&e.enc[..e.len as usize]);
+            self.rec_ix.push((
                 e.first_lane_seq + e.count.max(1) as u64 - 1,
-                e.enc[..e.len as usize].to_vec(),
+                self.rec_bytes.len(),
             ));
         }
-        if self.recs.is_empty() {
+        if self.rec_ix.is_empty() {
             return false;
         }
         self.close_steprun();
         let mut k = 0;
-        while k < self.recs.len() {
+        let start = |ix: &[(u64, usize)], k: usize| if k == 0 { 0 } else { ix[k - 1].1 };
+        while k < self.rec_ix.len() {
             // As many records as fit the open frame (a run never straddles frames, §3.4).
             let room = REP_ORDER_FRAME_MAX.saturating_sub(self.w.open_len());
+            let from = start(&self.rec_ix, k);
             let mut n = 0;
-            let mut bytes = 3;
-            while k + n < self.recs.len() && bytes + self.recs[k + n].1.len() <= room {
-                bytes += self.recs[k + n].1.len();
+            while k + n < self.rec_ix.len() && 3 + self.rec_ix[k + n].1 - from <= room {
                 n += 1;
             }
             if n == 0 {
@@ -374,12 +464,14 @@ impl StreamCore {
                     continue;
                 }
             }
-            let refs: Vec<&[u8]> = self.recs[k..k + n].iter().map(|r| r.1.as_slice()).collect();
-            self.w.lane_records(l as u8, &refs);
+            let to = self.rec_ix[k + n - 1].1;
+            self.w.lane_run(l as u8, n, &self.rec_bytes[from..to]);
             // `drained` moves only as records enter the open frame: a flush in the middle of
             // this run copies it to `written`, and HASH frames name written records only.
-            self.drained[i] = self.recs[k + n - 1].0;
-            self.info.lane_max[l] = self.info.lane_max[l].max(self.drained[i]);
+            self.drained[i] = self.rec_ix[k + n - 1].0;
+            if self.track {
+                self.info.lane_max[l] = self.info.lane_max[l].max(self.drained[i]);
+            }
             self.open_since.get_or_insert(now);
             k += n;
         }
@@ -391,17 +483,16 @@ impl StreamCore {
     /// block's ORDER section bytes, then a flush; the half goes to the order hasher.
     fn block_mark(&mut self, height: u64, last_step: u64, now: u64, sh: &mut impl StreamMem) {
         self.close_steprun();
-        let mut b = Vec::new();
-        let bounds = self.drained.clone();
+        self.run_buf.clear();
         encode_block_mark(
             height,
             last_step,
             self.prev_last_step,
             &mut self.prev_bounds,
-            &bounds,
-            &mut b,
+            &self.drained,
+            &mut self.run_buf,
         );
-        let root = self.w.block_mark(&b);
+        let root = self.w.block_mark(&self.run_buf);
         self.open_since.get_or_insert(now);
         self.flush(now, sh);
         sh.closed(
@@ -411,7 +502,11 @@ impl StreamCore {
                 first_step: self.prev_last_step + 1,
                 last_step,
                 order_root: root,
-                recs: std::mem::take(&mut self.block_recs),
+                // The next block's list starts at this one's size: one allocation per block.
+                recs: {
+                    let n = self.block_recs.len();
+                    std::mem::replace(&mut self.block_recs, Vec::with_capacity(n + n / 4 + 16))
+                },
             },
         );
         self.prev_last_step = last_step;
@@ -423,7 +518,7 @@ impl StreamCore {
         if sh.fenced() {
             return false;
         }
-        if self.info.lane_max.is_empty() {
+        if self.track && self.info.lane_max.is_empty() {
             self.info.lane_max = vec![0; self.layout.n_lanes as usize];
         }
         let mut busy = false;
@@ -501,7 +596,10 @@ impl StreamCore {
             self.steprun_n += 1;
             self.half_cut.copy_from_slice(cut);
             self.open_step = Some(se.step);
-            self.info.steps.push((se.step, cut.to_vec()));
+            self.open_last_step = Some(se.step);
+            if self.track {
+                self.info.steps.push((se.step, cut.to_vec()));
+            }
             if self.mode == GateMode::ReleaseOnAppend {
                 sh.release(self.h, se.step);
                 for i in 0..self.len {
@@ -529,23 +627,23 @@ impl StreamCore {
             }
         }
         // HASH frames: hashes of written records only (a HashRun names records already decoded).
-        let mut body = Vec::new();
+        self.hash_body.clear();
         for i in 0..self.len {
             let q = &mut self.hashes[i];
-            let mut hs = Vec::new();
+            self.hash_run.clear();
             while let Some(&(first, h)) = q.front() {
                 if first > self.written[i] {
                     break;
                 }
-                hs.push(h);
+                self.hash_run.push(h);
                 q.pop_front();
             }
-            if !hs.is_empty() {
-                encode_hash_run((self.first + i) as u8, &hs, &mut body);
+            if !self.hash_run.is_empty() {
+                encode_hash_run((self.first + i) as u8, &self.hash_run, &mut self.hash_body);
             }
         }
-        if !body.is_empty() {
-            self.w.hash_frame(&body);
+        if !self.hash_body.is_empty() {
+            self.w.hash_frame(&self.hash_body);
             self.send(now, sh);
             busy = true;
         }
@@ -559,5 +657,35 @@ impl StreamCore {
             self.send(now, sh);
         }
         busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RtxRing;
+
+    /// The circular frame log keeps the newest frames that fit, byte for byte, across wraps.
+    #[test]
+    fn rtx_ring_keeps_the_newest_frames_across_wraps() {
+        let mut r = RtxRing::new(1000);
+        let frame = |fs: u64| -> Vec<u8> { vec![fs as u8; 20 + (fs as usize * 37) % 180] };
+        for fs in 1..=500u64 {
+            r.push(fs, &frame(fs));
+            let oldest = r.oldest().expect("holds the newest");
+            assert!(oldest <= fs);
+            // Everything from `oldest` to `fs` is there and intact; total ≤ the ring.
+            let mut total = 0;
+            for k in oldest..=fs {
+                let got = r.get(k).expect("held");
+                assert_eq!(got, frame(k).as_slice(), "frame {k} after pushing {fs}");
+                total += got.len();
+            }
+            assert!(total <= 1000);
+            assert!(r.get(oldest.saturating_sub(1)).is_none() || oldest == 1);
+            assert!(r.get(fs + 1).is_none());
+        }
+        // A frame larger than the ring empties it rather than keeping a torn copy.
+        r.push(501, &[0; 2000]);
+        assert_eq!(r.oldest(), None);
     }
 }

@@ -260,6 +260,9 @@ pub trait Task: Send {
     /// Break a stream core's gate on purpose (tests only; other tiles ignore it).
     #[doc(hidden)]
     fn set_gate_mode(&mut self, _m: crate::stream::GateMode) {}
+    /// Stream cores: keep a `FrameInfo` per frame for the invariant checks (tests); the box on
+    /// its ports turns it off. Other tiles ignore it.
+    fn set_track(&mut self, _on: bool) {}
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -568,8 +571,8 @@ impl StreamMem for StreamPorts {
     fn frame_step(&mut self, _h: u8, frame_seq: u64, step: u64) {
         self.frame_steps.push((frame_seq, step));
     }
-    fn write_frame(&mut self, info: FrameInfo, bytes: Vec<u8>) {
-        self.out.frame(self.h, &info, &bytes);
+    fn write_frame(&mut self, info: &FrameInfo, bytes: &[u8]) {
+        self.out.frame(self.h, info, bytes);
     }
     fn release(&mut self, h: u8, step: u64) {
         self.words.released[h as usize].store(step);
@@ -610,6 +613,9 @@ impl Task for StreamTile {
     }
     fn set_gate_mode(&mut self, m: crate::stream::GateMode) {
         self.core.set_gate_mode(m);
+    }
+    fn set_track(&mut self, on: bool) {
+        self.core.set_track(on);
     }
     fn poll(&mut self, now: u64) -> bool {
         self.ports.frame_steps.drain();

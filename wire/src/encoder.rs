@@ -22,6 +22,9 @@ pub struct FrameWriter {
     block_hasher: blake3::Hasher,
     hash_from: usize,
     out: Vec<Vec<u8>>,
+    /// Frame buffers handed back by the caller ([`FrameWriter::recycle`]), reused by the next
+    /// seals: a caller that recycles every frame it took allocates nothing in steady state.
+    free: Vec<Vec<u8>>,
 }
 
 impl FrameWriter {
@@ -45,6 +48,7 @@ impl FrameWriter {
             block_hasher: blake3::Hasher::new(),
             hash_from: 0,
             out: Vec::new(),
+            free: Vec::new(),
         }
     }
 
@@ -68,13 +72,40 @@ impl FrameWriter {
         std::mem::take(&mut self.out)
     }
 
+    /// Frames finished and not yet taken.
+    pub fn pending(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Take frame `i` of the finished ones (`0..pending()`), leaving an empty buffer in its place;
+    /// call [`FrameWriter::clear_taken`] after the last. No allocation.
+    pub fn take_frame(&mut self, i: usize) -> Vec<u8> {
+        std::mem::take(&mut self.out[i])
+    }
+
+    /// Forget the frames taken with [`FrameWriter::take_frame`].
+    pub fn clear_taken(&mut self) {
+        self.out.clear();
+    }
+
+    /// Hand a frame buffer back for reuse by a later seal (its contents are discarded).
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.free.len() < 1024 {
+            buf.clear();
+            self.free.push(buf);
+        }
+    }
+
     fn seal(&mut self, kind: FrameKind, body: &[u8]) {
         let mut h = self.hdr;
         h.kind = kind;
         h.frame_seq = self.next_seq;
         h.body_len = body.len() as u16;
         self.next_seq += 1;
-        let mut f = Vec::with_capacity(REP_FRAME_HDR_BYTES + body.len());
+        let mut f = self
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(REP_FRAME_HDR_BYTES + body.len().max(256)));
         f.extend_from_slice(&h.to_bytes());
         f.extend_from_slice(body);
         self.out.push(f);
@@ -91,6 +122,14 @@ impl FrameWriter {
         self.seal(FrameKind::Order, &body);
         self.body = body;
         self.body.clear();
+    }
+
+    /// Append one LaneRun section: lane `lane`, `n` records whose encodings are `recs`
+    /// concatenated. The caller has checked it fits the open frame (`open_len`, `cap`).
+    pub fn lane_run(&mut self, lane: u8, n: usize, recs: &[u8]) {
+        self.body.push(lane);
+        push_u64(&mut self.body, n as u64);
+        self.body.extend_from_slice(recs);
     }
 
     /// Make room for a section of `n` bytes: flush first if it would pass the cap.

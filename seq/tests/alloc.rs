@@ -1,0 +1,107 @@
+//! Hot-path rule for the stream cores: no allocation per message. A counting allocator watches
+//! only the stream cores' polls of a one-thread box in benchmark mode (frames counted, not
+//! logged; no per-frame `FrameInfo`) over a steady load; what is left is per block (the
+//! BlockMark's section and the block's record list for the order hasher), not per message.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use vyrn_engine::workload::{Input, Mix, Workload};
+use vyrn_engine::EngineConfig;
+use vyrn_seq::{SeqConfig, SeqHome, Tile};
+
+struct Counting;
+
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; the counter is a thread-local `Cell` touched only
+// by the allocating thread, and counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if ON.with(|o| o.get()) {
+            COUNT.with(|c| c.set(c.get() + 1));
+        }
+        // SAFETY: the caller's contract for `alloc` is passed through unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` was allocated by `System` with layout `l` (every allocation goes there).
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if ON.with(|o| o.get()) {
+            COUNT.with(|c| c.set(c.get() + 1));
+        }
+        // SAFETY: as for `dealloc`; `n` is the caller's new size.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+#[test]
+fn stream_cores_allocate_per_block_not_per_message() {
+    let mut e = EngineConfig::test_home(4, 8);
+    for a in e.accounts.iter_mut() {
+        a.max_open_orders = 1 << 16;
+        a.max_exposure = 1 << 40;
+    }
+    e.book_cfg.max_orders = 1 << 20;
+    let block_ns = 200_000;
+    let mut home = SeqHome::new(SeqConfig {
+        engine: e.clone(),
+        epoch: 1,
+        block_ns,
+        seq_key: [1; 32],
+        voters: 4,
+        rtx_ring_bytes: 1 << 20,
+    });
+    home.set_log_frames(false);
+    let mut w = Workload::new(&e, 9, Mix::clean());
+    let others: Vec<Tile> = home
+        .tiles()
+        .into_iter()
+        .filter(|t| !matches!(t, Tile::Stream(_)))
+        .collect();
+    let mut run = |home: &mut SeqHome, rounds: usize, count: bool| -> (u64, u64) {
+        let mut now = 0;
+        for _ in 0..rounds {
+            if let Input::Packet { rx_ts, bytes } = w.next_input() {
+                home.receive(rx_ts, bytes);
+            }
+            now = w.now();
+            for &t in &others {
+                home.poll(t, now);
+            }
+            ON.with(|o| o.set(count));
+            home.poll(Tile::Stream(0), now);
+            home.poll(Tile::Stream(1), now);
+            ON.with(|o| o.set(false));
+            home.drain_wire().for_each(drop);
+        }
+        (now, COUNT.with(|c| c.get()))
+    };
+    // Warm up: rings, queues and the frame ring reach their steady size (1 MiB ring: frames
+    // start coming back for reuse).
+    run(&mut home, 60_000, false);
+    let steps0 = home.bbo().done();
+    let blocks0 = home.closed_height();
+    let frames0 = home.sh.frames_written;
+    let (_, allocs) = run(&mut home, 20_000, true);
+    let steps = home.bbo().done() - steps0;
+    let blocks = home.closed_height() - blocks0;
+    let frames = home.sh.frames_written - frames0;
+    assert!(
+        steps > 5_000 && frames > 5_000,
+        "steps {steps}, frames {frames}"
+    );
+    // Per block: the BlockMark section, the lane bounds, the record list handed to the hasher.
+    assert!(
+        blocks >= 10 && allocs <= 3 * (blocks + 1) + 8,
+        "{allocs} allocations for {steps} steps, {frames} frames, {blocks} blocks"
+    );
+    eprintln!("{allocs} allocations for {steps} steps, {frames} frames, {blocks} blocks");
+}
