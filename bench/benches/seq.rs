@@ -120,6 +120,15 @@ fn main() {
     if !vyrn_bench::enabled("gate") {
         return;
     }
+    // B-REP-13 twice in the same run: as on the box's ports (frames counted, no per-frame
+    // FrameInfo: the stream core's own work) and with the tests' wire log (a copy of every
+    // frame and its FrameInfo), for comparison.
+    for (logged, label) in [(false, "ports"), (true, "logged")] {
+        gate_bench(logged, label);
+    }
+}
+
+fn gate_bench(logged: bool, label: &str) {
     let mut e = EngineConfig::test_home(4, 16);
     for a in e.accounts.iter_mut() {
         a.max_open_orders = 1 << 16;
@@ -134,13 +143,18 @@ fn main() {
         voters: 4,
         rtx_ring_bytes: 8 << 20,
     });
+    home.set_log_frames(logged);
     let mut mix = Mix::clean();
     mix.max_msgs = 2;
     let mut w = Workload::new(&e, 5, mix);
     let n = if quick() { 5_000 } else { 200_000 };
     let mut timer = Latency::new("baseline: Instant::now() pair");
-    let mut gate = Latency::new("stream core: R_step entry -> released (home only)");
-    let mut span = Latency::new("stream core: R_step entry -> released (spanning)");
+    let mut gate = Latency::new(&format!(
+        "stream core ({label}): R_step entry -> released (home only)"
+    ));
+    let mut span = Latency::new(&format!(
+        "stream core ({label}): R_step entry -> released (spanning)"
+    ));
     let others: Vec<Tile> = home
         .tiles()
         .into_iter()
@@ -182,9 +196,10 @@ fn main() {
     span.print();
     let p50 = gate.ns.value_at_quantile(0.5) as f64;
     println!(
-        "  budget B-REP-13 (≤ 160 ns from step start): p50 {:.0} ns = {:.2}x of budget; max {} ns",
+        "  budget B-REP-13 ({label}; ≤ 160 ns from step start): p50 {:.0} ns = {:.2}x of budget (timer pair {} ns included); spanning p50 {} ns",
         p50,
         p50 / 160.0,
-        gate.ns.max().max(span.ns.max())
+        timer.ns.value_at_quantile(0.5),
+        span.ns.value_at_quantile(0.5)
     );
 }

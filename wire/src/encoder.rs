@@ -2,9 +2,9 @@
 //! than a body cap, `frame_seq` per substream, and the substream's `order_root_H` per block
 //! (§6.1) computed from the section bytes as they are appended.
 //!
-//! This is the reference builder used by the corpus generator, tests and tools. The sequencer's
-//! stream cores (crate `seq`) use the same record encoders (`records.rs`) with their own
-//! allocation-free frame rings.
+//! The reference builder of the corpus generator, tests and tools, and the sequencer's stream
+//! cores' (crate `seq`): they take each sealed frame with [`FrameWriter::take_frame`], write it,
+//! and hand the buffer back with [`FrameWriter::recycle`], so steady state allocates nothing.
 
 use crate::consts::*;
 use crate::frame::{FrameHeader, FrameKind, Heartbeat};
