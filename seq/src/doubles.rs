@@ -34,11 +34,12 @@ impl VoterNet {
         let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
     }
 
-    /// What every voter has to say, over UDP to the box's control port.
-    pub fn report(&mut self, voters: &mut [VoterDouble], epoch: u32) {
+    /// What every voter has to say, over UDP to the box's control port: NACKs and certificates
+    /// now, RepAcks only when `acks` (the caller's REP_ACK_US cadence, 07 §4.8).
+    pub fn report(&mut self, voters: &mut [VoterDouble], epoch: u32, acks: bool) {
         use vyrn_wire::msg::ctrl::{Nack, RepAck};
         for (i, v) in voters.iter_mut().enumerate() {
-            if let Some(a) = v.ack() {
+            if let Some(a) = v.ack().filter(|_| acks) {
                 let m = RepAck {
                     epoch,
                     tenure: 0,
@@ -165,9 +166,12 @@ impl VoterThread {
                     })
                     .unwrap_or(0);
                 // RepAck every REP_ACK_US (07 §4.8); NACKs and certificates as they come.
-                if got > 0 || now.saturating_sub(last) >= vyrn_wire::consts::REP_ACK_US * 1000 {
-                    net.report(&mut voters, 1);
-                    last = now;
+                let ack_due = now.saturating_sub(last) >= vyrn_wire::consts::REP_ACK_US * 1000;
+                if got > 0 || ack_due {
+                    net.report(&mut voters, 1, ack_due);
+                    if ack_due {
+                        last = now;
+                    }
                 }
                 if got == 0 {
                     std::thread::yield_now();
