@@ -329,7 +329,7 @@ pub struct SeqHome {
 }
 
 /// Signer slices the order hasher runs per poll: each is a few tens of ns (`signer.rs`), so a
-/// poll signs for about 2 µs at most; a signature is ~640 slices.
+/// poll signs for about 2 µs at most; a signature is 768 slices.
 const SIGN_SLICES_PER_POLL: usize = 64;
 
 /// The order hasher (07 §4.6): full hashes from the lanes, closed block halves from the stream

@@ -13,8 +13,8 @@
 //!    Montgomery product by `2^(128(k+2)) mod L` (fiat-crypto's scalar field), then the
 //!    radix-16 signed digits;
 //! 3. `R = r·B`: 64 digits over a table of `j·16^i·B` (j = 1..8, affine Niels form, built once
-//!    at key load), each digit in seven slices — a constant-time select over all 8 entries (two
-//!    slices of four) with the conditional negation, then the mixed addition's 7 field
+//!    at key load), each digit in nine slices — a constant-time select over all 8 entries (four
+//!    slices of two) with the conditional negation, then the mixed addition's 7 field
 //!    multiplications in five slices;
 //! 4. `R`'s encoding: the inversion of Z as its addition chain, at most [`FE_OPS_PER_SLICE`]
 //!    field squarings or multiplications per slice, then `x` and `y`, then the bytes;
@@ -642,7 +642,7 @@ enum Phase {
     RBytes,
     /// The radix-16 signed digits of `r`, slice 0..=2.
     Digits(u8),
-    /// Digit `i`, parts 0–1 (select) and 2–6 (the addition).
+    /// Digit `i`, parts 0–3 (select) and 4–8 (the addition).
     MulR {
         i: u8,
         part: u8,
@@ -854,23 +854,23 @@ impl SlicedSigner {
             }
             Phase::MulR { i, part } => {
                 match part {
-                    // Constant-time select of |d|·16^i·B over all 8 entries (two slices of
-                    // four), then −P if d < 0.
-                    0 | 1 => {
+                    // Constant-time select of |d|·16^i·B over all 8 entries (four slices of
+                    // two), then −P if d < 0.
+                    0..=3 => {
                         let d = self.digits[i as usize];
                         let m = d.unsigned_abs() as u64;
                         let sel = &mut self.sel;
                         if part == 0 {
                             *sel = NIELS_IDENTITY;
                         }
-                        let from = 4 * part as usize;
-                        for (j, p) in self.table[i as usize][from..from + 4].iter().enumerate() {
+                        let from = 2 * part as usize;
+                        for (j, p) in self.table[i as usize][from..from + 2].iter().enumerate() {
                             let eq = (((from + j) as u64 + 1) ^ m).wrapping_sub(1) >> 63;
                             cmov(&mut sel.ypx, &p.ypx, eq);
                             cmov(&mut sel.ymx, &p.ymx, eq);
                             cmov(&mut sel.xy2d, &p.xy2d, eq);
                         }
-                        if part == 1 {
+                        if part == 3 {
                             let neg = ((d as u8) >> 7) as u64;
                             let (ypx, ymx) = (sel.ypx, sel.ymx);
                             cmov(&mut sel.ypx, &ymx, neg);
@@ -879,13 +879,13 @@ impl SlicedSigner {
                             cmov(&mut sel.xy2d, &negd, neg);
                         }
                     }
-                    2 => add_part1a(&self.acc, &self.sel, &mut self.tmp),
-                    3 => add_part1b(&self.acc, &self.sel, &mut self.tmp),
-                    4 => add_part2(&self.acc, &self.sel, &mut self.tmp),
-                    5 => add_part3(&mut self.acc, &self.tmp),
+                    4 => add_part1a(&self.acc, &self.sel, &mut self.tmp),
+                    5 => add_part1b(&self.acc, &self.sel, &mut self.tmp),
+                    6 => add_part2(&self.acc, &self.sel, &mut self.tmp),
+                    7 => add_part3(&mut self.acc, &self.tmp),
                     _ => add_part4(&mut self.acc, &self.tmp),
                 }
-                if part < 6 {
+                if part < 8 {
                     Phase::MulR { i, part: part + 1 }
                 } else if i == 63 {
                     self.reg = [self.acc.z, ZERO, ZERO, ZERO];
