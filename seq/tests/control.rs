@@ -17,13 +17,17 @@ struct Rig {
     frames_after: usize,
 }
 
+/// The rig's block period: short, so tests run many blocks, yet long enough (20 polls of 1 µs)
+/// for the order hasher to sign each header in its slices (768 slices, 64 per poll).
+const BLOCK_NS: u64 = 20_000;
+
 impl Rig {
     fn new() -> Rig {
         let cfg = EngineConfig::test_home(2, 1);
         let home = SeqHome::new(SeqConfig {
             engine: cfg.clone(),
             epoch: 1,
-            block_ns: 10_000,
+            block_ns: BLOCK_NS,
             seq_key: [3; 32],
             voters: 4,
             rtx_ring_bytes: 8 << 20,
@@ -171,8 +175,8 @@ fn finality_gate_halts_then_resumes_the_book() {
     for v in r.voters.iter_mut() {
         v.voting = false; // finality stalls; acks continue, so no self-fence
     }
-    // More than FIN_GATE_BLOCKS blocks close unfinalized (10 µs blocks).
-    r.run(10_000 * (FIN_GATE_BLOCKS + 4));
+    // More than FIN_GATE_BLOCKS blocks close unfinalized.
+    r.run(BLOCK_NS * (FIN_GATE_BLOCKS + 4));
     let (_, _, c) = r.home.watermarks();
     assert_eq!(c.gate_halts, 1, "{c:?}");
     r.order(7, Side::Buy);
@@ -191,7 +195,7 @@ fn finality_gate_halts_then_resumes_the_book() {
     for v in r.voters.iter_mut() {
         v.voting = true;
     }
-    r.run(100_000);
+    r.run(10 * BLOCK_NS);
     let (_, f, c) = r.home.watermarks();
     assert_eq!(c.gate_resumes, 1, "{c:?}");
     assert!(f + 4 >= r.home.closed_height());
