@@ -1,4 +1,4 @@
-//! B-REP-5 (the sliced signer, below) and B-REP-13 (07 §15), first form: the stream core's work from taking a step off `R_step` to the
+//! B-REP-5 (the sliced signer, below) and B-REP-13 (07 §15): the stream core's work from taking a step off `R_step` to the
 //! store of `released[H]` — drain check, half-record encode, frame seal, the write to both
 //! paths (an in-memory log here, no NIC), fence, release, `LaneCut` — per gated step, as
 //! hdrhistogram percentiles; steps whose records span both substreams reported apart. Budget:
@@ -144,6 +144,7 @@ fn gate_bench(logged: bool, label: &str) {
         rtx_ring_bytes: 8 << 20,
     });
     home.set_log_frames(logged);
+    home.sh.stamp_releases = true;
     let mut mix = Mix::clean();
     mix.max_msgs = 2;
     let mut w = Workload::new(&e, 5, mix);
@@ -154,6 +155,9 @@ fn gate_bench(logged: bool, label: &str) {
     ));
     let mut span = Latency::new(&format!(
         "stream core ({label}): R_step entry -> released (spanning)"
+    ));
+    let mut poll = Latency::new(&format!(
+        "stream core ({label}): the whole poll (HASH frames, marks, heartbeats after the release)"
     ));
     let others: Vec<Tile> = home
         .tiles()
@@ -177,8 +181,11 @@ fn gate_bench(logged: bool, label: &str) {
             let before = home.sh.released[h as usize];
             let t0 = Instant::now();
             home.poll(Tile::Stream(h), now);
-            let ns = t0.elapsed().as_nanos() as u64;
+            let whole = t0.elapsed().as_nanos() as u64;
             if steps == 1 && home.sh.released[h as usize] != before {
+                let ns = home.sh.released_at[h as usize]
+                    .map_or(whole, |t| t.duration_since(t0).as_nanos() as u64);
+                poll.record(whole);
                 if spans {
                     span.record(ns);
                 } else {
@@ -194,12 +201,15 @@ fn gate_bench(logged: bool, label: &str) {
     timer.print();
     gate.print();
     span.print();
+    poll.print();
     let p50 = gate.ns.value_at_quantile(0.5) as f64;
     println!(
-        "  budget B-REP-13 ({label}; ≤ 160 ns from step start): p50 {:.0} ns = {:.2}x of budget (timer pair {} ns included); spanning p50 {} ns",
+        "  budget B-REP-13 ({label}; ≤ 160 ns from step start to the release store): p50 {:.0} ns = {:.2}x, p99 {} ns = {:.2}x (one clock read included); spanning p50 {} ns, p99 {} ns",
         p50,
         p50 / 160.0,
-        timer.ns.value_at_quantile(0.5),
-        span.ns.value_at_quantile(0.5)
+        gate.ns.value_at_quantile(0.99),
+        gate.ns.value_at_quantile(0.99) as f64 / 160.0,
+        span.ns.value_at_quantile(0.5),
+        span.ns.value_at_quantile(0.99)
     );
 }

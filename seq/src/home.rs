@@ -187,6 +187,11 @@ pub struct Shared {
     pub log_frames: bool,
     /// Frames written while `log_frames` is off.
     pub frames_written: u64,
+    /// Benchmarks: when each substream's `released` word was last stored (B-REP-13 measures
+    /// from a step's start to this store).
+    pub released_at: [Option<std::time::Instant>; 2],
+    /// Take `released_at` (one clock read per release; benchmarks only).
+    pub stamp_releases: bool,
 }
 
 impl Shared {

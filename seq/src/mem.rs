@@ -101,6 +101,9 @@ impl StreamMem for Shared {
     }
     fn release(&mut self, h: u8, step: u64) {
         self.released[h as usize] = step;
+        if self.stamp_releases {
+            self.released_at[h as usize] = Some(std::time::Instant::now());
+        }
     }
     fn released(&self, h: u8) -> u64 {
         self.released[h as usize]
