@@ -243,12 +243,50 @@ impl Words {
     }
 }
 
+/// Response bytes carried inline up to this length (a response of a few records; longer ones,
+/// rare, go to the heap).
+const RESP_INLINE: usize = 240;
+
+/// A response's bytes on their way to the wire: inline (no allocation per response), or boxed
+/// when longer than [`RESP_INLINE`].
+enum RespBytes {
+    Inline { len: u8, b: [u8; RESP_INLINE] },
+    Heap(Vec<u8>),
+}
+
+impl RespBytes {
+    fn new(bytes: &[u8]) -> Self {
+        if bytes.len() <= RESP_INLINE {
+            let mut b = [0u8; RESP_INLINE];
+            b[..bytes.len()].copy_from_slice(bytes);
+            RespBytes::Inline {
+                len: bytes.len() as u8,
+                b,
+            }
+        } else {
+            RespBytes::Heap(bytes.to_vec())
+        }
+    }
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            RespBytes::Inline { len, b } => &b[..*len as usize],
+            RespBytes::Heap(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for RespBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RespBytes({} B)", self.as_slice().len())
+    }
+}
+
 /// A held response.
 #[derive(Debug)]
 struct Held {
     session: u32,
     gate: Gate,
-    bytes: Vec<u8>,
+    bytes: RespBytes,
 }
 
 /// A tile as a runner sees it.
@@ -302,7 +340,7 @@ impl LaneSink for LanePorts {
         let h = Held {
             session: r.session,
             gate: r.gate,
-            bytes: r.bytes.to_vec(),
+            bytes: RespBytes::new(r.bytes),
         };
         match r.gate {
             Gate::LaneCut { .. } => self.held.push_back(h),
@@ -353,7 +391,7 @@ impl Task for LaneTile {
                 break;
             }
             let h = self.ports.held.pop_front().expect("front");
-            self.out.resp(h.session, h.gate, &h.bytes);
+            self.out.resp(h.session, h.gate, h.bytes.as_slice());
             busy = true;
         }
         let p = &self.ports;
@@ -658,14 +696,14 @@ impl Task for TxTile {
             while let Some(h) = q.peek() {
                 let Gate::Step { need_a, need_b, .. } = h.gate else {
                     let h = q.pop().expect("peeked");
-                    self.out.resp(h.session, h.gate, &h.bytes);
+                    self.out.resp(h.session, h.gate, h.bytes.as_slice());
                     continue;
                 };
                 if ra < need_a || rb < need_b {
                     break;
                 }
                 let h = q.pop().expect("peeked");
-                self.out.resp(h.session, h.gate, &h.bytes);
+                self.out.resp(h.session, h.gate, h.bytes.as_slice());
                 busy = true;
             }
         }
