@@ -249,6 +249,7 @@ const RESP_INLINE: usize = 240;
 
 /// A response's bytes on their way to the wire: inline (no allocation per response), or boxed
 /// when longer than [`RESP_INLINE`].
+#[allow(clippy::large_enum_variant)] // inline on purpose: a ring slot, no allocation per response
 enum RespBytes {
     Inline { len: u8, b: [u8; RESP_INLINE] },
     Heap(Vec<u8>),
