@@ -53,6 +53,48 @@ pub struct StepEntry {
     pub spans: bool,
 }
 
+impl PktEntry {
+    /// The entry for a record the lane logged, with its pre-encoded bytes.
+    pub fn new(rec: &PacketRecord, enc: &[u8]) -> Self {
+        let mut e = PktEntry {
+            first_lane_seq: rec.first_lane_seq,
+            count: rec.count,
+            len: enc.len() as u8,
+            enc: [0; PKT_ENC_MAX],
+        };
+        e.enc[..enc.len()].copy_from_slice(enc);
+        e
+    }
+}
+
+impl StepEntry {
+    /// The entry for a step the BBO core ran.
+    pub fn from_out(s: &StepOut<'_>) -> Self {
+        let mut e = StepEntry {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: [0; N_LANES_MAX],
+            payload: [0; 16],
+            plen: s.payload.len().min(16) as u8,
+            need_a: s.need_a,
+            need_b: s.need_b,
+            spans: s.spans,
+        };
+        e.cut[..s.cut.len()].copy_from_slice(s.cut);
+        e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
+        e
+    }
+}
+
+/// A packet's `pkt_hash` (07 §3.7): the first 8 bytes of its full BLAKE3, little-endian.
+pub fn pkt_hash8(full: &[u8; 32]) -> u64 {
+    let mut h = [0u8; 8];
+    h.copy_from_slice(&full[..8]);
+    u64::from_le_bytes(h)
+}
+
 /// An `R_step` entry: a step, or the block-mark entry the BBO core places after its current
 /// step when stream-A asks for a block's close (07 §3.9, §6.1).
 #[derive(Debug, Clone, Copy)]
@@ -244,19 +286,10 @@ struct LaneOut<'a> {
 
 impl LaneSink for LaneOut<'_> {
     fn record(&mut self, rec: &PacketRecord, enc: &[u8], _payload: &[u8]) {
-        let mut e = PktEntry {
-            first_lane_seq: rec.first_lane_seq,
-            count: rec.count,
-            len: enc.len() as u8,
-            enc: [0; PKT_ENC_MAX],
-        };
-        e.enc[..enc.len()].copy_from_slice(enc);
-        self.sh.r_pkt[self.lane].push_back(e);
+        self.sh.r_pkt[self.lane].push_back(PktEntry::new(rec, enc));
     }
     fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
-        let mut h = [0u8; 8];
-        h.copy_from_slice(&full[..8]);
-        self.sh.r_hash8[lane as usize].push_back((first_lane_seq, u64::from_le_bytes(h)));
+        self.sh.r_hash8[lane as usize].push_back((first_lane_seq, pkt_hash8(full)));
         self.sh.r_hash32.push_back((lane, first_lane_seq, *full));
     }
     fn forward(&mut self, f: &Fwd) {
@@ -281,20 +314,7 @@ struct BboOut<'a> {
 
 impl BboSink for BboOut<'_> {
     fn step(&mut self, s: &StepOut<'_>) {
-        let mut e = StepEntry {
-            step: s.step,
-            kind: s.kind,
-            src_lane: s.src_lane,
-            src_lane_seq: s.src_lane_seq,
-            cut: [0; N_LANES_MAX],
-            payload: [0; 16],
-            plen: s.payload.len().min(16) as u8,
-            need_a: s.need_a,
-            need_b: s.need_b,
-            spans: s.spans,
-        };
-        e.cut[..s.cut.len()].copy_from_slice(s.cut);
-        e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
+        let e = StepEntry::from_out(s);
         // R_step: one writer, a cursor per stream core (07 §4.1, INV-WRITER).
         for c in self.sh.r_step.iter_mut() {
             c.push_back(StepMsg::Step(e));

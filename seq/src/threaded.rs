@@ -12,7 +12,7 @@
 //! (allocation only under back-pressure), and an item is never dropped.
 
 use crate::control::{Control, ControlCounters};
-use crate::home::{ClosedHalf, FrameInfo, OrderHasher, PktEntry, StepEntry, StepMsg};
+use crate::home::{pkt_hash8, ClosedHalf, FrameInfo, OrderHasher, PktEntry, StepEntry, StepMsg};
 use crate::mem::{ControlMem, HasherMem, StreamMem};
 use crate::stream::{NackOutcome, StreamCore};
 use crossbeam_utils::CachePadded;
@@ -27,10 +27,9 @@ use vyrn_engine::{Bbo, Fwd, Gate, RespOut};
 use vyrn_rings::multi;
 use vyrn_rings::spsc::{self, Consumer, Producer};
 use vyrn_rings::words::{CloseReq, LaneCut, Released, SeqFenced, StepDone};
-use vyrn_wire::consts::N_LANES_MAX;
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
-use vyrn_wire::records::{PacketRecord, SessionBind, PKT_ENC_MAX};
+use vyrn_wire::records::{PacketRecord, SessionBind};
 
 /// Entries of each lane's rings (`R_pkt[l]`, `R_hash8[l]`, lane → BBO, BBO → lane, responses).
 pub const LANE_RING: usize = 1 << 14;
@@ -319,19 +318,10 @@ struct LanePorts {
 
 impl LaneSink for LanePorts {
     fn record(&mut self, rec: &PacketRecord, enc: &[u8], _payload: &[u8]) {
-        let mut e = PktEntry {
-            first_lane_seq: rec.first_lane_seq,
-            count: rec.count,
-            len: enc.len() as u8,
-            enc: [0; PKT_ENC_MAX],
-        };
-        e.enc[..enc.len()].copy_from_slice(enc);
-        self.r_pkt.push(e);
+        self.r_pkt.push(PktEntry::new(rec, enc));
     }
     fn hash(&mut self, lane: u8, first_lane_seq: u64, full: &[u8; 32]) {
-        let mut h = [0u8; 8];
-        h.copy_from_slice(&full[..8]);
-        self.r_hash8.push((first_lane_seq, u64::from_le_bytes(h)));
+        self.r_hash8.push((first_lane_seq, pkt_hash8(full)));
         self.r_hash32.push((lane, first_lane_seq, *full));
     }
     fn forward(&mut self, f: &Fwd) {
@@ -485,21 +475,7 @@ impl BboPorts {
 
 impl BboSink for BboPorts {
     fn step(&mut self, s: &StepOut<'_>) {
-        let mut e = StepEntry {
-            step: s.step,
-            kind: s.kind,
-            src_lane: s.src_lane,
-            src_lane_seq: s.src_lane_seq,
-            cut: [0; N_LANES_MAX],
-            payload: [0; 16],
-            plen: s.payload.len().min(16) as u8,
-            need_a: s.need_a,
-            need_b: s.need_b,
-            spans: s.spans,
-        };
-        e.cut[..s.cut.len()].copy_from_slice(s.cut);
-        e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
-        self.push_step(StepMsg::Step(e));
+        self.push_step(StepMsg::Step(StepEntry::from_out(s)));
     }
     fn event(&mut self, lane: u8, ev: &LaneEvent) {
         self.fill_lanes |= 1 << (lane as u64 % 64);
