@@ -53,6 +53,33 @@ pub struct StepEntry {
     pub spans: bool,
 }
 
+/// The SessionBinds a tenure starts with: every configured session at `next_pkt_seq` 1 (07 §3.5).
+pub(crate) fn session_binds(e: &EngineConfig) -> Vec<SessionBind> {
+    e.sessions
+        .iter()
+        .map(|s| SessionBind {
+            lane: s.lane,
+            slot: s.slot,
+            session: s.session,
+            next_pkt_seq: 1,
+        })
+        .collect()
+}
+
+/// Control for a box: `voters` voters, quorum Q = n − ⌊(n − 1)/3⌋ (3 of 4 in BASE), watermarks
+/// to every configured session.
+pub(crate) fn control_for(cfg: &SeqConfig) -> crate::control::Control {
+    crate::control::Control::new(
+        cfg.voters,
+        cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
+        cfg.engine
+            .sessions
+            .iter()
+            .map(|s| (s.session, s.k_out))
+            .collect(),
+    )
+}
+
 impl PktEntry {
     /// The entry for a record the lane logged, with its pre-encoded bytes.
     pub fn new(rec: &PacketRecord, enc: &[u8]) -> Self {
@@ -503,16 +530,7 @@ impl SeqHome {
             lane_held: vec![VecDeque::new(); n],
             ..Shared::default()
         };
-        let binds: Vec<SessionBind> = e
-            .sessions
-            .iter()
-            .map(|s| SessionBind {
-                lane: s.lane,
-                slot: s.slot,
-                session: s.session,
-                next_pkt_seq: 1,
-            })
-            .collect();
+        let binds = session_binds(e);
         let streams = (0..e.layout.n_streams)
             .map(|h| {
                 let mut s = StreamCore::new(
@@ -537,11 +555,7 @@ impl SeqHome {
             bbo: Bbo::new(e),
             streams,
             hasher: OrderHasher::new(&cfg),
-            control: crate::control::Control::new(
-                cfg.voters,
-                cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
-                e.sessions.iter().map(|s| (s.session, s.k_out)).collect(),
-            ),
+            control: control_for(&cfg),
             height: 1,
             sh,
             cfg,

@@ -29,7 +29,7 @@ use vyrn_rings::spsc::{self, Consumer, Producer};
 use vyrn_rings::words::{CloseReq, LaneCut, Released, SeqFenced, StepDone};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
-use vyrn_wire::records::{PacketRecord, SessionBind};
+use vyrn_wire::records::PacketRecord;
 
 /// Entries of each lane's rings (`R_pkt[l]`, `R_hash8[l]`, lane → BBO, BBO → lane, responses).
 pub const LANE_RING: usize = 1 << 14;
@@ -996,16 +996,7 @@ pub fn build(
     let mut cl_p: Vec<Option<Producer<ClosedHalf>>> = cl_p.into_iter().map(Some).collect();
     let (hd_p, hd_c) = spsc::channel(1024);
     let mut hd_c = Some(hd_c);
-    let binds: Vec<SessionBind> = e
-        .sessions
-        .iter()
-        .map(|s| SessionBind {
-            lane: s.lane,
-            slot: s.slot,
-            session: s.session,
-            next_pkt_seq: 1,
-        })
-        .collect();
+    let binds = crate::home::session_binds(e);
     let mut streams = Vec::new();
     let mut nack_p = Vec::new();
     for h in 0..ns as u8 {
@@ -1065,11 +1056,7 @@ pub fn build(
     if let Some(c) = step_cursors.into_iter().flatten().next() {
         streams[0].spare = Some(c);
     }
-    let mut control = Control::new(
-        cfg.voters,
-        cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
-        e.sessions.iter().map(|s| (s.session, s.k_out)).collect(),
-    );
+    let mut control = crate::home::control_for(cfg);
     if let Some(us) = self_fence_us {
         control.set_self_fence_us(us);
     }

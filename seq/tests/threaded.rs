@@ -37,6 +37,31 @@ impl Wire for LogWire {
     }
 }
 
+/// A threaded box whose every tile writes into one shared log.
+fn logged_box(
+    e: &EngineConfig,
+    block_ns: u64,
+    self_fence_us: u64,
+) -> (LogWire, threaded::BoxTiles, threaded::BoxHandles) {
+    let cfg = SeqConfig {
+        engine: e.clone(),
+        epoch: 3,
+        block_ns,
+        seq_key: [9; 32],
+        voters: 4,
+        rtx_ring_bytes: 8 << 20,
+    };
+    let log = LogWire::default();
+    let (tiles, h) = threaded::build(
+        &cfg,
+        Some(self_fence_us),
+        |_w: WireFor| Box::new(log.clone()) as Box<dyn Wire>,
+        |_| None,
+        None,
+    );
+    (log, tiles, h)
+}
+
 /// Run the threaded box on `threads` threads (or one per tile); with `broken`, the stream cores'
 /// gate is removed and the first violation the checker finds is returned.
 fn run(seed: u64, lanes: u8, one_per_tile: bool, threads: usize) {
@@ -53,22 +78,7 @@ fn run_gate(
     broken: bool,
 ) -> Option<String> {
     let e = EngineConfig::test_home(lanes, 4);
-    let cfg = SeqConfig {
-        engine: e.clone(),
-        epoch: 3,
-        block_ns: 200_000,
-        seq_key: [9; 32],
-        voters: 4,
-        rtx_ring_bytes: 8 << 20,
-    };
-    let log = LogWire::default();
-    let (tiles, mut h) = threaded::build(
-        &cfg,
-        Some(10_000_000),
-        |_w: WireFor| Box::new(log.clone()) as Box<dyn Wire>,
-        |_| None,
-        None,
-    );
+    let (log, tiles, mut h) = logged_box(&e, 200_000, 10_000_000);
     let mut tiles = tiles;
     if broken {
         for t in &mut tiles.tiles {
@@ -227,22 +237,7 @@ fn threaded_box_under_burst_load_writes_only_decodable_frames() {
 
 fn burst(seed: u64) {
     let e = EngineConfig::test_home(4, 8);
-    let cfg = SeqConfig {
-        engine: e.clone(),
-        epoch: 3,
-        block_ns: 1_000_000,
-        seq_key: [9; 32],
-        voters: 4,
-        rtx_ring_bytes: 8 << 20,
-    };
-    let log = LogWire::default();
-    let (tiles, mut h) = threaded::build(
-        &cfg,
-        Some(10_000_000_000),
-        |_w: WireFor| Box::new(log.clone()) as Box<dyn Wire>,
-        |_| None,
-        None,
-    );
+    let (log, tiles, mut h) = logged_box(&e, 1_000_000, 10_000_000_000);
     let clock = Clock::new();
     let runner = Runner::start(threaded::groups(tiles, &[], false, 2), clock);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
