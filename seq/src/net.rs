@@ -60,6 +60,40 @@ pub struct BoxNet {
     counters: NetCounters,
 }
 
+/// The finalize votes a `REP_FinalityCert` carries: `vote(voter, height)` for each entry whose
+/// signature over the proposal's digest checks against that voter's key, for every height of
+/// the proposal. True when every entry checked.
+pub fn cert_votes(
+    c: &vyrn_wire::msg::consensus::RepFinalityCert,
+    keys: &[Option<ed25519_dalek::VerifyingKey>],
+    mut vote: impl FnMut(usize, u64),
+) -> bool {
+    let digest = c.proposal.digest();
+    let mut valid = 0;
+    for e in &c.entries {
+        let key = keys.get(e.index as usize).copied().flatten();
+        let sig = ed25519_dalek::Signature::from_bytes(&e.sig);
+        if key.is_some_and(|k| k.verify_strict(&digest, &sig).is_ok()) {
+            valid += 1;
+            for h in c.proposal.first_height..=c.proposal.last_height {
+                vote(e.index as usize, h);
+            }
+        }
+    }
+    valid == c.entries.len()
+}
+
+/// A block's full-hash lists as `HashList` messages, each part's bytes to `send` (07 §5.6).
+pub fn hash_list_parts(height: u64, lists: &crate::home::HashLists, mut send: impl FnMut(&[u8])) {
+    for (h, list) in lists.iter().enumerate() {
+        for part in vyrn_wire::msg::ctrl::HashList::split(height, h as u8, list) {
+            if let Ok(b) = part.to_bytes() {
+                send(&b);
+            }
+        }
+    }
+}
+
 /// How the paths were opened.
 pub const PATH_GROUPS: [Ipv4Addr; 2] = [
     Ipv4Addr::new(239, 255, 75, 1),
@@ -241,34 +275,15 @@ impl BoxNet {
                     (Ok(CtrlMsg::HashListReq(q)), Some(_)) => {
                         self.counters.hash_list_reqs += 1;
                         if let (Some(lists), Some(src)) = (home.hash_list(q.height), src) {
-                            for (h, list) in lists.iter().enumerate() {
-                                for part in
-                                    vyrn_wire::msg::ctrl::HashList::split(q.height, h as u8, list)
-                                {
-                                    if let Ok(b) = part.to_bytes() {
-                                        let _ = self
-                                            .ctrl
-                                            .send_batch(&[TxPacket::to(&b, Dest::Addr(src))]);
-                                        self.counters.hash_list_parts += 1;
-                                    }
-                                }
-                            }
+                            let (ctrl, counters) = (&mut self.ctrl, &mut self.counters);
+                            hash_list_parts(q.height, lists, |b| {
+                                let _ = ctrl.send_batch(&[TxPacket::to(b, Dest::Addr(src))]);
+                                counters.hash_list_parts += 1;
+                            });
                         }
                     }
                     (Ok(CtrlMsg::FinalityCert(c)), _) if c.epoch == self.epoch => {
-                        let digest = c.proposal.digest();
-                        let mut valid = 0;
-                        for e in &c.entries {
-                            let key = self.keys.get(e.index as usize).copied().flatten();
-                            let sig = ed25519_dalek::Signature::from_bytes(&e.sig);
-                            if key.is_some_and(|k| k.verify_strict(&digest, &sig).is_ok()) {
-                                valid += 1;
-                                for h in c.proposal.first_height..=c.proposal.last_height {
-                                    home.on_vote(e.index as usize, h);
-                                }
-                            }
-                        }
-                        if valid == c.entries.len() {
+                        if cert_votes(&c, &self.keys, |v, h| home.on_vote(v, h)) {
                             self.counters.ctrl[2] += 1;
                         } else {
                             self.counters.ctrl_bad += 1;

@@ -276,22 +276,11 @@ impl Task for CtrlRxTile {
                     }
                 }
                 (Ok(CtrlMsg::FinalityCert(c)), _) if c.epoch == self.epoch => {
-                    let digest = c.proposal.digest();
-                    let mut valid = 0;
-                    for e in &c.entries {
-                        let key = self.keys.get(e.index as usize).copied().flatten();
-                        let sig = ed25519_dalek::Signature::from_bytes(&e.sig);
-                        if key.is_some_and(|k| k.verify_strict(&digest, &sig).is_ok()) {
-                            valid += 1;
-                            for height in c.proposal.first_height..=c.proposal.last_height {
-                                let _ = self.inbox.push(CtrlIn::Vote {
-                                    voter: e.index as usize,
-                                    height,
-                                });
-                            }
-                        }
-                    }
-                    if valid == c.entries.len() {
+                    let inbox = &mut self.inbox;
+                    let all = crate::net::cert_votes(&c, &self.keys, |voter, height| {
+                        let _ = inbox.push(CtrlIn::Vote { voter, height });
+                    });
+                    if all {
                         bump(&self.stats.ctrl[2]);
                     } else {
                         bump(&self.stats.ctrl_bad);

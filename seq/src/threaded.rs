@@ -754,13 +754,7 @@ impl Task for HasherTile {
             if let (Some(lists), Some(reply)) =
                 (self.hasher.hash_list(r.height), self.reply.as_mut())
             {
-                for (h, list) in lists.iter().enumerate() {
-                    for part in vyrn_wire::msg::ctrl::HashList::split(r.height, h as u8, list) {
-                        if let Ok(b) = part.to_bytes() {
-                            reply(r.src, &b);
-                        }
-                    }
-                }
+                crate::net::hash_list_parts(r.height, lists, |b| reply(r.src, b));
             }
         }
         busy
