@@ -11,7 +11,7 @@ use loom::thread;
 use crate::multi;
 use crate::spsc;
 use crate::sync::{Arc, AtomicUsize, Ordering, UnsafeCell};
-use crate::words::{CloseReq, FinalHeight, LaneCut, Released, SeqFenced, StepDone};
+use crate::words::{CloseReq, FinalHeight, LaneCut, PublishedCut, Released, SeqFenced, StepDone};
 
 /// Run `f` under loom, exploring every interleaving with at most `PREEMPTIONS` preemptions
 /// (loom's recommended bound: the bugs these protocols can have need one or two; the bound keeps
@@ -524,5 +524,29 @@ fn loom_final_height_monotone() {
         }
         listener.join().unwrap();
         assert_eq!(fin.load(), 5);
+    });
+}
+
+#[test]
+fn loom_published_cut_never_torn() {
+    model(200, || {
+        let cut = Arc::new(PublishedCut::new(2));
+        let w = cut.clone();
+        let core = thread::spawn(move || {
+            w.store(1, &[1, 1]);
+            w.store(2, &[2, 2]);
+        });
+        let mut out = [0u64; 2];
+        let mut last = 0;
+        for _ in 0..2 {
+            if cut.try_load(&mut out) {
+                assert_eq!(out[0], out[1], "torn cut {out:?}");
+                assert!(out[0] >= last, "cut went back");
+                last = out[0];
+            }
+        }
+        core.join().unwrap();
+        cut.load(&mut out);
+        assert_eq!(out, [2, 2]);
     });
 }

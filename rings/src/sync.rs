@@ -10,14 +10,14 @@
 pub(crate) use loom::{
     cell::UnsafeCell,
     hint::spin_loop,
-    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
     sync::Arc,
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::{
     hint::spin_loop,
-    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
     sync::Arc,
 };
 

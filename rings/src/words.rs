@@ -67,7 +67,7 @@ use core::fmt;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{spin_loop, AtomicBool, AtomicU64, Ordering};
+use crate::sync::{fence, spin_loop, AtomicBool, AtomicU64, Ordering};
 
 /// `released[H]`: the newest step whose records on substream `H` are written to both paths.
 #[derive(Debug, Default)]
@@ -381,6 +381,71 @@ impl FinalHeight {
     #[inline]
     pub fn load(&self) -> u64 {
         self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The published cut (07 §4.1: the cut core's output, one value per lane, read by the BBO core):
+/// a seqlock over the lane values. One writer, which counts its own stores (`version` 1, 2, 3, …)
+/// and so never loads the sequence word it writes (see the module docs on loom's reduction); any
+/// number of readers.
+///
+/// Protocol: the writer stores `seq = 2·version − 1` (odd: a store is in progress, `Relaxed`),
+/// a `Release` fence, every lane value (`Relaxed`), then `seq = 2·version` (`Release`). A reader
+/// loads `seq` (`Acquire`; odd → retry), every value (`Relaxed`), an `Acquire` fence, `seq`
+/// again, and accepts when both reads are equal. If a value came from a later store, the
+/// writer's fence orders that store's odd `seq` before it, and the reader's fence makes its
+/// second `seq` read see the odd value or a later one; if it came from an earlier store, the
+/// first `seq` read (acquired from a final `Release` store that follows it) excludes it. So an
+/// accepted cut is one that was stored whole: **never torn across lanes**.
+#[derive(Debug)]
+pub struct PublishedCut {
+    seq: CachePadded<AtomicU64>,
+    v: Box<[AtomicU64]>,
+}
+
+impl PublishedCut {
+    /// A cut of `lanes` zeros (version 0).
+    pub fn new(lanes: usize) -> Self {
+        PublishedCut {
+            seq: CachePadded::new(AtomicU64::new(0)),
+            v: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Lanes.
+    pub fn lanes(&self) -> usize {
+        self.v.len()
+    }
+
+    /// Publish `cut` as store number `version` (1, 2, 3, …; the single writer only).
+    pub fn store(&self, version: u64, cut: &[u64]) {
+        debug_assert!(version >= 1 && cut.len() == self.v.len());
+        self.seq.store(2 * version - 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (w, &c) in self.v.iter().zip(cut) {
+            w.store(c, Ordering::Relaxed);
+        }
+        self.seq.store(2 * version, Ordering::Release);
+    }
+
+    /// One attempt at a whole cut into `out`; false if a store was in progress.
+    pub fn try_load(&self, out: &mut [u64]) -> bool {
+        let s1 = self.seq.load(Ordering::Acquire);
+        if s1 & 1 == 1 {
+            return false;
+        }
+        for (o, w) in out.iter_mut().zip(self.v.iter()) {
+            *o = w.load(Ordering::Relaxed);
+        }
+        fence(Ordering::Acquire);
+        self.seq.load(Ordering::Relaxed) == s1
+    }
+
+    /// A whole cut into `out`; spins only while a store is in progress.
+    pub fn load(&self, out: &mut [u64]) {
+        while !self.try_load(out) {
+            spin_loop();
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use vyrn_engine::lane::{Lane, LaneSink};
 use vyrn_engine::{Bbo, Fwd, Gate, RespOut};
 use vyrn_rings::multi;
 use vyrn_rings::spsc::{self, Consumer, Producer};
-use vyrn_rings::words::{CloseReq, LaneCut, Released, SeqFenced, StepDone};
+use vyrn_rings::words::{CloseReq, LaneCut, PublishedCut, Released, SeqFenced, StepDone};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
 use vyrn_wire::records::PacketRecord;
@@ -156,51 +156,10 @@ impl<T> Outq<T> {
     }
 }
 
-/// The published cut (07 §4.1): one writer (the cut core), a seqlock over the per-lane values
-/// so a reader never takes a torn cut.
-struct CutWord {
-    seq: CachePadded<AtomicU64>,
-    v: Vec<AtomicU64>,
-}
-
-impl CutWord {
-    fn new(n: usize) -> Self {
-        CutWord {
-            seq: CachePadded::new(AtomicU64::new(0)),
-            v: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-    fn store(&self, cut: &[u64]) {
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s + 1, Ordering::Relaxed);
-        std::sync::atomic::fence(Ordering::Release);
-        for (w, &c) in self.v.iter().zip(cut) {
-            w.store(c, Ordering::Relaxed);
-        }
-        self.seq.store(s + 2, Ordering::Release);
-    }
-    fn load(&self, out: &mut [u64]) {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            for (o, w) in out.iter_mut().zip(&self.v) {
-                *o = w.load(Ordering::Relaxed);
-            }
-            std::sync::atomic::fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                return;
-            }
-        }
-    }
-}
-
 /// The gate words every tile shares (07 §4.1).
 pub struct Words {
     lane_counter: Vec<CachePadded<AtomicU64>>,
-    cut: CutWord,
+    cut: PublishedCut,
     step_done: StepDone,
     released: [Released; 2],
     lane_cut: Vec<LaneCut>,
@@ -422,6 +381,8 @@ impl Task for LaneTile {
 struct CutTile {
     cut: CutCore,
     words: Arc<Words>,
+    /// Stores of the published cut so far (the seqlock's version; the writer counts them).
+    version: u64,
 }
 
 impl Task for CutTile {
@@ -434,7 +395,8 @@ impl Task for CutTile {
             .cut
             .refresh(now, |l| w.lane_counter[l].load(Ordering::Acquire));
         if moved {
-            w.cut.store(self.cut.cut());
+            self.version += 1;
+            w.cut.store(self.version, self.cut.cut());
         }
         moved
     }
@@ -932,7 +894,7 @@ pub fn build(
         lane_counter: (0..n)
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),
-        cut: CutWord::new(n),
+        cut: PublishedCut::new(n),
         step_done: StepDone::new(0, 0),
         released: [Released::new(0), Released::new(0)],
         lane_cut: (0..n).map(|_| LaneCut::new(0, 0)).collect(),
@@ -1066,6 +1028,7 @@ pub fn build(
     tiles.push(Box::new(CutTile {
         cut: CutCore::new(lay, 0),
         words: words.clone(),
+        version: 0,
     }));
     tiles.push(Box::new(BboTile {
         bbo: Bbo::new(e),
