@@ -228,7 +228,8 @@ struct CtrlRxTile {
     voters: HashMap<SocketAddr, usize>,
     keys: Vec<Option<ed25519_dalek::VerifyingKey>>,
     epoch: u32,
-    inbox: Producer<CtrlIn>,
+    /// Control's inbox: acks and votes are never dropped (a lost vote could stall finality).
+    inbox: threaded::Outq<CtrlIn>,
     nacks: Vec<Producer<NackReq>>,
     hash_reqs: Producer<threaded::HashReq>,
     stats: Arc<NetStats>,
@@ -240,6 +241,7 @@ impl Task for CtrlRxTile {
     }
     fn poll(&mut self, now: u64) -> bool {
         use vyrn_wire::msg::ctrl::CtrlMsg;
+        self.inbox.drain();
         let Ok(n) = self.ctrl.recv_batch(&mut self.batch) else {
             return false;
         };
@@ -249,7 +251,7 @@ impl Task for CtrlRxTile {
             match (CtrlMsg::parse(p.data), voter) {
                 (Ok(CtrlMsg::RepAck(a)), Some(v)) if a.epoch == self.epoch => {
                     bump(&self.stats.ctrl[0]);
-                    let _ = self.inbox.push(CtrlIn::Ack {
+                    self.inbox.push(CtrlIn::Ack {
                         voter: v,
                         contiguous: a.contiguous_frame_seq,
                         now,
@@ -278,7 +280,7 @@ impl Task for CtrlRxTile {
                 (Ok(CtrlMsg::FinalityCert(c)), _) if c.epoch == self.epoch => {
                     let inbox = &mut self.inbox;
                     let all = crate::net::cert_votes(&c, &self.keys, |voter, height| {
-                        let _ = inbox.push(CtrlIn::Vote { voter, height });
+                        inbox.push(CtrlIn::Vote { voter, height });
                     });
                     if all {
                         bump(&self.stats.ctrl[2]);
@@ -525,7 +527,7 @@ impl NetBox {
             voters,
             keys,
             epoch: seq.epoch,
-            inbox,
+            inbox: threaded::Outq::new(inbox),
             nacks,
             hash_reqs,
             stats: stats.clone(),

@@ -120,19 +120,19 @@ pub struct NackReq {
 
 /// A ring endpoint with an overflow queue: a push never fails and never drops; the overflow
 /// (allocated only under back-pressure) drains first.
-struct Outq<T> {
+pub(crate) struct Outq<T> {
     p: Producer<T>,
     over: VecDeque<T>,
 }
 
 impl<T> Outq<T> {
-    fn new(p: Producer<T>) -> Self {
+    pub(crate) fn new(p: Producer<T>) -> Self {
         Outq {
             p,
             over: VecDeque::new(),
         }
     }
-    fn push(&mut self, v: T) {
+    pub(crate) fn push(&mut self, v: T) {
         if !self.over.is_empty() {
             self.over.push_back(v);
             return;
@@ -142,7 +142,7 @@ impl<T> Outq<T> {
         }
     }
     /// Move the overflow into the ring; true when nothing is left over.
-    fn drain(&mut self) -> bool {
+    pub(crate) fn drain(&mut self) -> bool {
         while let Some(v) = self.over.pop_front() {
             if let Err(v) = self.p.push(v) {
                 self.over.push_front(v);
