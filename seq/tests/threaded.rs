@@ -37,6 +37,16 @@ impl Wire for LogWire {
     }
 }
 
+/// The frames among these logged writes, in order.
+fn frames_in(log: &[WireEvent]) -> Vec<Vec<u8>> {
+    log.iter()
+        .filter_map(|ev| match ev {
+            WireEvent::Frame { bytes, .. } => Some(bytes.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A threaded box whose every tile writes into one shared log.
 fn logged_box(
     e: &EngineConfig,
@@ -130,13 +140,7 @@ fn run_gate(
                 .iter()
                 .filter(|e| matches!(e, WireEvent::Resp { .. }))
                 .count();
-            let v = g[fed..]
-                .iter()
-                .filter_map(|ev| match ev {
-                    WireEvent::Frame { bytes, .. } => Some(bytes.clone()),
-                    _ => None,
-                })
-                .collect();
+            let v = frames_in(&g[fed..]);
             fed = g.len();
             v
         };
@@ -251,13 +255,7 @@ fn burst(seed: u64) {
             while !stop.load(Ordering::Relaxed) {
                 let frames: Vec<Vec<u8>> = {
                     let g = log.0.lock().unwrap();
-                    let x = g[fed..]
-                        .iter()
-                        .filter_map(|e| match e {
-                            WireEvent::Frame { bytes, .. } => Some(bytes.clone()),
-                            _ => None,
-                        })
-                        .collect();
+                    let x = frames_in(&g[fed..]);
                     fed = g.len();
                     x
                 };
