@@ -35,8 +35,12 @@ use vyrn_rings::spsc::Producer;
 pub struct NetStats {
     /// Client packets received.
     pub rx_client: AtomicU64,
-    /// Client packets naming no session of this box, or too long to be a request.
+    /// Client packets naming no session of this box (or too short to name one).
     pub rx_unknown: AtomicU64,
+    /// Client packets longer than any request (`REQ_MAX_LEN`): dropped before a lane.
+    pub rx_too_long: AtomicU64,
+    /// Client datagrams longer than the receive slot, dropped by the port (`rx_truncated`).
+    pub rx_truncated: AtomicU64,
     /// `ref`: packets on another lane's port.
     pub rx_wrong_port: AtomicU64,
     /// Packets dropped because their lane's receive ring was full (the client resends).
@@ -178,8 +182,11 @@ impl Task for RxTile {
     }
     fn poll(&mut self, now: u64) -> bool {
         let mut busy = false;
+        let mut truncated = 0;
         for (sock, port_lane) in &mut self.socks {
-            let Ok(n) = sock.recv_batch(&mut self.batch) else {
+            let got = sock.recv_batch(&mut self.batch);
+            truncated += sock.counters().rx_truncated;
+            let Ok(n) = got else {
                 continue;
             };
             if n == 0 {
@@ -202,7 +209,7 @@ impl Task for RxTile {
                     continue;
                 }
                 let Some(pkt) = RxPkt::new(now, p.data) else {
-                    bump(&self.stats.rx_unknown);
+                    bump(&self.stats.rx_too_long);
                     continue;
                 };
                 if self.rx[lane as usize].push(pkt).is_err() {
@@ -217,6 +224,7 @@ impl Task for RxTile {
                 }
             }
         }
+        self.stats.rx_truncated.store(truncated, Ordering::Relaxed);
         busy
     }
 }

@@ -210,6 +210,28 @@ fn ref_lanes_listen_on_their_own_ports() {
     }
     let wrong = running.stats.rx_wrong_port.load(Ordering::Relaxed);
     assert_eq!(wrong, 1, "the packet on lane 0's port was not counted");
+    // Bad input is counted and dropped, and the box goes on answering.
+    // Too short to name a session, longer than any request, longer than a receive slot, and a
+    // session that does not exist.
+    let mut long = pkt.clone();
+    long.resize(240, 0);
+    for junk in [vec![1u8, 2, 3], long, vec![0u8; 2000], vec![0xFF; 64]] {
+        client
+            .send_batch(&[TxPacket::to(&junk, Dest::Addr(ports[1]))])
+            .unwrap();
+    }
+    client.flush().unwrap();
+    let t1 = Instant::now();
+    while (running.stats.rx_unknown.load(Ordering::Relaxed) < 2
+        || running.stats.rx_too_long.load(Ordering::Relaxed) < 1
+        || running.stats.rx_truncated.load(Ordering::Relaxed) < 1)
+        && t1.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(running.stats.rx_too_long.load(Ordering::Relaxed), 1);
+    assert_eq!(running.stats.rx_truncated.load(Ordering::Relaxed), 1);
+    assert_eq!(running.stats.rx_unknown.load(Ordering::Relaxed), 2);
     assert!(
         acked(&mut client, ports[1], &pkt, &k_out, 7),
         "no Ack on lane 1's port"

@@ -239,9 +239,11 @@ fn main() -> ExitCode {
     }
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames on both paths {} (refused {}), RepAcks {}, NACKs {}, finality certs {} (refused {}), NackTooOld {}, REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames on both paths {} (refused {}), RepAcks {}, NACKs {}, finality certs {} (refused {}), NackTooOld {}, REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
+        stats.rx_too_long.load(Ordering::Relaxed),
+        stats.rx_truncated.load(Ordering::Relaxed),
         stats.rx_wrong_port.load(Ordering::Relaxed),
         stats.rx_full.load(Ordering::Relaxed),
         stats.responses.load(Ordering::Relaxed),
