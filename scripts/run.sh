@@ -12,13 +12,14 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install the Rust toolchain (stable >= 1.85)" >&2
   exit 2
 fi
-cargo build --release -q -p vyrn-wire -p vyrn-seq -p vyrn-bench --bins
+cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
+cargo build --release -q -p vyrn-seq --features testkit --bins
 bin=target/release
 
 # A dev home's config and fresh keys (0600), written once; edit target/dev-home/box.conf to change it.
 conf=${VYRN_CONFIG:-target/dev-home/box.conf}
 if [ ! -f "$conf" ]; then
-  "$bin/vyrn-home" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
+  "$bin/vyrn-seq" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
 fi
 secs=${VYRN_SECS:-5}
 seq_log=$(mktemp --suffix=.seq.log)

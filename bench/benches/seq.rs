@@ -9,8 +9,7 @@ use std::time::Instant;
 use vyrn_bench::{quick, Latency};
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_seq::home::StepMsg;
-use vyrn_seq::{SeqConfig, SeqHome, Tile};
+use vyrn_seq::SeqConfig;
 
 /// B-REP-5 (07 §15): the sliced signer's CPU per signature and its longest slice, against
 /// ed25519-dalek's one-shot sign of the same 139-byte HEADER message (budget ≤ 12 µs per
@@ -123,20 +122,24 @@ fn main() {
     if !vyrn_bench::enabled("gate") {
         return;
     }
-    // B-REP-13 twice in the same run: as on the box's ports (frames counted, no per-frame
-    // FrameInfo: the stream core's own work) and with the tests' wire log (a copy of every
-    // frame and its FrameInfo), for comparison.
-    for (logged, label) in [(false, "ports"), (true, "logged")] {
-        gate_bench(logged, label);
-    }
+    // B-REP-13 as on the box's ports: frames counted, no per-frame FrameInfo — the stream
+    // core's own work.
+    gate_bench();
 }
 
 /// A `Wire` that counts (the NIC's work is not the tile's).
 struct CountWire;
 
-impl vyrn_seq::threaded::Wire for CountWire {
-    fn frame(&mut self, _h: u8, _info: &vyrn_seq::FrameInfo, bytes: &[u8]) {
+impl vyrn_seq::tiles::Wire for CountWire {
+    fn frame_on(
+        &mut self,
+        _h: u8,
+        _path: u8,
+        _info: &vyrn_seq::FrameInfo,
+        bytes: &[u8],
+    ) -> vyrn_seq::mem::PathWrite {
         std::hint::black_box(bytes);
+        vyrn_seq::mem::PathWrite::Done
     }
     fn resp(&mut self, _s: u32, _g: vyrn_engine::Gate, bytes: &[u8]) {
         std::hint::black_box(bytes);
@@ -156,7 +159,8 @@ impl vyrn_seq::threaded::Wire for CountWire {
 /// hasher its 0.60 (B-REP-6) if the cost per message held.
 fn tile_loads() {
     use std::sync::atomic::Ordering;
-    use vyrn_seq::threaded::{self, Clock, CtrlIn, Runner, RxPkt, Wire, WireFor};
+    use vyrn_seq::runner::{self, Clock, Runner};
+    use vyrn_seq::tiles::{self, CtrlIn, RxPkt, Wire, WireFor};
     let secs = if quick() { 0.3 } else { 3.0 };
     let mut e = EngineConfig::test_home(4, 8);
     for a in e.accounts.iter_mut() {
@@ -174,7 +178,7 @@ fn tile_loads() {
             voters: 4,
             rtx_ring_bytes: 8 << 20,
         };
-        let (mut tiles, mut h) = threaded::build(
+        let (mut tiles, mut h) = tiles::build(
             &cfg,
             Some(10_000_000_000),
             |_w: WireFor| Box::new(CountWire) as Box<dyn Wire>,
@@ -185,7 +189,7 @@ fn tile_loads() {
             t.set_track(false);
         }
         let clock = Clock::new();
-        let runner = Runner::start(threaded::groups(tiles, &[], false, 2), clock);
+        let runner = Runner::start(runner::groups(tiles.tiles, &[], false, 2), clock);
         let mut w = Workload::new(&e, 3, Mix::clean());
         let t0 = clock.now();
         let end = t0 + (secs * 1e9) as u64;
@@ -273,88 +277,130 @@ fn tile_loads() {
     }
 }
 
-fn gate_bench(logged: bool, label: &str) {
+/// A `Wire` that counts and stamps each fence — the store of `released[H]` follows it at once
+/// (07 §4.2: write A, write B, fence, release).
+struct StampWire(
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    vyrn_seq::runner::Clock,
+);
+
+impl vyrn_seq::tiles::Wire for StampWire {
+    fn frame_on(
+        &mut self,
+        _h: u8,
+        _path: u8,
+        _info: &vyrn_seq::FrameInfo,
+        bytes: &[u8],
+    ) -> vyrn_seq::mem::PathWrite {
+        std::hint::black_box(bytes);
+        vyrn_seq::mem::PathWrite::Done
+    }
+    fn fence(&mut self) -> bool {
+        self.0
+            .store(self.1.now(), std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+    fn resp(&mut self, _s: u32, _g: vyrn_engine::Gate, bytes: &[u8]) {
+        std::hint::black_box(bytes);
+    }
+    fn notice(&mut self, _s: u32, bytes: &[u8]) {
+        std::hint::black_box(bytes);
+    }
+}
+
+/// B-REP-13: the production tiles under the seeded scheduler on this thread; each stream
+/// core's poll timed from its start to the fence before its release store (the stamp taken by
+/// the wire), when the poll released a step.
+fn gate_bench() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use vyrn_seq::runner::{Clock, Seeded};
+    use vyrn_seq::tiles::{self, RxPkt, Wire};
     let mut e = EngineConfig::test_home(4, 16);
     for a in e.accounts.iter_mut() {
         a.max_open_orders = 1 << 16;
         a.max_exposure = 1 << 40;
     }
     e.book_cfg.max_orders = 1 << 20;
-    let mut home = SeqHome::new(SeqConfig {
+    let cfg = SeqConfig {
         engine: e.clone(),
         epoch: 1,
         block_ns: vyrn_wire::consts::BLOCK_NS,
         seq_key: [1; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
-    });
-    home.set_log_frames(logged);
-    home.sh.stamp_releases = true;
+    };
+    let clock = Clock::new();
+    let stamp = Arc::new(AtomicU64::new(0));
+    let (tiles, mut h) = tiles::build(
+        &cfg,
+        Some(10_000_000_000),
+        |_| Box::new(StampWire(stamp.clone(), clock)) as Box<dyn Wire>,
+        |_| None,
+        None,
+    );
+    let mut sched = Seeded::new(tiles.tiles, 0);
+    for t in &mut sched.tasks {
+        t.set_track(false);
+    }
+    let streams = [
+        sched.index_of("streamA").expect("stream-A"),
+        sched.index_of("streamB").expect("stream-B"),
+    ];
+    let others: Vec<usize> = (0..sched.tasks.len())
+        .filter(|i| !streams.contains(i))
+        .collect();
+    let lane_of: std::collections::HashMap<u32, usize> = e
+        .sessions
+        .iter()
+        .map(|s| (s.session, s.lane as usize))
+        .collect();
     let mut mix = Mix::clean();
     mix.max_msgs = 2;
     let mut w = Workload::new(&e, 5, mix);
     let n = if quick() { 5_000 } else { 200_000 };
-    let mut timer = Latency::new("baseline: Instant::now() pair");
-    let mut gate = Latency::new(&format!(
-        "stream core ({label}): R_step entry -> released (home only)"
-    ));
-    let mut span = Latency::new(&format!(
-        "stream core ({label}): R_step entry -> released (spanning)"
-    ));
-    let mut poll = Latency::new(&format!(
-        "stream core ({label}): the whole poll (HASH frames, marks, heartbeats after the release)"
-    ));
-    let others: Vec<Tile> = home
-        .tiles()
-        .into_iter()
-        .filter(|t| !matches!(t, Tile::Stream(_)))
-        .collect();
+    let mut timer = Latency::new("baseline: clock read pair");
+    let mut gate = Latency::new("stream core (ports): poll start -> fence before released");
+    let mut poll = Latency::new(
+        "stream core (ports): the whole poll (HASH frames, marks, heartbeats after the release)",
+    );
     for _ in 0..n {
         if let Input::Packet { rx_ts, bytes } = w.next_input() {
-            home.receive(rx_ts, bytes);
+            let lane = tiles::session_of(&bytes)
+                .and_then(|s| lane_of.get(&s).copied())
+                .unwrap_or(0);
+            if let Some(p) = RxPkt::new(rx_ts, &bytes) {
+                let _ = h.rx[lane].push(p);
+            }
         }
         let now = w.now();
         for &t in &others {
-            home.poll(t, now);
+            sched.poll(t, now);
         }
-        // Time each stream core's poll when it has exactly one step to take.
-        for h in 0..2u8 {
-            let steps = home.sh.r_step[h as usize].len();
-            let spans = home.sh.r_step[h as usize]
-                .front()
-                .is_some_and(|m| matches!(m, StepMsg::Step(s) if s.spans));
-            let before = home.sh.released[h as usize];
-            let t0 = Instant::now();
-            home.poll(Tile::Stream(h), now);
-            let whole = t0.elapsed().as_nanos() as u64;
-            if steps == 1 && home.sh.released[h as usize] != before {
-                let ns = home.sh.released_at[h as usize]
-                    .map_or(whole, |t| t.duration_since(t0).as_nanos() as u64);
-                poll.record(whole);
-                if spans {
-                    span.record(ns);
-                } else {
-                    gate.record(ns);
-                }
+        for (k, &i) in streams.iter().enumerate() {
+            let before = h.words.released(k);
+            let t0 = clock.now();
+            sched.poll(i, now);
+            let t1 = clock.now();
+            if h.words.released(k) != before {
+                poll.record(t1 - t0);
+                gate.record(stamp.load(Ordering::Relaxed).saturating_sub(t0));
             }
         }
-        let t0 = Instant::now();
-        let t1 = Instant::now();
-        timer.record((t1 - t0).as_nanos() as u64);
-        home.drain_wire().for_each(drop);
+        let t0 = clock.now();
+        let t1 = clock.now();
+        timer.record(t1 - t0);
     }
+    let _ = &mut h;
     timer.print();
     gate.print();
-    span.print();
     poll.print();
     let p50 = gate.ns.value_at_quantile(0.5) as f64;
     println!(
-        "  budget B-REP-13 ({label}; ≤ 160 ns from step start to the release store): p50 {:.0} ns = {:.2}x, p99 {} ns = {:.2}x (one clock read included); spanning p50 {} ns, p99 {} ns",
+        "  budget B-REP-13 (ports; ≤ 160 ns from step start to the release store): p50 {:.0} ns = {:.2}x, p99 {} ns = {:.2}x (one clock read included)",
         p50,
         p50 / 160.0,
         gate.ns.value_at_quantile(0.99),
         gate.ns.value_at_quantile(0.99) as f64 / 160.0,
-        span.ns.value_at_quantile(0.5),
-        span.ns.value_at_quantile(0.99)
     );
 }

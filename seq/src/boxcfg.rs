@@ -10,7 +10,7 @@
 //! them at once ([`BoxConfig::load`] collects them); [`startup_checks`] then looks at the
 //! machine: cores named by the core map exist, the UDP ports are free, key files are private.
 
-use crate::home::SeqConfig;
+use crate::shm::SeqConfig;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};

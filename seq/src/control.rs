@@ -5,7 +5,11 @@
 //! steps); and the self-fence (INV-REP-6: fewer than `REP_FENCE_ACKS` fresh voters → `seq_fenced`,
 //! never cleared in the tenure).
 
-use crate::home::StepMsg;
+use crate::shm::StepMsg;
+
+/// How far past the newest closed height a finalize vote may reach and still be kept (votes
+/// can overtake control's view of a close by a few blocks, never by this many).
+pub const VOTE_AHEAD_MAX: u64 = 64;
 use crate::mem::ControlMem;
 use std::collections::{BTreeMap, VecDeque};
 use vyrn_engine::bbo::{control, ControlReq};
@@ -115,7 +119,12 @@ impl Control {
 
     /// A voter's finalize vote for `height`.
     pub fn on_vote(&mut self, voter: usize, height: u64) {
-        if voter < self.n_voters && height > self.final_height {
+        // A vote for a height far past the newest close names no block the box has cut: it
+        // is not kept (the vote table stays bounded).
+        if voter < self.n_voters
+            && height > self.final_height
+            && height <= self.closed_height + VOTE_AHEAD_MAX
+        {
             *self.votes.entry(height).or_default() |= 1 << voter;
         }
     }

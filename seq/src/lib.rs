@@ -3,24 +3,26 @@
 //! *before* any response that depends on it leaves (INV-FRAME-FIRST), and the TX tile that
 //! holds each fill until both release words cover it (INV-REP-1).
 //!
-//! Issue 4, first slice: every tile has a non-blocking `poll` over the box's shared memory
-//! ([`home::Shared`]: rings as queues, gate words as fields), so one code path runs under the
-//! seeded scheduler of the tests (T-REP-1) and, later, pinned on cores with `vyrn-rings`.
-//! `docs/seq.md` lists what is built and what is left.
+//! One implementation of every tile ([`tiles`]), each with a non-blocking `poll` over its own
+//! endpoints of the 07 §4.1 shared memory; two runners ([`runner`]): pinned threads in
+//! production, a seeded scheduler in the tests (T-REP-1) and the simulator. [`ports`] puts the
+//! box on its UDP ports. The test oracle, the voter doubles and the one-thread harness live in
+//! `testkit` (feature `testkit`), out of the default build. `docs/seq.md` lists what is built
+//! and what is left.
 
 pub mod boxcfg;
-pub mod check;
 pub mod control;
-pub mod doubles;
-pub mod home;
+pub mod hasher;
 pub mod mem;
-pub mod net;
-pub mod netbox;
+pub mod ports;
+pub mod runner;
+pub mod shm;
 pub mod signer;
 pub mod stream;
-pub mod threaded;
-pub mod voter;
+pub mod tiles;
 
-pub use home::{FrameInfo, SeqConfig, SeqHome, Shared, Tile, WireEvent};
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+pub use shm::{FrameInfo, SeqConfig};
 pub use stream::{GateMode, StreamCore};
-pub use voter::VoterDouble;

@@ -1,12 +1,21 @@
 //! What each tile reads and writes of the box's shared memory (07 §4.1's table), as one trait per
-//! tile. The one-thread box ([`crate::home::SeqHome`]) implements them over [`Shared`] (rings as
-//! queues, words as fields) so any scheduler — round-robin or the seeded one of T-REP-1 — can
-//! interleave the tiles; the threaded box ([`crate::threaded`]) implements them over `vyrn-rings`
-//! SPSC rings and gate words, one set of endpoints per tile, so each tile can run on its own
-//! pinned core. The tiles' code is the same in both.
+//! tile. [`crate::tiles`] implements them over `vyrn-rings` SPSC rings and gate words, one set of
+//! endpoints per tile, so each tile runs on its own pinned core, round-robin with others, or
+//! under the seeded scheduler of the tests — the same code in every case.
 
-use crate::home::{ClosedHalf, FrameInfo, PktEntry, Shared, StepMsg, WireEvent};
+use crate::shm::{ClosedHalf, FrameInfo, PktEntry, StepMsg};
 use vyrn_wire::header::BlockHeader;
+
+/// A replication path's answer to one frame write (07 §4.2, §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathWrite {
+    /// Queued on the path.
+    Done,
+    /// Backpressure: the path's queue is full; the stream core tries again at a later poll.
+    Busy,
+    /// The path refused the write (an error, not backpressure): REP_A_PATH.
+    Failed,
+}
 
 /// A stream core's view (07 §4.2): its lanes' `R_pkt`/`R_hash8`, its `R_step` cursor, its
 /// `released[H]` word, its lanes' `LaneCut`, `seq_fenced`, and its two paths.
@@ -24,9 +33,16 @@ pub trait StreamMem {
     /// Frame `frame_seq` of substream `h` carries records of steps up to `step` (for control's
     /// DUR_QUORUM, 07 §6.9).
     fn frame_step(&mut self, h: u8, frame_seq: u64, step: u64);
-    /// Write a frame to **both** paths, then fence (07 §4.2 `flush_order`); returns when both
-    /// writes are complete.
-    fn write_frame(&mut self, info: &FrameInfo, bytes: &[u8]);
+    /// Write a frame on replication path `path` (0: A, 1: B) — one half of 07 §4.2's
+    /// `flush_order`; the stream core fences with [`StreamMem::fence_paths`] before it releases.
+    fn write_path(&mut self, path: u8, info: &FrameInfo, bytes: &[u8]) -> PathWrite;
+    /// Fence: every frame write so far is complete (the sfence after the CTPIO writes); false
+    /// if a path still holds some (try again).
+    fn fence_paths(&mut self) -> bool;
+    /// REP_A_PATH raised (`down`) or cleared for path `path` of this substream (07 §14).
+    fn path_alarm(&mut self, path: u8, down: bool);
+    /// Set `seq_fenced` (INV-REP-6): a frame could not be written on any path.
+    fn fence(&mut self);
     /// Store `released[h]` (release; after the frame's writes).
     fn release(&mut self, h: u8, step: u64);
     /// `released[h]` as last stored.
@@ -68,100 +84,4 @@ pub trait HasherMem {
     fn closed_pop(&mut self, h: usize) -> Option<ClosedHalf>;
     /// A signed header for stream-A.
     fn header_push(&mut self, hdr: BlockHeader);
-}
-
-impl StreamMem for Shared {
-    fn fenced(&self) -> bool {
-        self.fenced
-    }
-    fn pkt_pop(&mut self, l: usize) -> Option<PktEntry> {
-        self.r_pkt[l].pop_front()
-    }
-    fn hash8_pop(&mut self, l: usize) -> Option<(u64, u64)> {
-        self.r_hash8[l].pop_front()
-    }
-    fn step_peek(&mut self, h: u8) -> Option<StepMsg> {
-        self.r_step[h as usize].front().copied()
-    }
-    fn step_pop(&mut self, h: u8) {
-        self.r_step[h as usize].pop_front();
-    }
-    fn frame_step(&mut self, h: u8, frame_seq: u64, step: u64) {
-        self.frame_steps[h as usize].push_back((frame_seq, step));
-    }
-    fn write_frame(&mut self, info: &FrameInfo, bytes: &[u8]) {
-        if self.log_frames {
-            self.log(WireEvent::Frame {
-                info: info.clone(),
-                bytes: bytes.to_vec(),
-            });
-        } else {
-            self.frames_written += 1;
-        }
-    }
-    fn release(&mut self, h: u8, step: u64) {
-        self.released[h as usize] = step;
-        if self.stamp_releases {
-            self.released_at[h as usize] = Some(std::time::Instant::now());
-        }
-    }
-    fn released(&self, h: u8) -> u64 {
-        self.released[h as usize]
-    }
-    fn lane_cut(&mut self, l: usize, step: u64, cut: u64) {
-        self.lane_cut[l] = (step, cut);
-    }
-    fn closed(&mut self, h: u8, c: ClosedHalf) {
-        self.closed[h as usize].push_back(c);
-    }
-    fn header_pop(&mut self) -> Option<BlockHeader> {
-        self.headers.pop_front()
-    }
-    fn error(&mut self) {
-        self.errors += 1;
-    }
-    fn post_close(&mut self, height: u64) -> bool {
-        if self.close_req.is_some() {
-            return false;
-        }
-        self.close_req = Some(height);
-        true
-    }
-}
-
-impl ControlMem for Shared {
-    fn step_pop(&mut self) -> Option<StepMsg> {
-        self.r_step[2].pop_front()
-    }
-    fn frame_step_pop(&mut self, h: usize) -> Option<(u64, u64)> {
-        self.frame_steps[h].pop_front()
-    }
-    fn notice(&mut self, session: u32, bytes: &[u8]) {
-        self.log(WireEvent::Notice {
-            session,
-            bytes: bytes.to_vec(),
-        });
-    }
-    fn fence(&mut self) {
-        self.fenced = true;
-    }
-    fn durable_mark(&mut self, step: u64, height: u64) {
-        self.durable_mark = Some((step, height));
-        self.durable_marks += 1;
-    }
-}
-
-impl HasherMem for Shared {
-    fn hash32_pop(&mut self) -> Option<(u8, u64, [u8; 32])> {
-        self.r_hash32.pop_front()
-    }
-    fn closed_peek(&mut self, h: usize) -> Option<&ClosedHalf> {
-        self.closed[h].front()
-    }
-    fn closed_pop(&mut self, h: usize) -> Option<ClosedHalf> {
-        self.closed[h].pop_front()
-    }
-    fn header_push(&mut self, hdr: BlockHeader) {
-        self.headers.push_back(hdr);
-    }
 }

@@ -14,12 +14,24 @@
 //!    (release), then `LaneCut[l]` for this half's lanes (INV-REP-11).
 //! 4. HASH frames: the `pkt_hash` of every record already written (INV-REP-8), grouped per lane.
 //! 5. HEARTBEAT after `REP_HB_US` of silence.
+//!
+//! The gate under failure (07 §4.2, §4.8, §14 "one order path down"): each frame is written to
+//! path A and path B separately. A step is released only when every frame up to the one holding
+//! its record is written on both paths — or on one path while the other is declared down
+//! (REP_A_PATH raised) — and fenced; never on none. A path that pushes back (`Busy`) is retried
+//! on later polls, never in a spin inside the gate; frames queue behind it in `frame_seq` order
+//! (their buffers kept, so allocation happens only under backpressure). A path that refuses a
+//! write, or stays busy for [`WRITE_RETRY_NS`] while the other path took the frame, is declared
+//! down and probed again every REP_PATH_DOWN_MS. A frame that no path takes within
+//! [`WRITE_RETRY_NS`] cannot complete: the box fences (INV-REP-6) and writes nothing more in
+//! the tenure — not a frame of any kind, not a retransmission.
 
-use crate::home::{ClosedHalf, FrameInfo, StepMsg};
-use crate::mem::StreamMem;
+use crate::mem::{PathWrite, StreamMem};
+use crate::shm::{ClosedHalf, FrameInfo, StepMsg};
 use std::collections::VecDeque;
 use vyrn_wire::consts::{
-    REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, REP_RTX_MAX_FPS, SRC_NONE,
+    REP_FLUSH_MAX_NS, REP_HB_US, REP_ORDER_FRAME_MAX, REP_PATH_DOWN_MS, REP_RTX_MAX_FPS,
+    REP_SELF_FENCE_US, SRC_NONE,
 };
 use vyrn_wire::encoder::FrameWriter;
 use vyrn_wire::frame::{FrameHeader, FrameKind, Heartbeat, FLAG_RETRANSMIT};
@@ -32,6 +44,48 @@ use vyrn_wire::records::{
 
 /// Retransmissions a stream core may send back to back before the REP_RTX_MAX_FPS rate holds.
 const RTX_BURST: u64 = 256;
+
+/// How long a frame may wait for a path that pushes back before the gate gives up on that path
+/// (the other path has the frame: REP_A_PATH, trading goes on on one path) or on the frame (no
+/// path has it: the box fences, INV-REP-6). A vyrn decision: the self-fence window
+/// REP_SELF_FENCE_US, the longest 07 lets a sequencer hold releases before it falls silent.
+pub const WRITE_RETRY_NS: u64 = REP_SELF_FENCE_US * 1000;
+
+/// How often a path declared down is tried again (REP_PATH_DOWN_MS).
+pub const PATH_PROBE_NS: u64 = REP_PATH_DOWN_MS * 1_000_000;
+
+/// The gate's counters for one substream (07 §4.2, §14).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GateCounters {
+    /// Frames written (on at least one path) and fenced.
+    pub frames: u64,
+    /// Frame writes a path pushed back on (each retried later), per path.
+    pub busy: [u64; 2],
+    /// Frame writes a path refused, per path.
+    pub failed: [u64; 2],
+    /// Frames not written on a path because it was down, per path.
+    pub skipped: [u64; 2],
+    /// Times a path was declared down (REP_A_PATH raised), per path.
+    pub path_down: [u64; 2],
+    /// Times a path came back (REP_A_PATH cleared), per path.
+    pub path_up: [u64; 2],
+    /// Frames that waited for a path (queued behind backpressure).
+    pub queued: u64,
+    /// Frames sealed after the fence, never written.
+    pub fenced_drops: u64,
+    /// The box fenced because a frame could not be written on any path (INV-REP-6).
+    pub write_fences: u64,
+}
+
+/// A sealed frame not yet written on every live path.
+#[derive(Debug)]
+struct Pending {
+    frame_seq: u64,
+    buf: Vec<u8>,
+    info: FrameInfo,
+    done: [bool; 2],
+    since: u64,
+}
 
 /// How the stream core orders its gate. `Correct` is the protocol; the other exists so the
 /// tests can show that the invariant checks catch a broken gate (T-REP-1).
@@ -189,6 +243,19 @@ pub struct StreamCore {
     block_ns: u64,
     next_close: u64,
     next_height: u64,
+    /// Frames sealed but not yet written on every live path, oldest first.
+    pending: VecDeque<Pending>,
+    /// Per path: declared down (REP_A_PATH), and since when (the probe clock).
+    path_down: [bool; 2],
+    down_since: [u64; 2],
+    /// Writes since the last fence.
+    unfenced: bool,
+    /// A release waiting for its frames: (last frame_seq it needs, step), this half's cut.
+    deferred: Option<(u64, u64)>,
+    deferred_cut: Vec<u64>,
+    /// frame_seq of the newest sealed frame.
+    last_sealed: u64,
+    gate: GateCounters,
 }
 
 impl StreamCore {
@@ -272,6 +339,14 @@ impl StreamCore {
             block_ns: u64::MAX,
             next_close: u64::MAX,
             next_height: 1,
+            pending: VecDeque::new(),
+            path_down: [false; 2],
+            down_since: [0; 2],
+            unfenced: false,
+            deferred: None,
+            deferred_cut: vec![0; len],
+            last_sealed: 0,
+            gate: GateCounters::default(),
         };
         s.send(0, sh);
         s
@@ -288,6 +363,10 @@ impl StreamCore {
         sh: &mut impl StreamMem,
     ) -> NackOutcome {
         self.rtx_counters.nacks += 1;
+        // INV-REP-6: nothing leaves a fenced box, retransmissions included (07 §4.8).
+        if sh.fenced() {
+            return NackOutcome::default();
+        }
         let per = 1_000_000_000 / REP_RTX_MAX_FPS;
         if now > self.rtx_refill_ns {
             let add = (now - self.rtx_refill_ns) / per;
@@ -320,7 +399,12 @@ impl StreamCore {
                 frame_seq: fs,
                 ..FrameInfo::default()
             };
-            sh.write_frame(&info, &self.rtx_scratch);
+            // Best effort on each live path: the receiver NACKs again what does not arrive.
+            for p in 0..2u8 {
+                if !self.path_down[p as usize] {
+                    let _ = sh.write_path(p, &info, &self.rtx_scratch);
+                }
+            }
             out.resent += 1;
         }
         self.rtx_counters.resent += out.resent;
@@ -374,9 +458,24 @@ impl StreamCore {
         self.steprun_n = 0;
     }
 
-    /// Write every sealed frame to both paths (the memory's `write_frame` writes path A, path B,
-    /// then fences), keep it in the frame ring, and recycle the buffers the ring lets go: no
-    /// allocation per frame in steady state.
+    /// The gate's counters.
+    pub fn gate_counters(&self) -> GateCounters {
+        self.gate
+    }
+
+    /// Per path: declared down (REP_A_PATH raised by this stream core).
+    pub fn paths_down(&self) -> [bool; 2] {
+        self.path_down
+    }
+
+    /// Frames sealed and not yet written on every live path.
+    pub fn pending_frames(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Write every sealed frame to both paths, in `frame_seq` order, keep it in the frame ring,
+    /// and recycle the buffers: no allocation per frame while the paths take every write. A
+    /// frame a path pushes back on waits in `pending` with its buffer (07 §4.2; module docs).
     fn send(&mut self, now: u64, sh: &mut impl StreamMem) {
         for k in 0..self.w.pending() {
             let f = self.w.take_frame(k);
@@ -405,14 +504,153 @@ impl StreamCore {
             info.stream = self.h;
             info.frame_seq = hdr.frame_seq;
             info.kind = Some(hdr.kind);
-            sh.write_frame(&info, &f);
-            // Keep it for retransmission, oldest out first (07 §4.10, REP_RTX_RING_BYTES), and
-            // hand the buffer back to the writer for the next frame.
-            self.rtx.push(hdr.frame_seq, &f);
-            self.w.recycle(f);
+            self.last_sealed = hdr.frame_seq;
             self.last_write = now;
+            // INV-REP-6: a fenced box writes nothing (the frame is sealed, never sent).
+            if sh.fenced() {
+                self.gate.fenced_drops += 1;
+                self.w.recycle(f);
+                continue;
+            }
+            // Keep it for retransmission (07 §4.10, REP_RTX_RING_BYTES).
+            self.rtx.push(hdr.frame_seq, &f);
+            let mut p = Pending {
+                frame_seq: hdr.frame_seq,
+                buf: f,
+                info,
+                done: [false; 2],
+                since: now,
+            };
+            if self.pending.is_empty() && self.write_paths(&mut p, now, true, sh) {
+                self.gate.frames += 1;
+                self.w.recycle(p.buf);
+            } else {
+                self.gate.queued += 1;
+                self.pending.push_back(p);
+            }
         }
         self.w.clear_taken();
+        self.pump(now, sh);
+    }
+
+    /// Try `p` on each live path it still needs (and, when `probe`, on a down path whose probe
+    /// is due); true when every live path has it.
+    fn write_paths(
+        &mut self,
+        p: &mut Pending,
+        now: u64,
+        probe: bool,
+        sh: &mut impl StreamMem,
+    ) -> bool {
+        for path in 0..2usize {
+            if p.done[path] {
+                continue;
+            }
+            let down = self.path_down[path];
+            if down && !(probe && now.saturating_sub(self.down_since[path]) >= PATH_PROBE_NS) {
+                self.gate.skipped[path] += 1;
+                continue;
+            }
+            match sh.write_path(path as u8, &p.info, &p.buf) {
+                PathWrite::Done => {
+                    p.done[path] = true;
+                    self.unfenced = true;
+                    if down {
+                        // The probe went through: the path is back (REP_A_PATH cleared).
+                        self.path_down[path] = false;
+                        self.gate.path_up[path] += 1;
+                        sh.path_alarm(path as u8, false);
+                    }
+                }
+                PathWrite::Busy => {
+                    if down {
+                        self.down_since[path] = now;
+                    } else {
+                        self.gate.busy[path] += 1;
+                    }
+                }
+                PathWrite::Failed => {
+                    self.gate.failed[path] += 1;
+                    if down {
+                        self.down_since[path] = now;
+                    } else {
+                        self.declare_down(path, now, sh);
+                    }
+                }
+            }
+        }
+        (0..2).all(|q| p.done[q] || self.path_down[q])
+    }
+
+    /// REP_A_PATH: path `path` is down; trading goes on on the other (07 §14).
+    fn declare_down(&mut self, path: usize, now: u64, sh: &mut impl StreamMem) {
+        self.path_down[path] = true;
+        self.down_since[path] = now;
+        self.gate.path_down[path] += 1;
+        sh.path_alarm(path as u8, true);
+        if self.path_down.iter().all(|&d| d) {
+            // No path left to write on: nothing can be released again (INV-REP-6).
+            self.gate.write_fences += 1;
+            sh.fence();
+        }
+    }
+
+    /// Retry the frames waiting for a path, oldest first, then fence and store a release whose
+    /// frames are all out. Runs at every poll; never spins.
+    fn pump(&mut self, now: u64, sh: &mut impl StreamMem) {
+        while let Some(mut p) = self.pending.pop_front() {
+            if sh.fenced() {
+                self.gate.fenced_drops += 1 + self.pending.len() as u64;
+                self.pending.clear();
+                break;
+            }
+            if self.write_paths(&mut p, now, false, sh) {
+                self.gate.frames += 1;
+                self.w.recycle(p.buf);
+                continue;
+            }
+            if now.saturating_sub(p.since) >= WRITE_RETRY_NS {
+                if p.done.iter().any(|&d| d) {
+                    // The other path took it: the busy one is down; go on with one path.
+                    for path in 0..2 {
+                        if !p.done[path] && !self.path_down[path] {
+                            self.declare_down(path, now, sh);
+                        }
+                    }
+                } else {
+                    // No path took the frame in time: it cannot complete; fence (INV-REP-6).
+                    self.gate.write_fences += 1;
+                    sh.fence();
+                }
+                self.pending.push_front(p);
+                continue;
+            }
+            self.pending.push_front(p);
+            break;
+        }
+        self.try_release(sh);
+    }
+
+    /// Store the deferred release once every frame it needs is written and fenced (07 §4.2:
+    /// write A, write B, fence, `released[H]`, then `LaneCut`).
+    fn try_release(&mut self, sh: &mut impl StreamMem) {
+        let Some((upto, step)) = self.deferred else {
+            return;
+        };
+        if self.pending.front().is_some_and(|p| p.frame_seq <= upto) || sh.fenced() {
+            return;
+        }
+        if self.unfenced {
+            if !sh.fence_paths() {
+                return; // the fence itself pushed back: try at the next poll
+            }
+            self.unfenced = false;
+        }
+        self.deferred = None;
+        sh.release(self.h, step); // (release)
+        for i in 0..self.len {
+            sh.lane_cut(self.first + i, step, self.deferred_cut[i]); // INV-REP-11: after release
+        }
     }
 
     /// Flush the open ORDER frame: write, fence, release (07 §4.2).
@@ -425,15 +663,12 @@ impl StreamCore {
         self.w.flush();
         self.send(now, sh);
         self.open_since = None;
-        // Fence: in the threaded box an sfence after the NIC writes; here the writes above are
-        // complete when `send` returns.
         self.written.copy_from_slice(&self.drained);
         if let Some(s) = release {
-            sh.release(self.h, s); // (release)
-            for i in 0..self.len {
-                sh.lane_cut(self.first + i, s, self.half_cut[i]); // INV-REP-11: after release
-            }
+            self.deferred = Some((self.last_sealed, s));
+            self.deferred_cut.copy_from_slice(&self.half_cut);
         }
+        self.try_release(sh);
     }
 
     fn append_lane(&mut self, l: usize, now: u64, sh: &mut impl StreamMem) -> bool {
@@ -528,6 +763,14 @@ impl StreamCore {
             self.info.lane_max = vec![0; self.layout.n_lanes as usize];
         }
         let mut busy = false;
+        // Frames waiting for a path first, in frame_seq order (the gate under backpressure).
+        if !self.pending.is_empty() {
+            self.pump(now, sh);
+            busy = true;
+            if sh.fenced() {
+                return true;
+            }
+        }
         // Block clock (07 §3.9): `close_req` at k × BLOCK_NS; the BBO core places the mark
         // entry after its current step. A request not yet taken is not overwritten.
         if now >= self.next_close && sh.post_close(self.next_height) {
@@ -654,7 +897,7 @@ impl StreamCore {
             busy = true;
         }
         // HEARTBEAT after REP_HB_US of silence.
-        if now.saturating_sub(self.last_write) >= REP_HB_US * 1000 {
+        if self.pending.is_empty() && now.saturating_sub(self.last_write) >= REP_HB_US * 1000 {
             self.w.heartbeat(&Heartbeat {
                 last_step: sh.released(self.h),
                 last_height: 0,

@@ -7,7 +7,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_seq::{SeqConfig, SeqHome, Tile};
+use vyrn_seq::testkit::{SimBox, Tile};
+use vyrn_seq::SeqConfig;
 
 struct Counting;
 
@@ -51,7 +52,7 @@ fn stream_cores_allocate_per_block_not_per_message() {
     }
     e.book_cfg.max_orders = 1 << 20;
     let block_ns = 200_000;
-    let mut home = SeqHome::new(SeqConfig {
+    let mut home = SimBox::new(SeqConfig {
         engine: e.clone(),
         epoch: 1,
         block_ns,
@@ -66,7 +67,7 @@ fn stream_cores_allocate_per_block_not_per_message() {
         .into_iter()
         .filter(|t| !matches!(t, Tile::Stream(_)))
         .collect();
-    let mut run = |home: &mut SeqHome, rounds: usize, count: bool| -> (u64, u64) {
+    let mut run = |home: &mut SimBox, rounds: usize, count: bool| -> (u64, u64) {
         let mut now = 0;
         for _ in 0..rounds {
             if let Input::Packet { rx_ts, bytes } = w.next_input() {
@@ -80,20 +81,20 @@ fn stream_cores_allocate_per_block_not_per_message() {
             home.poll(Tile::Stream(0), now);
             home.poll(Tile::Stream(1), now);
             ON.with(|o| o.set(false));
-            home.drain_wire().for_each(drop);
+            home.drain_wire();
         }
         (now, COUNT.with(|c| c.get()))
     };
     // Warm up: rings, queues and the frame ring reach their steady size (1 MiB ring: frames
     // start coming back for reuse).
     run(&mut home, 60_000, false);
-    let steps0 = home.bbo().done();
+    let steps0 = home.words().step_done();
     let blocks0 = home.closed_height();
-    let frames0 = home.sh.frames_written;
+    let frames0 = frames_written(&home);
     let (_, allocs) = run(&mut home, 20_000, true);
-    let steps = home.bbo().done() - steps0;
+    let steps = home.words().step_done() - steps0;
     let blocks = home.closed_height() - blocks0;
-    let frames = home.sh.frames_written - frames0;
+    let frames = frames_written(&home) - frames0;
     assert!(
         steps > 5_000 && frames > 5_000,
         "steps {steps}, frames {frames}"
@@ -104,4 +105,11 @@ fn stream_cores_allocate_per_block_not_per_message() {
         "{allocs} allocations for {steps} steps, {frames} frames, {blocks} blocks"
     );
     eprintln!("{allocs} allocations for {steps} steps, {frames} frames, {blocks} blocks");
+}
+
+/// Frames the stream cores wrote (both substreams), as the gate counts them.
+fn frames_written(home: &SimBox) -> u64 {
+    let g = &home.words().gate;
+    let r = std::sync::atomic::Ordering::Relaxed;
+    g[0].frames.load(r) + g[1].frames.load(r)
 }

@@ -1,14 +1,19 @@
 //! Control with voter doubles (07 §4.8, §6.8, §6.9): watermarks reach the clients, the finality
 //! gate halts the book past FIN_GATE_BLOCKS and resumes it at REP_GATE_RESUME_BLOCKS (INV-REP-10),
-//! and the self-fence silences both stream cores for good when acks stop (INV-REP-6).
+//! and the self-fence silences the box for good when acks stop (INV-REP-6): no frame of any
+//! kind — ORDER, HASH, HEADER, HEARTBEAT, retransmissions — and no response or notice.
 
 use vyrn_engine::EngineConfig;
-use vyrn_seq::{SeqConfig, SeqHome, VoterDouble, WireEvent};
+use vyrn_seq::testkit::{SimBox, VoterDouble, WireEvent};
+use vyrn_seq::SeqConfig;
 use vyrn_wire::consts::{FIN_GATE_BLOCKS, REP_SELF_FENCE_US};
 use vyrn_wire::msg::client::{Msg, MsgType, Record, RejectCode, RequestPacket, Response, Side};
 
 struct Rig {
-    home: SeqHome,
+    home: SimBox,
+    /// Every write since the test last cleared it.
+    after: Vec<WireEvent>,
+    durable_marks: Vec<(u64, u64)>,
     voters: Vec<VoterDouble>,
     cfg: EngineConfig,
     now: u64,
@@ -24,7 +29,7 @@ const BLOCK_NS: u64 = 20_000;
 impl Rig {
     fn new() -> Rig {
         let cfg = EngineConfig::test_home(2, 1);
-        let home = SeqHome::new(SeqConfig {
+        let home = SimBox::new(SeqConfig {
             engine: cfg.clone(),
             epoch: 1,
             block_ns: BLOCK_NS,
@@ -37,6 +42,8 @@ impl Rig {
             .collect();
         Rig {
             home,
+            after: Vec::new(),
+            durable_marks: Vec::new(),
             voters,
             cfg,
             now: 1_000,
@@ -55,9 +62,16 @@ impl Rig {
             for &t in &tiles {
                 self.home.poll(t, self.now);
             }
-            let wire: Vec<WireEvent> = self.home.drain_wire().collect();
+            let wire: Vec<WireEvent> = self.home.drain_wire();
+            self.after.extend(wire.iter().cloned());
             for ev in wire {
                 match ev {
+                    WireEvent::DurableMark { step, height } => {
+                        self.durable_marks.push((step, height))
+                    }
+                    WireEvent::Frame { path: 1, .. }
+                    | WireEvent::PathAlarm { .. }
+                    | WireEvent::Learn { .. } => {}
                     WireEvent::Frame { bytes, .. } => {
                         self.frames_after += 1;
                         for v in self.voters.iter_mut() {
@@ -148,10 +162,10 @@ fn watermarks_reach_every_session() {
         _ => None,
     });
     assert_eq!(
-        r.home.sh.durable_marks,
+        r.durable_marks.len() as u64,
         durable as u64 / r.cfg.sessions.len() as u64
     );
-    assert_eq!(r.home.sh.durable_mark, last_durable);
+    assert_eq!(r.durable_marks.last().copied(), last_durable);
     assert!(
         f + FIN_GATE_BLOCKS >= r.home.closed_height(),
         "final {f} of {}",
@@ -205,7 +219,7 @@ fn finality_gate_halts_then_resumes_the_book() {
         msg_index: 0,
         client_tag: 8
     }));
-    assert!(!r.home.sh.fenced);
+    assert!(!r.home.words().fenced());
 }
 
 #[test]
@@ -213,26 +227,49 @@ fn self_fence_silences_both_streams_for_good() {
     let mut r = Rig::new();
     r.order(1, Side::Buy);
     r.run(50_000);
-    assert!(!r.home.sh.fenced);
+    assert!(!r.home.words().fenced());
     for v in r.voters.iter_mut().take(2) {
         v.acking = false; // 2 of 4 fresh < REP_FENCE_ACKS = 3
     }
     r.run(REP_SELF_FENCE_US * 1000 + 10_000);
     assert!(
-        r.home.sh.fenced,
+        r.home.words().fenced(),
         "fewer than REP_FENCE_ACKS fresh voters fence the box"
     );
+    // Let the fence settle (one flush), then nothing at all may leave.
+    r.run(10_000);
     r.frames_after = 0;
+    r.after.clear();
     for v in r.voters.iter_mut() {
         v.acking = true;
     }
     r.order(2, Side::Sell);
-    r.run(200_000);
+    r.run(100_000);
+    // A NACK after the fence is not served (no retransmission leaves a fenced box).
+    let out = r.home.on_nack(0, 1, 5, r.now);
+    assert_eq!(out.resent, 0, "{out:?}");
+    r.run(100_000);
     assert_eq!(
         r.frames_after, 0,
         "a fenced box writes no frame, even when acks return"
     );
-    assert!(r.home.sh.fenced);
+    let leaked: Vec<&WireEvent> = r
+        .after
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                WireEvent::Frame { .. } | WireEvent::Resp { .. } | WireEvent::Notice { .. }
+            )
+        })
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "nothing leaves a fenced box: {} writes, first {:?}",
+        leaked.len(),
+        leaked.first()
+    );
+    assert!(r.home.words().fenced());
     assert!(
         !r.records().contains(&Record::Ack {
             msg_index: 0,

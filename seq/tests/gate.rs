@@ -1,25 +1,29 @@
-//! T-REP-1 (07 §15): seeded interleavings of every tile of a box — a lane of each half, the cut
-//! core, the BBO core, stream-A, stream-B and the TX tile — on a 2-lane workload whose steps
-//! include one that spans both halves, checking INV-REP-1, INV-REP-2 and INV-REP-11 after every
-//! poll; and the same checks failing when the gate is removed. Plus: the replica decoder of
-//! `wire` decodes everything the box writes.
+//! T-REP-1 (07 §15): seeded interleavings of every production tile of a box — lanes of both
+//! halves, the cut core, the BBO core, stream-A, stream-B, the TX tile, the order hasher and
+//! control — driven by the seeded scheduler (`runner::Seeded` through `testkit::SimBox`), on a
+//! workload of hundreds of packets per run (resting and crossing orders on both halves, so steps
+//! span both substreams; cancels, IOCs, resends, gaps, bad packets; blocks closing; finality-gate
+//! halts and resumes), checking INV-REP-1, INV-REP-2 and INV-REP-11 after every poll; and the
+//! same checks catching a removed gate in every run built to expose it. Plus: the replica
+//! decoder of `wire` decodes everything the box writes.
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_seq::check::Checker;
-use vyrn_seq::{GateMode, SeqConfig, SeqHome, Tile, WireEvent};
+use vyrn_seq::testkit::check::Checker;
+use vyrn_seq::testkit::{frames_in, SimBox, Tile, WireEvent};
+use vyrn_seq::{GateMode, SeqConfig};
 use vyrn_wire::corpus::Rng;
 use vyrn_wire::decoder::{DecState, Pos, Sink};
 use vyrn_wire::msg::client::{Msg, MsgType, RequestPacket, Side};
 use vyrn_wire::records::{PacketRecord, Step};
 
-fn cfg() -> SeqConfig {
-    // Lane 0 is half A, lane 1 half B; one session each (sessions 1 and 10001).
+fn cfg(lanes: u8) -> SeqConfig {
     SeqConfig {
-        engine: EngineConfig::test_home(2, 1),
+        engine: EngineConfig::test_home(lanes, 3),
         epoch: 7,
-        // Blocks close every 30 µs of the run's clock, so marks interleave with the steps.
-        block_ns: 30_000,
+        // Blocks close every 4 µs of the run's clock, so marks interleave with the steps and
+        // the finality gate halts the book when no votes come.
+        block_ns: 4_000,
         seq_key: [7; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
@@ -44,99 +48,176 @@ fn pkt(c: &EngineConfig, session: u32, pkt_seq: u32, msgs: &[Msg]) -> Vec<u8> {
     .unwrap()
 }
 
-fn gtc(side: Side, tick: i32, qty: u32, tag: u32) -> Msg {
-    Msg {
-        kind: MsgType::NewGtc,
-        side,
-        tick,
-        qty,
-        client_tag: tag,
-    }
+/// What one run did (so a test can say its workload is what it claims).
+#[derive(Debug, Default)]
+struct RunStats {
+    packets: usize,
+    polls: usize,
+    resps: usize,
+    /// Responses to steps whose records span both substreams.
+    spanning: usize,
+    halts: u64,
+    resumes: u64,
 }
 
-/// The T-REP-1 workload: a resting sell on lane 0 (half A), a crossing buy on lane 1 (half B) —
-/// the Cross step spans both halves, since both half-cuts move — and a lane-local reject.
-fn workload(c: &EngineConfig) -> Vec<Vec<u8>> {
+/// The packets after the T-REP-1 mix of run `seed`: a last sell on lane 0 (half A) and a buy
+/// crossing it on the last lane (half B), on sessions the workload never uses — the Cross spans
+/// both halves and its fill is the last response of the run.
+fn tail(e: &EngineConfig) -> Vec<Vec<u8>> {
+    let a = e.sessions.iter().find(|s| s.lane == 0).unwrap();
+    let last = e.layout.n_lanes - 1;
+    let b = e.sessions.iter().rev().find(|s| s.lane == last).unwrap();
+    let gtc = |side, tag| Msg {
+        kind: MsgType::NewGtc,
+        side,
+        tick: 1,
+        qty: 1,
+        client_tag: tag,
+    };
     vec![
-        pkt(c, 1, 1, &[gtc(Side::Sell, 100, 5, 1)]),
-        pkt(c, 10001, 1, &[gtc(Side::Buy, 100, 3, 2)]),
-        pkt(c, 1, 2, &[gtc(Side::Sell, 100, 99_999, 3)]), // RISK_QTY, answered by the lane
+        pkt(e, a.session, 1_000_000, &[gtc(Side::Sell, 900_001)]),
+        pkt(e, b.session, 1_000_000, &[gtc(Side::Buy, 900_002)]),
     ]
 }
 
-/// Run one seeded interleaving; returns the first violation, if any, and the number of polls.
-fn run(seed: u64, mode: GateMode) -> (Result<(), String>, usize, SeqHome) {
-    let c = cfg();
-    let mut home = SeqHome::new(c.clone());
+/// One seeded interleaving of `n_pkts` workload packets. With `frozen`, the clock stops before
+/// the tail, so no frame ever ages out after it: a gate that releases on append is then exposed
+/// by the tail's responses. The first violation, if any.
+fn run(seed: u64, mode: GateMode, n_pkts: usize, frozen: bool) -> (Result<(), String>, RunStats) {
+    let c = cfg(4);
+    let e = c.engine.clone();
+    // Self-fence off (no acks here): this test is about the gate, not the fence.
+    let mut home = SimBox::build(c, Some(1 << 40), seed);
     home.set_gate_mode(mode);
-    for (i, p) in workload(&c.engine).into_iter().enumerate() {
-        home.receive(100 + i as u64, p);
-    }
-    let tiles = home.tiles();
-    let mut rng = Rng::new(seed);
+    let mut w = Workload::new(&e, seed, Mix::everything());
+    let mut rng = Rng::new(seed ^ 0x5eed);
     let mut chk = Checker::default();
-    let mut now = 1_000;
-    for i in 0..4000 {
-        let t = tiles[rng.below(tiles.len() as u64) as usize];
-        // Time moves slowly, so the 1 µs age rule fires only now and then.
-        now += rng.below(40);
+    let mut st = RunStats::default();
+    let mut now = 1_000u64;
+    let tiles = home.tiles();
+    let mut fed = 0;
+    let mut voting;
+    let step = |home: &mut SimBox, chk: &mut Checker, now: u64, t: Tile, st: &mut RunStats| {
         home.poll(t, now);
-        if let Err(e) = chk.check(&home) {
-            return (Err(e), i, home);
+        st.polls += 1;
+        chk.check(home)
+    };
+    while fed < n_pkts || home.rx_backlog() > 0 {
+        // Packets arrive in bursts between runs of polls.
+        for _ in 0..rng.below(4) {
+            if fed >= n_pkts {
+                break;
+            }
+            if let Input::Packet { bytes, .. } = w.next_input() {
+                if home.receive(now, bytes) {
+                    st.packets += 1;
+                }
+            }
+            fed += 1;
+        }
+        for _ in 0..1 + rng.below(40) {
+            let t = tiles[rng.below(tiles.len() as u64) as usize];
+            now += rng.below(60);
+            if let Err(e) = step(&mut home, &mut chk, now, t, &mut st) {
+                return (Err(e), st);
+            }
+        }
+        // Voters come and go: without votes the finality gate halts the book, with them it
+        // resumes (logged Control steps, both substreams).
+        voting = (fed * 3 / n_pkts.max(1)) % 2 == 1;
+        if voting {
+            let closed = home.closed_height();
+            let fin = home.watermarks().1;
+            for h in fin + 1..=closed {
+                for v in 0..3 {
+                    home.on_vote(v, h);
+                }
+            }
         }
     }
-    // Drain: let everything age out and go.
-    home.settle(now + 10_000, 100);
-    let r = chk.check(&home);
-    (r, 4000, home)
+    for p in tail(&e) {
+        home.receive(now, p);
+    }
+    if !frozen {
+        now += 10_000;
+    }
+    for _ in 0..20_000 {
+        let t = tiles[rng.below(tiles.len() as u64) as usize];
+        if let Err(e) = step(&mut home, &mut chk, now, t, &mut st) {
+            return (Err(e), st);
+        }
+    }
+    let (_, _, cc) = home.watermarks();
+    st.halts = cc.gate_halts;
+    st.resumes = cc.gate_resumes;
+    for ev in home.log().iter() {
+        if let WireEvent::Resp {
+            gate: vyrn_engine::Gate::Step { need_a, need_b, .. },
+            ..
+        } = ev
+        {
+            st.resps += 1;
+            if *need_a > 0 && need_a == need_b {
+                st.spanning += 1;
+            }
+        } else if let WireEvent::Resp { .. } = ev {
+            st.resps += 1;
+        }
+    }
+    (chk.check(&home), st)
 }
 
 #[test]
 fn t_rep_1_gates_hold_under_every_seeded_interleaving() {
-    let mut spanning = 0;
-    for seed in 0..2000 {
-        let (r, _, home) = run(seed, GateMode::Correct);
-        r.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        // The workload did what it claims: three answers out, a Cross that spans both halves.
-        let resps = home
-            .sh
-            .wire
-            .iter()
-            .filter(|e| matches!(e, WireEvent::Resp { .. }))
-            .count();
-        assert!(resps >= 4, "seed {seed}: only {resps} responses");
-        let frames_both: usize = (0..2).map(|h| home.frames(h).len()).min().unwrap();
-        assert!(frames_both >= 3, "seed {seed}");
-        if home.sh.wire.iter().any(|e| match e {
-            WireEvent::Frame { info, .. } => info.stream == 1 && !info.steps.is_empty(),
-            _ => false,
-        }) && home.sh.wire.iter().any(|e| match e {
-            WireEvent::Frame { info, .. } => info.stream == 0 && !info.steps.is_empty(),
-            _ => false,
-        }) {
-            spanning += 1;
+    const RUNS: u64 = 200;
+    let mut halted = 0;
+    for seed in 0..RUNS {
+        let (r, st) = run(seed, GateMode::Correct, 300, false);
+        r.unwrap_or_else(|e| panic!("seed {seed}: {e} ({st:?})"));
+        // The workload is what it claims: hundreds of packets, hundreds of answers, steps
+        // that span both substreams.
+        assert!(st.packets >= 250, "seed {seed}: {st:?}");
+        assert!(st.resps >= 200, "seed {seed}: {st:?}");
+        assert!(
+            st.spanning >= 1,
+            "seed {seed}: no spanning step answered ({st:?})"
+        );
+        if st.halts >= 1 && st.resumes >= 1 {
+            halted += 1;
         }
     }
-    assert_eq!(
-        spanning, 2000,
-        "every run carries step records on both substreams"
+    // Voters are away for the first and last third of the packets: in (nearly) every run the
+    // finality gate halts the book and resumes it when they come back (logged Control steps).
+    assert!(
+        halted >= RUNS * 9 / 10,
+        "halted and resumed in {halted} of {RUNS} runs"
     );
 }
 
+/// The broken gate (released on append, the frame written when it ages out) is caught in every
+/// run designed to expose it: the clock stops before a last crossing pair, so that pair's
+/// responses leave while its records sit in an open frame.
 #[test]
-fn t_rep_1_checks_fail_when_the_gate_is_removed() {
+fn t_rep_1_catches_the_removed_gate_in_every_exposing_run() {
+    const RUNS: u64 = 40;
     let mut caught = 0;
-    for seed in 0..300 {
-        let (r, _, _) = run(seed, GateMode::ReleaseOnAppend);
+    for seed in 0..RUNS {
+        let (r, st) = run(seed, GateMode::ReleaseOnAppend, 200, true);
         if r.is_err() {
             caught += 1;
+        } else {
+            eprintln!("seed {seed}: broken gate not caught ({st:?})");
         }
     }
-    eprintln!("broken gate caught in {caught} of 300 interleavings");
-    assert!(
-        caught > 30,
-        "the broken gate was caught in only {caught} of 300 interleavings"
+    assert_eq!(
+        caught, RUNS,
+        "the broken gate was caught in {caught} of {RUNS} runs"
     );
+    // And the same frozen-clock runs pass with the gate in place.
+    for seed in 0..8 {
+        let (r, _) = run(seed, GateMode::Correct, 200, true);
+        r.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
 }
 
 #[derive(Default)]
@@ -179,7 +260,7 @@ fn the_replica_decoder_decodes_everything_the_box_writes() {
             voters: 4,
             rtx_ring_bytes: 8 << 20,
         };
-        let mut home = SeqHome::new(c);
+        let mut home = SimBox::new(c);
         let mut w = Workload::new(&e, seed, Mix::everything());
         let mut rng = Rng::new(seed);
         let tiles = home.tiles();
@@ -199,13 +280,13 @@ fn the_replica_decoder_decodes_everything_the_box_writes() {
         let mut dec = DecState::new(e.layout).unwrap();
         let mut out = Collect::default();
         // Interleave the two substreams as they were written.
-        for ev in &home.sh.wire {
-            if let WireEvent::Frame { bytes, .. } = ev {
-                dec.on_frame(bytes, now, &mut out)
-                    .unwrap_or_else(|err| panic!("seed {seed}: {err:?}"));
-            }
+        for bytes in frames_in(&home.log()) {
+            dec.on_frame(&bytes, now, &mut out)
+                .unwrap_or_else(|err| panic!("seed {seed}: {err:?}"));
         }
-        let logged: u64 = home.sh.lane_counter.iter().sum();
+        let logged: u64 = (0..e.layout.n_lanes as usize)
+            .map(|l| home.words().lane_counter(l))
+            .sum();
         let numbered: u64 = out.pkts.iter().map(|p| p.count as u64).sum();
         assert!(logged > 100, "seed {seed}: only {logged} LaneSeqs");
         assert_eq!(numbered, logged, "seed {seed}: every LaneSeq decoded");
@@ -216,13 +297,18 @@ fn the_replica_decoder_decodes_everything_the_box_writes() {
         );
         assert_eq!(
             out.steps.len() as u64,
-            home.sh.step_done,
+            home.words().step_done(),
             "seed {seed}: every step decoded"
         );
         for (i, s) in out.steps.iter().enumerate() {
             assert_eq!(s.step, i as u64 + 1);
         }
-        assert_eq!(home.sh.errors, 0);
+        assert_eq!(
+            home.words()
+                .errors
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
         // Blocks: every HEADER's order_root is the one the decoder recomputed, its seq_sig
         // verifies, and the headers chain.
         assert!(
@@ -249,6 +335,5 @@ fn the_replica_decoder_decodes_everything_the_box_writes() {
             assert_eq!(h.prev, prev, "seed {seed}: chain");
             prev = h.header_hash();
         }
-        let _ = Tile::Tx;
     }
 }

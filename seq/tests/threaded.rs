@@ -5,54 +5,21 @@
 //! acks and votes drive control (durable, final) across threads.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use vyrn_engine::workload::{Input, Mix, Workload};
-use vyrn_engine::{EngineConfig, Gate};
-use vyrn_seq::check::Checker;
-use vyrn_seq::threaded::{self, Clock, CtrlIn, Runner, RxPkt, Wire, WireFor};
-use vyrn_seq::{FrameInfo, SeqConfig, VoterDouble, WireEvent};
-
-#[derive(Clone, Default)]
-struct LogWire(Arc<Mutex<Vec<WireEvent>>>);
-
-impl Wire for LogWire {
-    fn frame(&mut self, _h: u8, info: &FrameInfo, bytes: &[u8]) {
-        self.0.lock().unwrap().push(WireEvent::Frame {
-            info: info.clone(),
-            bytes: bytes.to_vec(),
-        });
-    }
-    fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]) {
-        self.0.lock().unwrap().push(WireEvent::Resp {
-            session,
-            gate,
-            bytes: bytes.to_vec(),
-        });
-    }
-    fn notice(&mut self, session: u32, bytes: &[u8]) {
-        self.0.lock().unwrap().push(WireEvent::Notice {
-            session,
-            bytes: bytes.to_vec(),
-        });
-    }
-}
-
-/// The frames among these logged writes, in order.
-fn frames_in(log: &[WireEvent]) -> Vec<Vec<u8>> {
-    log.iter()
-        .filter_map(|ev| match ev {
-            WireEvent::Frame { bytes, .. } => Some(bytes.clone()),
-            _ => None,
-        })
-        .collect()
-}
+use vyrn_engine::EngineConfig;
+use vyrn_seq::runner::{self, Clock, Runner};
+use vyrn_seq::testkit::check::Checker;
+use vyrn_seq::testkit::{frames_in, LogWire, VoterDouble, WireEvent};
+use vyrn_seq::tiles::{self, CtrlIn, RxPkt, Wire, WireFor};
+use vyrn_seq::SeqConfig;
 
 /// A threaded box whose every tile writes into one shared log.
 fn logged_box(
     e: &EngineConfig,
     block_ns: u64,
     self_fence_us: u64,
-) -> (LogWire, threaded::BoxTiles, threaded::BoxHandles) {
+) -> (LogWire, tiles::BoxTiles, tiles::BoxHandles) {
     let cfg = SeqConfig {
         engine: e.clone(),
         epoch: 3,
@@ -62,7 +29,7 @@ fn logged_box(
         rtx_ring_bytes: 8 << 20,
     };
     let log = LogWire::default();
-    let (tiles, h) = threaded::build(
+    let (tiles, h) = tiles::build(
         &cfg,
         Some(self_fence_us),
         |_w: WireFor| Box::new(log.clone()) as Box<dyn Wire>,
@@ -97,7 +64,10 @@ fn run_gate(
     }
     let n_tiles = tiles.tiles.len();
     let clock = Clock::new();
-    let runner = Runner::start(threaded::groups(tiles, &[], one_per_tile, threads), clock);
+    let runner = Runner::start(
+        runner::groups(tiles.tiles, &[], one_per_tile, threads),
+        clock,
+    );
     assert_eq!(runner.stats.len(), n_tiles);
     let mut voters: Vec<VoterDouble> = (0..4)
         .map(|_| VoterDouble::new(e.layout, h.seq_public))
@@ -130,7 +100,7 @@ fn run_gate(
         // Frames to the voter doubles; their acks and votes to control.
         let now = clock.now();
         let snapshot: Vec<Vec<u8>> = {
-            let g = log.0.lock().unwrap();
+            let g = log.log();
             if let Err(err) = chk.check_log(e.layout, &g) {
                 drop(g);
                 runner.stop();
@@ -158,7 +128,7 @@ fn run_gate(
                 });
             }
             for height in v.take_votes() {
-                let _ = h.ctrl.push(CtrlIn::Vote { voter: i, height });
+                let _ = h.votes.push(CtrlIn::Vote { voter: i, height });
             }
         }
         let fin = h.control.final_height.load(Ordering::Relaxed);
@@ -169,7 +139,7 @@ fn run_gate(
     }
     let tiles = runner.stop();
     assert_eq!(tiles.len(), n_tiles);
-    let g = log.0.lock().unwrap();
+    let g = log.log();
     if let Err(err) = chk.check_log(e.layout, &g) {
         return Some(err);
     }
@@ -243,18 +213,24 @@ fn burst(seed: u64) {
     let e = EngineConfig::test_home(4, 8);
     let (log, tiles, mut h) = logged_box(&e, 1_000_000, 10_000_000_000);
     let clock = Clock::new();
-    let runner = Runner::start(threaded::groups(tiles, &[], false, 2), clock);
+    let runner = Runner::start(runner::groups(tiles.tiles, &[], false, 2), clock);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // One voter double reads the log and speaks for all four (acks, votes).
     let voter = {
-        let (log, stop, mut ctrl, key, lay) =
-            (log.clone(), stop.clone(), h.ctrl, h.seq_public, e.layout);
+        let (log, stop, mut ctrl, mut votes, key, lay) = (
+            log.clone(),
+            stop.clone(),
+            h.ctrl,
+            h.votes,
+            h.seq_public,
+            e.layout,
+        );
         std::thread::spawn(move || {
             let mut v = VoterDouble::new(lay, key);
             let mut fed = 0;
             while !stop.load(Ordering::Relaxed) {
                 let frames: Vec<Vec<u8>> = {
-                    let g = log.0.lock().unwrap();
+                    let g = log.log();
                     let x = frames_in(&g[fed..]);
                     fed = g.len();
                     x
@@ -274,7 +250,7 @@ fn burst(seed: u64) {
                 }
                 for height in v.take_votes() {
                     for i in 0..4 {
-                        let _ = ctrl.push(CtrlIn::Vote { voter: i, height });
+                        let _ = votes.push(CtrlIn::Vote { voter: i, height });
                     }
                 }
                 std::thread::sleep(std::time::Duration::from_micros(100));
@@ -283,6 +259,7 @@ fn burst(seed: u64) {
         })
     };
     h.ctrl = vyrn_rings::spsc::channel(1).0;
+    h.votes = vyrn_rings::spsc::channel(1).0;
     let mut w = Workload::new(&e, seed, Mix::everything());
     let mut sent = 0;
     while sent < 40_000 {

@@ -126,7 +126,7 @@ fn open_paths(o: &Opts) -> Result<Paths, String> {
         .map_err(|e| format!("lossy: {e}"))
     };
     // Multicast on loopback, as a replica subscribes to G_ord(seq, A) and G_ord(seq, B) (07 §3.1).
-    let (tx, rx, mc) = vyrn_seq::net::open_path_sockets(groups).map_err(|e| e.to_string())?;
+    let (tx, rx, mc) = vyrn_seq::ports::open_path_sockets(groups).map_err(|e| e.to_string())?;
     let how = if mc {
         "loopback multicast 239.255.74.1 / 239.255.74.2"
     } else {

@@ -1,6 +1,8 @@
 //! `vyrn-seq`: the sequencer box from its config file, on the UDP backend (issue 4 item 6).
 //!
-//! Usage: `vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]`
+//! Usage: `vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]`, or
+//! `vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` to write a dev home's
+//! config with fresh keys (each key file created 0600).
 //!
 //! * Reads the config (`[box]`, `[account N]`, `[session N]`; keys in 0600 files), runs the
 //!   startup checks (cores of the core map exist, ports free, key files private) and stops with
@@ -9,9 +11,12 @@
 //!   order (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX); lane `l`
 //!   listens on `client_port + l`. `dev`/`consumer`: the tiles round-robin on `core_map.len()`
 //!   threads (or `--threads`), not pinned, one client port.
-//! * `--voter-doubles`: four voter doubles (test doubles for the voting replicas, until replicas
-//!   exist) on their own thread take the frames off both paths, ack, NACK and send finality
+//! * `--voter-doubles` (dev profile only, and only in a build with the `testkit` feature): four
+//!   voter doubles (test doubles for the voting replicas, until replicas exist) with random keys
+//!   on their own thread take the frames off both paths, ack, NACK and send finality
 //!   certificates — without voters the finality gate halts the book after `FIN_GATE_BLOCKS`.
+//! * A tile that panics aborts the process with a message naming it (exit by SIGABRT): a
+//!   supervisor sees the box die, never a box with one tile dead.
 //! * Every second: what came in and went out, the gate words, durable/final, and each tile's
 //!   load (busy time / wall time: B-REP-4 for the stream cores, B-REP-6 for the hasher).
 //! * `--secs 0` (the default): run until killed.
@@ -20,11 +25,15 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vyrn_seq::boxcfg::{startup_checks, BoxConfig, Profile};
-use vyrn_seq::doubles::{VoterNet, VoterThread};
-use vyrn_seq::netbox::{core_map_of, CoreMap, NetBox};
-use vyrn_seq::threaded::Clock;
+use vyrn_seq::ports::{core_map_of, CoreMap, NetBox, RunningBox};
+use vyrn_seq::runner::Clock;
+#[cfg(feature = "testkit")]
+use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 
 struct Opts {
+    gen: Option<std::path::PathBuf>,
+    lanes: u8,
+    per_lane: u16,
     config: std::path::PathBuf,
     secs: u64,
     doubles: bool,
@@ -34,6 +43,9 @@ struct Opts {
 fn opts() -> Result<Opts, String> {
     let mut config = None;
     let mut o = Opts {
+        gen: None,
+        lanes: 4,
+        per_lane: 8,
         config: Default::default(),
         secs: 0,
         doubles: false,
@@ -59,11 +71,30 @@ fn opts() -> Result<Opts, String> {
                 )
             }
             "--voter-doubles" => o.doubles = true,
+            "--gen-dev-config" => {
+                o.gen = Some(a.next().ok_or("--gen-dev-config needs a DIR")?.into())
+            }
+            "--lanes" => {
+                o.lanes = a
+                    .next()
+                    .ok_or("--lanes needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--lanes: {e}"))?
+            }
+            "--sessions-per-lane" => {
+                o.per_lane = a
+                    .next()
+                    .ok_or("--sessions-per-lane needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--sessions-per-lane: {e}"))?
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
     }
-    o.config = config.ok_or("--config FILE is required")?;
+    if o.gen.is_none() {
+        o.config = config.ok_or("--config FILE is required")?;
+    }
     Ok(o)
 }
 
@@ -75,9 +106,26 @@ fn main() -> ExitCode {
                 eprintln!("vyrn-seq: {e}");
             }
             eprintln!("usage: vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]");
+            eprintln!("       vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]");
             return ExitCode::from(2);
         }
     };
+    if let Some(dir) = &o.gen {
+        return match vyrn_seq::boxcfg::write_dev_config(dir, o.lanes, o.per_lane, 47_400) {
+            Ok(p) => {
+                println!(
+                    "wrote {} (keys in {}, mode 0600)",
+                    p.display(),
+                    dir.join("keys").display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("vyrn-seq: {}: {err}", dir.display());
+                ExitCode::from(2)
+            }
+        };
+    }
     let cfg = match BoxConfig::load(&o.config) {
         Ok(c) => c,
         Err(errs) => {
@@ -115,9 +163,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ctrl = net.ctrl_addr().expect("bound");
+    let ctrl = match net.ctrl_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("vyrn-seq: the control port: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if o.doubles && cfg.profile != Profile::Dev {
+        eprintln!(
+            "vyrn-seq: --voter-doubles is for the dev profile only (this config is {:?}): a real box takes its voters from the membership",
+            cfg.profile
+        );
+        return ExitCode::from(2);
+    }
+    #[cfg(not(feature = "testkit"))]
+    if o.doubles {
+        eprintln!("vyrn-seq: --voter-doubles needs a build with the `testkit` feature (cargo build -p vyrn-seq --features testkit)");
+        return ExitCode::from(2);
+    }
+    #[cfg(feature = "testkit")]
     let voter_net = if o.doubles {
-        match VoterNet::open(cfg.voters, ctrl, b"vyrn-seq dev voter ") {
+        match VoterNet::open(cfg.voters, ctrl) {
             Ok(v) => {
                 for (a, i, k) in v.members() {
                     net.register_voter(a, i, k);
@@ -162,8 +229,11 @@ fn main() -> ExitCode {
             CoreMap::Shared { threads, .. } => format!(", round-robin on {threads} threads"),
         }
     );
+    #[cfg(feature = "testkit")]
     let voters = voter_net
         .map(|v| VoterThread::spawn(cfg.voters, lay, running.handles.seq_public, v, paths, t0));
+    #[cfg(not(feature = "testkit"))]
+    let _ = (paths, t0);
     let h = &running.handles;
     let s = &running.stats;
     let mut last_busy: Vec<u64> = vec![0; running.runner.stats.len()];
@@ -224,6 +294,7 @@ fn main() -> ExitCode {
         .collect();
     runner.stop();
     let mut ok = true;
+    #[cfg(feature = "testkit")]
     if let Some(v) = voters {
         v.stop.store(true, Ordering::Relaxed);
         if let Ok(doubles) = v.handle.join() {
@@ -239,7 +310,7 @@ fn main() -> ExitCode {
     }
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames on both paths {} (refused {}), RepAcks {}, NACKs {}, finality certs {} (refused {}), NackTooOld {}, REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames fenced on the paths {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, NackTooOld {}, REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
@@ -249,11 +320,17 @@ fn main() -> ExitCode {
         stats.responses.load(Ordering::Relaxed),
         stats.no_addr.load(Ordering::Relaxed),
         stats.frames.load(Ordering::Relaxed),
+        stats.path_writes[0].load(Ordering::Relaxed),
+        stats.path_writes[1].load(Ordering::Relaxed),
         stats.frame_errors.load(Ordering::Relaxed),
+        stats.path_alarms.load(Ordering::Relaxed),
         stats.ctrl[0].load(Ordering::Relaxed),
+        handles.control.acks_refused.load(Ordering::Relaxed),
         stats.ctrl[1].load(Ordering::Relaxed),
         stats.ctrl[2].load(Ordering::Relaxed),
         stats.ctrl_bad.load(Ordering::Relaxed),
+        stats.ctrl_unknown.load(Ordering::Relaxed),
+        stats.ctrl_dropped.load(Ordering::Relaxed),
         stats.too_old.load(Ordering::Relaxed),
         stats.durable_marks.load(Ordering::Relaxed),
     );
@@ -275,6 +352,14 @@ fn main() -> ExitCode {
         handles.control.gate_halts.load(Ordering::Relaxed),
         handles.words.fenced()
     );
+    if handles.words.fenced() {
+        println!(
+            "fenced: responses/notices held back {}, frames never written {}, fences for unwritable frames {}",
+            handles.words.fenced_drops.load(Ordering::Relaxed),
+            handles.words.gate.iter().map(|g| g.fenced_drops.load(Ordering::Relaxed)).sum::<u64>(),
+            handles.words.gate.iter().map(|g| g.write_fences.load(Ordering::Relaxed)).sum::<u64>(),
+        );
+    }
     if handles.words.errors.load(Ordering::Relaxed) > 0 {
         eprintln!("vyrn-seq: encoding refusals in the stream cores");
         ok = false;
@@ -285,5 +370,3 @@ fn main() -> ExitCode {
         ExitCode::from(1)
     }
 }
-
-use vyrn_seq::netbox::RunningBox;

@@ -3,10 +3,11 @@
 //! replication paths, decode it with `wire`, check each HEADER, and answer the box's control
 //! port over UDP — RepAcks every `REP_ACK_US`, NACKs for holes, and a REP_FinalityCert once Q of
 //! them signed a header's finalize proposal (a stand-in for Simplex, which would aggregate the
-//! votes). Used by `vyrn-seq --voter-doubles` and `vyrn-home`.
+//! votes). Used by `vyrn-seq --voter-doubles` (dev profile only) and the tests. Their finalize
+//! keys are random per run (from the OS), never derivable.
 
-use crate::net::PathsRx;
-use crate::VoterDouble;
+use crate::ports::PathsRx;
+use crate::testkit::VoterDouble;
 use std::net::SocketAddr;
 use std::time::Instant;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
@@ -189,16 +190,18 @@ impl VoterThread {
 }
 
 impl VoterNet {
-    /// Sockets and finalize keys for `n` voter doubles (dev keys derived from `seed`) that talk
-    /// to the box's control port `ctrl`. Register each [`VoterNet::members`] entry with the box.
-    pub fn open(n: usize, ctrl: SocketAddr, seed: &[u8]) -> Result<VoterNet, NicError> {
+    /// Sockets and finalize keys for `n` voter doubles that talk to the box's control port
+    /// `ctrl`; each key is 32 bytes from the OS's random source, new every run (a double's key
+    /// is never derivable). Register each [`VoterNet::members`] entry with the box.
+    pub fn open(n: usize, ctrl: SocketAddr) -> Result<VoterNet, NicError> {
         let mut socks = Vec::new();
         let mut keys = Vec::new();
-        for i in 0..n as u8 {
+        let mut rnd = std::fs::File::open("/dev/urandom").map_err(io_err)?;
+        for _ in 0..n {
             socks.push(UdpPort::open(&UdpConfig::loopback().with_batch(64))?);
-            keys.push(ed25519_dalek::SigningKey::from_bytes(
-                blake3::hash(&[seed, &[i]].concat()).as_bytes(),
-            ));
+            let mut seed = [0u8; 32];
+            std::io::Read::read_exact(&mut rnd, &mut seed).map_err(io_err)?;
+            keys.push(ed25519_dalek::SigningKey::from_bytes(&seed));
         }
         Ok(VoterNet {
             socks,
@@ -239,5 +242,12 @@ impl VoterThread {
     ) -> Self {
         let voters = (0..n).map(|_| VoterDouble::new(layout, seq_key)).collect();
         VoterThread::start(voters, net, paths, t0)
+    }
+}
+
+fn io_err(e: std::io::Error) -> NicError {
+    NicError::Io {
+        op: "urandom",
+        errno: e.raw_os_error().unwrap_or(0),
     }
 }

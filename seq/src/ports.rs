@@ -1,33 +1,38 @@
-//! The threaded box on its UDP ports (issue 4 item 6; missing-chapters §4–§5): the tiles of
-//! [`crate::threaded`] plus two I/O tiles —
+//! The box on its UDP ports (07 §3.1, §4.1; missing-chapters §4–§5): the tiles of
+//! [`crate::tiles`] plus three I/O tiles —
 //!
 //! * **RX**: the client port(s). `dev`: one port for every lane, packets sent to their
 //!   session's lane ring. `ref`: lane `l` listens on `client_port + l` (the NIC's flow filter,
-//!   UDP port = lane); a packet on the wrong lane's port is dropped and counted. Each session's
-//!   address is learned from its packets (read by whichever tile answers it).
-//! * **control RX**: the control port — RepAcks from registered voters, NACKs (to the stream
-//!   core of their substream, which answers NackTooOld itself), `REP_FinalityCert`s checked
-//!   against the voters' keys (each valid entry a finalize vote).
+//!   UDP port = lane); a packet on the wrong lane's port is dropped and counted. The RX tile
+//!   never learns an address: the lane does, from a packet whose tag verified and that is
+//!   fresh ([`crate::tiles::Wire::learn`]), so a forged packet moves nothing.
+//! * **control RX**: the control port — RepAcks from registered voters (timestamped here, on a
+//!   tile that does nothing slow), NACKs (to the stream core of their substream, which answers
+//!   NackTooOld itself), HashListReq, and `REP_FinalityCert`s from registered voters, handed
+//!   under a per-source rate limit to a bounded ring for —
+//! * **cert**: a cold tile that checks each certificate's signatures (one batch verification,
+//!   07 §6.5) and turns each valid entry into a finalize vote for control. Junk on the control
+//!   port can cost this tile time, never the acks' timestamps.
 //!
-//! Each stream core owns its own sender on each replication path (`PathPair`: write A, write B,
-//! fence, then `released[H]`); lanes, TX and control send responses and notices from a clone of
+//! Each stream core owns its own sender on each replication path and writes each frame on A and
+//! B separately ([`PathWire`]); lanes, TX and control send responses and notices from a clone of
 //! the client socket; control sends `REP_DurableMark` (07 §6.9) to the voters' control
 //! addresses.
 
 use crate::boxcfg::{BoxConfig, Profile};
-use crate::home::FrameInfo;
-use crate::net::{PathsRx, PATH_GROUPS};
-use crate::threaded::{
-    self, BoxHandles, Clock, CtrlIn, Group, NackReply, NackReq, Runner, RxPkt, Task, Wire, WireFor,
-};
+use crate::mem::PathWrite;
+use crate::runner::{Clock, Group, Runner, Task};
+use crate::shm::FrameInfo;
+use crate::tiles::{self, BoxHandles, CtrlIn, NackReply, NackReq, RxPkt, Wire, WireFor};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use vyrn_engine::Gate;
-use vyrn_nic::pair::{PathMark, PathPair};
+use vyrn_nic::pair::{Path, PathMark, PathPair};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, NicError, Port, RxBatch};
+use vyrn_rings::spsc::Consumer;
 use vyrn_rings::spsc::Producer;
 
 /// Counters of the box's ports (each written by one tile; read by anyone).
@@ -47,16 +52,25 @@ pub struct NetStats {
     pub rx_full: AtomicU64,
     /// Frames written to both paths.
     pub frames: AtomicU64,
-    /// Frames a path refused after retries.
+    /// Frame writes a path refused (an error, not backpressure).
     pub frame_errors: AtomicU64,
+    /// Frame writes queued, per path (A, B).
+    pub path_writes: [AtomicU64; 2],
+    /// REP_A_PATH raised (times).
+    pub path_alarms: AtomicU64,
     /// Responses and notices sent.
     pub responses: AtomicU64,
     /// Responses to a session whose address is not known yet.
     pub no_addr: AtomicU64,
     /// Control messages taken: RepAck, Nack, FinalityCert.
     pub ctrl: [AtomicU64; 3],
-    /// Control messages refused.
+    /// Control messages refused: unparseable, wrong epoch, or a certificate whose signatures
+    /// do not check.
     pub ctrl_bad: AtomicU64,
+    /// Control datagrams from an address that is no registered voter (dropped unread).
+    pub ctrl_unknown: AtomicU64,
+    /// Control messages dropped at a full inbox or over a source's rate (the sender repeats).
+    pub ctrl_dropped: AtomicU64,
     /// NackTooOld answers sent.
     pub too_old: AtomicU64,
     /// REP_DurableMark messages sent.
@@ -123,12 +137,14 @@ impl ClientWire {
 }
 
 impl Wire for ClientWire {
-    fn frame(&mut self, _h: u8, _info: &FrameInfo, _bytes: &[u8]) {}
     fn resp(&mut self, session: u32, _gate: Gate, bytes: &[u8]) {
         self.send(session, bytes);
     }
     fn notice(&mut self, session: u32, bytes: &[u8]) {
         self.send(session, bytes);
+    }
+    fn learn(&mut self, session: u32, src: SocketAddr) {
+        self.addrs.learn(session, src);
     }
     fn durable(&mut self, step: u64, height: u64) {
         if let Some((sock, to, epoch)) = &self.durable {
@@ -148,19 +164,63 @@ impl Wire for ClientWire {
     }
 }
 
-/// A stream core's two paths.
-struct PathWire {
-    paths: PathPair<UdpPort>,
+/// A stream core's two paths: each frame written on A and on B separately, each path's outcome
+/// reported to the gate (07 §4.2, §14).
+pub struct PathWire<P: Port = UdpPort> {
+    paths: PathPair<P>,
     stats: Arc<NetStats>,
 }
 
-impl Wire for PathWire {
-    fn frame(&mut self, _h: u8, _info: &FrameInfo, bytes: &[u8]) {
-        // 07 §4.2: write A, write B, fence — the caller stores released[H] after this returns.
-        match self.paths.write_and_fence(bytes, Dest::Default, 1000) {
-            Ok(()) => bump(&self.stats.frames),
-            Err(_) => bump(&self.stats.frame_errors),
+impl<P: Port> PathWire<P> {
+    /// The writer over `paths`, counting into `stats`.
+    pub fn new(paths: PathPair<P>, stats: Arc<NetStats>) -> Self {
+        PathWire { paths, stats }
+    }
+}
+
+impl<P: Port> std::fmt::Debug for PathWire<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PathWire")
+    }
+}
+
+impl<P: Port + Send> Wire for PathWire<P> {
+    fn frame_on(&mut self, _h: u8, path: u8, _info: &FrameInfo, bytes: &[u8]) -> PathWrite {
+        let p = if path == 0 { Path::A } else { Path::B };
+        match self.paths.send_on(p, bytes, Dest::Default) {
+            Ok(true) => {
+                bump(&self.stats.path_writes[path as usize & 1]);
+                PathWrite::Done
+            }
+            Ok(false) | Err(NicError::WouldBlock) => PathWrite::Busy,
+            Err(_) => {
+                bump(&self.stats.frame_errors);
+                PathWrite::Failed
+            }
         }
+    }
+    fn fence(&mut self) -> bool {
+        match self.paths.flush() {
+            Ok(()) => {
+                bump(&self.stats.frames);
+                true
+            }
+            Err(NicError::WouldBlock) => false,
+            // A port that refuses its flush has refused its writes too: the gate saw that.
+            Err(_) => true,
+        }
+    }
+    fn path_alarm(&mut self, h: u8, path: u8, down: bool) {
+        if down {
+            bump(&self.stats.path_alarms);
+        }
+        // The alarm as a structured log line (docs/sre.md).
+        eprintln!(
+            "alarm=REP_A_PATH state={} substream={} path={}",
+            if down { "raised" } else { "cleared" },
+            (b'A' + h) as char,
+            (b'A' + path) as char
+        );
     }
     fn resp(&mut self, _session: u32, _gate: Gate, _bytes: &[u8]) {}
     fn notice(&mut self, _session: u32, _bytes: &[u8]) {}
@@ -172,7 +232,6 @@ struct RxTile {
     batch: RxBatch,
     lane_of: HashMap<u32, u8>,
     rx: Vec<Producer<RxPkt>>,
-    addrs: Arc<SessionAddrs>,
     stats: Arc<NetStats>,
 }
 
@@ -200,7 +259,7 @@ impl Task for RxTile {
                     .get(4..8)
                     .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
                 let lane = session.and_then(|s| self.lane_of.get(&s).copied());
-                let (Some(session), Some(lane)) = (session, lane) else {
+                let (Some(_), Some(lane)) = (session, lane) else {
                     bump(&self.stats.rx_unknown);
                     continue;
                 };
@@ -208,19 +267,15 @@ impl Task for RxTile {
                     bump(&self.stats.rx_wrong_port);
                     continue;
                 }
-                let Some(pkt) = RxPkt::new(now, p.data) else {
+                let Some(mut pkt) = RxPkt::new(now, p.data) else {
                     bump(&self.stats.rx_too_long);
                     continue;
                 };
+                // The lane learns the address, and only once the tag verified (07 §9.5).
+                pkt.src = p.meta.src;
                 if self.rx[lane as usize].push(pkt).is_err() {
                     bump(&self.stats.rx_full);
                     continue;
-                }
-                // The lane checks the tag; an address is only learned from a packet that names a
-                // configured session (a forged one costs the client a resend, never a lost
-                // response: responses are kept for resend).
-                if let Some(src) = p.meta.src {
-                    self.addrs.learn(session, src);
                 }
             }
         }
@@ -229,18 +284,51 @@ impl Task for RxTile {
     }
 }
 
-/// The control-port tile.
+/// How many RepAcks may wait in the control-port tile's overflow when control's inbox ring is
+/// full (acks are periodic state: a dropped one is replaced 50 µs later).
+const ACK_OVERFLOW_MAX: usize = 4096;
+
+/// Certificates each voter may hand the certificate tile per second, and its burst (a voter
+/// sends one per finalization, a few hundred per second at most).
+const CERT_PER_SEC: u64 = 2000;
+const CERT_BURST: u64 = 64;
+
+/// The control-port tile: acks timestamped and queued for control, NACKs and HashListReq to
+/// their tiles, certificates to the certificate tile — nothing slow here.
 struct CtrlRxTile {
     ctrl: UdpPort,
     batch: RxBatch,
     voters: HashMap<SocketAddr, usize>,
-    keys: Vec<Option<ed25519_dalek::VerifyingKey>>,
     epoch: u32,
-    /// Control's inbox: acks and votes are never dropped (a lost vote could stall finality).
-    inbox: threaded::Outq<CtrlIn>,
+    /// Control's ack inbox (bounded overflow).
+    inbox: tiles::Outq<CtrlIn>,
+    /// The certificate tile's ring (bounded: full means dropped and counted).
+    certs: Producer<(usize, Vec<u8>)>,
+    /// Per voter: certificate tokens and when they were last refilled.
+    cert_tokens: Vec<(u64, u64)>,
     nacks: Vec<Producer<NackReq>>,
-    hash_reqs: Producer<threaded::HashReq>,
+    hash_reqs: Producer<tiles::HashReq>,
     stats: Arc<NetStats>,
+}
+
+/// Take a certificate token of voter `v` at `now` (a token bucket per source).
+fn cert_token(tokens: &mut [(u64, u64)], v: usize, now: u64) -> bool {
+    let Some(t) = tokens.get_mut(v) else {
+        return false;
+    };
+    let per = 1_000_000_000 / CERT_PER_SEC;
+    if now > t.1 {
+        let add = (now - t.1) / per;
+        if add > 0 {
+            t.0 = (t.0 + add).min(CERT_BURST);
+            t.1 += add * per;
+        }
+    }
+    if t.0 == 0 {
+        return false;
+    }
+    t.0 -= 1;
+    true
 }
 
 impl Task for CtrlRxTile {
@@ -256,44 +344,55 @@ impl Task for CtrlRxTile {
         for p in self.batch.iter() {
             let src = p.meta.src;
             let voter = src.and_then(|a| self.voters.get(&a).copied());
-            match (CtrlMsg::parse(p.data), voter) {
-                (Ok(CtrlMsg::RepAck(a)), Some(v)) if a.epoch == self.epoch => {
+            let Some(v) = voter else {
+                // Only registered voters speak to the control port (REP_Membership).
+                bump(&self.stats.ctrl_unknown);
+                continue;
+            };
+            match CtrlMsg::parse(p.data) {
+                Ok(CtrlMsg::RepAck(a)) if a.epoch == self.epoch => {
                     bump(&self.stats.ctrl[0]);
-                    self.inbox.push(CtrlIn::Ack {
+                    let ack = CtrlIn::Ack {
                         voter: v,
                         contiguous: a.contiguous_frame_seq,
                         now,
-                    });
+                    };
+                    if !self.inbox.push_bounded(ack, ACK_OVERFLOW_MAX) {
+                        bump(&self.stats.ctrl_dropped);
+                    }
                 }
-                (Ok(CtrlMsg::Nack(k)), Some(_)) => {
+                Ok(CtrlMsg::Nack(k)) => {
                     bump(&self.stats.ctrl[1]);
                     if let Some(q) = self.nacks.get_mut(k.stream as usize) {
-                        let _ = q.push(NackReq {
+                        let r = NackReq {
                             from: k.from_seq,
                             to: k.to_seq,
                             now,
                             src,
-                        });
+                        };
+                        if q.push(r).is_err() {
+                            bump(&self.stats.ctrl_dropped); // the voter NACKs again
+                        }
                     }
                 }
-                (Ok(CtrlMsg::HashListReq(q)), Some(_)) => {
+                Ok(CtrlMsg::HashListReq(q)) => {
                     bump(&self.stats.hash_list_reqs);
                     if let Some(src) = src {
-                        let _ = self.hash_reqs.push(threaded::HashReq {
+                        let r = tiles::HashReq {
                             height: q.height,
                             src,
-                        });
+                        };
+                        if self.hash_reqs.push(r).is_err() {
+                            bump(&self.stats.ctrl_dropped);
+                        }
                     }
                 }
-                (Ok(CtrlMsg::FinalityCert(c)), _) if c.epoch == self.epoch => {
-                    let inbox = &mut self.inbox;
-                    let all = crate::net::cert_votes(&c, &self.keys, |voter, height| {
-                        inbox.push(CtrlIn::Vote { voter, height });
-                    });
-                    if all {
-                        bump(&self.stats.ctrl[2]);
-                    } else {
-                        bump(&self.stats.ctrl_bad);
+                Ok(CtrlMsg::FinalityCert(c)) if c.epoch == self.epoch => {
+                    // Checked on the certificate tile, under a per-source limit.
+                    if !cert_token(&mut self.cert_tokens, v, now)
+                        || self.certs.push((v, p.data.to_vec())).is_err()
+                    {
+                        bump(&self.stats.ctrl_dropped);
                     }
                 }
                 _ => bump(&self.stats.ctrl_bad),
@@ -303,10 +402,154 @@ impl Task for CtrlRxTile {
     }
 }
 
+/// The certificate tile (cold): each `REP_FinalityCert` checked against the voters' keys with
+/// one batch verification (07 §6.5), each valid entry a finalize vote for every height of its
+/// proposal into control's vote inbox.
+struct CertTile {
+    certs: Consumer<(usize, Vec<u8>)>,
+    keys: Vec<Option<ed25519_dalek::VerifyingKey>>,
+    votes: tiles::Outq<CtrlIn>,
+    stats: Arc<NetStats>,
+}
+
+impl Task for CertTile {
+    fn name(&self) -> String {
+        "cert".into()
+    }
+    fn poll(&mut self, _now: u64) -> bool {
+        use vyrn_wire::msg::ctrl::CtrlMsg;
+        if !self.votes.drain() {
+            return true;
+        }
+        let Some((_, bytes)) = self.certs.pop() else {
+            return false;
+        };
+        let Ok(CtrlMsg::FinalityCert(c)) = CtrlMsg::parse(&bytes) else {
+            bump(&self.stats.ctrl_bad);
+            return true;
+        };
+        let votes = &mut self.votes;
+        let all = cert_votes(&c, &self.keys, |voter, height| {
+            votes.push(CtrlIn::Vote { voter, height });
+        });
+        if all {
+            bump(&self.stats.ctrl[2]);
+        } else {
+            bump(&self.stats.ctrl_bad);
+        }
+        true
+    }
+}
+
+/// The finalize votes a `REP_FinalityCert` carries: `vote(voter, height)` for each entry whose
+/// signature over the proposal's digest checks against that voter's key, for every height of
+/// the proposal. True when every entry checked.
+pub fn cert_votes(
+    c: &vyrn_wire::msg::consensus::RepFinalityCert,
+    keys: &[Option<ed25519_dalek::VerifyingKey>],
+    mut vote: impl FnMut(usize, u64),
+) -> bool {
+    let digest = c.proposal.digest();
+    let mut valid = 0;
+    for e in &c.entries {
+        let key = keys.get(e.index as usize).copied().flatten();
+        let sig = ed25519_dalek::Signature::from_bytes(&e.sig);
+        if key.is_some_and(|k| k.verify_strict(&digest, &sig).is_ok()) {
+            valid += 1;
+            for h in c.proposal.first_height..=c.proposal.last_height {
+                vote(e.index as usize, h);
+            }
+        }
+    }
+    valid == c.entries.len()
+}
+
+/// A block's full-hash lists as `HashList` messages, each part's bytes to `send` (07 §5.6).
+pub fn hash_list_parts(height: u64, lists: &crate::shm::HashLists, mut send: impl FnMut(&[u8])) {
+    for (h, list) in lists.iter().enumerate() {
+        for part in vyrn_wire::msg::ctrl::HashList::split(height, h as u8, list) {
+            if let Ok(b) = part.to_bytes() {
+                send(&b);
+            }
+        }
+    }
+}
+
+/// How the paths were opened.
+pub const PATH_GROUPS: [Ipv4Addr; 2] = [
+    Ipv4Addr::new(239, 255, 75, 1),
+    Ipv4Addr::new(239, 255, 75, 2),
+];
+
+/// The replication paths as a home on one host receives them.
+#[derive(Debug)]
+pub struct PathsRx {
+    pair: PathPair<UdpPort>,
+    a: RxBatch,
+    b: RxBatch,
+    /// How the paths run: loopback multicast, or unicast where multicast is unavailable.
+    pub how: &'static str,
+}
+
+impl PathsRx {
+    /// The receiving side of paths A and B.
+    pub fn new(a: UdpPort, b: UdpPort, how: &'static str) -> Self {
+        PathsRx {
+            pair: PathPair::new(a, b, PathMark::VYRN),
+            a: RxBatch::new(64, 9216),
+            b: RxBatch::new(64, 9216),
+            how,
+        }
+    }
+
+    /// Every frame waiting on either path, with its path.
+    pub fn recv(&mut self, mut f: impl FnMut(Path, &[u8])) -> Result<usize, NicError> {
+        let [na, nb] = self.pair.recv_both(&mut self.a, &mut self.b)?;
+        for p in self.a.iter() {
+            f(Path::A, p.data);
+        }
+        for p in self.b.iter() {
+            f(Path::B, p.data);
+        }
+        Ok(na + nb)
+    }
+}
+
+/// Sender and receiver sockets of two replication paths on this host (07 §3.1): loopback
+/// multicast on `groups` (receiver buffers of 8 MiB), or unicast on 127.0.0.1 where multicast is
+/// unavailable. Returns `(senders, receivers, multicast?)`.
+pub fn open_path_sockets(
+    groups: [Ipv4Addr; 2],
+) -> Result<([UdpPort; 2], [UdpPort; 2], bool), NicError> {
+    let one = |g: Option<Ipv4Addr>| -> Result<(UdpPort, UdpPort), NicError> {
+        let mut c = match g {
+            Some(g) => UdpConfig::multicast_receiver(g, 0),
+            None => UdpConfig::loopback(),
+        }
+        .with_batch(64);
+        c.recv_buffer = Some(8 << 20);
+        let r = UdpPort::open(&c)?;
+        let a = r.local_addr()?;
+        let t = match g {
+            Some(g) => UdpPort::open(&UdpConfig::multicast_sender(g, a.port()))?,
+            None => UdpPort::open(&UdpConfig::loopback().with_dest(a))?,
+        };
+        Ok((t, r))
+    };
+    match (one(Some(groups[0])), one(Some(groups[1]))) {
+        (Ok((ta, ra)), Ok((tb, rb))) => Ok(([ta, tb], [ra, rb], true)),
+        _ => {
+            let (ta, ra) = one(None)?;
+            let (tb, rb) = one(None)?;
+            Ok(([ta, tb], [ra, rb], false))
+        }
+    }
+}
+
 /// Sender sockets for `senders` stream cores on each of the two paths, and the receiving side
 /// for the home's voters (loopback multicast, or unicast where multicast is unavailable).
 pub fn open_paths_for(senders: usize) -> Result<(Vec<PathPair<UdpPort>>, PathsRx), NicError> {
-    let ([ta, tb], [ra, rb], mc) = crate::net::open_path_sockets(PATH_GROUPS)?;
+    let ([ta, tb], [ra, rb], mc) = open_path_sockets(PATH_GROUPS)?;
     let dest = [ra.local_addr()?, rb.local_addr()?];
     let sender = |i: usize| -> Result<UdpPort, NicError> {
         if mc {
@@ -423,25 +666,41 @@ impl NetBox {
         map: &CoreMap,
         clock: Clock,
     ) -> Result<(RunningBox, PathsRx), NicError> {
+        let (paths, paths_rx) = open_paths_for(cfg.engine.layout.n_streams as usize)?;
+        let running = self.start_on(cfg, map, clock, paths)?;
+        Ok((running, paths_rx))
+    }
+
+    /// [`NetBox::start`] over given replication paths, one pair per stream core (tests wrap
+    /// them to fail writes).
+    pub fn start_on<P: Port + Send + 'static>(
+        self,
+        cfg: &BoxConfig,
+        map: &CoreMap,
+        clock: Clock,
+        paths: Vec<PathPair<P>>,
+    ) -> Result<RunningBox, NicError> {
         let seq = cfg.seq_config();
         let e = &seq.engine;
         let stats = Arc::new(NetStats::default());
         let addrs = Arc::new(SessionAddrs::new(e.sessions.iter().map(|s| s.session)));
-        let (paths, paths_rx) = open_paths_for(e.layout.n_streams as usize)?;
-        let mut paths: Vec<Option<PathPair<UdpPort>>> = paths.into_iter().map(Some).collect();
+        let mut paths: Vec<Option<PathPair<P>>> = paths.into_iter().map(Some).collect();
         let client_sock = self.client[0].0.socket().try_clone().map_err(io_err)?;
         let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
         let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
         let mut err = None;
-        let (tiles, handles) = threaded::build(
+        let (tiles, handles) = tiles::build(
             &seq,
             cfg.self_fence_us,
             |w| -> Box<dyn Wire> {
                 match w {
-                    WireFor::Stream(h) => Box::new(PathWire {
-                        paths: paths[h as usize].take().expect("one pair per stream core"),
-                        stats: stats.clone(),
-                    }),
+                    WireFor::Stream(h) => match paths.get_mut(h as usize).and_then(Option::take) {
+                        Some(p) => Box::new(PathWire::new(p, stats.clone())),
+                        None => {
+                            err.get_or_insert(std::io::Error::other("no path pair"));
+                            Box::new(NullWire)
+                        }
+                    },
                     WireFor::Lane(_) | WireFor::Tx | WireFor::Control => {
                         let sock = client_sock.try_clone();
                         let durable = if w == WireFor::Control {
@@ -493,7 +752,7 @@ impl NetBox {
                 Box::new(move |to: SocketAddr, b: &[u8]| {
                     let _ = sock.send_to(b, to);
                     bump(&stats.hash_list_parts);
-                }) as threaded::HashReply
+                }) as tiles::HashReply
             }),
         );
         if let Some(e) = err {
@@ -515,6 +774,9 @@ impl NetBox {
         let hash_reqs = std::mem::replace(&mut handles.hash_reqs, hq);
         let (inbox, _) = vyrn_rings::spsc::channel(1);
         let inbox = std::mem::replace(&mut handles.ctrl, inbox);
+        let (votes, _) = vyrn_rings::spsc::channel(1);
+        let votes = std::mem::replace(&mut handles.votes, votes);
+        let (cert_p, cert_c) = vyrn_rings::spsc::channel(256);
         let client_addr = self.client[0].0.local_addr()?;
         let mut tasks = tiles.tiles;
         // No per-frame FrameInfo on the ports (it exists for the tests' invariant checks).
@@ -526,31 +788,34 @@ impl NetBox {
             batch: RxBatch::new(64, 256),
             lane_of: e.sessions.iter().map(|s| (s.session, s.lane)).collect(),
             rx,
-            addrs,
             stats: stats.clone(),
         }));
         tasks.push(Box::new(CtrlRxTile {
             ctrl: self.ctrl,
             batch: RxBatch::new(64, 2048),
+            cert_tokens: vec![(CERT_BURST, 0); keys.len()],
             voters,
-            keys,
             epoch: seq.epoch,
-            inbox: threaded::Outq::new(inbox),
+            inbox: tiles::Outq::new(inbox),
+            certs: cert_p,
             nacks,
             hash_reqs,
             stats: stats.clone(),
         }));
+        tasks.push(Box::new(CertTile {
+            certs: cert_c,
+            keys,
+            votes: tiles::Outq::new(votes),
+            stats: stats.clone(),
+        }));
         let groups = plan(tasks, map);
         let runner = Runner::start(groups, clock);
-        Ok((
-            RunningBox {
-                runner,
-                handles,
-                stats,
-                client_addr,
-            },
-            paths_rx,
-        ))
+        Ok(RunningBox {
+            runner,
+            handles,
+            stats,
+            client_addr,
+        })
     }
 }
 
@@ -564,17 +829,18 @@ fn io_err(e: std::io::Error) -> NicError {
 struct NullWire;
 
 impl Wire for NullWire {
-    fn frame(&mut self, _h: u8, _info: &FrameInfo, _bytes: &[u8]) {}
+    fn frame_on(&mut self, _h: u8, _path: u8, _info: &FrameInfo, _bytes: &[u8]) -> PathWrite {
+        PathWrite::Failed
+    }
     fn resp(&mut self, _session: u32, _gate: Gate, _bytes: &[u8]) {}
     fn notice(&mut self, _session: u32, _bytes: &[u8]) {}
 }
 
 /// Tiles to threads per the core map.
 pub fn plan(tasks: Vec<Box<dyn Task>>, map: &CoreMap) -> Vec<Group> {
-    let tiles = threaded::BoxTiles { tiles: tasks };
     match map {
-        CoreMap::PerTile(cores) => threaded::groups(tiles, cores, true, 0),
-        CoreMap::Shared { threads, cores } => threaded::groups(tiles, cores, false, *threads),
+        CoreMap::PerTile(cores) => crate::runner::groups(tasks, cores, true, 0),
+        CoreMap::Shared { threads, cores } => crate::runner::groups(tasks, cores, false, *threads),
     }
 }
 

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
 use vyrn_seq::boxcfg::BoxConfig;
-use vyrn_seq::doubles::{VoterNet, VoterThread};
-use vyrn_seq::netbox::{CoreMap, NetBox};
-use vyrn_seq::threaded::Clock;
+use vyrn_seq::ports::{CoreMap, NetBox};
+use vyrn_seq::runner::Clock;
+use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 use vyrn_wire::msg::client::{Msg, MsgType, Record, RequestPacket, Response, Side};
 
 fn config(tag: &str) -> BoxConfig {
@@ -82,7 +82,7 @@ fn acked(
 fn threaded_box_answers_over_udp_and_voters_finalize() {
     let c = config("dev");
     let mut net = NetBox::open(&c, false).expect("ports");
-    let vn = VoterNet::open(c.voters, net.ctrl_addr().unwrap(), b"netbox test voter ").unwrap();
+    let vn = VoterNet::open(c.voters, net.ctrl_addr().unwrap()).unwrap();
     for (a, i, k) in vn.members() {
         net.register_voter(a, i, k);
     }

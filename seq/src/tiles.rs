@@ -1,28 +1,32 @@
-//! The threaded box (missing-chapters §4): the same tiles as [`crate::home::SeqHome`], each
-//! owning its own endpoints of the 07 §4.1 shared memory — `vyrn-rings` SPSC rings, the
-//! one-writer `R_step` broadcast ring with a cursor per stream core and control, and the gate
-//! words (`released[H]`, `LaneCut[l]`, `step_done`, `close_req`, `seq_fenced`) — so that a
-//! [`Runner`] can put each tile on its own pinned, spinning thread (`ref`), several tiles
-//! round-robin on one thread (`dev`), or anything between.
+//! The tiles of the sequencer box (07 §4.1) — the one implementation of each: lanes, the cut
+//! core, the BBO core, stream-A and stream-B, the TX tile, the order hasher and control. Each
+//! owns its own endpoints of the box's shared memory — `vyrn-rings` SPSC rings, the one-writer
+//! `R_step` broadcast ring with a cursor per stream core and control, and the gate words
+//! (`released[H]`, `LaneCut[l]`, `step_done`, `close_req`, `seq_fenced`) — and has a
+//! non-blocking `poll`. Who calls `poll` is a runner's business ([`crate::runner`]): pinned
+//! threads in production, the seeded scheduler in the tests and the simulator.
 //!
 //! What leaves the box goes through each writing tile's own [`Wire`]: the stream cores write
-//! frames to both paths and fence inside `Wire::frame` before they store `released[H]`; lanes,
-//! the TX tile and control send responses and notices. No tile takes a lock or makes a syscall
-//! of its own per message; a ring that is full parks the item in the tile's own overflow queue
-//! (allocation only under back-pressure), and an item is never dropped.
+//! each frame on path A and path B and fence before they store `released[H]` (07 §4.2; the gate
+//! under failure in [`crate::stream`]); lanes, the TX tile and control send responses and
+//! notices through an [`Out`] that checks `seq_fenced` first, so nothing leaves a fenced box
+//! (INV-REP-6). Hot path: no tile takes a lock, allocates or makes a syscall of its own per
+//! message; a ring that is full parks the item in the tile's own overflow queue (allocation
+//! only under back-pressure), and an item is never dropped.
 
 use crate::control::{Control, ControlCounters};
-use crate::home::{pkt_hash8, ClosedHalf, FrameInfo, OrderHasher, PktEntry, StepEntry, StepMsg};
-use crate::mem::{ControlMem, HasherMem, StreamMem};
+use crate::hasher::OrderHasher;
+use crate::mem::{ControlMem, HasherMem, PathWrite, StreamMem};
+use crate::runner::Task;
+use crate::shm::{pkt_hash8, ClosedHalf, FrameInfo, PktEntry, SeqConfig, StepEntry, StepMsg};
 use crate::stream::{NackOutcome, StreamCore};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 use vyrn_engine::bbo::{BboSink, ControlReq, LaneEvent, OpQueues, StepOut};
 use vyrn_engine::cut::CutCore;
-use vyrn_engine::lane::{Lane, LaneSink};
+use vyrn_engine::lane::{Lane, LaneSink, Verdict};
 use vyrn_engine::{Bbo, Fwd, Gate, RespOut};
 use vyrn_rings::multi;
 use vyrn_rings::spsc::{self, Consumer, Producer};
@@ -40,15 +44,69 @@ const LANE_MARGIN: usize = 256;
 
 /// Where a tile's writes leave the box.
 pub trait Wire: Send {
-    /// Write a frame of substream `h` to **both** paths, then fence; return when both writes are
-    /// complete (07 §4.2 `flush_order`: the caller stores `released[H]` next).
-    fn frame(&mut self, h: u8, info: &FrameInfo, bytes: &[u8]);
+    /// Write a frame of substream `h` on replication path `path` (0: A, 1: B); `Busy` is
+    /// backpressure (the stream core tries again at a later poll), `Failed` a refusal.
+    fn frame_on(&mut self, _h: u8, _path: u8, _info: &FrameInfo, _bytes: &[u8]) -> PathWrite {
+        PathWrite::Done
+    }
+    /// Fence: every frame write so far is complete (07 §4.2: the sfence before `released[H]`);
+    /// false if a path still holds some.
+    fn fence(&mut self) -> bool {
+        true
+    }
+    /// REP_A_PATH raised (`down`) or cleared by stream core `h` for path `path` (07 §14).
+    fn path_alarm(&mut self, _h: u8, _path: u8, _down: bool) {}
     /// Send a response (its gate already passed).
     fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]);
     /// Send a notice (`NOTICE_RESP_SEQ`).
     fn notice(&mut self, session: u32, bytes: &[u8]);
     /// Send `REP_DurableMark{step, height}` (07 §6.9) to whoever follows the durable stream.
     fn durable(&mut self, _step: u64, _height: u64) {}
+    /// A packet of `session` whose tag verified and that is fresh (not a replay of an old one)
+    /// came from `src`: answers go there from now on (07 §9.5; a forged or replayed packet
+    /// never moves a session's answers).
+    fn learn(&mut self, _session: u32, _src: std::net::SocketAddr) {}
+}
+
+/// A tile's way out for responses and notices: the fence checked before every write (INV-REP-6:
+/// after `seq_fenced`, no response leaves for the rest of the tenure).
+pub struct Out {
+    wire: Box<dyn Wire>,
+    words: Arc<Words>,
+}
+
+impl Out {
+    fn new(wire: Box<dyn Wire>, words: Arc<Words>) -> Self {
+        Out { wire, words }
+    }
+    fn fenced(&self) -> bool {
+        if self.words.fenced.is_set() {
+            self.words.fenced_drops.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+    fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]) {
+        if !self.fenced() {
+            self.wire.resp(session, gate, bytes);
+        }
+    }
+    fn notice(&mut self, session: u32, bytes: &[u8]) {
+        if !self.fenced() {
+            self.wire.notice(session, bytes);
+        }
+    }
+    fn durable(&mut self, step: u64, height: u64) {
+        if !self.fenced() {
+            self.wire.durable(step, height);
+        }
+    }
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Out")
+    }
 }
 
 /// A received client packet for a lane.
@@ -56,6 +114,8 @@ pub trait Wire: Send {
 pub struct RxPkt {
     /// Receive time.
     pub rx_ts: u64,
+    /// Where it came from (learned by the lane only if its tag verifies and it is fresh).
+    pub src: Option<std::net::SocketAddr>,
     /// Length.
     pub len: u16,
     /// Bytes.
@@ -76,6 +136,7 @@ impl RxPkt {
         }
         let mut p = RxPkt {
             rx_ts,
+            src: None,
             len: data.len() as u16,
             bytes: [0; REQ_MAX_LEN],
         };
@@ -141,6 +202,14 @@ impl<T> Outq<T> {
             self.over.push_back(v);
         }
     }
+    /// Push unless `cap` items already wait in the overflow (a bounded inbox); false: dropped.
+    pub(crate) fn push_bounded(&mut self, v: T, cap: usize) -> bool {
+        if self.over.len() >= cap {
+            return false;
+        }
+        self.push(v);
+        true
+    }
     /// Move the overflow into the ring; true when nothing is left over.
     pub(crate) fn drain(&mut self) -> bool {
         while let Some(v) = self.over.pop_front() {
@@ -167,6 +236,46 @@ pub struct Words {
     close_req: CloseReq,
     /// Encoding refusals (never expected).
     pub errors: AtomicU64,
+    /// Responses and notices not sent because the box is fenced (INV-REP-6).
+    pub fenced_drops: AtomicU64,
+    /// Per substream: the highest `frame_seq` written (a RepAck claiming more is refused).
+    sent: [CachePadded<AtomicU64>; 2],
+    /// Per substream: the gate's counters and REP_A_PATH state, published by its stream core.
+    pub gate: [GateStats; 2],
+}
+
+/// One stream core's gate as other threads read it (07 §4.2, §14).
+#[derive(Debug, Default)]
+pub struct GateStats {
+    /// Frames written and fenced.
+    pub frames: AtomicU64,
+    /// Writes a path pushed back on, per path.
+    pub busy: [AtomicU64; 2],
+    /// Writes a path refused, per path.
+    pub failed: [AtomicU64; 2],
+    /// REP_A_PATH raised, per path (times).
+    pub path_down: [AtomicU64; 2],
+    /// REP_A_PATH active now, per path.
+    pub alarm: [AtomicBool; 2],
+    /// The box fenced because a frame could not be written on any path.
+    pub write_fences: AtomicU64,
+    /// Frames sealed after the fence and never written.
+    pub fenced_drops: AtomicU64,
+}
+
+impl GateStats {
+    fn publish(&self, c: &crate::stream::GateCounters, down: [bool; 2]) {
+        let r = Ordering::Relaxed;
+        self.frames.store(c.frames, r);
+        for (p, d) in down.iter().enumerate() {
+            self.busy[p].store(c.busy[p], r);
+            self.failed[p].store(c.failed[p], r);
+            self.path_down[p].store(c.path_down[p], r);
+            self.alarm[p].store(*d, r);
+        }
+        self.write_fences.store(c.write_fences, r);
+        self.fenced_drops.store(c.fenced_drops, r);
+    }
 }
 
 impl std::fmt::Debug for Words {
@@ -194,6 +303,10 @@ impl Words {
     /// `seq_fenced`.
     pub fn fenced(&self) -> bool {
         self.fenced.is_set()
+    }
+    /// The highest `frame_seq` written on substream `h`.
+    pub fn sent(&self, h: usize) -> u64 {
+        self.sent[h].load(Ordering::Acquire)
     }
     /// Lane `l`'s published LaneSeq.
     pub fn lane_counter(&self, l: usize) -> u64 {
@@ -248,18 +361,25 @@ struct Held {
     bytes: RespBytes,
 }
 
-/// A tile as a runner sees it.
-pub trait Task: Send {
-    /// Its name (`lane0`, `cut`, `bbo`, `streamA`, …).
-    fn name(&self) -> String;
-    /// One non-blocking step at `now`; whether it did anything.
-    fn poll(&mut self, now: u64) -> bool;
-    /// Break a stream core's gate on purpose (tests only; other tiles ignore it).
-    #[doc(hidden)]
-    fn set_gate_mode(&mut self, _m: crate::stream::GateMode) {}
-    /// Stream cores: keep a `FrameInfo` per frame for the invariant checks (tests); the box on
-    /// its ports turns it off. Other tiles ignore it.
-    fn set_track(&mut self, _on: bool) {}
+/// Whether a response's gate has passed: a step's response once `released[A] ≥ need_A` and
+/// `released[B] ≥ need_B` (INV-REP-1), a lane answer once `LaneCut[l]` covers its op
+/// (INV-REP-11). Every response checks its own gate, whichever tile holds it.
+fn gate_open(gate: &Gate, words: &Words) -> bool {
+    match *gate {
+        Gate::Step { need_a, need_b, .. } => {
+            words.released[0].load() >= need_a && words.released[1].load() >= need_b
+        }
+        Gate::LaneCut { lane, lane_seq } => words
+            .lane_cut
+            .get(lane as usize)
+            .is_some_and(|c| c.cut() >= lane_seq),
+    }
+}
+
+/// The session a client packet names (bytes 4..8, little-endian; missing-chapters §1).
+pub fn session_of(pkt: &[u8]) -> Option<u32> {
+    let s = pkt.get(4..8)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,7 +427,7 @@ struct LaneTile {
     events: Consumer<LaneEvent>,
     ports: LanePorts,
     words: Arc<Words>,
-    out: Box<dyn Wire>,
+    out: Out,
 }
 
 impl Task for LaneTile {
@@ -332,15 +452,13 @@ impl Task for LaneTile {
             busy = true;
         }
         // INV-REP-11: a lane answer leaves once LaneCut covers its op.
-        let cut = self.words.lane_cut[l].cut();
         while let Some(h) = self.ports.held.front() {
-            let Gate::LaneCut { lane_seq, .. } = h.gate else {
-                break;
-            };
-            if cut < lane_seq {
+            if !gate_open(&h.gate, &self.words) {
                 break;
             }
-            let h = self.ports.held.pop_front().expect("front");
+            let Some(h) = self.ports.held.pop_front() else {
+                break;
+            };
             self.out.resp(h.session, h.gate, h.bytes.as_slice());
             busy = true;
         }
@@ -353,12 +471,16 @@ impl Task for LaneTile {
             && p.tx.room();
         if room {
             if let Some(pkt) = self.rx.pop() {
-                let _ = self.lane.on_packet(
-                    now,
-                    pkt.rx_ts,
-                    &pkt.bytes[..pkt.len as usize],
-                    &mut self.ports,
-                );
+                let bytes = &pkt.bytes[..pkt.len as usize];
+                let v = self.lane.on_packet(now, pkt.rx_ts, bytes, &mut self.ports);
+                // 07 §9.5: a session's address is learned only from a packet whose tag verified
+                // and that is fresh — new, shed or ahead of sequence; never from a forged packet,
+                // nor from a replayed copy of an old one (a duplicate).
+                if let (Ok(Verdict::New | Verdict::Shed | Verdict::Gap), Some(src)) = (v, pkt.src) {
+                    if let Some(session) = session_of(bytes) {
+                        self.out.wire.learn(session, src);
+                    }
+                }
                 // (2) publish after the record is in R_pkt (07 §4.2).
                 if self.ports.r_pkt.over.is_empty() {
                     self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
@@ -548,8 +670,23 @@ impl StreamMem for StreamPorts {
     fn frame_step(&mut self, _h: u8, frame_seq: u64, step: u64) {
         self.frame_steps.push((frame_seq, step));
     }
-    fn write_frame(&mut self, info: &FrameInfo, bytes: &[u8]) {
-        self.out.frame(self.h, info, bytes);
+    fn write_path(&mut self, path: u8, info: &FrameInfo, bytes: &[u8]) -> PathWrite {
+        let r = self.out.frame_on(self.h, path, info, bytes);
+        if r == PathWrite::Done {
+            // For control's check of RepAck `contiguous` against frames actually sent.
+            self.words.sent[self.h as usize].fetch_max(info.frame_seq, Ordering::Release);
+        }
+        r
+    }
+    fn fence_paths(&mut self) -> bool {
+        self.out.fence()
+    }
+    fn path_alarm(&mut self, path: u8, down: bool) {
+        self.words.gate[self.h as usize].alarm[path as usize].store(down, Ordering::Relaxed);
+        self.out.path_alarm(self.h, path, down);
+    }
+    fn fence(&mut self) {
+        self.words.fenced.set();
     }
     fn release(&mut self, h: u8, step: u64) {
         self.words.released[h as usize].store(step);
@@ -582,6 +719,8 @@ struct StreamTile {
     nack_reply: Option<NackReply>,
     /// A one-substream box: stream-A also moves the unused `R_step` cursor.
     spare: Option<multi::Cursor<StepMsg, 3>>,
+    /// The gate counters as last published to [`Words::gate`].
+    published: crate::stream::GateCounters,
 }
 
 impl Task for StreamTile {
@@ -608,6 +747,11 @@ impl Task for StreamTile {
             }
             busy = true;
         }
+        let g = self.core.gate_counters();
+        if g != self.published {
+            self.published = g;
+            self.ports.words.gate[self.ports.h as usize].publish(&g, self.core.paths_down());
+        }
         busy
     }
 }
@@ -620,7 +764,7 @@ impl Task for StreamTile {
 struct TxTile {
     tx: Vec<Consumer<Held>>,
     words: Arc<Words>,
-    out: Box<dyn Wire>,
+    out: Out,
 }
 
 impl Task for TxTile {
@@ -628,20 +772,17 @@ impl Task for TxTile {
         "tx".into()
     }
     fn poll(&mut self, _now: u64) -> bool {
-        let ra = self.words.released[0].load();
-        let rb = self.words.released[1].load();
         let mut busy = false;
         for q in &mut self.tx {
+            // Every response here checks its own gate (INV-REP-1; a lane answer that ever came
+            // this way would wait for its LaneCut, INV-REP-11).
             while let Some(h) = q.peek() {
-                let Gate::Step { need_a, need_b, .. } = h.gate else {
-                    let h = q.pop().expect("peeked");
-                    self.out.resp(h.session, h.gate, h.bytes.as_slice());
-                    continue;
-                };
-                if ra < need_a || rb < need_b {
+                if !gate_open(&h.gate, &self.words) {
                     break;
                 }
-                let h = q.pop().expect("peeked");
+                let Some(h) = q.pop() else {
+                    break;
+                };
                 self.out.resp(h.session, h.gate, h.bytes.as_slice());
                 busy = true;
             }
@@ -716,7 +857,7 @@ impl Task for HasherTile {
             if let (Some(lists), Some(reply)) =
                 (self.hasher.hash_list(r.height), self.reply.as_mut())
             {
-                crate::net::hash_list_parts(r.height, lists, |b| reply(r.src, b));
+                crate::ports::hash_list_parts(r.height, lists, |b| reply(r.src, b));
             }
         }
         busy
@@ -730,7 +871,7 @@ struct ControlPorts {
     step: multi::Cursor<StepMsg, 3>,
     frame_steps: [Consumer<(u64, u64)>; 2],
     words: Arc<Words>,
-    out: Box<dyn Wire>,
+    out: Out,
 }
 
 impl ControlMem for ControlPorts {
@@ -757,6 +898,8 @@ struct ControlTile {
     control: Control,
     ports: ControlPorts,
     inbox: Consumer<CtrlIn>,
+    /// Finalize votes from the certificate tile (checked off the gate path).
+    votes: Consumer<CtrlIn>,
     req: Outq<ControlReq>,
     stats: Arc<ControlStats>,
 }
@@ -776,7 +919,14 @@ pub struct ControlStats {
     pub durable_notices: AtomicU64,
     /// Final notices sent.
     pub final_notices: AtomicU64,
+    /// Finality-gate resumes.
+    pub gate_resumes: AtomicU64,
+    /// RepAcks refused: `contiguous` beyond the frames the box wrote.
+    pub acks_refused: AtomicU64,
 }
+
+/// Messages control takes from each inbox per poll at most.
+const CTRL_PER_POLL: usize = 256;
 
 impl Task for ControlTile {
     fn name(&self) -> String {
@@ -785,13 +935,27 @@ impl Task for ControlTile {
     fn poll(&mut self, now: u64) -> bool {
         self.req.drain();
         let mut busy = false;
-        while let Some(m) = self.inbox.pop() {
+        // Bounded work per poll: the inboxes are bounded rings, and a poll takes at most
+        // CTRL_PER_POLL of each.
+        for _ in 0..CTRL_PER_POLL {
+            let Some(m) = self.inbox.pop().or_else(|| self.votes.pop()) else {
+                break;
+            };
             match m {
                 CtrlIn::Ack {
                     voter,
                     contiguous,
                     now,
-                } => self.control.on_ack(voter, contiguous, now),
+                } => {
+                    // A RepAck cannot hold frames the box never wrote (a bogus or Byzantine
+                    // ack would otherwise keep the box unfenced, INV-REP-6).
+                    let w = &self.ports.words;
+                    if contiguous[0] > w.sent(0) || contiguous[1] > w.sent(1) {
+                        self.stats.acks_refused.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.control.on_ack(voter, contiguous, now);
+                    }
+                }
                 CtrlIn::Vote { voter, height } => self.control.on_vote(voter, height),
             }
             busy = true;
@@ -812,6 +976,7 @@ impl Task for ControlTile {
         s.durable_notices
             .store(c.durable_notices, Ordering::Relaxed);
         s.final_notices.store(c.final_notices, Ordering::Relaxed);
+        s.gate_resumes.store(c.gate_resumes, Ordering::Relaxed);
         busy
     }
 }
@@ -824,8 +989,10 @@ impl Task for ControlTile {
 pub struct BoxHandles {
     /// Per lane: its receive ring (the RX side pushes client packets here).
     pub rx: Vec<Producer<RxPkt>>,
-    /// Control's inbox (acks, votes).
+    /// Control's inbox for RepAcks (from the control-port tile).
     pub ctrl: Producer<CtrlIn>,
+    /// Control's inbox for finalize votes (from the certificate tile).
+    pub votes: Producer<CtrlIn>,
     /// Per substream: its stream core's NACK ring.
     pub nacks: Vec<Producer<NackReq>>,
     /// The order hasher's HashListReq ring.
@@ -880,7 +1047,7 @@ pub type NackReply = Box<dyn FnMut(NackReq, NackOutcome) + Send>;
 /// Build a box at the start of a tenure: every tile with its endpoints, each writer with the
 /// [`Wire`] `wire` gives it; `nack_reply` answers NACKs past a stream core's ring.
 pub fn build(
-    cfg: &crate::home::SeqConfig,
+    cfg: &SeqConfig,
     self_fence_us: Option<u64>,
     mut wire: impl FnMut(WireFor) -> Box<dyn Wire>,
     mut nack_reply: impl FnMut(u8) -> Option<NackReply>,
@@ -901,6 +1068,12 @@ pub fn build(
         fenced: SeqFenced::new(),
         close_req: CloseReq::new(),
         errors: AtomicU64::new(0),
+        fenced_drops: AtomicU64::new(0),
+        sent: [
+            CachePadded::new(AtomicU64::new(0)),
+            CachePadded::new(AtomicU64::new(0)),
+        ],
+        gate: Default::default(),
     });
     let (step_w, [c_a, c_b, c_ctl]) = multi::channel::<StepMsg, 3>(STEP_RING);
     let mut step_cursors = vec![Some(c_a), Some(c_b)];
@@ -941,18 +1114,19 @@ pub fn build(
                 held: VecDeque::new(),
             },
             words: words.clone(),
-            out: wire(WireFor::Lane(l as u8)),
+            out: Out::new(wire(WireFor::Lane(l as u8)), words.clone()),
         });
     }
     let (ctl_p, ctl_c) = spsc::channel(1024);
     let (in_p, in_c) = spsc::channel(1 << 14);
+    let (vote_p, vote_c) = spsc::channel(1 << 12);
     let (fs_p, fs_c): (Vec<_>, Vec<_>) = (0..2).map(|_| spsc::channel(1 << 16)).unzip();
     let mut fs_p: Vec<Option<Producer<(u64, u64)>>> = fs_p.into_iter().map(Some).collect();
     let (cl_p, cl_c): (Vec<_>, Vec<_>) = (0..ns).map(|_| spsc::channel(1024)).unzip();
     let mut cl_p: Vec<Option<Producer<ClosedHalf>>> = cl_p.into_iter().map(Some).collect();
     let (hd_p, hd_c) = spsc::channel(1024);
     let mut hd_c = Some(hd_c);
-    let binds = crate::home::session_binds(e);
+    let binds = crate::shm::session_binds(e);
     let mut streams = Vec::new();
     let mut nack_p = Vec::new();
     for h in 0..ns as u8 {
@@ -1005,6 +1179,7 @@ pub fn build(
             nacks: nc,
             nack_reply: nack_reply(h),
             spare: None,
+            published: Default::default(),
         });
     }
     // A one-substream layout: the writer waits for every cursor, so stream-A moves the unused
@@ -1012,7 +1187,7 @@ pub fn build(
     if let Some(c) = step_cursors.into_iter().flatten().next() {
         streams[0].spare = Some(c);
     }
-    let mut control = crate::home::control_for(cfg);
+    let mut control = crate::shm::control_for(cfg);
     if let Some(us) = self_fence_us {
         control.set_self_fence_us(us);
     }
@@ -1050,7 +1225,7 @@ pub fn build(
     tiles.push(Box::new(TxTile {
         tx: tx_c,
         words: words.clone(),
-        out: wire(WireFor::Tx),
+        out: Out::new(wire(WireFor::Tx), words.clone()),
     }));
     let (hq_p, hq_c) = spsc::channel(256);
     tiles.push(Box::new(HasherTile {
@@ -1070,9 +1245,10 @@ pub fn build(
             step: c_ctl,
             frame_steps: [fs_a, fs_b],
             words: words.clone(),
-            out: wire(WireFor::Control),
+            out: Out::new(wire(WireFor::Control), words.clone()),
         },
         inbox: in_c,
+        votes: vote_c,
         req: Outq::new(ctl_p),
         stats: stats.clone(),
     }));
@@ -1081,6 +1257,7 @@ pub fn build(
         BoxHandles {
             rx: rx_p,
             ctrl: in_p,
+            votes: vote_p,
             nacks: nack_p,
             hash_reqs: hq_p,
             words,
@@ -1088,186 +1265,4 @@ pub fn build(
             seq_public,
         },
     )
-}
-
-// ---------------------------------------------------------------------------------------------
-// The runner
-
-/// One tile's counters as its thread keeps them (one writer; read by anyone).
-#[derive(Debug, Default)]
-pub struct TileStats {
-    /// Polls.
-    pub polls: AtomicU64,
-    /// Polls that did something.
-    pub busy_polls: AtomicU64,
-    /// Nanoseconds spent in polls that did something (its core's load: busy_ns / wall).
-    pub busy_ns: AtomicU64,
-}
-
-/// The box's clock: nanoseconds since the runner started (one base for every thread).
-#[derive(Debug, Clone, Copy)]
-pub struct Clock(Instant);
-
-impl Clock {
-    /// A clock starting now.
-    pub fn new() -> Self {
-        Clock(Instant::now())
-    }
-    /// Nanoseconds since the start.
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
-    }
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// Tiles on one thread: pinned to `core` (if given), round-robin.
-pub struct Group {
-    /// Core to pin to.
-    pub core: Option<usize>,
-    /// Its tiles.
-    pub tasks: Vec<Box<dyn Task>>,
-}
-
-/// A running box: its threads, a stop flag, and per-tile counters.
-#[derive(Debug)]
-pub struct Runner {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<Vec<Box<dyn Task>>>>,
-    /// Per tile (in group order): its name, its thread's core, and its counters.
-    pub stats: Vec<(String, Option<usize>, Arc<TileStats>)>,
-    /// Cores actually pinned.
-    pub pinned: Arc<AtomicU64>,
-}
-
-impl std::fmt::Debug for Group {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<String> = self.tasks.iter().map(|t| t.name()).collect();
-        write!(f, "Group(core {:?}, {names:?})", self.core)
-    }
-}
-
-impl Runner {
-    /// Start one spinning thread per group (missing-chapters §4: one pinned thread per tile on
-    /// `ref`, several tiles round-robin on a `dev` box).
-    pub fn start(groups: Vec<Group>, clock: Clock) -> Runner {
-        let stop = Arc::new(AtomicBool::new(false));
-        let pinned = Arc::new(AtomicU64::new(0));
-        let mut stats = Vec::new();
-        let mut threads = Vec::new();
-        for g in groups {
-            let st: Vec<Arc<TileStats>> = g
-                .tasks
-                .iter()
-                .map(|t| {
-                    let s = Arc::new(TileStats::default());
-                    stats.push((t.name(), g.core, s.clone()));
-                    s
-                })
-                .collect();
-            let stop = stop.clone();
-            let pinned = pinned.clone();
-            let core = g.core;
-            let mut tasks = g.tasks;
-            let name = tasks.first().map(|t| t.name()).unwrap_or_default();
-            let th = std::thread::Builder::new()
-                .name(format!("vyrn-{name}"))
-                .spawn(move || {
-                    if let Some(c) = core {
-                        if core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
-                            pinned.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
-                    let mut round = 0u64;
-                    // An unpinned thread shares its core with others: it yields when idle.
-                    let idle_yield = core.is_none();
-                    while !stop.load(Ordering::Relaxed) {
-                        let mut t0 = clock.now();
-                        let mut any = false;
-                        for (i, t) in tasks.iter_mut().enumerate() {
-                            let busy = t.poll(t0);
-                            let t1 = clock.now();
-                            let c = &mut local[i];
-                            c.0 += 1;
-                            if busy {
-                                c.1 += 1;
-                                c.2 += t1 - t0;
-                                any = true;
-                            }
-                            t0 = t1;
-                        }
-                        round += 1;
-                        if round % 1024 == 0 {
-                            for (c, s) in local.iter().zip(&st) {
-                                s.polls.store(c.0, Ordering::Relaxed);
-                                s.busy_polls.store(c.1, Ordering::Relaxed);
-                                s.busy_ns.store(c.2, Ordering::Relaxed);
-                            }
-                        }
-                        if !any && idle_yield {
-                            std::thread::yield_now();
-                        }
-                    }
-                    for (c, s) in local.iter().zip(&st) {
-                        s.polls.store(c.0, Ordering::Relaxed);
-                        s.busy_polls.store(c.1, Ordering::Relaxed);
-                        s.busy_ns.store(c.2, Ordering::Relaxed);
-                    }
-                    tasks
-                })
-                .expect("spawn a tile thread");
-            threads.push(th);
-        }
-        Runner {
-            stop,
-            threads,
-            stats,
-            pinned,
-        }
-    }
-
-    /// Stop every thread and take the tiles back.
-    pub fn stop(self) -> Vec<Box<dyn Task>> {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut out = Vec::new();
-        for t in self.threads {
-            if let Ok(v) = t.join() {
-                out.extend(v);
-            }
-        }
-        out
-    }
-}
-
-/// Map tiles to threads: `ref` — one pinned thread per tile on `cores` (one core each, in tile
-/// order); otherwise `threads` threads, tiles dealt round-robin, pinned to `cores` if given.
-pub fn groups(tiles: BoxTiles, cores: &[usize], one_per_tile: bool, threads: usize) -> Vec<Group> {
-    let mut tasks = tiles.tiles;
-    if one_per_tile {
-        return tasks
-            .drain(..)
-            .enumerate()
-            .map(|(i, t)| Group {
-                core: cores.get(i).copied(),
-                tasks: vec![t],
-            })
-            .collect();
-    }
-    let k = threads.max(1);
-    let mut gs: Vec<Group> = (0..k)
-        .map(|i| Group {
-            core: cores.get(i).copied(),
-            tasks: Vec::new(),
-        })
-        .collect();
-    for (i, t) in tasks.drain(..).enumerate() {
-        gs[i % k].tasks.push(t);
-    }
-    gs
 }

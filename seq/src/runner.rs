@@ -1,0 +1,346 @@
+//! The two runners of the box's tiles (missing-chapters §4). There is one implementation of
+//! every tile ([`crate::tiles`]); what differs is only who calls `poll`:
+//!
+//! * [`Runner`] — production: groups of tiles on threads, pinned with `core_affinity` where the
+//!   core map names a core (`ref`: one spinning thread per tile), several tiles round-robin on an
+//!   unpinned thread (`dev`). It watches its threads: a tile that panics takes the process down
+//!   with a message naming the tile ([`OnPanic::Abort`]), never leaving a half-running box.
+//! * [`Seeded`] — tests and the simulator: every tile on the calling thread, one `poll` at a
+//!   time in an order drawn from a seed, so an interleaving is reproducible (T-REP-1).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A tile as a runner sees it.
+pub trait Task: Send {
+    /// Its name (`lane0`, `cut`, `bbo`, `streamA`, …).
+    fn name(&self) -> String;
+    /// One non-blocking step at `now`; whether it did anything.
+    fn poll(&mut self, now: u64) -> bool;
+    /// Break a stream core's gate on purpose (tests only; other tiles ignore it).
+    #[doc(hidden)]
+    fn set_gate_mode(&mut self, _m: crate::stream::GateMode) {}
+    /// Stream cores: keep a `FrameInfo` per frame for the invariant checks (tests); the box on
+    /// its ports turns it off. Other tiles ignore it.
+    fn set_track(&mut self, _on: bool) {}
+}
+
+/// One tile's counters as its thread keeps them (one writer; read by anyone).
+#[derive(Debug, Default)]
+pub struct TileStats {
+    /// Polls.
+    pub polls: AtomicU64,
+    /// Polls that did something.
+    pub busy_polls: AtomicU64,
+    /// Nanoseconds spent in polls that did something (its core's load: busy_ns / wall).
+    pub busy_ns: AtomicU64,
+}
+
+/// The box's clock: nanoseconds since the runner started (one base for every thread).
+#[derive(Debug, Clone, Copy)]
+pub struct Clock(Instant);
+
+impl Clock {
+    /// A clock starting now.
+    pub fn new() -> Self {
+        Clock(Instant::now())
+    }
+    /// Nanoseconds since the start.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Tiles on one thread: pinned to `core` (if given), round-robin.
+pub struct Group {
+    /// Core to pin to.
+    pub core: Option<usize>,
+    /// Its tiles.
+    pub tasks: Vec<Box<dyn Task>>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.tasks.iter().map(|t| t.name()).collect();
+        write!(f, "Group(core {:?}, {names:?})", self.core)
+    }
+}
+
+/// What the runner does when a tile panics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnPanic {
+    /// Print which tile panicked and why, then abort the process (production: a supervisor
+    /// sees a non-zero exit, never a box with one tile dead and the others running).
+    Abort,
+    /// Stop every thread of the box and report the tile through [`Runner::panicked`] (tests).
+    StopAll,
+}
+
+/// A running box: its threads, a stop flag, and per-tile counters.
+#[derive(Debug)]
+pub struct Runner {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<Vec<Box<dyn Task>>>>,
+    panicked: Arc<Mutex<Option<String>>>,
+    /// Per tile (in group order): its name, its thread's core, and its counters.
+    pub stats: Vec<(String, Option<usize>, Arc<TileStats>)>,
+    /// Cores actually pinned.
+    pub pinned: Arc<AtomicU64>,
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+impl Runner {
+    /// Start one thread per group (missing-chapters §4: one pinned thread per tile on `ref`,
+    /// several tiles round-robin on a `dev` box); a tile that panics aborts the process.
+    pub fn start(groups: Vec<Group>, clock: Clock) -> Runner {
+        Self::start_with(groups, clock, OnPanic::Abort)
+    }
+
+    /// [`Runner::start`] with a chosen panic policy.
+    pub fn start_with(groups: Vec<Group>, clock: Clock, on_panic: OnPanic) -> Runner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let pinned = Arc::new(AtomicU64::new(0));
+        let panicked: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+        let mut stats = Vec::new();
+        let mut threads = Vec::new();
+        for g in groups {
+            let st: Vec<Arc<TileStats>> = g
+                .tasks
+                .iter()
+                .map(|t| {
+                    let s = Arc::new(TileStats::default());
+                    stats.push((t.name(), g.core, s.clone()));
+                    s
+                })
+                .collect();
+            let names: Vec<String> = g.tasks.iter().map(|t| t.name()).collect();
+            let stop = stop.clone();
+            let pinned = pinned.clone();
+            let panicked = panicked.clone();
+            let core = g.core;
+            let tasks = g.tasks;
+            let name = names.first().cloned().unwrap_or_default();
+            let th = std::thread::Builder::new()
+                .name(format!("vyrn-{name}"))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        if core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                            pinned.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // Which tile is in `poll` now, for the panic message.
+                    let current = AtomicU64::new(0);
+                    let mut tasks = tasks;
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        spin(&mut tasks, &st, &stop, core.is_none(), clock, &current)
+                    }));
+                    if let Err(p) = r {
+                        let tile = names
+                            .get(current.load(Ordering::Relaxed) as usize)
+                            .cloned()
+                            .unwrap_or_default();
+                        let msg = format!("tile {tile} panicked: {}", panic_text(p.as_ref()));
+                        match on_panic {
+                            OnPanic::Abort => {
+                                eprintln!("vyrn: {msg}; aborting the box (no tile runs on alone)");
+                                std::process::abort();
+                            }
+                            OnPanic::StopAll => {
+                                if let Ok(mut g) = panicked.lock() {
+                                    g.get_or_insert(msg);
+                                }
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    tasks
+                })
+                .expect("spawn a tile thread");
+            threads.push(th);
+        }
+        Runner {
+            stop,
+            threads,
+            panicked,
+            stats,
+            pinned,
+        }
+    }
+
+    /// The first tile that panicked, with its message (only under [`OnPanic::StopAll`]).
+    pub fn panicked(&self) -> Option<String> {
+        self.panicked.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// Whether every thread is still running.
+    pub fn alive(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed) && self.threads.iter().all(|t| !t.is_finished())
+    }
+
+    /// Stop every thread and take the tiles back (those of a thread that panicked are lost).
+    pub fn stop(self) -> Vec<Box<dyn Task>> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut out = Vec::new();
+        for t in self.threads {
+            if let Ok(v) = t.join() {
+                out.extend(v);
+            }
+        }
+        out
+    }
+}
+
+/// A thread's loop: poll each tile in turn until `stop`; counters published every 1024 rounds.
+fn spin(
+    tasks: &mut [Box<dyn Task>],
+    st: &[Arc<TileStats>],
+    stop: &AtomicBool,
+    idle_yield: bool,
+    clock: Clock,
+    current: &AtomicU64,
+) {
+    let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
+    let mut round = 0u64;
+    let publish = |local: &[(u64, u64, u64)]| {
+        for (c, s) in local.iter().zip(st) {
+            s.polls.store(c.0, Ordering::Relaxed);
+            s.busy_polls.store(c.1, Ordering::Relaxed);
+            s.busy_ns.store(c.2, Ordering::Relaxed);
+        }
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let mut t0 = clock.now();
+        let mut any = false;
+        for (i, t) in tasks.iter_mut().enumerate() {
+            current.store(i as u64, Ordering::Relaxed);
+            let busy = t.poll(t0);
+            let t1 = clock.now();
+            let c = &mut local[i];
+            c.0 += 1;
+            if busy {
+                c.1 += 1;
+                c.2 += t1 - t0;
+                any = true;
+            }
+            t0 = t1;
+        }
+        round += 1;
+        if round % 1024 == 0 {
+            publish(&local);
+        }
+        // An unpinned thread shares its core with others: it yields when idle.
+        if !any && idle_yield {
+            std::thread::yield_now();
+        }
+    }
+    publish(&local);
+}
+
+/// Map tiles to threads: `ref` — one pinned thread per tile on `cores` (one core each, in tile
+/// order); otherwise `threads` threads, tiles dealt round-robin, pinned to `cores` if given.
+pub fn groups(
+    mut tasks: Vec<Box<dyn Task>>,
+    cores: &[usize],
+    one_per_tile: bool,
+    threads: usize,
+) -> Vec<Group> {
+    if one_per_tile {
+        return tasks
+            .drain(..)
+            .enumerate()
+            .map(|(i, t)| Group {
+                core: cores.get(i).copied(),
+                tasks: vec![t],
+            })
+            .collect();
+    }
+    let k = threads.max(1);
+    let mut gs: Vec<Group> = (0..k)
+        .map(|i| Group {
+            core: cores.get(i).copied(),
+            tasks: Vec::new(),
+        })
+        .collect();
+    for (i, t) in tasks.drain(..).enumerate() {
+        gs[i % k].tasks.push(t);
+    }
+    gs
+}
+
+/// The seeded deterministic scheduler: every tile on the calling thread, polled one at a time
+/// in an order a seed draws (SplitMix64), so any interleaving a test finds is reproducible
+/// from its seed. The tiles are the production tiles; only the caller of `poll` differs.
+pub struct Seeded {
+    /// The tiles, in build order.
+    pub tasks: Vec<Box<dyn Task>>,
+    state: u64,
+}
+
+impl std::fmt::Debug for Seeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.tasks.iter().map(|t| t.name()).collect();
+        write!(f, "Seeded{names:?}")
+    }
+}
+
+impl Seeded {
+    /// A scheduler over `tasks`, drawing from `seed`.
+    pub fn new(tasks: Vec<Box<dyn Task>>, seed: u64) -> Self {
+        Seeded { tasks, state: seed }
+    }
+
+    /// The next draw below `n` (SplitMix64; `n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+
+    /// Poll tile `i` at `now`.
+    pub fn poll(&mut self, i: usize, now: u64) -> bool {
+        self.tasks[i].poll(now)
+    }
+
+    /// Poll one tile drawn from the seed; which one, and whether it did anything.
+    pub fn step(&mut self, now: u64) -> (usize, bool) {
+        let i = self.below(self.tasks.len() as u64) as usize;
+        (i, self.tasks[i].poll(now))
+    }
+
+    /// Round-robin every tile until a round does nothing (at most `max_rounds`).
+    pub fn settle(&mut self, now: u64, max_rounds: usize) {
+        for _ in 0..max_rounds {
+            let mut busy = false;
+            for t in &mut self.tasks {
+                busy |= t.poll(now);
+            }
+            if !busy {
+                break;
+            }
+        }
+    }
+
+    /// The index of the tile named `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.name() == name)
+    }
+}

@@ -1,0 +1,182 @@
+//! The box's shared-memory entries (07 §4.1's table): what the tiles pass each other through
+//! the rings — `R_pkt[l]`, `R_step` (steps and block marks), closed block halves — and the box's
+//! configuration as the tiles take it.
+
+use vyrn_engine::bbo::StepOut;
+use vyrn_engine::EngineConfig;
+use vyrn_wire::consts::N_LANES_MAX;
+use vyrn_wire::frame::FrameKind;
+use vyrn_wire::records::{PacketRecord, SessionBind, StepKind, PKT_ENC_MAX};
+
+/// An `R_pkt[l]` entry (07 §4.1): the record pre-encoded by its lane.
+#[derive(Debug, Clone, Copy)]
+pub struct PktEntry {
+    /// First LaneSeq.
+    pub first_lane_seq: u64,
+    /// LaneSeqs it takes.
+    pub count: u8,
+    /// Encoded length.
+    pub len: u8,
+    /// Encoded bytes.
+    pub enc: [u8; PKT_ENC_MAX],
+}
+
+/// An `R_step` entry (07 §4.1): the StepRecord with `need_A`/`need_B`.
+#[derive(Debug, Clone, Copy)]
+pub struct StepEntry {
+    /// StepId.
+    pub step: u64,
+    /// Kind.
+    pub kind: StepKind,
+    /// Source lane.
+    pub src_lane: u8,
+    /// Source LaneSeq.
+    pub src_lane_seq: u64,
+    /// Cut (`n_lanes` values used).
+    pub cut: [u64; N_LANES_MAX],
+    /// Payload bytes.
+    pub payload: [u8; 16],
+    /// Payload length.
+    pub plen: u8,
+    /// need_A.
+    pub need_a: u64,
+    /// need_B.
+    pub need_b: u64,
+    /// Both substreams carry a record.
+    pub spans: bool,
+}
+
+/// The SessionBinds a tenure starts with: every configured session at `next_pkt_seq` 1 (07 §3.5).
+pub(crate) fn session_binds(e: &EngineConfig) -> Vec<SessionBind> {
+    e.sessions
+        .iter()
+        .map(|s| SessionBind {
+            lane: s.lane,
+            slot: s.slot,
+            session: s.session,
+            next_pkt_seq: 1,
+        })
+        .collect()
+}
+
+/// Control for a box: `voters` voters, quorum Q = n − ⌊(n − 1)/3⌋ (3 of 4 in BASE), watermarks
+/// to every configured session.
+pub(crate) fn control_for(cfg: &SeqConfig) -> crate::control::Control {
+    crate::control::Control::new(
+        cfg.voters,
+        cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
+        cfg.engine
+            .sessions
+            .iter()
+            .map(|s| (s.session, s.k_out))
+            .collect(),
+    )
+}
+
+impl PktEntry {
+    /// The entry for a record the lane logged, with its pre-encoded bytes.
+    pub fn new(rec: &PacketRecord, enc: &[u8]) -> Self {
+        let mut e = PktEntry {
+            first_lane_seq: rec.first_lane_seq,
+            count: rec.count,
+            len: enc.len() as u8,
+            enc: [0; PKT_ENC_MAX],
+        };
+        e.enc[..enc.len()].copy_from_slice(enc);
+        e
+    }
+}
+
+impl StepEntry {
+    /// The entry for a step the BBO core ran.
+    pub fn from_out(s: &StepOut<'_>) -> Self {
+        let mut e = StepEntry {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: [0; N_LANES_MAX],
+            payload: [0; 16],
+            plen: s.payload.len().min(16) as u8,
+            need_a: s.need_a,
+            need_b: s.need_b,
+            spans: s.spans,
+        };
+        e.cut[..s.cut.len()].copy_from_slice(s.cut);
+        e.payload[..e.plen as usize].copy_from_slice(&s.payload[..e.plen as usize]);
+        e
+    }
+}
+
+/// A packet's `pkt_hash` (07 §3.7): the first 8 bytes of its full BLAKE3, little-endian.
+pub fn pkt_hash8(full: &[u8; 32]) -> u64 {
+    let mut h = [0u8; 8];
+    h.copy_from_slice(&full[..8]);
+    u64::from_le_bytes(h)
+}
+
+/// An `R_step` entry: a step, or the block-mark entry the BBO core places after its current
+/// step when stream-A asks for a block's close (07 §3.9, §6.1).
+#[derive(Debug, Clone, Copy)]
+#[allow(clippy::large_enum_variant)] // a ring slot is fixed-size; boxing would allocate per step
+pub enum StepMsg {
+    /// A step.
+    Step(StepEntry),
+    /// Close block `height` after step `last_step`.
+    Mark {
+        /// Height.
+        height: u64,
+        /// Last StepId of the block.
+        last_step: u64,
+    },
+}
+
+/// One substream's part of a closed block, for the order hasher (07 §4.6, §6.1).
+#[derive(Debug, Clone)]
+pub struct ClosedHalf {
+    /// Height.
+    pub height: u64,
+    /// First StepId of the block.
+    pub first_step: u64,
+    /// Last StepId.
+    pub last_step: u64,
+    /// `order_root_H(h)`.
+    pub order_root: [u8; 32],
+    /// The block's PacketRecords on this substream in O-order: (lane, first_lane_seq).
+    pub recs: Vec<(u8, u64)>,
+}
+
+/// What a written ORDER frame holds (for the invariant checks).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Substream.
+    pub stream: u8,
+    /// frame_seq.
+    pub frame_seq: u64,
+    /// Kind (None until written).
+    pub kind: Option<FrameKind>,
+    /// Per lane: highest LaneSeq of a record in this frame (0: none).
+    pub lane_max: Vec<u64>,
+    /// Step half records in this frame, with this half's cut.
+    pub steps: Vec<(u64, Vec<u64>)>,
+}
+
+/// Box configuration.
+#[derive(Debug, Clone)]
+pub struct SeqConfig {
+    /// The engine (book, lanes, sessions, accounts, deadlines).
+    pub engine: EngineConfig,
+    /// Epoch.
+    pub epoch: u32,
+    /// Block period (07 §6.1: `BLOCK_NS`; `u64::MAX`: never close).
+    pub block_ns: u64,
+    /// The sequencer's Ed25519 signing key seed (`seq_key`, loaded once, never written).
+    pub seq_key: [u8; 32],
+    /// Voting replicas (n; quorum Q = n − ⌊(n − 1)/3⌋, 3 of 4 in BASE).
+    pub voters: usize,
+    /// Bytes of each stream core's frame ring for retransmission (REP_RTX_RING_BYTES).
+    pub rtx_ring_bytes: usize,
+}
+
+/// A block's full-hash lists, one per substream.
+pub type HashLists = [Vec<[u8; 32]>; 2];
