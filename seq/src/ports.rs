@@ -441,22 +441,41 @@ impl Task for CertTile {
     }
 }
 
-/// The finalize votes a `REP_FinalityCert` carries: `vote(voter, height)` for each entry whose
-/// signature over the proposal's digest checks against that voter's key, for every height of
-/// the proposal. True when every entry checked.
+/// The finalize votes a `REP_FinalityCert` carries (07 §6.5): `vote(voter, height)` for each
+/// entry whose signature over the proposal's digest checks against that voter's key, for every
+/// height of the proposal. True when every entry checked. One batch verification of all the
+/// entries first (the common case: all valid); only when it fails, each entry on its own, to
+/// find the good ones. A proposal naming more than REP_MAX_HDRS_PER_PROPOSAL heights, or none,
+/// or an entry of an unknown voter, makes the certificate bad.
 pub fn cert_votes(
     c: &vyrn_wire::msg::consensus::RepFinalityCert,
     keys: &[Option<ed25519_dalek::VerifyingKey>],
     mut vote: impl FnMut(usize, u64),
 ) -> bool {
+    let (first, last) = (c.proposal.first_height, c.proposal.last_height);
+    if last < first
+        || last - first >= vyrn_wire::consts::REP_MAX_HDRS_PER_PROPOSAL
+        || c.entries.is_empty()
+    {
+        return false;
+    }
     let digest = c.proposal.digest();
-    let mut valid = 0;
+    let mut ks = Vec::with_capacity(c.entries.len());
+    let mut sigs = Vec::with_capacity(c.entries.len());
     for e in &c.entries {
-        let key = keys.get(e.index as usize).copied().flatten();
-        let sig = ed25519_dalek::Signature::from_bytes(&e.sig);
-        if key.is_some_and(|k| k.verify_strict(&digest, &sig).is_ok()) {
+        let Some(k) = keys.get(e.index as usize).copied().flatten() else {
+            return false;
+        };
+        ks.push(k);
+        sigs.push(ed25519_dalek::Signature::from_bytes(&e.sig));
+    }
+    let msgs: Vec<&[u8]> = vec![&digest[..]; ks.len()];
+    let batch_ok = ed25519_dalek::verify_batch(&msgs, &sigs, &ks).is_ok();
+    let mut valid = 0;
+    for (i, e) in c.entries.iter().enumerate() {
+        if batch_ok || ks[i].verify_strict(&digest, &sigs[i]).is_ok() {
             valid += 1;
-            for h in c.proposal.first_height..=c.proposal.last_height {
+            for h in first..=last {
                 vote(e.index as usize, h);
             }
         }

@@ -408,3 +408,68 @@ fn a_panicking_tile_aborts_the_process() {
         "{err}"
     );
 }
+
+/// Certificates (07 §6.5) as the certificate tile checks them: one batch verification, then
+/// entry by entry only when the batch fails; a bad entry, an unknown voter or a proposal over
+/// REP_MAX_HDRS_PER_PROPOSAL heights makes the certificate bad, and only good entries vote.
+#[test]
+fn certificates_are_batch_checked_and_bad_ones_vote_only_their_good_entries() {
+    use vyrn_seq::ports::cert_votes;
+    use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
+    let signers: Vec<ed25519_dalek::SigningKey> = (0..4u8)
+        .map(|i| ed25519_dalek::SigningKey::from_bytes(&[i + 40; 32]))
+        .collect();
+    let keys: Vec<Option<ed25519_dalek::VerifyingKey>> =
+        signers.iter().map(|k| Some(k.verifying_key())).collect();
+    let cert = |first: u64, last: u64, who: &[u8]| {
+        let proposal = RepProposal {
+            kind: ProposalKind::Headers,
+            epoch: 2,
+            first_height: first,
+            last_height: last,
+            last_hash: [1; 32],
+            excl_root: [0; 32],
+        };
+        let d = proposal.digest();
+        RepFinalityCert {
+            epoch: 2,
+            view: 5,
+            parent_view: 4,
+            proposal,
+            entries: who
+                .iter()
+                .map(|&i| CertEntry {
+                    index: i,
+                    sig: ed25519_dalek::Signer::sign(&signers[i as usize], &d).to_bytes(),
+                })
+                .collect(),
+        }
+    };
+    let votes = |c: &RepFinalityCert, keys: &[Option<ed25519_dalek::VerifyingKey>]| {
+        let mut v = Vec::new();
+        let ok = cert_votes(c, keys, |voter, h| v.push((voter, h)));
+        (ok, v)
+    };
+    let good = cert(7, 9, &[0, 1, 2]);
+    let (ok, v) = votes(&good, &keys);
+    assert!(ok);
+    assert_eq!(v.len(), 9, "3 voters × 3 heights");
+    // One tampered signature: the batch fails; the two good entries still vote.
+    let mut bad = good.clone();
+    bad.entries[1].sig[10] ^= 1;
+    let (ok, v) = votes(&bad, &keys);
+    assert!(!ok);
+    assert_eq!(v.len(), 6);
+    assert!(v.iter().all(|(voter, _)| *voter != 1));
+    // A key set that is not the signers': nothing votes.
+    let wrong: Vec<Option<ed25519_dalek::VerifyingKey>> = (0..4u8)
+        .map(|i| Some(ed25519_dalek::SigningKey::from_bytes(&[i + 90; 32]).verifying_key()))
+        .collect();
+    let (ok, v) = votes(&good, &wrong);
+    assert!(!ok && v.is_empty());
+    // An unknown voter index, or a proposal over too many heights: refused whole.
+    let (ok, v) = votes(&good, &keys[..2]);
+    assert!(!ok && v.is_empty());
+    let (ok, v) = votes(&cert(1, 1 << 40, &[0, 1, 2]), &keys);
+    assert!(!ok && v.is_empty());
+}
