@@ -671,12 +671,10 @@ impl StreamMem for StreamPorts {
         self.frame_steps.push((frame_seq, step));
     }
     fn write_path(&mut self, path: u8, info: &FrameInfo, bytes: &[u8]) -> PathWrite {
-        let r = self.out.frame_on(self.h, path, info, bytes);
-        if r == PathWrite::Done {
-            // For control's check of RepAck `contiguous` against frames actually sent.
-            self.words.sent[self.h as usize].fetch_max(info.frame_seq, Ordering::Release);
-        }
-        r
+        // For control's check of RepAck `contiguous` against frames actually sent: stored before
+        // the write, so a voter's ack can never overtake it.
+        self.words.sent[self.h as usize].fetch_max(info.frame_seq, Ordering::Release);
+        self.out.frame_on(self.h, path, info, bytes)
     }
     fn fence_paths(&mut self) -> bool {
         self.out.fence()
