@@ -67,6 +67,8 @@ pub struct NetStats {
     /// Control messages refused: unparseable, wrong epoch, or a certificate whose signatures
     /// do not check.
     pub ctrl_bad: AtomicU64,
+    /// Control datagrams longer than the receive slot, dropped by the port.
+    pub ctrl_truncated: AtomicU64,
     /// Control datagrams from an address that is no registered voter (dropped unread).
     pub ctrl_unknown: AtomicU64,
     /// Control messages dropped at a full inbox or over a source's rate (the sender repeats).
@@ -338,7 +340,11 @@ impl Task for CtrlRxTile {
     fn poll(&mut self, now: u64) -> bool {
         use vyrn_wire::msg::ctrl::CtrlMsg;
         self.inbox.drain();
-        let Ok(n) = self.ctrl.recv_batch(&mut self.batch) else {
+        let got = self.ctrl.recv_batch(&mut self.batch);
+        self.stats
+            .ctrl_truncated
+            .store(self.ctrl.counters().rx_truncated, Ordering::Relaxed);
+        let Ok(n) = got else {
             return false;
         };
         for p in self.batch.iter() {
