@@ -16,6 +16,7 @@ pub mod home;
 pub mod mem;
 pub mod net;
 pub mod netbox;
+pub mod secret;
 pub mod signer;
 pub mod stream;
 pub mod threaded;
