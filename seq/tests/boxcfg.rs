@@ -50,11 +50,11 @@ fn every_mistake_is_reported_with_its_line() {
             ),
             "key_file",
         ),
-        (good.replacen("lane = 0", "lane = 9", 1), "LaneOutOfRange"),
         (
-            good.replace("[session 10001]", "[session 1]"),
-            "DuplicateSession",
+            good.replacen("lane = 0", "lane = 9", 1),
+            "lane = 9 is out of range",
         ),
+        (good.replace("[session 10001]", "[session 1]"), "twice"),
         (good.replace("[box]", "[boxx]\n[box]"), "unknown section"),
         (
             good.replace("client_port", "client port"),
@@ -102,8 +102,8 @@ fn startup_checks_catch_the_machine_problems() {
     let mut c = BoxConfig::load(&p).unwrap();
     // A core the machine does not have.
     c.core_map = vec![0, 4096];
-    // A port in use.
-    let _held = std::net::UdpSocket::bind(("0.0.0.0", c.ctrl_port)).unwrap();
+    // A port in use (on the address the box binds).
+    let _held = std::net::UdpSocket::bind(("127.0.0.1", c.ctrl_port)).unwrap();
     // A key readable by others.
     #[cfg(unix)]
     {
