@@ -2,20 +2,80 @@
 //! §2 sessions and keys, §5 secret store).
 //!
 //! Format: `#` comments, `[section]` headers, `key = value` lines. Sections: one `[box]`, one
-//! `[account ID]` per account, one `[session ID]` per session. Keys live in their own files
-//! (hex, one line, mode 0600): `seq_key_file` (the 32-byte Ed25519 seed) and each session's
-//! `key_file` (`K_seq ‖ K_out`, 32 bytes). Example: `deploy/dev.conf`.
+//! `[account ID]` per account, one `[session ID]` per session, and optionally one
+//! `[voter N]` per voter (the membership, 07 §13.1: `ctrl_addr = IP:PORT`, `vote_key = <64
+//! hex>`). Keys live in their own files (hex, one line, mode 0600): `seq_key_file` (the
+//! 32-byte Ed25519 seed) and each session's `key_file` (`K_seq ‖ K_out`, 32 bytes). Example:
+//! `deploy/dev.conf`.
 //!
 //! Every problem is a typed [`CfgError`] naming the file and line, so an operator sees all of
-//! them at once ([`BoxConfig::load`] collects them); [`startup_checks`] then looks at the
-//! machine: cores named by the core map exist, the UDP ports are free, key files are private.
+//! them at once ([`BoxConfig::load`] collects them); no input makes the loader panic. Every
+//! number is range-checked; the limits are the `*_MIN` / `*_MAX` constants below, each with
+//! its reason. [`startup_checks`] then looks at the machine: the cores named by the core map
+//! are in this process's affinity mask, the exact UDP addresses the box binds are free, key
+//! files are private.
+//!
+//! Secrets: the sequencer seed is a [`Seed32`] (redacted in `Debug`, zeroized on drop);
+//! session keys are redacted by `SessionCfg`'s `Debug`. Key files are written by
+//! [`write_secret_file`]: created 0600 under a temporary name, synced, renamed into place.
 
+use crate::secret::Seed32;
 use crate::shm::SeqConfig;
-use std::collections::BTreeMap;
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use vyrn_engine::{AccountCfg, BookConfig, EngineConfig, SessionCfg};
+use vyrn_wire::consts::{
+    BLOCK_NS, FAILOVER_SILENCE_MS, MAX_SESSIONS_PER_LANE, N_LANES_MAX, REP_ACK_US,
+    REP_RTX_RING_BYTES,
+};
 use vyrn_wire::layout::Layout;
+use zeroize::Zeroize;
+
+/// Fewest voters: BASE needs n ≥ 4 so that f = 1 (07 §4.8, missing-chapters §0).
+pub const VOTERS_MIN: usize = 4;
+/// Most voters: control keeps each height's votes in a `u64` bit mask, one bit per voter index
+/// (`1 << voter`), so a 65th voter has no bit.
+pub const VOTERS_MAX: usize = 64;
+/// Shortest block period, ns: 100 µs = `REP_SEAL_US`, the budget from block close to its
+/// HEADER (07 §6.2); closing faster than blocks can be sealed only queues seals.
+pub const BLOCK_NS_MIN: u64 = 100_000;
+/// Longest block period, ns: 1 s. Finality (07 §6.6: ≤ `FINALITY_MAX_MS`) is only met near
+/// `BLOCK_NS` = 1 ms; a longer period is for test boxes, and beyond 1 s it is a typo.
+pub const BLOCK_NS_MAX: u64 = 1_000_000_000;
+/// Smallest frame ring per stream core, bytes: 64 KiB, several 9000-byte frames (07 §4.10).
+pub const RTX_RING_BYTES_MIN: u64 = 64 << 10;
+/// Largest frame ring per stream core, bytes: 4 GiB, because the ring indexes frames by `u32`
+/// offsets (and each stream core allocates and prefaults its ring at start).
+pub const RTX_RING_BYTES_MAX: u64 = 1 << 32;
+/// Smallest hot response ring per lane, bytes (the engine's floor).
+pub const HOT_RING_BYTES_MIN: u64 = 4096;
+/// Largest hot response ring per lane, bytes: 1 GiB (allocated up front, per lane).
+pub const HOT_RING_BYTES_MAX: u64 = 1 << 30;
+/// Most resting orders of the book: 16 Mi (its slab is allocated up front).
+pub const MAX_ORDERS_MAX: u64 = 1 << 24;
+/// Working orders a lane tracks (`EngineConfig::lane_max_orders`); bounds `max_open_orders`.
+pub const LANE_MAX_ORDERS: usize = 1 << 16;
+/// Longest lane / BBO deadline, ns: 1 s (leave the key out for no deadline; 0 is refused: it
+/// would shed everything).
+pub const DEADLINE_NS_MAX: u64 = 1_000_000_000;
+/// Shortest self-fence window, µs: two ack periods (`2 × REP_ACK_US`, 07 §4.8); shorter, one
+/// late ack fences the box.
+pub const SELF_FENCE_US_MIN: u64 = 2 * REP_ACK_US;
+/// Longest self-fence window on a `dev` box, µs: 10 s (voter doubles on shared cores).
+pub const SELF_FENCE_US_MAX_DEV: u64 = 10_000_000;
+/// Longest self-fence window on `ref` and `consumer`, µs: `FAILOVER_SILENCE_MS`. Voters suspect
+/// the sequencer after that much silence (07 §9.1); a sequencer cut off from its voters must
+/// have stopped releasing by then (INV-REP-6).
+pub const SELF_FENCE_US_MAX: u64 = FAILOVER_SILENCE_MS * 1000;
+/// Highest core id in `core_map`: affinity masks (`cpu_set_t`) hold 1024 CPUs.
+pub const CORE_ID_MAX: u64 = 1023;
+/// Fill TX cores (07 §4.1: A, B, C); a session's `tx` is below this.
+pub const N_TX: u64 = 3;
+/// The address every box port binds (`NetBox::open`: loopback in v1).
+pub const BIND_IP: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// A profile (missing-chapters §0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +109,20 @@ impl fmt::Display for CfgError {
     }
 }
 
-/// The box's configuration, as loaded.
+/// One voter of the membership (a `[voter N]` section; 07 §13.1 `REP_Membership.voters`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoterMember {
+    /// Voter index, `0..voters`.
+    pub index: usize,
+    /// Where the voter's control traffic (RepAcks, votes) comes from and where
+    /// `REP_DurableMark` goes.
+    pub ctrl_addr: SocketAddr,
+    /// The voter's Ed25519 vote key.
+    pub vote_key: VerifyingKey,
+}
+
+/// The box's configuration, as loaded. Its `Debug` prints no secret: the seed is a [`Seed32`]
+/// and `SessionCfg` redacts session keys.
 #[derive(Debug, Clone)]
 pub struct BoxConfig {
     /// Profile.
@@ -58,20 +131,23 @@ pub struct BoxConfig {
     pub engine: EngineConfig,
     /// Epoch.
     pub epoch: u32,
-    /// Block period, ns.
+    /// Block period, ns ([`BLOCK_NS_MIN`]..=[`BLOCK_NS_MAX`]).
     pub block_ns: u64,
-    /// Voters.
+    /// Voters ([`VOTERS_MIN`]..=[`VOTERS_MAX`]).
     pub voters: usize,
+    /// The membership's voters, by index (the `[voter N]` sections). Empty when the file has
+    /// none: the box then runs only with dev voter doubles.
+    pub voters_members: Vec<VoterMember>,
     /// The sequencer key seed (from `seq_key_file`).
-    pub seq_key: [u8; 32],
+    pub seq_key: Seed32,
     /// Where the seq key came from.
     pub seq_key_file: PathBuf,
     /// Session key files, by session.
     pub session_key_files: BTreeMap<u32, PathBuf>,
-    /// The box's client UDP port (all lanes today; `ref` will give lane l `client_port + l`,
-    /// the flow filter of 07 §9.5, which is why the startup checks keep those ports free).
+    /// The box's client UDP port (`dev`, `consumer`: all lanes; `ref`: lane l listens on
+    /// `client_port + l`, the flow filter of 07 §9.5). 0: any free port.
     pub client_port: u16,
-    /// Control UDP port (RepAcks, NACKs, votes).
+    /// Control UDP port (RepAcks, NACKs, votes). 0: any free port.
     pub ctrl_port: u16,
     /// Cores for the tiles (`dev`: shared; `ref`: one per tile, in tile order).
     pub core_map: Vec<usize>,
@@ -88,10 +164,16 @@ impl BoxConfig {
             engine: self.engine.clone(),
             epoch: self.epoch,
             block_ns: self.block_ns,
-            seq_key: self.seq_key,
+            // SeqConfig still holds a plain array (its owner moves it to Seed32 later).
+            seq_key: *self.seq_key.expose(),
             voters: self.voters,
             rtx_ring_bytes: self.rtx_ring_bytes,
         }
+    }
+
+    /// The sequencer's public key (`seq_key` in 07 §13.1), derived from the seed.
+    pub fn seq_public(&self) -> VerifyingKey {
+        SigningKey::from_bytes(self.seq_key.expose()).verifying_key()
     }
 
     /// Load and validate `path`. Returns every problem found, not just the first.
@@ -103,8 +185,13 @@ impl BoxConfig {
                 what: format!("cannot read: {e}"),
             }]
         })?;
+        Self::from_text(path, &text)
+    }
+
+    /// Validate `text` as if read from `path` (key files are relative to `path`'s folder).
+    pub fn from_text(path: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError>> {
         let base = path.parent().unwrap_or(Path::new("."));
-        parse(path, base, &text)
+        parse(path, base, text)
     }
 }
 
@@ -145,6 +232,16 @@ fn err(file: &Path, line: usize, what: impl Into<String>) -> CfgError {
     }
 }
 
+/// A value as an error message may show it: a long run of hex digits may be a key pasted in
+/// the wrong place, so it is withheld.
+fn shown(v: &str) -> String {
+    if v.len() >= 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("<{} hex digits withheld>", v.len())
+    } else {
+        format!("{v:?}")
+    }
+}
+
 struct Keys<'a> {
     file: &'a Path,
     section: &'a str,
@@ -168,32 +265,49 @@ impl<'a> Keys<'a> {
         }
     }
 
-    fn get<T: std::str::FromStr>(&mut self, k: &str, errs: &mut Vec<CfgError>) -> Option<T> {
-        match self.kv.remove(k) {
-            Some((v, line)) => match v.parse() {
-                Ok(x) => Some(x),
-                Err(_) => {
-                    errs.push(err(self.file, line, format!("{k} = {v:?} does not parse")));
-                    None
-                }
-            },
-            None => {
-                errs.push(err(
-                    self.file,
-                    self.line,
-                    format!("[{}] needs {k}", self.section),
-                ));
-                None
-            }
+    /// The raw value of `k` and its line; an error if it is missing and `need`.
+    fn take(&mut self, k: &str, need: bool, errs: &mut Vec<CfgError>) -> Option<(&'a str, usize)> {
+        let got = self.kv.remove(k);
+        if got.is_none() && need {
+            errs.push(err(
+                self.file,
+                self.line,
+                format!("[{}] needs {k}", self.section),
+            ));
         }
+        got
     }
 
-    fn opt<T: std::str::FromStr>(&mut self, k: &str, errs: &mut Vec<CfgError>) -> Option<T> {
-        if self.kv.contains_key(k) {
-            self.get(k, errs)
-        } else {
-            None
+    /// `k` as a whole number in `lo..=hi` (`why` says why those bounds), with its line.
+    fn num(
+        &mut self,
+        k: &str,
+        need: bool,
+        (lo, hi): (u64, u64),
+        why: &str,
+        errs: &mut Vec<CfgError>,
+    ) -> Option<(u64, usize)> {
+        let (v, line) = self.take(k, need, errs)?;
+        let Ok(x) = v.parse::<u64>() else {
+            errs.push(err(
+                self.file,
+                line,
+                format!(
+                    "{k} = {} does not parse: a whole number in {lo}..={hi}",
+                    shown(v)
+                ),
+            ));
+            return None;
+        };
+        if x < lo || x > hi {
+            errs.push(err(
+                self.file,
+                line,
+                format!("{k} = {x} is out of range {lo}..={hi}: {why}"),
+            ));
+            return None;
         }
+        Some((x, line))
     }
 
     fn finish(self, errs: &mut Vec<CfgError>) {
@@ -207,23 +321,53 @@ impl<'a> Keys<'a> {
     }
 }
 
-/// Read a hex key file of exactly `N` bytes.
-pub fn read_key<const N: usize>(path: &Path) -> Result<[u8; N], String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let t = text.trim();
+fn hex_bytes<const N: usize>(t: &str) -> Option<[u8; N]> {
     if t.len() != 2 * N || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
+        return None;
+    }
+    let mut k = [0u8; N];
+    for (i, b) in k.iter_mut().enumerate() {
+        *b = u8::from_str_radix(t.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(k)
+}
+
+/// Read a hex key file of exactly `N` bytes. The text read is wiped before returning; the
+/// returned array is the caller's to wipe (see [`read_seed`]).
+pub fn read_key<const N: usize>(path: &Path) -> Result<[u8; N], String> {
+    let mut text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let k = hex_bytes::<N>(text.trim());
+    text.zeroize();
+    k.ok_or_else(|| {
+        format!(
             "{}: expected {} hex digits ({} bytes)",
             path.display(),
             2 * N,
             N
-        ));
-    }
-    let mut k = [0u8; N];
-    for (i, b) in k.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&t[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-    }
-    Ok(k)
+        )
+    })
+}
+
+/// Read a 32-byte hex key file into a [`Seed32`] (no other copy survives).
+pub fn read_seed(path: &Path) -> Result<Seed32, String> {
+    let mut k = read_key::<32>(path)?;
+    Ok(Seed32::from_mut(&mut k))
+}
+
+/// A session as parsed, with the lines its cross-checks point at.
+struct SessionAt {
+    cfg: SessionCfg,
+    line: usize,
+    account_line: usize,
+    lane_line: usize,
+}
+
+/// A `[voter N]` section as parsed.
+struct VoterAt {
+    index: usize,
+    line: usize,
+    ctrl_addr: Option<(SocketAddr, usize)>,
+    vote_key: Option<(VerifyingKey, usize)>,
 }
 
 fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError>> {
@@ -238,164 +382,569 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         ));
         return Err(errs);
     }
+    let box_line = boxes[0].1;
     let mut b = Keys::new(file, boxes[0], &mut errs);
-    let profile = match b.get::<String>("profile", &mut errs).as_deref() {
-        Some("ref") => Profile::Ref,
-        Some("consumer") => Profile::Consumer,
-        Some("dev") => Profile::Dev,
-        Some(p) => {
+    let profile = match b.take("profile", true, &mut errs) {
+        Some(("ref", _)) => Profile::Ref,
+        Some(("consumer", _)) => Profile::Consumer,
+        Some(("dev", _)) => Profile::Dev,
+        Some((p, line)) => {
             errs.push(err(
                 file,
-                boxes[0].1,
-                format!("profile {p:?}: ref, consumer or dev"),
+                line,
+                format!("profile {}: ref, consumer or dev", shown(p)),
             ));
             Profile::Dev
         }
         None => Profile::Dev,
     };
-    let book: u16 = b.get("book", &mut errs).unwrap_or(1);
-    let epoch: u32 = b.get("epoch", &mut errs).unwrap_or(1);
-    let lanes: u8 = b.get("lanes", &mut errs).unwrap_or(2);
-    let block_ns: u64 = b
-        .opt("block_ns", &mut errs)
-        .unwrap_or(vyrn_wire::consts::BLOCK_NS);
-    let voters: usize = b.opt("voters", &mut errs).unwrap_or(4);
-    let max_orders: u32 = b.opt("max_orders", &mut errs).unwrap_or(1 << 20);
-    let lane_deadline_ns: Option<u64> = b.opt("lane_deadline_ns", &mut errs);
-    let bbo_deadline_ns: Option<u64> = b.opt("bbo_deadline_ns", &mut errs);
-    let hot_ring_bytes: usize = b.opt("hot_ring_bytes", &mut errs).unwrap_or(4 << 20);
-    let rtx_ring_bytes: usize = b
-        .opt("rtx_ring_bytes", &mut errs)
-        .unwrap_or(vyrn_wire::consts::REP_RTX_RING_BYTES);
-    let client_port: u16 = b.get("client_port", &mut errs).unwrap_or(0);
-    let ctrl_port: u16 = b.get("ctrl_port", &mut errs).unwrap_or(0);
-    let core_map: Vec<usize> = match b.get::<String>("core_map", &mut errs) {
-        Some(v) => v
-            .split(',')
-            .filter_map(|c| match c.trim().parse() {
-                Ok(x) => Some(x),
-                Err(_) => {
-                    errs.push(err(file, boxes[0].1, format!("core_map entry {c:?}")));
-                    None
+    let e = &mut errs;
+    let book = b.num("book", true, (0, u16::MAX.into()), "BookId is a u16", e);
+    let epoch = b.num("epoch", true, (0, u32::MAX.into()), "Epoch is a u32", e);
+    // 07 §3.4: the LaneRun tag has 6 bits; two substreams need a lane each.
+    let lanes_min = if profile == Profile::Consumer { 1 } else { 2 };
+    let lanes = b
+        .num(
+            "lanes",
+            true,
+            (lanes_min, N_LANES_MAX as u64),
+            "at most N_LANES_MAX (the LaneRun tag has 6 bits, 07 §3.4); ref and dev run two \
+             substreams, one lane each at least",
+            e,
+        )
+        .map(|(x, _)| x as u8);
+    let block_ns = b
+        .num(
+            "block_ns",
+            false,
+            (BLOCK_NS_MIN, BLOCK_NS_MAX),
+            "no shorter than REP_SEAL_US (07 §6.2), no longer than 1 s",
+            e,
+        )
+        .map_or(BLOCK_NS, |x| x.0);
+    let voters_kv = b.num(
+        "voters",
+        false,
+        (VOTERS_MIN as u64, VOTERS_MAX as u64),
+        "BASE needs n ≥ 4 (f = 1); at most 64 because control keeps each height's votes in a \
+         u64 bit mask, one bit per voter",
+        e,
+    );
+    let (voters, voters_line) = voters_kv.map_or((4, box_line), |(x, l)| (x as usize, l));
+    let max_orders = b
+        .num(
+            "max_orders",
+            false,
+            (1, MAX_ORDERS_MAX),
+            "the book's order slab is allocated up front",
+            e,
+        )
+        .map_or(1 << 20, |x| x.0 as u32);
+    let deadline_why = "0 would shed every packet; leave the key out for no deadline";
+    let lane_deadline_ns = b
+        .num(
+            "lane_deadline_ns",
+            false,
+            (1, DEADLINE_NS_MAX),
+            deadline_why,
+            e,
+        )
+        .map(|x| x.0);
+    let bbo_deadline_ns = b
+        .num(
+            "bbo_deadline_ns",
+            false,
+            (1, DEADLINE_NS_MAX),
+            deadline_why,
+            e,
+        )
+        .map(|x| x.0);
+    let hot_ring_bytes = b
+        .num(
+            "hot_ring_bytes",
+            false,
+            (HOT_RING_BYTES_MIN, HOT_RING_BYTES_MAX),
+            "one per lane, allocated up front",
+            e,
+        )
+        .map_or(4 << 20, |x| x.0 as usize);
+    let rtx_ring_bytes = b
+        .num(
+            "rtx_ring_bytes",
+            false,
+            (
+                RTX_RING_BYTES_MIN,
+                RTX_RING_BYTES_MAX.min(usize::MAX as u64),
+            ),
+            "the ring holds several 9000-byte frames and indexes them by u32 offsets",
+            e,
+        )
+        .map_or(REP_RTX_RING_BYTES, |x| x.0 as usize);
+    let port_why = "a UDP port (0: any free port)";
+    let client_port = b.num("client_port", true, (0, u16::MAX.into()), port_why, e);
+    let ctrl_port = b.num("ctrl_port", true, (0, u16::MAX.into()), port_why, e);
+    let mut core_map: Vec<usize> = Vec::new();
+    if let Some((v, line)) = b.take("core_map", true, e) {
+        for c in v.split(',') {
+            match c.trim().parse::<u64>() {
+                Ok(x) if x <= CORE_ID_MAX => {
+                    if core_map.contains(&(x as usize)) {
+                        e.push(err(file, line, format!("core_map names core {x} twice")));
+                    } else {
+                        core_map.push(x as usize);
+                    }
                 }
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    let seq_key_file: Option<String> = b.get("seq_key_file", &mut errs);
-    let self_fence_us: Option<u64> = b.opt("self_fence_us", &mut errs);
-    b.finish(&mut errs);
-    if voters < 4 {
-        errs.push(err(
-            file,
-            boxes[0].1,
-            format!("voters = {voters}: BASE needs n ≥ 4 (f = 1)"),
-        ));
+                Ok(x) => e.push(err(
+                    file,
+                    line,
+                    format!("core_map entry {x}: core ids are 0..={CORE_ID_MAX} (cpu_set_t)"),
+                )),
+                Err(_) => e.push(err(
+                    file,
+                    line,
+                    format!("core_map entry {}: a core id", shown(c.trim())),
+                )),
+            }
+        }
     }
-    let seq_key_file = base.join(seq_key_file.unwrap_or_default());
-    let seq_key = match read_key::<32>(&seq_key_file) {
-        Ok(k) => k,
-        Err(e) => {
-            errs.push(err(file, boxes[0].1, format!("seq_key_file: {e}")));
-            [0; 32]
+    let seq_key_file = b.take("seq_key_file", true, e);
+    let self_fence_us = match b.num(
+        "self_fence_us",
+        false,
+        (SELF_FENCE_US_MIN, SELF_FENCE_US_MAX_DEV),
+        "at least two ack periods (07 §4.8), at most 10 s",
+        e,
+    ) {
+        Some((us, line)) if profile != Profile::Dev && us > SELF_FENCE_US_MAX => {
+            e.push(err(
+                file,
+                line,
+                format!(
+                    "self_fence_us = {us}: above {SELF_FENCE_US_MAX} µs only on profile dev — voters \
+                     suspect after FAILOVER_SILENCE_MS of silence (07 §9.1), and the sequencer \
+                     must have fenced by then (INV-REP-6)"
+                ),
+            ));
+            None
+        }
+        x => x.map(|x| x.0),
+    };
+    b.finish(e);
+
+    // Ports. On `ref` lane l listens on client_port + l (07 §9.5), so the lane ports must fit
+    // in a u16 and must not take the control port.
+    let n_client = if profile == Profile::Ref {
+        lanes.unwrap_or(1).max(1) as u32
+    } else {
+        1
+    };
+    if let Some((cp, cl)) = client_port {
+        let last = cp as u32 + n_client - 1;
+        if cp != 0 && last > u16::MAX as u32 {
+            e.push(err(
+                file,
+                cl,
+                format!(
+                    "client_port = {cp} with {n_client} lanes on profile ref: lane l listens \
+                     on client_port + l, so the last port would be {last} > 65535"
+                ),
+            ));
+        }
+        if let Some((tp, tl)) = ctrl_port {
+            if cp != 0 && tp != 0 && (cp as u32..=last).contains(&(tp as u32)) {
+                e.push(err(
+                    file,
+                    tl,
+                    format!("ctrl_port = {tp} is also a client port ({cp}..={last})"),
+                ));
+            }
+        }
+    }
+
+    // The sequencer key (missing-chapters §5).
+    let seq_key_path = base.join(seq_key_file.map_or("", |x| x.0));
+    let seq_key = match read_seed(&seq_key_path) {
+        Ok(k) => Some(k),
+        Err(x) => {
+            let line = seq_key_file.map_or(box_line, |x| x.1);
+            e.push(err(file, line, format!("seq_key_file: {x}")));
+            None
         }
     };
-    let mut accounts = Vec::new();
-    let mut sessions = Vec::new();
+    let seq_public = seq_key.as_ref().map(|k| {
+        let sk = SigningKey::from_bytes(k.expose());
+        sk.verifying_key()
+    });
+
+    let mut accounts: Vec<AccountCfg> = Vec::new();
+    let mut account_lines: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut sessions: Vec<SessionAt> = Vec::new();
     let mut session_key_files = BTreeMap::new();
+    let mut voter_secs: Vec<VoterAt> = Vec::new();
     for s in &secs {
+        if s.0 == "box" {
+            continue;
+        }
         let (kind, id) = s.0.split_once(' ').unwrap_or((s.0.as_str(), ""));
+        let id = id.trim();
         match kind {
-            "box" => {}
             "account" => {
-                let mut k = Keys::new(file, s, &mut errs);
-                let Ok(account) = id.trim().parse::<u32>() else {
-                    errs.push(err(file, s.1, format!("[account {id}]: a number")));
+                let mut k = Keys::new(file, s, e);
+                let Ok(account) = id.parse::<u32>() else {
+                    e.push(err(
+                        file,
+                        s.1,
+                        format!("[account {id}]: the id is a number 0..={}", u32::MAX),
+                    ));
                     continue;
                 };
+                let none = "0 would refuse every New";
                 let a = AccountCfg {
                     account,
-                    max_order_qty: k.get("max_order_qty", &mut errs).unwrap_or(0),
-                    max_open_orders: k.get("max_open_orders", &mut errs).unwrap_or(0),
-                    max_exposure: k.get("max_exposure", &mut errs).unwrap_or(0),
+                    max_order_qty: k
+                        .num("max_order_qty", true, (1, u32::MAX.into()), none, e)
+                        .map_or(0, |x| x.0 as u32),
+                    max_open_orders: k
+                        .num(
+                            "max_open_orders",
+                            true,
+                            (1, LANE_MAX_ORDERS as u64),
+                            "a lane tracks at most 65536 working orders; 0 would refuse every New",
+                            e,
+                        )
+                        .map_or(0, |x| x.0 as u32),
+                    max_exposure: k
+                        .num("max_exposure", true, (1, u64::MAX), none, e)
+                        .map_or(0, |x| x.0),
                 };
-                k.finish(&mut errs);
+                k.finish(e);
+                if let Some(first) = account_lines.insert(account, s.1) {
+                    e.push(err(
+                        file,
+                        s.1,
+                        format!("[account {account}] twice (first at line {first})"),
+                    ));
+                    continue;
+                }
                 accounts.push(a);
             }
             "session" => {
-                let mut k = Keys::new(file, s, &mut errs);
-                let Ok(session) = id.trim().parse::<u32>() else {
-                    errs.push(err(file, s.1, format!("[session {id}]: a number")));
-                    continue;
-                };
-                let account = k.get("account", &mut errs).unwrap_or(0);
-                let lane = k.get("lane", &mut errs).unwrap_or(0);
-                let slot = k.get("slot", &mut errs).unwrap_or(0);
-                let tx = k.opt("tx", &mut errs).unwrap_or(0);
-                let key_file =
-                    base.join(k.get::<String>("key_file", &mut errs).unwrap_or_default());
-                k.finish(&mut errs);
-                let keys = match read_key::<32>(&key_file) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        errs.push(err(file, s.1, format!("[session {session}] key_file: {e}")));
-                        [0; 32]
+                let mut k = Keys::new(file, s, e);
+                let session = match id.parse::<u32>() {
+                    Ok(0) => {
+                        e.push(err(file, s.1, "[session 0]: session 0 is reserved"));
+                        None
                     }
+                    Ok(x) => Some(x),
+                    Err(_) => {
+                        e.push(err(
+                            file,
+                            s.1,
+                            format!("[session {id}]: the id is a number 1..={}", u32::MAX),
+                        ));
+                        None
+                    }
+                };
+                let account = k.num("account", true, (0, u32::MAX.into()), "an AccountId", e);
+                let lane_hi = lanes.map_or(N_LANES_MAX as u64 - 1, |n| n as u64 - 1);
+                let lane = k.num(
+                    "lane",
+                    true,
+                    (0, lane_hi),
+                    "a lane of this box (lanes 0..lanes)",
+                    e,
+                );
+                let slot = k.num(
+                    "slot",
+                    true,
+                    (0, MAX_SESSIONS_PER_LANE as u64 - 1),
+                    "below MAX_SESSIONS_PER_LANE (07 §3.5)",
+                    e,
+                );
+                let tx = k.num(
+                    "tx",
+                    false,
+                    (0, N_TX - 1),
+                    "one of the three fill TX cores A, B, C (07 §4.1)",
+                    e,
+                );
+                let key_file = k.take("key_file", true, e);
+                k.finish(e);
+                let key_path = base.join(key_file.map_or("", |x| x.0));
+                let keys = match read_seed(&key_path) {
+                    Ok(x) => Some(x),
+                    Err(x) => {
+                        let line = key_file.map_or(s.1, |x| x.1);
+                        e.push(err(file, line, format!("[session {id}] key_file: {x}")));
+                        None
+                    }
+                };
+                let (Some(session), Some(account), Some(lane), Some(slot), Some(keys)) =
+                    (session, account, lane, slot, keys)
+                else {
+                    continue;
                 };
                 let mut k_seq = [0u8; 16];
                 let mut k_out = [0u8; 16];
-                k_seq.copy_from_slice(&keys[..16]);
-                k_out.copy_from_slice(&keys[16..]);
-                session_key_files.insert(session, key_file);
-                sessions.push(SessionCfg {
-                    session,
-                    account,
-                    lane,
-                    slot,
-                    k_seq,
-                    k_out,
-                    tx,
+                k_seq.copy_from_slice(&keys.expose()[..16]);
+                k_out.copy_from_slice(&keys.expose()[16..]);
+                session_key_files.insert(session, key_path);
+                sessions.push(SessionAt {
+                    cfg: SessionCfg {
+                        session,
+                        account: account.0 as u32,
+                        lane: lane.0 as u8,
+                        slot: slot.0 as u16,
+                        k_seq,
+                        k_out,
+                        tx: tx.map_or(0, |x| x.0 as u8),
+                    },
+                    line: s.1,
+                    account_line: account.1,
+                    lane_line: lane.1,
                 });
+                k_seq.zeroize();
+                k_out.zeroize();
             }
-            other => errs.push(err(file, s.1, format!("unknown section [{other}]"))),
+            // 07 §13.1: the membership's voters, from config, never derived.
+            "voter" => {
+                let mut k = Keys::new(file, s, e);
+                let index = match id.parse::<usize>() {
+                    Ok(i) if i < VOTERS_MAX => Some(i),
+                    _ => {
+                        e.push(err(
+                            file,
+                            s.1,
+                            format!("[voter {id}]: the index is a number 0..voters"),
+                        ));
+                        None
+                    }
+                };
+                let ctrl_addr = k.take("ctrl_addr", true, e).and_then(|(v, line)| match v
+                    .parse::<SocketAddr>()
+                {
+                    Ok(a) if a.port() == 0 || a.ip().is_unspecified() => {
+                        e.push(err(
+                            file,
+                            line,
+                            format!("ctrl_addr = {a}: needs a real address and a nonzero port"),
+                        ));
+                        None
+                    }
+                    Ok(a) => Some((a, line)),
+                    Err(_) => {
+                        e.push(err(
+                            file,
+                            line,
+                            format!("ctrl_addr = {}: expected IP:PORT", shown(v)),
+                        ));
+                        None
+                    }
+                });
+                let vote_key = k.take("vote_key", true, e).and_then(|(v, line)| {
+                    let Some(bytes) = hex_bytes::<32>(v) else {
+                        e.push(err(
+                            file,
+                            line,
+                            "vote_key: expected 64 hex digits (an Ed25519 public key)",
+                        ));
+                        return None;
+                    };
+                    match VerifyingKey::from_bytes(&bytes) {
+                        Ok(vk) if vk.is_weak() => {
+                            e.push(err(file, line, "vote_key is a small-order (weak) point"));
+                            None
+                        }
+                        Ok(vk) => Some((vk, line)),
+                        Err(_) => {
+                            e.push(err(file, line, "vote_key is not a valid Ed25519 point"));
+                            None
+                        }
+                    }
+                });
+                k.finish(e);
+                if let Some(index) = index {
+                    voter_secs.push(VoterAt {
+                        index,
+                        line: s.1,
+                        ctrl_addr,
+                        vote_key,
+                    });
+                }
+            }
+            _ => e.push(err(file, s.1, format!("unknown section [{}]", s.0))),
         }
     }
+
+    // Sessions against each other and the accounts (what EngineConfig::validate checks, with
+    // the line of each mistake).
+    let mut seen_session: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut seen_slot: BTreeMap<(u8, u16), usize> = BTreeMap::new();
+    let mut account_lane: BTreeMap<u32, (u8, usize)> = BTreeMap::new();
+    for s in &sessions {
+        let c = &s.cfg;
+        if let Some(first) = seen_session.insert(c.session, s.line) {
+            e.push(err(
+                file,
+                s.line,
+                format!("[session {}] twice (first at line {first})", c.session),
+            ));
+        }
+        if let Some(first) = seen_slot.insert((c.lane, c.slot), s.line) {
+            e.push(err(
+                file,
+                s.line,
+                format!(
+                    "[session {}]: lane {} slot {} is taken by the session at line {first}",
+                    c.session, c.lane, c.slot
+                ),
+            ));
+        }
+        if !account_lines.contains_key(&c.account) {
+            e.push(err(
+                file,
+                s.account_line,
+                format!(
+                    "account = {}: no [account {}] section",
+                    c.account, c.account
+                ),
+            ));
+        }
+        match account_lane.get(&c.account) {
+            Some(&(l, line)) if l != c.lane => e.push(err(
+                file,
+                s.lane_line,
+                format!(
+                    "lane = {}: account {} already trades on lane {l} (line {line}); an \
+                     account's risk state has one writer, its lane",
+                    c.lane, c.account
+                ),
+            )),
+            Some(_) => {}
+            None => {
+                account_lane.insert(c.account, (c.lane, s.lane_line));
+            }
+        }
+    }
+
+    // The membership's voters (07 §13.1).
+    let mut voters_members = Vec::new();
+    if !voter_secs.is_empty() {
+        if voter_secs.len() != voters {
+            let have: BTreeSet<usize> = voter_secs.iter().map(|v| v.index).collect();
+            let missing: Vec<usize> = (0..voters).filter(|i| !have.contains(i)).collect();
+            e.push(err(
+                file,
+                voters_line,
+                format!(
+                    "voters = {voters} but the file has {} [voter] sections (missing: {missing:?}): \
+                     the membership lists every voter",
+                    voter_secs.len()
+                ),
+            ));
+        }
+        let mut by_index: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut keys: BTreeMap<[u8; 32], usize> = BTreeMap::new();
+        let mut addrs: BTreeMap<SocketAddr, usize> = BTreeMap::new();
+        for v in &voter_secs {
+            if v.index >= voters {
+                e.push(err(
+                    file,
+                    v.line,
+                    format!(
+                        "[voter {}]: voters = {voters}, so indices are 0..={}",
+                        v.index,
+                        voters - 1
+                    ),
+                ));
+            }
+            if let Some(first) = by_index.insert(v.index, v.line) {
+                e.push(err(
+                    file,
+                    v.line,
+                    format!("[voter {}] twice (first at line {first})", v.index),
+                ));
+            }
+            if let Some((k, line)) = v.vote_key {
+                if seq_public == Some(k) {
+                    e.push(err(
+                        file,
+                        line,
+                        "vote_key is the sequencer's own public key: a key must not be both a \
+                         vote_key and a seq_key (07 §13.1)",
+                    ));
+                }
+                if let Some(first) = keys.insert(k.to_bytes(), line) {
+                    e.push(err(
+                        file,
+                        line,
+                        format!("vote_key is also the vote_key at line {first}"),
+                    ));
+                }
+            }
+            if let Some((a, line)) = v.ctrl_addr {
+                if let Some(first) = addrs.insert(a, line) {
+                    e.push(err(
+                        file,
+                        line,
+                        format!("ctrl_addr = {a} is also the ctrl_addr at line {first}"),
+                    ));
+                }
+            }
+        }
+        for v in &voter_secs {
+            if let (Some((ctrl_addr, _)), Some((vote_key, _))) = (v.ctrl_addr, v.vote_key) {
+                voters_members.push(VoterMember {
+                    index: v.index,
+                    ctrl_addr,
+                    vote_key,
+                });
+            }
+        }
+        voters_members.sort_by_key(|v| v.index);
+    }
+
+    let n_lanes = lanes.unwrap_or(lanes_min as u8);
     let layout = match profile {
         Profile::Consumer => Layout {
-            n_lanes: lanes,
+            n_lanes,
             n_streams: 1,
             pool_mask: 0,
         },
-        _ => Layout::two_streams(lanes),
+        _ => Layout::two_streams(n_lanes),
     };
     let engine = EngineConfig {
-        book,
+        book: book.map_or(1, |x| x.0 as u16),
         layout,
         book_cfg: BookConfig { max_orders },
-        sessions,
+        sessions: sessions.into_iter().map(|s| s.cfg).collect(),
         accounts,
         lane_deadline_ns,
         bbo_deadline_ns,
         hot_ring_bytes,
-        lane_max_orders: 1 << 16,
+        lane_max_orders: LANE_MAX_ORDERS,
     };
-    if let Err(e) = engine.validate() {
-        errs.push(err(file, 0, format!("engine: {e}")));
+    // A backstop: everything it checks is checked above with a line.
+    if e.is_empty() {
+        if let Err(x) = engine.validate() {
+            e.push(err(file, 0, format!("engine: {x}")));
+        }
     }
-    if !errs.is_empty() {
+    let (Some(seq_key), true) = (seq_key, errs.is_empty()) else {
         return Err(errs);
-    }
+    };
     Ok(BoxConfig {
         profile,
         engine,
-        epoch,
+        epoch: epoch.map_or(1, |x| x.0 as u32),
         block_ns,
         voters,
+        voters_members,
         seq_key,
-        seq_key_file,
+        seq_key_file: seq_key_path,
         session_key_files,
-        client_port,
-        ctrl_port,
+        client_port: client_port.map_or(0, |x| x.0 as u16),
+        ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
         core_map,
         rtx_ring_bytes,
         self_fence_us,
@@ -403,15 +952,38 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
 }
 
 /// Tiles a `ref` box pins one to a core, in this order: lanes, cut, BBO, stream cores, TX,
-/// hasher, control, RX (the client ports), control RX (`seq::netbox`).
+/// hasher, control, RX (the client ports), control RX, cert (`seq::ports`).
 pub fn ref_tiles(cfg: &BoxConfig) -> usize {
-    cfg.engine.layout.n_lanes as usize + 7 + cfg.engine.layout.n_streams as usize
+    cfg.engine.layout.n_lanes as usize + 8 + cfg.engine.layout.n_streams as usize
+}
+
+/// The UDP addresses the box binds, as `NetBox::open` binds them: on [`BIND_IP`], the client
+/// port (on `ref`, `client_port + l` for every lane l) then the control port. A port past
+/// 65535 (a config changed after loading) is left out; [`startup_checks`] reports it.
+pub fn bind_addrs(cfg: &BoxConfig) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    if cfg.profile == Profile::Ref {
+        for l in 0..cfg.engine.layout.n_lanes as u16 {
+            let p = if cfg.client_port == 0 {
+                Some(0)
+            } else {
+                cfg.client_port.checked_add(l)
+            };
+            if let Some(p) = p {
+                out.push(SocketAddr::new(BIND_IP, p));
+            }
+        }
+    } else {
+        out.push(SocketAddr::new(BIND_IP, cfg.client_port));
+    }
+    out.push(SocketAddr::new(BIND_IP, cfg.ctrl_port));
+    out
 }
 
 /// What the machine must offer before the box starts. Every failure, not only the first.
 pub fn startup_checks(cfg: &BoxConfig) -> Vec<String> {
     let mut out = Vec::new();
-    // Cores.
+    // Cores: those this process may run on (its affinity mask), not merely how many exist.
     let cores: Vec<usize> = core_ids();
     if cfg.core_map.is_empty() {
         out.push("core_map is empty".into());
@@ -419,7 +991,7 @@ pub fn startup_checks(cfg: &BoxConfig) -> Vec<String> {
     for c in &cfg.core_map {
         if !cores.contains(c) {
             out.push(format!(
-                "core_map names core {c}, this machine has cores {cores:?}"
+                "core_map names core {c}, not in this process's affinity mask {cores:?}"
             ));
         }
     }
@@ -430,18 +1002,29 @@ pub fn startup_checks(cfg: &BoxConfig) -> Vec<String> {
             cfg.core_map.len()
         ));
     }
-    // Ports.
-    let lanes = cfg.engine.layout.n_lanes as u16;
-    let mut ports: Vec<u16> = (0..lanes)
-        .map(|l| cfg.client_port.wrapping_add(l))
-        .collect();
-    ports.push(cfg.ctrl_port);
-    for p in ports {
-        if p == 0 {
-            out.push("a UDP port is 0".into());
-        } else if let Err(e) = std::net::UdpSocket::bind(("0.0.0.0", p)) {
-            out.push(format!("UDP port {p} is not free: {e}"));
+    // Ports: exactly the addresses the box will bind.
+    let addrs = bind_addrs(cfg);
+    let want = if cfg.profile == Profile::Ref {
+        cfg.engine.layout.n_lanes as usize + 1
+    } else {
+        2
+    };
+    if addrs.len() < want {
+        out.push(format!(
+            "client_port {} + lane runs past 65535",
+            cfg.client_port
+        ));
+    }
+    let mut zero = false;
+    for a in addrs {
+        if a.port() == 0 {
+            zero = true;
+        } else if let Err(e) = std::net::UdpSocket::bind(a) {
+            out.push(format!("UDP port {a} is not free: {e}"));
         }
+    }
+    if zero {
+        out.push("a UDP port is 0".into());
     }
     // Secrets are private (missing-chapters §5: key files 0600).
     let mut files: Vec<&PathBuf> = vec![&cfg.seq_key_file];
@@ -460,10 +1043,15 @@ pub fn startup_checks(cfg: &BoxConfig) -> Vec<String> {
     out
 }
 
+/// The CPUs of this process's affinity mask (`sched_getaffinity` through `core_affinity`),
+/// or `0..available_parallelism` where the mask cannot be read.
 fn core_ids() -> Vec<usize> {
-    std::thread::available_parallelism()
-        .map(|n| (0..n.get()).collect())
-        .unwrap_or_default()
+    match core_affinity::get_core_ids() {
+        Some(ids) if !ids.is_empty() => ids.into_iter().map(|c| c.id).collect(),
+        _ => std::thread::available_parallelism()
+            .map(|n| (0..n.get()).collect())
+            .unwrap_or_default(),
+    }
 }
 
 #[cfg(unix)]
@@ -477,10 +1065,55 @@ fn mode(_: &Path) -> Option<u32> {
     None
 }
 
-/// Write a `dev` home's config and fresh random keys (mode 0600) into `dir`: `lanes` lanes,
-/// `per_lane` sessions each (one account per two sessions), UDP ports from `base_port`.
-/// Returns the config file's path. For development boxes only: production keys come from the
-/// facility's secret store.
+/// Write a secret file atomically and private (missing-chapters §5): created mode 0600 under a
+/// fresh temporary name in the same folder (`create_new`: never an existing file or a link),
+/// written, synced, renamed over `path`, and the folder synced. No moment exists at which the
+/// secret is readable by others or `path` holds a partial file; a link planted at `path` is
+/// replaced, never followed.
+pub fn write_secret_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a key file needs a name")
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let done = opts.open(&tmp).and_then(|mut f| {
+        let r = f
+            .write_all(bytes)
+            .and_then(|()| f.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    });
+    done?;
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Write a `dev` home's config and fresh random keys (mode 0600, [`write_secret_file`]) into
+/// `dir`: `lanes` lanes, `per_lane` sessions each (one account per two sessions), UDP ports
+/// from `base_port` (0: any free port, for both). Returns the config file's path. For
+/// development boxes only: production keys come from the facility's secret store.
 pub fn write_dev_config(
     dir: &Path,
     lanes: u8,
@@ -488,21 +1121,31 @@ pub fn write_dev_config(
     base_port: u16,
 ) -> std::io::Result<PathBuf> {
     use std::fmt::Write as _;
+    let ctrl_port = if base_port == 0 {
+        0
+    } else {
+        base_port.checked_add(lanes as u16).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("base_port {base_port} + {lanes} lanes runs past 65535"),
+            )
+        })?
+    };
     std::fs::create_dir_all(dir.join("keys"))?;
     let key = |name: &str| -> std::io::Result<String> {
         let mut b = [0u8; 32];
         use std::io::Read;
         std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
         let rel = format!("keys/{name}.key");
-        let p = dir.join(&rel);
-        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        std::fs::write(&p, hex + "\n")?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
+        let mut hex = String::with_capacity(65);
+        for x in &b {
+            let _ = write!(hex, "{x:02x}");
         }
-        Ok(rel)
+        hex.push('\n');
+        b.zeroize();
+        let r = write_secret_file(&dir.join(&rel), hex.as_bytes());
+        hex.zeroize();
+        r.map(|()| rel)
     };
     let cores = core_ids();
     let mut c = String::new();
@@ -513,9 +1156,9 @@ pub fn write_dev_config(
     let _ = writeln!(c, "[box]");
     let _ = writeln!(c, "profile = dev");
     let _ = writeln!(c, "book = 1\nepoch = 1\nlanes = {lanes}\nvoters = 4");
-    let _ = writeln!(c, "block_ns = {}", vyrn_wire::consts::BLOCK_NS);
+    let _ = writeln!(c, "block_ns = {}", BLOCK_NS);
     let _ = writeln!(c, "client_port = {base_port}    # the box's client port");
-    let _ = writeln!(c, "ctrl_port = {}", base_port.wrapping_add(lanes as u16));
+    let _ = writeln!(c, "ctrl_port = {ctrl_port}");
     let _ = writeln!(
         c,
         "core_map = {}",

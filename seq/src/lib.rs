@@ -16,6 +16,7 @@ pub mod hasher;
 pub mod mem;
 pub mod ports;
 pub mod runner;
+pub mod secret;
 pub mod shm;
 pub mod signer;
 pub mod stream;

@@ -50,8 +50,9 @@ pub struct NetStats {
     pub rx_wrong_port: AtomicU64,
     /// Packets dropped because their lane's receive ring was full (the client resends).
     pub rx_full: AtomicU64,
-    /// Frames written to both paths.
-    pub frames: AtomicU64,
+    /// Fences after frame writes (one per release, or per batch of frames written together);
+    /// frames themselves are `path_writes` per path and `Words::gate[h].frames`.
+    pub fences: AtomicU64,
     /// Frame writes a path refused (an error, not backpressure).
     pub frame_errors: AtomicU64,
     /// Frame writes queued, per path (A, B).
@@ -204,7 +205,7 @@ impl<P: Port + Send> Wire for PathWire<P> {
     fn fence(&mut self) -> bool {
         match self.paths.flush() {
             Ok(()) => {
-                bump(&self.stats.frames);
+                bump(&self.stats.fences);
                 true
             }
             Err(NicError::WouldBlock) => false,

@@ -8,9 +8,40 @@
 //! * [`Seeded`] — tests and the simulator: every tile on the calling thread, one `poll` at a
 //!   time in an order drawn from a seed, so an interleaving is reproducible (T-REP-1).
 
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Instant;
+
+thread_local! {
+    /// The tiles of this runner thread and which one is in `poll` (for the panic message).
+    static TILES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static CURRENT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The tile in `poll` on this thread, if this is a runner thread.
+fn current_tile() -> Option<String> {
+    let i = CURRENT.with(|c| c.get());
+    TILES.with(|t| t.borrow().get(i).cloned())
+}
+
+/// A panic hook, installed once, that names the tile in `poll` before the default hook runs:
+/// with `panic = "abort"` (release) the process ends inside the hook, so this line is what a
+/// supervisor's log shows.
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(tile) = current_tile() {
+                eprintln!(
+                    "vyrn: tile {tile} panicked: {info}; the box stops (no tile runs on alone)"
+                );
+            }
+            prev(info);
+        }));
+    });
+}
 
 /// A tile as a runner sees it.
 pub trait Task: Send {
@@ -115,6 +146,7 @@ impl Runner {
 
     /// [`Runner::start`] with a chosen panic policy.
     pub fn start_with(groups: Vec<Group>, clock: Clock, on_panic: OnPanic) -> Runner {
+        install_panic_hook();
         let stop = Arc::new(AtomicBool::new(false));
         let pinned = Arc::new(AtomicU64::new(0));
         let panicked: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
@@ -145,8 +177,9 @@ impl Runner {
                             pinned.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    // Which tile is in `poll` now, for the panic message.
+                    // Which tile is in `poll` now, for the panic messages.
                     let current = AtomicU64::new(0);
+                    TILES.with(|t| *t.borrow_mut() = names.clone());
                     let mut tasks = tasks;
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         spin(&mut tasks, &st, &stop, core.is_none(), clock, &current)
@@ -230,6 +263,7 @@ fn spin(
         let mut any = false;
         for (i, t) in tasks.iter_mut().enumerate() {
             current.store(i as u64, Ordering::Relaxed);
+            CURRENT.with(|c| c.set(i));
             let busy = t.poll(t0);
             let t1 = clock.now();
             let c = &mut local[i];

@@ -935,8 +935,20 @@ impl Task for ControlTile {
         let mut busy = false;
         // Bounded work per poll: the inboxes are bounded rings, and a poll takes at most
         // CTRL_PER_POLL of each.
-        for _ in 0..CTRL_PER_POLL {
-            let Some(m) = self.inbox.pop().or_else(|| self.votes.pop()) else {
+        let (mut acks, mut votes) = (0, 0);
+        loop {
+            let m = match (acks < CTRL_PER_POLL, votes < CTRL_PER_POLL) {
+                (true, _) if !self.inbox.is_empty() => {
+                    acks += 1;
+                    self.inbox.pop()
+                }
+                (_, true) if !self.votes.is_empty() => {
+                    votes += 1;
+                    self.votes.pop()
+                }
+                _ => None,
+            };
+            let Some(m) = m else {
                 break;
             };
             match m {

@@ -2,8 +2,9 @@
 //! passes; every kind of mistake is reported with its file and line, all at once; the machine
 //! checks catch a core map that does not fit, ports in use and keys that are not private.
 
-use std::path::PathBuf;
-use vyrn_seq::boxcfg::{startup_checks, write_dev_config, BoxConfig, Profile};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use std::path::{Path, PathBuf};
+use vyrn_seq::boxcfg::{read_seed, startup_checks, write_dev_config, BoxConfig, CfgError, Profile};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("vyrn-boxcfg-{}-{name}", std::process::id()));
@@ -50,11 +51,11 @@ fn every_mistake_is_reported_with_its_line() {
             ),
             "key_file",
         ),
-        (good.replacen("lane = 0", "lane = 9", 1), "LaneOutOfRange"),
         (
-            good.replace("[session 10001]", "[session 1]"),
-            "DuplicateSession",
+            good.replacen("lane = 0", "lane = 9", 1),
+            "lane = 9 is out of range",
         ),
+        (good.replace("[session 10001]", "[session 1]"), "twice"),
         (good.replace("[box]", "[boxx]\n[box]"), "unknown section"),
         (
             good.replace("client_port", "client port"),
@@ -102,8 +103,8 @@ fn startup_checks_catch_the_machine_problems() {
     let mut c = BoxConfig::load(&p).unwrap();
     // A core the machine does not have.
     c.core_map = vec![0, 4096];
-    // A port in use.
-    let _held = std::net::UdpSocket::bind(("0.0.0.0", c.ctrl_port)).unwrap();
+    // A port in use (on the address the box binds).
+    let _held = std::net::UdpSocket::bind(("127.0.0.1", c.ctrl_port)).unwrap();
     // A key readable by others.
     #[cfg(unix)]
     {
@@ -122,4 +123,608 @@ fn startup_checks_catch_the_machine_problems() {
         .iter()
         .any(|e| e.contains("one tile per core")));
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The 1-based line of the first line of `text` that contains `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    1 + text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in the text"))
+}
+
+/// Load `text` as `d/name.conf`; it must fail with an error containing `want` on the line of
+/// the first line containing `at`, naming the file.
+fn rejects(d: &Path, name: &str, text: &str, want: &str, at: &str) -> Vec<CfgError> {
+    let f = d.join(format!("{name}.conf"));
+    std::fs::write(&f, text).unwrap();
+    let errs = match BoxConfig::load(&f) {
+        Ok(_) => panic!("{name}: loaded, wanted {want:?}"),
+        Err(e) => e,
+    };
+    let line = line_of(text, at);
+    assert!(
+        errs.iter()
+            .any(|e| e.what.contains(want) && e.line == line && e.file == f),
+        "{name}: wanted {want:?} at line {line} of {}: {errs:#?}",
+        f.display()
+    );
+    errs
+}
+
+/// `[box]` with `key = old` set to `new` (the key must be there).
+fn set(good: &str, key: &str, new: &str) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for l in good.lines() {
+        if !done && l.split('=').next().map(str::trim) == Some(key) {
+            out.push_str(&format!("{key} = {new}\n"));
+            done = true;
+        } else {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    assert!(done, "no {key} in the config");
+    out
+}
+
+#[test]
+fn every_number_is_range_checked_at_its_line() {
+    let d = tmp("ranges");
+    let p = write_dev_config(&d, 2, 2, port(3)).unwrap();
+    let good = std::fs::read_to_string(&p).unwrap();
+    let refp = good.replace("profile = dev", "profile = ref");
+    // (text, wanted, a string on the line the error must name)
+    let cases: Vec<(String, &str, &str)> = vec![
+        // ref: lane l listens on client_port + l; 8 lanes from 65530 run to 65537.
+        (
+            set(&set(&refp, "lanes", "8"), "client_port", "65530"),
+            "65537 > 65535",
+            "client_port",
+        ),
+        // ...and the last lane port may not be the control port.
+        (
+            set(
+                &set(&set(&refp, "lanes", "8"), "client_port", "40000"),
+                "ctrl_port",
+                "40007",
+            ),
+            "also a client port",
+            "ctrl_port",
+        ),
+        (set(&good, "ctrl_port", "70000"), "0..=65535", "ctrl_port"),
+        (
+            set(&good, "client_port", "-1"),
+            "does not parse",
+            "client_port",
+        ),
+        (set(&good, "voters", "65"), "u64 bit mask", "voters"),
+        (set(&good, "voters", "0"), "n ≥ 4", "voters"),
+        (
+            set(&good, "block_ns", "0"),
+            "100000..=1000000000",
+            "block_ns",
+        ),
+        (set(&good, "block_ns", "99999"), "REP_SEAL_US", "block_ns"),
+        (
+            set(&good, "block_ns", "1000000001"),
+            "out of range",
+            "block_ns",
+        ),
+        (set(&good, "lanes", "65"), "N_LANES_MAX", "lanes"),
+        (set(&good, "lanes", "0"), "out of range 2..=64", "lanes"),
+        (set(&good, "lanes", "1"), "two", "lanes"),
+        (set(&good, "lanes", "300"), "out of range", "lanes"),
+        (
+            set(&good, "rtx_ring_bytes", "0"),
+            "u32 offsets",
+            "rtx_ring_bytes",
+        ),
+        (
+            set(&good, "rtx_ring_bytes", "8589934592"),
+            "out of range",
+            "rtx_ring_bytes",
+        ),
+        (
+            set(&good, "hot_ring_bytes", "100"),
+            "out of range",
+            "hot_ring_bytes",
+        ),
+        (
+            set(&good, "self_fence_us", "0"),
+            "two ack periods",
+            "self_fence_us",
+        ),
+        (
+            set(&good, "self_fence_us", "99999999"),
+            "out of range",
+            "self_fence_us",
+        ),
+        // Above FAILOVER_SILENCE_MS only on dev.
+        (
+            set(&refp, "self_fence_us", "50000"),
+            "only on profile dev",
+            "self_fence_us",
+        ),
+        (set(&good, "core_map", "0,0"), "twice", "core_map"),
+        (set(&good, "core_map", "0,5000"), "0..=1023", "core_map"),
+        (set(&good, "core_map", "0,x"), "a core id", "core_map"),
+        (
+            good.replace("[box]", "[box]\nmax_orders = 0"),
+            "out of range",
+            "max_orders",
+        ),
+        (
+            good.replace("[box]", "[box]\nlane_deadline_ns = 0"),
+            "shed every packet",
+            "lane_deadline_ns",
+        ),
+        (
+            good.replace("[box]", "[box]\nbbo_deadline_ns = 99999999999"),
+            "out of range",
+            "bbo_deadline_ns",
+        ),
+        (set(&good, "book", "65536"), "u16", "book"),
+        (set(&good, "epoch", "4294967296"), "u32", "epoch"),
+        // Sessions and accounts.
+        (
+            good.replace("[session 1]", "[session 0]"),
+            "reserved",
+            "[session 0]",
+        ),
+        (
+            good.replace("[session 1]", "[session x]"),
+            "a number",
+            "[session x]",
+        ),
+        (
+            good.replacen("slot = 0", "slot = 4096", 1),
+            "MAX_SESSIONS_PER_LANE",
+            "slot = 4096",
+        ),
+        (
+            good.replacen("slot = 1", "slot = 0", 1),
+            "is taken",
+            "[session 2]",
+        ),
+        (good.replacen("tx = 0", "tx = 3", 1), "TX cores", "tx = 3"),
+        (
+            good.replacen("account = 1000000", "account = 7", 1),
+            "no [account 7]",
+            "account = 7",
+        ),
+        (
+            good.replacen("[account 1010000]", "[account 1000000]    # again", 1),
+            "twice",
+            "# again",
+        ),
+        (
+            good.replacen("max_open_orders = 65536", "max_open_orders = 65537", 1),
+            "65536 working orders",
+            "max_open_orders = 65537",
+        ),
+        (
+            good.replacen("max_order_qty = 1000", "max_order_qty = 0", 1),
+            "refuse every New",
+            "max_order_qty = 0",
+        ),
+        (
+            good.replacen("max_exposure = 1000000000", "max_exposure = 0", 1),
+            "refuse every New",
+            "max_exposure = 0",
+        ),
+        (
+            good.replacen("[account 1000000]", "[account -1]", 1),
+            "a number",
+            "[account -1]",
+        ),
+        // The account of sessions 10001/10002 moved to lane 0's account: two lanes.
+        (
+            good.replace("account = 1010000", "account = 1000000"),
+            "one writer",
+            "lane = 1",
+        ),
+    ];
+    for (i, (text, want, at)) in cases.iter().enumerate() {
+        rejects(&d, &format!("case{i}"), text, want, at);
+    }
+    // The ref config itself (client ports 40000.., 2 lanes) is fine.
+    let f = d.join("ref.conf");
+    std::fs::write(&f, set(&refp, "self_fence_us", "2000")).unwrap();
+    let c = BoxConfig::load(&f).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(c.profile, Profile::Ref);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[cfg(unix)]
+#[test]
+fn key_files_are_created_private_and_atomically() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tmp("keys");
+    // A link planted where a key will go: the key must replace the link, not write through it.
+    std::fs::create_dir_all(d.join("keys")).unwrap();
+    let outside = d.join("outside.txt");
+    std::fs::write(&outside, "public\n").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink(&outside, d.join("keys/seq.key")).unwrap();
+    let p = write_dev_config(&d, 2, 2, port(4)).unwrap();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "public\n");
+    let mut n = 0;
+    for e in std::fs::read_dir(d.join("keys")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            name.ends_with(".key") && !name.starts_with('.'),
+            "left over: {name}"
+        );
+        let m = std::fs::symlink_metadata(e.path()).unwrap();
+        assert!(m.file_type().is_file(), "{name} is not a plain file");
+        assert_eq!(m.permissions().mode() & 0o777, 0o600, "{name}");
+        n += 1;
+    }
+    assert_eq!(n, 1 + 4);
+    // Written again over the same folder: still only the keys, still 0600, and it loads.
+    write_dev_config(&d, 2, 2, port(4)).unwrap();
+    assert_eq!(std::fs::read_dir(d.join("keys")).unwrap().count(), 5);
+    BoxConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn debug_output_holds_no_secret() {
+    let d = tmp("debug");
+    let p = write_dev_config(&d, 2, 2, port(5)).unwrap();
+    let c = BoxConfig::load(&p).unwrap();
+    let dbg = format!("{c:?} {:#?}", c);
+    let seed = read_seed(&d.join("keys/seq.key")).unwrap();
+    let session = read_seed(&d.join("keys/session-1.key")).unwrap();
+    for secret in [seed.expose(), session.expose()] {
+        assert!(!dbg.contains(&hex(secret)), "hex of a secret in Debug");
+        assert!(!dbg.contains(&hex(&secret[..16])), "hex of K_seq in Debug");
+        assert!(!dbg.contains(&hex(&secret[16..])), "hex of K_out in Debug");
+        // The derive(Debug) form of a byte array, too.
+        assert!(!dbg.contains(
+            &format!("{:?}", &secret[..8])
+                .trim_end_matches(']')
+                .to_string()
+        ));
+    }
+    assert!(dbg.contains("Seed32(<redacted>)"));
+    assert_eq!(c.seq_key.expose(), seed.expose());
+    assert_eq!(c.seq_config().seq_key, *seed.expose());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn startup_checks_bind_exactly_the_box_addresses() {
+    let d = tmp("bind");
+    let p = write_dev_config(&d, 2, 2, port(6)).unwrap();
+    let mut c = BoxConfig::load(&p).unwrap();
+    // dev: one client port for all lanes, so client_port + 1 is not the box's.
+    let _other = std::net::UdpSocket::bind(("127.0.0.1", c.client_port + 1)).unwrap();
+    assert!(startup_checks(&c).is_empty(), "{:?}", startup_checks(&c));
+    // ref: lane 1 listens on client_port + 1.
+    c.profile = Profile::Ref;
+    c.core_map = core_affinity::get_core_ids()
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    let out = startup_checks(&c);
+    let busy = format!("127.0.0.1:{} is not free", c.client_port + 1);
+    assert!(out.iter().any(|e| e.contains(&busy)), "{out:?}");
+    // The addresses are 127.0.0.1's: a client port held there is caught.
+    c.profile = Profile::Dev;
+    let _held = std::net::UdpSocket::bind(("127.0.0.1", c.client_port)).unwrap();
+    let out = startup_checks(&c);
+    assert!(
+        out.iter()
+            .any(|e| e.contains(&format!("127.0.0.1:{}", c.client_port))),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn core_check_uses_the_affinity_mask() {
+    let d = tmp("cores");
+    let p = write_dev_config(&d, 2, 2, port(7)).unwrap();
+    let mut c = BoxConfig::load(&p).unwrap();
+    let mask: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    c.core_map = vec![mask[0]];
+    assert!(startup_checks(&c).is_empty(), "{:?}", startup_checks(&c));
+    // A thread pinned to the mask's last CPU may run only there: its first CPU is outside its
+    // mask although the machine has it (a count of CPUs would say `0..1`, which holds it when
+    // the mask's first CPU is 0).
+    if mask.len() >= 2 {
+        let (first, last) = (mask[0], mask[mask.len() - 1]);
+        let c2 = c.clone();
+        let out = std::thread::spawn(move || {
+            assert!(core_affinity::set_for_current(core_affinity::CoreId {
+                id: last
+            }));
+            let mut c2 = c2;
+            c2.core_map = vec![first];
+            let out = startup_checks(&c2);
+            c2.core_map = vec![last];
+            (out, startup_checks(&c2))
+        })
+        .join()
+        .unwrap();
+        assert!(
+            out.0.iter().any(|e| e.contains(&format!("core {first}"))),
+            "{:?}",
+            out.0
+        );
+        assert!(out.1.is_empty(), "{:?}", out.1);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn vk(i: u8) -> VerifyingKey {
+    SigningKey::from_bytes(&[i; 32]).verifying_key()
+}
+
+fn voters_text(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "\n[voter {i}]\nctrl_addr = 127.0.0.1:{}\nvote_key = {}\n",
+                47_500 + i,
+                hex(vk(i as u8 + 1).as_bytes())
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn voter_sections_make_the_membership() {
+    let d = tmp("voters");
+    let p = write_dev_config(&d, 2, 2, port(8)).unwrap();
+    let good = std::fs::read_to_string(&p).unwrap();
+    // None: allowed (dev voter doubles).
+    assert!(BoxConfig::load(&p).unwrap().voters_members.is_empty());
+    // Four, in any order.
+    let mut sections: Vec<String> = voters_text(4)
+        .split("\n[")
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| format!("\n[{s}"))
+        .collect();
+    sections.reverse();
+    let f = d.join("four.conf");
+    std::fs::write(&f, format!("{good}{}", sections.concat())).unwrap();
+    let c = BoxConfig::load(&f).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(c.voters_members.len(), 4);
+    for (i, m) in c.voters_members.iter().enumerate() {
+        assert_eq!(m.index, i);
+        assert_eq!(m.vote_key, vk(i as u8 + 1));
+        assert_eq!(
+            m.ctrl_addr,
+            format!("127.0.0.1:{}", 47_500 + i).parse().unwrap()
+        );
+    }
+    assert_ne!(c.seq_public(), vk(1));
+
+    let ok = format!("{good}{}", voters_text(4));
+    let seq_pub = hex(c.seq_public().as_bytes());
+    let k1 = hex(vk(1).as_bytes());
+    let k2 = hex(vk(2).as_bytes());
+    // An invalid point and a small-order one.
+    let bad_point = (0u8..=255)
+        .map(|b| {
+            let mut x = [0u8; 32];
+            x[0] = b;
+            x[1] = 0x80;
+            x
+        })
+        .find(|x| VerifyingKey::from_bytes(x).is_err())
+        .expect("some y is not on the curve");
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    // (text, wanted, anchor, the error's line relative to the anchor's)
+    let on_key1 = "127.0.0.1:47501"; // voter 1's ctrl_addr; its vote_key is the next line
+    let cases: Vec<(String, &str, &str, isize)> = vec![
+        (
+            ok.replace("[voter 3]", "[voter 2]"),
+            "[voter 2] twice",
+            "127.0.0.1:47503",
+            -1,
+        ),
+        (ok.replace(&k2, &k1), "also the vote_key", on_key1, 1),
+        (
+            ok.replace(&k2, &seq_pub),
+            "sequencer's own public key",
+            on_key1,
+            1,
+        ),
+        (
+            format!("{good}{}", voters_text(3)),
+            "3 [voter] sections (missing: [3])",
+            "voters = 4",
+            0,
+        ),
+        (
+            format!("{good}{}", voters_text(5)),
+            "indices are 0..=3",
+            "[voter 4]",
+            0,
+        ),
+        (ok.replace(&k2, "abc"), "64 hex digits", on_key1, 1),
+        (
+            ok.replace(&k2, &"zz".repeat(32)),
+            "64 hex digits",
+            on_key1,
+            1,
+        ),
+        (
+            ok.replace(&k2, &hex(&bad_point)),
+            "not a valid Ed25519 point",
+            on_key1,
+            1,
+        ),
+        (ok.replace(&k2, &hex(&identity)), "small-order", on_key1, 1),
+        (ok.replace(on_key1, "127.0.0.1"), "IP:PORT", "[voter 1]", 1),
+        (
+            ok.replace(on_key1, "localhost:1"),
+            "IP:PORT",
+            "localhost:1",
+            0,
+        ),
+        (
+            ok.replace(on_key1, "0.0.0.0:9"),
+            "real address",
+            "0.0.0.0:9",
+            0,
+        ),
+        (
+            ok.replace(on_key1, "127.0.0.1:0"),
+            "nonzero port",
+            "127.0.0.1:0",
+            0,
+        ),
+        (
+            ok.replace(on_key1, "127.0.0.1:47500"),
+            "also the ctrl_addr",
+            "[voter 1]",
+            1,
+        ),
+        (
+            ok.replace("[voter 1]", "[voter x]"),
+            "the index is a number",
+            "[voter x]",
+            0,
+        ),
+        (
+            ok.replace("[voter 1]", "[voter 1]\nweight = 2"),
+            "no key weight",
+            "weight = 2",
+            0,
+        ),
+        (
+            ok.replacen(&format!("ctrl_addr = {on_key1}\n"), "", 1),
+            "needs ctrl_addr",
+            "[voter 1]",
+            0,
+        ),
+    ];
+    for (i, (text, want, at, off)) in cases.iter().enumerate() {
+        let f = d.join(format!("v{i}.conf"));
+        std::fs::write(&f, text).unwrap();
+        let errs = BoxConfig::load(&f).expect_err(want);
+        let line = (line_of(text, at) as isize + off) as usize;
+        assert!(
+            errs.iter()
+                .any(|e| e.what.contains(want) && e.file == f && e.line == line),
+            "v{i}: wanted {want:?} at line {line}: {errs:#?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+mod never_panics {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Values that probe the parser: numbers at and past every bound, junk, empty, unicode.
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("0".to_string()),
+            Just("-1".to_string()),
+            Just("65535".to_string()),
+            Just("65536".to_string()),
+            Just("18446744073709551615".to_string()),
+            Just("18446744073709551616".to_string()),
+            Just("127.0.0.1:0".to_string()),
+            Just("[::1]:7401".to_string()),
+            Just("0,0,99999".to_string()),
+            Just("ref".to_string()),
+            Just("consumer".to_string()),
+            "[0-9]{1,25}",
+            "[0-9a-f]{60,68}",
+            "[ -~]{0,20}",
+            "\\PC{0,8}",
+        ]
+    }
+
+    /// A line: one of the good config's lines, that line with a random value, a section
+    /// header (known kinds, random ids), or junk.
+    fn line(good: Vec<String>) -> impl Strategy<Value = String> {
+        let keys: Vec<String> = good
+            .iter()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
+            .chain(["vote_key", "ctrl_addr", "voters"].map(String::from))
+            .collect();
+        prop_oneof![
+            4 => proptest::sample::select(good),
+            4 => (proptest::sample::select(keys), value()).prop_map(|(k, v)| format!("{k} = {v}")),
+            2 => (
+                proptest::sample::select(vec!["box", "account", "session", "voter", "x"]),
+                value()
+            )
+                .prop_map(|(k, v)| format!("[{k} {v}]")),
+            1 => "[ -~]{0,30}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn random_config_text_never_panics(
+            picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..60),
+            lines in proptest::collection::vec(line(good_lines()), 0..60),
+        ) {
+            let good = good_lines();
+            let mut text = String::new();
+            for (i, l) in lines.iter().enumerate() {
+                // Mostly the good file in order, with random lines mixed in.
+                if let Some(p) = picks.get(i) {
+                    text.push_str(&good[p.index(good.len())]);
+                    text.push('\n');
+                }
+                text.push_str(l);
+                text.push('\n');
+            }
+            let f = dir().join("random.conf");
+            match BoxConfig::from_text(&f, &text) {
+                Ok(c) => {
+                    let _ = format!("{c:?}");
+                    let _ = c.seq_config();
+                }
+                Err(errs) => {
+                    prop_assert!(!errs.is_empty());
+                    prop_assert!(errs.iter().all(|e| e.file == f));
+                    let n = text.lines().count();
+                    prop_assert!(errs.iter().all(|e| e.line <= n), "{errs:?}");
+                }
+            }
+        }
+    }
+
+    fn dir() -> PathBuf {
+        static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        DIR.get_or_init(|| {
+            let d = tmp("prop");
+            write_dev_config(&d, 2, 2, port(9)).unwrap();
+            d
+        })
+        .clone()
+    }
+
+    fn good_lines() -> Vec<String> {
+        std::fs::read_to_string(dir().join("box.conf"))
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
 }

@@ -1,7 +1,7 @@
 //! The order hasher's full-hash lists (07 §4.6, §5.6): each closed block's list per substream,
 //! as the hasher serves it to a HashListReq (`HashList` parts), is exactly the leaves of its
 //! header's `data_root`; it is kept REP_SEQ_HASHLIST_MS and then dropped. (Served over UDP to
-//! registered voters only: `netbox.rs`.)
+//! registered voters only: `ports.rs`, `e2e_client.rs`.)
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;

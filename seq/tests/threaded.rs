@@ -55,7 +55,10 @@ fn run_gate(
     broken: bool,
 ) -> Option<String> {
     let e = EngineConfig::test_home(lanes, 4);
-    let (log, tiles, mut h) = logged_box(&e, 200_000, 10_000_000);
+    // Blocks every 2 ms: the voter doubles run on the test's own thread and check every
+    // header's signature; at 200 µs blocks they fell behind, the finality gate halted the book
+    // and votes were dropped at control's full vote ring, so the run never finished.
+    let (log, tiles, mut h) = logged_box(&e, 2_000_000, 10_000_000);
     let mut tiles = tiles;
     if broken {
         for t in &mut tiles.tiles {
@@ -152,10 +155,28 @@ fn run_gate(
         .count();
     assert!(
         resps >= 2500,
-        "seed {seed}: {resps} responses for {sent} packets"
+        "seed {seed}: {resps} responses for {sent} packets; steps {} released {}/{} final {} closed {} halts {} resumes {} fenced {} acks refused {} lanes {:?} gate {:?}",
+        h.words.step_done(),
+        h.words.released(0),
+        h.words.released(1),
+        h.control.final_height.load(Ordering::Relaxed),
+        h.control.closed_height.load(Ordering::Relaxed),
+        h.control.gate_halts.load(Ordering::Relaxed),
+        h.control.gate_resumes.load(Ordering::Relaxed),
+        h.words.fenced(),
+        h.control.acks_refused.load(Ordering::Relaxed),
+        (0..e.layout.n_lanes as usize).map(|l| h.words.lane_counter(l)).collect::<Vec<_>>(),
+        h.words.gate
     );
     assert_eq!(h.words.errors.load(Ordering::Relaxed), 0);
-    assert!(!h.words.fenced(), "seed {seed}: fenced");
+    assert!(
+        !h.words.fenced(),
+        "seed {seed}: fenced (write fences {}/{}, acks refused {}, gate {:?})",
+        h.words.gate[0].write_fences.load(Ordering::Relaxed),
+        h.words.gate[1].write_fences.load(Ordering::Relaxed),
+        h.control.acks_refused.load(Ordering::Relaxed),
+        h.words.gate
+    );
     for (i, v) in voters.iter().enumerate() {
         assert_eq!(v.faults(), (0, 0), "seed {seed} voter {i}");
         assert!(v.holes().is_empty(), "seed {seed} voter {i}");

@@ -170,6 +170,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The voters and their keys come from the membership ([voter N] sections), never from
+    // anything derivable; a box with none runs only with the dev profile's voter doubles.
+    if o.doubles && !cfg.voters_members.is_empty() {
+        eprintln!("vyrn-seq: --voter-doubles and [voter] sections together: the doubles would replace the configured voters; remove one");
+        return ExitCode::from(2);
+    }
+    if !o.doubles && cfg.voters_members.is_empty() {
+        if cfg.profile != Profile::Dev {
+            eprintln!(
+                "vyrn-seq: {}: no [voter N] sections: a {:?} box needs its voters and their keys (REP_Membership)",
+                o.config.display(),
+                cfg.profile
+            );
+            return ExitCode::from(2);
+        }
+        eprintln!("vyrn-seq: warning: no voters configured: nothing becomes durable or final, and the finality gate halts the book after FIN_GATE_BLOCKS blocks");
+    }
+    for m in &cfg.voters_members {
+        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
+    }
     if o.doubles && cfg.profile != Profile::Dev {
         eprintln!(
             "vyrn-seq: --voter-doubles is for the dev profile only (this config is {:?}): a real box takes its voters from the membership",
@@ -265,7 +285,7 @@ fn main() -> ExitCode {
             "[{sec:>4}s] in {}  out {}  frames {}  steps {}  released A/B {}/{}  durable {}  final {}/{} closed  gate halts {}  fenced {}  | load: {}",
             s.rx_client.load(Ordering::Relaxed),
             s.responses.load(Ordering::Relaxed),
-            s.frames.load(Ordering::Relaxed),
+            h.words.gate.iter().map(|g| g.frames.load(Ordering::Relaxed)).sum::<u64>(),
             h.words.step_done(),
             h.words.released(0),
             h.words.released(1),
@@ -310,7 +330,7 @@ fn main() -> ExitCode {
     }
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames fenced on the paths {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, NackTooOld {}, REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
@@ -319,7 +339,7 @@ fn main() -> ExitCode {
         stats.rx_full.load(Ordering::Relaxed),
         stats.responses.load(Ordering::Relaxed),
         stats.no_addr.load(Ordering::Relaxed),
-        stats.frames.load(Ordering::Relaxed),
+        handles.words.gate.iter().map(|g| g.frames.load(Ordering::Relaxed)).sum::<u64>(),
         stats.path_writes[0].load(Ordering::Relaxed),
         stats.path_writes[1].load(Ordering::Relaxed),
         stats.frame_errors.load(Ordering::Relaxed),
@@ -331,6 +351,7 @@ fn main() -> ExitCode {
         stats.ctrl_bad.load(Ordering::Relaxed),
         stats.ctrl_unknown.load(Ordering::Relaxed),
         stats.ctrl_dropped.load(Ordering::Relaxed),
+        stats.ctrl_truncated.load(Ordering::Relaxed),
         stats.too_old.load(Ordering::Relaxed),
         stats.durable_marks.load(Ordering::Relaxed),
     );
