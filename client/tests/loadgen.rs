@@ -210,3 +210,67 @@ fn end_to_end_histograms_and_progress_against_the_double() {
         "copy 2 of every packet"
     );
 }
+
+/// Ping mode against the sequencer double: one request in flight per session at any time, a
+/// GTC then its cancel, every answer one round trip; the double answering every tick gives
+/// round trips of one tick, and a stall shows in the tail.
+#[test]
+fn ping_mode_keeps_one_request_in_flight_and_measures_round_trips() {
+    use vyrn_client::loadgen::ping::Ping;
+    let seq: SocketAddr = "10.0.0.1:9000".parse().unwrap();
+    let data: SocketAddr = "10.0.1.1:7402".parse().unwrap();
+    let me: SocketAddr = "10.0.9.9:5000".parse().unwrap();
+    let (c_seq, mut seq_port) = MemPort::pair(1 << 16, 2048);
+    let (c_data, mut data_port) = MemPort::pair(1 << 16, 2048);
+    let mut sw = Switch::new();
+    sw.link(seq, c_seq);
+    sw.link(data, c_data);
+    let mut double = SeqDouble::new(seq, 1, 0, 0);
+    let mut dd = DataDouble::default();
+    let mut sessions = Vec::new();
+    for i in 0..3u32 {
+        let id = 0x3000 + i;
+        let (ks, ko) = ([i as u8 + 1; 16], [i as u8 + 9; 16]);
+        double.add_session(id, ks, ko, me);
+        dd.add_session(id, ks, ko);
+        sessions.push(
+            Session::new(SessionConfig::new(7, id, ks, ko, seq, vec![data], 0), 1, 0).unwrap(),
+        );
+    }
+    let mut driver = Driver::new(sw, &sessions);
+    // Two of the three sessions take part.
+    let mut ping = Ping::new(sessions.len(), 10_000, 20);
+    let tick = 10_000u64;
+    let mut now = 0;
+    let mut max_in_flight = 0;
+    let stall = 200_000_000..205_000_000u64;
+    while now < 400_000_000 {
+        now += tick;
+        ping.submit(now, &mut sessions, 2).unwrap();
+        max_in_flight = max_in_flight.max(ping.in_flight());
+        driver.pump(&mut sessions, now).unwrap();
+        if !stall.contains(&now) {
+            double.serve(&mut seq_port);
+        }
+        double.flush_to(&mut seq_port);
+        dd.serve(&mut data_port);
+        now += tick;
+        driver.pump(&mut sessions, now).unwrap();
+        ping.drain_events(now, &mut sessions);
+    }
+    let c = ping.counts;
+    let p = ping.rtt.percentiles();
+    assert_eq!(max_in_flight, 2, "one request in flight per taking session");
+    // Two sessions, one round trip per two ticks each, for 0.4 s: ~40k round trips.
+    assert!(c.answered > 36_000 && c.sent - c.answered <= 2, "{c:?}");
+    assert_eq!(c.refused, 0, "{c:?}");
+    assert!(
+        (tick..=tick + tick / 100).contains(&p.p50),
+        "one tick (3 significant digits): {p:?}"
+    );
+    assert!(p.max >= 4_000_000, "the 5 ms stall shows: {p:?}");
+    // The third session never sent anything.
+    assert_eq!(dd.stored.len() as u64, c.sent);
+    let s = ping.summary();
+    assert!(s[0].contains("ping request -> answer"), "{s:?}");
+}

@@ -302,9 +302,15 @@ impl Bbo {
     }
 
     /// Queue a control request; it becomes the next step (one at a time; a second request
-    /// before the first ran replaces it).
+    /// before the first ran replaces it — callers that queue several take the next only once
+    /// [`Bbo::control_pending`] is false).
     pub fn request(&mut self, c: ControlReq) {
         self.control = Some(c);
+    }
+
+    /// Whether a control request waits to become the next step.
+    pub fn control_pending(&self) -> bool {
+        self.control.is_some()
     }
 
     /// Live: run at most one step at time `now` over the published `cut`. Returns the StepId

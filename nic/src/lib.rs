@@ -112,6 +112,7 @@ pub mod pair;
 mod queue;
 #[cfg(target_os = "linux")]
 pub mod udp;
+pub mod wait;
 
 pub use batch::RxBatch;
 pub use error::NicError;

@@ -286,6 +286,7 @@ impl RawAddr {
 }
 
 /// Prebuilt destinations: the default and the peer table, converted once at open.
+#[derive(Clone)]
 struct Dests {
     v6: bool,
     default: Option<(RawAddr, libc::socklen_t)>,
@@ -735,6 +736,30 @@ impl UdpPort {
             tx: Scratch::new(cfg.batch, false),
             rx: Scratch::new(cfg.batch, true),
             pool: RxBatch::new(cfg.batch, cfg.max_payload),
+            counters: PortCounters::default(),
+            last_tx: TxStamp::default(),
+            ovfl_seen: 0,
+        })
+    }
+
+    /// A second port over a duplicate of this socket (`dup`: the same bound address, the same
+    /// kernel queues), with the same settings and its own buffers and counters — for a tile
+    /// that sends from the socket another tile receives on.
+    pub fn try_clone(&self) -> Result<UdpPort, NicError> {
+        let sock = self
+            .sock
+            .try_clone()
+            .map_err(|e| NicError::from_io("dup", &e))?;
+        Ok(UdpPort {
+            sock,
+            mode: self.mode,
+            batch: self.batch,
+            max_payload: self.max_payload,
+            kernel_ts: self.kernel_ts,
+            dests: self.dests.clone(),
+            tx: Scratch::new(self.batch, false),
+            rx: Scratch::new(self.batch, true),
+            pool: RxBatch::new(self.batch, self.max_payload),
             counters: PortCounters::default(),
             last_tx: TxStamp::default(),
             ovfl_seen: 0,

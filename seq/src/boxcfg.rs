@@ -1159,12 +1159,15 @@ pub fn write_dev_config(
     let _ = writeln!(c, "block_ns = {}", BLOCK_NS);
     let _ = writeln!(c, "client_port = {base_port}    # the box's client port");
     let _ = writeln!(c, "ctrl_port = {ctrl_port}");
+    // dev (issue 11): core_map[0] is the hot core (the response path spins there), the rest
+    // hold the cold tiles; the second core of the mask is hot, the first (where the kernel
+    // tends to run interrupts and timers) cold.
+    let mut two: Vec<usize> = cores.iter().take(2).copied().collect();
+    two.reverse();
     let _ = writeln!(
         c,
-        "core_map = {}",
-        cores
-            .iter()
-            .take(2)
+        "core_map = {}    # dev: first core hot (response path, spinning), the rest cold",
+        two.iter()
             .map(|x| x.to_string())
             .collect::<Vec<_>>()
             .join(",")

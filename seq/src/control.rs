@@ -30,6 +30,9 @@ pub struct ControlCounters {
     pub gate_halts: u64,
     /// Resumes requested by the finality gate.
     pub gate_resumes: u64,
+    /// Notice packets sent (one per session per watermark time; Durable and Final share one
+    /// when both are due).
+    pub notice_packets: u64,
 }
 
 /// The control tile.
@@ -142,14 +145,19 @@ impl Control {
             .map_or(self.closed_height + 1, |b| b.0)
     }
 
-    fn notice(&mut self, r: Record, sh: &mut impl ControlMem) {
+    /// One notice packet per session carrying `recs` as separate records (07 §6.9: Durable and
+    /// Final are never merged; issue 11: when both are due they share a packet).
+    fn notice(&mut self, recs: &[Record], sh: &mut impl ControlMem) {
         for i in 0..self.sessions.len() {
             let (session, k_out) = self.sessions[i];
             self.rb.start(session, 0);
-            self.rb.push(&r);
+            for r in recs {
+                self.rb.push(r);
+            }
             let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out);
             sh.notice(session, bytes);
         }
+        self.counters.notice_packets += self.sessions.len() as u64;
     }
 
     /// One poll at `now`. Returns a control request for the BBO core, if any.
@@ -168,9 +176,15 @@ impl Control {
                 self.frame_steps[h].push_back(x);
             }
         }
-        // DUR_QUORUM (07 §6.9): the Q-th highest contiguous frame_seq per substream.
+        // DUR_QUORUM (07 §6.9): the Q-th highest contiguous frame_seq per substream (voters
+        // ≤ 64, so a stack buffer: no allocation per poll).
         for h in 0..2 {
-            let mut v: Vec<u64> = self.acks.iter().map(|a| a.0[h]).collect();
+            let mut buf = [0u64; 64];
+            let n = self.acks.len().min(64);
+            for (d, a) in buf.iter_mut().zip(&self.acks) {
+                *d = a.0[h];
+            }
+            let v = &mut buf[..n];
             v.sort_unstable_by(|a, b| b.cmp(a));
             let q_ack = v.get(self.q - 1).copied().unwrap_or(0);
             while let Some(&(fs, step)) = self.frame_steps[h].front() {
@@ -188,24 +202,6 @@ impl Control {
             self.durable = s;
             self.steps.pop_front();
         }
-        // Durable per ≤ 1 ms (07 §6.9).
-        if self.durable > self.durable_sent && now.saturating_sub(self.last_durable_ns) >= 1_000_000
-        {
-            self.durable_sent = self.durable;
-            self.last_durable_ns = now;
-            while self.blocks.front().is_some_and(|b| b.1 < self.durable) {
-                self.blocks.pop_front();
-            }
-            let height = self.height_of(self.durable);
-            // DUR_QUORUM (07 §6.9): REP_DurableMark, and the Durable watermark to every session.
-            sh.durable_mark(self.durable, height);
-            let r = Record::Durable {
-                step: self.durable,
-                height,
-            };
-            self.notice(r, sh);
-            self.counters.durable_notices += self.sessions.len() as u64;
-        }
         // FINAL: contiguous heights with Q votes.
         let mut advanced = false;
         while let Some((&h, &mask)) = self.votes.iter().next() {
@@ -220,14 +216,39 @@ impl Control {
             self.votes.remove(&h);
             advanced = true;
         }
+        // The watermarks (07 §6.9): Durable per ≤ 1 ms, Final per finalization — one packet
+        // per session when both are due, a Durable that moved riding along with a Final.
+        let mut recs = [Record::Durable { step: 0, height: 0 }; 2];
+        let mut n = 0;
+        let durable_due = self.durable > self.durable_sent
+            && (advanced || now.saturating_sub(self.last_durable_ns) >= 1_000_000);
+        if durable_due {
+            self.durable_sent = self.durable;
+            self.last_durable_ns = now;
+            while self.blocks.front().is_some_and(|b| b.1 < self.durable) {
+                self.blocks.pop_front();
+            }
+            let height = self.height_of(self.durable);
+            // DUR_QUORUM (07 §6.9): REP_DurableMark, and the Durable watermark to every session.
+            sh.durable_mark(self.durable, height);
+            recs[n] = Record::Durable {
+                step: self.durable,
+                height,
+            };
+            n += 1;
+            self.counters.durable_notices += self.sessions.len() as u64;
+        }
         if advanced {
             self.view += 1;
-            let r = Record::Final {
+            recs[n] = Record::Final {
                 height: self.final_height,
                 view: self.view,
             };
-            self.notice(r, sh);
+            n += 1;
             self.counters.final_notices += self.sessions.len() as u64;
+        }
+        if n > 0 {
+            self.notice(&recs[..n], sh);
         }
         // Self-fence (INV-REP-6, §4.8): armed once Q voters have acked.
         let fresh = self

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use vyrn_engine::Gate;
 use vyrn_nic::pair::{Path, PathMark, PathPair};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_nic::{Dest, NicError, Port, RxBatch};
+use vyrn_nic::{Dest, NicError, Port, RxBatch, TxPacket};
 use vyrn_rings::spsc::Consumer;
 use vyrn_rings::spsc::Producer;
 
@@ -63,6 +63,9 @@ pub struct NetStats {
     pub responses: AtomicU64,
     /// Responses to a session whose address is not known yet.
     pub no_addr: AtomicU64,
+    /// Responses and notices the kernel refused (full socket buffer): dropped, the client
+    /// resends.
+    pub tx_dropped: AtomicU64,
     /// Control messages taken: RepAck, Nack, FinalityCert.
     pub ctrl: [AtomicU64; 3],
     /// Control messages refused: unparseable, wrong epoch, or a certificate whose signatures
@@ -118,24 +121,83 @@ impl SessionAddrs {
     }
 }
 
-/// Responses and notices from a clone of the client socket.
+/// Responses and notices a tile batches per `sendmmsg` (issue 11: no syscall per message).
+pub const TX_BATCH: usize = 64;
+
+/// Responses and notices from a clone of the client socket, batched: a tile's poll queues them
+/// (bytes copied into one arena, no allocation once warm) and its end sends them with one
+/// `sendmmsg` per [`TX_BATCH`] ([`Wire::flush`]).
 struct ClientWire {
-    sock: UdpSocket,
+    port: UdpPort,
     addrs: Arc<SessionAddrs>,
     stats: Arc<NetStats>,
     /// Control: where REP_DurableMark goes (the voters' control addresses), and from which socket.
     durable: Option<(UdpSocket, Vec<SocketAddr>, u32)>,
+    /// Queued messages' bytes, back to back.
+    arena: Vec<u8>,
+    /// Queued messages: offset and length in `arena`, destination.
+    pend: Vec<(usize, usize, SocketAddr)>,
 }
 
 impl ClientWire {
+    fn new(
+        port: UdpPort,
+        addrs: Arc<SessionAddrs>,
+        stats: Arc<NetStats>,
+        durable: Option<(UdpSocket, Vec<SocketAddr>, u32)>,
+    ) -> Self {
+        ClientWire {
+            port,
+            addrs,
+            stats,
+            durable,
+            arena: Vec::with_capacity(TX_BATCH * 256),
+            pend: Vec::with_capacity(TX_BATCH),
+        }
+    }
+
     fn send(&mut self, session: u32, bytes: &[u8]) {
         match self.addrs.get(session) {
             Some(a) => {
-                let _ = self.sock.send_to(bytes, a);
-                bump(&self.stats.responses);
+                if self.pend.len() == TX_BATCH {
+                    self.send_queued();
+                }
+                let off = self.arena.len();
+                self.arena.extend_from_slice(bytes);
+                self.pend.push((off, bytes.len(), a));
             }
             None => bump(&self.stats.no_addr),
         }
+    }
+
+    /// Everything queued, `TX_BATCH` per `sendmmsg`. A datagram the kernel refuses (a full
+    /// socket buffer, an address it cannot reach) is dropped and counted (`tx_dropped`): the
+    /// client's resend brings it again (07 §9.5).
+    fn send_queued(&mut self) {
+        let mut i = 0;
+        while i < self.pend.len() {
+            let n = (self.pend.len() - i).min(TX_BATCH);
+            let mut pk = [TxPacket::new(&[]); TX_BATCH];
+            for (d, &(o, l, a)) in pk.iter_mut().zip(&self.pend[i..i + n]) {
+                *d = TxPacket::to(&self.arena[o..o + l], Dest::Addr(a));
+            }
+            match self.port.send_batch(&pk[..n]) {
+                Ok(k) => {
+                    self.stats.responses.fetch_add(k as u64, Ordering::Relaxed);
+                    i += k;
+                    if k < n {
+                        bump(&self.stats.tx_dropped);
+                        i += 1;
+                    }
+                }
+                Err(_) => {
+                    bump(&self.stats.tx_dropped);
+                    i += 1;
+                }
+            }
+        }
+        self.pend.clear();
+        self.arena.clear();
     }
 }
 
@@ -148,6 +210,17 @@ impl Wire for ClientWire {
     }
     fn learn(&mut self, session: u32, src: SocketAddr) {
         self.addrs.learn(session, src);
+    }
+    fn flush(&mut self) {
+        if !self.pend.is_empty() {
+            self.send_queued();
+        }
+    }
+    fn discard(&mut self) -> u64 {
+        let n = self.pend.len() as u64;
+        self.pend.clear();
+        self.arena.clear();
+        n
     }
     fn durable(&mut self, step: u64, height: u64) {
         if let Some((sock, to, epoch)) = &self.durable {
@@ -338,6 +411,13 @@ impl Task for CtrlRxTile {
     fn name(&self) -> String {
         "ctrl-rx".into()
     }
+    fn class(&self) -> crate::runner::TileClass {
+        crate::runner::TileClass::Cold
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.ctrl.socket().as_raw_fd())
+    }
     fn poll(&mut self, now: u64) -> bool {
         use vyrn_wire::msg::ctrl::CtrlMsg;
         self.inbox.drain();
@@ -422,6 +502,9 @@ struct CertTile {
 impl Task for CertTile {
     fn name(&self) -> String {
         "cert".into()
+    }
+    fn class(&self) -> crate::runner::TileClass {
+        crate::runner::TileClass::Cold
     }
     fn poll(&mut self, _now: u64) -> bool {
         use vyrn_wire::msg::ctrl::CtrlMsg;
@@ -528,6 +611,15 @@ impl PathsRx {
         }
     }
 
+    /// The two receiving sockets (for a thread that blocks until a frame arrives).
+    pub fn fds(&self) -> [std::os::fd::RawFd; 2] {
+        use std::os::fd::AsRawFd;
+        [
+            self.pair.a().socket().as_raw_fd(),
+            self.pair.b().socket().as_raw_fd(),
+        ]
+    }
+
     /// Every frame waiting on either path, with its path.
     pub fn recv(&mut self, mut f: impl FnMut(Path, &[u8])) -> Result<usize, NicError> {
         let [na, nb] = self.pair.recv_both(&mut self.a, &mut self.b)?;
@@ -599,9 +691,20 @@ pub fn open_paths_for(senders: usize) -> Result<(Vec<PathPair<UdpPort>>, PathsRx
 /// How the tiles map to threads.
 #[derive(Debug, Clone)]
 pub enum CoreMap {
-    /// `ref`: one thread per tile, pinned to these cores in tile order.
+    /// `ref`: one thread per tile, pinned to these cores in tile order (hot tiles spin, cold
+    /// ones block when idle).
     PerTile(Vec<usize>),
-    /// `dev`: this many threads, tiles dealt round-robin; pinned to `cores` if given.
+    /// `dev`/`consumer` (issue 11): the hot path (RX, lanes, cut, BBO, stream cores, TX) on
+    /// spinning threads pinned to `hot`; the cold tiles (control, control RX, order hasher,
+    /// cert) on blocking threads on `cold` (or kept off the hot cores when `cold` is empty).
+    HotCold {
+        /// Hot cores (one spinning thread each).
+        hot: Vec<usize>,
+        /// Cold cores (one blocking thread each).
+        cold: Vec<usize>,
+    },
+    /// The legacy map (`vyrn-seq --threads N`, tests): this many threads, tiles dealt
+    /// round-robin; pinned to `cores` if given, else yielding when idle.
     Shared {
         /// Threads.
         threads: usize,
@@ -711,7 +814,7 @@ impl NetBox {
         let stats = Arc::new(NetStats::default());
         let addrs = Arc::new(SessionAddrs::new(e.sessions.iter().map(|s| s.session)));
         let mut paths: Vec<Option<PathPair<P>>> = paths.into_iter().map(Some).collect();
-        let client_sock = self.client[0].0.socket().try_clone().map_err(io_err)?;
+        let client_port = &self.client[0].0;
         let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
         let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
         let mut err = None;
@@ -728,7 +831,7 @@ impl NetBox {
                         }
                     },
                     WireFor::Lane(_) | WireFor::Tx | WireFor::Control => {
-                        let sock = client_sock.try_clone();
+                        let port = client_port.try_clone();
                         let durable = if w == WireFor::Control {
                             ctrl_sock
                                 .try_clone()
@@ -737,15 +840,15 @@ impl NetBox {
                         } else {
                             None
                         };
-                        match sock {
-                            Ok(sock) => Box::new(ClientWire {
-                                sock,
-                                addrs: addrs.clone(),
-                                stats: stats.clone(),
+                        match port {
+                            Ok(port) => Box::new(ClientWire::new(
+                                port,
+                                addrs.clone(),
+                                stats.clone(),
                                 durable,
-                            }),
+                            )),
                             Err(e) => {
-                                err = Some(e);
+                                err = Some(std::io::Error::other(e.to_string()));
                                 Box::new(NullWire)
                             }
                         }
@@ -866,19 +969,20 @@ impl Wire for NullWire {
 pub fn plan(tasks: Vec<Box<dyn Task>>, map: &CoreMap) -> Vec<Group> {
     match map {
         CoreMap::PerTile(cores) => crate::runner::groups(tasks, cores, true, 0),
+        CoreMap::HotCold { hot, cold } => crate::runner::place(tasks, hot, cold),
         CoreMap::Shared { threads, cores } => crate::runner::groups(tasks, cores, false, *threads),
     }
 }
 
 /// The core map a config asks for: `ref` pins one tile per core of `core_map`; `dev` and
-/// `consumer` multiplex the tiles on `core_map.len()` threads (not pinned: a dev box shares
-/// its cores with the clients and voters of the home).
+/// `consumer` put the hot path on `core_map[0]` (pinned, spinning) and the cold tiles on the
+/// rest of `core_map` (blocking when idle; kept off the hot core if `core_map` names one core).
 pub fn core_map_of(cfg: &BoxConfig) -> CoreMap {
     match cfg.profile {
         Profile::Ref => CoreMap::PerTile(cfg.core_map.clone()),
-        _ => CoreMap::Shared {
-            threads: cfg.core_map.len().max(1),
-            cores: Vec::new(),
+        _ => CoreMap::HotCold {
+            hot: cfg.core_map.first().copied().into_iter().collect(),
+            cold: cfg.core_map.iter().skip(1).copied().collect(),
         },
     }
 }

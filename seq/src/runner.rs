@@ -2,13 +2,18 @@
 //! every tile ([`crate::tiles`]); what differs is only who calls `poll`:
 //!
 //! * [`Runner`] — production: groups of tiles on threads, pinned with `core_affinity` where the
-//!   core map names a core (`ref`: one spinning thread per tile), several tiles round-robin on an
-//!   unpinned thread (`dev`). It watches its threads: a tile that panics takes the process down
-//!   with a message naming the tile ([`OnPanic::Abort`]), never leaving a half-running box.
+//!   core map names a core. Each thread waits as its [`Wait`] says: the hot path (RX, lanes, cut,
+//!   BBO, stream cores, TX) spins on its pinned core and never yields; cold tiles (control,
+//!   control RX, the order hasher and its signer, the certificate tile) block when idle —
+//!   `ppoll` on the sockets they read, with a short timeout and 1 ns timer slack — and never
+//!   run on a hot core (issue 11; [`place`]). It watches its threads: a tile that panics takes
+//!   the process down with a message naming the tile ([`OnPanic::Abort`]), never leaving a
+//!   half-running box.
 //! * [`Seeded`] — tests and the simulator: every tile on the calling thread, one `poll` at a
 //!   time in an order drawn from a seed, so an interleaving is reproducible (T-REP-1).
 
 use std::cell::{Cell, RefCell};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Instant;
@@ -43,10 +48,30 @@ fn install_panic_hook() {
     });
 }
 
+/// Where a tile belongs (issue 11; 07 §4.1): on the response path or beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileClass {
+    /// On the path from a request to its answer (RX, lanes, cut, BBO, stream cores, TX): a
+    /// pinned core that spins and never sleeps.
+    Hot,
+    /// Beside it (control and its notices, control RX, the order hasher and signer, the
+    /// certificate tile): a thread that blocks when idle, never on a hot core.
+    Cold,
+}
+
 /// A tile as a runner sees it.
 pub trait Task: Send {
     /// Its name (`lane0`, `cut`, `bbo`, `streamA`, …).
     fn name(&self) -> String;
+    /// Hot (the response path) or cold; hot unless the tile says otherwise.
+    fn class(&self) -> TileClass {
+        TileClass::Hot
+    }
+    /// A descriptor whose readability is work for this tile (a socket it reads): a blocking
+    /// thread wakes on it at once instead of at its timeout.
+    fn wait_fd(&self) -> Option<RawFd> {
+        None
+    }
     /// One non-blocking step at `now`; whether it did anything.
     fn poll(&mut self, now: u64) -> bool;
     /// Break a stream core's gate on purpose (tests only; other tiles ignore it).
@@ -90,18 +115,56 @@ impl Default for Clock {
     }
 }
 
+/// How a runner thread passes a round in which no tile had work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Spin: poll again at once (a pinned hot core; it never sleeps nor yields).
+    Spin,
+    /// `sched_yield` (a thread sharing its core with others that must not sleep: the legacy
+    /// round-robin map and the tests).
+    Yield,
+    /// Block in `ppoll` on the tiles' [`Task::wait_fd`]s for at most `timeout_ns`, with the
+    /// thread's timer slack at 1 ns (a cold thread).
+    Block {
+        /// Longest sleep: the cold tiles' clocks (self-fence, notices, block close at the
+        /// hasher) tick at least this often.
+        timeout_ns: u64,
+    },
+}
+
+/// How long an idle cold thread sleeps at most (µs): control's self-fence check, its notices
+/// and the order hasher's pickup of a closed block wait at most this (a vyrn decision: a fifth of
+/// REP_SELF_FENCE_US, and acks or certificates on the control socket wake it at once).
+pub const COLD_WAIT_US: u64 = 50;
+
 /// Tiles on one thread: pinned to `core` (if given), round-robin.
 pub struct Group {
-    /// Core to pin to.
+    /// Core to pin to. A group without one that does not spin is kept off every spinning
+    /// group's core (its affinity is the process's mask less those cores).
     pub core: Option<usize>,
+    /// How the thread waits when a round finds no work.
+    pub wait: Wait,
     /// Its tiles.
     pub tasks: Vec<Box<dyn Task>>,
+}
+
+impl Group {
+    /// A group of `tasks` on `core` that yields when idle if unpinned and spins if pinned (the
+    /// round-robin map's rule).
+    pub fn new(core: Option<usize>, tasks: Vec<Box<dyn Task>>) -> Self {
+        let wait = if core.is_some() {
+            Wait::Spin
+        } else {
+            Wait::Yield
+        };
+        Group { core, wait, tasks }
+    }
 }
 
 impl std::fmt::Debug for Group {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<String> = self.tasks.iter().map(|t| t.name()).collect();
-        write!(f, "Group(core {:?}, {names:?})", self.core)
+        write!(f, "Group(core {:?}, {:?}, {names:?})", self.core, self.wait)
     }
 }
 
@@ -123,6 +186,8 @@ pub struct Runner {
     panicked: Arc<Mutex<Option<String>>>,
     /// Per tile (in group order): its name, its thread's core, and its counters.
     pub stats: Vec<(String, Option<usize>, Arc<TileStats>)>,
+    /// Per thread: its tiles, its core and how it waits (the placement, for the start line).
+    pub placement: Vec<(Vec<String>, Option<usize>, Wait)>,
     /// Cores actually pinned.
     pub pinned: Arc<AtomicU64>,
 }
@@ -152,6 +217,19 @@ impl Runner {
         let panicked: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let mut stats = Vec::new();
         let mut threads = Vec::new();
+        let mut placement = Vec::new();
+        // Cores that spin: no other thread of the box may run there.
+        let hot: Vec<usize> = groups
+            .iter()
+            .filter(|g| g.wait == Wait::Spin)
+            .filter_map(|g| g.core)
+            .collect();
+        if let Ok(mut h) = HOT_CORES.lock() {
+            h.clone_from(&hot);
+        }
+        // Threads placed (pinned or not): the caller's view of `pinned` is then complete.
+        let started = Arc::new(AtomicU64::new(0));
+        let n_groups = groups.len() as u64;
         for g in groups {
             let st: Vec<Arc<TileStats>> = g
                 .tasks
@@ -163,6 +241,10 @@ impl Runner {
                 })
                 .collect();
             let names: Vec<String> = g.tasks.iter().map(|t| t.name()).collect();
+            placement.push((names.clone(), g.core, g.wait));
+            let wait = g.wait;
+            let hot = hot.clone();
+            let started = started.clone();
             let stop = stop.clone();
             let pinned = pinned.clone();
             let panicked = panicked.clone();
@@ -176,13 +258,19 @@ impl Runner {
                         if core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
                             pinned.fetch_add(1, Ordering::Relaxed);
                         }
+                    } else if wait != Wait::Spin && !hot.is_empty() {
+                        keep_off(&hot);
                     }
+                    if let Wait::Block { .. } = wait {
+                        fine_timer_slack();
+                    }
+                    started.fetch_add(1, Ordering::Release);
                     // Which tile is in `poll` now, for the panic messages.
                     let current = AtomicU64::new(0);
                     TILES.with(|t| *t.borrow_mut() = names.clone());
                     let mut tasks = tasks;
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        spin(&mut tasks, &st, &stop, core.is_none(), clock, &current)
+                        spin(&mut tasks, &st, &stop, wait, clock, &current)
                     }));
                     if let Err(p) = r {
                         let tile = names
@@ -208,11 +296,16 @@ impl Runner {
                 .expect("spawn a tile thread");
             threads.push(th);
         }
+        let t0 = Instant::now();
+        while started.load(Ordering::Acquire) < n_groups && t0.elapsed().as_secs() < 2 {
+            std::thread::yield_now();
+        }
         Runner {
             stop,
             threads,
             panicked,
             stats,
+            placement,
             pinned,
         }
     }
@@ -240,15 +333,68 @@ impl Runner {
     }
 }
 
+/// The cores the running box spins on (set by [`Runner::start`]): other threads of the
+/// process keep off them ([`side_thread`]).
+static HOT_CORES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// For a thread of the process that is no tile (the voter doubles, a load generator in the
+/// same process): keep off the box's spinning cores and take 1 ns timer slack, so its blocking
+/// waits ([`wait_readable`]) are short and it never preempts the hot path.
+pub fn side_thread() {
+    let hot = HOT_CORES.lock().map(|h| h.clone()).unwrap_or_default();
+    if !hot.is_empty() {
+        keep_off(&hot);
+    }
+    fine_timer_slack();
+}
+
+/// Block until one of `fds` is readable or `timeout_ns` passed (a side thread's idle wait).
+pub fn wait_readable(fds: &[RawFd], timeout_ns: u64) {
+    let _ = vyrn_nic::wait::wait_readable(fds, timeout_ns);
+}
+
+/// This thread's affinity: the process's CPUs less `hot` (a cold thread never runs where a hot
+/// one spins). Best effort: a mask left empty, or a refused call, leaves the affinity as it was.
+fn keep_off(hot: &[usize]) {
+    // SAFETY: cpu_set_t is plain bytes; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: set is a live cpu_set_t of `size` bytes; 0 names this thread.
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return;
+    }
+    let mut left = 0;
+    for c in 0..(size * 8) {
+        // SAFETY: c < CPU_SETSIZE (size * 8 bits), inside the set.
+        if unsafe { libc::CPU_ISSET(c, &set) } {
+            if hot.contains(&c) {
+                // SAFETY: as above.
+                unsafe { libc::CPU_CLR(c, &mut set) };
+            } else {
+                left += 1;
+            }
+        }
+    }
+    if left > 0 {
+        // SAFETY: set is a live, initialised cpu_set_t of `size` bytes; 0 names this thread.
+        unsafe { libc::sched_setaffinity(0, size, &set) };
+    }
+}
+
+fn fine_timer_slack() {
+    let _ = vyrn_nic::wait::fine_timer_slack();
+}
+
 /// A thread's loop: poll each tile in turn until `stop`; counters published every 1024 rounds.
 fn spin(
     tasks: &mut [Box<dyn Task>],
     st: &[Arc<TileStats>],
     stop: &AtomicBool,
-    idle_yield: bool,
+    wait: Wait,
     clock: Clock,
     current: &AtomicU64,
 ) {
+    let fds: Vec<RawFd> = tasks.iter().filter_map(|t| t.wait_fd()).collect();
     let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
     let mut round = 0u64;
     let publish = |local: &[(u64, u64, u64)]| {
@@ -279,16 +425,71 @@ fn spin(
         if round % 1024 == 0 {
             publish(&local);
         }
-        // An unpinned thread shares its core with others: it yields when idle.
-        if !any && idle_yield {
-            std::thread::yield_now();
+        if !any {
+            match wait {
+                Wait::Spin => std::hint::spin_loop(),
+                // A thread sharing its core with others yields when idle.
+                Wait::Yield => std::thread::yield_now(),
+                Wait::Block { timeout_ns } => {
+                    publish(&local);
+                    let _ = vyrn_nic::wait::wait_readable(&fds, timeout_ns);
+                }
+            }
         }
     }
     publish(&local);
 }
 
+/// The hot/cold placement (issue 11; missing-chapters §0 `dev`/`consumer`): every hot tile on
+/// spinning threads pinned to `hot` (one thread per core, tiles dealt in pipeline order — RX
+/// first, then lanes, cut, BBO, stream cores, TX — so one round carries a request from the
+/// socket to its answer), every cold tile on blocking threads: one per core of `cold`, or one
+/// kept off the hot cores when `cold` is empty. Without hot cores the hot thread is unpinned and
+/// yields when idle (a box that shares every core).
+pub fn place(tasks: Vec<Box<dyn Task>>, hot: &[usize], cold: &[usize]) -> Vec<Group> {
+    let (mut hot_t, cold_t): (Vec<_>, Vec<_>) =
+        tasks.into_iter().partition(|t| t.class() == TileClass::Hot);
+    // RX first: a packet received in a round is answered in the same or the next round.
+    hot_t.sort_by_key(|t| t.name() != "rx");
+    let mut out = Vec::new();
+    let nh = hot.len().max(1);
+    let mut hg: Vec<Group> = (0..nh)
+        .map(|i| Group {
+            core: hot.get(i).copied(),
+            wait: if hot.is_empty() {
+                Wait::Yield
+            } else {
+                Wait::Spin
+            },
+            tasks: Vec::new(),
+        })
+        .collect();
+    // Contiguous slices keep the pipeline order on each hot thread.
+    let per = hot_t.len().div_ceil(nh).max(1);
+    for (i, t) in hot_t.into_iter().enumerate() {
+        hg[(i / per).min(nh - 1)].tasks.push(t);
+    }
+    out.extend(hg.into_iter().filter(|g| !g.tasks.is_empty()));
+    let nc = cold.len().max(1);
+    let mut cg: Vec<Group> = (0..nc)
+        .map(|i| Group {
+            core: cold.get(i).copied(),
+            wait: Wait::Block {
+                timeout_ns: COLD_WAIT_US * 1000,
+            },
+            tasks: Vec::new(),
+        })
+        .collect();
+    for (i, t) in cold_t.into_iter().enumerate() {
+        cg[i % nc].tasks.push(t);
+    }
+    out.extend(cg.into_iter().filter(|g| !g.tasks.is_empty()));
+    out
+}
+
 /// Map tiles to threads: `ref` — one pinned thread per tile on `cores` (one core each, in tile
-/// order); otherwise `threads` threads, tiles dealt round-robin, pinned to `cores` if given.
+/// order; a hot tile spins, a cold one blocks when idle); otherwise `threads` threads, tiles
+/// dealt round-robin, pinned to `cores` if given (the legacy map, kept for comparison).
 pub fn groups(
     mut tasks: Vec<Box<dyn Task>>,
     cores: &[usize],
@@ -299,18 +500,21 @@ pub fn groups(
         return tasks
             .drain(..)
             .enumerate()
-            .map(|(i, t)| Group {
-                core: cores.get(i).copied(),
-                tasks: vec![t],
+            .map(|(i, t)| {
+                let mut g = Group::new(cores.get(i).copied(), Vec::new());
+                if t.class() == TileClass::Cold {
+                    g.wait = Wait::Block {
+                        timeout_ns: COLD_WAIT_US * 1000,
+                    };
+                }
+                g.tasks.push(t);
+                g
             })
             .collect();
     }
     let k = threads.max(1);
     let mut gs: Vec<Group> = (0..k)
-        .map(|i| Group {
-            core: cores.get(i).copied(),
-            tasks: Vec::new(),
-        })
+        .map(|i| Group::new(cores.get(i).copied(), Vec::new()))
         .collect();
     for (i, t) in tasks.drain(..).enumerate() {
         gs[i % k].tasks.push(t);

@@ -44,6 +44,12 @@ use vyrn_wire::records::{
 
 /// Retransmissions a stream core may send back to back before the REP_RTX_MAX_FPS rate holds.
 const RTX_BURST: u64 = 256;
+/// Steps a stream core takes from `R_step` per poll at most (issue 11: a burst in one poll,
+/// bounded so a poll stays short).
+pub const STREAM_STEPS_PER_POLL: usize = 64;
+/// Hashes a stream core lets wait for a HASH frame while it is releasing gated steps (issue 11:
+/// the HASH frame goes at the next quieter poll, not between a release and its answer).
+pub const HASH_DEFER_MAX: usize = 64;
 
 /// How long a frame may wait for a path that pushes back before the gate gives up on that path
 /// (the other path has the frame: REP_A_PATH, trading goes on on one path) or on the frame (no
@@ -786,9 +792,10 @@ impl StreamCore {
                 busy = true;
             }
         }
-        // Part A: this half's records of the next steps (up to 8: coalescing, §4.5).
+        // Part A: this half's records of every ready step (bounded): a burst coalesces into as
+        // few frames as the body cap allows (§4.5), flushed once below.
         let mut gated = false;
-        for _ in 0..8 {
+        for _ in 0..STREAM_STEPS_PER_POLL {
             let Some(msg) = sh.step_peek(self.h) else {
                 break;
             };
@@ -876,6 +883,12 @@ impl StreamCore {
             }
         }
         // HASH frames: hashes of written records only (a HashRun names records already decoded).
+        // They are on no response path: a poll that just released a gated step leaves them to
+        // the next poll (so the TX tile answers first), unless many wait.
+        let waiting: usize = self.hashes.iter().map(VecDeque::len).sum();
+        if gated && self.mode == GateMode::Correct && waiting < HASH_DEFER_MAX {
+            return true;
+        }
         self.hash_body.clear();
         for i in 0..self.len {
             let q = &mut self.hashes[i];

@@ -41,6 +41,10 @@ pub const LANE_RING: usize = 1 << 14;
 pub const STEP_RING: usize = 1 << 14;
 /// A lane takes a new packet only while each of its output rings has this much room.
 const LANE_MARGIN: usize = 256;
+/// Packets a lane takes per poll at most (issue 11: a burst in one poll, bounded).
+pub const LANE_BATCH: usize = 64;
+/// Steps the BBO core runs per poll at most (issue 11: every ready step, bounded).
+pub const BBO_STEPS_PER_POLL: usize = 64;
 
 /// Where a tile's writes leave the box.
 pub trait Wire: Send {
@@ -66,6 +70,13 @@ pub trait Wire: Send {
     /// came from `src`: answers go there from now on (07 §9.5; a forged or replayed packet
     /// never moves a session's answers).
     fn learn(&mut self, _session: u32, _src: std::net::SocketAddr) {}
+    /// Send what `resp`/`notice`/`durable` batched (a wire that sends at once has nothing to
+    /// do). Called by the writing tile at the end of each poll.
+    fn flush(&mut self) {}
+    /// Drop what was batched and not sent (the box fenced meanwhile); how many messages.
+    fn discard(&mut self) -> u64 {
+        0
+    }
 }
 
 /// A tile's way out for responses and notices: the fence checked before every write (INV-REP-6:
@@ -100,6 +111,18 @@ impl Out {
         if !self.fenced() {
             self.wire.durable(step, height);
         }
+    }
+    /// End of a poll: what the wire batched leaves now (one `sendmmsg` for the poll's
+    /// responses). A fenced box sends none of it (INV-REP-6).
+    fn flush(&mut self) {
+        if self.words.fenced.is_set() {
+            let n = self.wire.discard();
+            if n > 0 {
+                self.words.fenced_drops.fetch_add(n, Ordering::Relaxed);
+            }
+            return;
+        }
+        self.wire.flush();
     }
 }
 
@@ -462,36 +485,49 @@ impl Task for LaneTile {
             self.out.resp(h.session, h.gate, h.bytes.as_slice());
             busy = true;
         }
-        let p = &self.ports;
-        let room = drained
-            && p.r_pkt.room()
-            && p.r_hash8.room()
-            && p.r_hash32.room()
-            && p.fwd.room()
-            && p.tx.room();
-        if room {
-            if let Some(pkt) = self.rx.pop() {
-                let bytes = &pkt.bytes[..pkt.len as usize];
-                let v = self.lane.on_packet(now, pkt.rx_ts, bytes, &mut self.ports);
-                // 07 §9.5: a session's address is learned only from a packet whose tag verified
-                // and that is fresh — new, shed or ahead of sequence; never from a forged packet,
-                // nor from a replayed copy of an old one (a duplicate).
-                if let (Ok(Verdict::New | Verdict::Shed | Verdict::Gap), Some(src)) = (v, pkt.src) {
-                    if let Some(session) = session_of(bytes) {
-                        self.out.wire.learn(session, src);
-                    }
-                }
-                // (2) publish after the record is in R_pkt (07 §4.2).
-                if self.ports.r_pkt.over.is_empty() {
-                    self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
-                }
-                return true;
+        // Every queued packet (at most LANE_BATCH a poll), each while the output rings have
+        // room: a burst is taken in one poll, and the first packet waits for no other.
+        let mut took = 0;
+        while took < LANE_BATCH {
+            let p = &self.ports;
+            let room = drained
+                && p.r_pkt.room()
+                && p.r_hash8.room()
+                && p.r_hash32.room()
+                && p.fwd.room()
+                && p.tx.room();
+            if !room {
+                break;
             }
+            let Some(pkt) = self.rx.pop() else {
+                break;
+            };
+            took += 1;
+            let bytes = &pkt.bytes[..pkt.len as usize];
+            let v = self.lane.on_packet(now, pkt.rx_ts, bytes, &mut self.ports);
+            // 07 §9.5: a session's address is learned only from a packet whose tag verified
+            // and that is fresh — new, shed or ahead of sequence; never from a forged packet,
+            // nor from a replayed copy of an old one (a duplicate).
+            if let (Ok(Verdict::New | Verdict::Shed | Verdict::Gap), Some(src)) = (v, pkt.src) {
+                if let Some(session) = session_of(bytes) {
+                    self.out.wire.learn(session, src);
+                }
+            }
+            // (2) publish after the record is in R_pkt (07 §4.2), packet by packet: the cut
+            // core may include this op while the lane parses the next.
+            if self.ports.r_pkt.over.is_empty() {
+                self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
+            }
+        }
+        if took > 0 {
+            self.out.flush();
+            return true;
         }
         if drained {
             self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
         }
         self.lane.flush_hashes(&mut self.ports);
+        self.out.flush();
         busy
     }
 }
@@ -606,17 +642,33 @@ impl Task for BboTile {
                 .step_done
                 .store(self.published, std::mem::take(&mut self.ports.fill_lanes));
         }
-        while let Some(r) = self.ctl.pop() {
-            self.bbo.request(r);
+        // One control request per step: a second queued behind the first waits for it to run
+        // (a Resume then a Halt taken together must not collapse into the Halt alone).
+        if !self.bbo.control_pending() {
+            if let Some(r) = self.ctl.pop() {
+                self.bbo.request(r);
+            }
         }
         self.words.cut.load(&mut self.cut);
-        let r = self.bbo.poll(
-            now,
-            &self.cut,
-            &mut RingQueues(&mut self.fwd),
-            &mut self.ports,
-        );
-        let stepped = matches!(r, Ok(Some(_)));
+        // Every ready step under this cut, at most BBO_STEPS_PER_POLL (issue 11).
+        let mut stepped = false;
+        for _ in 0..BBO_STEPS_PER_POLL {
+            let r = self.bbo.poll(
+                now,
+                &self.cut,
+                &mut RingQueues(&mut self.fwd),
+                &mut self.ports,
+            );
+            if !matches!(r, Ok(Some(_))) {
+                break;
+            }
+            stepped = true;
+            if !self.bbo.control_pending() {
+                if let Some(r) = self.ctl.pop() {
+                    self.bbo.request(r);
+                }
+            }
+        }
         // Block close (07 §3.9): stream-A's close_req, after the current step.
         let mut closed = false;
         if let Some(height) = self.words.close_req.take() {
@@ -785,6 +837,9 @@ impl Task for TxTile {
                 busy = true;
             }
         }
+        if busy {
+            self.out.flush();
+        }
         busy
     }
 }
@@ -846,6 +901,9 @@ struct HasherTile {
 impl Task for HasherTile {
     fn name(&self) -> String {
         "hasher".into()
+    }
+    fn class(&self) -> crate::runner::TileClass {
+        crate::runner::TileClass::Cold
     }
     fn poll(&mut self, now: u64) -> bool {
         self.ports.headers.drain();
@@ -921,6 +979,8 @@ pub struct ControlStats {
     pub gate_resumes: AtomicU64,
     /// RepAcks refused: `contiguous` beyond the frames the box wrote.
     pub acks_refused: AtomicU64,
+    /// Notice packets sent (Durable and Final share one when both are due).
+    pub notice_packets: AtomicU64,
 }
 
 /// Messages control takes from each inbox per poll at most.
@@ -929,6 +989,9 @@ const CTRL_PER_POLL: usize = 256;
 impl Task for ControlTile {
     fn name(&self) -> String {
         "control".into()
+    }
+    fn class(&self) -> crate::runner::TileClass {
+        crate::runner::TileClass::Cold
     }
     fn poll(&mut self, now: u64) -> bool {
         self.req.drain();
@@ -987,6 +1050,9 @@ impl Task for ControlTile {
             .store(c.durable_notices, Ordering::Relaxed);
         s.final_notices.store(c.final_notices, Ordering::Relaxed);
         s.gate_resumes.store(c.gate_resumes, Ordering::Relaxed);
+        s.notice_packets.store(c.notice_packets, Ordering::Relaxed);
+        // The poll's notices and REP_DurableMarks leave together (sendmmsg).
+        self.ports.out.flush();
         busy
     }
 }

@@ -171,6 +171,21 @@ fn watermarks_reach_every_session() {
         "final {f} of {}",
         r.home.closed_height()
     );
+    // Issue 11: Durable and Final due together share one packet per session, as two separate
+    // records (07 §6.9 never merges them); so there are fewer notice packets than watermark
+    // records, and some packet carries both kinds.
+    let (_, _, c) = r.home.watermarks();
+    assert!(
+        c.notice_packets < c.durable_notices + c.final_notices,
+        "coalesced: {c:?}"
+    );
+    let both = r.resps.iter().any(|(_, p)| {
+        p.records
+            .iter()
+            .any(|x| matches!(x, Record::Durable { .. }))
+            && p.records.iter().any(|x| matches!(x, Record::Final { .. }))
+    });
+    assert!(both, "a notice packet with Durable and Final records");
     // Notices never take a resp_seq.
     for (_, p) in &r.resps {
         if p.records

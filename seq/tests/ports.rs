@@ -78,6 +78,11 @@ fn acked(
     false
 }
 
+/// Finality-gate resumes so far (halts == resumes: the book is open).
+fn ch_resumes(r: &vyrn_seq::ports::RunningBox) -> u64 {
+    r.handles.control.gate_resumes.load(Ordering::Relaxed)
+}
+
 #[test]
 fn threaded_box_answers_over_udp_and_voters_finalize() {
     let c = config("dev");
@@ -107,6 +112,17 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         t0,
     );
     let mut client = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    // The box closes blocks before the doubles' first votes, so the finality gate may halt the
+    // book at start: order once finality runs and the gate is open (final within
+    // REP_GATE_RESUME_BLOCKS of the closed height), as a client would after a Halted notice.
+    let ch = &running.handles.control;
+    let tw = Instant::now();
+    while tw.elapsed() < Duration::from_secs(10)
+        && (ch.final_height.load(Ordering::Relaxed) < 2
+            || ch.gate_halts.load(Ordering::Relaxed) != ch_resumes(&running))
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let (pkt, _) = order(&c, 0, 5);
     assert!(
         acked(&mut client, to, &pkt, &c.engine.sessions[0].k_out, 5),
@@ -123,8 +139,10 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     }
     assert!(h.control.durable.load(Ordering::Relaxed) >= 1);
     assert!(h.control.final_height.load(Ordering::Relaxed) >= 5);
-    // HashListReq for height 2: the order hasher answers HashList parts for both substreams.
-    let req = vyrn_wire::msg::ctrl::HashListReq { height: 2 }
+    // HashListReq for a block closed just now (lists are kept REP_SEQ_HASHLIST_MS): the order
+    // hasher answers HashList parts for both substreams.
+    let want = h.control.final_height.load(Ordering::Relaxed);
+    let req = vyrn_wire::msg::ctrl::HashListReq { height: want }
         .to_bytes()
         .unwrap();
     fetcher
@@ -140,7 +158,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
                 if let Ok(vyrn_wire::msg::ctrl::CtrlMsg::HashList(l)) =
                     vyrn_wire::msg::ctrl::CtrlMsg::parse(p.data)
                 {
-                    assert_eq!(l.height, 2);
+                    assert_eq!(l.height, want);
                     streams[l.stream as usize] = true;
                 }
             }

@@ -5,16 +5,23 @@
 //! request → fill, fill → durable and fill → final.
 //!
 //! Usage: `vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S]
-//! [--seed N]`. Without `--data`, copy 2 goes to a local socket that only counts it (the data
-//! tier is not in the loop yet).
+//! [--seed N] [--ping [--sessions N]] [--core C]`. Without `--data`, copy 2 goes to a local
+//! socket that only counts it (the data tier is not in the loop yet).
+//!
+//! It measures without adding (issue 11, `vyrn_client::loadgen::run`): no naps — an idle loop
+//! blocks in `ppoll` on its socket with 1 ns timer slack until an answer arrives or just before
+//! the next intended send, then spins to it; open-loop latencies from intended send times.
+//! `--ping`: one request in flight per session (the first `--sessions N`, default 1), each
+//! answer sending the next — request → answer round trips like a ping-pong benchmark.
+//! `--core C`: pin the generator to core C (keep it off the box's hot core).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::Instant;
+use vyrn_client::loadgen::ping::Ping;
+use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
 use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
 use vyrn_client::Driver;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_nic::{Port, RxBatch};
 use vyrn_seq::boxcfg::BoxConfig;
 
 struct Opts {
@@ -24,13 +31,17 @@ struct Opts {
     secs: u64,
     rate: u64,
     seed: u64,
+    ping: bool,
+    sessions: Option<usize>,
+    core: Option<usize>,
 }
 
-const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N]";
+const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N] [--ping [--sessions N]] [--core C]";
 
 fn opts() -> Result<Opts, String> {
     let (mut config, mut seq, mut data) = (None, None, None);
     let (mut secs, mut rate, mut seed) = (5u64, 10_000u64, 1u64);
+    let (mut ping, mut sessions, mut core) = (false, None, None);
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -41,6 +52,9 @@ fn opts() -> Result<Opts, String> {
             "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
             "--rate" => rate = v()?.parse().map_err(|e| format!("--rate: {e}"))?,
             "--seed" => seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--ping" => ping = true,
+            "--sessions" => sessions = Some(v()?.parse().map_err(|e| format!("--sessions: {e}"))?),
+            "--core" => core = Some(v()?.parse().map_err(|e| format!("--core: {e}"))?),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -52,6 +66,9 @@ fn opts() -> Result<Opts, String> {
         secs,
         rate,
         seed,
+        ping,
+        sessions,
+        core,
     })
 }
 
@@ -80,7 +97,7 @@ fn main() -> ExitCode {
         c.recv_buffer = Some(buf);
         UdpPort::open(&c)
     };
-    let (port, mut sink) = match (open(8 << 20), open(1 << 20)) {
+    let (port, sink) = match (open(8 << 20), open(1 << 20)) {
         (Ok(p), Ok(s)) => (p, s),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("vyrn-load: opening sockets: {e}");
@@ -100,7 +117,51 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(c) = o.core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+            eprintln!("vyrn-load: could not pin to core {c}");
+            return ExitCode::from(2);
+        }
+    }
     let mut driver = Driver::new(port, &sessions);
+    let mut sink = o.data.is_none().then(|| Copy2Sink::new(sink));
+    let clock = RunClock::new(1_000_000);
+    let end = o.secs * 1_000_000_000 + 1_000_000;
+    // Answers in flight when the load stops still count.
+    let drain = 300_000_000;
+    if o.ping {
+        let n = o.sessions.unwrap_or(1).clamp(1, sessions.len());
+        println!(
+            "vyrn-load: ping mode, {n} session(s) with one request in flight each, for {} s, copy 1 to {}, copy 2 to {}",
+            o.secs, o.seq, data
+        );
+        let mut p = Ping::new(sessions.len(), 10_000, 20);
+        run::ping(
+            &mut driver,
+            &mut sessions,
+            &mut p,
+            n,
+            &clock,
+            end,
+            drain,
+            sink.as_mut(),
+            |l| println!("{l}"),
+        );
+        println!("--- summary");
+        for line in p.summary() {
+            println!("{line}");
+        }
+        println!(
+            "driver: {:?}; copy 2 packets counted locally: {}",
+            driver.counters(),
+            sink.map_or(0, |s| s.count)
+        );
+        if p.counts.answered == 0 {
+            eprintln!("vyrn-load: nothing was answered: is the box at {}?", o.seq);
+            return ExitCode::from(1);
+        }
+        return ExitCode::SUCCESS;
+    }
     let mut load = LoadGen::new(
         LoadConfig {
             msgs_per_s: o.rate,
@@ -118,47 +179,25 @@ fn main() -> ExitCode {
         o.seq,
         data
     );
-    let t0 = Instant::now();
-    let end = o.secs * 1_000_000_000 + 1_000_000;
-    let mut rx = RxBatch::new(64, 512);
-    let mut copy2 = 0u64;
-    loop {
-        let now = t0.elapsed().as_nanos() as u64 + 1_000_000;
-        // Answers in flight when the load stops still count.
-        if now >= end + 300_000_000 {
-            break;
-        }
-        if now < end {
-            let _ = load.submit_due(now, &mut sessions);
-        }
-        let rx_before = driver.counters().rx;
-        let _ = driver.pump(&mut sessions, now);
-        // Idle: give the cores back (the box and its voters share them on a dev machine); the
-        // open-loop schedule measures from intended send times, so a short nap hides nothing.
-        if driver.counters().rx == rx_before
-            && load.schedule().intended(load.schedule().sent()) > now
-        {
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
-        if o.data.is_none() {
-            while let Ok(n) = sink.recv_batch(&mut rx) {
-                if n == 0 {
-                    break;
-                }
-                copy2 += n as u64;
-            }
-        }
-        load.drain_events(now, &mut sessions);
-        if let Some(line) = load.progress(now, &sessions) {
-            println!("{line}");
-        }
-    }
+    run::open_loop(
+        &mut driver,
+        &mut sessions,
+        &mut load,
+        &clock,
+        end,
+        drain,
+        sink.as_mut(),
+        |l| println!("{l}"),
+    );
     println!("--- summary");
     for line in load.summary() {
         println!("{line}");
     }
     let d = driver.counters();
-    println!("driver: {d:?}; copy 2 packets counted locally: {copy2}");
+    println!(
+        "driver: {d:?}; copy 2 packets counted locally: {}",
+        sink.map_or(0, |s| s.count)
+    );
     if load.counts.answered == 0 {
         eprintln!("vyrn-load: nothing was answered: is the box at {}?", o.seq);
         return ExitCode::from(1);

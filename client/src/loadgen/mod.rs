@@ -14,6 +14,8 @@
 //! ```
 
 pub mod mix;
+pub mod ping;
+pub mod run;
 pub mod schedule;
 pub mod stats;
 

@@ -7,14 +7,20 @@
 //! * Reads the config (`[box]`, `[account N]`, `[session N]`; keys in 0600 files), runs the
 //!   startup checks (cores of the core map exist, ports free, key files private) and stops with
 //!   every problem listed if any fails.
-//! * `profile = ref`: one pinned, spinning thread per tile on the cores of `core_map`, in tile
-//!   order (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX); lane `l`
-//!   listens on `client_port + l`. `dev`/`consumer`: the tiles round-robin on `core_map.len()`
-//!   threads (or `--threads`), not pinned, one client port.
-//! * `--voter-doubles` (dev profile only, and only in a build with the `testkit` feature): four
-//!   voter doubles (test doubles for the voting replicas, until replicas exist) with random keys
-//!   on their own thread take the frames off both paths, ack, NACK and send finality
-//!   certificates — without voters the finality gate halts the book after `FIN_GATE_BLOCKS`.
+//! * `profile = ref`: one pinned thread per tile on the cores of `core_map`, in tile order
+//!   (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX, cert); hot tiles
+//!   spin, cold ones block when idle; lane `l` listens on `client_port + l`.
+//!   `dev`/`consumer` (issue 11): the hot path (RX, lanes, cut, BBO, stream cores, TX) on one
+//!   thread pinned to `core_map[0]` that spins and never sleeps; the cold tiles (control,
+//!   control RX, order hasher, cert) on a thread on the rest of `core_map` that blocks when idle;
+//!   one client port. `--threads N`: the legacy map (every tile round-robin on N yielding
+//!   threads), for comparison.
+//! * `--voter-doubles` (dev profile only, and only in a build with the `testkit` feature): the
+//!   light voter responder (test doubles for the voting replicas, until replicas exist): one
+//!   double on its own thread (off the hot core, asleep between frames) decodes every frame
+//!   off both paths and checks every header, and four voter identities with random keys answer
+//!   from it — RepAcks, NACKs, finality certificates signed by Q of them. Without voters the
+//!   finality gate halts the book after `FIN_GATE_BLOCKS`.
 //! * A tile that panics aborts the process with a message naming it (exit by SIGABRT): a
 //!   supervisor sees the box die, never a box with one tile dead.
 //! * Every second: what came in and went out, the gate words, durable/final, and each tile's
@@ -26,7 +32,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vyrn_seq::boxcfg::{startup_checks, BoxConfig, Profile};
 use vyrn_seq::ports::{core_map_of, CoreMap, NetBox, RunningBox};
-use vyrn_seq::runner::Clock;
+use vyrn_seq::runner::{Clock, Wait};
 #[cfg(feature = "testkit")]
 use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 
@@ -143,8 +149,13 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let mut map = core_map_of(&cfg);
-    if let (Some(t), CoreMap::Shared { threads, .. }) = (o.threads, &mut map) {
-        *threads = t.max(1);
+    // `--threads N`: the legacy map (every tile round-robin on N unpinned, yielding threads),
+    // kept to compare against the hot/cold placement.
+    if let (Some(t), false) = (o.threads, cfg.profile == Profile::Ref) {
+        map = CoreMap::Shared {
+            threads: t.max(1),
+            cores: Vec::new(),
+        };
     }
     let lay = cfg.engine.layout;
     println!(
@@ -233,25 +244,32 @@ fn main() -> ExitCode {
         "client port(s) {:?}, control port {ctrl}, replication paths over {}",
         clients, paths.how
     );
-    let mut plan: Vec<String> = Vec::new();
-    for (name, core, _) in &running.runner.stats {
-        plan.push(match core {
-            Some(c) => format!("{name}@{c}"),
-            None => name.clone(),
-        });
-    }
+    // The placement, one thread a line: its core, how it waits, its tiles in poll order.
     println!(
-        "tiles: {} ({} pinned){}",
-        plan.join(" "),
+        "tiles on {} threads ({} pinned){}:",
+        running.runner.placement.len(),
         running.runner.pinned.load(Ordering::Relaxed),
         match &map {
-            CoreMap::PerTile(_) => String::new(),
-            CoreMap::Shared { threads, .. } => format!(", round-robin on {threads} threads"),
+            CoreMap::PerTile(_) => " — ref: one per core",
+            CoreMap::HotCold { .. } => " — hot path spinning on its core, cold tiles blocking",
+            CoreMap::Shared { .. } => " — legacy round-robin (--threads)",
         }
     );
+    for (names, core, wait) in &running.runner.placement {
+        let how = match wait {
+            Wait::Spin => "spins".to_string(),
+            Wait::Yield => "yields when idle".to_string(),
+            Wait::Block { timeout_ns } => format!("blocks when idle (≤ {} µs)", timeout_ns / 1000),
+        };
+        let at = match core {
+            Some(c) => format!("core {c}"),
+            None => "unpinned".to_string(),
+        };
+        println!("  {at:<9} {how:<28} {}", names.join(" "));
+    }
     #[cfg(feature = "testkit")]
-    let voters = voter_net
-        .map(|v| VoterThread::spawn(cfg.voters, lay, running.handles.seq_public, v, paths, t0));
+    let voters =
+        voter_net.map(|v| VoterThread::spawn_light(lay, running.handles.seq_public, v, paths, t0));
     #[cfg(not(feature = "testkit"))]
     let _ = (paths, t0);
     let h = &running.handles;

@@ -114,6 +114,85 @@ impl VoterNet {
     }
 }
 
+impl VoterNet {
+    /// The light responder (issue 11: a voter stand-in that costs the shared cores little):
+    /// one double decodes and checks every frame and header, and all `n` voter identities
+    /// answer from it — each identity's RepAck carries its `contiguous`, its NACKs go from
+    /// identity 0, and the first Q identities sign each checked header's finalize proposal
+    /// into one REP_FinalityCert.
+    pub fn report_light(&mut self, v: &mut VoterDouble, epoch: u32, acks: bool) {
+        use vyrn_wire::msg::ctrl::{Nack, RepAck};
+        if let Some(a) = v.ack().filter(|_| acks) {
+            let m = RepAck {
+                epoch,
+                tenure: 0,
+                contiguous_frame_seq: a,
+                path_mask: 0b11,
+            };
+            if let Ok(b) = m.to_bytes() {
+                for i in 0..self.socks.len() {
+                    self.send(i, &b);
+                    self.sent[0] += 1;
+                }
+            }
+        }
+        for (s, from, to) in v.holes() {
+            let m = Nack {
+                epoch,
+                tenure: 0,
+                stream: s,
+                from_seq: from,
+                to_seq: to,
+            };
+            if let Ok(b) = m.to_bytes() {
+                self.send(0, &b);
+                self.sent[1] += 1;
+            }
+        }
+        // Q of n (07 §6.5): n − f with f = ⌊(n − 1) / 3⌋.
+        let n = self.keys.len();
+        let q = n - (n.saturating_sub(1)) / 3;
+        for h in v.take_votes() {
+            let Some(p) = v.proposal(epoch, h) else {
+                continue;
+            };
+            let d = p.digest();
+            let entries = self.keys[..q]
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    use ed25519_dalek::Signer;
+                    CertEntry {
+                        index: i as u8,
+                        sig: k.sign(&d).to_bytes(),
+                    }
+                })
+                .collect();
+            let cert = RepFinalityCert {
+                epoch,
+                view: h + 1,
+                parent_view: h,
+                proposal: p,
+                entries,
+            };
+            let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+            if cert.encode(&mut b).is_ok() {
+                self.send(0, &b);
+                self.sent[2] += 1;
+            }
+            v.forget(h);
+        }
+        for i in 0..self.socks.len() {
+            while let Ok(n) = self.socks[i].recv_batch(&mut self.rx) {
+                if n == 0 {
+                    break;
+                }
+                self.too_old += n as u64;
+            }
+        }
+    }
+}
+
 /// What the voter thread reports while it runs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct VoterView {
@@ -141,11 +220,22 @@ pub struct VoterThread {
 impl VoterThread {
     /// The four voter doubles on their own thread: frames off both paths, then RepAcks, NACKs
     /// and certificates to the box's control port.
-    pub fn start(
+    pub fn start(voters: Vec<VoterDouble>, net: VoterNet, paths: PathsRx, t0: Instant) -> Self {
+        Self::run(voters, net, paths, t0, false)
+    }
+
+    /// The light responder on its own thread ([`VoterNet::report_light`]): one double decodes,
+    /// every identity of `net` answers from it.
+    pub fn start_light(voter: VoterDouble, net: VoterNet, paths: PathsRx, t0: Instant) -> Self {
+        Self::run(vec![voter], net, paths, t0, true)
+    }
+
+    fn run(
         mut voters: Vec<VoterDouble>,
         mut net: VoterNet,
         mut paths: PathsRx,
         t0: Instant,
+        light: bool,
     ) -> Self {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::{Arc, Mutex};
@@ -153,6 +243,9 @@ impl VoterThread {
         let view = Arc::new(Mutex::new(VoterView::default()));
         let (s2, v2) = (stop.clone(), view.clone());
         let handle = std::thread::spawn(move || {
+            // Off the box's hot core; asleep (not spinning) between frames and ack times.
+            crate::runner::side_thread();
+            let fds = paths.fds();
             let mut local = VoterView::default();
             let mut last = 0u64;
             while !s2.load(Ordering::Relaxed) {
@@ -169,13 +262,18 @@ impl VoterThread {
                 // RepAck every REP_ACK_US (07 §4.8); NACKs and certificates as they come.
                 let ack_due = now.saturating_sub(last) >= vyrn_wire::consts::REP_ACK_US * 1000;
                 if got > 0 || ack_due {
-                    net.report(&mut voters, 1, ack_due);
+                    if light {
+                        net.report_light(&mut voters[0], 1, ack_due);
+                    } else {
+                        net.report(&mut voters, 1, ack_due);
+                    }
                     if ack_due {
                         last = now;
                     }
                 }
                 if got == 0 {
-                    std::thread::yield_now();
+                    let next = (last + vyrn_wire::consts::REP_ACK_US * 1000).saturating_sub(now);
+                    crate::runner::wait_readable(&fds, next.clamp(1_000, 50_000));
                 }
                 if let Ok(mut v) = v2.try_lock() {
                     local.headers_ok = voters[0].headers_ok();
@@ -242,6 +340,17 @@ impl VoterThread {
     ) -> Self {
         let voters = (0..n).map(|_| VoterDouble::new(layout, seq_key)).collect();
         VoterThread::start(voters, net, paths, t0)
+    }
+
+    /// The light responder for `net`'s voters ([`VoterThread::start_light`]).
+    pub fn spawn_light(
+        layout: Layout,
+        seq_key: ed25519_dalek::VerifyingKey,
+        net: VoterNet,
+        paths: PathsRx,
+        t0: Instant,
+    ) -> Self {
+        VoterThread::start_light(VoterDouble::new(layout, seq_key), net, paths, t0)
     }
 }
 

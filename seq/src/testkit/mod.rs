@@ -419,6 +419,7 @@ impl SimBox {
                 final_notices: c.final_notices.load(r),
                 gate_halts: c.gate_halts.load(r),
                 gate_resumes: c.gate_resumes.load(r),
+                notice_packets: c.notice_packets.load(r),
             },
         )
     }
