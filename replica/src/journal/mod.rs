@@ -694,6 +694,10 @@ impl BlockJournal {
         let page = SLOT_HEAD_BYTES as u64;
         let mut off = 0u64;
         let mut anchored = true;
+        // End of the last slot kept (a block indexed, or a tombstone read while anchored):
+        // a torn tail is cut back to here, so refused slots just before it go with it and a
+        // second recovery finds nothing more to cut.
+        let mut good_end = 0u64;
         let mut head_buf = AlignedBuf::zeroed(SLOT_HEAD_BYTES);
         while off < len {
             let head = match self.read_head(file, off, len, &mut head_buf)? {
@@ -718,16 +722,7 @@ impl BlockJournal {
                             continue;
                         }
                         None if is_last => {
-                            self.backend.truncate(file, off)?;
-                            self.counters.torn_tails_truncated += 1;
-                            self.counters.torn_bytes_dropped += len - off;
-                            report.truncated.push(Truncation {
-                                drive: d,
-                                segment: n,
-                                offset: off,
-                                dropped: len - off,
-                            });
-                            return Ok(off);
+                            return self.truncate_tail(d, n, file, good_end, len, report);
                         }
                         None => {
                             self.refuse(report, d, n, off, h, why);
@@ -738,6 +733,9 @@ impl BlockJournal {
             };
             let slot_end = off + page + head.rec_len;
             if head.state == SlotState::Evicted {
+                if anchored {
+                    good_end = slot_end;
+                }
                 off = slot_end;
                 continue;
             }
@@ -751,16 +749,7 @@ impl BlockJournal {
             if record_hash(&rec) != head.rec_hash {
                 if is_last && slot_end == len {
                     // The last write of the active segment, torn inside the record.
-                    self.backend.truncate(file, off)?;
-                    self.counters.torn_tails_truncated += 1;
-                    self.counters.torn_bytes_dropped += len - off;
-                    report.truncated.push(Truncation {
-                        drive: d,
-                        segment: n,
-                        offset: off,
-                        dropped: len - off,
-                    });
-                    return Ok(off);
+                    return self.truncate_tail(d, n, file, good_end, len, report);
                 }
                 self.refuse(report, d, n, off, Some(head.height), Refusal::Hash);
                 off = slot_end;
@@ -776,6 +765,7 @@ impl BlockJournal {
                 }
                 Ok((h, _, keys)) => {
                     anchored = true;
+                    good_end = slot_end;
                     let live = Live {
                         seg: n,
                         slot: off,
@@ -796,6 +786,29 @@ impl BlockJournal {
             off = slot_end;
         }
         Ok(off.max(len))
+    }
+
+    /// Cut the active segment of drive `d` back to `at` (a torn tail, 07 §8.2 "durable
+    /// within one io_uring batch": only the last batch can be torn).
+    fn truncate_tail(
+        &mut self,
+        d: usize,
+        n: u64,
+        file: FileId,
+        at: u64,
+        len: u64,
+        report: &mut RecoveryReport,
+    ) -> io::Result<u64> {
+        self.backend.truncate(file, at)?;
+        self.counters.torn_tails_truncated += 1;
+        self.counters.torn_bytes_dropped += len - at;
+        report.truncated.push(Truncation {
+            drive: d,
+            segment: n,
+            offset: at,
+            dropped: len - at,
+        });
+        Ok(at)
     }
 
     /// Parse, place and (with a key) verify a record; recovery and `append` share it.
