@@ -411,3 +411,49 @@ fn backend_fallback_rule() {
 fn libc_einval() -> i32 {
     22
 }
+
+#[test]
+fn config_errors_are_typed() {
+    let t = TestDir::new("cfgerr");
+    let d = t.drives(1);
+    let mut c = cfg(vec![], BackendChoice::Std);
+    assert!(matches!(
+        BlockJournal::open(c.clone()),
+        Err(JournalError::Config(_))
+    ));
+    c.drives = vec![d[0].clone(), d[0].clone()];
+    assert!(matches!(
+        BlockJournal::open(c.clone()),
+        Err(JournalError::Config(_))
+    ));
+    c.drives = d;
+    c.segment_bytes = 100;
+    assert!(matches!(
+        BlockJournal::open(c.clone()),
+        Err(JournalError::Config(_))
+    ));
+    c.segment_bytes = 1 << 20;
+    c.max_record_bytes = 1 << 31;
+    assert!(matches!(
+        BlockJournal::open(c),
+        Err(JournalError::Config(_))
+    ));
+}
+
+/// A block that rots on disk after recovery is refused at read time, counted, and never
+/// served again.
+#[test]
+fn a_block_that_rots_after_recovery_is_refused_on_read() {
+    for be in backends() {
+        let t = TestDir::new("rot");
+        let drives = t.drives(2);
+        let (mut j, _) = open(cfg(drives.clone(), be));
+        append_all(&mut j, 0..6, 6);
+        let l = j.locate(2).unwrap();
+        flip(&seg_path(&drives[0], l.segment), l.offset + 5000);
+        assert!(matches!(j.read(2), Err(ReadError::Refused(Refusal::Hash))));
+        assert_eq!(j.counters().reads_refused, 1);
+        assert!(matches!(j.read(2), Err(ReadError::NotFound)));
+        assert_serves(&mut j, [0, 1, 3, 4, 5]);
+    }
+}

@@ -483,6 +483,14 @@ impl BlockJournal {
         if cfg.segment_bytes < 2 * PAGE as u64 {
             return Err(JournalError::Config("segment_bytes below two pages"));
         }
+        if cfg.drives.len() > u16::MAX as usize {
+            return Err(JournalError::Config("too many drive directories"));
+        }
+        for (i, d) in cfg.drives.iter().enumerate() {
+            if cfg.drives[..i].contains(d) {
+                return Err(JournalError::Config("a drive directory is listed twice"));
+            }
+        }
         for (i, d) in cfg.drives.iter().enumerate() {
             std::fs::create_dir_all(d).map_err(|error| JournalError::Io { drive: i, error })?;
         }
@@ -663,7 +671,9 @@ impl BlockJournal {
             Ok(h) => h,
             Err(e) => return Ok(Err((Refusal::SlotHead(e), None))),
         };
-        if head.rec_len > self.cfg.max_record_bytes.max(MAX_RECORD_BYTES_LIMIT) {
+        // The hard limit, not the configured one: a record written under a larger
+        // `max_record_bytes` stays readable. The file length bounds it as well.
+        if head.rec_len > MAX_RECORD_BYTES_LIMIT {
             return Ok(Err((Refusal::TooLarge, Some(head.height))));
         }
         if off + page + head.rec_len > len {
@@ -842,6 +852,10 @@ impl BlockJournal {
     }
 
     /// Append an encoded `REP_BlockRecord` (see the module docs for the written-once rule).
+    ///
+    /// Never blocks for space (the ring deletes, 07 §8.3). Once `max_batch` blocks are queued
+    /// it runs [`sync`](Self::sync) itself; an error then is that sync's (the block was
+    /// accepted, and is dropped only if its own drive failed).
     pub fn append(&mut self, rec: &[u8]) -> Result<Appended, JournalError> {
         if rec.len() as u64 > self.cfg.max_record_bytes {
             self.counters.appends_refused += 1;
@@ -1217,10 +1231,15 @@ impl BlockJournal {
             },
         };
         self.counters.reads_refused += 1;
-        // Never serve it again; the slot stays on disk for inspection.
+        // Never serve it again; the slot stays on disk for inspection (the segment is kept).
         let dr = &mut self.drives[d];
         if dr.blocks.remove(&h).is_some() {
             dr.live_bytes -= live.slot_len();
+            dr.acked.remove(&h);
+            if let Some(s) = dr.segs.get_mut(&live.seg) {
+                s.live -= 1;
+                s.refused += 1;
+            }
         }
         Err(ReadError::Refused(why))
     }
