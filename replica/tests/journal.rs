@@ -338,11 +338,17 @@ fn archived_blocks_are_deleted_first_and_the_alarm_clears_when_the_archive_catch
     assert!(!j.contains(0));
     assert!(j.archive_alarm(), "unarchived block deleted");
     assert_eq!(j.counters().evicted_unarchived, 1);
-    j.archived_up_to(7);
-    assert!(!j.archive_alarm(), "archive caught up");
+    j.archived_up_to(1);
+    assert!(
+        j.archive_alarm(),
+        "watermark below the oldest block held (2)"
+    );
+    j.archived_up_to(2);
+    assert!(!j.archive_alarm(), "archive caught up with the ring");
     append_all(&mut j, [8], 1);
     assert!(!j.contains(2));
     assert_eq!(j.counters().evicted_archived, 3);
+    assert!(!j.archive_alarm());
     assert_eq!(j.counters().rep_a_archive_raised, 1);
     assert_eq!(j.heights(), vec![4, 5, 6, 7, 8]);
 }

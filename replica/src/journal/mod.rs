@@ -1297,15 +1297,28 @@ impl BlockJournal {
             (None, _) => true,
             (Some(_), None) => false,
         };
-        // Cleared once the archive has caught up to everything held.
-        if self.alarm && lag_ok && self.archived >= self.newest {
+        // Cleared once the archive has every block the ring would delete next (its watermark
+        // reaches the oldest block held) and the lag is under the threshold. The deleted
+        // blocks stay a gap in the archive; `evicted_unarchived` keeps the count.
+        let oldest = self
+            .drives
+            .iter()
+            .filter_map(|d| d.blocks.keys().next())
+            .min();
+        let caught_up = match (oldest, self.archived) {
+            (None, _) => true,
+            (Some(o), Some(a)) => a >= *o,
+            (Some(_), None) => false,
+        };
+        if self.alarm && lag_ok && caught_up {
             self.alarm = false;
         }
     }
 
     /// Whether `REP_A_ARCHIVE` is raised (07 §8.3): the ring deleted a block the archive did
-    /// not have, or the archive lags by `archive_alarm_lag_blocks`. Cleared when
-    /// `archived_up_to` reaches the newest held height.
+    /// not have, or the archive lags by `archive_alarm_lag_blocks`. Cleared by
+    /// `archived_up_to` once the watermark reaches the oldest block held and the lag is under
+    /// the threshold.
     pub fn archive_alarm(&self) -> bool {
         self.alarm
     }

@@ -46,7 +46,7 @@ fn poisoned() -> io::Error {
 /// error the caller must treat every entry as possibly still in flight.
 fn run(ring: &mut IoUring, entries: &[squeue::Entry]) -> io::Result<Vec<i32>> {
     let mut results = vec![i32::MIN; entries.len()];
-    let (mut next, mut inflight, mut done) = (0usize, 0usize, 0usize);
+    let (mut next, mut done) = (0usize, 0usize);
     while done < entries.len() {
         {
             let mut sq = ring.submission();
@@ -59,7 +59,6 @@ fn run(ring: &mut IoUring, entries: &[squeue::Entry]) -> io::Result<Vec<i32>> {
                     break;
                 }
                 next += 1;
-                inflight += 1;
             }
         }
         loop {
@@ -74,12 +73,10 @@ fn run(ring: &mut IoUring, entries: &[squeue::Entry]) -> io::Result<Vec<i32>> {
             if let Some(r) = results.get_mut(i) {
                 if *r == i32::MIN {
                     *r = cqe.result();
-                    inflight -= 1;
                     done += 1;
                 }
             }
         }
-        let _ = inflight;
     }
     Ok(results)
 }
