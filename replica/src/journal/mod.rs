@@ -472,25 +472,7 @@ fn fsync_dir(dir: &Path) -> io::Result<()> {
 impl BlockJournal {
     /// Open (creating missing drive directories), pick the backend, and recover.
     pub fn open(cfg: JournalConfig) -> Result<(BlockJournal, RecoveryReport), JournalError> {
-        if cfg.drives.is_empty() {
-            return Err(JournalError::Config("no drive directory"));
-        }
-        if cfg.max_record_bytes < PAGE as u64 || cfg.max_record_bytes > MAX_RECORD_BYTES_LIMIT {
-            return Err(JournalError::Config(
-                "max_record_bytes outside 4 KiB..=1 GiB",
-            ));
-        }
-        if cfg.segment_bytes < 2 * PAGE as u64 {
-            return Err(JournalError::Config("segment_bytes below two pages"));
-        }
-        if cfg.drives.len() > u16::MAX as usize {
-            return Err(JournalError::Config("too many drive directories"));
-        }
-        for (i, d) in cfg.drives.iter().enumerate() {
-            if cfg.drives[..i].contains(d) {
-                return Err(JournalError::Config("a drive directory is listed twice"));
-            }
-        }
+        Self::check_config(&cfg)?;
         for (i, d) in cfg.drives.iter().enumerate() {
             std::fs::create_dir_all(d).map_err(|error| JournalError::Io { drive: i, error })?;
         }
@@ -521,6 +503,50 @@ impl BlockJournal {
             None => {}
         }
         let backend = backend::make_backend(kind).map_err(JournalError::Backend)?;
+        Self::open_inner(cfg, backend, counters)
+    }
+
+    /// Open on a backend the caller built (no probing; `cfg.backend` is ignored). For tests
+    /// that inject faults, and for a caller that shares a ring.
+    pub fn open_with(
+        cfg: JournalConfig,
+        backend: Box<dyn Backend>,
+    ) -> Result<(BlockJournal, RecoveryReport), JournalError> {
+        Self::check_config(&cfg)?;
+        for (i, d) in cfg.drives.iter().enumerate() {
+            std::fs::create_dir_all(d).map_err(|error| JournalError::Io { drive: i, error })?;
+        }
+        Self::open_inner(cfg, backend, JournalCounters::default())
+    }
+
+    fn check_config(cfg: &JournalConfig) -> Result<(), JournalError> {
+        if cfg.drives.is_empty() {
+            return Err(JournalError::Config("no drive directory"));
+        }
+        if cfg.max_record_bytes < PAGE as u64 || cfg.max_record_bytes > MAX_RECORD_BYTES_LIMIT {
+            return Err(JournalError::Config(
+                "max_record_bytes outside 4 KiB..=1 GiB",
+            ));
+        }
+        if cfg.segment_bytes < 2 * PAGE as u64 {
+            return Err(JournalError::Config("segment_bytes below two pages"));
+        }
+        if cfg.drives.len() > u16::MAX as usize {
+            return Err(JournalError::Config("too many drive directories"));
+        }
+        for (i, d) in cfg.drives.iter().enumerate() {
+            if cfg.drives[..i].contains(d) {
+                return Err(JournalError::Config("a drive directory is listed twice"));
+            }
+        }
+        Ok(())
+    }
+
+    fn open_inner(
+        cfg: JournalConfig,
+        backend: Box<dyn Backend>,
+        counters: JournalCounters,
+    ) -> Result<(BlockJournal, RecoveryReport), JournalError> {
         let drives = cfg
             .drives
             .iter()
