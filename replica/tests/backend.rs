@@ -125,6 +125,9 @@ impl Backend for Faulty {
     fn punch(&mut self, f: FileId, offset: u64, len: u64) -> io::Result<()> {
         self.inner.punch(f, offset, len)
     }
+    fn preallocate(&mut self, f: FileId, len: u64) -> io::Result<()> {
+        self.inner.preallocate(f, len)
+    }
 }
 
 #[test]
@@ -179,4 +182,71 @@ fn a_failed_drive_loses_only_its_own_blocks_and_refuses_further_appends() {
     j.append(&bytes(10)).unwrap();
     j.sync().unwrap();
     assert!(j.contains(10), "backfilled from a peer");
+}
+
+/// Not a benchmark (B-REP-9 needs the REF box): a smoke figure for the dev VM.
+/// `cargo test -p vyrn-replica --test backend -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn throughput_smoke() {
+    for be in backends() {
+        let t = TestDir::new("tput");
+        let mut c = cfg(t.drives(3), be);
+        c.segment_bytes = 256 << 20;
+        c.verifying_key = None;
+        let (mut j, _) = open(c);
+        let recs: Vec<Vec<u8>> = (0..256u64)
+            .map(|h| {
+                let mut r = record(h);
+                r.order = vec![h as u8; 1 << 20];
+                r.to_bytes().unwrap()
+            })
+            .collect();
+        let t0 = std::time::Instant::now();
+        let mut in_sync = std::time::Duration::ZERO;
+        for (i, r) in recs.iter().enumerate() {
+            j.append(r).unwrap();
+            if i % 32 == 31 {
+                let s = std::time::Instant::now();
+                j.sync().unwrap();
+                in_sync += s.elapsed();
+            }
+        }
+        j.sync().unwrap();
+        let w = t0.elapsed();
+        let bytes = j.counters().bytes_written as f64;
+        let t1 = std::time::Instant::now();
+        for h in 0..256 {
+            j.read(h).unwrap();
+        }
+        let r = t1.elapsed();
+        eprintln!(
+            "{be:?}: write+sync {:.0} MB/s ({:.0}% in sync), verified read {:.0} MB/s ({} MiB, batches of 32)",
+            bytes / w.as_secs_f64() / 1e6,
+            100.0 * in_sync.as_secs_f64() / w.as_secs_f64(),
+            bytes / r.as_secs_f64() / 1e6,
+            bytes as u64 >> 20
+        );
+    }
+}
+
+/// The backend alone: 256 × 1 MiB writes in one flush. Compare with `throughput_smoke`.
+#[test]
+#[ignore]
+fn raw_backend_smoke() {
+    for mut be in backends_dyn() {
+        let t = TestDir::new("raw");
+        let f = be.open(&t.0.join("x"), true).unwrap();
+        let t0 = std::time::Instant::now();
+        for i in 0..256u64 {
+            be.queue_write(f, i << 20, page_of(i as u8, 256)).unwrap();
+        }
+        assert!(be.flush().is_empty());
+        let s = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{:?}: 256 MiB in one flush: {:.0} MB/s",
+            be.kind(),
+            268.4 / s
+        );
+    }
 }

@@ -217,6 +217,9 @@ pub trait Backend: fmt::Debug + Send {
     /// Release the space of `[offset, offset + len)` (best effort; the journal's tombstone, not
     /// the hole, is what recovery reads).
     fn punch(&mut self, f: FileId, offset: u64, len: u64) -> io::Result<()>;
+    /// Reserve `len` bytes of space without changing the file's length (best effort), so
+    /// appends do not allocate blocks one write at a time.
+    fn preallocate(&mut self, f: FileId, len: u64) -> io::Result<()>;
 }
 
 /// Slab of open files shared by both backends.
@@ -278,6 +281,27 @@ pub(crate) fn punch_hole(f: &File, offset: u64, len: u64) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) fn keep_size_alloc(f: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(len) else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    // SAFETY: plain syscall on an fd this process owns for the call's duration; no memory is
+    // passed.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn keep_size_alloc(_f: &File, _len: u64) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -375,6 +399,9 @@ impl Backend for StdBackend {
     }
     fn punch(&mut self, f: FileId, offset: u64, len: u64) -> io::Result<()> {
         punch_hole(self.files.get(f)?, offset, len)
+    }
+    fn preallocate(&mut self, f: FileId, len: u64) -> io::Result<()> {
+        keep_size_alloc(self.files.get(f)?, len)
     }
 }
 

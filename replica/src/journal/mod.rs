@@ -186,6 +186,8 @@ pub struct JournalCounters {
     pub segments_created: u64,
     /// Segment files removed (no live block left).
     pub segments_removed: u64,
+    /// Segment preallocations the file system refused (appends then allocate as they go).
+    pub prealloc_failed: u64,
     /// Hole punches the file system refused (space comes back when the segment goes).
     pub punch_failed: u64,
     /// I/O errors (write, sync, read, create).
@@ -1002,6 +1004,9 @@ impl BlockJournal {
                 return Err(JournalError::Io { drive: d, error });
             }
         };
+        if self.backend.preallocate(file, seg_bytes).is_err() {
+            self.counters.prealloc_failed += 1;
+        }
         // The segment this replaces, if left empty, is unlinked by the next `sync`.
         let dr = &mut self.drives[d];
         dr.segs.insert(

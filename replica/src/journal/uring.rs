@@ -13,7 +13,9 @@ use std::path::Path;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use super::backend::{open_opts, punch_hole, AlignedBuf, Backend, BackendKind, FileId, Files};
+use super::backend::{
+    keep_size_alloc, open_opts, punch_hole, AlignedBuf, Backend, BackendKind, FileId, Files,
+};
 
 /// Submission queue entries; a batch larger than this is fed in as completions free slots.
 const RING_ENTRIES: u32 = 256;
@@ -290,6 +292,10 @@ impl Backend for UringBackend {
 
     fn punch(&mut self, f: FileId, offset: u64, len: u64) -> io::Result<()> {
         punch_hole(self.files.get(f)?, offset, len)
+    }
+
+    fn preallocate(&mut self, f: FileId, len: u64) -> io::Result<()> {
+        keep_size_alloc(self.files.get(f)?, len)
     }
 }
 
