@@ -287,12 +287,18 @@ impl CertJournal {
             let r = (|| {
                 if i != best && common < truth.len() {
                     let src = copies[best].file.as_ref().ok_or(io::ErrorKind::NotFound)?;
-                    let mut buf = vec![0u8; (end - from) as usize];
-                    if !read_exact_at(src, &mut buf, from)? {
-                        return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-                    }
                     f.set_len(from)?;
-                    f.write_all_at(&buf, from)?;
+                    // Copied in 1 MiB pieces: a lost copy can be hours of certificates.
+                    let mut buf = vec![0u8; 1 << 20];
+                    let mut at = from;
+                    while at < end {
+                        let k = ((end - at) as usize).min(buf.len());
+                        if !read_exact_at(src, &mut buf[..k], at)? {
+                            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+                        }
+                        f.write_all_at(&buf[..k], at)?;
+                        at += k as u64;
+                    }
                 }
                 if flen != end || i != best {
                     f.set_len(end)?;

@@ -1069,9 +1069,9 @@ impl BlockJournal {
         };
         let dr = &mut self.drives[d];
         dr.acked.remove(&h);
-        dr.live_bytes -= live.slot_len();
+        dr.live_bytes = dr.live_bytes.saturating_sub(live.slot_len());
         let file = dr.segs.get_mut(&live.seg).map(|s| {
-            s.live -= 1;
+            s.live = s.live.saturating_sub(1);
             s.file
         });
         if archived {
@@ -1155,11 +1155,11 @@ impl BlockJournal {
         self.pending_at.clear();
         for p in std::mem::take(&mut self.pending) {
             let dr = &mut self.drives[p.drive];
-            dr.queued_blocks -= 1;
+            dr.queued_blocks = dr.queued_blocks.saturating_sub(1);
             if dr.failed {
-                dr.live_bytes -= p.live.slot_len();
+                dr.live_bytes = dr.live_bytes.saturating_sub(p.live.slot_len());
                 if let Some(s) = dr.segs.get_mut(&p.live.seg) {
-                    s.live -= 1;
+                    s.live = s.live.saturating_sub(1);
                 }
                 continue;
             }
@@ -1265,10 +1265,10 @@ impl BlockJournal {
         // Never serve it again; the slot stays on disk for inspection (the segment is kept).
         let dr = &mut self.drives[d];
         if dr.blocks.remove(&h).is_some() {
-            dr.live_bytes -= live.slot_len();
+            dr.live_bytes = dr.live_bytes.saturating_sub(live.slot_len());
             dr.acked.remove(&h);
             if let Some(s) = dr.segs.get_mut(&live.seg) {
-                s.live -= 1;
+                s.live = s.live.saturating_sub(1);
                 s.refused += 1;
             }
         }
