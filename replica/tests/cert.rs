@@ -1,0 +1,155 @@
+//! The cert journal mirrored on drives 0 and 1 (07 §8.2).
+
+mod common;
+
+use common::TestDir;
+use vyrn_replica::journal::cert::{CertJournal, CertKind, CERT_FILE, CERT_HEAD_BYTES};
+
+fn payload(i: usize) -> Vec<u8> {
+    (0..(100 + 37 * i)).map(|k| (k ^ i) as u8).collect()
+}
+
+fn kind(i: usize) -> CertKind {
+    [CertKind::Finality, CertKind::Root, CertKind::SealExt][i % 3]
+}
+
+fn open(dirs: &[std::path::PathBuf]) -> CertJournal {
+    match CertJournal::open(dirs) {
+        Ok(c) => c,
+        Err(e) => panic!("open: {e}"),
+    }
+}
+
+fn fill(dirs: &[std::path::PathBuf], n: usize) {
+    let mut c = open(dirs);
+    for i in 0..n {
+        assert_eq!(c.append(kind(i), &payload(i)).unwrap(), i);
+    }
+    c.sync().unwrap();
+}
+
+fn check_all(c: &mut CertJournal, n: usize) {
+    assert_eq!(c.len(), n);
+    for i in 0..n {
+        let (k, p) = c.get(i).unwrap();
+        assert_eq!((k, p), (kind(i), payload(i)), "entry {i}");
+    }
+}
+
+#[test]
+fn round_trip_and_both_copies_identical() {
+    let t = TestDir::new("cert-rt");
+    let dirs = t.drives(3);
+    fill(&dirs, 20);
+    let mut c = open(&dirs);
+    check_all(&mut c, 20);
+    assert_eq!(c.live_copies(), 2);
+    assert_eq!(c.counters().copies_repaired, 0);
+    let a = std::fs::read(dirs[0].join(CERT_FILE)).unwrap();
+    let b = std::fs::read(dirs[1].join(CERT_FILE)).unwrap();
+    assert_eq!(a, b);
+    assert!(!dirs[2].join(CERT_FILE).exists(), "only drives 0 and 1");
+}
+
+#[test]
+fn mirror_survives_the_loss_of_either_copy() {
+    for lost in 0..2 {
+        let t = TestDir::new("cert-loss");
+        let dirs = t.drives(2);
+        fill(&dirs, 20);
+        let other = std::fs::read(dirs[1 - lost].join(CERT_FILE)).unwrap();
+        std::fs::remove_file(dirs[lost].join(CERT_FILE)).unwrap();
+        let mut c = open(&dirs);
+        check_all(&mut c, 20);
+        assert_eq!(c.counters().copies_repaired, 1);
+        assert_eq!(c.counters().entries_restored, 20);
+        assert_eq!(std::fs::read(dirs[lost].join(CERT_FILE)).unwrap(), other);
+        // Appends continue on both copies.
+        c.append(CertKind::Root, b"after").unwrap();
+        c.sync().unwrap();
+        drop(c);
+        let mut c = open(&dirs);
+        assert_eq!(c.len(), 21);
+        assert_eq!(c.get(20).unwrap().1, b"after");
+    }
+}
+
+#[test]
+fn a_corrupt_middle_entry_in_one_copy_is_repaired_from_the_other() {
+    let t = TestDir::new("cert-corrupt");
+    let dirs = t.drives(2);
+    fill(&dirs, 20);
+    let p0 = dirs[0].join(CERT_FILE);
+    let mut b = std::fs::read(&p0).unwrap();
+    let good = b.clone();
+    let off5: usize = (0..5).map(|i| CERT_HEAD_BYTES + payload(i).len()).sum();
+    b[off5 + CERT_HEAD_BYTES + 3] ^= 1;
+    std::fs::write(&p0, &b).unwrap();
+    let mut c = open(&dirs);
+    check_all(&mut c, 20);
+    assert_eq!(c.counters().copies_repaired, 1);
+    assert_eq!(c.counters().entries_restored, 15);
+    assert_eq!(std::fs::read(&p0).unwrap(), good);
+}
+
+#[test]
+fn torn_tails_are_cut_and_the_longer_copy_wins() {
+    let t = TestDir::new("cert-torn");
+    let dirs = t.drives(2);
+    fill(&dirs, 10);
+    let l0 = std::fs::metadata(dirs[0].join(CERT_FILE)).unwrap().len();
+    let last = (CERT_HEAD_BYTES + payload(9).len()) as u64;
+    // Copy 0 torn inside entry 9, copy 1 torn inside entry 8's head.
+    let f0 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dirs[0].join(CERT_FILE))
+        .unwrap();
+    f0.set_len(l0 - last / 2).unwrap();
+    let f1 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dirs[1].join(CERT_FILE))
+        .unwrap();
+    f1.set_len(l0 - last - 10).unwrap();
+    let mut c = open(&dirs);
+    check_all(&mut c, 9);
+    assert_eq!(c.counters().torn_tails, 1);
+    assert_eq!(c.counters().copies_repaired, 1);
+    let a = std::fs::read(dirs[0].join(CERT_FILE)).unwrap();
+    assert_eq!(a, std::fs::read(dirs[1].join(CERT_FILE)).unwrap());
+    assert_eq!(a.len() as u64, l0 - last);
+    c.append(kind(9), &payload(9)).unwrap();
+    c.sync().unwrap();
+    drop(c);
+    let mut c = open(&dirs);
+    check_all(&mut c, 10);
+}
+
+#[test]
+fn a_read_falls_back_to_the_mirror_when_the_first_copy_rots() {
+    let t = TestDir::new("cert-rot");
+    let dirs = t.drives(2);
+    fill(&dirs, 4);
+    let mut c = open(&dirs);
+    let p0 = dirs[0].join(CERT_FILE);
+    let mut b = std::fs::read(&p0).unwrap();
+    b[CERT_HEAD_BYTES + 1] ^= 0xFF;
+    std::fs::write(&p0, &b).unwrap();
+    check_all(&mut c, 4);
+    assert_eq!(c.counters().mirror_reads, 1);
+}
+
+#[test]
+fn one_drive_means_one_copy_and_oversized_entries_are_refused() {
+    let t = TestDir::new("cert-one");
+    let dirs = t.drives(1);
+    let mut c = open(&dirs);
+    assert_eq!(c.live_copies(), 1);
+    assert!(c
+        .append(CertKind::Finality, &vec![0u8; (1 << 20) + 1])
+        .is_err());
+    assert_eq!(c.counters().refused, 1);
+    c.append(CertKind::Finality, b"x").unwrap();
+    c.sync().unwrap();
+    drop(c);
+    assert_eq!(open(&dirs).len(), 1);
+}
