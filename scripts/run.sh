@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command. Until the whole home exists (data box and replicas on their ports),
-# it runs: (1) the sequencer box (`vyrn-seq`: its tiles on threads joined by vyrn-rings, from the
-# dev config) with four voter doubles on the replication paths, driven over loopback UDP by the
-# load generator as its own process (`vyrn-load`), each printing a line per second and a summary;
+# it runs: (1) the sequencer box (`vyrn-seq`: the hot path spinning on one pinned core, the cold
+# tiles blocking on the other, from the dev config) with the light voter responder on the
+# replication paths, driven over loopback UDP by the load generator as its own process
+# (`vyrn-load`: a ping run, then the open-loop mix), each printing a line per second and a summary;
 # (2) the
 # order-stream path end to end on loopback: a seeded REF stream on two lossy paths, NACK
 # repair, the replica decoder, header verification (vyrn-paths); (3) the capture tool.
@@ -22,17 +23,29 @@ if [ ! -f "$conf" ]; then
   "$bin/vyrn-seq" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
 fi
 secs=${VYRN_SECS:-5}
+ping_secs=${VYRN_PING_SECS:-2}
 seq_log=$(mktemp --suffix=.seq.log)
 echo "== sequencer box (vyrn-seq, threaded, voter doubles) + load generator (vyrn-load) =="
 # The box runs a little longer than the load so the last answers, durable and final arrive.
-"$bin/vyrn-seq" --config "$conf" --voter-doubles --secs $((secs + 3)) >"$seq_log" 2>&1 &
+"$bin/vyrn-seq" --config "$conf" --voter-doubles --secs $((secs + ping_secs + 4)) >"$seq_log" 2>&1 &
 seq_pid=$!
 sleep 1
 client_port=$(sed -n 's/^client_port *= *\([0-9]*\).*/\1/p' "$conf")
-echo "-- load generator (vyrn-load), copy 1 to 127.0.0.1:$client_port --"
+# The load generator stays off the box's hot core (core_map's first entry): on the cold one.
+cold=$(sed -n 's/^core_map *= *[0-9]*, *\([0-9]*\).*/\1/p' "$conf")
+pin=()
+[ -n "$cold" ] && pin=(--core "$cold")
+# As root, the generator runs at nice -5 so its wake-ups on that shared core are not queued
+# behind the box's cold tiles and voters (it measures the box, not its own scheduling).
+nice=()
+[ "$(id -u)" = 0 ] && nice=(--nice -5)
 load_rc=0
+echo "-- load generator (vyrn-load) in ping mode: one request in flight, request -> answer round trips --"
+"$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$ping_secs" --ping "${pin[@]}" "${nice[@]}" \
+  || load_rc=$?
+echo "-- load generator (vyrn-load), open loop, copy 1 to 127.0.0.1:$client_port --"
 "$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$secs" \
-  --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}" || load_rc=$?
+  --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}" "${pin[@]}" "${nice[@]}" || load_rc=$?
 seq_rc=0
 wait "$seq_pid" || seq_rc=$?
 echo "-- the box's own lines (vyrn-seq) --"

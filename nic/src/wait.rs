@@ -11,6 +11,17 @@ pub fn fine_timer_slack() -> bool {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) == 0 }
 }
 
+/// Set this thread's nice value (Linux: `setpriority` on the thread id); false if refused
+/// (lowering it below 0 needs CAP_SYS_NICE). A measuring client on a core it shares raises
+/// its priority so its wake-ups are not queued behind other threads: what it measures is then
+/// the box, not its own scheduling.
+pub fn set_nice(nice: i32) -> bool {
+    // SAFETY: gettid takes no arguments and returns this thread's id.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain syscall on this thread's id; changes only its scheduling weight.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) == 0 }
+}
+
 /// Block until one of `fds` is readable or `timeout_ns` passed; true if one is readable.
 /// An interrupted wait (EINTR) returns false, like a timeout. At most 16 descriptors.
 pub fn wait_readable(fds: &[RawFd], timeout_ns: u64) -> bool {

@@ -28,7 +28,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use vyrn_engine::{AccountCfg, BookConfig, EngineConfig, SessionCfg};
 use vyrn_wire::consts::{
-    BLOCK_NS, FAILOVER_SILENCE_MS, MAX_SESSIONS_PER_LANE, N_LANES_MAX, REP_ACK_US,
+    BLOCK_NS, FAILOVER_SILENCE_MS, MAX_SESSIONS_PER_LANE, N_LANES_MAX, REP_ACK_LIVE_US, REP_ACK_US,
     REP_RTX_RING_BYTES,
 };
 use vyrn_wire::layout::Layout;
@@ -66,6 +66,10 @@ pub const DEADLINE_NS_MAX: u64 = 1_000_000_000;
 pub const SELF_FENCE_US_MIN: u64 = 2 * REP_ACK_US;
 /// Longest self-fence window on a `dev` box, µs: 10 s (voter doubles on shared cores).
 pub const SELF_FENCE_US_MAX_DEV: u64 = 10_000_000;
+/// Shortest `hb_us` (the heartbeat period, a budget override of REP_HB_US).
+pub const HB_US_MIN: u64 = 10;
+/// Longest `hb_us` on profile dev (elsewhere REP_ACK_LIVE_US).
+pub const HB_US_MAX_DEV: u64 = 10_000;
 /// Longest self-fence window on `ref` and `consumer`, µs: `FAILOVER_SILENCE_MS`. Voters suspect
 /// the sequencer after that much silence (07 §9.1); a sequencer cut off from its voters must
 /// have stopped releasing by then (INV-REP-6).
@@ -155,6 +159,8 @@ pub struct BoxConfig {
     pub rtx_ring_bytes: usize,
     /// Self-fence window override, µs (REP_SELF_FENCE_US is a budget; 250 when unset).
     pub self_fence_us: Option<u64>,
+    /// Budget override of REP_HB_US (µs): the stream cores' heartbeat period.
+    pub hb_us: Option<u64>,
 }
 
 impl BoxConfig {
@@ -523,6 +529,29 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
                     "self_fence_us = {us}: above {SELF_FENCE_US_MAX} µs only on profile dev — voters \
                      suspect after FAILOVER_SILENCE_MS of silence (07 §9.1), and the sequencer \
                      must have fenced by then (INV-REP-6)"
+                ),
+            ));
+            None
+        }
+        x => x.map(|x| x.0),
+    };
+    // REP_HB_US is a budget (07 §15): a dev box that shares two cores with its voters may send
+    // heartbeats less often; elsewhere at most REP_ACK_LIVE_US apart, or voters that ack only
+    // while frames arrive (07 §4.8) would fall silent between heartbeats.
+    let hb_us = match b.num(
+        "hb_us",
+        false,
+        (HB_US_MIN, HB_US_MAX_DEV),
+        "10 µs to 10 ms",
+        e,
+    ) {
+        Some((us, line)) if profile != Profile::Dev && us > REP_ACK_LIVE_US => {
+            e.push(err(
+                file,
+                line,
+                format!(
+                    "hb_us = {us}: above REP_ACK_LIVE_US = {REP_ACK_LIVE_US} µs only on profile dev — \
+                     a voter acks only while it receives frames (07 §4.8)"
                 ),
             ));
             None
@@ -948,6 +977,7 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         core_map,
         rtx_ring_bytes,
         self_fence_us,
+        hb_us,
     })
 }
 
@@ -1156,7 +1186,14 @@ pub fn write_dev_config(
     let _ = writeln!(c, "[box]");
     let _ = writeln!(c, "profile = dev");
     let _ = writeln!(c, "book = 1\nepoch = 1\nlanes = {lanes}\nvoters = 4");
-    let _ = writeln!(c, "block_ns = {}", BLOCK_NS);
+    // Blocks of 2 ms on a dev box (BLOCK_NS is 1 ms): each block costs a signature, its
+    // verification at every voter and Q signatures checked by the box — on the one core a dev
+    // box leaves for everything but the hot path, 1 kHz of that starves finality.
+    let _ = writeln!(
+        c,
+        "block_ns = {}    # dev: 2 ms (BLOCK_NS = 1 ms); the crypto per block shares one core",
+        2 * BLOCK_NS
+    );
     let _ = writeln!(c, "client_port = {base_port}    # the box's client port");
     let _ = writeln!(c, "ctrl_port = {ctrl_port}");
     // dev (issue 11): core_map[0] is the hot core (the response path spins there), the rest
@@ -1177,6 +1214,10 @@ pub fn write_dev_config(
     let _ = writeln!(
         c,
         "self_fence_us = 50000    # budget override: voter doubles share this box's 2 cores"
+    );
+    let _ = writeln!(
+        c,
+        "hb_us = 1000    # budget override of REP_HB_US (50): fewer idle frames on 2 shared cores"
     );
     let _ = writeln!(c, "seq_key_file = {}", key("seq")?);
     for l in 0..lanes {

@@ -10,6 +10,8 @@ use crate::shm::StepMsg;
 /// How far past the newest closed height a finalize vote may reach and still be kept (votes
 /// can overtake control's view of a close by a few blocks, never by this many).
 pub const VOTE_AHEAD_MAX: u64 = 64;
+/// Closed-not-final blocks control keeps the last step of (for the sessions' Final notices).
+const MARKS_MAX: usize = 4096;
 use crate::mem::ControlMem;
 use std::collections::{BTreeMap, VecDeque};
 use vyrn_engine::bbo::{control, ControlReq};
@@ -33,6 +35,17 @@ pub struct ControlCounters {
     /// Notice packets sent (one per session per watermark time; Durable and Final share one
     /// when both are due).
     pub notice_packets: u64,
+}
+
+/// What one session was last told (issue 11: watermarks only to sessions they attest).
+#[derive(Debug, Default, Clone, Copy)]
+struct Notified {
+    /// The step and height of the last Durable record it got.
+    durable_step: u64,
+    durable_height: u64,
+    /// The last step and the height of the last Final record it got.
+    final_step: u64,
+    final_height: u64,
 }
 
 /// The control tile.
@@ -61,12 +74,19 @@ pub struct Control {
     counters: ControlCounters,
     /// Closed blocks not yet durable: (height, last_step), from the mark entries.
     blocks: VecDeque<(u64, u64)>,
+    /// Closed blocks not yet final: (height, last_step).
+    marks: VecDeque<(u64, u64)>,
+    /// The last step the final height covers.
+    final_step: u64,
+    /// Per session (as `sessions`): the watermarks it was last told.
+    notified: Vec<Notified>,
     closed_height: u64,
 }
 
 impl Control {
     /// Control for `n_voters` voters (quorum `q`), sending watermarks to `sessions`.
     pub fn new(n_voters: usize, q: usize, sessions: Vec<(u32, SipKey)>) -> Self {
+        let n_sessions = sessions.len();
         Control {
             n_voters,
             q,
@@ -87,6 +107,9 @@ impl Control {
             rb: RespBuilder::default(),
             counters: ControlCounters::default(),
             blocks: VecDeque::new(),
+            marks: VecDeque::new(),
+            final_step: 0,
+            notified: vec![Notified::default(); n_sessions],
             closed_height: 0,
         }
     }
@@ -145,19 +168,42 @@ impl Control {
             .map_or(self.closed_height + 1, |b| b.0)
     }
 
-    /// One notice packet per session carrying `recs` as separate records (07 §6.9: Durable and
-    /// Final are never merged; issue 11: when both are due they share a packet).
-    fn notice(&mut self, recs: &[Record], sh: &mut impl ControlMem) {
+    /// The watermarks to the sessions that have something for them to attest (issue 11): a
+    /// session gets `durable` while the Durable watermark it last got is below the newest
+    /// step-gated response it was sent, and `fin` while the steps the Final it last got covers
+    /// are below it — one packet per session, the two as separate records (07 §6.9 never merges
+    /// them). A session with nothing newer gets nothing: its last watermarks still cover it.
+    fn notice(&mut self, durable: Option<Record>, fin: Option<Record>, sh: &mut impl ControlMem) {
         for i in 0..self.sessions.len() {
             let (session, k_out) = self.sessions[i];
+            let want = sh.session_step(session);
+            let n = self.notified[i];
+            let d = durable.filter(|_| n.durable_step < want);
+            // Final until it covers the session's answers and the height of the last Durable
+            // it got (the client bounds a fill's height by that Durable's, `client::facts`).
+            let f = fin.filter(|_| n.final_step < want || n.final_height < n.durable_height);
+            if d.is_none() && f.is_none() {
+                continue;
+            }
             self.rb.start(session, 0);
-            for r in recs {
-                self.rb.push(r);
+            if let Some(r) = d {
+                self.rb.push(&r);
+                if let Record::Durable { step, height } = r {
+                    self.notified[i].durable_step = step;
+                    self.notified[i].durable_height = height;
+                }
+                self.counters.durable_notices += 1;
+            }
+            if let Some(r) = f {
+                self.rb.push(&r);
+                self.notified[i].final_step = self.final_step;
+                self.notified[i].final_height = self.final_height;
+                self.counters.final_notices += 1;
             }
             let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out);
             sh.notice(session, bytes);
+            self.counters.notice_packets += 1;
         }
-        self.counters.notice_packets += self.sessions.len() as u64;
     }
 
     /// One poll at `now`. Returns a control request for the BBO core, if any.
@@ -168,6 +214,12 @@ impl Control {
                 StepMsg::Mark { height, last_step } => {
                     self.blocks.push_back((height, last_step));
                     self.closed_height = height;
+                    // Bounded: a long finality stall keeps the newest MARKS_MAX (the book is
+                    // halted by then; an older final height maps to the oldest kept).
+                    if self.marks.len() == MARKS_MAX {
+                        self.marks.pop_front();
+                    }
+                    self.marks.push_back((height, last_step));
                 }
             }
         }
@@ -218,8 +270,7 @@ impl Control {
         }
         // The watermarks (07 §6.9): Durable per ≤ 1 ms, Final per finalization — one packet
         // per session when both are due, a Durable that moved riding along with a Final.
-        let mut recs = [Record::Durable { step: 0, height: 0 }; 2];
-        let mut n = 0;
+        let (mut rec_d, mut rec_f) = (None, None);
         let durable_due = self.durable > self.durable_sent
             && (advanced || now.saturating_sub(self.last_durable_ns) >= 1_000_000);
         if durable_due {
@@ -231,24 +282,28 @@ impl Control {
             let height = self.height_of(self.durable);
             // DUR_QUORUM (07 §6.9): REP_DurableMark, and the Durable watermark to every session.
             sh.durable_mark(self.durable, height);
-            recs[n] = Record::Durable {
+            rec_d = Some(Record::Durable {
                 step: self.durable,
                 height,
-            };
-            n += 1;
-            self.counters.durable_notices += self.sessions.len() as u64;
+            });
         }
         if advanced {
             self.view += 1;
-            recs[n] = Record::Final {
+            // The steps the new final height covers (its block's last step, from the marks).
+            while let Some(&(h, last)) = self.marks.front() {
+                if h > self.final_height {
+                    break;
+                }
+                self.final_step = self.final_step.max(last);
+                self.marks.pop_front();
+            }
+            rec_f = Some(Record::Final {
                 height: self.final_height,
                 view: self.view,
-            };
-            n += 1;
-            self.counters.final_notices += self.sessions.len() as u64;
+            });
         }
-        if n > 0 {
-            self.notice(&recs[..n], sh);
+        if rec_d.is_some() || rec_f.is_some() {
+            self.notice(rec_d, rec_f, sh);
         }
         // Self-fence (INV-REP-6, §4.8): armed once Q voters have acked.
         let fresh = self

@@ -72,6 +72,11 @@ pub trait ControlMem {
     fn fence(&mut self);
     /// Raise `REP_DurableMark{step, height}` (07 §6.9, DUR_QUORUM).
     fn durable_mark(&mut self, step: u64, height: u64);
+    /// The newest StepId of a response sent to `session` (`u64::MAX`: unknown, so every
+    /// watermark goes to it).
+    fn session_step(&self, _session: u32) -> u64 {
+        u64::MAX
+    }
 }
 
 /// The order hasher's view (07 §4.6).

@@ -96,13 +96,27 @@ fn bump(c: &AtomicU64) {
 pub struct SessionAddrs {
     index: HashMap<u32, usize>,
     v: Vec<AtomicU64>,
+    /// Per session: the newest StepId of a step-gated response sent to it (control's notices
+    /// go only to sessions with something to attest).
+    steps: Vec<AtomicU64>,
 }
 
 impl SessionAddrs {
     fn new(sessions: impl Iterator<Item = u32>) -> Self {
         let index: HashMap<u32, usize> = sessions.enumerate().map(|(i, s)| (s, i)).collect();
         let v = (0..index.len()).map(|_| AtomicU64::new(0)).collect();
-        SessionAddrs { index, v }
+        let steps = (0..index.len()).map(|_| AtomicU64::new(0)).collect();
+        SessionAddrs { index, v, steps }
+    }
+    fn note_step(&self, session: u32, step: u64) {
+        if let Some(&i) = self.index.get(&session) {
+            self.steps[i].fetch_max(step, Ordering::Relaxed);
+        }
+    }
+    fn step(&self, session: u32) -> u64 {
+        self.index
+            .get(&session)
+            .map_or(0, |&i| self.steps[i].load(Ordering::Relaxed))
     }
     fn learn(&self, session: u32, a: SocketAddr) {
         if let (Some(&i), SocketAddr::V4(a)) = (self.index.get(&session), a) {
@@ -202,8 +216,14 @@ impl ClientWire {
 }
 
 impl Wire for ClientWire {
-    fn resp(&mut self, session: u32, _gate: Gate, bytes: &[u8]) {
+    fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]) {
+        if let Gate::Step { step, .. } = gate {
+            self.addrs.note_step(session, step);
+        }
         self.send(session, bytes);
+    }
+    fn session_step(&self, session: u32) -> u64 {
+        self.addrs.step(session)
     }
     fn notice(&mut self, session: u32, bytes: &[u8]) {
         self.send(session, bytes);
@@ -911,6 +931,9 @@ impl NetBox {
         // No per-frame FrameInfo on the ports (it exists for the tests' invariant checks).
         for t in &mut tasks {
             t.set_track(false);
+            if let Some(us) = cfg.hb_us {
+                t.set_heartbeat_ns(us * 1000);
+            }
         }
         tasks.push(Box::new(RxTile {
             socks: self.client,

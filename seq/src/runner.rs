@@ -80,6 +80,9 @@ pub trait Task: Send {
     /// Stream cores: keep a `FrameInfo` per frame for the invariant checks (tests); the box on
     /// its ports turns it off. Other tiles ignore it.
     fn set_track(&mut self, _on: bool) {}
+    /// Stream cores: the heartbeat period (the config's budget override of REP_HB_US). Other
+    /// tiles ignore it.
+    fn set_heartbeat_ns(&mut self, _ns: u64) {}
 }
 
 /// One tile's counters as its thread keeps them (one writer; read by anyone).

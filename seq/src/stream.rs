@@ -236,6 +236,8 @@ pub struct StreamCore {
     open_last_step: Option<u64>,
     /// Keep [`FrameInfo`] per frame (the invariant checks of the tests); off in production.
     track: bool,
+    /// Heartbeat period (REP_HB_US unless the config overrides the budget).
+    hb_ns: u64,
     /// This block's PacketRecords in O-order: (lane, first_lane_seq).
     block_recs: Vec<(u8, u64)>,
     prev_last_step: u64,
@@ -335,6 +337,7 @@ impl StreamCore {
             rtx_scratch: Vec::with_capacity(256),
             open_last_step: None,
             track: true,
+            hb_ns: REP_HB_US * 1000,
             block_recs: Vec::new(),
             prev_last_step: 0,
             prev_bounds: vec![0; len],
@@ -433,6 +436,11 @@ impl StreamCore {
     pub fn set_block_ns(&mut self, block_ns: u64) {
         self.block_ns = block_ns;
         self.next_close = block_ns;
+    }
+
+    /// The heartbeat period: a HEARTBEAT after `ns` of silence (REP_HB_US is a budget, 07 §15).
+    pub fn set_heartbeat_ns(&mut self, ns: u64) {
+        self.hb_ns = ns.max(1_000);
     }
 
     /// Keep a [`FrameInfo`] per frame for the invariant checks (on by default; the box on its
@@ -910,7 +918,7 @@ impl StreamCore {
             busy = true;
         }
         // HEARTBEAT after REP_HB_US of silence.
-        if self.pending.is_empty() && now.saturating_sub(self.last_write) >= REP_HB_US * 1000 {
+        if self.pending.is_empty() && now.saturating_sub(self.last_write) >= self.hb_ns {
             self.w.heartbeat(&Heartbeat {
                 last_step: sh.released(self.h),
                 last_height: 0,

@@ -70,6 +70,12 @@ pub trait Wire: Send {
     /// came from `src`: answers go there from now on (07 §9.5; a forged or replayed packet
     /// never moves a session's answers).
     fn learn(&mut self, _session: u32, _src: std::net::SocketAddr) {}
+    /// The newest StepId of a step-gated response sent to `session` so far: control sends a
+    /// session the Durable/Final watermarks only while they have something of it to attest
+    /// (issue 11). `u64::MAX` (the default): every watermark to every session.
+    fn session_step(&self, _session: u32) -> u64 {
+        u64::MAX
+    }
     /// Send what `resp`/`notice`/`durable` batched (a wire that sends at once has nothing to
     /// do). Called by the writing tile at the end of each poll.
     fn flush(&mut self) {}
@@ -111,6 +117,9 @@ impl Out {
         if !self.fenced() {
             self.wire.durable(step, height);
         }
+    }
+    fn session_step(&self, session: u32) -> u64 {
+        self.wire.session_step(session)
     }
     /// End of a poll: what the wire batched leaves now (one `sendmmsg` for the poll's
     /// responses). A fenced box sends none of it (INV-REP-6).
@@ -783,6 +792,9 @@ impl Task for StreamTile {
     fn set_track(&mut self, on: bool) {
         self.core.set_track(on);
     }
+    fn set_heartbeat_ns(&mut self, ns: u64) {
+        self.core.set_heartbeat_ns(ns);
+    }
     fn poll(&mut self, now: u64) -> bool {
         self.ports.frame_steps.drain();
         self.ports.closed.drain();
@@ -945,6 +957,9 @@ impl ControlMem for ControlPorts {
     }
     fn durable_mark(&mut self, step: u64, height: u64) {
         self.out.durable(step, height);
+    }
+    fn session_step(&self, session: u32) -> u64 {
+        self.out.session_step(session)
     }
 }
 

@@ -174,7 +174,10 @@ fn every_number_is_range_checked_at_its_line() {
     let d = tmp("ranges");
     let p = write_dev_config(&d, 2, 2, port(3)).unwrap();
     let good = std::fs::read_to_string(&p).unwrap();
-    let refp = good.replace("profile = dev", "profile = ref");
+    // (A ref box keeps its heartbeat within REP_ACK_LIVE_US: the dev override goes.)
+    let refp = good
+        .replace("profile = dev", "profile = ref")
+        .replace("hb_us = 1000", "hb_us = 50");
     // (text, wanted, a string on the line the error must name)
     let cases: Vec<(String, &str, &str)> = vec![
         // ref: lane l listens on client_port + l; 8 lanes from 65530 run to 65537.
@@ -247,6 +250,10 @@ fn every_number_is_range_checked_at_its_line() {
             "only on profile dev",
             "self_fence_us",
         ),
+        // The heartbeat budget (issue 11): 10 µs..10 ms, above REP_ACK_LIVE_US only on dev.
+        (set(&good, "hb_us", "5"), "10 µs to 10 ms", "hb_us"),
+        (set(&good, "hb_us", "20000"), "out of range", "hb_us"),
+        (set(&refp, "hb_us", "1000"), "only on profile dev", "hb_us"),
         (set(&good, "core_map", "0,0"), "twice", "core_map"),
         (set(&good, "core_map", "0,5000"), "0..=1023", "core_map"),
         (set(&good, "core_map", "0,x"), "a core id", "core_map"),

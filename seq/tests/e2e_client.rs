@@ -769,6 +769,16 @@ fn run(
         cl.good_order(1, Side::Sell, 1000),
         "no answer after the control battery"
     );
+    // A trade between the two sessions: watermarks go to sessions with something to attest
+    // (fills), so both get new Durable and Final records.
+    let _ = cl.submit(
+        0,
+        OrderReq::Gtc {
+            side: Side::Buy,
+            tick: 1000,
+            qty: 1,
+        },
+    );
     assert!(
         cl.until(|c| c
             .sessions

@@ -13,7 +13,10 @@
 //! the next intended send, then spins to it; open-loop latencies from intended send times.
 //! `--ping`: one request in flight per session (the first `--sessions N`, default 1), each
 //! answer sending the next — request → answer round trips like a ping-pong benchmark.
-//! `--core C`: pin the generator to core C (keep it off the box's hot core).
+//! `--core C`: pin the generator to core C (keep it off the box's hot core). `--nice N`: run at
+//! nice N (e.g. -10 as root) so that on a core shared with the box's cold tiles and voters the
+//! generator's wake-ups are not queued behind them — it then measures the box, not its own
+//! scheduling.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -34,14 +37,15 @@ struct Opts {
     ping: bool,
     sessions: Option<usize>,
     core: Option<usize>,
+    nice: Option<i32>,
 }
 
-const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N] [--ping [--sessions N]] [--core C]";
+const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N] [--ping [--sessions N]] [--core C] [--nice N]";
 
 fn opts() -> Result<Opts, String> {
     let (mut config, mut seq, mut data) = (None, None, None);
     let (mut secs, mut rate, mut seed) = (5u64, 10_000u64, 1u64);
-    let (mut ping, mut sessions, mut core) = (false, None, None);
+    let (mut ping, mut sessions, mut core, mut nice) = (false, None, None, None);
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -55,6 +59,7 @@ fn opts() -> Result<Opts, String> {
             "--ping" => ping = true,
             "--sessions" => sessions = Some(v()?.parse().map_err(|e| format!("--sessions: {e}"))?),
             "--core" => core = Some(v()?.parse().map_err(|e| format!("--core: {e}"))?),
+            "--nice" => nice = Some(v()?.parse().map_err(|e| format!("--nice: {e}"))?),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -69,6 +74,7 @@ fn opts() -> Result<Opts, String> {
         ping,
         sessions,
         core,
+        nice,
     })
 }
 
@@ -121,6 +127,11 @@ fn main() -> ExitCode {
         if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
             eprintln!("vyrn-load: could not pin to core {c}");
             return ExitCode::from(2);
+        }
+    }
+    if let Some(n) = o.nice {
+        if !vyrn_nic::wait::set_nice(n) {
+            eprintln!("vyrn-load: warning: could not set nice {n} (needs CAP_SYS_NICE below 0)");
         }
     }
     let mut driver = Driver::new(port, &sessions);

@@ -21,7 +21,7 @@ use crate::driver::Driver;
 use crate::session::Session;
 
 /// The last stretch before an intended send time that the loop spins instead of sleeping.
-pub const SPIN_NS: u64 = 20_000;
+pub const SPIN_NS: u64 = 5_000;
 /// Longest block when nothing is scheduled (session timers tick at least this often).
 pub const IDLE_WAIT_NS: u64 = 1_000_000;
 

@@ -95,6 +95,8 @@ pub struct LogWire {
     modes: Arc<Mutex<[[PathMode; 2]; 2]>>,
     /// Frames taken but not logged (benchmarks, allocation tests).
     quiet: Arc<std::sync::atomic::AtomicBool>,
+    /// Per session: the newest StepId of a step-gated response (what control's notices follow).
+    steps: Arc<Mutex<std::collections::HashMap<u32, u64>>>,
 }
 
 impl std::fmt::Debug for LogWire {
@@ -145,7 +147,15 @@ impl Wire for LogWire {
             down,
         });
     }
+    fn session_step(&self, session: u32) -> u64 {
+        lock(&self.steps).get(&session).copied().unwrap_or(0)
+    }
     fn resp(&mut self, session: u32, gate: Gate, bytes: &[u8]) {
+        if let Gate::Step { step, .. } = gate {
+            let mut m = lock(&self.steps);
+            let e = m.entry(session).or_insert(0);
+            *e = (*e).max(step);
+        }
         self.push(WireEvent::Resp {
             session,
             gate,
