@@ -1,7 +1,11 @@
 //! The replica role of 07 (`vyrn-replica`). Built so far: the block journal of 07 §8.2–§8.3 —
 //! block records across drive directories on io_uring + O_DIRECT or a portable backend, the
 //! mirrored cert journal, the two indexes, the retention ring and startup recovery
-//! ([`journal`]). Order RX, repair, the decoder tile, the data join, the vote verdict, replay
-//! and the binaries are later slices of issue 12 (`docs/replica.md`).
+//! ([`journal`]); order RX over both paths with holes, NACKs, peer repair requests, RepAcks
+//! and the path alarms ([`order_rx`]); the peer frame store that serves `RepairReq`s
+//! ([`frame_store`]). The decoder tile, the data join, the vote verdict, replay and the binaries
+//! are later slices of issue 12 (`docs/replica.md`).
 
+pub mod frame_store;
 pub mod journal;
+pub mod order_rx;

@@ -1,0 +1,590 @@
+//! Order RX (07 §4.9, replica core 1): one receive loop over both replication paths and both
+//! substreams. Per substream: drop frames of another epoch, tenure, book or sender; keep the
+//! first copy of each `frame_seq` and count the other path's copy as a duplicate; deliver in
+//! `frame_seq` order; open a hole for what is missing; NACK the sequencer after
+//! REP_HOLE_WAIT_US, and after REP_NACK_RETRY_US ask a peer (`RepairReq`, round robin) and the
+//! sequencer again; peer-only once the sequencer answered NackTooOld. RepAck every
+//! REP_ACK_US, only while frames arrive (REP_ACK_LIVE_US). Per path: frames, duplicates,
+//! losses, silence; REP_A_PATH when a path loses more than REP_PATH_LOSS_ALARM of its frames
+//! over 10 s, or is silent for REP_PATH_DOWN_MS while the other path is live. Silence on both
+//! paths past FAILOVER_SILENCE_MS raises a failover suspicion (§9.1, detection only).
+//!
+//! A tile with a non-blocking step: [`OrderRx::on_frame`] for each datagram off a path,
+//! [`OrderRx::tick`] at least every few µs; everything that leaves goes through [`RxOut`], so the
+//! same code runs on the UDP ports, in the simulator and in the tests. Bad input never panics: a
+//! malformed frame, another tenure's frame or a frame too far ahead is refused with a typed
+//! reason ([`Refused`]) and a counter. Bounded memory: at most [`HELD_MAX`] frames wait behind a
+//! hole; past that a frame is dropped (counted) and the hole's repair brings it back.
+
+use std::collections::BTreeMap;
+
+use vyrn_wire::consts::{
+    FAILOVER_SILENCE_MS, REP_ACK_LIVE_US, REP_ACK_US, REP_HOLE_WAIT_US, REP_NACK_RETRY_US,
+    REP_PATH_DOWN_MS, REP_PATH_LOSS_ALARM,
+};
+use vyrn_wire::error::Malformed;
+use vyrn_wire::frame::{FrameHeader, FLAG_PATH_B, FLAG_PEER_REPAIRED, FLAG_RETRANSMIT};
+use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
+
+/// Frames at most waiting behind holes, per substream.
+pub const HELD_MAX: usize = 65_536;
+/// How far past `next_expected` a frame may be and still be kept (a frame further ahead is a
+/// broken or hostile sender: refused, and the stream is repaired up to it as usual).
+pub const AHEAD_MAX: u64 = 1 << 20;
+/// The loss-rate window of REP_A_PATH (07 §4.9: 10 s), in one-second buckets.
+const LOSS_BUCKETS: usize = 10;
+/// Frames per substream remembered for the per-path loss count: a frame seen on one path only
+/// is counted lost on the other once it is this far behind the newest.
+const PATH_WINDOW: u64 = 4096;
+
+/// The replication paths.
+pub const PATHS: usize = 2;
+
+/// Timing of the loop (07 §4.9; every one a budget, overridable by config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxTiming {
+    /// REP_HOLE_WAIT_US: a hole this old is NACKed to the sequencer.
+    pub hole_wait_ns: u64,
+    /// REP_NACK_RETRY_US: a NACKed hole this old goes to a peer too, and to the sequencer again.
+    pub nack_retry_ns: u64,
+    /// REP_ACK_US: RepAck period.
+    pub ack_ns: u64,
+    /// REP_ACK_LIVE_US: acks only while a frame came within this.
+    pub ack_live_ns: u64,
+    /// REP_PATH_DOWN_MS: a path silent this long while the other is live is down.
+    pub path_down_ns: u64,
+    /// FAILOVER_SILENCE_MS: silence on both paths this long raises a failover suspicion.
+    pub silence_ns: u64,
+}
+
+impl Default for RxTiming {
+    fn default() -> Self {
+        RxTiming {
+            hole_wait_ns: REP_HOLE_WAIT_US * 1000,
+            nack_retry_ns: REP_NACK_RETRY_US * 1000,
+            ack_ns: REP_ACK_US * 1000,
+            ack_live_ns: REP_ACK_LIVE_US * 1000,
+            path_down_ns: REP_PATH_DOWN_MS * 1_000_000,
+            silence_ns: FAILOVER_SILENCE_MS * 1_000_000,
+        }
+    }
+}
+
+/// Whose frames this loop takes (07 §2.2: frames are named by (epoch, tenure, stream,
+/// frame_seq) and sent by the sequencer of the tenure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxConfig {
+    /// Book.
+    pub book: u16,
+    /// Epoch (the frames carry its low 16 bits).
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// The sequencer's index.
+    pub sender: u8,
+    /// Substreams: 1 or 2.
+    pub n_streams: u8,
+    /// Peers to ask for repair (round robin), 0 for none.
+    pub n_peers: usize,
+    /// Timing.
+    pub timing: RxTiming,
+}
+
+/// Why a datagram was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Not a frame (07 §3.2).
+    Malformed(Malformed),
+    /// Another book.
+    OtherBook,
+    /// Another epoch, tenure or sequencer (a deposed sequencer's late frames, 07 §9).
+    OtherTenure,
+    /// A substream this layout does not have.
+    BadStream,
+    /// Further ahead than [`AHEAD_MAX`].
+    TooFarAhead,
+    /// Behind a hole with [`HELD_MAX`] frames already waiting (its repair brings it back).
+    HeldFull,
+}
+
+/// What a datagram did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxVerdict {
+    /// New: it and the frames it unblocked were delivered (how many).
+    Delivered(u64),
+    /// New, past a hole: kept until the hole is repaired.
+    Held,
+    /// A copy of a frame already taken (the other path, a retransmission).
+    Duplicate,
+    /// Not taken.
+    Refused(Refused),
+}
+
+/// A change of an alarm or a suspicion (07 §4.9, §9.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxAlarm {
+    /// REP_A_PATH raised (`raised`) or cleared for `path` (0: A, 1: B); `silent` if it was
+    /// raised for silence rather than loss.
+    Path {
+        /// The path.
+        path: u8,
+        /// Raised or cleared.
+        raised: bool,
+        /// Silence (else the loss rate).
+        silent: bool,
+    },
+    /// No frame on either path for FAILOVER_SILENCE_MS: a failover suspicion (§9.1).
+    Suspect {
+        /// When the last frame came.
+        last_rx_ns: u64,
+    },
+}
+
+/// Where the loop's output goes.
+pub trait RxOut {
+    /// Frame `frame_seq` of `stream`, in order, once (`peer_repaired`: it came from a peer and
+    /// is trusted only once its block's `order_root` checks, 07 §4.10).
+    fn deliver(&mut self, stream: u8, frame_seq: u64, frame: &[u8], peer_repaired: bool);
+    /// A NACK to the sequencer's stream core of `n.stream`.
+    fn nack(&mut self, n: &Nack);
+    /// A repair request to peer `peer`.
+    fn repair(&mut self, peer: usize, r: &RepairReq);
+    /// A RepAck to the sequencer (every stream core's control port).
+    fn ack(&mut self, a: &RepAck);
+    /// An alarm changed.
+    fn alarm(&mut self, a: RxAlarm);
+}
+
+/// Counters (one writer: the loop).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxCounters {
+    /// Frames delivered, per substream.
+    pub delivered: [u64; 2],
+    /// Copies dropped as duplicates, per path.
+    pub dups: [u64; PATHS],
+    /// Frames taken first from each path.
+    pub first: [u64; PATHS],
+    /// Frames each path never brought (the other path or a repair did), per path.
+    pub lost: [u64; PATHS],
+    /// Datagrams refused: malformed, another book, another tenure, bad stream, too far ahead,
+    /// held full.
+    pub refused: [u64; 6],
+    /// Holes opened.
+    pub holes: u64,
+    /// NACKs sent to the sequencer.
+    pub nacks: u64,
+    /// Repair requests sent to peers.
+    pub repairs: u64,
+    /// Frames delivered that came by a retransmission or a peer.
+    pub repaired: u64,
+    /// NackTooOld answers taken.
+    pub too_old: u64,
+    /// RepAcks sent.
+    pub acks: u64,
+    /// Failover suspicions raised.
+    pub suspects: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hole {
+    to: u64,
+    opened: u64,
+    nacked: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Sub {
+    /// Lowest frame_seq not yet delivered.
+    next: u64,
+    /// Frames past a hole: bytes and whether a peer repaired them.
+    held: BTreeMap<u64, (Vec<u8>, bool)>,
+    /// Missing ranges `from ..= to`, keyed by `from`.
+    holes: BTreeMap<u64, Hole>,
+    /// Highest frame_seq seen.
+    high: u64,
+    /// Frames the sequencer no longer holds start above this (NackTooOld): below, peers only.
+    seq_gone_below: u64,
+    /// Per frame_seq in the last PATH_WINDOW: which paths brought it (bit per path), in a ring.
+    seen: Vec<u8>,
+    /// Highest frame_seq whose `seen` slot has been accounted.
+    accounted: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct PathState {
+    last_rx: Option<u64>,
+    /// One-second buckets: (second, frames, losses).
+    buckets: [(u64, u64, u64); LOSS_BUCKETS],
+    alarm: Option<bool>,
+}
+
+impl PathState {
+    fn bucket(&mut self, now: u64) -> &mut (u64, u64, u64) {
+        let sec = now / 1_000_000_000;
+        let b = &mut self.buckets[(sec % LOSS_BUCKETS as u64) as usize];
+        if b.0 != sec {
+            *b = (sec, 0, 0);
+        }
+        b
+    }
+    /// Frames and losses over the last LOSS_BUCKETS seconds.
+    fn window(&self, now: u64) -> (u64, u64) {
+        let sec = now / 1_000_000_000;
+        self.buckets
+            .iter()
+            .filter(|b| b.0 + LOSS_BUCKETS as u64 > sec && b.0 <= sec)
+            .fold((0, 0), |(f, l), b| (f + b.1, l + b.2))
+    }
+}
+
+/// The receive loop (07 §4.9).
+#[derive(Debug)]
+pub struct OrderRx {
+    cfg: RxConfig,
+    subs: [Sub; 2],
+    paths: [PathState; PATHS],
+    last_rx: Option<u64>,
+    last_ack: u64,
+    next_peer: usize,
+    suspected: bool,
+    counters: RxCounters,
+}
+
+impl OrderRx {
+    /// A loop for `cfg`'s tenure, expecting frame 1 of each substream next.
+    pub fn new(cfg: RxConfig) -> Self {
+        let sub = || Sub {
+            next: 1,
+            seen: vec![0; PATH_WINDOW as usize],
+            ..Sub::default()
+        };
+        OrderRx {
+            cfg,
+            subs: [sub(), sub()],
+            paths: [PathState::default(); PATHS],
+            last_rx: None,
+            last_ack: 0,
+            next_peer: 0,
+            suspected: false,
+            counters: RxCounters::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> RxCounters {
+        self.counters
+    }
+
+    /// Highest frame_seq held contiguously from 1, per substream (what a RepAck carries).
+    pub fn contiguous(&self) -> [u64; 2] {
+        [self.subs[0].next - 1, self.subs[1].next - 1]
+    }
+
+    /// The holes of `stream`: `(from, to)`, lowest first.
+    pub fn holes(&self, stream: u8) -> Vec<(u64, u64)> {
+        self.subs[stream as usize & 1]
+            .holes
+            .iter()
+            .map(|(&f, h)| (f, h.to))
+            .collect()
+    }
+
+    /// Whether REP_A_PATH is raised for `path`.
+    pub fn path_alarm(&self, path: u8) -> bool {
+        self.paths[path as usize & 1].alarm.is_some()
+    }
+
+    /// One datagram off path `path` (0: A, 1: B) at `now`.
+    pub fn on_frame(
+        &mut self,
+        path: u8,
+        bytes: &[u8],
+        now: u64,
+        out: &mut impl RxOut,
+    ) -> RxVerdict {
+        let path = (path & 1) as usize;
+        let v = self.take(path, bytes, now, out);
+        if let RxVerdict::Refused(r) = v {
+            let i = match r {
+                Refused::Malformed(_) => 0,
+                Refused::OtherBook => 1,
+                Refused::OtherTenure => 2,
+                Refused::BadStream => 3,
+                Refused::TooFarAhead => 4,
+                Refused::HeldFull => 5,
+            };
+            self.counters.refused[i] += 1;
+        }
+        v
+    }
+
+    fn take(&mut self, path: usize, bytes: &[u8], now: u64, out: &mut impl RxOut) -> RxVerdict {
+        let h = match FrameHeader::parse(bytes) {
+            Ok((h, _)) => h,
+            Err(e) => return RxVerdict::Refused(Refused::Malformed(e)),
+        };
+        let c = &self.cfg;
+        if h.book != c.book {
+            return RxVerdict::Refused(Refused::OtherBook);
+        }
+        if h.epoch16 != c.epoch as u16 || h.tenure != c.tenure || h.sender != c.sender {
+            return RxVerdict::Refused(Refused::OtherTenure);
+        }
+        if h.stream >= c.n_streams {
+            return RxVerdict::Refused(Refused::BadStream);
+        }
+        // A frame of the tenure: the path is alive (retransmissions and peer copies too).
+        self.last_rx = Some(now);
+        self.suspected = false;
+        self.paths[path].last_rx = Some(now);
+        let direct = h.flags & (FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) == 0;
+        let peer = h.flags & FLAG_PEER_REPAIRED != 0;
+        let st = h.stream as usize;
+        let fs = h.frame_seq;
+        if fs > self.subs[st].next && fs - self.subs[st].next > AHEAD_MAX {
+            return RxVerdict::Refused(Refused::TooFarAhead);
+        }
+        if direct {
+            self.note_path(st, path, fs, now);
+        }
+        let sub = &mut self.subs[st];
+        if fs < sub.next || sub.held.contains_key(&fs) {
+            self.counters.dups[path] += 1;
+            return RxVerdict::Duplicate;
+        }
+        if direct {
+            self.counters.first[path] += 1;
+        } else {
+            self.counters.repaired += 1;
+        }
+        // Holes: a frame inside one splits it; one past the newest opens the gap before it.
+        Self::close_in_holes(sub, fs);
+        let top = sub.high.max(sub.next - 1);
+        if fs > top + 1 {
+            sub.holes.insert(
+                top + 1,
+                Hole {
+                    to: fs - 1,
+                    opened: now,
+                    nacked: None,
+                },
+            );
+            self.counters.holes += 1;
+        }
+        sub.high = sub.high.max(fs);
+        if fs != sub.next {
+            if sub.held.len() >= HELD_MAX {
+                // Reopen what this frame would have filled: its repair brings it back.
+                Self::reopen(sub, fs, now);
+                return RxVerdict::Refused(Refused::HeldFull);
+            }
+            sub.held.insert(fs, (bytes.to_vec(), peer));
+            return RxVerdict::Held;
+        }
+        // In order: deliver it and everything it unblocks (07 §4.9).
+        out.deliver(h.stream, fs, bytes, peer);
+        sub.next += 1;
+        let mut n = 1;
+        while let Some((b, p)) = sub.held.remove(&sub.next) {
+            out.deliver(h.stream, sub.next, &b, p);
+            sub.next += 1;
+            n += 1;
+        }
+        self.counters.delivered[st] += n;
+        RxVerdict::Delivered(n)
+    }
+
+    fn close_in_holes(sub: &mut Sub, fs: u64) {
+        let Some((&from, &hole)) = sub.holes.range(..=fs).next_back() else {
+            return;
+        };
+        if fs > hole.to {
+            return;
+        }
+        sub.holes.remove(&from);
+        if from < fs {
+            sub.holes.insert(from, Hole { to: fs - 1, ..hole });
+        }
+        if fs < hole.to {
+            sub.holes.insert(fs + 1, hole);
+        }
+    }
+
+    fn reopen(sub: &mut Sub, fs: u64, now: u64) {
+        sub.holes.insert(
+            fs,
+            Hole {
+                to: fs,
+                opened: now,
+                nacked: None,
+            },
+        );
+    }
+
+    /// Path accounting: which paths brought each frame; a frame that leaves the window of the
+    /// last PATH_WINDOW frame_seqs with a path's bit unset is a loss on that path (07 §4.9: "a
+    /// replica counts per-path losses"). The window holds `accounted + 1 ..= accounted + W`.
+    fn note_path(&mut self, st: usize, path: usize, fs: u64, now: u64) {
+        let sub = &mut self.subs[st];
+        if fs <= sub.accounted {
+            return; // older than the window: already accounted
+        }
+        let mut losses = [0u64; PATHS];
+        let mut frames = 0u64;
+        let mut flush = |m: u8| {
+            if m != 0 {
+                frames += 1;
+                for (p, l) in losses.iter_mut().enumerate() {
+                    if m & (1 << p) == 0 {
+                        *l += 1;
+                    }
+                }
+            }
+        };
+        if fs > sub.accounted + 2 * PATH_WINDOW {
+            // A jump past the whole window: account every slot once.
+            for m in sub.seen.iter_mut() {
+                flush(std::mem::take(m));
+            }
+            sub.accounted = fs - PATH_WINDOW;
+        }
+        while fs > sub.accounted + PATH_WINDOW {
+            sub.accounted += 1;
+            let slot = (sub.accounted % PATH_WINDOW) as usize;
+            flush(std::mem::take(&mut sub.seen[slot]));
+        }
+        sub.seen[(fs % PATH_WINDOW) as usize] |= 1 << path;
+        for (p, &l) in losses.iter().enumerate() {
+            self.counters.lost[p] += l;
+            let b = self.paths[p].bucket(now);
+            b.1 += frames;
+            b.2 += l;
+        }
+    }
+
+    /// NackTooOld from the sequencer for `stream`: frames below `oldest_seq` come from peers
+    /// only from now on (07 §4.10).
+    pub fn on_too_old(&mut self, stream: u8, oldest_seq: u64) {
+        if let Some(sub) = self.subs.get_mut(stream as usize) {
+            sub.seq_gone_below = sub.seq_gone_below.max(oldest_seq);
+            self.counters.too_old += 1;
+        }
+    }
+
+    /// The loop's clock: NACKs and repair requests for holes that waited, the RepAck when due,
+    /// the path alarms and the silence suspicion. Call it at least every few µs.
+    pub fn tick(&mut self, now: u64, out: &mut impl RxOut) {
+        let t = self.cfg.timing;
+        for st in 0..self.cfg.n_streams.min(2) as usize {
+            let gone = self.subs[st].seq_gone_below;
+            let mut to_nack: Vec<(u64, u64, bool)> = Vec::new();
+            for (&from, h) in self.subs[st].holes.iter_mut() {
+                let due = match h.nacked {
+                    None => now.saturating_sub(h.opened) >= t.hole_wait_ns,
+                    Some(at) => now.saturating_sub(at) >= t.nack_retry_ns,
+                };
+                if due {
+                    to_nack.push((from, h.to, h.nacked.is_some()));
+                    h.nacked = Some(now);
+                }
+            }
+            for (from, to, retry) in to_nack {
+                let (epoch, tenure, stream) = (self.cfg.epoch, self.cfg.tenure, st as u8);
+                // The sequencer first (unless it no longer holds the frames); on a retry a
+                // peer too, round robin by index (07 §4.10).
+                if to >= gone {
+                    out.nack(&Nack {
+                        epoch,
+                        tenure,
+                        stream,
+                        from_seq: from.max(gone),
+                        to_seq: to,
+                    });
+                    self.counters.nacks += 1;
+                }
+                if (retry || to < gone) && self.cfg.n_peers > 0 {
+                    let peer = self.next_peer % self.cfg.n_peers;
+                    self.next_peer = self.next_peer.wrapping_add(1);
+                    out.repair(
+                        peer,
+                        &RepairReq {
+                            epoch,
+                            tenure,
+                            stream,
+                            from_seq: from,
+                            to_seq: to,
+                        },
+                    );
+                    self.counters.repairs += 1;
+                }
+            }
+        }
+        // RepAck every REP_ACK_US, only while frames arrive (07 §4.8).
+        let live = |p: &PathState| {
+            p.last_rx
+                .is_some_and(|t0| now.saturating_sub(t0) <= t.ack_live_ns)
+        };
+        if now.saturating_sub(self.last_ack) >= t.ack_ns
+            && self
+                .last_rx
+                .is_some_and(|t0| now.saturating_sub(t0) <= t.ack_live_ns)
+        {
+            let mask = (live(&self.paths[0]) as u8) | ((live(&self.paths[1]) as u8) << 1);
+            out.ack(&RepAck {
+                epoch: self.cfg.epoch,
+                tenure: self.cfg.tenure,
+                contiguous_frame_seq: self.contiguous(),
+                path_mask: mask,
+            });
+            self.last_ack = now;
+            self.counters.acks += 1;
+        }
+        // REP_A_PATH (07 §4.9): a loss rate over 10 s above REP_PATH_LOSS_ALARM, or silence for
+        // REP_PATH_DOWN_MS while the other path is live.
+        for p in 0..PATHS {
+            let other = &self.paths[1 - p];
+            let other_live = other
+                .last_rx
+                .is_some_and(|t0| now.saturating_sub(t0) < t.path_down_ns);
+            let me = &self.paths[p];
+            let silent = other_live
+                && me
+                    .last_rx
+                    .is_none_or(|t0| now.saturating_sub(t0) >= t.path_down_ns)
+                && self.last_rx.is_some();
+            let (frames, lost) = me.window(now);
+            let lossy = frames > 0 && lost as f64 > REP_PATH_LOSS_ALARM * frames as f64;
+            let want = if silent {
+                Some(true)
+            } else if lossy {
+                Some(false)
+            } else {
+                None
+            };
+            if want != me.alarm {
+                let raised = want.is_some();
+                let was = me.alarm;
+                self.paths[p].alarm = want;
+                out.alarm(RxAlarm::Path {
+                    path: p as u8,
+                    raised,
+                    silent: want.or(was).unwrap_or(false),
+                });
+            }
+        }
+        // §9.1 detection: no frame of the tenure on either path for FAILOVER_SILENCE_MS.
+        if let Some(t0) = self.last_rx {
+            if !self.suspected && now.saturating_sub(t0) > t.silence_ns {
+                self.suspected = true;
+                self.counters.suspects += 1;
+                out.alarm(RxAlarm::Suspect { last_rx_ns: t0 });
+            }
+        }
+    }
+}
+
+/// Mark a frame's copy for path B (a sender's helper for tests and the simulator).
+pub fn on_path_b(frame: &mut [u8]) {
+    vyrn_wire::frame::set_path(frame, true);
+    debug_assert!(frame.get(16).is_none_or(|f| f & FLAG_PATH_B != 0));
+}

@@ -1,0 +1,430 @@
+//! Order RX (07 §4.9): two paths, two substreams, holes, NACKs, peer repair, RepAcks and the
+//! path alarms — against frames built with `wire`'s frame builder.
+
+use proptest::prelude::*;
+use vyrn_replica::order_rx::{OrderRx, Refused, RxAlarm, RxConfig, RxOut, RxTiming, RxVerdict};
+use vyrn_wire::frame::{build_frame, FrameHeader, FrameKind, FLAG_PATH_B, FLAG_RETRANSMIT};
+use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+
+fn cfg(n_peers: usize) -> RxConfig {
+    RxConfig {
+        book: 1,
+        epoch: 7,
+        tenure: 2,
+        sender: 0,
+        n_streams: 2,
+        n_peers,
+        timing: RxTiming::default(),
+    }
+}
+
+/// A HEARTBEAT-kind frame `fs` of `stream` (the loop reads only the header).
+fn frame(stream: u8, fs: u64, flags: u8) -> Vec<u8> {
+    let h = FrameHeader {
+        kind: FrameKind::Heartbeat,
+        book: 1,
+        epoch16: 7,
+        frame_seq: fs,
+        flags,
+        tenure: 2,
+        body_len: 24,
+        sender: 0,
+        stream,
+    };
+    let mut out = Vec::new();
+    build_frame(&h, &[0u8; 24], &mut out);
+    out
+}
+
+#[derive(Default)]
+struct Out {
+    delivered: Vec<(u8, u64, bool)>,
+    nacks: Vec<Nack>,
+    repairs: Vec<(usize, RepairReq)>,
+    acks: Vec<RepAck>,
+    alarms: Vec<RxAlarm>,
+}
+
+impl RxOut for Out {
+    fn deliver(&mut self, stream: u8, frame_seq: u64, frame: &[u8], peer: bool) {
+        let (h, _) = FrameHeader::parse(frame).unwrap();
+        assert_eq!((h.stream, h.frame_seq), (stream, frame_seq));
+        self.delivered.push((stream, frame_seq, peer));
+    }
+    fn nack(&mut self, n: &Nack) {
+        self.nacks.push(*n);
+    }
+    fn repair(&mut self, peer: usize, r: &RepairReq) {
+        self.repairs.push((peer, *r));
+    }
+    fn ack(&mut self, a: &RepAck) {
+        self.acks.push(*a);
+    }
+    fn alarm(&mut self, a: RxAlarm) {
+        self.alarms.push(a);
+    }
+}
+
+#[test]
+fn both_paths_in_order_deliver_once_and_count_the_other_copy() {
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    let mut now = 0;
+    for fs in 1..=100 {
+        for st in 0..2 {
+            now += US;
+            assert_eq!(
+                rx.on_frame(0, &frame(st, fs, 0), now, &mut o),
+                RxVerdict::Delivered(1)
+            );
+            assert_eq!(
+                rx.on_frame(1, &frame(st, fs, FLAG_PATH_B), now, &mut o),
+                RxVerdict::Duplicate
+            );
+        }
+        rx.tick(now, &mut o);
+    }
+    assert_eq!(o.delivered.len(), 200);
+    for st in 0..2u8 {
+        let seqs: Vec<u64> = o
+            .delivered
+            .iter()
+            .filter(|d| d.0 == st)
+            .map(|d| d.1)
+            .collect();
+        assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+    }
+    let c = rx.counters();
+    assert_eq!(
+        (c.first, c.dups, c.holes, c.nacks),
+        ([200, 0], [0, 200], 0, 0)
+    );
+    assert_eq!(rx.contiguous(), [100, 100]);
+    assert!(o.nacks.is_empty() && o.alarms.is_empty());
+}
+
+#[test]
+fn reordered_across_paths_delivers_in_order() {
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    // Path B is ahead: 2, 3 before 1.
+    assert_eq!(
+        rx.on_frame(1, &frame(0, 2, FLAG_PATH_B), 10, &mut o),
+        RxVerdict::Held
+    );
+    assert_eq!(
+        rx.on_frame(1, &frame(0, 3, FLAG_PATH_B), 11, &mut o),
+        RxVerdict::Held
+    );
+    assert_eq!(rx.holes(0), vec![(1, 1)]);
+    assert_eq!(
+        rx.on_frame(0, &frame(0, 1, 0), 12, &mut o),
+        RxVerdict::Delivered(3)
+    );
+    assert_eq!(
+        rx.on_frame(0, &frame(0, 2, 0), 13, &mut o),
+        RxVerdict::Duplicate
+    );
+    assert!(rx.holes(0).is_empty());
+    let seqs: Vec<u64> = o.delivered.iter().map(|d| d.1).collect();
+    assert_eq!(seqs, vec![1, 2, 3]);
+    // Within REP_HOLE_WAIT_US nothing was NACKed.
+    rx.tick(13, &mut o);
+    assert!(o.nacks.is_empty());
+}
+
+#[test]
+fn a_hole_is_nacked_after_the_wait_then_asked_of_a_peer_and_repaired() {
+    let mut rx = OrderRx::new(cfg(3));
+    let mut o = Out::default();
+    let t0 = 1_000 * US;
+    rx.on_frame(0, &frame(1, 1, 0), t0, &mut o);
+    // 2..=4 lost on both paths; 5 arrives.
+    rx.on_frame(0, &frame(1, 5, 0), t0 + US, &mut o);
+    assert_eq!(rx.holes(1), vec![(2, 4)]);
+    rx.tick(t0 + 3 * US, &mut o);
+    assert!(o.nacks.is_empty(), "before REP_HOLE_WAIT_US");
+    rx.tick(t0 + 6 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1);
+    let n = o.nacks[0];
+    assert_eq!(
+        (n.epoch, n.tenure, n.stream, n.from_seq, n.to_seq),
+        (7, 2, 1, 2, 4)
+    );
+    assert!(o.repairs.is_empty(), "a peer only after REP_NACK_RETRY_US");
+    // The retransmission of 3 arrives (flags.retransmit): the hole splits.
+    assert_eq!(
+        rx.on_frame(0, &frame(1, 3, FLAG_RETRANSMIT), t0 + 20 * US, &mut o),
+        RxVerdict::Held
+    );
+    assert_eq!(rx.holes(1), vec![(2, 2), (4, 4)]);
+    // Past REP_NACK_RETRY_US: the sequencer again and a peer (round robin).
+    rx.tick(t0 + 60 * US, &mut o);
+    assert_eq!(o.nacks.len(), 3);
+    assert_eq!(o.repairs.len(), 2);
+    assert_eq!(o.repairs[0].0, 0);
+    assert_eq!(o.repairs[1].0, 1);
+    assert_eq!((o.repairs[0].1.from_seq, o.repairs[0].1.to_seq), (2, 2));
+    // A peer's copies (flags.peer_repaired) fill the rest: delivered flagged, in order.
+    let peer = vyrn_wire::frame::FLAG_PEER_REPAIRED;
+    rx.on_frame(0, &frame(1, 4, peer), t0 + 70 * US, &mut o);
+    assert_eq!(
+        rx.on_frame(0, &frame(1, 2, peer), t0 + 71 * US, &mut o),
+        RxVerdict::Delivered(4)
+    );
+    let got: Vec<(u64, bool)> = o.delivered.iter().map(|d| (d.1, d.2)).collect();
+    assert_eq!(
+        got,
+        vec![(1, false), (2, true), (3, false), (4, true), (5, false)]
+    );
+    assert!(rx.holes(1).is_empty());
+    let before = o.nacks.len();
+    rx.tick(t0 + 500 * US, &mut o);
+    assert_eq!(o.nacks.len(), before, "no NACK once repaired");
+    assert_eq!(rx.counters().repaired, 3);
+}
+
+#[test]
+fn nack_too_old_sends_the_hole_to_peers_only() {
+    let mut rx = OrderRx::new(cfg(2));
+    let mut o = Out::default();
+    rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
+    rx.on_frame(0, &frame(0, 10, 0), US, &mut o);
+    rx.tick(10 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1);
+    rx.on_too_old(0, 20);
+    rx.tick(100 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1, "the sequencer no longer holds 2..=9");
+    assert_eq!(o.repairs.len(), 1);
+    assert_eq!((o.repairs[0].1.from_seq, o.repairs[0].1.to_seq), (2, 9));
+}
+
+#[test]
+fn refused_frames_are_typed_and_counted() {
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    let mut other = frame(0, 1, 0);
+    other[20] = 3; // another sequencer
+    assert_eq!(
+        rx.on_frame(0, &other, 1, &mut o),
+        RxVerdict::Refused(Refused::OtherTenure)
+    );
+    let mut f = frame(0, 1, 0);
+    f[17] = 9; // another tenure
+    assert_eq!(
+        rx.on_frame(0, &f, 1, &mut o),
+        RxVerdict::Refused(Refused::OtherTenure)
+    );
+    assert!(matches!(
+        rx.on_frame(0, &[1, 2, 3], 1, &mut o),
+        RxVerdict::Refused(Refused::Malformed(_))
+    ));
+    let far = frame(0, 1 << 30, 0);
+    assert_eq!(
+        rx.on_frame(0, &far, 1, &mut o),
+        RxVerdict::Refused(Refused::TooFarAhead)
+    );
+    let mut rx1 = OrderRx::new(RxConfig {
+        n_streams: 1,
+        ..cfg(0)
+    });
+    assert_eq!(
+        rx1.on_frame(0, &frame(1, 1, 0), 1, &mut o),
+        RxVerdict::Refused(Refused::BadStream)
+    );
+    assert!(o.delivered.is_empty());
+    let c = rx.counters();
+    assert_eq!(c.refused[0], 1);
+    assert_eq!(c.refused[4], 1);
+    assert_eq!(c.refused[2], 2);
+    // A refused frame is no sign of life: no ack.
+    rx.tick(10 * US, &mut o);
+    assert!(o.acks.is_empty());
+}
+
+#[test]
+fn acks_every_period_only_while_frames_arrive() {
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    let mut now = 0;
+    let mut fs = 0;
+    // 1 ms of frames every 10 µs on both paths, ticking every µs.
+    while now < MS {
+        now += US;
+        if now % (10 * US) == 0 {
+            fs += 1;
+            rx.on_frame(0, &frame(0, fs, 0), now, &mut o);
+            rx.on_frame(1, &frame(0, fs, FLAG_PATH_B), now, &mut o);
+        }
+        rx.tick(now, &mut o);
+    }
+    let n = o.acks.len();
+    assert!((18..=21).contains(&n), "one per REP_ACK_US over 1 ms: {n}");
+    let last = o.acks.last().unwrap();
+    assert_eq!(last.contiguous_frame_seq[0], fs);
+    assert_eq!(last.path_mask, 0b11);
+    // Silence: at most one more ack within REP_ACK_LIVE_US, then none.
+    for _ in 0..1000 {
+        now += US;
+        rx.tick(now, &mut o);
+    }
+    assert!(
+        o.acks.len() <= n + 2,
+        "acks stop when frames stop: {}",
+        o.acks.len() - n
+    );
+    // And past FAILOVER_SILENCE_MS, one failover suspicion.
+    for _ in 0..3000 {
+        now += US;
+        rx.tick(now, &mut o);
+    }
+    let s = o
+        .alarms
+        .iter()
+        .filter(|a| matches!(a, RxAlarm::Suspect { .. }))
+        .count();
+    assert_eq!(s, 1);
+}
+
+#[test]
+fn rep_a_path_for_a_silent_path_and_for_losses() {
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    let mut now = 0;
+    // Both paths for 10 ms, then only A for 150 ms, then both again.
+    let mut fs = 0;
+    let step = |rx: &mut OrderRx, o: &mut Out, now: u64, b: bool, fs: &mut u64| {
+        *fs += 1;
+        rx.on_frame(0, &frame(0, *fs, 0), now, o);
+        if b {
+            rx.on_frame(1, &frame(0, *fs, FLAG_PATH_B), now, o);
+        }
+        rx.tick(now, o);
+    };
+    while now < 10 * MS {
+        now += 50 * US;
+        step(&mut rx, &mut o, now, true, &mut fs);
+    }
+    assert!(!rx.path_alarm(1));
+    while now < 160 * MS {
+        now += 50 * US;
+        step(&mut rx, &mut o, now, false, &mut fs);
+    }
+    assert!(rx.path_alarm(1), "B silent past REP_PATH_DOWN_MS");
+    assert!(!rx.path_alarm(0));
+    assert!(o.alarms.contains(&RxAlarm::Path {
+        path: 1,
+        raised: true,
+        silent: true
+    }));
+    // B returns: no longer silent, but it lost ~3,000 frames in the last 10 s: still raised for
+    // loss (REP_PATH_LOSS_ALARM = 1e-6) once they leave the 4096-frame accounting window.
+    while now < 400 * MS {
+        now += 50 * US;
+        step(&mut rx, &mut o, now, true, &mut fs);
+    }
+    assert!(rx.path_alarm(1));
+    assert!(rx.counters().lost[1] > 2000, "{:?}", rx.counters());
+    assert_eq!(rx.counters().lost[0], 0);
+    // Ten seconds later with both paths clean the alarm clears.
+    while now < 11_000 * MS {
+        now += 500 * US;
+        step(&mut rx, &mut o, now, true, &mut fs);
+    }
+    assert!(!rx.path_alarm(1), "{:?}", o.alarms.last());
+    assert!(o.alarms.iter().any(|a| matches!(
+        a,
+        RxAlarm::Path {
+            path: 1,
+            raised: false,
+            ..
+        }
+    )));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Random loss, duplication and reordering on two paths, with a sequencer that answers every
+    /// NACK: every frame of both substreams is delivered exactly once, in order.
+    #[test]
+    fn lossy_paths_with_repair_deliver_everything_once(
+        seed in any::<u64>(),
+        n in 50u64..400,
+        loss in 0u32..30,
+    ) {
+        let mut rng = seed | 1;
+        let mut next = || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng };
+        let mut rx = OrderRx::new(cfg(1));
+        let mut o = Out::default();
+        let mut now = 0u64;
+        // What is in flight: (arrival time, path, frame).
+        let mut flight: Vec<(u64, u8, Vec<u8>)> = Vec::new();
+        for fs in 1..=n {
+            for st in 0..2u8 {
+                for p in 0..2u8 {
+                    if (next() % 100) as u32 >= loss {
+                        let delay = next() % 20 * US;
+                        let fl = if p == 1 { FLAG_PATH_B } else { 0 };
+                        flight.push((now + delay, p, frame(st, fs, fl)));
+                    }
+                }
+            }
+            now += 2 * US;
+        }
+        let end = now + 50 * MS;
+        let mut t = 0;
+        // After the data, heartbeats every 50 µs on both substreams (their frame_seqs reveal a
+        // lost last frame, 07 §4.8), lossy like the rest.
+        let mut hb = [n; 2];
+        while t < end {
+            t += US;
+            if t > now && t % (50 * US) == 0 {
+                for (st, h) in hb.iter_mut().enumerate() {
+                    *h += 1;
+                    for p in 0..2u8 {
+                        if (next() % 100) as u32 >= loss {
+                            let fl = if p == 1 { FLAG_PATH_B } else { 0 };
+                            flight.push((t + next() % 20 * US, p, frame(st as u8, *h, fl)));
+                        }
+                    }
+                }
+            }
+            flight.sort_by_key(|f| f.0);
+            while flight.first().is_some_and(|f| f.0 <= t) {
+                let (_, p, f) = flight.remove(0);
+                rx.on_frame(p, &f, t, &mut o);
+            }
+            rx.tick(t, &mut o);
+            for nk in o.nacks.drain(..) {
+                for fs in nk.from_seq..=nk.to_seq.min(hb[nk.stream as usize]) {
+                    flight.push((t + 10 * US, 0, frame(nk.stream, fs, FLAG_RETRANSMIT)));
+                }
+            }
+            o.repairs.clear();
+            let c = rx.contiguous();
+            if c[0] > n && c[1] > n {
+                break;
+            }
+        }
+        let c = rx.contiguous();
+        prop_assert!(c[0] > n && c[1] > n, "{:?} of {}", c, n);
+        for st in 0..2u8 {
+            let seqs: Vec<u64> = o.delivered.iter().filter(|d| d.0 == st).map(|d| d.1).collect();
+            prop_assert_eq!(seqs, (1..=c[st as usize]).collect::<Vec<_>>());
+        }
+    }
+
+    /// Random bytes never panic the loop and are never delivered.
+    #[test]
+    fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300), path in 0u8..4) {
+        let mut rx = OrderRx::new(cfg(2));
+        let mut o = Out::default();
+        let _ = rx.on_frame(path, &bytes, 1, &mut o);
+        rx.tick(1_000_000, &mut o);
+        prop_assert!(o.delivered.len() <= 1);
+    }
+}
