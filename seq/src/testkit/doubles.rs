@@ -35,35 +35,44 @@ impl VoterNet {
         let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
     }
 
+    /// Voter `i`'s RepAck of `contiguous` (07 §4.8).
+    fn send_ack(&mut self, i: usize, epoch: u32, contiguous: [u64; 2]) {
+        let m = vyrn_wire::msg::ctrl::RepAck {
+            epoch,
+            tenure: 0,
+            contiguous_frame_seq: contiguous,
+            path_mask: 0b11,
+        };
+        if let Ok(b) = m.to_bytes() {
+            self.send(i, &b);
+            self.sent[0] += 1;
+        }
+    }
+
+    /// Voter `i`'s NACK of hole `(stream, from, to)` (07 §4.10).
+    fn send_nack(&mut self, i: usize, epoch: u32, (stream, from, to): (u8, u64, u64)) {
+        let m = vyrn_wire::msg::ctrl::Nack {
+            epoch,
+            tenure: 0,
+            stream,
+            from_seq: from,
+            to_seq: to,
+        };
+        if let Ok(b) = m.to_bytes() {
+            self.send(i, &b);
+            self.sent[1] += 1;
+        }
+    }
+
     /// What every voter has to say, over UDP to the box's control port: NACKs and certificates
     /// now, RepAcks only when `acks` (the caller's REP_ACK_US cadence, 07 §4.8).
     pub fn report(&mut self, voters: &mut [VoterDouble], epoch: u32, acks: bool) {
-        use vyrn_wire::msg::ctrl::{Nack, RepAck};
         for (i, v) in voters.iter_mut().enumerate() {
             if let Some(a) = v.ack().filter(|_| acks) {
-                let m = RepAck {
-                    epoch,
-                    tenure: 0,
-                    contiguous_frame_seq: a,
-                    path_mask: 0b11,
-                };
-                if let Ok(b) = m.to_bytes() {
-                    self.send(i, &b);
-                    self.sent[0] += 1;
-                }
+                self.send_ack(i, epoch, a);
             }
-            for (s, from, to) in v.holes() {
-                let m = Nack {
-                    epoch,
-                    tenure: 0,
-                    stream: s,
-                    from_seq: from,
-                    to_seq: to,
-                };
-                if let Ok(b) = m.to_bytes() {
-                    self.send(i, &b);
-                    self.sent[1] += 1;
-                }
+            for hole in v.holes() {
+                self.send_nack(i, epoch, hole);
             }
             for h in v.take_votes() {
                 if let Some(p) = v.proposal(epoch, h) {
@@ -121,33 +130,13 @@ impl VoterNet {
     /// identity 0, and the first Q identities sign each checked header's finalize proposal
     /// into one REP_FinalityCert.
     pub fn report_light(&mut self, v: &mut VoterDouble, epoch: u32, acks: bool) {
-        use vyrn_wire::msg::ctrl::{Nack, RepAck};
         if let Some(a) = v.ack().filter(|_| acks) {
-            let m = RepAck {
-                epoch,
-                tenure: 0,
-                contiguous_frame_seq: a,
-                path_mask: 0b11,
-            };
-            if let Ok(b) = m.to_bytes() {
-                for i in 0..self.socks.len() {
-                    self.send(i, &b);
-                    self.sent[0] += 1;
-                }
+            for i in 0..self.socks.len() {
+                self.send_ack(i, epoch, a);
             }
         }
-        for (s, from, to) in v.holes() {
-            let m = Nack {
-                epoch,
-                tenure: 0,
-                stream: s,
-                from_seq: from,
-                to_seq: to,
-            };
-            if let Ok(b) = m.to_bytes() {
-                self.send(0, &b);
-                self.sent[1] += 1;
-            }
+        for hole in v.holes() {
+            self.send_nack(0, epoch, hole);
         }
         // Q of n (07 §6.5): n − f with f = ⌊(n − 1) / 3⌋.
         let n = self.keys.len();
