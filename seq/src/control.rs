@@ -80,6 +80,10 @@ pub struct Control {
     final_step: u64,
     /// Per session (as `sessions`): the watermarks it was last told.
     notified: Vec<Notified>,
+    /// The newest Durable watermark: (step, height).
+    durable_rec: Option<(u64, u64)>,
+    /// When the sessions were last swept for watermarks they lack.
+    last_sweep_ns: u64,
     closed_height: u64,
 }
 
@@ -110,6 +114,8 @@ impl Control {
             marks: VecDeque::new(),
             final_step: 0,
             notified: vec![Notified::default(); n_sessions],
+            durable_rec: None,
+            last_sweep_ns: 0,
             closed_height: 0,
         }
     }
@@ -173,31 +179,42 @@ impl Control {
     /// step-gated response it was sent, and `fin` while the steps the Final it last got covers
     /// are below it — one packet per session, the two as separate records (07 §6.9 never merges
     /// them). A session with nothing newer gets nothing: its last watermarks still cover it.
-    fn notice(&mut self, durable: Option<Record>, fin: Option<Record>, sh: &mut impl ControlMem) {
+    fn notice(&mut self, sh: &mut impl ControlMem) {
+        let (Some((d_step, d_height)), fin) = (self.durable_rec, self.final_height) else {
+            return;
+        };
         for i in 0..self.sessions.len() {
             let (session, k_out) = self.sessions[i];
             let want = sh.session_step(session);
             let n = self.notified[i];
-            let d = durable.filter(|_| n.durable_step < want);
-            // Final until it covers the session's answers and the height of the last Durable
-            // it got (the client bounds a fill's height by that Durable's, `client::facts`).
-            let f = fin.filter(|_| n.final_step < want || n.final_height < n.durable_height);
-            if d.is_none() && f.is_none() {
+            // Durable while the session has an answer its last Durable does not cover, and a
+            // newer Durable exists.
+            let d = n.durable_step < want && d_step > n.durable_step;
+            // Final until it covers the session's answers and the height of the last Durable it
+            // got (the client bounds a fill's height by that Durable's, `client::facts`).
+            let f = fin > n.final_height
+                && (n.final_step < want
+                    || n.final_height < n.durable_height.max(if d { d_height } else { 0 }));
+            if !d && !f {
                 continue;
             }
             self.rb.start(session, 0);
-            if let Some(r) = d {
-                self.rb.push(&r);
-                if let Record::Durable { step, height } = r {
-                    self.notified[i].durable_step = step;
-                    self.notified[i].durable_height = height;
-                }
+            if d {
+                self.rb.push(&Record::Durable {
+                    step: d_step,
+                    height: d_height,
+                });
+                self.notified[i].durable_step = d_step;
+                self.notified[i].durable_height = d_height;
                 self.counters.durable_notices += 1;
             }
-            if let Some(r) = f {
-                self.rb.push(&r);
+            if f {
+                self.rb.push(&Record::Final {
+                    height: fin,
+                    view: self.view,
+                });
                 self.notified[i].final_step = self.final_step;
-                self.notified[i].final_height = self.final_height;
+                self.notified[i].final_height = fin;
                 self.counters.final_notices += 1;
             }
             let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out);
@@ -270,7 +287,6 @@ impl Control {
         }
         // The watermarks (07 §6.9): Durable per ≤ 1 ms, Final per finalization — one packet
         // per session when both are due, a Durable that moved riding along with a Final.
-        let (mut rec_d, mut rec_f) = (None, None);
         let durable_due = self.durable > self.durable_sent
             && (advanced || now.saturating_sub(self.last_durable_ns) >= 1_000_000);
         if durable_due {
@@ -280,12 +296,9 @@ impl Control {
                 self.blocks.pop_front();
             }
             let height = self.height_of(self.durable);
-            // DUR_QUORUM (07 §6.9): REP_DurableMark, and the Durable watermark to every session.
+            // DUR_QUORUM (07 §6.9): REP_DurableMark, and the Durable watermark to the sessions.
             sh.durable_mark(self.durable, height);
-            rec_d = Some(Record::Durable {
-                step: self.durable,
-                height,
-            });
+            self.durable_rec = Some((self.durable, height));
         }
         if advanced {
             self.view += 1;
@@ -297,13 +310,14 @@ impl Control {
                 self.final_step = self.final_step.max(last);
                 self.marks.pop_front();
             }
-            rec_f = Some(Record::Final {
-                height: self.final_height,
-                view: self.view,
-            });
         }
-        if rec_d.is_some() || rec_f.is_some() {
-            self.notice(rec_d, rec_f, sh);
+        // The watermarks to the sessions they attest: when one moved, and once a millisecond
+        // for sessions whose answers went out after the watermark last moved (else a fill sent
+        // just after its Durable would wait for the next one, or forever on an idle box).
+        let sweep = now.saturating_sub(self.last_sweep_ns) >= 1_000_000;
+        if durable_due || advanced || sweep {
+            self.last_sweep_ns = now;
+            self.notice(sh);
         }
         // Self-fence (INV-REP-6, §4.8): armed once Q voters have acked.
         let fresh = self

@@ -4,7 +4,7 @@
 //! kind — ORDER, HASH, HEADER, HEARTBEAT, retransmissions — and no response or notice.
 
 use vyrn_engine::EngineConfig;
-use vyrn_seq::testkit::{SimBox, VoterDouble, WireEvent};
+use vyrn_seq::testkit::{SimBox, Tile, VoterDouble, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::consts::{FIN_GATE_BLOCKS, REP_SELF_FENCE_US};
 use vyrn_wire::msg::client::{Msg, MsgType, Record, RejectCode, RequestPacket, Response, Side};
@@ -56,8 +56,18 @@ impl Rig {
 
     /// Run every tile for `ns` of box time in 1 µs rounds, voters acking and voting as set.
     fn run(&mut self, ns: u64) {
+        self.run_without(None, ns);
+    }
+
+    /// [`Rig::run`] with one tile held back (a tile that falls behind, as threads can).
+    fn run_without(&mut self, skip: Option<Tile>, ns: u64) {
         let end = self.now + ns;
-        let tiles = self.home.tiles();
+        let tiles: Vec<Tile> = self
+            .home
+            .tiles()
+            .into_iter()
+            .filter(|t| Some(*t) != skip)
+            .collect();
         while self.now < end {
             self.now += 1_000;
             for &t in &tiles {
@@ -317,4 +327,55 @@ fn self_fence_silences_both_streams_for_good() {
         }),
         "nothing is answered that was not written"
     );
+}
+
+/// A fill that leaves after its step became durable (the TX tile behind control, as threads
+/// allow) still gets its Durable and Final although the Durable watermark never moves again:
+/// control keeps the newest watermarks and gives each session what it lacks whenever it sends
+/// notices (each finalization, and a sweep once a millisecond). Before, a Durable went out only
+/// when it moved, and such a session never learned its fill was durable (the e2e test caught
+/// it).
+#[test]
+fn a_fill_sent_after_its_watermarks_moved_still_gets_them() {
+    let mut r = Rig::new();
+    r.order_as(0, 1, Side::Buy);
+    r.run(20_000);
+    r.order_as(2, 2, Side::Sell);
+    // Everything but TX: the fill's step becomes durable and final while its responses wait.
+    r.run_without(Some(Tile::Tx), 3_000_000);
+    let (d, f, _) = r.home.watermarks();
+    assert!(d >= 2 && f >= 1, "durable {d}, final {f}");
+    let before = r
+        .records()
+        .iter()
+        .filter(|x| matches!(x, Record::Fill { .. }))
+        .count();
+    assert_eq!(before, 0, "the fills are still held");
+    // TX catches up; the box is idle from now on: no new step, so the Durable watermark does
+    // not move again (blocks still close and go final).
+    r.run(3_000_000);
+    let (d2, _, _) = r.home.watermarks();
+    assert_eq!(d2, d, "no step since: the Durable did not move");
+    for i in [0usize, 2] {
+        let id = r.cfg.sessions[i].session;
+        let recs: Vec<&Record> = r
+            .resps
+            .iter()
+            .filter(|(s, _)| *s == id)
+            .flat_map(|(_, p)| p.records.iter())
+            .collect();
+        assert!(
+            recs.iter().any(|x| matches!(x, Record::Fill { .. })),
+            "session {i}"
+        );
+        assert!(
+            recs.iter()
+                .any(|x| matches!(x, Record::Durable { step, .. } if *step >= 2)),
+            "session {i}: no Durable after its fill"
+        );
+        assert!(
+            recs.iter().any(|x| matches!(x, Record::Final { .. })),
+            "session {i}: no Final after its fill"
+        );
+    }
 }

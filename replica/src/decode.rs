@@ -1,0 +1,161 @@
+//! The decoder tile (07 §3.12, replica core 3): order RX's in-order frames into `wire`'s
+//! [`DecState`] — sections, step merge, block marks, HASH runs, headers, `order_root` per block —
+//! with what the rest of the replica needs around it:
+//!
+//! * every PacketRecord tagged with the height of the block it belongs to (a substream's records
+//!   before its `BlockMark(h)` are in blocks ≤ h, so a record is in its substream's open block);
+//! * the first decoder error of the tenure recorded with (epoch, tenure, stream, frame_seq) and
+//!   the height of the block it hit ([`Fault`]): that block and every later one are refused for
+//!   voting ([`crate::verdict`]), and the sequencer-fault alarm is raised once (07 §3.12, §10.1);
+//! * counters.
+//!
+//! Hot path: records go to [`DecodedOut`] by reference; nothing is allocated per record.
+
+use vyrn_wire::decoder::{Awaiting, BlockRoots, DecState, Pos, Sink};
+use vyrn_wire::error::RepErr;
+use vyrn_wire::frame::Heartbeat;
+use vyrn_wire::header::BlockHeader;
+use vyrn_wire::layout::Layout;
+use vyrn_wire::records::{BlockMark, PacketRecord, Step};
+
+/// A sequencer fault found by the decoder: its first error and the block it hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// The error, with (epoch, tenure, stream, frame_seq) (07 §3.12).
+    pub err: RepErr,
+    /// The open block of the erroring substream: it and every later block are refused.
+    pub height: u64,
+}
+
+/// Where decoded records go.
+#[allow(unused_variables)]
+pub trait DecodedOut {
+    /// A PacketRecord (Advance included) of block `height`.
+    fn record(&mut self, height: u64, at: Pos, r: &PacketRecord) {}
+    /// The `pkt_hash` of an earlier record of `lane` (a HashRun).
+    fn hash(&mut self, at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {}
+    /// A complete step, in StepId order.
+    fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {}
+    /// A block whose marks both passed and whose steps were all delivered, with its roots.
+    fn block(&mut self, b: &BlockRoots) {}
+    /// A HEADER frame's header.
+    fn header(&mut self, h: &BlockHeader) {}
+    /// The sequencer-fault alarm (once per tenure): the decoder stopped a substream.
+    fn fault(&mut self, f: &Fault) {}
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecodeCounters {
+    /// Frames handed in.
+    pub frames: u64,
+    /// PacketRecords delivered.
+    pub records: u64,
+    /// Blocks completed.
+    pub blocks: u64,
+    /// Headers delivered.
+    pub headers: u64,
+    /// Frames refused after the fault (the substream stays stopped).
+    pub after_fault: u64,
+}
+
+/// The decoder tile of one tenure.
+#[derive(Debug)]
+pub struct Decoder {
+    dec: DecState,
+    /// Per substream: the height of its open block (last BlockMark + 1).
+    open: [u64; 2],
+    fault: Option<Fault>,
+    counters: DecodeCounters,
+}
+
+struct Adapter<'a, O: DecodedOut> {
+    open: &'a mut [u64; 2],
+    out: &'a mut O,
+    counters: &'a mut DecodeCounters,
+}
+
+impl<O: DecodedOut> Sink for Adapter<'_, O> {
+    fn pkt(&mut self, at: Pos, r: &PacketRecord) {
+        self.counters.records += 1;
+        let h = self.open[at.stream as usize & 1];
+        self.out.record(h, at, r);
+    }
+    fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
+        self.out.step(s, cut, payload);
+    }
+    fn mark(&mut self, at: Pos, m: &BlockMark, _lane_bounds: &[u64]) {
+        let o = &mut self.open[at.stream as usize & 1];
+        *o = (*o).max(m.height + 1);
+    }
+    fn block(&mut self, b: &BlockRoots) {
+        self.counters.blocks += 1;
+        self.out.block(b);
+    }
+    fn hash(&mut self, at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        self.out.hash(at, lane, rec, pkt_hash);
+    }
+    fn header(&mut self, _at: Pos, h: &BlockHeader) {
+        self.counters.headers += 1;
+        self.out.header(h);
+    }
+    fn heartbeat(&mut self, _at: Pos, _hb: &Heartbeat) {}
+}
+
+impl Decoder {
+    /// A decoder for `layout`; blocks are numbered from `first_height`.
+    pub fn new(layout: Layout, first_height: u64) -> Result<Self, &'static str> {
+        Ok(Decoder {
+            dec: DecState::new(layout)?,
+            open: [first_height; 2],
+            fault: None,
+            counters: DecodeCounters::default(),
+        })
+    }
+
+    /// The fault, once the decoder found one.
+    pub fn fault(&self) -> Option<Fault> {
+        self.fault
+    }
+
+    /// Counters (this tile's and the decoder's).
+    pub fn counters(&self) -> (DecodeCounters, vyrn_wire::decoder::DecCounters) {
+        (self.counters, self.dec.counters())
+    }
+
+    /// One frame, in `frame_seq` order per substream (order RX delivers so), at `now`.
+    pub fn on_frame(&mut self, frame: &[u8], now: u64, out: &mut impl DecodedOut) {
+        self.counters.frames += 1;
+        let r = {
+            let mut a = Adapter {
+                open: &mut self.open,
+                out,
+                counters: &mut self.counters,
+            };
+            self.dec.on_frame(frame, now, &mut a)
+        };
+        if let Err(e) = r {
+            self.on_error(e, out);
+        }
+    }
+
+    /// The hash-lag rule (07 §3.7: a record waiting > 1 ms for its HashRun is a fault).
+    pub fn tick(&mut self, now: u64, out: &mut impl DecodedOut) {
+        if let Err(e) = self.dec.tick(now) {
+            self.on_error(e, out);
+        }
+    }
+
+    fn on_error(&mut self, e: RepErr, out: &mut impl DecodedOut) {
+        if self.fault.is_some() {
+            self.counters.after_fault += 1;
+            return;
+        }
+        let f = Fault {
+            err: e,
+            height: self.open[e.stream as usize & 1],
+        };
+        self.fault = Some(f);
+        out.fault(&f);
+    }
+}
