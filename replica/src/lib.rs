@@ -4,11 +4,13 @@
 //! ([`journal`]); order RX over both paths with holes, NACKs, peer repair requests, RepAcks
 //! and the path alarms ([`order_rx`]); the peer frame store that serves `RepairReq`s
 //! ([`frame_store`]); the decoder tile with block heights and the sequencer-fault record
-//! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]). The data
-//! join, replay and the binaries are later slices of issue 12 (`docs/replica.md`).
+//! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]); replay from
+//! the wire (07 §7.1, [`replay`]). The data side, the wiring onto ports and the binaries are
+//! later slices of issue 12 (`docs/replica.md`).
 
 pub mod decode;
 pub mod frame_store;
 pub mod journal;
 pub mod order_rx;
+pub mod replay;
 pub mod verdict;

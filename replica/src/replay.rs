@@ -1,0 +1,145 @@
+//! Replay from the wire (07 §7.1): the engine in replay mode fed with what this replica decoded —
+//! each PacketRecord joined with its payload, each StepRecord with its cut — producing every
+//! response and fill the sequencer produced, with its `resp_seq`. Every decision the log records
+//! (SHED, kind, source) is read, never recomputed (INV-DET); a divergence stops replay with a
+//! typed [`ReplayError`].
+//!
+//! A record waits, in its lane's order, until its payload can be chosen: the payload is the copy
+//! of `(session, pkt_seq)` whose 8-byte hash is the record's `pkt_hash` (07 §5.4; the HashRun
+//! brings it), so a key that two different packets share (a packet the box logged ahead of its
+//! session's sequence, then the real one) still joins the right bytes. Advance records carry no
+//! payload and go at once. Replay lag is the distance, in steps, between what was decoded and
+//! what was replayed ([`Replayer::lag`]).
+
+use std::collections::VecDeque;
+
+use vyrn_engine::home::{EngineSink, LoggedStep, ReplayEngine, ReplayError};
+use vyrn_engine::EngineConfig;
+use vyrn_wire::records::{PacketRecord, Step};
+
+/// Where replay finds a packet's bytes (the data side's store).
+pub trait PayloadSource {
+    /// The payload of `(session, pkt_seq)` whose 8-byte hash is `pkt_hash`, if held.
+    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]>;
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayCounters {
+    /// Records fed to the engine.
+    pub records: u64,
+    /// Steps fed to the engine.
+    pub steps: u64,
+    /// Steps replayed.
+    pub replayed: u64,
+    /// Pumps that found the head record of a lane without its payload (waiting for the data
+    /// side or its hash).
+    pub waits: u64,
+}
+
+/// The replay of one tenure.
+#[derive(Debug)]
+pub struct Replayer {
+    eng: ReplayEngine,
+    /// Per lane, in order: records not yet fed, with their `pkt_hash` once known.
+    waiting: Vec<VecDeque<(PacketRecord, Option<u64>)>>,
+    decoded_step: u64,
+    replayed_step: u64,
+    counters: ReplayCounters,
+}
+
+impl Replayer {
+    /// Replay for the home of `cfg` (its sessions and keys), from the tenure's start.
+    pub fn new(cfg: EngineConfig) -> Self {
+        let n = cfg.layout.n_lanes as usize;
+        Replayer {
+            eng: ReplayEngine::new(cfg),
+            waiting: (0..n).map(|_| VecDeque::new()).collect(),
+            decoded_step: 0,
+            replayed_step: 0,
+            counters: ReplayCounters::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> ReplayCounters {
+        self.counters
+    }
+
+    /// Steps decoded and replayed: the lag is their difference (07 §7.3).
+    pub fn lag(&self) -> (u64, u64) {
+        (self.decoded_step, self.replayed_step)
+    }
+
+    /// A decoded PacketRecord (in its lane's order).
+    pub fn on_record(&mut self, r: &PacketRecord) {
+        if let Some(q) = self.waiting.get_mut(r.lane as usize) {
+            q.push_back((*r, None));
+        }
+    }
+
+    /// A HashRun's `pkt_hash` for the record of `lane` starting at `first_lane_seq`.
+    pub fn on_hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
+        if let Some(q) = self.waiting.get_mut(lane as usize) {
+            if let Some(e) = q
+                .iter_mut()
+                .find(|(r, h)| h.is_none() && r.first_lane_seq == first_lane_seq)
+            {
+                e.1 = Some(pkt_hash);
+            }
+        }
+    }
+
+    /// A decoded step with its cut and payload.
+    pub fn on_step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
+        self.decoded_step = self.decoded_step.max(s.step);
+        self.eng.push_step(LoggedStep {
+            step: s.step,
+            kind: s.kind,
+            src_lane: s.src_lane,
+            src_lane_seq: s.src_lane_seq,
+            cut: cut.to_vec(),
+            payload: payload.to_vec(),
+        });
+        self.counters.steps += 1;
+    }
+
+    /// Feed every head record whose payload is known, then run the engine as far as its input
+    /// allows; responses and fills go to `sink`. Returns the last step replayed.
+    pub fn pump(
+        &mut self,
+        src: &impl PayloadSource,
+        sink: &mut impl EngineSink,
+    ) -> Result<u64, ReplayError> {
+        for q in &mut self.waiting {
+            while let Some(&(r, h)) = q.front() {
+                let payload: Vec<u8> = if r.is_advance() {
+                    Vec::new()
+                } else {
+                    match h.and_then(|h| src.payload(r.session, r.pkt_seq, h)) {
+                        Some(p) => p.to_vec(),
+                        None => {
+                            self.counters.waits += 1;
+                            break;
+                        }
+                    }
+                };
+                q.pop_front();
+                self.eng.push_record(r, payload)?;
+                self.counters.records += 1;
+            }
+        }
+        let done = self.eng.run(None, sink)?;
+        self.counters.replayed = done;
+        self.replayed_step = done;
+        Ok(done)
+    }
+
+    /// Apply every event of the steps replayed so far (the end of the input, or a snapshot
+    /// point, 07 §7.5). Until then a lane applies a step's events when its next record comes
+    /// (dependency 1 of §7.1: a record runs after exactly the events its `fills_applied`
+    /// names, no more), so the answers those events produce surface then.
+    pub fn settle(&mut self, sink: &mut impl EngineSink) {
+        self.eng.settle(sink);
+    }
+}
