@@ -144,10 +144,9 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
                     WireEvent::Frame { bytes, path: 0, .. } => {
                         rx.on_frame(0, &bytes, now, &mut net);
                     }
-                    WireEvent::Resp { bytes, .. } => {
-                        if bytes[17] & 1 == 0 {
-                            live.entry(resp_seq(&bytes)).or_insert(bytes);
-                        }
+                    // First copies only (flags.resend at byte 17: a lane's resend).
+                    WireEvent::Resp { bytes, .. } if bytes[17] & 1 == 0 => {
+                        live.entry(resp_seq(&bytes)).or_insert(bytes);
                     }
                     _ => {}
                 }
