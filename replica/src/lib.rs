@@ -6,6 +6,7 @@
 //! ([`frame_store`]). The decoder tile, the data join, the vote verdict, replay and the binaries
 //! are later slices of issue 12 (`docs/replica.md`).
 
+pub mod data_side;
 pub mod frame_store;
 pub mod journal;
 pub mod order_rx;
