@@ -5,9 +5,11 @@
 //! and the path alarms ([`order_rx`]); the peer frame store that serves `RepairReq`s
 //! ([`frame_store`]); the decoder tile with block heights and the sequencer-fault record
 //! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]); replay from
-//! the wire (07 §7.1, [`replay`]). The data side, the wiring onto ports and the binaries are
-//! later slices of issue 12 (`docs/replica.md`).
+//! the wire (07 §7.1, [`replay`]); the data side — data frames, the replica's own hashes, the
+//! join, fetches, mismatches and `data_root` (07 §5.3–§5.6, [`data_side`]). The wiring onto ports
+//! and the binaries are later slices of issue 12 (`docs/replica.md`).
 
+pub mod data_side;
 pub mod decode;
 pub mod frame_store;
 pub mod journal;

@@ -1,0 +1,1443 @@
+//! The replica's data side (07 §5.3–§5.7, §6.1 `data_root`, §6.4 item 3): data frames from
+//! every data box, the replica's own data store, the join of PacketRecords with payloads, the
+//! fetch of what is missing, the three copy mismatches and each block's `data_root`.
+//!
+//! A tile with no socket: [`DataSide::on_data_frame`] per data-frame datagram,
+//! [`DataSide::on_fetched`] per packet a peer replica or the sequencer sent back,
+//! [`DataSide::on_record`], [`DataSide::on_hash`] and [`DataSide::on_mark`] from the decoder,
+//! [`DataSide::on_hash_list`] for the order hasher's `HashList` parts, [`DataSide::tick`] every
+//! few µs. Everything that leaves goes through [`DataOut`]. The verdict asks
+//! [`DataSide::block_payloads`], [`DataSide::data_root`] and [`DataSide::check_data_root`].
+//!
+//! - **Per data box** (07 §5.3): frames of another book or epoch, or naming another box, are
+//!   refused ([`DataRefused`]); `data_seq` gaps are fetched by `DataFetch::Range` from that box;
+//!   a `DATA_HB` names the box's last DATA frame (`vyrn-data`'s fan-out), so a lost last frame
+//!   is a gap too; a box silent REP_DATA_SILENCE_MS is down ([`DataAlarm::BoxDown`], detection
+//!   only: `DataDown` gossip and the redirect of §5.7 are later).
+//! - **Store** (07 §5.4): every packet is parsed with `vyrn_wire`'s request codec and its full
+//!   BLAKE3 is computed here, never taken from a data box; payloads are kept by
+//!   `(session, pkt_seq)`, bounded in packets, bytes and age (REP_DATA_RING_S), oldest first.
+//! - **Join** (07 §5.4): a record is resolved when a payload with its key is present, its 8-byte
+//!   hash equals `pkt_hash` and its message count equals `count`; before the HashRun it is
+//!   matched on the key only ([`RecState::Unhashed`]); Advance records never join.
+//! - **Fetch** (07 §5.5): REP_DATA_WAIT_US after its ORDER frame an unresolved record asks the
+//!   session's data home, then one peer (round robin), then the sequencer, one source per
+//!   `fetch_step_ns`; a fetched packet is checked like a pushed one.
+//! - **Mismatch** (07 §5.6): a copy whose hash or count differs makes the record wait for the
+//!   sequencer's copy, which is canonical when it matches; then `CopyMismatch` evidence. A
+//!   `data_root` that differs with matching 8-byte hashes asks for the block's `HashList` and
+//!   compares it entry by entry.
+//!
+//! Bad input never panics: a refused frame or packet is counted ([`DataCounters`]) and returns
+//! a typed reason. Memory is bounded: the store by [`DataConfig`], the gaps per box by
+//! [`GAPS_MAX`], the records by `records_max`.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+
+use vyrn_wire::consts::{REP_DATA_RING_S, REP_DATA_SILENCE_MS, REP_DATA_WAIT_US};
+use vyrn_wire::error::Malformed;
+use vyrn_wire::header::{data_root, empty_root, DataRootHasher, Hash};
+use vyrn_wire::msg::client::{pkt_hash_of, ReqReject, Request};
+use vyrn_wire::msg::ctrl::{DataFetch, HashList, HashListReq, HASH_LIST_PART_MAX};
+use vyrn_wire::msg::data::{DataFrame, DataKind};
+use vyrn_wire::msg::PktKey;
+use vyrn_wire::records::PacketRecord;
+
+/// Most open `data_seq` gaps remembered per data box; past it the oldest is forgotten (its
+/// packets still come by the per-record fetch of 07 §5.5).
+pub const GAPS_MAX: usize = 1024;
+/// Most frames one gap asks for: a longer gap asks for its newest `GAP_FRAMES_MAX` frames.
+pub const GAP_FRAMES_MAX: u64 = 4096;
+/// Frames per `DataFetch::Range`: what a data box answers per request (`vyrn-data`
+/// `FETCH_RANGE_MAX`).
+pub const FETCH_RANGE_FRAMES: u64 = 64;
+/// How far past the newest `data_seq` a frame may be: further is a broken or hostile sender.
+pub const DATA_AHEAD_MAX: u64 = 1 << 20;
+/// Requests to the sequencer per record before it is unavailable (07 §5.6 "cannot be fetched").
+pub const SEQ_TRIES: u8 = 3;
+/// Most data boxes (`n_data` is 4 or 5, 07 §5.1; the index is a u8).
+pub const BOXES_MAX: usize = 16;
+
+/// Timing of the data side (07 §5.3, §5.5; budgets, overridable by config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataTiming {
+    /// REP_DATA_WAIT_US: a record unresolved this long after its ORDER frame is fetched.
+    pub wait_ns: u64,
+    /// Time each fetch source gets before the next one is asked (project choice: the same
+    /// REP_DATA_WAIT_US).
+    pub fetch_step_ns: u64,
+    /// REP_DATA_SILENCE_MS: a data box silent this long is down (07 §5.7).
+    pub silence_ns: u64,
+    /// REP_DATA_RING_S: payloads older than this leave the store.
+    pub store_age_ns: u64,
+}
+
+impl Default for DataTiming {
+    fn default() -> Self {
+        DataTiming {
+            wait_ns: REP_DATA_WAIT_US * 1000,
+            fetch_step_ns: REP_DATA_WAIT_US * 1000,
+            silence_ns: REP_DATA_SILENCE_MS * 1_000_000,
+            store_age_ns: REP_DATA_RING_S * 1_000_000_000,
+        }
+    }
+}
+
+/// What the data side takes and how much it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataConfig {
+    /// Book (frames and packets of another book are refused).
+    pub book: u16,
+    /// Low 16 bits of the epoch (07 §5.3 `epoch16`).
+    pub epoch16: u16,
+    /// Data boxes (`REP_Membership.data_boxes`), at most [`BOXES_MAX`].
+    pub n_boxes: u8,
+    /// Peer replicas to fetch from (round robin), 0 for none.
+    pub n_peers: usize,
+    /// Substreams: 1 or 2.
+    pub n_streams: u8,
+    /// Most payloads kept.
+    pub store_max_pkts: usize,
+    /// Most payload bytes kept.
+    pub store_max_bytes: usize,
+    /// Most PacketRecords tracked (all substreams, until [`DataSide::release_through`]).
+    pub records_max: usize,
+    /// Timing.
+    pub timing: DataTiming,
+}
+
+impl DataConfig {
+    /// A config with the default bounds (1M payloads, 256 MiB, 4M records) and timing.
+    pub fn new(book: u16, epoch16: u16, n_boxes: u8, n_peers: usize, n_streams: u8) -> Self {
+        DataConfig {
+            book,
+            epoch16,
+            n_boxes,
+            n_peers,
+            n_streams,
+            store_max_pkts: 1 << 20,
+            store_max_bytes: 256 << 20,
+            records_max: 4 << 20,
+            timing: DataTiming::default(),
+        }
+    }
+}
+
+/// Where a packet came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// Data box `d`: pushed (DATA) or fetched (FETCH_RESP) — the client's copy 2.
+    Box(u8),
+    /// Peer replica (an answer to `PeerDataFetch`).
+    Peer(usize),
+    /// The sequencer's control core (an answer to `SeqDataReq`): the bytes it matched.
+    Seq,
+}
+
+/// Why a data-frame datagram was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataRefused {
+    /// Not a data frame (`DataFrame::parse`).
+    Malformed(Malformed),
+    /// Another book.
+    OtherBook,
+    /// Another epoch.
+    OtherEpoch,
+    /// A box index outside the membership, or a header `src` other than the sending box.
+    BadSource,
+    /// A `data_seq` more than [`DATA_AHEAD_MAX`] past the newest.
+    TooFarAhead,
+}
+
+impl DataRefused {
+    fn index(self) -> usize {
+        match self {
+            DataRefused::Malformed(_) => 0,
+            DataRefused::OtherBook => 1,
+            DataRefused::OtherEpoch => 2,
+            DataRefused::BadSource => 3,
+            DataRefused::TooFarAhead => 4,
+        }
+    }
+}
+
+/// Why one packet was not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PktRefused {
+    /// Not a request packet (`Request::parse`).
+    Malformed(ReqReject),
+    /// A packet of another book.
+    OtherBook,
+    /// A fetched packet no unresolved record asks for.
+    Unsolicited,
+    /// A fetched packet whose hash or count differs from its record's (07 §5.5: checked like a
+    /// pushed one), or a sequencer copy that does not match the HashList entry.
+    Wrong,
+    /// A copy of a stored payload (the same full hash), or a second, different data-box copy
+    /// (the first is kept; only the sequencer's copy replaces it).
+    Duplicate,
+}
+
+impl PktRefused {
+    fn index(self) -> usize {
+        match self {
+            PktRefused::Malformed(_) => 0,
+            PktRefused::OtherBook => 1,
+            PktRefused::Unsolicited => 2,
+            PktRefused::Wrong => 3,
+            PktRefused::Duplicate => 4,
+        }
+    }
+}
+
+/// Why a decoder input was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordRefused {
+    /// A substream this layout does not have.
+    BadStream,
+    /// `records_max` records are tracked: release finished blocks first.
+    Full,
+    /// A BlockMark height not above the substream's last.
+    HeightOrder,
+    /// A hash for a record not tracked, or already hashed.
+    UnknownRecord,
+}
+
+/// Where a record stands (07 §5.4–§5.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecState {
+    /// An Advance record: no payload, never joined.
+    Advance,
+    /// No payload with its key.
+    Missing,
+    /// A payload with its key and count, its HashRun not yet in (07 §5.4 "unhashed").
+    Unhashed,
+    /// Joined: key, 8-byte hash and count match (and the HashList entry, after a root check).
+    Resolved,
+    /// The copy held differs (hash, count, or full hash against the HashList): waiting for the
+    /// sequencer's canonical copy (07 §5.6).
+    Mismatch,
+    /// Every source was asked and none gave a matching copy (07 §5.6: unavailable). A matching
+    /// copy that still arrives resolves it.
+    Unavailable,
+}
+
+/// An alarm or a change of a data box's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataAlarm {
+    /// Data box `d` silent REP_DATA_SILENCE_MS (07 §5.7); `last_rx_ns` is its last frame.
+    BoxDown {
+        /// The box.
+        d: u8,
+        /// When its last frame came.
+        last_rx_ns: u64,
+    },
+    /// Data box `d` sends again.
+    BoxUp {
+        /// The box.
+        d: u8,
+    },
+    /// No source gave a matching copy of `key` (07 §5.6: the packet is unavailable).
+    Unavailable {
+        /// The packet.
+        key: PktKey,
+    },
+    /// The order hasher's HashList of `height` contradicts its header's `data_root` or this
+    /// replica's records (07 §5.6 row 2; the verdict returns false).
+    HashListBad {
+        /// Height.
+        height: u64,
+    },
+}
+
+/// `CopyMismatch{session, pkt_seq, seq_hash, data_hash}` (07 §5.6): the client's two copies
+/// differ. `seq_hash` is the full hash of the sequencer's (canonical) copy, `data_hash` that of
+/// the data box's. `vyrn_wire` has no encoding of it yet: this is the evidence, not a format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyMismatch {
+    /// SessionId.
+    pub session: u32,
+    /// pkt_seq.
+    pub pkt_seq: u32,
+    /// Full BLAKE3 of the sequencer's copy.
+    pub seq_hash: Hash,
+    /// Full BLAKE3 of the data box's copy.
+    pub data_hash: Hash,
+}
+
+/// Where the data side's output goes.
+pub trait DataOut {
+    /// A `DataFetch` to data box `d` (a `data_seq` range, 07 §5.3; or a key, §5.5 source 1).
+    fn data_fetch(&mut self, d: u8, f: &DataFetch);
+    /// `PeerDataFetch` of `key` to peer replica `peer` (07 §5.5 source 2; no wire message yet).
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey);
+    /// `SeqDataReq` of `key` to the sequencer's control core (07 §5.5 source 3; no wire
+    /// message yet).
+    fn seq_data_req(&mut self, key: PktKey);
+    /// `HashListReq` to the order hasher (07 §5.6 row 2).
+    fn hash_list_req(&mut self, r: &HashListReq);
+    /// `CopyMismatch` evidence with both packets (07 §5.6): to the sequencer's control core.
+    fn copy_mismatch(&mut self, e: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]);
+    /// An alarm.
+    fn alarm(&mut self, a: DataAlarm);
+}
+
+/// Counters (one writer: the tile).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataCounters {
+    /// Frames taken: DATA, DATA_HB, FETCH_RESP.
+    pub frames: [u64; 3],
+    /// Frames refused: malformed, other book, other epoch, bad source, too far ahead.
+    pub refused: [u64; 5],
+    /// DATA frames at or below the newest `data_seq` and in no gap (packets still taken).
+    pub frames_stale: u64,
+    /// Gaps opened.
+    pub gaps: u64,
+    /// `DataFetch::Range` requests sent.
+    pub gap_fetches: u64,
+    /// Gaps longer than [`GAP_FRAMES_MAX`] (only the newest frames asked).
+    pub gap_clamped: u64,
+    /// Gaps forgotten past [`GAPS_MAX`].
+    pub gaps_dropped: u64,
+    /// Missing frames that came (late or by FETCH_RESP).
+    pub gap_filled: u64,
+    /// Boxes marked down / up again.
+    pub box_down: u64,
+    /// Boxes heard again after down.
+    pub box_up: u64,
+    /// Packets seen in frames and fetch answers.
+    pub pkts: u64,
+    /// Packets stored.
+    pub pkts_stored: u64,
+    /// Packets refused: malformed, other book, unsolicited, wrong, duplicate.
+    pub pkts_refused: [u64; 5],
+    /// Payloads evicted for age.
+    pub evicted_age: u64,
+    /// Payloads evicted for room (packets or bytes).
+    pub evicted_room: u64,
+    /// PacketRecords taken (Advance included).
+    pub records: u64,
+    /// Advance records.
+    pub records_advance: u64,
+    /// Records refused (bad stream, full).
+    pub records_refused: u64,
+    /// Records whose key an earlier live record already has.
+    pub dup_key_records: u64,
+    /// Hashes attached.
+    pub hashes: u64,
+    /// Hashes refused (unknown record).
+    pub hashes_refused: u64,
+    /// Records resolved.
+    pub resolved: u64,
+    /// Joins where the 8-byte hash differed.
+    pub mismatch_hash: u64,
+    /// Joins where the count differed.
+    pub mismatch_count: u64,
+    /// Fetches by key to a data home.
+    pub fetch_home: u64,
+    /// Fetches to a peer.
+    pub fetch_peer: u64,
+    /// Requests to the sequencer.
+    pub fetch_seq: u64,
+    /// Fetched packets that resolved a record.
+    pub fetched_ok: u64,
+    /// Records that became unavailable.
+    pub unavailable: u64,
+    /// CopyMismatch evidence emitted.
+    pub copy_mismatch: u64,
+    /// Wrong copies from a peer replaced by the sequencer's (no evidence: not the client's).
+    pub peer_copy_replaced: u64,
+    /// HashListReqs sent.
+    pub hash_list_reqs: u64,
+    /// HashList parts taken.
+    pub hash_list_parts: u64,
+    /// HashList parts refused (unsolicited, bad stream, wrong shape).
+    pub hash_list_refused: u64,
+    /// HashLists that contradict the header or the records.
+    pub hash_list_bad: u64,
+    /// Records whose full hash differs from the HashList entry.
+    pub root_mismatch_entries: u64,
+}
+
+/// A block's payload state (07 §6.4 item 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockPayloads {
+    /// No BlockMark of this height on every substream (or released).
+    Unknown,
+    /// Some records are not resolved: how many in each state.
+    Pending {
+        /// Missing payloads (and unavailable ones).
+        missing: usize,
+        /// Waiting for their HashRun.
+        unhashed: usize,
+        /// Waiting for the sequencer's copy.
+        mismatch: usize,
+    },
+    /// Every PacketRecord resolved.
+    Ready,
+}
+
+/// A block's `data_root` and its substream halves (07 §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockDataRoot {
+    /// `BLAKE3(data_root_A ‖ data_root_B)`.
+    pub data_root: Hash,
+    /// `data_root_A`, `data_root_B` (BLAKE3 of nothing with one substream).
+    pub halves: [Hash; 2],
+}
+
+/// The answer of [`DataSide::check_data_root`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootCheck {
+    /// Every record resolved and the root equals the header's.
+    Match,
+    /// Payloads, a HashList or canonical copies are still awaited.
+    Pending,
+    /// The HashList contradicts the header or the records: the vote is false (07 §6.4).
+    Contradiction,
+}
+
+#[derive(Debug, Clone)]
+struct Payload {
+    bytes: Box<[u8]>,
+    full: Hash,
+    count: u8,
+    origin: Source,
+    t: u64,
+    gen: u64,
+}
+
+#[derive(Debug, Default)]
+struct Store {
+    map: HashMap<PktKey, Payload>,
+    order: VecDeque<(PktKey, u64)>,
+    bytes: usize,
+    next_gen: u64,
+}
+
+impl Store {
+    fn remove(&mut self, k: &PktKey) -> Option<Payload> {
+        let p = self.map.remove(k)?;
+        self.bytes -= p.bytes.len();
+        Some(p)
+    }
+
+    /// Pop the oldest live entry (stale order entries of replaced payloads are skipped).
+    fn pop_oldest(&mut self) -> Option<Payload> {
+        while let Some((k, gen)) = self.order.pop_front() {
+            if self.map.get(&k).is_some_and(|p| p.gen == gen) {
+                return self.remove(&k);
+            }
+        }
+        None
+    }
+
+    fn oldest_t(&mut self) -> Option<u64> {
+        while let Some(&(k, gen)) = self.order.front() {
+            match self.map.get(&k) {
+                Some(p) if p.gen == gen => return Some(p.t),
+                _ => {
+                    self.order.pop_front();
+                }
+            }
+        }
+        None
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Rec {
+    key: PktKey,
+    count: u8,
+    advance: bool,
+    pkt_hash: Option<u64>,
+    state: RecState,
+    /// The full hash of the joined payload (tentative while unhashed).
+    full: Option<Hash>,
+    /// Fetch sources asked: 0 none, 1 home, 2 peer, 3.. the sequencer.
+    stage: u8,
+    /// The HashList entry this record's full hash must equal (07 §5.6 row 2).
+    expect: Option<Hash>,
+    /// The previous live record of the same key in this substream.
+    prev: Option<u64>,
+    /// When its armed timer is due (older timer entries are stale).
+    due: u64,
+}
+
+#[derive(Debug, Default)]
+struct Sub {
+    /// Record id of `recs[0]`.
+    base: u64,
+    recs: VecDeque<Rec>,
+    /// (height, end record id) per BlockMark, oldest first.
+    marks: VecDeque<(u64, u64)>,
+    last_height: Option<u64>,
+}
+
+impl Sub {
+    fn get(&self, rid: u64) -> Option<&Rec> {
+        self.recs
+            .get(usize::try_from(rid.checked_sub(self.base)?).ok()?)
+    }
+    fn get_mut(&mut self, rid: u64) -> Option<&mut Rec> {
+        self.recs
+            .get_mut(usize::try_from(rid.checked_sub(self.base)?).ok()?)
+    }
+    fn end(&self) -> u64 {
+        self.base + self.recs.len() as u64
+    }
+    /// Record ids of block `height`: `[start, end)`.
+    fn range(&self, height: u64) -> Option<(u64, u64)> {
+        let mut start = self.base;
+        for &(h, end) in &self.marks {
+            if h == height {
+                return Some((start, end));
+            }
+            start = end;
+        }
+        None
+    }
+}
+
+#[derive(Debug, Default)]
+struct BoxRx {
+    /// Newest DATA `data_seq` (or the one a heartbeat named).
+    hi: Option<u64>,
+    /// Missing `data_seq` ranges, both ends included.
+    gaps: VecDeque<(u64, u64)>,
+    last_rx: Option<u64>,
+    down: bool,
+}
+
+impl BoxRx {
+    /// Take `s` out of a gap; true if it was missing.
+    fn fill(&mut self, s: u64) -> bool {
+        let Some(i) = self.gaps.iter().position(|&(a, b)| a <= s && s <= b) else {
+            return false;
+        };
+        let (a, b) = self.gaps[i];
+        match (a == s, b == s) {
+            (true, true) => {
+                self.gaps.remove(i);
+            }
+            (true, false) => self.gaps[i].0 = s + 1,
+            (false, true) => self.gaps[i].1 = s - 1,
+            (false, false) => {
+                self.gaps[i].1 = s - 1;
+                self.gaps.insert(i + 1, (s + 1, b));
+            }
+        }
+        true
+    }
+}
+
+#[derive(Debug, Default)]
+struct ListAsm {
+    header_root: Hash,
+    /// Per substream: the parts, each `None` until it came.
+    parts: [Vec<Option<Vec<Hash>>>; 2],
+    compared: bool,
+    bad: bool,
+}
+
+/// The replica's data side (see the module docs).
+#[derive(Debug)]
+pub struct DataSide {
+    cfg: DataConfig,
+    boxes: Vec<BoxRx>,
+    store: Store,
+    subs: [Sub; 2],
+    index: HashMap<PktKey, (u8, u64)>,
+    homes: HashMap<u32, u8>,
+    timers: BinaryHeap<Reverse<(u64, u8, u64)>>,
+    lists: BTreeMap<u64, ListAsm>,
+    next_peer: usize,
+    live_records: usize,
+    c: DataCounters,
+}
+
+/// The join of one record with one payload (07 §5.4).
+fn judge(r: &Rec, p: &Payload) -> RecState {
+    if p.count != r.count {
+        return RecState::Mismatch;
+    }
+    match r.pkt_hash {
+        None => RecState::Unhashed,
+        Some(h) if pkt_hash_of(&p.full) != h => RecState::Mismatch,
+        Some(_) if r.expect.is_some_and(|e| e != p.full) => RecState::Mismatch,
+        Some(_) => RecState::Resolved,
+    }
+}
+
+impl DataSide {
+    /// A data side for `cfg` (`n_boxes` is clamped to [`BOXES_MAX`], `n_streams` to 1..=2).
+    pub fn new(mut cfg: DataConfig) -> Self {
+        cfg.n_boxes = cfg.n_boxes.min(BOXES_MAX as u8);
+        cfg.n_streams = cfg.n_streams.clamp(1, 2);
+        DataSide {
+            boxes: (0..cfg.n_boxes).map(|_| BoxRx::default()).collect(),
+            cfg,
+            store: Store::default(),
+            subs: Default::default(),
+            index: HashMap::new(),
+            homes: HashMap::new(),
+            timers: BinaryHeap::new(),
+            lists: BTreeMap::new(),
+            next_peer: 0,
+            live_records: 0,
+            c: DataCounters::default(),
+        }
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &DataCounters {
+        &self.c
+    }
+
+    /// Session `session`'s data home is box `d` (07 §5.1; assigned at session open).
+    pub fn set_home(&mut self, session: u32, d: u8) {
+        self.homes.insert(session, d);
+    }
+
+    /// Whether data box `d` is marked down (07 §5.7).
+    pub fn box_down(&self, d: u8) -> bool {
+        self.boxes.get(d as usize).is_some_and(|b| b.down)
+    }
+
+    /// The missing `data_seq` ranges of box `d`, oldest first.
+    pub fn gaps(&self, d: u8) -> Vec<(u64, u64)> {
+        self.boxes
+            .get(d as usize)
+            .map(|b| b.gaps.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The stored payload of `key`, as received.
+    pub fn payload(&self, key: PktKey) -> Option<&[u8]> {
+        self.store.map.get(&key).map(|p| &p.bytes[..])
+    }
+
+    /// Payloads and payload bytes held.
+    pub fn store_len(&self) -> (usize, usize) {
+        (self.store.map.len(), self.store.bytes)
+    }
+
+    // -- data frames (07 §5.3) ----------------------------------------------------------------
+
+    /// One data-frame datagram from data box `src_box` (the transport knows the sender). Returns
+    /// the packets stored.
+    pub fn on_data_frame(
+        &mut self,
+        src_box: u8,
+        bytes: &[u8],
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<usize, DataRefused> {
+        let r = self.data_frame(src_box, bytes, now, out);
+        if let Err(e) = r {
+            self.c.refused[e.index()] += 1;
+        }
+        r
+    }
+
+    fn data_frame(
+        &mut self,
+        src_box: u8,
+        bytes: &[u8],
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<usize, DataRefused> {
+        let f = DataFrame::parse(bytes).map_err(DataRefused::Malformed)?;
+        let h = f.header;
+        if h.src != src_box || src_box as usize >= self.boxes.len() {
+            return Err(DataRefused::BadSource);
+        }
+        if h.book != self.cfg.book {
+            return Err(DataRefused::OtherBook);
+        }
+        if h.epoch16 != self.cfg.epoch16 {
+            return Err(DataRefused::OtherEpoch);
+        }
+        let b = &mut self.boxes[src_box as usize];
+        // 07 §5.3: a box seen again after down (a restart) starts a new data_seq baseline.
+        let base = if b.down { None } else { b.hi };
+        if let (Some(hi), DataKind::Data | DataKind::DataHb) = (base, h.kind) {
+            if h.data_seq > hi && h.data_seq - hi > DATA_AHEAD_MAX {
+                return Err(DataRefused::TooFarAhead);
+            }
+        }
+        if b.down {
+            b.down = false;
+            b.hi = None;
+            b.gaps.clear();
+            self.c.box_up += 1;
+            out.alarm(DataAlarm::BoxUp { d: src_box });
+        }
+        b.last_rx = Some(now);
+        match h.kind {
+            DataKind::Data | DataKind::DataHb => {
+                let s = h.data_seq;
+                let hb = h.kind == DataKind::DataHb;
+                self.c.frames[if hb { 1 } else { 0 }] += 1;
+                match b.hi {
+                    None => b.hi = Some(s),
+                    Some(hi) if s > hi => {
+                        // A heartbeat names the last DATA frame: everything up to it is due.
+                        let to = if hb { s } else { s - 1 };
+                        if to > hi {
+                            self.open_gap(src_box, hi + 1, to, out);
+                        }
+                        self.boxes[src_box as usize].hi = Some(s);
+                    }
+                    Some(_) if hb => {}
+                    Some(_) => {
+                        if b.fill(s) {
+                            self.c.gap_filled += 1;
+                        } else {
+                            self.c.frames_stale += 1;
+                        }
+                    }
+                }
+            }
+            DataKind::FetchResp => {
+                self.c.frames[2] += 1;
+                // data_seq 0: a key answer or evidence; else the frame of a range answer.
+                if h.data_seq != 0 && b.fill(h.data_seq) {
+                    self.c.gap_filled += 1;
+                }
+            }
+        }
+        let mut stored = 0;
+        for pkt in f.packets() {
+            if self.ingest(Source::Box(src_box), pkt, now, out).is_ok() {
+                stored += 1;
+            }
+        }
+        Ok(stored)
+    }
+
+    fn open_gap(&mut self, d: u8, from: u64, to: u64, out: &mut impl DataOut) {
+        self.c.gaps += 1;
+        let mut from = from;
+        if to - from + 1 > GAP_FRAMES_MAX {
+            from = to - GAP_FRAMES_MAX + 1;
+            self.c.gap_clamped += 1;
+        }
+        let b = &mut self.boxes[d as usize];
+        if b.gaps.len() >= GAPS_MAX {
+            b.gaps.pop_front();
+            self.c.gaps_dropped += 1;
+        }
+        b.gaps.push_back((from, to));
+        let mut a = from;
+        while a <= to {
+            let z = to.min(a + FETCH_RANGE_FRAMES - 1);
+            self.c.gap_fetches += 1;
+            out.data_fetch(d, &DataFetch::Range { from: a, to: z });
+            a = z + 1;
+        }
+    }
+
+    /// One packet fetched from a peer replica or the sequencer (07 §5.5), checked like a pushed
+    /// one: it must answer an unresolved record and match what that record knows.
+    pub fn on_fetched(
+        &mut self,
+        src: Source,
+        pkt: &[u8],
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, PktRefused> {
+        self.ingest(src, pkt, now, out)
+    }
+
+    /// Parse, hash, store and join one packet. Returns the state of its newest record (or
+    /// `Missing` when no record has its key yet).
+    fn ingest(
+        &mut self,
+        src: Source,
+        pkt: &[u8],
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, PktRefused> {
+        self.c.pkts += 1;
+        let r = self.ingest_inner(src, pkt, now, out);
+        if let Err(e) = r {
+            self.c.pkts_refused[e.index()] += 1;
+        }
+        r
+    }
+
+    fn ingest_inner(
+        &mut self,
+        src: Source,
+        pkt: &[u8],
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, PktRefused> {
+        let req = Request::parse(pkt).map_err(PktRefused::Malformed)?;
+        if req.book() != self.cfg.book {
+            return Err(PktRefused::OtherBook);
+        }
+        let key = PktKey {
+            session: req.session(),
+            pkt_seq: req.pkt_seq(),
+        };
+        // 07 §5.4: the replica's own full hash, never a data box's.
+        let full = req.full_hash();
+        let p = Payload {
+            bytes: pkt.into(),
+            full,
+            count: req.count() as u8,
+            origin: src,
+            t: now,
+            gen: 0,
+        };
+        let head = self.index.get(&key).copied();
+        if let Some(old) = self.store.map.get(&key) {
+            if old.full == full {
+                return Err(PktRefused::Duplicate);
+            }
+            // A different copy: only the sequencer's settles a mismatch (07 §5.6).
+            let Some((s, rid)) = head else {
+                return Err(PktRefused::Duplicate);
+            };
+            if src != Source::Seq {
+                return Err(PktRefused::Duplicate);
+            }
+            return self.settle(s, rid, p, now, out);
+        }
+        if let Source::Peer(_) | Source::Seq = src {
+            // A fetched packet answers an unresolved record and passes its checks (07 §5.5).
+            let Some((s, rid)) = head else {
+                return Err(PktRefused::Unsolicited);
+            };
+            let r = self.subs[s as usize]
+                .get(rid)
+                .ok_or(PktRefused::Unsolicited)?;
+            match r.state {
+                RecState::Missing | RecState::Unavailable => {}
+                // Only the sequencer's copy settles a mismatch (07 §5.6).
+                RecState::Mismatch if src == Source::Seq => {}
+                _ => return Err(PktRefused::Unsolicited),
+            }
+            let ok = match judge(r, &p) {
+                RecState::Mismatch => false,
+                RecState::Unhashed => r.state != RecState::Mismatch,
+                _ => true,
+            };
+            if !ok {
+                return Err(PktRefused::Wrong);
+            }
+            self.c.fetched_ok += 1;
+        }
+        self.insert(key, p);
+        Ok(self.join_key(key, now, out))
+    }
+
+    /// The sequencer's copy of `key`, different from the one stored: canonical if it matches
+    /// the record (07 §5.6), then `CopyMismatch` evidence when the replaced copy was the data
+    /// box's.
+    fn settle(
+        &mut self,
+        s: u8,
+        rid: u64,
+        p: Payload,
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, PktRefused> {
+        let r = self.subs[s as usize]
+            .get(rid)
+            .ok_or(PktRefused::Unsolicited)?;
+        let key = r.key;
+        if !matches!(r.state, RecState::Mismatch | RecState::Unavailable) || r.pkt_hash.is_none() {
+            return Err(PktRefused::Unsolicited);
+        }
+        if judge(r, &p) != RecState::Resolved {
+            return Err(PktRefused::Wrong);
+        }
+        let seq_hash = p.full;
+        let old = self.store.remove(&key);
+        match old {
+            Some(old) if matches!(old.origin, Source::Box(_)) => {
+                let e = CopyMismatch {
+                    session: key.session,
+                    pkt_seq: key.pkt_seq,
+                    seq_hash,
+                    data_hash: old.full,
+                };
+                self.c.copy_mismatch += 1;
+                out.copy_mismatch(&e, &p.bytes, &old.bytes);
+            }
+            Some(_) => self.c.peer_copy_replaced += 1,
+            None => {}
+        }
+        self.c.fetched_ok += 1;
+        self.insert(key, p);
+        Ok(self.join_key(key, now, out))
+    }
+
+    fn insert(&mut self, key: PktKey, mut p: Payload) {
+        let len = p.bytes.len();
+        while !self.store.map.is_empty()
+            && (self.store.map.len() >= self.cfg.store_max_pkts
+                || self.store.bytes + len > self.cfg.store_max_bytes)
+        {
+            if self.store.pop_oldest().is_none() {
+                break;
+            }
+            self.c.evicted_room += 1;
+        }
+        p.gen = self.store.next_gen;
+        self.store.next_gen += 1;
+        self.store.order.push_back((key, p.gen));
+        self.store.bytes += len;
+        self.store.map.insert(key, p);
+        self.c.pkts_stored += 1;
+    }
+
+    /// Join every live record of `key` with the stored payload. Returns the newest's state.
+    fn join_key(&mut self, key: PktKey, now: u64, out: &mut impl DataOut) -> RecState {
+        let mut cur = self.index.get(&key).copied();
+        let mut newest = None;
+        while let Some((s, rid)) = cur {
+            let st = self.join_one(s, rid, now, out);
+            newest.get_or_insert(st);
+            cur = self.subs[s as usize]
+                .get(rid)
+                .and_then(|r| r.prev)
+                .map(|p| (s, p));
+        }
+        newest.unwrap_or(RecState::Missing)
+    }
+
+    /// Join one record with the stored payload of its key (07 §5.4, §5.6).
+    fn join_one(&mut self, s: u8, rid: u64, now: u64, out: &mut impl DataOut) -> RecState {
+        let Some(r) = self.subs[s as usize].get_mut(rid) else {
+            return RecState::Missing;
+        };
+        if matches!(r.state, RecState::Advance | RecState::Resolved) {
+            return r.state;
+        }
+        let Some(p) = self.store.map.get(&r.key) else {
+            return r.state;
+        };
+        let was = r.state;
+        let st = judge(r, p);
+        match st {
+            RecState::Mismatch => {
+                if was != RecState::Mismatch {
+                    if p.count != r.count {
+                        self.c.mismatch_count += 1;
+                    } else {
+                        self.c.mismatch_hash += 1;
+                    }
+                    r.state = RecState::Mismatch;
+                    // 07 §5.6: straight to the sequencer's copy (source 3).
+                    r.stage = r.stage.max(2);
+                    r.full = Some(p.full);
+                    self.fire(s, rid, now, out);
+                }
+            }
+            RecState::Resolved => {
+                r.state = RecState::Resolved;
+                r.full = Some(p.full);
+                self.c.resolved += 1;
+            }
+            _ => {
+                r.state = st;
+                r.full = Some(p.full);
+            }
+        }
+        st
+    }
+
+    // -- records from the decoder (07 §5.4) ---------------------------------------------------
+
+    /// A decoded PacketRecord of `stream`, in O-order; `order_t` is when its ORDER frame came.
+    pub fn on_record(
+        &mut self,
+        stream: u8,
+        r: &PacketRecord,
+        order_t: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, RecordRefused> {
+        let res = self.record(stream, r, order_t, out);
+        if res.is_err() {
+            self.c.records_refused += 1;
+        }
+        res
+    }
+
+    fn record(
+        &mut self,
+        stream: u8,
+        r: &PacketRecord,
+        order_t: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, RecordRefused> {
+        if stream >= self.cfg.n_streams {
+            return Err(RecordRefused::BadStream);
+        }
+        if self.live_records >= self.cfg.records_max {
+            return Err(RecordRefused::Full);
+        }
+        self.c.records += 1;
+        self.live_records += 1;
+        let key = PktKey {
+            session: r.session,
+            pkt_seq: r.pkt_seq,
+        };
+        let advance = r.is_advance();
+        let sub = &mut self.subs[stream as usize];
+        let rid = sub.end();
+        let mut rec = Rec {
+            key,
+            count: r.count,
+            advance,
+            pkt_hash: None,
+            state: if advance {
+                RecState::Advance
+            } else {
+                RecState::Missing
+            },
+            full: None,
+            stage: 0,
+            expect: None,
+            prev: None,
+            due: order_t.saturating_add(self.cfg.timing.wait_ns),
+        };
+        if advance {
+            self.c.records_advance += 1;
+            sub.recs.push_back(rec);
+            return Ok(RecState::Advance);
+        }
+        if let Some(&(s, prev)) = self.index.get(&key) {
+            if s == stream && sub.get(prev).is_some() {
+                rec.prev = Some(prev);
+                self.c.dup_key_records += 1;
+            }
+        }
+        let due = rec.due;
+        sub.recs.push_back(rec);
+        self.index.insert(key, (stream, rid));
+        self.timers.push(Reverse((due, stream, rid)));
+        Ok(self.join_one(stream, rid, order_t, out))
+    }
+
+    /// A HashRun's `pkt_hash` for the oldest unhashed record of `key` in `stream`.
+    pub fn on_hash(
+        &mut self,
+        stream: u8,
+        key: PktKey,
+        pkt_hash: u64,
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, RecordRefused> {
+        let res = self.hash(stream, key, pkt_hash, now, out);
+        match res {
+            Ok(_) => self.c.hashes += 1,
+            Err(_) => self.c.hashes_refused += 1,
+        }
+        res
+    }
+
+    fn hash(
+        &mut self,
+        stream: u8,
+        key: PktKey,
+        pkt_hash: u64,
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<RecState, RecordRefused> {
+        if stream >= self.cfg.n_streams {
+            return Err(RecordRefused::BadStream);
+        }
+        let sub = &mut self.subs[stream as usize];
+        let mut cur = match self.index.get(&key) {
+            Some(&(s, rid)) if s == stream => Some(rid),
+            _ => None,
+        };
+        let mut target = None;
+        while let Some(rid) = cur {
+            let Some(r) = sub.get(rid) else { break };
+            if r.pkt_hash.is_none() {
+                target = Some(rid);
+            }
+            cur = r.prev;
+        }
+        let rid = target.ok_or(RecordRefused::UnknownRecord)?;
+        if let Some(r) = sub.get_mut(rid) {
+            r.pkt_hash = Some(pkt_hash);
+        }
+        Ok(self.join_one(stream, rid, now, out))
+    }
+
+    /// `stream`'s BlockMark of `height`: its records since the last mark are block `height`'s.
+    pub fn on_mark(&mut self, stream: u8, height: u64) -> Result<(), RecordRefused> {
+        if stream >= self.cfg.n_streams {
+            return Err(RecordRefused::BadStream);
+        }
+        let sub = &mut self.subs[stream as usize];
+        if sub.last_height.is_some_and(|h| height <= h) {
+            return Err(RecordRefused::HeightOrder);
+        }
+        sub.last_height = Some(height);
+        let end = sub.end();
+        sub.marks.push_back((height, end));
+        Ok(())
+    }
+
+    /// The state of the newest record of `key`.
+    pub fn rec_state(&self, key: PktKey) -> Option<RecState> {
+        let &(s, rid) = self.index.get(&key)?;
+        self.subs[s as usize].get(rid).map(|r| r.state)
+    }
+
+    /// Forget blocks up to `height` (finalized and journaled): their records, marks and lists.
+    pub fn release_through(&mut self, height: u64) {
+        for (si, sub) in self.subs.iter_mut().enumerate() {
+            while let Some(&(h, end)) = sub.marks.front() {
+                if h > height {
+                    break;
+                }
+                sub.marks.pop_front();
+                while sub.base < end {
+                    let Some(r) = sub.recs.pop_front() else { break };
+                    let here = (si as u8, sub.base);
+                    if self.index.get(&r.key).is_some_and(|&x| x == here) {
+                        self.index.remove(&r.key);
+                    }
+                    sub.base += 1;
+                    self.live_records -= 1;
+                }
+            }
+        }
+        self.lists = self.lists.split_off(&(height.saturating_add(1)));
+    }
+
+    // -- fetch order (07 §5.5) ----------------------------------------------------------------
+
+    /// Ask the next source for record `(s, rid)` and re-arm its timer.
+    fn fire(&mut self, s: u8, rid: u64, now: u64, out: &mut impl DataOut) {
+        let n_peers = self.cfg.n_peers;
+        let Some(r) = self.subs[s as usize].get_mut(rid) else {
+            return;
+        };
+        let key = r.key;
+        loop {
+            match r.stage {
+                0 => {
+                    r.stage = 1;
+                    let home = self.homes.get(&key.session).copied();
+                    if let Some(d) = home.filter(|&d| {
+                        self.boxes
+                            .get(d as usize)
+                            .is_some_and(|b| !b.down && b.last_rx.is_some())
+                    }) {
+                        self.c.fetch_home += 1;
+                        out.data_fetch(d, &DataFetch::Key(key));
+                        break;
+                    }
+                }
+                1 => {
+                    r.stage = 2;
+                    if n_peers > 0 {
+                        let peer = self.next_peer % n_peers;
+                        self.next_peer = self.next_peer.wrapping_add(1);
+                        self.c.fetch_peer += 1;
+                        out.peer_data_fetch(peer, key);
+                        break;
+                    }
+                }
+                st if st < 2 + SEQ_TRIES => {
+                    r.stage = st + 1;
+                    self.c.fetch_seq += 1;
+                    out.seq_data_req(key);
+                    break;
+                }
+                _ => {
+                    if r.state != RecState::Unavailable {
+                        if r.state == RecState::Missing {
+                            r.state = RecState::Unavailable;
+                        }
+                        self.c.unavailable += 1;
+                        out.alarm(DataAlarm::Unavailable { key });
+                    }
+                    return;
+                }
+            }
+        }
+        let due = now.saturating_add(self.cfg.timing.fetch_step_ns);
+        r.due = due;
+        self.timers.push(Reverse((due, s, rid)));
+    }
+
+    /// Timers: box silence (07 §5.7), fetch escalation (§5.5), store age (§5.4).
+    pub fn tick(&mut self, now: u64, out: &mut impl DataOut) {
+        for (d, b) in self.boxes.iter_mut().enumerate() {
+            let last = *b.last_rx.get_or_insert(now);
+            if !b.down && now.saturating_sub(last) >= self.cfg.timing.silence_ns {
+                b.down = true;
+                self.c.box_down += 1;
+                out.alarm(DataAlarm::BoxDown {
+                    d: d as u8,
+                    last_rx_ns: last,
+                });
+            }
+        }
+        while let Some(&Reverse((due, s, rid))) = self.timers.peek() {
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(r) = self.subs[s as usize].get(rid) else {
+                continue;
+            };
+            if r.due != due {
+                continue;
+            }
+            match r.state {
+                RecState::Missing | RecState::Mismatch => self.fire(s, rid, now, out),
+                _ => {}
+            }
+        }
+        while let Some(t) = self.store.oldest_t() {
+            if now.saturating_sub(t) < self.cfg.timing.store_age_ns {
+                break;
+            }
+            self.store.pop_oldest();
+            self.c.evicted_age += 1;
+        }
+    }
+
+    // -- blocks and data_root (07 §6.1, §6.4) -------------------------------------------------
+
+    /// Record ranges of block `height` on every substream, or `None` until all are marked.
+    fn ranges(&self, height: u64) -> Option<[(u64, u64); 2]> {
+        let mut r = [(0, 0); 2];
+        let ns = self.cfg.n_streams as usize;
+        for (x, sub) in r.iter_mut().zip(&self.subs).take(ns) {
+            *x = sub.range(height)?;
+        }
+        Some(r)
+    }
+
+    /// Whether every PacketRecord of block `height` is resolved (07 §6.4 item 3).
+    pub fn block_payloads(&self, height: u64) -> BlockPayloads {
+        let Some(ranges) = self.ranges(height) else {
+            return BlockPayloads::Unknown;
+        };
+        let (mut missing, mut unhashed, mut mismatch) = (0, 0, 0);
+        for (s, &(a, z)) in ranges.iter().enumerate().take(self.cfg.n_streams as usize) {
+            for rid in a..z {
+                match self.subs[s].get(rid).map(|r| r.state) {
+                    Some(RecState::Advance | RecState::Resolved) => {}
+                    Some(RecState::Unhashed) => unhashed += 1,
+                    Some(RecState::Mismatch) => mismatch += 1,
+                    _ => missing += 1,
+                }
+            }
+        }
+        if missing + unhashed + mismatch == 0 {
+            BlockPayloads::Ready
+        } else {
+            BlockPayloads::Pending {
+                missing,
+                unhashed,
+                mismatch,
+            }
+        }
+    }
+
+    /// Block `height`'s `data_root` from the resolved payloads' full hashes in O-order, per
+    /// substream (07 §6.1); `None` until every record is resolved.
+    pub fn data_root(&self, height: u64) -> Option<BlockDataRoot> {
+        if self.block_payloads(height) != BlockPayloads::Ready {
+            return None;
+        }
+        let ranges = self.ranges(height)?;
+        let mut halves = [empty_root(); 2];
+        for (s, &(a, z)) in ranges.iter().enumerate().take(self.cfg.n_streams as usize) {
+            let mut d = DataRootHasher::default();
+            for rid in a..z {
+                let r = self.subs[s].get(rid)?;
+                if !r.advance {
+                    d.push(&r.full?);
+                }
+            }
+            halves[s] = d.finish();
+        }
+        Some(BlockDataRoot {
+            data_root: data_root(&halves[0], &halves[1]),
+            halves,
+        })
+    }
+
+    /// The vote check of block `height`'s payloads against its header's `data_root` (07 §6.4
+    /// item 3). On a differing root it asks the order hasher for the block's HashList once
+    /// (07 §5.6 row 2), compares it entry by entry as it comes ([`Self::on_hash_list`]) and
+    /// fetches the sequencer's copy of every differing packet; it answers `Pending` until then.
+    pub fn check_data_root(
+        &mut self,
+        height: u64,
+        header_root: &Hash,
+        out: &mut impl DataOut,
+    ) -> RootCheck {
+        if let Some(l) = self.lists.get(&height) {
+            if l.bad || l.header_root != *header_root {
+                return RootCheck::Contradiction;
+            }
+        }
+        let Some(root) = self.data_root(height) else {
+            return RootCheck::Pending;
+        };
+        if root.data_root == *header_root {
+            return RootCheck::Match;
+        }
+        match self.lists.get(&height) {
+            // Every entry agreed with the list, and the list with the header: yet the root
+            // differs. Nothing to fetch: a contradiction.
+            Some(l) if l.compared => RootCheck::Contradiction,
+            Some(_) => RootCheck::Pending,
+            None => {
+                self.lists.insert(
+                    height,
+                    ListAsm {
+                        header_root: *header_root,
+                        ..ListAsm::default()
+                    },
+                );
+                self.c.hash_list_reqs += 1;
+                out.hash_list_req(&HashListReq { height });
+                RootCheck::Pending
+            }
+        }
+    }
+
+    /// One `HashList` part (07 §5.6 row 2), for a height [`Self::check_data_root`] asked for.
+    /// When every part of every substream is in, the list is checked against the header and
+    /// compared entry by entry; each differing record waits for the sequencer's copy.
+    pub fn on_hash_list(
+        &mut self,
+        l: &HashList,
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<(), PktRefused> {
+        let r = self.hash_list(l, now, out);
+        match r {
+            Ok(()) => self.c.hash_list_parts += 1,
+            Err(_) => self.c.hash_list_refused += 1,
+        }
+        r
+    }
+
+    fn hash_list(
+        &mut self,
+        l: &HashList,
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> Result<(), PktRefused> {
+        let s = l.stream as usize;
+        if s >= self.cfg.n_streams as usize {
+            return Err(PktRefused::Unsolicited);
+        }
+        let Some((a, z)) = self.subs[s].range(l.height) else {
+            return Err(PktRefused::Unsolicited);
+        };
+        let n = (a..z)
+            .filter(|&rid| self.subs[s].get(rid).is_some_and(|r| !r.advance))
+            .count();
+        let Some(asm) = self.lists.get_mut(&l.height) else {
+            return Err(PktRefused::Unsolicited);
+        };
+        if asm.compared || asm.bad {
+            return Err(PktRefused::Duplicate);
+        }
+        // The shape `HashList::split` gives a list of our length; any other is a contradiction.
+        let parts = n.div_ceil(HASH_LIST_PART_MAX).max(1);
+        let part = l.part as usize;
+        let want = n
+            .saturating_sub(part * HASH_LIST_PART_MAX)
+            .min(HASH_LIST_PART_MAX);
+        if l.parts as usize != parts
+            || part >= parts
+            || l.first as usize != part * HASH_LIST_PART_MAX
+            || l.hashes.len() != want
+        {
+            asm.bad = true;
+            self.c.hash_list_bad += 1;
+            out.alarm(DataAlarm::HashListBad { height: l.height });
+            return Ok(());
+        }
+        if asm.parts[s].is_empty() {
+            asm.parts[s] = vec![None; parts];
+        }
+        if asm.parts[s][part].is_some() {
+            return Err(PktRefused::Duplicate);
+        }
+        asm.parts[s][part] = Some(l.hashes.clone());
+        let ns = self.cfg.n_streams as usize;
+        let complete = asm.parts[..ns]
+            .iter()
+            .all(|p| !p.is_empty() && p.iter().all(Option::is_some));
+        if complete {
+            self.compare_list(l.height, now, out);
+        }
+        Ok(())
+    }
+
+    fn compare_list(&mut self, height: u64, now: u64, out: &mut impl DataOut) {
+        let ns = self.cfg.n_streams as usize;
+        let Some(ranges) = self.ranges(height) else {
+            return;
+        };
+        let Some(asm) = self.lists.get_mut(&height) else {
+            return;
+        };
+        asm.compared = true;
+        let lists: Vec<Vec<Hash>> = asm.parts[..ns]
+            .iter()
+            .map(|p| p.iter().flatten().flatten().copied().collect())
+            .collect();
+        let mut halves = [empty_root(); 2];
+        for (s, list) in lists.iter().enumerate() {
+            let mut d = DataRootHasher::default();
+            list.iter().for_each(|h| d.push(h));
+            halves[s] = d.finish();
+        }
+        if data_root(&halves[0], &halves[1]) != asm.header_root {
+            asm.bad = true;
+            self.c.hash_list_bad += 1;
+            out.alarm(DataAlarm::HashListBad { height });
+            return;
+        }
+        let mut differ = Vec::new();
+        for (s, list) in lists.iter().enumerate() {
+            let (a, z) = ranges[s];
+            let mut i = 0;
+            for rid in a..z {
+                let Some(r) = self.subs[s].get_mut(rid) else {
+                    continue;
+                };
+                if r.advance {
+                    continue;
+                }
+                let Some(&e) = list.get(i) else { break };
+                i += 1;
+                r.expect = Some(e);
+                if r.full != Some(e) {
+                    differ.push((s as u8, rid));
+                }
+            }
+        }
+        for (s, rid) in differ {
+            self.c.root_mismatch_entries += 1;
+            if let Some(r) = self.subs[s as usize].get_mut(rid) {
+                r.state = RecState::Mismatch;
+                r.stage = r.stage.max(2);
+            }
+            self.fire(s, rid, now, out);
+        }
+    }
+}
