@@ -36,6 +36,8 @@ pub trait DecodedOut {
     fn hash(&mut self, at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {}
     /// A complete step, in StepId order.
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {}
+    /// Substream `stream` passed `BlockMark(height)`: its records of the block are all out.
+    fn mark(&mut self, stream: u8, height: u64) {}
     /// A block whose marks both passed and whose steps were all delivered, with its roots.
     fn block(&mut self, b: &BlockRoots) {}
     /// A HEADER frame's header.
@@ -87,6 +89,7 @@ impl<O: DecodedOut> Sink for Adapter<'_, O> {
     fn mark(&mut self, at: Pos, m: &BlockMark, _lane_bounds: &[u64]) {
         let o = &mut self.open[at.stream as usize & 1];
         *o = (*o).max(m.height + 1);
+        self.out.mark(at.stream, m.height);
     }
     fn block(&mut self, b: &BlockRoots) {
         self.counters.blocks += 1;

@@ -143,3 +143,13 @@ impl Replayer {
         self.eng.settle(sink);
     }
 }
+
+/// The data side is where replay finds its payloads: the stored copy of the key, if its 8-byte
+/// hash is the record's.
+impl PayloadSource for crate::data_side::DataSide {
+    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
+        let p =
+            crate::data_side::DataSide::payload(self, vyrn_wire::msg::PktKey { session, pkt_seq })?;
+        (vyrn_wire::msg::client::pkt_hash(p).ok() == Some(pkt_hash)).then_some(p)
+    }
+}

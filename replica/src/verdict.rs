@@ -17,6 +17,7 @@ use vyrn_wire::consts::REP_VERIFY_WAIT_MS;
 use vyrn_wire::decoder::BlockRoots;
 use vyrn_wire::header::{BlockHeader, Hash};
 
+use crate::data_side::{BlockPayloads, DataOut, DataSide, RootCheck};
 use crate::decode::Fault;
 
 /// What the data side knows of a block's payloads (07 §5.4–§5.6).
@@ -313,3 +314,81 @@ impl Verdicts {
         }
     }
 }
+
+/// The data side answers the verdict directly: a block is `Root` once every record is resolved
+/// (its own `data_root`), else pending. ([`Verdicts::verify_with`] also runs the §5.6 row 2
+/// HashList comparison before it calls a differing root a contradiction.)
+impl PayloadView for DataSide {
+    fn payloads(&self, height: u64) -> Payloads {
+        match (self.block_payloads(height), self.data_root(height)) {
+            (BlockPayloads::Ready, Some(r)) => Payloads::Root(r.data_root),
+            (
+                BlockPayloads::Pending {
+                    missing,
+                    unhashed,
+                    mismatch,
+                },
+                _,
+            ) => Payloads::Pending {
+                unresolved: (missing + unhashed + mismatch) as u64,
+            },
+            _ => Payloads::Pending { unresolved: 0 },
+        }
+    }
+}
+
+/// Payload answers gathered for one `verify` (see [`Verdicts::verify_with`]).
+struct Checked(BTreeMap<u64, Payloads>);
+
+impl PayloadView for Checked {
+    fn payloads(&self, height: u64) -> Payloads {
+        self.0
+            .get(&height)
+            .copied()
+            .unwrap_or(Payloads::Pending { unresolved: 0 })
+    }
+}
+
+impl Verdicts {
+    /// [`Verdicts::verify`] over the data side, with 07 §5.6 row 2: for each held header of the
+    /// range the data side checks its own `data_root` against the header's
+    /// (`DataSide::check_data_root`, which asks the order hasher for the block's HashList when
+    /// they differ and compares it entry by entry): `Match` is the header's root, `Pending`
+    /// keeps the vote waiting, `Contradiction` is a root that differs (the vote is false).
+    pub fn verify_with(
+        &mut self,
+        first: u64,
+        last: u64,
+        last_hash: &Hash,
+        now: u64,
+        data: &mut DataSide,
+        out: &mut impl DataOut,
+    ) -> VerifyOutcome {
+        let mut m = BTreeMap::new();
+        for h in first..=last.min(first.saturating_add(REP_RANGE_MAX)) {
+            let Some((hdr, _)) = self.headers.get(&h) else {
+                continue;
+            };
+            let root = hdr.data_root;
+            let p = match data.check_data_root(h, &root, out) {
+                RootCheck::Match => Payloads::Root(root),
+                RootCheck::Pending => match data.payloads(h) {
+                    Payloads::Pending { unresolved } => Payloads::Pending { unresolved },
+                    // Resolved, but the HashList comparison is still running.
+                    Payloads::Root(_) => Payloads::Pending { unresolved: 0 },
+                },
+                RootCheck::Contradiction => {
+                    let mut other = root;
+                    other[0] ^= 0xFF;
+                    Payloads::Root(other)
+                }
+            };
+            m.insert(h, p);
+        }
+        self.verify(first, last, last_hash, now, &Checked(m))
+    }
+}
+
+/// Heights one `verify_with` checks at most (a proposal holds at most
+/// REP_MAX_HDRS_PER_PROPOSAL headers; this bounds the work of a bogus range).
+const REP_RANGE_MAX: u64 = 4096;
