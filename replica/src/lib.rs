@@ -6,9 +6,11 @@
 //! ([`frame_store`]); the decoder tile with block heights and the sequencer-fault record
 //! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]); replay from
 //! the wire (07 §7.1, [`replay`]); the data side — data frames, the replica's own hashes, the
-//! join, fetches, mismatches and `data_root` (07 §5.3–§5.6, [`data_side`]). The wiring onto ports
-//! and the binaries are later slices of issue 12 (`docs/replica.md`).
+//! join, fetches, mismatches and `data_root` (07 §5.3–§5.6, [`data_side`]); all of them composed
+//! into one tile ([`core::ReplicaCore`]). The ports, the binaries and the finality voter are later
+//! slices of issue 12 (`docs/replica.md`).
 
+pub mod core;
 pub mod data_side;
 pub mod decode;
 pub mod frame_store;

@@ -1,0 +1,396 @@
+//! The replica's core (07 §7.2): order RX → decoder → data side, verdict and replay, as one tile
+//! with one way in per source and one way out ([`ReplicaOut`]). The `vyrn-replica` process puts
+//! it on its ports; the tests drive it with the real box's frames.
+//!
+//! * [`ReplicaCore::on_path_frame`]: a datagram off replication path A or B. Order RX dedupes,
+//!   orders and repairs; each in-order frame goes to the decoder, whose records, hashes and marks
+//!   go to the data side, headers, blocks and faults to the verdict, records and steps to replay.
+//! * [`ReplicaCore::on_data_frame`], [`ReplicaCore::on_fetched`]: copy 2 from a data box, and
+//!   fetched packets.
+//! * [`ReplicaCore::tick`]: NACKs, repair requests, RepAcks, fetch escalation, hash lag, alarms;
+//!   and replay as far as its input allows.
+//! * [`ReplicaCore::verify`]: the vote's check for a proposal's range (07 §6.4).
+
+use vyrn_engine::home::{EngineSink, ReplayError};
+use vyrn_engine::EngineConfig;
+use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
+use vyrn_wire::header::{BlockHeader, Hash};
+use vyrn_wire::layout::Layout;
+use vyrn_wire::msg::ctrl::{DataFetch, HashList, HashListReq, Nack, RepAck, RepairReq};
+use vyrn_wire::msg::PktKey;
+use vyrn_wire::records::{PacketRecord, Step};
+
+use crate::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide, Source};
+use crate::decode::{DecodedOut, Decoder, Fault};
+use crate::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxVerdict};
+use crate::replay::Replayer;
+use crate::verdict::{Anchor, Verdicts, VerifyOutcome};
+
+/// Everything a replica sends or raises.
+#[allow(unused_variables)]
+pub trait ReplicaOut {
+    /// A NACK to the sequencer's stream core (07 §4.10).
+    fn nack(&mut self, n: &Nack) {}
+    /// A repair request to a peer.
+    fn repair(&mut self, peer: usize, r: &RepairReq) {}
+    /// A RepAck to the sequencer (07 §4.8).
+    fn ack(&mut self, a: &RepAck) {}
+    /// An order-path alarm (REP_A_PATH, failover suspicion).
+    fn rx_alarm(&mut self, a: RxAlarm) {}
+    /// A fetch from data box `d`.
+    fn data_fetch(&mut self, d: u8, f: &DataFetch) {}
+    /// A payload fetch from a peer.
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {}
+    /// A payload request to the sequencer.
+    fn seq_data_req(&mut self, key: PktKey) {}
+    /// A HashList request to the sequencer's order hasher.
+    fn hash_list_req(&mut self, r: &HashListReq) {}
+    /// CopyMismatch evidence (07 §5.6).
+    fn copy_mismatch(&mut self, m: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]) {}
+    /// A data-side alarm.
+    fn data_alarm(&mut self, a: DataAlarm) {}
+    /// The sequencer-fault alarm (07 §3.12, §10.1).
+    fn fault(&mut self, f: &Fault) {}
+    /// A block the decoder completed (for the journal and the finality voter).
+    fn block(&mut self, b: &BlockRoots) {}
+    /// A header this replica holds.
+    fn header(&mut self, h: &BlockHeader) {}
+}
+
+/// Counters of the core's own (each piece keeps its own too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoreCounters {
+    /// Frames delivered in order to the decoder.
+    pub frames: u64,
+    /// Records the data side refused (a record out of layout, a mark out of order).
+    pub data_refused: u64,
+}
+
+/// What the core is for: the home's layout, sessions and keys, and the tenure it follows.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// The engine config of the home (sessions, keys, layout): replay needs it.
+    pub engine: EngineConfig,
+    /// Epoch.
+    pub epoch: u32,
+    /// Tenure.
+    pub tenure: u8,
+    /// The sequencer's index.
+    pub sender: u8,
+    /// The tenure's `seq_key`.
+    pub seq_key: ed25519_dalek::VerifyingKey,
+    /// Data boxes.
+    pub n_boxes: u8,
+    /// Peer replicas.
+    pub n_peers: usize,
+    /// Where the tenure's chain starts.
+    pub anchor: Anchor,
+}
+
+/// The replica's core.
+#[derive(Debug)]
+pub struct ReplicaCore {
+    rx: OrderRx,
+    dec: Decoder,
+    data: DataSide,
+    verdicts: Verdicts,
+    replay: Replayer,
+    delivered: Vec<Vec<u8>>,
+    counters: CoreCounters,
+}
+
+/// Order RX's output: NACKs and acks out, in-order frames kept for the decoder.
+struct RxBridge<'a, O: ReplicaOut> {
+    out: &'a mut O,
+    delivered: &'a mut Vec<Vec<u8>>,
+}
+
+impl<O: ReplicaOut> RxOut for RxBridge<'_, O> {
+    fn deliver(&mut self, _stream: u8, _fs: u64, frame: &[u8], _peer: bool) {
+        self.delivered.push(frame.to_vec());
+    }
+    fn nack(&mut self, n: &Nack) {
+        self.out.nack(n);
+    }
+    fn repair(&mut self, peer: usize, r: &RepairReq) {
+        self.out.repair(peer, r);
+    }
+    fn ack(&mut self, a: &RepAck) {
+        self.out.ack(a);
+    }
+    fn alarm(&mut self, a: RxAlarm) {
+        self.out.rx_alarm(a);
+    }
+}
+
+struct DataBridge<'a, O: ReplicaOut>(&'a mut O);
+
+impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
+    fn data_fetch(&mut self, d: u8, f: &DataFetch) {
+        self.0.data_fetch(d, f);
+    }
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {
+        self.0.peer_data_fetch(peer, key);
+    }
+    fn seq_data_req(&mut self, key: PktKey) {
+        self.0.seq_data_req(key);
+    }
+    fn hash_list_req(&mut self, r: &HashListReq) {
+        self.0.hash_list_req(r);
+    }
+    fn copy_mismatch(&mut self, m: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]) {
+        self.0.copy_mismatch(m, seq_pkt, data_pkt);
+    }
+    fn alarm(&mut self, a: DataAlarm) {
+        self.0.data_alarm(a);
+    }
+}
+
+/// The decoder's output into the data side, the verdict and replay.
+struct DecBridge<'a, O: ReplicaOut> {
+    data: &'a mut DataSide,
+    verdicts: &'a mut Verdicts,
+    replay: &'a mut Replayer,
+    out: &'a mut O,
+    now: u64,
+    refused: &'a mut u64,
+}
+
+impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
+    fn record(&mut self, _h: u64, at: Pos, r: &PacketRecord) {
+        if self
+            .data
+            .on_record(at.stream, r, self.now, &mut DataBridge(self.out))
+            .is_err()
+        {
+            *self.refused += 1;
+        }
+        self.replay.on_record(r);
+    }
+    fn hash(&mut self, at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        let key = PktKey {
+            session: rec.session,
+            pkt_seq: rec.pkt_seq,
+        };
+        if self
+            .data
+            .on_hash(
+                at.stream,
+                key,
+                pkt_hash,
+                self.now,
+                &mut DataBridge(self.out),
+            )
+            .is_err()
+        {
+            *self.refused += 1;
+        }
+        self.replay.on_hash(lane, rec.first_lane_seq, pkt_hash);
+    }
+    fn mark(&mut self, stream: u8, height: u64) {
+        if self.data.on_mark(stream, height).is_err() {
+            *self.refused += 1;
+        }
+    }
+    fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
+        self.replay.on_step(s, cut, payload);
+    }
+    fn block(&mut self, b: &BlockRoots) {
+        self.verdicts.on_block(b);
+        self.out.block(b);
+    }
+    fn header(&mut self, h: &BlockHeader) {
+        self.verdicts.on_header(h);
+        self.out.header(h);
+    }
+    fn fault(&mut self, f: &Fault) {
+        self.verdicts.on_fault(f);
+        self.out.fault(f);
+    }
+}
+
+impl ReplicaCore {
+    /// A core for `cfg`'s home and tenure.
+    pub fn new(cfg: CoreConfig) -> Result<Self, &'static str> {
+        let lay: Layout = cfg.engine.layout;
+        Ok(ReplicaCore {
+            rx: OrderRx::new(RxConfig {
+                book: cfg.engine.book,
+                epoch: cfg.epoch,
+                tenure: cfg.tenure,
+                sender: cfg.sender,
+                n_streams: lay.n_streams,
+                n_peers: cfg.n_peers,
+                timing: Default::default(),
+            }),
+            dec: Decoder::new(lay, cfg.anchor.height + 1)?,
+            data: DataSide::new(DataConfig::new(
+                cfg.engine.book,
+                cfg.epoch as u16,
+                cfg.n_boxes,
+                cfg.n_peers,
+                lay.n_streams,
+            )),
+            verdicts: Verdicts::new(cfg.seq_key, cfg.epoch, cfg.anchor),
+            replay: Replayer::new(cfg.engine),
+            delivered: Vec::new(),
+            counters: CoreCounters::default(),
+        })
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> CoreCounters {
+        self.counters
+    }
+
+    /// Order RX (contiguous frame_seq, path alarms, counters).
+    pub fn order_rx(&self) -> &OrderRx {
+        &self.rx
+    }
+
+    /// The data side (payload states, the store).
+    pub fn data(&self) -> &DataSide {
+        &self.data
+    }
+
+    /// The data side, to set sessions' data homes.
+    pub fn data_mut(&mut self) -> &mut DataSide {
+        &mut self.data
+    }
+
+    /// The verdicts.
+    pub fn verdicts(&self) -> &Verdicts {
+        &self.verdicts
+    }
+
+    /// Replay's (decoded, replayed) steps.
+    pub fn replay_lag(&self) -> (u64, u64) {
+        self.replay.lag()
+    }
+
+    /// A datagram off replication path `path` at `now`; every frame it unblocks is decoded.
+    pub fn on_path_frame(
+        &mut self,
+        path: u8,
+        bytes: &[u8],
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) -> RxVerdict {
+        let v = self.rx.on_frame(
+            path,
+            bytes,
+            now,
+            &mut RxBridge {
+                out: &mut *out,
+                delivered: &mut self.delivered,
+            },
+        );
+        self.decode_delivered(now, out);
+        v
+    }
+
+    fn decode_delivered(&mut self, now: u64, out: &mut impl ReplicaOut) {
+        if self.delivered.is_empty() {
+            return;
+        }
+        let frames = std::mem::take(&mut self.delivered);
+        for f in &frames {
+            self.counters.frames += 1;
+            let mut b = DecBridge {
+                data: &mut self.data,
+                verdicts: &mut self.verdicts,
+                replay: &mut self.replay,
+                out: &mut *out,
+                now,
+                refused: &mut self.counters.data_refused,
+            };
+            self.dec.on_frame(f, now, &mut b);
+        }
+        // Keep the buffer's capacity for the next frames.
+        self.delivered = frames;
+        self.delivered.clear();
+    }
+
+    /// A data frame from data box `src_box` (copy 2, 07 §5.3).
+    pub fn on_data_frame(
+        &mut self,
+        src_box: u8,
+        bytes: &[u8],
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) -> bool {
+        self.data
+            .on_data_frame(src_box, bytes, now, &mut DataBridge(out))
+            .is_ok()
+    }
+
+    /// A fetched packet (a data box's FETCH_RESP packet, a peer's, the sequencer's).
+    pub fn on_fetched(&mut self, src: Source, pkt: &[u8], now: u64, out: &mut impl ReplicaOut) {
+        let _ = self.data.on_fetched(src, pkt, now, &mut DataBridge(out));
+    }
+
+    /// A HashList part from the sequencer's order hasher (07 §5.6).
+    pub fn on_hash_list(&mut self, l: &HashList, now: u64, out: &mut impl ReplicaOut) {
+        let _ = self.data.on_hash_list(l, now, &mut DataBridge(out));
+    }
+
+    /// NackTooOld from the sequencer.
+    pub fn on_too_old(&mut self, stream: u8, oldest_seq: u64) {
+        self.rx.on_too_old(stream, oldest_seq);
+    }
+
+    /// The core's clock; and replay as far as its input allows, answers to `sink`.
+    pub fn tick(
+        &mut self,
+        now: u64,
+        out: &mut impl ReplicaOut,
+        sink: &mut impl EngineSink,
+    ) -> Result<u64, ReplayError> {
+        self.rx.tick(
+            now,
+            &mut RxBridge {
+                out: &mut *out,
+                delivered: &mut self.delivered,
+            },
+        );
+        self.decode_delivered(now, out);
+        self.data.tick(now, &mut DataBridge(out));
+        {
+            let mut b = DecBridge {
+                data: &mut self.data,
+                verdicts: &mut self.verdicts,
+                replay: &mut self.replay,
+                out: &mut *out,
+                now,
+                refused: &mut self.counters.data_refused,
+            };
+            self.dec.tick(now, &mut b);
+        }
+        self.replay.pump(&self.data, sink)
+    }
+
+    /// Apply the last replayed steps' events (the end of the input, a snapshot point).
+    pub fn settle(&mut self, sink: &mut impl EngineSink) {
+        self.replay.settle(sink);
+    }
+
+    /// The vote's check of a proposal `first ..= last` with last header hash `last_hash`
+    /// (07 §6.4).
+    pub fn verify(
+        &mut self,
+        first: u64,
+        last: u64,
+        last_hash: &Hash,
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) -> VerifyOutcome {
+        self.verdicts.verify_with(
+            first,
+            last,
+            last_hash,
+            now,
+            &mut self.data,
+            &mut DataBridge(out),
+        )
+    }
+}
