@@ -618,6 +618,11 @@ impl DataSide {
         self.store.map.get(&key).map(|p| &p.bytes[..])
     }
 
+    /// The stored payload of `key` with the full hash this replica computed when it stored it.
+    pub fn payload_hashed(&self, key: PktKey) -> Option<(&[u8], &Hash)> {
+        self.store.map.get(&key).map(|p| (&p.bytes[..], &p.full))
+    }
+
     /// Payloads and payload bytes held.
     pub fn store_len(&self) -> (usize, usize) {
         (self.store.map.len(), self.store.bytes)

@@ -148,8 +148,8 @@ impl Replayer {
 /// hash is the record's.
 impl PayloadSource for crate::data_side::DataSide {
     fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
-        let p =
-            crate::data_side::DataSide::payload(self, vyrn_wire::msg::PktKey { session, pkt_seq })?;
-        (vyrn_wire::msg::client::pkt_hash(p).ok() == Some(pkt_hash)).then_some(p)
+        // The hash the data side computed when it stored the copy: no second BLAKE3.
+        let (p, full) = self.payload_hashed(vyrn_wire::msg::PktKey { session, pkt_seq })?;
+        (vyrn_wire::msg::client::pkt_hash_of(full) == pkt_hash).then_some(p)
     }
 }
