@@ -3,10 +3,12 @@
 //! data box by `data_seq`): every completed block verifies, RepAcks follow the contiguous
 //! frames, and replay reproduces every response the box sent, byte for byte.
 
+mod boxrun;
+
 use std::collections::HashMap;
 
-use vyrn_engine::home::EngineSink;
-use vyrn_engine::resp::RespOut;
+use boxrun::{finalize, first_copy_key, Responses};
+
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
@@ -54,18 +56,6 @@ impl ReplicaOut for Out {
     }
     fn header(&mut self, h: &BlockHeader) {
         self.headers.push(*h);
-    }
-}
-
-#[derive(Default)]
-struct Responses(HashMap<(u32, u64), Vec<u8>>);
-impl EngineSink for Responses {
-    fn respond(&mut self, r: &RespOut<'_>) {
-        if !r.resend {
-            self.0
-                .entry((r.session, r.resp_seq))
-                .or_insert_with(|| r.bytes.to_vec());
-        }
     }
 }
 
@@ -148,12 +138,10 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
                     }
                     late.push((now + next() % 4_000, path, bytes));
                 }
-                WireEvent::Resp { bytes, .. } if bytes[17] & 1 == 0 => {
-                    let k = (
-                        u32::from_le_bytes(bytes[0..4].try_into().unwrap()),
-                        u64::from_le_bytes(bytes[8..16].try_into().unwrap()),
-                    );
-                    live.entry(k).or_insert(bytes);
+                WireEvent::Resp { bytes, .. } => {
+                    if let Some(k) = first_copy_key(&bytes) {
+                        live.entry(k).or_insert(bytes);
+                    }
                 }
                 _ => {}
             }
@@ -183,14 +171,7 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
                 }
             }
         }
-        for v in 0..4 {
-            home.on_ack(v, core.order_rx().contiguous(), now);
-        }
-        for v in 0..4 {
-            for h in 1..=home.closed_height() {
-                home.on_vote(v, h);
-            }
-        }
+        finalize(&mut home, core.order_rx().contiguous(), now);
     }
     core.settle(&mut resp);
     assert!(out.faults.is_empty(), "{:?}", out.faults);
@@ -215,9 +196,9 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
     // Replay: every response of the box, byte for byte.
     assert!(live.len() > 1000);
     for (k, b) in &live {
-        assert_eq!(resp.0.get(k), Some(b), "response {k:?}");
+        assert_eq!(resp.by_key.get(k), Some(b), "response {k:?}");
     }
-    assert_eq!(resp.0.len(), live.len());
+    assert_eq!(resp.by_key.len(), live.len());
     let (dec, rep) = core.replay_lag();
     assert_eq!(dec, rep);
 }

@@ -5,24 +5,26 @@
 //! computes `data_root`; the verdict answers `verify` for ranges of headers; replay, fed from the
 //! data side's store, reproduces every response the box sent, byte for byte.
 
+mod boxrun;
+
 use std::collections::HashMap;
 
-use vyrn_engine::home::EngineSink;
-use vyrn_engine::resp::RespOut;
+use boxrun::{finalize, first_copy_key, Net, Responses};
+
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::data_side::{
     BlockPayloads, CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide,
 };
 use vyrn_replica::decode::{DecodedOut, Decoder, Fault};
-use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxTiming};
+use vyrn_replica::order_rx::{OrderRx, RxConfig, RxTiming};
 use vyrn_replica::replay::Replayer;
 use vyrn_replica::verdict::{Anchor, Verdicts, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
 use vyrn_wire::header::BlockHeader;
-use vyrn_wire::msg::ctrl::{DataFetch, HashListReq, Nack, RepAck, RepairReq};
+use vyrn_wire::msg::ctrl::{DataFetch, HashListReq};
 use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::{PacketRecord, Step};
@@ -104,29 +106,6 @@ impl DecodedOut for Core {
     }
 }
 
-#[derive(Default)]
-struct Responses(HashMap<(u32, u64), Vec<u8>>);
-impl EngineSink for Responses {
-    fn respond(&mut self, r: &RespOut<'_>) {
-        if !r.resend {
-            self.0
-                .entry((r.session, r.resp_seq))
-                .or_insert_with(|| r.bytes.to_vec());
-        }
-    }
-}
-
-struct Net(Vec<Vec<u8>>);
-impl RxOut for Net {
-    fn deliver(&mut self, _s: u8, _fs: u64, frame: &[u8], _p: bool) {
-        self.0.push(frame.to_vec());
-    }
-    fn nack(&mut self, _n: &Nack) {}
-    fn repair(&mut self, _p: usize, _r: &RepairReq) {}
-    fn ack(&mut self, _a: &RepAck) {}
-    fn alarm(&mut self, _a: RxAlarm) {}
-}
-
 #[test]
 fn the_data_path_resolves_verifies_and_replays_every_block() {
     for seed in 1..=2u64 {
@@ -166,7 +145,7 @@ fn the_data_path_resolves_verifies_and_replays_every_block() {
         }
         let mut live: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
         let mut out = Responses::default();
-        let mut net = Net(Vec::new());
+        let mut net = Net::default();
         let mut data_seq = 0u64;
         let tiles = home.tiles();
         let mut now = 0;
@@ -196,25 +175,16 @@ fn the_data_path_resolves_verifies_and_replays_every_block() {
                     WireEvent::Frame { bytes, path: 0, .. } => {
                         rx.on_frame(0, &bytes, now, &mut net);
                     }
-                    WireEvent::Resp { bytes, .. } if bytes[17] & 1 == 0 => {
-                        let k = (
-                            u32::from_le_bytes(bytes[0..4].try_into().unwrap()),
-                            u64::from_le_bytes(bytes[8..16].try_into().unwrap()),
-                        );
-                        live.entry(k).or_insert(bytes);
+                    WireEvent::Resp { bytes, .. } => {
+                        if let Some(k) = first_copy_key(&bytes) {
+                            live.entry(k).or_insert(bytes);
+                        }
                     }
                     _ => {}
                 }
             }
-            for v in 0..4 {
-                home.on_ack(v, rx.contiguous(), now);
-            }
-            for v in 0..4 {
-                for h in 1..=home.closed_height() {
-                    home.on_vote(v, h);
-                }
-            }
-            for f in net.0.drain(..) {
+            finalize(&mut home, rx.contiguous(), now);
+            for f in net.delivered.drain(..) {
                 dec.on_frame(&f, now, &mut core);
             }
             core.data.tick(now, &mut core.asks);
@@ -257,8 +227,8 @@ fn the_data_path_resolves_verifies_and_replays_every_block() {
         // Replay from the data side's store: every response the box sent, byte for byte.
         assert!(live.len() > 1000, "seed {seed}");
         for (k, b) in &live {
-            assert_eq!(out.0.get(k), Some(b), "seed {seed}: response {k:?}");
+            assert_eq!(out.by_key.get(k), Some(b), "seed {seed}: response {k:?}");
         }
-        assert_eq!(out.0.len(), live.len(), "seed {seed}: nothing extra");
+        assert_eq!(out.by_key.len(), live.len(), "seed {seed}: nothing extra");
     }
 }

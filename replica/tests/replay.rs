@@ -5,19 +5,20 @@
 //! steps; every response replay produces must equal, byte for byte, what the box sent (the test
 //! tap: the box's wire log), and every response the box sent must come out of replay.
 
+mod boxrun;
+
 use std::collections::HashMap;
 
-use vyrn_engine::home::EngineSink;
-use vyrn_engine::resp::RespOut;
+use boxrun::{finalize, first_copy_key, Net, Responses};
+
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::decode::{DecodedOut, Decoder, Fault};
-use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxTiming};
+use vyrn_replica::order_rx::{OrderRx, RxConfig, RxTiming};
 use vyrn_replica::replay::{PayloadSource, Replayer};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::decoder::{Awaiting, Pos};
-use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
 use vyrn_wire::records::{PacketRecord, Step};
 
 /// The payloads this replica holds: every copy of each (session, pkt_seq), as sent.
@@ -52,44 +53,6 @@ impl DecodedOut for Tap<'_> {
     }
 }
 
-#[derive(Default)]
-struct Responses {
-    /// (session, resp_seq) → bytes, first copy.
-    by_key: HashMap<(u32, u64), Vec<u8>>,
-    fills: u64,
-}
-
-impl EngineSink for Responses {
-    fn respond(&mut self, r: &RespOut<'_>) {
-        if !r.resend {
-            self.by_key
-                .entry((r.session, r.resp_seq))
-                .or_insert_with(|| r.bytes.to_vec());
-        }
-    }
-    fn event(&mut self, _lane: u8, _ev: &vyrn_engine::bbo::LaneEvent) {
-        self.fills += 1;
-    }
-}
-
-struct Net(Vec<Vec<u8>>);
-impl RxOut for Net {
-    fn deliver(&mut self, _s: u8, _fs: u64, frame: &[u8], _p: bool) {
-        self.0.push(frame.to_vec());
-    }
-    fn nack(&mut self, _n: &Nack) {}
-    fn repair(&mut self, _p: usize, _r: &RepairReq) {}
-    fn ack(&mut self, _a: &RepAck) {}
-    fn alarm(&mut self, _a: RxAlarm) {}
-}
-
-fn resp_seq(b: &[u8]) -> (u32, u64) {
-    (
-        u32::from_le_bytes(b[0..4].try_into().unwrap()),
-        u64::from_le_bytes(b[8..16].try_into().unwrap()),
-    )
-}
-
 #[test]
 fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
     for seed in 1..=3u64 {
@@ -117,7 +80,7 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
         let mut store = Store::default();
         let mut live: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
         let mut out = Responses::default();
-        let mut net = Net(Vec::new());
+        let mut net = Net::default();
         let mut faults = Vec::new();
         let tiles = home.tiles();
         let mut now = 0;
@@ -144,28 +107,21 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
                     WireEvent::Frame { bytes, path: 0, .. } => {
                         rx.on_frame(0, &bytes, now, &mut net);
                     }
-                    // First copies only (flags.resend at byte 17: a lane's resend).
-                    WireEvent::Resp { bytes, .. } if bytes[17] & 1 == 0 => {
-                        live.entry(resp_seq(&bytes)).or_insert(bytes);
+                    // First copies only (a lane's resends carry flags.resend).
+                    WireEvent::Resp { bytes, .. } => {
+                        if let Some(k) = first_copy_key(&bytes) {
+                            live.entry(k).or_insert(bytes);
+                        }
                     }
                     _ => {}
                 }
             }
-            // A stand-in finalizer: acks and votes so the box never halts on finality.
-            for v in 0..4 {
-                home.on_ack(v, rx.contiguous(), now);
-            }
-            let closed = home.closed_height();
-            for v in 0..4 {
-                for h in 1..=closed {
-                    home.on_vote(v, h);
-                }
-            }
+            finalize(&mut home, rx.contiguous(), now);
             let mut tap = Tap {
                 replay: &mut replay,
                 faults: Vec::new(),
             };
-            for f in net.0.drain(..) {
+            for f in net.delivered.drain(..) {
                 dec.on_frame(&f, now, &mut tap);
             }
             faults.extend(tap.faults);
@@ -201,7 +157,7 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
             extra.is_empty(),
             "seed {seed}: replay-only responses {extra:?}"
         );
-        assert!(out.fills > 100, "seed {seed}: {} lane events", out.fills);
+        assert!(out.events > 100, "seed {seed}: {} lane events", out.events);
         println!("seed {seed}: {same} responses identical, {decoded} steps");
     }
 }

@@ -158,20 +158,8 @@ fn main() -> ExitCode {
             sink.as_mut(),
             |l| println!("{l}"),
         );
-        println!("--- summary");
-        for line in p.summary() {
-            println!("{line}");
-        }
-        println!(
-            "driver: {:?}; copy 2 packets counted locally: {}",
-            driver.counters(),
-            sink.map_or(0, |s| s.count)
-        );
-        if p.counts.answered == 0 {
-            eprintln!("vyrn-load: nothing was answered: is the box at {}?", o.seq);
-            return ExitCode::from(1);
-        }
-        return ExitCode::SUCCESS;
+        let copy2 = sink.map_or(0, |s| s.count);
+        return finish(p.summary(), &driver, copy2, p.counts.answered, o.seq);
     }
     let mut load = LoadGen::new(
         LoadConfig {
@@ -200,17 +188,29 @@ fn main() -> ExitCode {
         sink.as_mut(),
         |l| println!("{l}"),
     );
+    let copy2 = sink.map_or(0, |s| s.count);
+    finish(load.summary(), &driver, copy2, load.counts.answered, o.seq)
+}
+
+/// The end of a run, either mode: the summary, the driver's counters, and exit 1 if nothing was
+/// answered.
+fn finish(
+    summary: Vec<String>,
+    driver: &Driver<UdpPort>,
+    copy2: u64,
+    answered: u64,
+    seq: SocketAddr,
+) -> ExitCode {
     println!("--- summary");
-    for line in load.summary() {
+    for line in summary {
         println!("{line}");
     }
-    let d = driver.counters();
     println!(
-        "driver: {d:?}; copy 2 packets counted locally: {}",
-        sink.map_or(0, |s| s.count)
+        "driver: {:?}; copy 2 packets counted locally: {copy2}",
+        driver.counters()
     );
-    if load.counts.answered == 0 {
-        eprintln!("vyrn-load: nothing was answered: is the box at {}?", o.seq);
+    if answered == 0 {
+        eprintln!("vyrn-load: nothing was answered: is the box at {seq}?");
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS

@@ -35,6 +35,28 @@ impl VoterNet {
         let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
     }
 
+    /// A REP_FinalityCert for height `h` from `entries` (07 §6.5), sent from voter 0's socket.
+    fn send_cert(
+        &mut self,
+        epoch: u32,
+        h: u64,
+        proposal: vyrn_wire::msg::consensus::RepProposal,
+        entries: Vec<CertEntry>,
+    ) {
+        let cert = RepFinalityCert {
+            epoch,
+            view: h + 1,
+            parent_view: h,
+            proposal,
+            entries,
+        };
+        let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+        if cert.encode(&mut b).is_ok() {
+            self.send(0, &b);
+            self.sent[2] += 1;
+        }
+    }
+
     /// Voter `i`'s RepAck of `contiguous` (07 §4.8).
     fn send_ack(&mut self, i: usize, epoch: u32, contiguous: [u64; 2]) {
         let m = vyrn_wire::msg::ctrl::RepAck {
@@ -104,18 +126,7 @@ impl VoterNet {
             let Some(p) = voters[entries[0].index as usize].proposal(epoch, h) else {
                 continue;
             };
-            let cert = RepFinalityCert {
-                epoch,
-                view: h + 1,
-                parent_view: h,
-                proposal: p,
-                entries,
-            };
-            let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
-            if cert.encode(&mut b).is_ok() {
-                self.send(0, &b);
-                self.sent[2] += 1;
-            }
+            self.send_cert(epoch, h, p, entries);
             for v in voters.iter_mut() {
                 v.forget(h);
             }
@@ -157,18 +168,7 @@ impl VoterNet {
                     }
                 })
                 .collect();
-            let cert = RepFinalityCert {
-                epoch,
-                view: h + 1,
-                parent_view: h,
-                proposal: p,
-                entries,
-            };
-            let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
-            if cert.encode(&mut b).is_ok() {
-                self.send(0, &b);
-                self.sent[2] += 1;
-            }
+            self.send_cert(epoch, h, p, entries);
             v.forget(h);
         }
         for i in 0..self.socks.len() {

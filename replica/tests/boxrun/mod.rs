@@ -1,0 +1,72 @@
+//! What the replica's end-to-end tests share: the responses replay produced, the box's first
+//! copies of what it sent, order RX's in-order frames, and a stand-in finalizer for the box.
+#![allow(dead_code)] // each test file uses its own part
+
+use std::collections::HashMap;
+
+use vyrn_engine::home::EngineSink;
+use vyrn_engine::resp::RespOut;
+use vyrn_replica::order_rx::{RxAlarm, RxOut};
+use vyrn_seq::testkit::SimBox;
+use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
+
+/// Replay's answers: first copies by (session, resp_seq), and the lane events applied.
+#[derive(Default)]
+pub struct Responses {
+    pub by_key: HashMap<(u32, u64), Vec<u8>>,
+    pub events: u64,
+}
+
+impl EngineSink for Responses {
+    fn respond(&mut self, r: &RespOut<'_>) {
+        if !r.resend {
+            self.by_key
+                .entry((r.session, r.resp_seq))
+                .or_insert_with(|| r.bytes.to_vec());
+        }
+    }
+    fn event(&mut self, _lane: u8, _ev: &vyrn_engine::bbo::LaneEvent) {
+        self.events += 1;
+    }
+}
+
+/// A response packet's (session, resp_seq), if it is a first copy (flags.resend, byte 17, clear).
+pub fn first_copy_key(b: &[u8]) -> Option<(u32, u64)> {
+    (b.len() >= 24 && b[17] & 1 == 0).then(|| {
+        (
+            u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            u64::from_le_bytes(b[8..16].try_into().unwrap()),
+        )
+    })
+}
+
+/// Order RX's in-order frames, NACKs kept.
+#[derive(Default)]
+pub struct Net {
+    pub delivered: Vec<Vec<u8>>,
+    pub nacks: Vec<Nack>,
+}
+
+impl RxOut for Net {
+    fn deliver(&mut self, _s: u8, _fs: u64, frame: &[u8], _peer: bool) {
+        self.delivered.push(frame.to_vec());
+    }
+    fn nack(&mut self, n: &Nack) {
+        self.nacks.push(*n);
+    }
+    fn repair(&mut self, _p: usize, _r: &RepairReq) {}
+    fn ack(&mut self, _a: &RepAck) {}
+    fn alarm(&mut self, _a: RxAlarm) {}
+}
+
+/// A stand-in finalizer: all four voters ack `contiguous` and vote every closed block, so the
+/// box neither fences nor halts on finality.
+pub fn finalize(home: &mut SimBox, contiguous: [u64; 2], now: u64) {
+    let closed = home.closed_height();
+    for v in 0..4 {
+        home.on_ack(v, contiguous, now);
+        for h in 1..=closed {
+            home.on_vote(v, h);
+        }
+    }
+}
