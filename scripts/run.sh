@@ -1,33 +1,47 @@
 #!/usr/bin/env bash
-# The README's main command. Until the whole home exists (data box and replicas on their ports),
-# it runs: (1) the sequencer box (`vyrn-seq`: the hot path spinning on one pinned core, the cold
-# tiles blocking on the other, from the dev config) with the light voter responder on the
-# replication paths, driven over loopback UDP by the load generator as its own process
-# (`vyrn-load`: a ping run, then the open-loop mix), each printing a line per second and a summary;
-# (2) the
-# order-stream path end to end on loopback: a seeded REF stream on two lossy paths, NACK
-# repair, the replica decoder, header verification (vyrn-paths); (3) the capture tool.
+# The README's main command: (1) a whole home on loopback as separate processes — four voting
+# replicas (`vyrn-replica`), one data box (`vyrn-data`), the sequencer box (`vyrn-seq`), all from
+# one generated home file — driven by the load generator (`vyrn-load`: a ping run, then the
+# open-loop mix) sending copy 1 to the sequencer and copy 2 to the data box; each prints a line a
+# second and a summary; (2) the order-stream path on two lossy paths with NACK repair
+# (vyrn-paths); (3) the capture tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install the Rust toolchain (stable >= 1.85)" >&2
   exit 2
 fi
-cargo build --release -q -p vyrn-wire -p vyrn-bench --bins
-cargo build --release -q -p vyrn-seq --features testkit --bins
+cargo build --release -q -p vyrn-wire -p vyrn-bench -p vyrn-replica -p vyrn-data --bins
+cargo build --release -q -p vyrn-seq --bins
 bin=target/release
 
-# A dev home's config and fresh keys (0600), written once; edit target/dev-home/box.conf to change it.
-conf=${VYRN_CONFIG:-target/dev-home/box.conf}
+# A dev home's file and fresh keys (0600), written once; edit target/vyrn-home/box.conf to change
+# it. The sequencer reads it with its seed; the replicas, the data box and the clients read it
+# without (`seq_pub` instead).
+conf=${VYRN_CONFIG:-target/vyrn-home/box.conf}
+dir=$(dirname "$conf")
 if [ ! -f "$conf" ]; then
-  "$bin/vyrn-seq" --gen-dev-config "$(dirname "$conf")" --lanes 4 --sessions-per-lane 8
+  "$bin/vyrn-seq" --gen-dev-home "$dir" --lanes 4 --sessions-per-lane 8
 fi
 secs=${VYRN_SECS:-5}
 ping_secs=${VYRN_PING_SECS:-2}
-seq_log=$(mktemp --suffix=.seq.log)
-echo "== sequencer box (vyrn-seq, threaded, voter doubles) + load generator (vyrn-load) =="
+run_secs=$((secs + ping_secs + 4))
+logs=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$logs"; }
+trap cleanup EXIT
+echo "== a home on loopback: 4 replicas (vyrn-replica), data box (vyrn-data), sequencer (vyrn-seq), load (vyrn-load) =="
+# The replicas and the data box start first: they join the paths before the first frame.
+for i in 0 1 2 3; do
+  "$bin/vyrn-replica" --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 1)) \
+    >"$logs/replica-$i.log" 2>&1 &
+  pids+=($!)
+done
+"$bin/vyrn-data" --home "$conf" --index 0 --secs $((run_secs + 1)) >"$logs/data-0.log" 2>&1 &
+pids+=($!)
+sleep 0.5
 # The box runs a little longer than the load so the last answers, durable and final arrive.
-"$bin/vyrn-seq" --config "$conf" --voter-doubles --secs $((secs + ping_secs + 4)) >"$seq_log" 2>&1 &
+"$bin/vyrn-seq" --config "$conf" --secs "$run_secs" >"$logs/seq.log" 2>&1 &
 seq_pid=$!
 sleep 1
 client_port=$(sed -n 's/^client_port *= *\([0-9]*\).*/\1/p' "$conf")
@@ -36,25 +50,40 @@ cold=$(sed -n 's/^core_map *= *[0-9]*, *\([0-9]*\).*/\1/p' "$conf")
 pin=()
 [ -n "$cold" ] && pin=(--core "$cold")
 # As root, the generator runs at a raised priority so its wake-ups on that shared core are not
-# queued behind the box's cold tiles and voters (it measures the box, not its own scheduling):
-# nice -5 for the ping run, -2 under the open-loop mix (32 busy sessions at -5 would take the
-# core from the finality path; docs/benchmarks.md).
+# queued behind the replicas and the box's cold tiles (it measures the home, not its own
+# scheduling): nice -5 for the ping run, -2 under the open-loop mix (docs/benchmarks.md).
 nice=() nice_open=()
 [ "$(id -u)" = 0 ] && nice=(--nice -5) nice_open=(--nice -2)
 load_rc=0
 echo "-- load generator (vyrn-load) in ping mode: one request in flight, request -> answer round trips --"
 "$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$ping_secs" --ping "${pin[@]}" "${nice[@]}" \
   || load_rc=$?
-echo "-- load generator (vyrn-load), open loop, copy 1 to 127.0.0.1:$client_port --"
-"$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$secs" \
+echo "-- load generator (vyrn-load), open loop on the other 31 sessions: copy 1 to the sequencer 127.0.0.1:$client_port, copy 2 to the data box --"
+"$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$secs" --skip 1 \
   --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}" "${pin[@]}" "${nice_open[@]}" || load_rc=$?
 seq_rc=0
 wait "$seq_pid" || seq_rc=$?
-echo "-- the box's own lines (vyrn-seq) --"
-cat "$seq_log"
-rm -f "$seq_log"
-if [ "$load_rc" != 0 ] || [ "$seq_rc" != 0 ]; then
-  echo "vyrn-load exited $load_rc, vyrn-seq exited $seq_rc" >&2
+rep_rc=0
+for p in "${pids[@]}"; do wait "$p" || rep_rc=$?; done
+pids=()
+echo "-- the sequencer box's own lines (vyrn-seq) --"
+cat "$logs/seq.log"
+echo "-- the data box (vyrn-data): its last line and summary --"
+grep -v '^\[' "$logs/data-0.log" || true
+grep '^\[' "$logs/data-0.log" | tail -1 || true
+echo "-- the replicas (vyrn-replica): alarms and summaries; equal replay digests = the same responses --"
+for i in 0 1 2 3; do
+  grep -v '^\[' "$logs/replica-$i.log" | grep -v 'failover suspicion' || true
+  n=$(grep -c 'failover suspicion' "$logs/replica-$i.log" || true)
+  [ "$n" != 0 ] && echo "replica $i: $n failover-suspicion lines (07 §9.1; expected once the box stops at the end)"
+done
+digests=$(grep -h 'replay digest' "$logs"/replica-*.log | awk '{print $5}' | sort -u | wc -l)
+if [ "$load_rc" != 0 ] || [ "$seq_rc" != 0 ] || [ "$rep_rc" != 0 ]; then
+  echo "vyrn-load exited $load_rc, vyrn-seq exited $seq_rc, a replica or the data box exited $rep_rc" >&2
+  exit 1
+fi
+if [ "$digests" != 1 ]; then
+  echo "the replicas' replay digests differ ($digests distinct)" >&2
   exit 1
 fi
 
@@ -65,7 +94,7 @@ echo "== order stream on two lossy loopback paths (vyrn-paths) =="
 echo
 echo "== capture round trip (vyrn-wire corpus + check) =="
 cap=$(mktemp --suffix=.cap)
-trap 'rm -f "$cap"' EXIT
+trap 'rm -f "$cap"; rm -rf "$logs"' EXIT
 # (No `tee /dev/stderr`: with stderr redirected to a file, tee would truncate it.)
 out=$("$bin/vyrn-wire" corpus --seed "${VYRN_SEED:-1}" --frames 20000 --out "$cap" 2>&1)
 echo "$out"

@@ -44,6 +44,27 @@ pub fn wait_readable(fds: &[RawFd], timeout_ns: u64) -> bool {
     rc > 0
 }
 
+/// A flag set by SIGTERM or SIGINT, for a process's main loop to end cleanly (print its summary,
+/// close its files). The handlers are installed on the first call; later calls return the same
+/// flag.
+pub fn stop_on_signals() -> &'static std::sync::atomic::AtomicBool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn on_signal(_: libc::c_int) {
+        STOP.store(true, Ordering::Relaxed);
+    }
+    ONCE.call_once(|| {
+        let h = on_signal as extern "C" fn(libc::c_int) as *const () as libc::sighandler_t;
+        for sig in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: the handler does one atomic store to a static (async-signal-safe); `h` is
+            // a valid `extern "C" fn(c_int)`.
+            unsafe { libc::signal(sig, h) };
+        }
+    });
+    &STOP
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,8 @@ pub trait ReplicaOut {
     fn block(&mut self, b: &BlockRoots) {}
     /// A header this replica holds.
     fn header(&mut self, h: &BlockHeader) {}
+    /// Frame `frame_seq` of `stream`, delivered in order (for the peer frame store, 07 §4.10).
+    fn frame(&mut self, stream: u8, frame_seq: u64, frame: &[u8]) {}
 }
 
 /// Counters of the core's own (each piece keeps its own too).
@@ -64,6 +66,46 @@ pub struct CoreCounters {
     pub frames: u64,
     /// Records the data side refused (a record out of layout, a mark out of order).
     pub data_refused: u64,
+}
+
+/// The core's budgets: order RX's timing, the data side's, the hash-lag fault threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    /// Order RX (REP_HOLE_WAIT_US, REP_ACK_US, ...).
+    pub rx: crate::order_rx::RxTiming,
+    /// The data side (REP_DATA_WAIT_US, REP_DATA_SILENCE_MS, ...).
+    pub data: crate::data_side::DataTiming,
+    /// REP_HASHLAG_FAULT_NS.
+    pub hashlag_fault_ns: u64,
+}
+
+impl Default for Budgets {
+    /// 07's figures.
+    fn default() -> Self {
+        Budgets {
+            rx: Default::default(),
+            data: Default::default(),
+            hashlag_fault_ns: vyrn_wire::consts::REP_HASHLAG_FAULT_NS,
+        }
+    }
+}
+
+impl Budgets {
+    /// A dev home's budgets (profile `dev`: a sequencer, a data box, four replicas and the
+    /// clients on two shared cores, `docs/operator.md`): RepAcks every 250 µs, the data box's
+    /// DATA_HB every 1 ms so silence means down after 20 ms, a payload is fetched when 2 ms late
+    /// (REP_DATA_WAIT_US is 300 µs; each fetch source gets 2 ms), and a hash may trail its record
+    /// 100 ms (the order hasher is a cold tile there, sharing one core with four replicas, the
+    /// data box and the clients: a 20 ms budget was exceeded under the main command's load).
+    pub fn dev() -> Self {
+        let mut b = Budgets::default();
+        b.rx.ack_ns = 250_000;
+        b.data.silence_ns = 20_000_000;
+        b.data.wait_ns = 2_000_000;
+        b.data.fetch_step_ns = 2_000_000;
+        b.hashlag_fault_ns = 100_000_000;
+        b
+    }
 }
 
 /// What the core is for: the home's layout, sessions and keys, and the tenure it follows.
@@ -114,7 +156,8 @@ struct RxBridge<'a, O: ReplicaOut> {
 }
 
 impl<O: ReplicaOut> RxOut for RxBridge<'_, O> {
-    fn deliver(&mut self, _stream: u8, _fs: u64, frame: &[u8], _peer: bool) {
+    fn deliver(&mut self, stream: u8, fs: u64, frame: &[u8], _peer: bool) {
+        self.out.frame(stream, fs, frame);
         self.delivered.bytes.extend_from_slice(frame);
         self.delivered.ends.push(self.delivered.bytes.len());
     }
@@ -245,6 +288,21 @@ impl ReplicaCore {
             delivered: Delivered::default(),
             counters: CoreCounters::default(),
         })
+    }
+
+    /// Heights at or below `height` are done with (voted and final, or journaled): the verdict
+    /// and the data side drop their state for them, so a long-running replica stays bounded.
+    /// Replay is not affected (it consumes its input as it goes).
+    pub fn forget_through(&mut self, height: u64) {
+        self.verdicts.forget_through(height);
+        self.data.release_through(height);
+    }
+
+    /// The budgets (each a figure of 07 §15 that a dev home on two shared cores overrides).
+    pub fn set_budgets(&mut self, b: &Budgets) {
+        self.rx.set_timing(b.rx);
+        self.data.set_timing(b.data);
+        self.dec.set_hashlag_fault_ns(b.hashlag_fault_ns);
     }
 
     /// Counters.

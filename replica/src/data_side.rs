@@ -571,6 +571,11 @@ fn judge(r: &Rec, p: &Payload) -> RecState {
 }
 
 impl DataSide {
+    /// Replace the timing (budgets of 07 §15; a dev home's data box heartbeats less often).
+    pub fn set_timing(&mut self, t: DataTiming) {
+        self.cfg.timing = t;
+    }
+
     /// A data side for `cfg` (`n_boxes` is clamped to [`BOXES_MAX`], `n_streams` to 1..=2).
     pub fn new(mut cfg: DataConfig) -> Self {
         cfg.n_boxes = cfg.n_boxes.min(BOXES_MAX as u8);

@@ -106,6 +106,11 @@ impl<O: DecodedOut> Sink for Adapter<'_, O> {
 }
 
 impl Decoder {
+    /// The hash-lag fault threshold (a budget, [`DecState::set_hashlag_fault_ns`]).
+    pub fn set_hashlag_fault_ns(&mut self, ns: u64) {
+        self.dec.set_hashlag_fault_ns(ns);
+    }
+
     /// A decoder for `layout`; blocks are numbered from `first_height`.
     pub fn new(layout: Layout, first_height: u64) -> Result<Self, &'static str> {
         Ok(Decoder {

@@ -15,6 +15,7 @@ pub mod data_side;
 pub mod decode;
 pub mod frame_store;
 pub mod journal;
+pub mod node;
 pub mod order_rx;
 pub mod replay;
 pub mod verdict;

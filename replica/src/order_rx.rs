@@ -270,6 +270,11 @@ impl OrderRx {
         }
     }
 
+    /// Replace the loop's timing (budgets, 07 §15).
+    pub fn set_timing(&mut self, t: RxTiming) {
+        self.cfg.timing = t;
+    }
+
     /// Counters.
     pub fn counters(&self) -> RxCounters {
         self.counters

@@ -36,6 +36,8 @@ use zeroize::Zeroize;
 
 /// Fewest voters: BASE needs n ≥ 4 so that f = 1 (07 §4.8, missing-chapters §0).
 pub const VOTERS_MIN: usize = 4;
+/// Most data boxes a home names (07 §5.1: one per facility; `DataSrc` is a u8). Project bound.
+pub const DATABOXES_MAX: usize = 16;
 /// Most voters: control keeps each height's votes in a `u64` bit mask, one bit per voter index
 /// (`1 << voter`), so a 65th voter has no bit.
 pub const VOTERS_MAX: usize = 64;
@@ -123,6 +125,103 @@ pub struct VoterMember {
     pub ctrl_addr: SocketAddr,
     /// The voter's Ed25519 vote key.
     pub vote_key: VerifyingKey,
+    /// Where data boxes send this voter its DATA frames (copy 2, 07 §5.3); `None` in a file
+    /// that runs no data box.
+    pub data_addr: Option<SocketAddr>,
+}
+
+/// One data box of the home (a `[databox N]` section; 07 §5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataBoxMember {
+    /// Data box index (`DataSrc`), `0..n`.
+    pub index: u8,
+    /// Where clients send copy 2 of each request (`REP_UDP_DATA`).
+    pub client_addr: SocketAddr,
+    /// The box's socket for voter `i` is bound at `dest_base + i` on `client_addr`'s IP: its
+    /// DATA frames leave from there, and the voter's DataFetch, DataDown go there.
+    pub dest_base: u16,
+}
+
+impl DataBoxMember {
+    /// The address of this box's socket for voter `i`.
+    pub fn dest_addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::new(self.client_addr.ip(), self.dest_base.wrapping_add(i as u16))
+    }
+}
+
+/// What every role of a home reads from the home's file (the replicas and the data boxes):
+/// [`BoxConfig`] without the sequencer's secret seed — `seq_pub` instead (07 §13.1 `seq_key`).
+#[derive(Debug, Clone)]
+pub struct HomeConfig {
+    /// Profile.
+    pub profile: Profile,
+    /// The engine's part (book, lanes, sessions with keys, accounts): replay runs it.
+    pub engine: EngineConfig,
+    /// Epoch.
+    pub epoch: u32,
+    /// Block period, ns.
+    pub block_ns: u64,
+    /// Voters.
+    pub voters: usize,
+    /// The membership's voters, by index.
+    pub voters_members: Vec<VoterMember>,
+    /// The home's data boxes, by index.
+    pub databoxes: Vec<DataBoxMember>,
+    /// The sequencer's public key (`seq_pub`).
+    pub seq_pub: VerifyingKey,
+    /// The box's client port.
+    pub client_port: u16,
+    /// The box's control port.
+    pub ctrl_port: u16,
+    /// The replication paths' port ([`BoxConfig::path_port`]).
+    pub path_port: u16,
+}
+
+impl HomeConfig {
+    /// Session `session`'s data home (07 §5.1): box `session mod n` of the home's `n` data
+    /// boxes. Every role uses this one rule (the data boxes, the replicas' fetch order).
+    pub fn data_home(&self, session: u32) -> u8 {
+        (session as usize % self.databoxes.len().max(1)) as u8
+    }
+
+    /// Load and validate the home's file `path` as a replica or data box reads it: the
+    /// sequencer's seed file is not read; `[box] seq_pub` is required.
+    pub fn load(path: &Path) -> Result<HomeConfig, Vec<CfgError>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![CfgError {
+                file: path.to_path_buf(),
+                line: 0,
+                what: format!("cannot read: {e}"),
+            }]
+        })?;
+        Self::from_text(path, &text)
+    }
+
+    /// Validate `text` as if read from `path`.
+    pub fn from_text(path: &Path, text: &str) -> Result<HomeConfig, Vec<CfgError>> {
+        let base = path.parent().unwrap_or(Path::new("."));
+        let c = parse(path, base, text, Mode::Home)?;
+        Ok(HomeConfig {
+            profile: c.profile,
+            engine: c.engine,
+            epoch: c.epoch,
+            block_ns: c.block_ns,
+            voters: c.voters,
+            voters_members: c.voters_members,
+            databoxes: c.databoxes,
+            seq_pub: c.seq_pub,
+            client_port: c.client_port,
+            ctrl_port: c.ctrl_port,
+            path_port: c.path_port,
+        })
+    }
+}
+
+/// Who reads the file: the sequencer (which reads its seed) or another role of the home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Sequencer,
+    Home,
 }
 
 /// The box's configuration, as loaded. Its `Debug` prints no secret: the seed is a [`Seed32`]
@@ -142,6 +241,11 @@ pub struct BoxConfig {
     /// The membership's voters, by index (the `[voter N]` sections). Empty when the file has
     /// none: the box then runs only with dev voter doubles.
     pub voters_members: Vec<VoterMember>,
+    /// The home's data boxes (`[databox N]`), by index.
+    pub databoxes: Vec<DataBoxMember>,
+    /// The sequencer's public key: `seq_pub` when the file sets it (then it must match the
+    /// seed), else derived from the seed.
+    pub seq_pub: VerifyingKey,
     /// The sequencer key seed (from `seq_key_file`).
     pub seq_key: Seed32,
     /// Where the seq key came from.
@@ -153,6 +257,9 @@ pub struct BoxConfig {
     pub client_port: u16,
     /// Control UDP port (RepAcks, NACKs, votes). 0: any free port.
     pub ctrl_port: u16,
+    /// The replication paths' UDP port: path A on its multicast group at `path_port`, B at
+    /// `path_port + 1` (07 §3.1). 0: ephemeral (a box whose voters share its process).
+    pub path_port: u16,
     /// Cores for the tiles (`dev`: shared; `ref`: one per tile, in tile order).
     pub core_map: Vec<usize>,
     /// Frame ring bytes per stream core.
@@ -179,7 +286,7 @@ impl BoxConfig {
 
     /// The sequencer's public key (`seq_key` in 07 §13.1), derived from the seed.
     pub fn seq_public(&self) -> VerifyingKey {
-        SigningKey::from_bytes(self.seq_key.expose()).verifying_key()
+        self.seq_pub
     }
 
     /// Load and validate `path`. Returns every problem found, not just the first.
@@ -197,7 +304,7 @@ impl BoxConfig {
     /// Validate `text` as if read from `path` (key files are relative to `path`'s folder).
     pub fn from_text(path: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError>> {
         let base = path.parent().unwrap_or(Path::new("."));
-        parse(path, base, text)
+        parse(path, base, text, Mode::Sequencer)
     }
 }
 
@@ -374,9 +481,40 @@ struct VoterAt {
     line: usize,
     ctrl_addr: Option<(SocketAddr, usize)>,
     vote_key: Option<(VerifyingKey, usize)>,
+    data_addr: Option<SocketAddr>,
 }
 
-fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError>> {
+/// An `IP:PORT` value with a real address and a nonzero port.
+fn take_addr(
+    k: &mut Keys<'_>,
+    key: &str,
+    need: bool,
+    file: &Path,
+    e: &mut Vec<CfgError>,
+) -> Option<(SocketAddr, usize)> {
+    let (v, line) = k.take(key, need, e)?;
+    match v.parse::<SocketAddr>() {
+        Ok(a) if a.port() == 0 || a.ip().is_unspecified() => {
+            e.push(err(
+                file,
+                line,
+                format!("{key} = {a}: needs a real address and a nonzero port"),
+            ));
+            None
+        }
+        Ok(a) => Some((a, line)),
+        Err(_) => {
+            e.push(err(
+                file,
+                line,
+                format!("{key} = {}: expected IP:PORT", shown(v)),
+            ));
+            None
+        }
+    }
+}
+
+fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, Vec<CfgError>> {
     let mut errs = Vec::new();
     let secs = sections(file, text, &mut errs);
     let boxes: Vec<&Section> = secs.iter().filter(|s| s.0 == "box").collect();
@@ -514,6 +652,16 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         }
     }
     let seq_key_file = b.take("seq_key_file", true, e);
+    let seq_pub_raw = b.take("seq_pub", mode == Mode::Home, e);
+    let path_port = b
+        .num(
+            "path_port",
+            false,
+            (0, u16::MAX as u64 - 1),
+            "path A listens on it, path B on the next port",
+            e,
+        )
+        .map_or(0, |x| x.0 as u16);
     let self_fence_us = match b.num(
         "self_fence_us",
         false,
@@ -590,26 +738,58 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         }
     }
 
-    // The sequencer key (missing-chapters §5).
+    // The sequencer key (missing-chapters §5): the sequencer reads its seed; every other role
+    // of the home reads only `seq_pub` (07 §13.1 `seq_key`), never the seed file.
     let seq_key_path = base.join(seq_key_file.map_or("", |x| x.0));
-    let seq_key = match read_seed(&seq_key_path) {
-        Ok(k) => Some(k),
-        Err(x) => {
-            let line = seq_key_file.map_or(box_line, |x| x.1);
-            e.push(err(file, line, format!("seq_key_file: {x}")));
-            None
-        }
+    let seq_key = match mode {
+        Mode::Sequencer => match read_seed(&seq_key_path) {
+            Ok(k) => Some(k),
+            Err(x) => {
+                let line = seq_key_file.map_or(box_line, |x| x.1);
+                e.push(err(file, line, format!("seq_key_file: {x}")));
+                None
+            }
+        },
+        // A placeholder that never leaves this function: HomeConfig has no seed.
+        Mode::Home => Some(Seed32::new([0; 32])),
     };
-    let seq_public = seq_key.as_ref().map(|k| {
-        let sk = SigningKey::from_bytes(k.expose());
-        sk.verifying_key()
+    let seq_pub_kv = seq_pub_raw.and_then(|(v, line)| {
+        match hex_bytes::<32>(v).map(|k| VerifyingKey::from_bytes(&k)) {
+            Some(Ok(k)) if !k.is_weak() => Some((k, line)),
+            _ => {
+                e.push(err(
+                    file,
+                    line,
+                    "seq_pub: expected 64 hex digits of a valid Ed25519 public key",
+                ));
+                None
+            }
+        }
     });
+    let seq_public = match mode {
+        Mode::Sequencer => seq_key.as_ref().map(|k| {
+            let sk = SigningKey::from_bytes(k.expose());
+            sk.verifying_key()
+        }),
+        Mode::Home => seq_pub_kv.map(|x| x.0),
+    };
+    if let (Mode::Sequencer, Some(derived), Some((set, line))) = (mode, seq_public, seq_pub_kv) {
+        if derived != set {
+            e.push(err(
+                file,
+                line,
+                "seq_pub is not the public key of seq_key_file's seed: the replicas would refuse \
+                 every header",
+            ));
+        }
+    }
 
     let mut accounts: Vec<AccountCfg> = Vec::new();
     let mut account_lines: BTreeMap<u32, usize> = BTreeMap::new();
     let mut sessions: Vec<SessionAt> = Vec::new();
     let mut session_key_files = BTreeMap::new();
     let mut voter_secs: Vec<VoterAt> = Vec::new();
+    let mut databoxes: Vec<(DataBoxMember, usize)> = Vec::new();
     for s in &secs {
         if s.0 == "box" {
             continue;
@@ -749,27 +929,8 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
                         None
                     }
                 };
-                let ctrl_addr = k.take("ctrl_addr", true, e).and_then(|(v, line)| match v
-                    .parse::<SocketAddr>()
-                {
-                    Ok(a) if a.port() == 0 || a.ip().is_unspecified() => {
-                        e.push(err(
-                            file,
-                            line,
-                            format!("ctrl_addr = {a}: needs a real address and a nonzero port"),
-                        ));
-                        None
-                    }
-                    Ok(a) => Some((a, line)),
-                    Err(_) => {
-                        e.push(err(
-                            file,
-                            line,
-                            format!("ctrl_addr = {}: expected IP:PORT", shown(v)),
-                        ));
-                        None
-                    }
-                });
+                let ctrl_addr = take_addr(&mut k, "ctrl_addr", true, file, e);
+                let data_addr = take_addr(&mut k, "data_addr", false, file, e).map(|x| x.0);
                 let vote_key = k.take("vote_key", true, e).and_then(|(v, line)| {
                     let Some(bytes) = hex_bytes::<32>(v) else {
                         e.push(err(
@@ -798,7 +959,47 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
                         line: s.1,
                         ctrl_addr,
                         vote_key,
+                        data_addr,
                     });
+                }
+            }
+            // 07 §5.1: the home's data boxes.
+            "databox" => {
+                let mut k = Keys::new(file, s, e);
+                let index = match id.parse::<u8>() {
+                    Ok(i) if (i as usize) < DATABOXES_MAX => Some(i),
+                    _ => {
+                        e.push(err(
+                            file,
+                            s.1,
+                            format!("[databox {id}]: the index is a number 0..{DATABOXES_MAX}"),
+                        ));
+                        None
+                    }
+                };
+                let client_addr = take_addr(&mut k, "client_addr", true, file, e);
+                let dest_base = k.num(
+                    "dest_base",
+                    true,
+                    (1, u16::MAX as u64 - VOTERS_MAX as u64),
+                    "a UDP port with room for one port per voter above it",
+                    e,
+                );
+                k.finish(e);
+                if let (Some(index), Some((client_addr, _)), Some((dest_base, _))) =
+                    (index, client_addr, dest_base)
+                {
+                    if databoxes.iter().any(|d| d.0.index == index) {
+                        e.push(err(file, s.1, format!("[databox {index}] twice")));
+                    }
+                    databoxes.push((
+                        DataBoxMember {
+                            index,
+                            client_addr,
+                            dest_base: dest_base as u16,
+                        },
+                        s.1,
+                    ));
                 }
             }
             _ => e.push(err(file, s.1, format!("unknown section [{}]", s.0))),
@@ -927,6 +1128,7 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
                     index: v.index,
                     ctrl_addr,
                     vote_key,
+                    data_addr: v.data_addr,
                 });
             }
         }
@@ -959,7 +1161,29 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
             e.push(err(file, 0, format!("engine: {x}")));
         }
     }
-    let (Some(seq_key), true) = (seq_key, errs.is_empty()) else {
+    // Data boxes: indices 0..n without a hole (a session's data home is an index).
+    databoxes.sort_by_key(|d| d.0.index);
+    for (i, (d, line)) in databoxes.iter().enumerate() {
+        if d.index as usize != i {
+            e.push(err(
+                file,
+                *line,
+                format!(
+                    "[databox {}]: data boxes are numbered 0..n without a gap",
+                    d.index
+                ),
+            ));
+        }
+    }
+    if !databoxes.is_empty() && voters_members.iter().any(|v| v.data_addr.is_none()) {
+        e.push(err(
+            file,
+            voters_line,
+            "the file has [databox] sections, so every [voter] needs data_addr",
+        ));
+    }
+    let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
+    let (Some(seq_key), Some(seq_pub), true) = (seq_key, seq_public, errs.is_empty()) else {
         return Err(errs);
     };
     Ok(BoxConfig {
@@ -969,11 +1193,14 @@ fn parse(file: &Path, base: &Path, text: &str) -> Result<BoxConfig, Vec<CfgError
         block_ns,
         voters,
         voters_members,
+        databoxes,
+        seq_pub,
         seq_key,
         seq_key_file: seq_key_path,
         session_key_files,
         client_port: client_port.map_or(0, |x| x.0 as u16),
         ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
+        path_port,
         core_map,
         rtx_ring_bytes,
         self_fence_us,
@@ -1150,6 +1377,47 @@ pub fn write_dev_config(
     per_lane: u16,
     base_port: u16,
 ) -> std::io::Result<PathBuf> {
+    write_dev(dir, lanes, per_lane, base_port, false)
+}
+
+/// Offsets from `base_port` of a dev home's fixed ports ([`write_dev_home`]): voter `i`'s
+/// control socket at `+ DEV_VOTER_CTRL + i`, its data socket at `+ DEV_VOTER_DATA + i`, the
+/// data box's client port at `+ DEV_DATABOX`, its per-voter sockets from `+ DEV_DATABOX + 1`.
+pub const DEV_VOTER_CTRL: u16 = 10;
+/// See [`DEV_VOTER_CTRL`].
+pub const DEV_VOTER_DATA: u16 = 20;
+/// See [`DEV_VOTER_CTRL`].
+pub const DEV_DATABOX: u16 = 30;
+/// The paths' port offset: A at `base_port + DEV_PATHS`, B one above.
+pub const DEV_PATHS: u16 = 40;
+
+/// [`write_dev_config`] for a whole home on loopback: also the membership — four `[voter N]`
+/// sections with `ctrl_addr`, `data_addr` and the public `vote_key` of a fresh seed in
+/// `keys/voter-N.key` (the replica's own secret) — one `[databox 0]`, and `seq_pub`. The
+/// replicas and the data box read the same file ([`HomeConfig`]). `base_port` must be
+/// nonzero: the members' addresses are fixed ([`DEV_VOTER_CTRL`]).
+pub fn write_dev_home(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+) -> std::io::Result<PathBuf> {
+    if base_port == 0 || base_port > u16::MAX - 64 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a dev home needs a fixed base port (1..=65471): the membership names addresses",
+        ));
+    }
+    write_dev(dir, lanes, per_lane, base_port, true)
+}
+
+fn write_dev(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+    home: bool,
+) -> std::io::Result<PathBuf> {
     use std::fmt::Write as _;
     let ctrl_port = if base_port == 0 {
         0
@@ -1219,7 +1487,46 @@ pub fn write_dev_config(
         c,
         "hb_us = 1000    # budget override of REP_HB_US (50): fewer idle frames on 2 shared cores"
     );
-    let _ = writeln!(c, "seq_key_file = {}", key("seq")?);
+    let seq_rel = key("seq")?;
+    let _ = writeln!(c, "seq_key_file = {seq_rel}");
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let public = |rel: &str| -> std::io::Result<String> {
+        let seed = read_seed(&dir.join(rel))
+            .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, x))?;
+        Ok(hex(SigningKey::from_bytes(seed.expose())
+            .verifying_key()
+            .as_bytes()))
+    };
+    let _ = writeln!(
+        c,
+        "seq_pub = {}    # the sequencer's public key: what replicas and data boxes check",
+        public(&seq_rel)?
+    );
+    if home {
+        let _ = writeln!(
+            c,
+            "path_port = {}    # path A on 239.255.75.1 at this port, B on 239.255.75.2 at +1",
+            base_port + DEV_PATHS
+        );
+        let ip = "127.0.0.1";
+        for i in 0..4u16 {
+            let rel = key(&format!("voter-{i}"))?;
+            let _ = writeln!(
+                c,
+                "\n[voter {i}]    # its secret seed: {rel} (the replica's own)"
+            );
+            let _ = writeln!(c, "ctrl_addr = {ip}:{}", base_port + DEV_VOTER_CTRL + i);
+            let _ = writeln!(c, "data_addr = {ip}:{}", base_port + DEV_VOTER_DATA + i);
+            let _ = writeln!(c, "vote_key = {}", public(&rel)?);
+        }
+        let _ = writeln!(c, "\n[databox 0]");
+        let _ = writeln!(c, "client_addr = {ip}:{}", base_port + DEV_DATABOX);
+        let _ = writeln!(
+            c,
+            "dest_base = {}    # its socket for voter i: dest_base + i",
+            base_port + DEV_DATABOX + 1
+        );
+    }
     for l in 0..lanes {
         for k in 0..per_lane {
             let session = 1 + l as u32 * 10_000 + k as u32;

@@ -494,6 +494,16 @@ impl Task for CtrlRxTile {
                         }
                     }
                 }
+                // 07 §6.8: one voter's finalize vote, from that voter's own address.
+                Ok(CtrlMsg::FinalizeVote(fv))
+                    if fv.epoch == self.epoch && fv.index as usize == v =>
+                {
+                    if !cert_token(&mut self.cert_tokens, v, now)
+                        || self.certs.push((v, p.data.to_vec())).is_err()
+                    {
+                        bump(&self.stats.ctrl_dropped);
+                    }
+                }
                 Ok(CtrlMsg::FinalityCert(c)) if c.epoch == self.epoch => {
                     // Checked on the certificate tile, under a per-source limit.
                     if !cert_token(&mut self.cert_tokens, v, now)
@@ -534,9 +544,13 @@ impl Task for CertTile {
         let Some((_, bytes)) = self.certs.pop() else {
             return false;
         };
-        let Ok(CtrlMsg::FinalityCert(c)) = CtrlMsg::parse(&bytes) else {
-            bump(&self.stats.ctrl_bad);
-            return true;
+        let c = match CtrlMsg::parse(&bytes) {
+            Ok(CtrlMsg::FinalityCert(c)) => *c,
+            Ok(CtrlMsg::FinalizeVote(v)) => v.as_cert(),
+            _ => {
+                bump(&self.stats.ctrl_bad);
+                return true;
+            }
         };
         let votes = &mut self.votes;
         let all = cert_votes(&c, &self.keys, |voter, height| {
@@ -659,9 +673,20 @@ impl PathsRx {
 pub fn open_path_sockets(
     groups: [Ipv4Addr; 2],
 ) -> Result<([UdpPort; 2], [UdpPort; 2], bool), NicError> {
-    let one = |g: Option<Ipv4Addr>| -> Result<(UdpPort, UdpPort), NicError> {
+    open_path_sockets_at(groups, [0, 0])
+}
+
+/// [`open_path_sockets`] on fixed ports (`[0, 0]`: ephemeral). On fixed ports only multicast
+/// will do — every replica process of the home receives its own copy — so there is no unicast
+/// fallback: a host without loopback multicast gets the error.
+pub fn open_path_sockets_at(
+    groups: [Ipv4Addr; 2],
+    ports: [u16; 2],
+) -> Result<([UdpPort; 2], [UdpPort; 2], bool), NicError> {
+    let fixed = ports != [0, 0];
+    let one = |g: Option<Ipv4Addr>, i: usize| -> Result<(UdpPort, UdpPort), NicError> {
         let mut c = match g {
-            Some(g) => UdpConfig::multicast_receiver(g, 0),
+            Some(g) => UdpConfig::multicast_receiver(g, ports[i]),
             None => UdpConfig::loopback(),
         }
         .with_batch(64);
@@ -674,11 +699,12 @@ pub fn open_path_sockets(
         };
         Ok((t, r))
     };
-    match (one(Some(groups[0])), one(Some(groups[1]))) {
+    match (one(Some(groups[0]), 0), one(Some(groups[1]), 1)) {
         (Ok((ta, ra)), Ok((tb, rb))) => Ok(([ta, tb], [ra, rb], true)),
+        (Err(e), _) | (_, Err(e)) if fixed => Err(e),
         _ => {
-            let (ta, ra) = one(None)?;
-            let (tb, rb) = one(None)?;
+            let (ta, ra) = one(None, 0)?;
+            let (tb, rb) = one(None, 1)?;
             Ok(([ta, tb], [ra, rb], false))
         }
     }
@@ -686,8 +712,18 @@ pub fn open_path_sockets(
 
 /// Sender sockets for `senders` stream cores on each of the two paths, and the receiving side
 /// for the home's voters (loopback multicast, or unicast where multicast is unavailable).
-pub fn open_paths_for(senders: usize) -> Result<(Vec<PathPair<UdpPort>>, PathsRx), NicError> {
-    let ([ta, tb], [ra, rb], mc) = open_path_sockets(PATH_GROUPS)?;
+/// `port`: path A on `PATH_GROUPS[0]:port`, B on `PATH_GROUPS[1]:port + 1`, where the home's
+/// replica processes join them; 0: ephemeral ports (one process, tests).
+pub fn open_paths_for(
+    senders: usize,
+    port: u16,
+) -> Result<(Vec<PathPair<UdpPort>>, PathsRx), NicError> {
+    let ports = if port == 0 {
+        [0, 0]
+    } else {
+        [port, port.wrapping_add(1)]
+    };
+    let ([ta, tb], [ra, rb], mc) = open_path_sockets_at(PATH_GROUPS, ports)?;
     let dest = [ra.local_addr()?, rb.local_addr()?];
     let sender = |i: usize| -> Result<UdpPort, NicError> {
         if mc {
@@ -815,7 +851,8 @@ impl NetBox {
         map: &CoreMap,
         clock: Clock,
     ) -> Result<(RunningBox, PathsRx), NicError> {
-        let (paths, paths_rx) = open_paths_for(cfg.engine.layout.n_streams as usize)?;
+        let (paths, paths_rx) =
+            open_paths_for(cfg.engine.layout.n_streams as usize, cfg.path_port)?;
         let running = self.start_on(cfg, map, clock, paths)?;
         Ok((running, paths_rx))
     }

@@ -5,12 +5,16 @@
 //! request → fill, fill → durable and fill → final.
 //!
 //! Usage: `vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S]
-//! [--seed N] [--ping [--sessions N]] [--core C]`. Without `--data`, copy 2 goes to a local
-//! socket that only counts it (the data tier is not in the loop yet).
+//! [--seed N] [--ping [--sessions N]] [--core C]`. Copy 2 goes to `--data`, else to the home
+//! file's `[databox 0]`; a file with neither (a box run without its data tier) sends it to a
+//! local socket that only counts it. The file is read as every role but the sequencer reads it
+//! (`HomeConfig`: no seed file is opened).
 //!
 //! It measures without adding (issue 11, `vyrn_client::loadgen::run`): no naps — an idle loop
 //! blocks in `ppoll` on its socket with 1 ns timer slack until an answer arrives or just before
 //! the next intended send, then spins to it; open-loop latencies from intended send times.
+//! `--skip N`: use the home's sessions after the first N (another run of the generator owns
+//! those: each session's `pkt_seq` belongs to one client process).
 //! `--ping`: one request in flight per session (the first `--sessions N`, default 1), each
 //! answer sending the next — request → answer round trips like a ping-pong benchmark.
 //! `--core C`: pin the generator to core C (keep it off the box's hot core). `--nice N`: run at
@@ -25,7 +29,7 @@ use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
 use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
 use vyrn_client::Driver;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_seq::boxcfg::BoxConfig;
+use vyrn_seq::boxcfg::HomeConfig;
 
 struct Opts {
     config: std::path::PathBuf,
@@ -36,16 +40,18 @@ struct Opts {
     seed: u64,
     ping: bool,
     sessions: Option<usize>,
+    skip: usize,
     core: Option<usize>,
     nice: Option<i32>,
 }
 
-const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N] [--ping [--sessions N]] [--core C] [--nice N]";
+const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N] [--ping [--sessions N]] [--skip N] [--core C] [--nice N]";
 
 fn opts() -> Result<Opts, String> {
     let (mut config, mut seq, mut data) = (None, None, None);
     let (mut secs, mut rate, mut seed) = (5u64, 10_000u64, 1u64);
     let (mut ping, mut sessions, mut core, mut nice) = (false, None, None, None);
+    let mut skip = 0usize;
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -58,6 +64,7 @@ fn opts() -> Result<Opts, String> {
             "--seed" => seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--ping" => ping = true,
             "--sessions" => sessions = Some(v()?.parse().map_err(|e| format!("--sessions: {e}"))?),
+            "--skip" => skip = v()?.parse().map_err(|e| format!("--skip: {e}"))?,
             "--core" => core = Some(v()?.parse().map_err(|e| format!("--core: {e}"))?),
             "--nice" => nice = Some(v()?.parse().map_err(|e| format!("--nice: {e}"))?),
             "-h" | "--help" => return Err(String::new()),
@@ -73,6 +80,7 @@ fn opts() -> Result<Opts, String> {
         seed,
         ping,
         sessions,
+        skip,
         core,
         nice,
     })
@@ -89,7 +97,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cfg = match BoxConfig::load(&o.config) {
+    // The home's file as a client reads it: sessions and keys, never the sequencer's seed.
+    let cfg = match HomeConfig::load(&o.config) {
         Ok(c) => c,
         Err(errs) => {
             for e in errs {
@@ -110,12 +119,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let data = match o.data {
+    // Copy 2 to --data, else to the home's data box 0, else to a local socket that counts it.
+    let data_box = o.data.or(cfg.databoxes.first().map(|d| d.client_addr));
+    let data = match data_box {
         Some(d) => d,
         None => sink.local_addr().expect("bound"),
     };
     let e = &cfg.engine;
-    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+    // `--skip N`: leave the home's first N sessions to another run (a session's pkt_seq space is
+    // one client's: a second process starting it at 1 again would be answered as resends).
+    if o.skip >= e.sessions.len() {
+        eprintln!(
+            "vyrn-load: --skip {} leaves none of the home's {} sessions",
+            o.skip,
+            e.sessions.len()
+        );
+        return ExitCode::from(2);
+    }
+    let keys = e
+        .sessions
+        .iter()
+        .skip(o.skip)
+        .map(|s| (s.session, s.k_seq, s.k_out));
     let mut sessions = match sessions_for(e.book, keys, o.seq, data, 50_000_000) {
         Ok(v) => v,
         Err(err) => {
@@ -135,7 +160,7 @@ fn main() -> ExitCode {
         }
     }
     let mut driver = Driver::new(port, &sessions);
-    let mut sink = o.data.is_none().then(|| Copy2Sink::new(sink));
+    let mut sink = data_box.is_none().then(|| Copy2Sink::new(sink));
     let clock = RunClock::new(1_000_000);
     let end = o.secs * 1_000_000_000 + 1_000_000;
     // Answers in flight when the load stops still count.

@@ -1,8 +1,10 @@
 //! `vyrn-seq`: the sequencer box from its config file, on the UDP backend (issue 4 item 6).
 //!
 //! Usage: `vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]`, or
-//! `vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` to write a dev home's
-//! config with fresh keys (each key file created 0600).
+//! `vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` to write a dev box's
+//! config with fresh keys (each key file created 0600), or `--gen-dev-home DIR` for a whole
+//! home on loopback: the same plus four `[voter N]` (their seeds in `keys/voter-N.key`), one
+//! `[databox 0]`, `seq_pub` and fixed path ports, read by `vyrn-replica` and `vyrn-data`.
 //!
 //! * Reads the config (`[box]`, `[account N]`, `[session N]`; keys in 0600 files), runs the
 //!   startup checks (cores of the core map exist, ports free, key files private) and stops with
@@ -38,6 +40,7 @@ use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 
 struct Opts {
     gen: Option<std::path::PathBuf>,
+    gen_home: bool,
     lanes: u8,
     per_lane: u16,
     config: std::path::PathBuf,
@@ -50,6 +53,7 @@ fn opts() -> Result<Opts, String> {
     let mut config = None;
     let mut o = Opts {
         gen: None,
+        gen_home: false,
         lanes: 4,
         per_lane: 8,
         config: Default::default(),
@@ -79,6 +83,10 @@ fn opts() -> Result<Opts, String> {
             "--voter-doubles" => o.doubles = true,
             "--gen-dev-config" => {
                 o.gen = Some(a.next().ok_or("--gen-dev-config needs a DIR")?.into())
+            }
+            "--gen-dev-home" => {
+                o.gen = Some(a.next().ok_or("--gen-dev-home needs a DIR")?.into());
+                o.gen_home = true;
             }
             "--lanes" => {
                 o.lanes = a
@@ -113,11 +121,17 @@ fn main() -> ExitCode {
             }
             eprintln!("usage: vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]");
             eprintln!("       vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]");
+            eprintln!("       vyrn-seq --gen-dev-home DIR [--lanes N] [--sessions-per-lane N]");
             return ExitCode::from(2);
         }
     };
     if let Some(dir) = &o.gen {
-        return match vyrn_seq::boxcfg::write_dev_config(dir, o.lanes, o.per_lane, 47_400) {
+        let write = if o.gen_home {
+            vyrn_seq::boxcfg::write_dev_home
+        } else {
+            vyrn_seq::boxcfg::write_dev_config
+        };
+        return match write(dir, o.lanes, o.per_lane, 47_400) {
             Ok(p) => {
                 println!(
                     "wrote {} (keys in {}, mode 0600)",

@@ -63,6 +63,9 @@ pub mod ty {
     /// `HashList`: one part of a block's full-hash list, the answer to `HashListReq` (a vyrn
     /// decision: 07 §4.6/§5.6 name the request, not the answer; docs/wire.md).
     pub const HASH_LIST: u8 = 0x14;
+    /// [`FinalizeVote`](super::FinalizeVote) (project extension until the consensus issue: one
+    /// voter's finalize vote to the sequencer's control port, 07 §6.8).
+    pub const FINALIZE_VOTE: u8 = 0x15;
 }
 
 /// Most `extra` ranges per substream in a TailReport (07 §9.3).
@@ -846,6 +849,68 @@ impl Body for RepDurableMark {
 }
 ctrl_codec!(RepDurableMark, ty::REP_DURABLE_MARK);
 
+/// One voter's finalize vote (07 §6.8: "every voter sends its finalize vote to the sequencer's
+/// REP_UDP_CTRL"): the voter's Ed25519 signature over `proposal.digest()`. 07 leaves the vote's
+/// bytes to Simplex; until the consensus issue carries Simplex's own `Finalize` this is the
+/// project's form (`docs/wire-messages.md`): type byte, epoch u32, the 85 proposal bytes, the
+/// voter index, the signature. The sequencer's finality listener counts it exactly as one
+/// entry of a REP_FinalityCert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalizeVote {
+    /// Epoch; equals `proposal.epoch`.
+    pub epoch: u32,
+    /// The proposal voted for.
+    pub proposal: crate::msg::consensus::RepProposal,
+    /// Voter index (position in `REP_Membership.voters`).
+    pub index: u8,
+    /// Ed25519 signature over `proposal.digest()`.
+    pub sig: [u8; 64],
+}
+
+impl Body for FinalizeVote {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.epoch != self.proposal.epoch || (self.index as usize) >= MAX_MEMBERS {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        self.proposal.encode(out);
+        out.push(self.index);
+        out.extend_from_slice(&self.sig);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let epoch = r.u32_le()?;
+        let proposal = crate::msg::consensus::RepProposal::parse(
+            r.bytes(crate::msg::consensus::RepProposal::LEN)?,
+        )?;
+        Ok(FinalizeVote {
+            epoch,
+            proposal,
+            index: r.u8()?,
+            sig: r.array()?,
+        })
+    }
+}
+ctrl_codec!(FinalizeVote, ty::FINALIZE_VOTE);
+
+impl FinalizeVote {
+    /// The vote as the one entry of a certificate (what the finality listener checks).
+    pub fn as_cert(&self) -> RepFinalityCert {
+        RepFinalityCert {
+            epoch: self.epoch,
+            view: 0,
+            parent_view: 0,
+            proposal: self.proposal,
+            entries: vec![CertEntry {
+                index: self.index,
+                sig: self.sig,
+            }],
+        }
+    }
+}
+
 /// `DataBadMac` (07 §5.2): a data box's report of a packet whose tag failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct DataBadMac {
@@ -1481,6 +1546,8 @@ pub enum CtrlMsg {
     RepMembership(Box<RepMembership>),
     /// [`ty::FINALITY_CERT`]: the type byte, then the `REP_FinalityCert` bytes (07 §6.5).
     FinalityCert(Box<RepFinalityCert>),
+    /// [`ty::FINALIZE_VOTE`].
+    FinalizeVote(Box<FinalizeVote>),
 }
 
 impl CtrlMsg {
@@ -1507,6 +1574,7 @@ impl CtrlMsg {
             ty::SEQ_CHANGE => CtrlMsg::SeqChange(SeqChange::parse(b)?),
             ty::REP_MEMBERSHIP => CtrlMsg::RepMembership(Box::new(RepMembership::parse(b)?)),
             ty::FINALITY_CERT => CtrlMsg::FinalityCert(Box::new(RepFinalityCert::parse(&b[1..])?)),
+            ty::FINALIZE_VOTE => CtrlMsg::FinalizeVote(Box::new(FinalizeVote::parse(b)?)),
             _ => return Err(Malformed::BadKind),
         })
     }
@@ -1537,6 +1605,7 @@ impl CtrlMsg {
                 out.push(ty::FINALITY_CERT);
                 m.encode(out).inspect_err(|_| out.truncate(start))
             }
+            CtrlMsg::FinalizeVote(m) => m.encode(out),
         }
     }
 
@@ -1569,6 +1638,7 @@ impl CtrlMsg {
             CtrlMsg::SeqChange(_) => ty::SEQ_CHANGE,
             CtrlMsg::RepMembership(_) => ty::REP_MEMBERSHIP,
             CtrlMsg::FinalityCert(_) => ty::FINALITY_CERT,
+            CtrlMsg::FinalizeVote(_) => ty::FINALIZE_VOTE,
         }
     }
 }

@@ -1,0 +1,252 @@
+//! `vyrn-data`: one data box of a home on the UDP backend (issue 12 item 8, 07 §5).
+//!
+//! Usage: `vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]`.
+//!
+//! * `--home`: the home's file (what the sequencer reads, without its seed: `HomeConfig`): the
+//!   sessions and their keys (`K_seq` for the MAC check, `K_out` to relay DataRedirect), the
+//!   voters' `data_addr`s (the fan-out's destinations, in membership order) and this box's
+//!   `[databox N]` section: `client_addr` (copy 2 arrives there) and `dest_base` (its socket for
+//!   voter `i` is bound at `dest_base + i`, so a voter's DataFetch and DataDown are attributed
+//!   by the socket they arrive on).
+//! * `--hb-us`: the DATA_HB period when idle (100 µs is a budget; a dev home of one box and four
+//!   voters on two cores uses 1000). `--batch-us`: the age at which an open DATA frame is sent
+//!   (REP_DATA_BATCH_US = 5 is a budget; default 200 here, so a dev home's frames carry many
+//!   packets and its one shared core is not spent on datagrams).
+//! * `--secs 0` (the default): run until killed (SIGTERM/SIGINT end it cleanly).
+//!
+//! Every session's data home is box `session mod n` of the home's `n` boxes.
+//! Every second a line: packets in, stored, dropped by cause, frames out, fetches served; at the
+//! end every counter of the box.
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use vyrn_data::config::{DataConfig, DestConfig, SessionConfig};
+use vyrn_data::databox::DataBox;
+use vyrn_data::driver::Driver;
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_seq::boxcfg::HomeConfig;
+
+const USAGE: &str = "usage: vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]";
+
+struct Opts {
+    home: std::path::PathBuf,
+    index: u8,
+    secs: u64,
+    hb_us: u64,
+    batch_us: u64,
+}
+
+fn opts() -> Result<Opts, String> {
+    let (mut home, mut index) = (None, None);
+    let (mut secs, mut hb_us, mut batch_us) = (0u64, 1000u64, 200u64);
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut v = || a.next().ok_or(format!("{k} needs a value"));
+        match k.as_str() {
+            "--home" => home = Some(v()?.into()),
+            "--index" => index = Some(v()?.parse().map_err(|e| format!("--index: {e}"))?),
+            "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
+            "--hb-us" => {
+                hb_us = v()?.parse().map_err(|e| format!("--hb-us: {e}"))?;
+                if !(10..=100_000).contains(&hb_us) {
+                    return Err(format!(
+                        "--hb-us {hb_us}: 10..=100000 (voters call a box down after REP_DATA_SILENCE_MS)"
+                    ));
+                }
+            }
+            "--batch-us" => {
+                batch_us = v()?.parse().map_err(|e| format!("--batch-us: {e}"))?;
+                if !(1..=10_000).contains(&batch_us) {
+                    return Err(format!("--batch-us {batch_us}: 1..=10000"));
+                }
+            }
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    Ok(Opts {
+        home: home.ok_or("--home FILE is required")?,
+        index: index.ok_or("--index N is required")?,
+        secs,
+        hb_us,
+        batch_us,
+    })
+}
+
+/// The box's config from the home's file (07 §5.1).
+fn data_config(h: &HomeConfig, index: u8, o: &Opts) -> Result<DataConfig, String> {
+    let n = h.databoxes.len();
+    if h.databoxes.iter().all(|d| d.index != index) {
+        return Err(format!("the home's file has no [databox {index}]"));
+    }
+    let mut c = DataConfig::new(index, (0..n as u8).collect(), vec![h.engine.book]);
+    c.epoch = h.epoch;
+    c.hb_ns = o.hb_us * 1000;
+    c.batch_ns = o.batch_us * 1000;
+    c.sessions = h
+        .engine
+        .sessions
+        .iter()
+        .map(|s| SessionConfig {
+            session: s.session,
+            k_seq: s.k_seq,
+            k_out: s.k_out,
+            home: h.data_home(s.session),
+            addr: None,
+        })
+        .collect();
+    c.dests = h
+        .voters_members
+        .iter()
+        .map(|v| DestConfig {
+            name: format!("R{}", v.index),
+            voter: true,
+        })
+        .collect();
+    c.validate()
+        .map_err(|e| format!("data box config: {e:?}"))?;
+    Ok(c)
+}
+
+fn main() -> ExitCode {
+    let o = match opts() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("vyrn-data: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let home = match HomeConfig::load(&o.home) {
+        Ok(h) => h,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("vyrn-data: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    match run(&home, &o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vyrn-data {}: {e}", o.index);
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(home: &HomeConfig, o: &Opts) -> Result<(), String> {
+    let cfg = data_config(home, o.index, o)?;
+    let me = home.databoxes[o.index as usize].clone();
+    if home.voters_members.iter().any(|v| v.data_addr.is_none()) {
+        return Err("every [voter] needs data_addr in a home with data boxes".into());
+    }
+    let open = |c: UdpConfig, what: String| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
+    let mut cc = UdpConfig::new(me.client_addr).with_batch(64);
+    cc.recv_buffer = Some(8 << 20);
+    let clients = open(cc, format!("client port {}", me.client_addr))?;
+    let seq_ctrl_addr = SocketAddr::new(me.client_addr.ip(), home.ctrl_port);
+    let seq_ctrl = open(
+        UdpConfig::new(SocketAddr::new(me.client_addr.ip(), 0))
+            .with_batch(16)
+            .with_dest(seq_ctrl_addr),
+        "sequencer control socket".into(),
+    )?;
+    let mut dests = Vec::new();
+    for v in &home.voters_members {
+        let at = me.dest_addr(v.index);
+        let mut c = UdpConfig::new(at).with_batch(64);
+        c.default_dest = v.data_addr;
+        c.send_buffer = Some(4 << 20);
+        dests.push(open(c, format!("socket for voter {} at {at}", v.index))?);
+    }
+    let databox = DataBox::new(&cfg).map_err(|e| format!("{e:?}"))?;
+    let mut d = Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))?;
+    let mut fds = vec![d.clients().socket().as_raw_fd()];
+    for i in 0..home.voters_members.len() {
+        fds.push(d.dest(i).socket().as_raw_fd());
+    }
+    vyrn_nic::wait::fine_timer_slack();
+    println!(
+        "data box {}: copy 2 on {}, {} sessions, fan-out to {} voters from {}:{}.., DATA_HB every {} µs, frames sent at {} µs old",
+        o.index,
+        me.client_addr,
+        cfg.sessions.len(),
+        cfg.dests.len(),
+        me.client_addr.ip(),
+        me.dest_base,
+        o.hb_us,
+        o.batch_us
+    );
+    let stop = vyrn_nic::wait::stop_on_signals();
+    let t0 = Instant::now();
+    let now = || t0.elapsed().as_nanos() as u64 + 1_000_000;
+    let mut next = now() + 1_000_000_000;
+    let mut sec = 0;
+    // Asleep until a datagram comes or a timer is due: a frame `batch_us` old while packets
+    // flow, the next DATA_HB when idle (no wake-ups in between).
+    let (batch_ns, hb_ns) = (o.batch_us * 1000, o.hb_us * 1000);
+    let mut flowing = false;
+    while !stop.load(Ordering::Relaxed) && (o.secs == 0 || t0.elapsed().as_secs() < o.secs) {
+        let t = now();
+        let work = d.poll(t);
+        if t >= next {
+            sec += 1;
+            println!("[{sec:>4}s] data box {}: {}", o.index, line(&d.databox));
+            next = t + 1_000_000_000;
+        }
+        if work == 0 {
+            let got = vyrn_nic::wait::wait_readable(&fds, if flowing { batch_ns } else { hb_ns });
+            flowing = got;
+        } else {
+            flowing = true;
+        }
+    }
+    d.databox.flush(now());
+    d.drain();
+    println!("--- data box {} summary", o.index);
+    println!("{}", line(&d.databox));
+    let all: Vec<String> = d
+        .databox
+        .counters()
+        .iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!("counters (nonzero): {}", all.join(", "));
+    Ok(())
+}
+
+fn line(b: &DataBox) -> String {
+    let c = b.counters();
+    format!(
+        "packets in {} (stored {}, duplicates {}, bad MAC {}, unknown session {}, other drops {}), \
+         DATA frames {} ({} packets), heartbeats {}, fetches: range {} key {} (hits {}), conflicts {}",
+        c.rx_packets,
+        c.stored,
+        c.drop_duplicate,
+        c.drop_bad_mac,
+        c.drop_unknown_session,
+        c.drop_bad_len
+            + c.drop_bad_count
+            + c.drop_bad_flags
+            + c.drop_bad_reserved
+            + c.drop_bad_seq
+            + c.drop_bad_book
+            + c.drop_late
+            + c.drop_repeat_evicted,
+        c.frames_data,
+        c.frames_data_pkts,
+        c.frames_hb,
+        c.fetch_range_reqs,
+        c.fetch_key_reqs,
+        c.fetch_key_hits,
+        c.conflicts
+    )
+}

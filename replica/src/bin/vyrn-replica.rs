@@ -1,0 +1,229 @@
+//! `vyrn-replica`: one voting replica of a home, on the UDP backend (issue 12 item 8).
+//!
+//! Usage: `vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]`.
+//!
+//! * `--home`: the home's file (the one the sequencer reads; `[box] seq_pub`, `path_port`, the
+//!   `[voter N]` membership with `ctrl_addr`/`data_addr`, the `[databox N]` sections, sessions
+//!   and their keys for replay). The sequencer's seed file is never read.
+//! * `--index`: which voter this is; `--key`: its secret vote seed (hex, a 0600 file), whose
+//!   public key must be that voter's `vote_key`.
+//! * Budgets: 07's figures, or on a `dev` home [`Budgets::dev`] (RepAcks every 250 µs, a data
+//!   box down after 20 ms of silence, a hash-lag fault at 100 ms), printed at start. `--ack-us`
+//!   overrides the RepAck period.
+//! * `--secs 0` (the default): run until killed.
+//!
+//! Every second a line: frames per path (first copies, duplicates, lost), holes, NACKs, peer
+//! repairs, data frames and fetches, blocks decoded, headers checked, the interim voter's
+//! height, replay (responses, step lag) and any alarm. At the end, a summary with the replay
+//! digest — a multiset hash of every first-copy response replay produced (order-free), equal at
+//! every replica of a home that replayed the same steps.
+
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use vyrn_replica::core::Budgets;
+use vyrn_replica::node::{Node, NodeConfig};
+use vyrn_seq::boxcfg::{read_seed, HomeConfig, Profile};
+
+struct Opts {
+    home: std::path::PathBuf,
+    index: usize,
+    key: std::path::PathBuf,
+    secs: u64,
+    ack_us: Option<u64>,
+}
+
+const USAGE: &str = "usage: vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]";
+
+fn opts() -> Result<Opts, String> {
+    let (mut home, mut index, mut key) = (None, None, None);
+    let (mut secs, mut ack_us) = (0u64, None);
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut v = || a.next().ok_or(format!("{k} needs a value"));
+        match k.as_str() {
+            "--home" => home = Some(v()?.into()),
+            "--index" => index = Some(v()?.parse().map_err(|e| format!("--index: {e}"))?),
+            "--key" => key = Some(v()?.into()),
+            "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
+            "--ack-us" => {
+                let us: u64 = v()?.parse().map_err(|e| format!("--ack-us: {e}"))?;
+                ack_us = Some(us);
+                if !(10..=vyrn_wire::consts::REP_ACK_LIVE_US).contains(&us) {
+                    return Err(format!(
+                        "--ack-us {us}: 10..={} (a box fences when acks stop for its self-fence window)",
+                        vyrn_wire::consts::REP_ACK_LIVE_US
+                    ));
+                }
+            }
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    Ok(Opts {
+        home: home.ok_or("--home FILE is required")?,
+        index: index.ok_or("--index N is required")?,
+        key: key.ok_or("--key FILE is required")?,
+        secs,
+        ack_us,
+    })
+}
+
+fn main() -> ExitCode {
+    let o = match opts() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("vyrn-replica: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let home = match HomeConfig::load(&o.home) {
+        Ok(h) => h,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("vyrn-replica: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let seed = match read_seed(&o.key) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("vyrn-replica: --key {}: {e}", o.key.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut budgets = if home.profile == Profile::Dev {
+        Budgets::dev()
+    } else {
+        Budgets::default()
+    };
+    if let Some(us) = o.ack_us {
+        budgets.rx.ack_ns = us * 1000;
+    }
+    let cfg = NodeConfig {
+        home,
+        index: o.index,
+        vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
+        budgets,
+    };
+    let mut node = match Node::open(&cfg) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("vyrn-replica {}: {e}", o.index);
+            return ExitCode::from(2);
+        }
+    };
+    // Off the sequencer's hot core where the home shares a box: the OS places this process;
+    // it blocks when idle.
+    vyrn_nic::wait::fine_timer_slack();
+    let name = format!("replica {}", o.index);
+    println!(
+        "{name}: voter {} of {}, paths on port {}/{}, {} data box(es); budgets ({:?}): acks every {} µs, data box down after {} ms silent, hash lag fault at {} ms",
+        o.index,
+        cfg.home.voters,
+        cfg.home.path_port,
+        cfg.home.path_port + 1,
+        cfg.home.databoxes.len(),
+        cfg.home.profile,
+        budgets.rx.ack_ns / 1000,
+        budgets.data.silence_ns / 1_000_000,
+        budgets.hashlag_fault_ns / 1_000_000
+    );
+    // SIGTERM/SIGINT end the run cleanly (the summary is printed).
+    let stop = vyrn_nic::wait::stop_on_signals();
+    let t0 = Instant::now();
+    let secs = o.secs;
+    let mut sec = 0u64;
+    let r = node.run(
+        || t0.elapsed().as_nanos() as u64 + 1_000_000,
+        || stop.load(Ordering::Relaxed) || (secs > 0 && t0.elapsed().as_secs() >= secs),
+        |n, _| {
+            sec += 1;
+            println!("[{sec:>4}s] {name}: {}", line(n));
+        },
+    );
+    println!("--- {name} summary");
+    println!("{}", line(&node));
+    let d = node.replay().digest();
+    println!(
+        "{name}: replay digest {} over {} responses",
+        d.iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
+        node.replay().responses
+    );
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: replay stopped: {e:?}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What an operator reads about one replica.
+fn line(n: &Node) -> String {
+    let c = n.counters();
+    let core = n.core();
+    let rx = core.order_rx().counters();
+    let v = core.verdicts().counters();
+    let d = core.data().counters();
+    let (dec, rep) = core.replay_lag();
+    let alarms: Vec<&str> = (0..2u8)
+        .filter(|&p| core.order_rx().path_alarm(p))
+        .map(|p| {
+            if p == 0 {
+                "REP_A_PATH(A)"
+            } else {
+                "REP_A_PATH(B)"
+            }
+        })
+        .collect();
+    format!(
+        "frames A/B {}/{} (dups {}/{}, lost {}/{}), holes {}, NACKs {}, peer repairs asked {} served {}, \
+         data frames {} (gaps {}, fetched {}, unavailable {}), blocks {}, headers {} (bad {}), voted to {}{}, \
+         replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}",
+        rx.first[0],
+        rx.first[1],
+        rx.dups[0],
+        rx.dups[1],
+        rx.lost[0],
+        rx.lost[1],
+        rx.holes,
+        rx.nacks,
+        rx.repairs,
+        c.repairs_served.1,
+        d.frames[0] + d.frames[1] + d.frames[2],
+        d.gaps,
+        d.gap_fetches,
+        c.unavailable,
+        c.blocks,
+        v.headers,
+        v.bad_sig,
+        n.voter().voted,
+        match (n.voter().refused(), n.voter().pending) {
+            (Some((h, r)), _) => format!(" (REFUSED at {h}: {r:?})"),
+            (None, Some((h, p))) => format!(
+                " (pending at {h}: {p:?}; timeouts {})",
+                n.voter().timeouts
+            ),
+            (None, None) => String::new(),
+        },
+        n.replay().responses,
+        dec.saturating_sub(rep),
+        c.seq_faults,
+        c.unknown_src,
+        c.tx_dropped,
+        if alarms.is_empty() {
+            String::new()
+        } else {
+            format!(", alarms {}", alarms.join(" "))
+        }
+    )
+}

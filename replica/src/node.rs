@@ -1,0 +1,788 @@
+//! The replica as a process on the UDP backend (issue 12 item 8, 07 §7.2): [`ReplicaCore`] on
+//! its ports, the peer frame store, replay into a running digest, and the interim finality voter.
+//!
+//! Sockets (addresses from the home's file, [`HomeConfig`]):
+//!
+//! | socket | bound at | receives | sends |
+//! |---|---|---|---|
+//! | path A, path B | the paths' multicast groups at `path_port`, `path_port + 1` | ORDER/HASH/HEADER frames (and the sequencer's retransmissions) | — |
+//! | control | this voter's `ctrl_addr` | from the sequencer's control port: NackTooOld, HashList, REP_DurableMark; from peers' `ctrl_addr`: RepairReq, peer-repaired frames | RepAck, NACK, HashListReq, FinalizeVote to the sequencer; RepairReq and repaired frames to peers |
+//! | data | this voter's `data_addr` | DATA, DATA_HB, FETCH_RESP from each data box's socket for this voter | DataFetch to it |
+//!
+//! Addresses are the authentication of v1 (missing-chapters §2, as on the sequencer): a control
+//! datagram from anywhere but the sequencer's control port or a peer's `ctrl_addr`, or a data
+//! datagram from anywhere but a configured data box's socket for this voter, is counted
+//! (`unknown_src`) and dropped unread.
+//!
+//! [`Node::poll`] is the tile's non-blocking step: every socket drained once (bounded batches),
+//! the core's clock, the voter, then the queued messages sent by `sendmmsg` per socket. The loop
+//! in [`Node::run`] blocks in `ppoll` on the four sockets between rounds (at most the next timer
+//! away): a replica on a shared dev core costs nothing while the home is idle.
+//!
+//! **Interim finality voter** ([`InterimVoter`], named as interim until the consensus issue
+//! brings Simplex): for every contiguous range of headers this replica holds it asks the core's
+//! verdict (07 §6.4, INV-REP-4: pending while anything is missing, false on a contradiction or
+//! after REP_VERIFY_WAIT_MS) and, only on `True`, signs the range's `RepProposal` digest with its
+//! own vote key and sends the signature to the sequencer's control port as a `FinalizeVote`
+//! (07 §6.8). It never votes past a refused height. Every other voter function here is the
+//! replica's own.
+//!
+//! Allocation: the outgoing queue is one reused byte arena; no allocation per frame or record
+//! once warm, except where the core's pieces say otherwise (`docs/replica.md`).
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+
+use ed25519_dalek::{Signer, SigningKey};
+use vyrn_engine::bbo::LaneEvent;
+use vyrn_engine::home::EngineSink;
+use vyrn_engine::resp::RespOut;
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
+use vyrn_seq::boxcfg::HomeConfig;
+use vyrn_wire::consts::{FRAME_MAGIC, REP_MAX_HDRS_PER_PROPOSAL};
+use vyrn_wire::decoder::BlockRoots;
+use vyrn_wire::header::{BlockHeader, Hash};
+use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
+use vyrn_wire::msg::ctrl::{
+    CtrlMsg, DataFetch, FinalizeVote, HashListReq, Nack, RepAck, RepairReq,
+};
+use vyrn_wire::msg::PktKey;
+
+use crate::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
+use crate::data_side::{CopyMismatch, DataAlarm};
+use crate::decode::Fault;
+use crate::frame_store::FrameStore;
+use crate::order_rx::RxAlarm;
+use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
+
+/// The multicast groups of paths A and B (07 §3.1 on one host; the sequencer's `PATH_GROUPS`).
+pub const PATH_GROUPS: [std::net::Ipv4Addr; 2] = vyrn_seq::ports::PATH_GROUPS;
+/// Datagrams taken per socket per round.
+const RX_BATCH: usize = 64;
+/// Datagrams per `sendmmsg`.
+const TX_BATCH: usize = 64;
+/// The peer frame store per substream (07 §4.10: REP_PEER_RING_MS of frames; a dev home's
+/// rate fits in 16 MiB; pages are touched only as frames come).
+const STORE_BYTES: usize = 16 << 20;
+/// Blocks kept in the verdict and the data side behind the newest voted and replayed one.
+pub const FORGET_LAG: u64 = 64;
+/// How long [`Node::run`] lets traffic gather after a wake-up: a quarter of a dev home's ack
+/// period, so RepAcks and votes leave at most this much later.
+pub const BATCH_NS: u64 = 60_000;
+/// Longest the loop blocks between rounds: the core's timers (hole wait, acks) are no coarser.
+const WAIT_NS: u64 = 50_000;
+
+/// What a replica process is: its home, which voter it is, its key, its budgets.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The home's file, as every role reads it.
+    pub home: HomeConfig,
+    /// This voter's index in the membership.
+    pub index: usize,
+    /// This voter's vote key (its secret; its public half is the membership's `vote_key`).
+    pub vote_key: SigningKey,
+    /// The core's budgets ([`Budgets::dev`] on a dev home, 07's figures elsewhere).
+    pub budgets: Budgets,
+}
+
+/// Counters of the process side (each piece of the core keeps its own too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    /// Datagrams off path A and B.
+    pub path_rx: [u64; 2],
+    /// Control datagrams in (sequencer, peers).
+    pub ctrl_rx: u64,
+    /// Data-tier datagrams in.
+    pub data_rx: u64,
+    /// Datagrams from an address that is not a member (dropped unread).
+    pub unknown_src: u64,
+    /// Control messages that did not parse, or are not for a replica.
+    pub ctrl_bad: u64,
+    /// Datagrams sent.
+    pub tx: u64,
+    /// Datagrams the kernel refused (dropped; the protocol's retries cover them).
+    pub tx_dropped: u64,
+    /// Peer RepairReqs served, and frames sent for them.
+    pub repairs_served: (u64, u64),
+    /// Payload requests the core wanted to send to a peer or the sequencer, which have no wire
+    /// message yet (`PeerDataFetch`, `SeqDataReq`: docs/replica.md): not sent.
+    pub unsent_no_wire: u64,
+    /// Payloads no source had (07 §5.5: every fetch source asked).
+    pub unavailable: u64,
+    /// CopyMismatch evidence raised.
+    pub copy_mismatches: u64,
+    /// Sequencer faults the decoder raised.
+    pub seq_faults: u64,
+    /// REP_DurableMark notices from the sequencer.
+    pub durable_marks: u64,
+    /// NackTooOld answers.
+    pub too_old: u64,
+    /// Blocks the decoder completed.
+    pub blocks: u64,
+}
+
+/// Replay's answers folded into one digest (every replica of a home prints the same one). The
+/// digest is a multiset hash — the sum, lane by lane mod 2^64, of each first-copy response's
+/// BLAKE3 — so it does not depend on the order in which replay interleaves sessions (which
+/// follows the order payloads arrived in), only on the responses themselves.
+#[derive(Debug, Default)]
+pub struct ReplaySink {
+    digest: [u64; 4],
+    /// First-copy responses replayed.
+    pub responses: u64,
+    /// Lane events applied.
+    pub events: u64,
+}
+
+
+impl ReplaySink {
+    /// The multiset digest of every first-copy response replayed so far.
+    pub fn digest(&self) -> Hash {
+        let mut h = [0u8; 32];
+        for (i, x) in self.digest.iter().enumerate() {
+            h[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        h
+    }
+}
+
+impl EngineSink for ReplaySink {
+    fn respond(&mut self, r: &RespOut<'_>) {
+        if !r.resend {
+            self.responses += 1;
+            let h = blake3::hash(r.bytes);
+            for (i, d) in self.digest.iter_mut().enumerate() {
+                let lane =
+                    u64::from_le_bytes(h.as_bytes()[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
+                *d = d.wrapping_add(lane);
+            }
+        }
+    }
+    fn event(&mut self, _lane: u8, _ev: &LaneEvent) {
+        self.events += 1;
+    }
+}
+
+/// The interim finality voter (until the consensus issue: see the module docs).
+#[derive(Debug)]
+pub struct InterimVoter {
+    key: SigningKey,
+    index: u8,
+    epoch: u32,
+    /// First height not yet voted.
+    next: u64,
+    /// Header hashes of held headers not yet voted, by height.
+    hashes: std::collections::BTreeMap<u64, Hash>,
+    /// The first height the verdict refused, and why: nothing at or after it is ever voted.
+    refused: Option<(u64, Refusal)>,
+    /// What the last ask was pending on (height, reason).
+    pub pending: Option<(u64, Pending)>,
+    /// Asks that timed out (REP_VERIFY_WAIT_MS pending): asked again, as a new view would.
+    pub timeouts: u64,
+    /// Votes sent, and the heights they covered.
+    pub votes: u64,
+    /// Highest height voted.
+    pub voted: u64,
+}
+
+impl InterimVoter {
+    /// A voter with `key` at `index` of the membership, voting from `first_height`.
+    pub fn new(key: SigningKey, index: u8, epoch: u32, first_height: u64) -> Self {
+        InterimVoter {
+            key,
+            index,
+            epoch,
+            next: first_height,
+            hashes: Default::default(),
+            refused: None,
+            pending: None,
+            timeouts: 0,
+            votes: 0,
+            voted: first_height.saturating_sub(1),
+        }
+    }
+
+    /// A header the replica holds, by height and `header_hash` (signature and chain are the
+    /// verdict's to check).
+    pub fn on_header(&mut self, height: u64, hash: Hash) {
+        if height >= self.next && self.hashes.len() < 1 << 16 {
+            self.hashes.insert(height, hash);
+        }
+    }
+
+    /// The height the verdict refused and why, if any.
+    pub fn refused(&self) -> Option<(u64, Refusal)> {
+        self.refused
+    }
+
+    /// Ask the verdict for the longest contiguous held range from the next height; on `True`,
+    /// the signed vote's bytes to `send`. Pending asks again next time.
+    pub fn tick(
+        &mut self,
+        core: &mut ReplicaCore,
+        now: u64,
+        out: &mut impl ReplicaOut,
+        mut send: impl FnMut(&[u8]),
+    ) {
+        if self.refused.is_some() {
+            return;
+        }
+        let mut last = None;
+        for (&h, hash) in self.hashes.range(self.next..) {
+            if h != last.map_or(self.next, |(l, _)| l + 1)
+                || h - self.next >= REP_MAX_HDRS_PER_PROPOSAL
+            {
+                break;
+            }
+            last = Some((h, *hash));
+        }
+        let Some((mut last_h, mut last_hash)) = last else {
+            return;
+        };
+        // INV-REP-4: vote only on what the verdict says is held and checked.
+        let first = core.verify(self.next, last_h, &last_hash, now, out);
+        self.pending = match first {
+            VerifyOutcome::Pending(h, p) => Some((h, p)),
+            _ => None,
+        };
+        match first {
+            VerifyOutcome::True => {}
+            VerifyOutcome::Pending(h, _) if h > self.next => {
+                // The blocks below the pending one are complete: vote them now.
+                last_h = h - 1;
+                let Some(x) = self.hashes.get(&last_h) else {
+                    return;
+                };
+                last_hash = *x;
+                if core.verify(self.next, last_h, &last_hash, now, out) != VerifyOutcome::True {
+                    return;
+                }
+            }
+            VerifyOutcome::Pending(..) => return,
+            // A contradiction: never (INV-REP-4).
+            VerifyOutcome::False(h, Some(r)) => {
+                self.refused = Some((h, r));
+                return;
+            }
+            // Pending past REP_VERIFY_WAIT_MS: this ask is false; the next asks afresh.
+            VerifyOutcome::False(_, None) => {
+                self.timeouts += 1;
+                return;
+            }
+        }
+        let proposal = RepProposal {
+            kind: ProposalKind::Headers,
+            epoch: self.epoch,
+            first_height: self.next,
+            last_height: last_h,
+            last_hash,
+            excl_root: [0; 32],
+        };
+        let v = FinalizeVote {
+            epoch: self.epoch,
+            proposal,
+            index: self.index,
+            sig: self.key.sign(&proposal.digest()).to_bytes(),
+        };
+        let mut b = Vec::with_capacity(160);
+        if v.encode(&mut b).is_ok() {
+            send(&b);
+            self.votes += 1;
+        }
+        self.voted = last_h;
+        self.next = last_h + 1;
+        self.hashes = self.hashes.split_off(&self.next);
+    }
+}
+
+/// Which socket a queued message leaves by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sock {
+    Ctrl,
+    Data,
+}
+
+/// The core's output: messages queued in one arena for the round's sends, alarms logged and
+/// counted, in-order frames into the peer store.
+#[derive(Debug)]
+struct Io {
+    arena: Vec<u8>,
+    msgs: Vec<(Sock, SocketAddr, usize, usize)>,
+    seq_ctrl: SocketAddr,
+    peers: Vec<SocketAddr>,
+    boxes: Vec<SocketAddr>,
+    store: FrameStore,
+    /// Headers held since the last round, for the voter.
+    headers: Vec<(u64, Hash, u64)>,
+    now: u64,
+    c: NodeCounters,
+    name: String,
+    suspect_since: u64,
+}
+
+impl Io {
+    fn queue(&mut self, s: Sock, to: SocketAddr, f: impl FnOnce(&mut Vec<u8>) -> bool) {
+        let start = self.arena.len();
+        if f(&mut self.arena) {
+            self.msgs.push((s, to, start, self.arena.len()));
+        } else {
+            self.arena.truncate(start);
+        }
+    }
+}
+
+impl ReplicaOut for Io {
+    fn nack(&mut self, n: &Nack) {
+        let to = self.seq_ctrl;
+        self.queue(Sock::Ctrl, to, |b| n.encode(b).is_ok());
+    }
+    fn repair(&mut self, peer: usize, r: &RepairReq) {
+        if let Some(&to) = self.peers.get(peer) {
+            self.queue(Sock::Ctrl, to, |b| r.encode(b).is_ok());
+        }
+    }
+    fn ack(&mut self, a: &RepAck) {
+        let to = self.seq_ctrl;
+        self.queue(Sock::Ctrl, to, |b| a.encode(b).is_ok());
+    }
+    fn rx_alarm(&mut self, a: RxAlarm) {
+        match a {
+            RxAlarm::Path {
+                path,
+                raised,
+                silent,
+            } => eprintln!(
+                "{}: alarm=REP_A_PATH state={} path={} cause={}",
+                self.name,
+                if raised { "raised" } else { "cleared" },
+                if path == 0 { "A" } else { "B" },
+                if silent { "silence" } else { "loss" }
+            ),
+            // Once per silence (order RX repeats it while the silence lasts).
+            RxAlarm::Suspect { last_rx_ns } if last_rx_ns != self.suspect_since => {
+                self.suspect_since = last_rx_ns;
+                eprintln!(
+                    "{}: failover suspicion (07 §9.1): no frame on either path since t={} ms",
+                    self.name,
+                    last_rx_ns / 1_000_000
+                )
+            }
+            RxAlarm::Suspect { .. } => {}
+        }
+    }
+    fn data_fetch(&mut self, d: u8, f: &DataFetch) {
+        if let Some(&to) = self.boxes.get(d as usize) {
+            self.queue(Sock::Data, to, |b| f.encode(b).is_ok());
+        }
+    }
+    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {
+        self.c.unsent_no_wire += 1;
+    }
+    fn seq_data_req(&mut self, _key: PktKey) {
+        self.c.unsent_no_wire += 1;
+    }
+    fn hash_list_req(&mut self, r: &HashListReq) {
+        let to = self.seq_ctrl;
+        self.queue(Sock::Ctrl, to, |b| r.encode(b).is_ok());
+    }
+    fn copy_mismatch(&mut self, m: &CopyMismatch, _seq_pkt: &[u8], _data_pkt: &[u8]) {
+        self.c.copy_mismatches += 1;
+        eprintln!("{}: copy mismatch {m:?} (07 §5.6)", self.name);
+    }
+    fn data_alarm(&mut self, a: DataAlarm) {
+        // Per-packet outcomes are counted; box state changes are logged.
+        match a {
+            DataAlarm::Unavailable { .. } => {
+                self.c.unavailable += 1;
+                if self.c.unavailable <= 3 {
+                    eprintln!(
+                        "{}: data tier: {a:?} (every source asked; later ones counted)",
+                        self.name
+                    );
+                }
+            }
+            _ => eprintln!("{}: data tier: {a:?}", self.name),
+        }
+    }
+    fn fault(&mut self, f: &Fault) {
+        self.c.seq_faults += 1;
+        eprintln!(
+            "{}: alarm=SEQ_FAULT {:?} at block {} (07 §3.12, §10.1): that block and every later one is refused",
+            self.name, f.err, f.height
+        );
+    }
+    fn block(&mut self, _b: &BlockRoots) {
+        self.c.blocks += 1;
+    }
+    fn header(&mut self, h: &BlockHeader) {
+        self.headers.push((h.height, h.header_hash(), h.last_step));
+    }
+    fn frame(&mut self, stream: u8, frame_seq: u64, frame: &[u8]) {
+        let now = self.now;
+        self.store.store(stream, frame_seq, frame, now);
+    }
+}
+
+/// A replica process's state: the core and its sockets.
+#[derive(Debug)]
+pub struct Node {
+    core: ReplicaCore,
+    paths: [UdpPort; 2],
+    ctrl: UdpPort,
+    data: UdpPort,
+    rx: RxBatch,
+    io: Io,
+    voter: InterimVoter,
+    sink: ReplaySink,
+    epoch: u32,
+    last_tick: u64,
+    /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
+    held: std::collections::VecDeque<(u64, u64)>,
+}
+
+impl Node {
+    /// Open voter `cfg.index`'s sockets and build its core.
+    pub fn open(cfg: &NodeConfig) -> Result<Node, String> {
+        let h = &cfg.home;
+        let me = h
+            .voters_members
+            .iter()
+            .find(|v| v.index == cfg.index)
+            .ok_or_else(|| format!("voter {} is not in the home's membership", cfg.index))?;
+        if me.vote_key != cfg.vote_key.verifying_key() {
+            return Err(format!(
+                "the vote key given is not voter {}'s vote_key in the home's file",
+                cfg.index
+            ));
+        }
+        if h.path_port == 0 {
+            return Err("the home's file sets no path_port: replica processes join the paths at a fixed port".into());
+        }
+        let ctrl_ip = me.ctrl_addr.ip();
+        let seq_ctrl = SocketAddr::new(ctrl_ip, h.ctrl_port);
+        let peers: Vec<SocketAddr> = h
+            .voters_members
+            .iter()
+            .filter(|v| v.index != cfg.index)
+            .map(|v| v.ctrl_addr)
+            .collect();
+        let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
+        let open = |c: UdpConfig, what: &str| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
+        let pc = |i: usize| {
+            let mut c = UdpConfig::multicast_receiver(PATH_GROUPS[i], h.path_port + i as u16)
+                .with_batch(RX_BATCH);
+            c.recv_buffer = Some(8 << 20);
+            open(c, if i == 0 { "path A" } else { "path B" })
+        };
+        let paths = [pc(0)?, pc(1)?];
+        let mut cc = UdpConfig::new(me.ctrl_addr).with_batch(RX_BATCH);
+        cc.recv_buffer = Some(4 << 20);
+        let ctrl = open(cc, "control socket")?;
+        let data_addr = match me.data_addr {
+            Some(a) => a,
+            None if h.databoxes.is_empty() => SocketAddr::new(ctrl_ip, 0),
+            None => return Err(format!("voter {} has no data_addr", cfg.index)),
+        };
+        let mut dc = UdpConfig::new(data_addr).with_batch(RX_BATCH);
+        dc.recv_buffer = Some(8 << 20);
+        let data = open(dc, "data socket")?;
+        let mut core = ReplicaCore::new(CoreConfig {
+            engine: h.engine.clone(),
+            epoch: h.epoch,
+            tenure: 0,
+            sender: 0,
+            seq_key: h.seq_pub,
+            n_boxes: h.databoxes.len().max(1) as u8,
+            n_peers: peers.len(),
+            anchor: Anchor::default(),
+        })?;
+        core.set_budgets(&cfg.budgets);
+        for s in &h.engine.sessions {
+            core.data_mut().set_home(s.session, h.data_home(s.session));
+        }
+        Ok(Node {
+            core,
+            paths,
+            ctrl,
+            data,
+            rx: RxBatch::new(RX_BATCH, 9216),
+            io: Io {
+                arena: Vec::with_capacity(1 << 16),
+                msgs: Vec::with_capacity(256),
+                seq_ctrl,
+                peers,
+                boxes,
+                store: FrameStore::with_defaults(STORE_BYTES),
+                headers: Vec::with_capacity(64),
+                now: 0,
+                c: NodeCounters::default(),
+                name: format!("replica {}", cfg.index),
+                suspect_since: u64::MAX,
+            },
+            voter: InterimVoter::new(cfg.vote_key.clone(), cfg.index as u8, h.epoch, 1),
+            sink: ReplaySink::default(),
+            epoch: h.epoch,
+            last_tick: 0,
+            held: Default::default(),
+        })
+    }
+
+    /// The four sockets, for a loop that blocks until one is readable.
+    pub fn fds(&self) -> [RawFd; 4] {
+        [
+            self.paths[0].socket().as_raw_fd(),
+            self.paths[1].socket().as_raw_fd(),
+            self.ctrl.socket().as_raw_fd(),
+            self.data.socket().as_raw_fd(),
+        ]
+    }
+
+    /// The core (verdicts, order RX, data side, replay lag).
+    pub fn core(&self) -> &ReplicaCore {
+        &self.core
+    }
+
+    /// Counters of the process side.
+    pub fn counters(&self) -> NodeCounters {
+        self.io.c
+    }
+
+    /// The interim voter.
+    pub fn voter(&self) -> &InterimVoter {
+        &self.voter
+    }
+
+    /// Replay's digest and counts.
+    pub fn replay(&self) -> &ReplaySink {
+        &self.sink
+    }
+
+    /// The peer frame store's counters.
+    pub fn store(&self) -> crate::frame_store::StoreCounters {
+        self.io.store.counters()
+    }
+
+    /// One round at `now` (ns on this process's monotonic clock). True if anything was done.
+    pub fn poll(&mut self, now: u64) -> Result<bool, vyrn_engine::home::ReplayError> {
+        self.io.now = now;
+        let mut work = 0;
+        for path in 0..2u8 {
+            if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
+                self.io.c.path_rx[path as usize] += n as u64;
+                work += n;
+                for p in self.rx.iter() {
+                    self.core.on_path_frame(path, p.data, now, &mut self.io);
+                }
+            }
+        }
+        if let Ok(n) = self.ctrl.recv_batch(&mut self.rx) {
+            work += n;
+            for p in self.rx.iter() {
+                self.io.c.ctrl_rx += 1;
+                on_ctrl(
+                    &mut self.core,
+                    &mut self.io,
+                    self.epoch,
+                    p.meta.src,
+                    p.data,
+                    now,
+                );
+            }
+        }
+        if let Ok(n) = self.data.recv_batch(&mut self.rx) {
+            work += n;
+            for p in self.rx.iter() {
+                self.io.c.data_rx += 1;
+                match p
+                    .meta
+                    .src
+                    .and_then(|a| self.io.boxes.iter().position(|&b| b == a))
+                {
+                    Some(d) => {
+                        self.core.on_data_frame(d as u8, p.data, now, &mut self.io);
+                    }
+                    None => self.io.c.unknown_src += 1,
+                }
+            }
+        }
+        // The core's timers at most every 10 µs, and after any input.
+        if work > 0 || now.saturating_sub(self.last_tick) >= 10_000 {
+            self.last_tick = now;
+            self.core.tick(now, &mut self.io, &mut self.sink)?;
+            for (h, hash, last_step) in self.io.headers.drain(..) {
+                self.voter.on_header(h, hash);
+                if self.held.len() < 1 << 16 {
+                    self.held.push_back((h, last_step));
+                }
+            }
+            let mut vote = None;
+            self.voter.tick(&mut self.core, now, &mut self.io, |b| {
+                vote = Some(b.to_vec())
+            });
+            if let Some(v) = vote {
+                let to = self.io.seq_ctrl;
+                self.io.queue(Sock::Ctrl, to, |b| {
+                    b.extend_from_slice(&v);
+                    true
+                });
+            }
+        }
+        self.forget_done();
+        work += self.flush();
+        Ok(work > 0)
+    }
+
+    /// Drop the verdict's and the data side's state of blocks this replica voted and replayed,
+    /// [`FORGET_LAG`] blocks behind (the journal and the peers' catch-up keep them after).
+    fn forget_done(&mut self) {
+        let replayed = self.core.replay_lag().1;
+        let mut upto = None;
+        while let Some(&(h, last_step)) = self.held.front() {
+            if h + FORGET_LAG > self.voter.voted || last_step > replayed {
+                break;
+            }
+            self.held.pop_front();
+            upto = Some(h);
+        }
+        if let Some(h) = upto {
+            self.core.forget_through(h);
+        }
+    }
+
+    /// Send what the round queued, one `sendmmsg` per socket per 64 datagrams.
+    fn flush(&mut self) -> usize {
+        let n = self.io.msgs.len();
+        if n == 0 {
+            return 0;
+        }
+        for sock in [Sock::Ctrl, Sock::Data] {
+            let mut txs = [TxPacket::new(&[]); TX_BATCH];
+            let mut k = 0;
+            let port = match sock {
+                Sock::Ctrl => &mut self.ctrl,
+                Sock::Data => &mut self.data,
+            };
+            let mut send = |txs: &[TxPacket<'_>], c: &mut NodeCounters| {
+                let mut off = 0;
+                while off < txs.len() {
+                    match port.send_batch(&txs[off..]) {
+                        Ok(0) | Err(_) => {
+                            // Refused or full: dropped (the protocol's retries cover it).
+                            c.tx_dropped += 1;
+                            off += 1;
+                        }
+                        Ok(s) => {
+                            c.tx += s as u64;
+                            off += s;
+                        }
+                    }
+                }
+            };
+            let mut c = self.io.c;
+            for &(s, to, a, b) in &self.io.msgs {
+                if s != sock {
+                    continue;
+                }
+                txs[k] = TxPacket::to(&self.io.arena[a..b], Dest::Addr(to));
+                k += 1;
+                if k == TX_BATCH {
+                    send(&txs[..k], &mut c);
+                    k = 0;
+                }
+            }
+            if k > 0 {
+                send(&txs[..k], &mut c);
+            }
+            self.io.c = c;
+        }
+        self.io.msgs.clear();
+        self.io.arena.clear();
+        n
+    }
+
+    /// Run until `stop` says so: poll; when a round did nothing, block in `ppoll` on the four
+    /// sockets (≤ 50 µs, the core's timers are no coarser), and once one is readable let
+    /// [`BATCH_NS`] of traffic gather before the next round, so one wake-up and one
+    /// `recvmmsg` per socket take many frames (a replica sharing a core wakes a few thousand
+    /// times a second under load, not once per datagram). `report` is called about once a
+    /// second.
+    pub fn run(
+        &mut self,
+        clock: impl Fn() -> u64,
+        stop: impl Fn() -> bool,
+        mut report: impl FnMut(&Node, u64),
+    ) -> Result<(), vyrn_engine::home::ReplayError> {
+        let fds = self.fds();
+        let mut next_report = clock() + 1_000_000_000;
+        while !stop() {
+            let now = clock();
+            let busy = self.poll(now)?;
+            if now >= next_report {
+                report(self, now);
+                next_report = now + 1_000_000_000;
+            }
+            if !busy && vyrn_nic::wait::wait_readable(&fds, WAIT_NS) {
+                vyrn_nic::wait::wait_readable(&[], BATCH_NS);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A control datagram from `src`.
+fn on_ctrl(
+    core: &mut ReplicaCore,
+    io: &mut Io,
+    epoch: u32,
+    src: Option<SocketAddr>,
+    b: &[u8],
+    now: u64,
+) {
+    let Some(src) = src else {
+        io.c.unknown_src += 1;
+        return;
+    };
+    if src == io.seq_ctrl {
+        match CtrlMsg::parse(b) {
+            Ok(CtrlMsg::NackTooOld(t)) if t.epoch == epoch => {
+                io.c.too_old += 1;
+                core.on_too_old(t.stream, t.oldest_seq);
+            }
+            Ok(CtrlMsg::HashList(l)) => core.on_hash_list(&l, now, io),
+            Ok(CtrlMsg::RepDurableMark(_)) => io.c.durable_marks += 1,
+            _ => io.c.ctrl_bad += 1,
+        }
+        return;
+    }
+    let Some(peer) = io.peers.iter().position(|&p| p == src) else {
+        io.c.unknown_src += 1;
+        return;
+    };
+    if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC {
+        // A peer-repaired frame (flagged; trusted only once its block's order_root checks,
+        // 07 §4.10): into order RX like a path's.
+        core.on_path_frame(0, b, now, io);
+        return;
+    }
+    match CtrlMsg::parse(b) {
+        Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
+            let to = io.peers[peer];
+            let Io {
+                store,
+                arena,
+                msgs,
+                c,
+                ..
+            } = io;
+            c.repairs_served.0 += 1;
+            store.serve(&r, now, |f| {
+                let start = arena.len();
+                arena.extend_from_slice(f);
+                msgs.push((Sock::Ctrl, to, start, arena.len()));
+                c.repairs_served.1 += 1;
+            });
+        }
+        _ => io.c.ctrl_bad += 1,
+    }
+}
