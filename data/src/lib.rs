@@ -51,6 +51,7 @@ pub mod dedupe;
 pub mod driver;
 pub mod failover;
 pub mod fanout;
+pub mod home;
 pub mod ingest;
 pub mod out;
 pub mod store;

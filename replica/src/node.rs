@@ -135,7 +135,6 @@ pub struct ReplaySink {
     pub events: u64,
 }
 
-
 impl ReplaySink {
     /// The multiset digest of every first-copy response replayed so far.
     pub fn digest(&self) -> Hash {

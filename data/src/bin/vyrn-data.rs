@@ -18,16 +18,11 @@
 //! Every second a line: packets in, stored, dropped by cause, frames out, fetches served; at the
 //! end every counter of the box.
 
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use vyrn_data::config::{DataConfig, DestConfig, SessionConfig};
 use vyrn_data::databox::DataBox;
-use vyrn_data::driver::Driver;
-use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::boxcfg::HomeConfig;
 
 const USAGE: &str = "usage: vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]";
@@ -77,41 +72,6 @@ fn opts() -> Result<Opts, String> {
     })
 }
 
-/// The box's config from the home's file (07 §5.1).
-fn data_config(h: &HomeConfig, index: u8, o: &Opts) -> Result<DataConfig, String> {
-    let n = h.databoxes.len();
-    if h.databoxes.iter().all(|d| d.index != index) {
-        return Err(format!("the home's file has no [databox {index}]"));
-    }
-    let mut c = DataConfig::new(index, (0..n as u8).collect(), vec![h.engine.book]);
-    c.epoch = h.epoch;
-    c.hb_ns = o.hb_us * 1000;
-    c.batch_ns = o.batch_us * 1000;
-    c.sessions = h
-        .engine
-        .sessions
-        .iter()
-        .map(|s| SessionConfig {
-            session: s.session,
-            k_seq: s.k_seq,
-            k_out: s.k_out,
-            home: h.data_home(s.session),
-            addr: None,
-        })
-        .collect();
-    c.dests = h
-        .voters_members
-        .iter()
-        .map(|v| DestConfig {
-            name: format!("R{}", v.index),
-            voter: true,
-        })
-        .collect();
-    c.validate()
-        .map_err(|e| format!("data box config: {e:?}"))?;
-    Ok(c)
-}
-
 fn main() -> ExitCode {
     let o = match opts() {
         Ok(o) => o,
@@ -142,36 +102,10 @@ fn main() -> ExitCode {
 }
 
 fn run(home: &HomeConfig, o: &Opts) -> Result<(), String> {
-    let cfg = data_config(home, o.index, o)?;
+    let cfg = vyrn_data::home::config(home, o.index, o.hb_us * 1000, o.batch_us * 1000)?;
     let me = home.databoxes[o.index as usize].clone();
-    if home.voters_members.iter().any(|v| v.data_addr.is_none()) {
-        return Err("every [voter] needs data_addr in a home with data boxes".into());
-    }
-    let open = |c: UdpConfig, what: String| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
-    let mut cc = UdpConfig::new(me.client_addr).with_batch(64);
-    cc.recv_buffer = Some(8 << 20);
-    let clients = open(cc, format!("client port {}", me.client_addr))?;
-    let seq_ctrl_addr = SocketAddr::new(me.client_addr.ip(), home.ctrl_port);
-    let seq_ctrl = open(
-        UdpConfig::new(SocketAddr::new(me.client_addr.ip(), 0))
-            .with_batch(16)
-            .with_dest(seq_ctrl_addr),
-        "sequencer control socket".into(),
-    )?;
-    let mut dests = Vec::new();
-    for v in &home.voters_members {
-        let at = me.dest_addr(v.index);
-        let mut c = UdpConfig::new(at).with_batch(64);
-        c.default_dest = v.data_addr;
-        c.send_buffer = Some(4 << 20);
-        dests.push(open(c, format!("socket for voter {} at {at}", v.index))?);
-    }
-    let databox = DataBox::new(&cfg).map_err(|e| format!("{e:?}"))?;
-    let mut d = Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))?;
-    let mut fds = vec![d.clients().socket().as_raw_fd()];
-    for i in 0..home.voters_members.len() {
-        fds.push(d.dest(i).socket().as_raw_fd());
-    }
+    let mut d = vyrn_data::home::open(home, &cfg)?;
+    let fds = vyrn_data::home::fds(&mut d);
     vyrn_nic::wait::fine_timer_slack();
     println!(
         "data box {}: copy 2 on {}, {} sessions, fan-out to {} voters from {}:{}.., DATA_HB every {} µs, frames sent at {} µs old",

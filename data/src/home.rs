@@ -1,0 +1,96 @@
+//! A data box of a home (07 §5.1) from the home's file ([`HomeConfig`], the file every role of
+//! the home reads): its [`DataConfig`] and its [`Driver`] on UDP sockets. Used by the `vyrn-data`
+//! binary and by the whole-home tests.
+//!
+//! Sockets: the client port at the box's `client_addr` (copy 2), one socket per voter `i` at
+//! `dest_base + i` whose default destination is voter `i`'s `data_addr` (DATA, DATA_HB,
+//! FETCH_RESP out; that voter's DataFetch and DataDown in), and an unbound socket toward the
+//! sequencer's control port (DataBadMac, CopyConflict).
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_seq::boxcfg::HomeConfig;
+
+use crate::config::{DataConfig, DestConfig, SessionConfig};
+use crate::databox::DataBox;
+use crate::driver::Driver;
+
+/// Data box `index`'s config: the home's sessions (each with its data home,
+/// [`HomeConfig::data_home`]), the voters as destinations in membership order, DATA_HB every
+/// `hb_ns` when idle, open frames sent at `batch_ns` old.
+pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<DataConfig, String> {
+    let n = h.databoxes.len();
+    if h.databoxes.iter().all(|d| d.index != index) {
+        return Err(format!("the home's file has no [databox {index}]"));
+    }
+    if h.voters_members.iter().any(|v| v.data_addr.is_none()) {
+        return Err("every [voter] needs data_addr in a home with data boxes".into());
+    }
+    let mut c = DataConfig::new(index, (0..n as u8).collect(), vec![h.engine.book]);
+    c.epoch = h.epoch;
+    c.hb_ns = hb_ns;
+    c.batch_ns = batch_ns;
+    c.sessions = h
+        .engine
+        .sessions
+        .iter()
+        .map(|s| SessionConfig {
+            session: s.session,
+            k_seq: s.k_seq,
+            k_out: s.k_out,
+            home: h.data_home(s.session),
+            addr: None,
+        })
+        .collect();
+    c.dests = h
+        .voters_members
+        .iter()
+        .map(|v| DestConfig {
+            name: format!("R{}", v.index),
+            voter: true,
+        })
+        .collect();
+    c.validate()
+        .map_err(|e| format!("data box config: {e:?}"))?;
+    Ok(c)
+}
+
+/// The box for `cfg` on its sockets.
+pub fn open(h: &HomeConfig, cfg: &DataConfig) -> Result<Driver<UdpPort>, String> {
+    let me = h
+        .databoxes
+        .get(cfg.index as usize)
+        .ok_or_else(|| format!("the home's file has no [databox {}]", cfg.index))?;
+    let open = |c: UdpConfig, what: String| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
+    let mut cc = UdpConfig::new(me.client_addr).with_batch(64);
+    cc.recv_buffer = Some(8 << 20);
+    let clients = open(cc, format!("client port {}", me.client_addr))?;
+    let seq_ctrl_addr = SocketAddr::new(me.client_addr.ip(), h.ctrl_port);
+    let seq_ctrl = open(
+        UdpConfig::new(SocketAddr::new(me.client_addr.ip(), 0))
+            .with_batch(16)
+            .with_dest(seq_ctrl_addr),
+        "sequencer control socket".into(),
+    )?;
+    let mut dests = Vec::new();
+    for v in &h.voters_members {
+        let at = me.dest_addr(v.index);
+        let mut c = UdpConfig::new(at).with_batch(64);
+        c.default_dest = v.data_addr;
+        c.send_buffer = Some(4 << 20);
+        dests.push(open(c, format!("socket for voter {} at {at}", v.index))?);
+    }
+    let databox = DataBox::new(cfg).map_err(|e| format!("{e:?}"))?;
+    Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))
+}
+
+/// The sockets a loop blocks on: the client port and every voter's socket.
+pub fn fds(d: &mut Driver<UdpPort>) -> Vec<RawFd> {
+    let mut fds = vec![d.clients().socket().as_raw_fd()];
+    for i in 0..d.databox.n_dests() {
+        fds.push(d.dest(i).socket().as_raw_fd());
+    }
+    fds
+}

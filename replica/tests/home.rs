@@ -1,0 +1,213 @@
+//! A whole home on loopback in one test process, each role on its own thread and its own UDP
+//! sockets exactly as the binaries run them (issue 12 item 8): the sequencer box (`NetBox`, no
+//! voter doubles: its voters are the membership of the home's file), one data box
+//! (`vyrn_data::home`), four replicas (`vyrn_replica::node::Node` with the interim finality
+//! voter), and the real client library's load generator sending copy 1 to the box and copy 2 to
+//! the data box. Checked: orders are answered, filled, made durable and final at the client;
+//! every replica voted every block up to the end with no refusal; every replica replayed the
+//! same responses (equal order-free digests, equal counts); the data box stored every copy 2.
+//! Then the same with one replica never started (07 §14: one voter down, f = 1): finality
+//! still comes from the three others.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use vyrn_client::loadgen::run::{self, RunClock};
+use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_replica::core::Budgets;
+use vyrn_replica::node::{Node, NodeConfig};
+use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
+use vyrn_seq::ports::{CoreMap, NetBox};
+use vyrn_seq::runner::Clock;
+
+struct Home {
+    dir: PathBuf,
+    cfg: BoxConfig,
+    home: HomeConfig,
+}
+
+fn home(tag: &str, base: u16) -> Home {
+    let dir = std::env::temp_dir().join(format!("vyrn-home-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let p = write_dev_home(&dir, 2, 4, base).expect("dev home");
+    let mut cfg = BoxConfig::load(&p).expect("the sequencer reads the home");
+    let home = HomeConfig::load(&p).expect("the other roles read the home without the seed");
+    // A loaded 2-core machine running other tests: 5 ms blocks (the finality gate allows 40 ms
+    // of lag) and a 2 s self-fence window, so scheduling noise neither halts nor fences.
+    cfg.block_ns = 5_000_000;
+    cfg.self_fence_us = Some(2_000_000);
+    Home { dir, cfg, home }
+}
+
+fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> {
+    let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).expect("voter key");
+    let cfg = NodeConfig {
+        home: h.home.clone(),
+        index: i,
+        vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
+        budgets: Budgets::dev(),
+    };
+    let mut node = Node::open(&cfg).expect("replica sockets");
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        node.run(
+            || t0.elapsed().as_nanos() as u64 + 1_000_000,
+            || stop.load(Ordering::Relaxed),
+            |_, _| {},
+        )
+        .expect("replay runs");
+        node
+    })
+}
+
+fn spawn_databox(h: &Home, stop: Arc<AtomicBool>) -> JoinHandle<vyrn_data::databox::DataBox> {
+    let cfg = vyrn_data::home::config(&h.home, 0, 1_000_000, 200_000).expect("data box config");
+    let mut d = vyrn_data::home::open(&h.home, &cfg).expect("data box sockets");
+    std::thread::spawn(move || {
+        let fds = vyrn_data::home::fds(&mut d);
+        let t0 = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            if d.poll(t0.elapsed().as_nanos() as u64 + 1_000_000) == 0 {
+                vyrn_nic::wait::wait_readable(&fds, 200_000);
+            }
+        }
+        d.databox
+    })
+}
+
+/// Runs the home with replicas `up` for `secs` of load at `rate`; returns the load's counts,
+/// the replicas, the data box and the box's final height.
+fn run_home(
+    h: &Home,
+    up: &[usize],
+    rate: u64,
+    secs: u64,
+) -> (
+    vyrn_client::loadgen::LoadCounts,
+    Vec<Node>,
+    vyrn_data::databox::DataBox,
+    u64,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    // The replicas and the data box first: they are on the paths before the first frame.
+    let reps: Vec<_> = up
+        .iter()
+        .map(|&i| spawn_replica(h, i, stop.clone()))
+        .collect();
+    let data = spawn_databox(h, stop.clone());
+    let mut net = NetBox::open(&h.cfg, false).expect("box sockets");
+    for m in &h.cfg.voters_members {
+        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
+    }
+    let seq = net.client_addrs()[0];
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: vec![],
+    };
+    let (running, _paths) = net.start(&h.cfg, &map, Clock::new()).expect("box starts");
+
+    let mut c = UdpConfig::loopback().with_batch(64);
+    c.recv_buffer = Some(8 << 20);
+    let port = UdpPort::open(&c).expect("client socket");
+    let e = &h.home.engine;
+    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+    let data_addr = h.home.databoxes[0].client_addr;
+    let mut sessions = sessions_for(e.book, keys, seq, data_addr, 50_000_000).expect("sessions");
+    let mut driver = vyrn_client::Driver::new(port, &sessions);
+    let mut load = LoadGen::new(
+        LoadConfig {
+            msgs_per_s: rate,
+            seed: 7,
+            start_ns: 1_000_000,
+            ..LoadConfig::default()
+        },
+        sessions.len(),
+    );
+    let clock = RunClock::new(1_000_000);
+    run::open_loop(
+        &mut driver,
+        &mut sessions,
+        &mut load,
+        &clock,
+        secs * 1_000_000_000 + 1_000_000,
+        // Answers, durable and final still in flight when the load stops.
+        1_500_000_000,
+        None,
+        |_| {},
+    );
+    let fin = running.handles.control.final_height.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let nodes: Vec<Node> = reps
+        .into_iter()
+        .map(|j| j.join().expect("replica"))
+        .collect();
+    let databox = data.join().expect("data box");
+    running.runner.stop();
+    (load.counts, nodes, databox, fin)
+}
+
+fn check(
+    counts: &vyrn_client::loadgen::LoadCounts,
+    nodes: &[Node],
+    databox: &vyrn_data::databox::DataBox,
+    fin: u64,
+) {
+    let sent: u64 = counts.sent.iter().sum();
+    assert!(sent > 1000, "the load sent {sent}");
+    assert!(
+        counts.answered > sent / 2,
+        "answered {} of {sent}",
+        counts.answered
+    );
+    assert!(counts.fills > 0, "no fills");
+    assert!(counts.durable > 0, "nothing durable at the client");
+    assert!(counts.fin > 0, "nothing final at the client");
+    assert!(fin > 50, "the box's final height is {fin}");
+    let dc = databox.counters();
+    assert_eq!(
+        dc.rx_packets, dc.stored,
+        "the data box dropped copies: {dc:?}"
+    );
+    let first = &nodes[0];
+    for n in nodes {
+        let c = n.counters();
+        assert_eq!(n.voter().refused(), None, "a replica refused a block");
+        assert_eq!(c.seq_faults, 0);
+        assert_eq!(c.unknown_src, 0);
+        assert!(
+            n.voter().voted + 8 >= fin,
+            "a replica voted to {} while the box is final at {fin}",
+            n.voter().voted
+        );
+        assert!(n.replay().responses > 0, "replay produced nothing");
+        assert_eq!(n.replay().responses, first.replay().responses);
+        assert_eq!(
+            n.replay().digest(),
+            first.replay().digest(),
+            "replay digests differ"
+        );
+        assert_eq!(n.core().verdicts().counters().bad_sig, 0);
+        assert!(n.counters().blocks > 50);
+    }
+}
+
+#[test]
+fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_same() {
+    let h = home("all", 48_200);
+    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
+    check(&counts, &nodes, &databox, fin);
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+#[test]
+fn with_one_replica_down_the_other_three_still_make_every_order_final() {
+    let h = home("three", 48_300);
+    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 3], 2000, 2);
+    assert_eq!(nodes.len(), 3);
+    check(&counts, &nodes, &databox, fin);
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
