@@ -33,7 +33,10 @@ trap cleanup EXIT
 echo "== a home on loopback: 4 replicas (vyrn-replica), data box (vyrn-data), sequencer (vyrn-seq), load (vyrn-load) =="
 # The replicas and the data box start first: they join the paths before the first frame.
 for i in 0 1 2 3; do
+  # Each replica journals every block it votes for on two drive directories (a fresh pair per
+  # run: the box's heights start at 1 again each run).
   "$bin/vyrn-replica" --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 1)) \
+    --journal "$logs/journal-$i-0,$logs/journal-$i-1" \
     >"$logs/replica-$i.log" 2>&1 &
   pids+=($!)
 done

@@ -57,6 +57,9 @@ pub trait ReplicaOut {
     fn header(&mut self, h: &BlockHeader) {}
     /// Frame `frame_seq` of `stream`, delivered in order (for the peer frame store, 07 §4.10).
     fn frame(&mut self, stream: u8, frame_seq: u64, frame: &[u8]) {}
+    /// ORDER section bytes of `stream` belonging to block `height`, in order (for the block
+    /// journal, 07 §8.2).
+    fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {}
 }
 
 /// Counters of the core's own (each piece keeps its own too).
@@ -251,6 +254,9 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
         self.verdicts.on_block(b);
         self.out.block(b);
     }
+    fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
+        self.out.order_bytes(stream, height, bytes);
+    }
     fn header(&mut self, h: &BlockHeader) {
         self.verdicts.on_header(h);
         self.out.header(h);
@@ -288,6 +294,13 @@ impl ReplicaCore {
             delivered: Delivered::default(),
             counters: CoreCounters::default(),
         })
+    }
+
+    /// Block `height`'s PacketRecords in O-order (substream A, then B; Advance records left
+    /// out, as in `data_root`): `f(pkt_hash, packet)` for each, if every one is resolved.
+    /// False (and nothing called) otherwise.
+    pub fn block_packets(&self, height: u64, f: impl FnMut(u64, &[u8])) -> bool {
+        self.data.block_packets(height, f)
     }
 
     /// Heights at or below `height` are done with (voted and final, or journaled): the verdict

@@ -1260,6 +1260,43 @@ impl DataSide {
         }
     }
 
+    /// Block `height`'s resolved PacketRecords in O-order, A then B, Advance records left out:
+    /// `f(pkt_hash, packet bytes)` each (the journal's pkt_hash list and data section, 07
+    /// §8.2). False, with nothing called, unless every record is resolved and stored.
+    pub fn block_packets(&self, height: u64, mut f: impl FnMut(u64, &[u8])) -> bool {
+        if self.block_payloads(height) != BlockPayloads::Ready {
+            return false;
+        }
+        let Some(ranges) = self.ranges(height) else {
+            return false;
+        };
+        let ns = self.cfg.n_streams as usize;
+        // Check first, then call: all or nothing.
+        for (s, &(a, z)) in ranges.iter().enumerate().take(ns) {
+            for rid in a..z {
+                match self.subs[s].get(rid) {
+                    Some(r) if r.advance => {}
+                    // The stored copy must be the one this record resolved to.
+                    Some(r)
+                        if r.pkt_hash.is_some()
+                            && r.full.is_some()
+                            && self.store.map.get(&r.key).map(|p| p.full) == r.full => {}
+                    _ => return false,
+                }
+            }
+        }
+        for (s, &(a, z)) in ranges.iter().enumerate().take(ns) {
+            for rid in a..z {
+                if let Some(r) = self.subs[s].get(rid).filter(|r| !r.advance) {
+                    if let (Some(h), Some(p)) = (r.pkt_hash, self.store.map.get(&r.key)) {
+                        f(h, &p.bytes);
+                    }
+                }
+            }
+        }
+        true
+    }
+
     /// Block `height`'s `data_root` from the resolved payloads' full hashes in O-order, per
     /// substream (07 §6.1); `None` until every record is resolved.
     pub fn data_root(&self, height: u64) -> Option<BlockDataRoot> {

@@ -38,6 +38,8 @@ pub trait DecodedOut {
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {}
     /// Substream `stream` passed `BlockMark(height)`: its records of the block are all out.
     fn mark(&mut self, stream: u8, height: u64) {}
+    /// ORDER section bytes of `stream` belonging to block `height` (for the journal).
+    fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {}
     /// A block whose marks both passed and whose steps were all delivered, with its roots.
     fn block(&mut self, b: &BlockRoots) {}
     /// A HEADER frame's header.
@@ -78,6 +80,9 @@ struct Adapter<'a, O: DecodedOut> {
 }
 
 impl<O: DecodedOut> Sink for Adapter<'_, O> {
+    fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
+        self.out.order_bytes(stream, height, bytes);
+    }
     fn pkt(&mut self, at: Pos, r: &PacketRecord) {
         self.counters.records += 1;
         let h = self.open[at.stream as usize & 1];

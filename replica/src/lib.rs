@@ -17,5 +17,6 @@ pub mod frame_store;
 pub mod journal;
 pub mod node;
 pub mod order_rx;
+pub mod record;
 pub mod replay;
 pub mod verdict;

@@ -53,6 +53,7 @@ use crate::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
 use crate::data_side::{CopyMismatch, DataAlarm};
 use crate::decode::Fault;
 use crate::frame_store::FrameStore;
+use crate::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
 use crate::order_rx::RxAlarm;
 use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
 
@@ -84,6 +85,35 @@ pub struct NodeConfig {
     pub vote_key: SigningKey,
     /// The core's budgets ([`Budgets::dev`] on a dev home, 07's figures elsewhere).
     pub budgets: Budgets,
+    /// The block journal's drive directories (07 §8.2); `None`: no journal.
+    pub journal: Option<Vec<std::path::PathBuf>>,
+}
+
+/// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
+/// (a replica that stopped voting keeps no unbounded backlog).
+const JOURNAL_PENDING_MAX: usize = 4096;
+/// The journal is synced at most this often while blocks are queued (07 §8.2: final blocks on
+/// NVMe within ≤ 5 ms, one io_uring batch).
+const JOURNAL_SYNC_NS: u64 = 5_000_000;
+
+/// The journal side of a replica process.
+#[derive(Debug)]
+pub struct NodeJournal {
+    /// The journal.
+    pub journal: BlockJournal,
+    /// What recovery found at start.
+    pub recovered: RecoveryReport,
+    /// Highest height appended (queued or durable).
+    pub appended: u64,
+    /// Highest height durable (appended before the last successful sync).
+    pub synced: u64,
+    /// Voted blocks that could not be written: a piece missing, or the journal refused it.
+    pub skipped: u64,
+    /// Heights the journal already held with the same bytes.
+    pub identical: u64,
+    /// Append or sync errors.
+    pub errors: u64,
+    last_sync: u64,
 }
 
 /// Counters of the process side (each piece of the core keeps its own too).
@@ -314,6 +344,10 @@ struct Io {
     store: FrameStore,
     /// Headers held since the last round, for the voter.
     headers: Vec<(u64, Hash, u64)>,
+    /// With a journal: each unjournaled block's header and ORDER bytes per substream.
+    keep: bool,
+    pending_hdr: std::collections::BTreeMap<u64, BlockHeader>,
+    pending_order: std::collections::BTreeMap<u64, [Vec<u8>; 2]>,
     now: u64,
     c: NodeCounters,
     name: String,
@@ -416,6 +450,21 @@ impl ReplicaOut for Io {
     }
     fn header(&mut self, h: &BlockHeader) {
         self.headers.push((h.height, h.header_hash(), h.last_step));
+        if self.keep {
+            self.pending_hdr.insert(h.height, *h);
+            while self.pending_hdr.len() > JOURNAL_PENDING_MAX {
+                self.pending_hdr.pop_first();
+            }
+        }
+    }
+    fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
+        if self.keep && !bytes.is_empty() {
+            self.pending_order.entry(height).or_default()[(stream & 1) as usize]
+                .extend_from_slice(bytes);
+            while self.pending_order.len() > JOURNAL_PENDING_MAX {
+                self.pending_order.pop_first();
+            }
+        }
     }
     fn frame(&mut self, stream: u8, frame_seq: u64, frame: &[u8]) {
         let now = self.now;
@@ -438,6 +487,7 @@ pub struct Node {
     last_tick: u64,
     /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
     held: std::collections::VecDeque<(u64, u64)>,
+    journal: Option<NodeJournal>,
 }
 
 impl Node {
@@ -497,6 +547,27 @@ impl Node {
             anchor: Anchor::default(),
         })?;
         core.set_budgets(&cfg.budgets);
+        // 07 §8.2: the block journal, recovered and verified before anything is received.
+        let journal = match &cfg.journal {
+            None => None,
+            Some(dirs) => {
+                let mut jc = JournalConfig::new(dirs.clone());
+                jc.verifying_key = Some(h.seq_pub);
+                let (journal, recovered) =
+                    BlockJournal::open(jc).map_err(|e| format!("journal: {e:?}"))?;
+                let top = journal.heights().last().copied().unwrap_or(0);
+                Some(NodeJournal {
+                    journal,
+                    recovered,
+                    appended: top,
+                    synced: top,
+                    skipped: 0,
+                    identical: 0,
+                    errors: 0,
+                    last_sync: 0,
+                })
+            }
+        };
         for s in &h.engine.sessions {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
@@ -514,6 +585,9 @@ impl Node {
                 boxes,
                 store: FrameStore::with_defaults(STORE_BYTES),
                 headers: Vec::with_capacity(64),
+                keep: journal.is_some(),
+                pending_hdr: Default::default(),
+                pending_order: Default::default(),
                 now: 0,
                 c: NodeCounters::default(),
                 name: format!("replica {}", cfg.index),
@@ -524,6 +598,7 @@ impl Node {
             epoch: h.epoch,
             last_tick: 0,
             held: Default::default(),
+            journal,
         })
     }
 
@@ -627,9 +702,61 @@ impl Node {
                 });
             }
         }
+        self.journal_voted(now);
         self.forget_done();
         work += self.flush();
         Ok(work > 0)
+    }
+
+    /// Write every block voted since the last round to the journal (07 §8.2: "written once,
+    /// when its verify passes"), and sync at most every [`JOURNAL_SYNC_NS`].
+    fn journal_voted(&mut self, now: u64) {
+        let Some(j) = self.journal.as_mut() else {
+            return;
+        };
+        let voted = self.voter.voted;
+        let from = self
+            .io
+            .pending_hdr
+            .first_key_value()
+            .map_or(voted + 1, |(&h, _)| h);
+        for h in from..=voted {
+            let Some(hdr) = self.io.pending_hdr.remove(&h) else {
+                continue;
+            };
+            let [a, b] = self.io.pending_order.remove(&h).unwrap_or_default();
+            let core = &self.core;
+            let rec = crate::record::block_record(0, hdr, &a, &b, |f| core.block_packets(h, f));
+            match rec.map(|r| j.journal.append_record(&r)) {
+                Some(Ok(Appended::Queued)) => j.appended = j.appended.max(h),
+                Some(Ok(Appended::Identical)) => j.identical += 1,
+                Some(Err(_)) => j.errors += 1,
+                None => j.skipped += 1,
+            }
+        }
+        self.io.pending_order = self.io.pending_order.split_off(&(voted + 1));
+        if j.journal.queued() > 0 && now.saturating_sub(j.last_sync) >= JOURNAL_SYNC_NS {
+            j.last_sync = now;
+            match j.journal.sync() {
+                Ok(()) => j.synced = j.appended,
+                Err(_) => j.errors += 1,
+            }
+        }
+    }
+
+    /// The journal side, if this replica journals.
+    pub fn journal(&self) -> Option<&NodeJournal> {
+        self.journal.as_ref()
+    }
+
+    /// Sync what is queued (at the end of a run).
+    pub fn sync_journal(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            match j.journal.sync() {
+                Ok(()) => j.synced = j.appended,
+                Err(_) => j.errors += 1,
+            }
+        }
     }
 
     /// Drop the verdict's and the data side's state of blocks this replica voted and replayed,
@@ -725,6 +852,7 @@ impl Node {
                 vyrn_nic::wait::wait_readable(&[], BATCH_NS);
             }
         }
+        self.sync_journal();
         Ok(())
     }
 }

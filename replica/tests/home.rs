@@ -50,6 +50,7 @@ fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> 
         index: i,
         vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
         budgets: Budgets::dev(),
+        journal: None,
     };
     let mut node = Node::open(&cfg).expect("replica sockets");
     std::thread::spawn(move || {

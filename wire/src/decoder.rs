@@ -97,6 +97,10 @@ pub trait Sink {
     fn header(&mut self, at: Pos, h: &BlockHeader) {}
     /// A HEARTBEAT.
     fn heartbeat(&mut self, at: Pos, hb: &Heartbeat) {}
+    /// ORDER section bytes of substream `stream` that belong to block `height`, in `frame_seq`
+    /// order: exactly the bytes `order_root_H(height)` hashes (07 §6.1), handed over as the
+    /// decoder passes them, before that block's `block` event. A journal keeps them.
+    fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {}
 }
 
 /// A sink that discards everything (benchmarks, fuzzing).
@@ -484,6 +488,11 @@ impl DecState {
                             self.block_mark(&mut r, ctx, sink)?;
                             let s = &mut self.streams[si];
                             s.root_bytes(&body[root_from..r.pos()]);
+                            sink.order_bytes(
+                                si as u8,
+                                s.next_height - 1,
+                                &body[root_from..r.pos()],
+                            );
                             let root = s.root_finish();
                             root_from = r.pos();
                             let (hh, ls) = (s.next_height - 1, s.last_mark_step);
@@ -508,6 +517,8 @@ impl DecState {
                     }
                 }
                 self.streams[si].root_bytes(&body[root_from..]);
+                let open = self.streams[si].next_height;
+                sink.order_bytes(si as u8, open, &body[root_from..]);
             }
             FrameKind::Hash => {
                 while !r.is_empty() {

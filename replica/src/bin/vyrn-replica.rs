@@ -1,6 +1,7 @@
 //! `vyrn-replica`: one voting replica of a home, on the UDP backend (issue 12 item 8).
 //!
-//! Usage: `vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]`.
+//! Usage: `vyrn-replica --home FILE --index N --key FILE [--journal DIR[,DIR..]] [--secs N]
+//! [--ack-us N]`.
 //!
 //! * `--home`: the home's file (the one the sequencer reads; `[box] seq_pub`, `path_port`, the
 //!   `[voter N]` membership with `ctrl_addr`/`data_addr`, the `[databox N]` sections, sessions
@@ -10,6 +11,9 @@
 //! * Budgets: 07's figures, or on a `dev` home [`Budgets::dev`] (RepAcks every 250 µs, a data
 //!   box down after 20 ms of silence, a hash-lag fault at 100 ms), printed at start. `--ack-us`
 //!   overrides the RepAck period.
+//! * `--journal DIR[,DIR..]`: the block journal's drive directories (07 §8.2): recovered and
+//!   verified at start (printed), then every block this replica votes for is written once
+//!   (`REP_BlockRecord`, `record.rs`) and synced at most every 5 ms.
 //! * `--secs 0` (the default): run until killed.
 //!
 //! Every second a line: frames per path (first copies, duplicates, lost), holes, NACKs, peer
@@ -32,13 +36,14 @@ struct Opts {
     key: std::path::PathBuf,
     secs: u64,
     ack_us: Option<u64>,
+    journal: Option<Vec<std::path::PathBuf>>,
 }
 
 const USAGE: &str = "usage: vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]";
 
 fn opts() -> Result<Opts, String> {
     let (mut home, mut index, mut key) = (None, None, None);
-    let (mut secs, mut ack_us) = (0u64, None);
+    let (mut secs, mut ack_us, mut journal) = (0u64, None, None);
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -57,6 +62,11 @@ fn opts() -> Result<Opts, String> {
                     ));
                 }
             }
+            "--journal" => {
+                let dirs: Vec<std::path::PathBuf> =
+                    v()?.split(',').map(|d| d.trim().into()).collect();
+                journal = Some(dirs);
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -67,6 +77,7 @@ fn opts() -> Result<Opts, String> {
         key: key.ok_or("--key FILE is required")?,
         secs,
         ack_us,
+        journal,
     })
 }
 
@@ -110,6 +121,7 @@ fn main() -> ExitCode {
         index: o.index,
         vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
         budgets,
+        journal: o.journal.clone(),
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
@@ -135,6 +147,18 @@ fn main() -> ExitCode {
         budgets.hashlag_fault_ns / 1_000_000
     );
     // SIGTERM/SIGINT end the run cleanly (the summary is printed).
+    if let Some(j) = node.journal() {
+        let r = &j.recovered;
+        println!(
+            "{name}: journal on {} drive(s): recovered {} blocks up to height {}, refused {}, torn tails cut {}, failed drives {:?}",
+            o.journal.as_ref().map_or(0, |d| d.len()),
+            r.blocks,
+            j.synced,
+            r.refused.len(),
+            r.truncated.len(),
+            r.failed_drives
+        );
+    }
     let stop = vyrn_nic::wait::stop_on_signals();
     let t0 = Instant::now();
     let secs = o.secs;
@@ -188,7 +212,7 @@ fn line(n: &Node) -> String {
     format!(
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), holes {}, NACKs {}, peer repairs asked {} served {}, \
          data frames {} (gaps {}, fetched {}, unavailable {}), blocks {}, headers {} (bad {}), voted to {}{}, \
-         replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}",
+         replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}{}",
         rx.first[0],
         rx.first[1],
         rx.dups[0],
@@ -220,6 +244,10 @@ fn line(n: &Node) -> String {
         c.seq_faults,
         c.unknown_src,
         c.tx_dropped,
+        n.journal().map_or(String::new(), |j| format!(
+            ", journal synced to {} (appended {}, skipped {}, errors {})",
+            j.synced, j.appended, j.skipped, j.errors
+        )),
         if alarms.is_empty() {
             String::new()
         } else {

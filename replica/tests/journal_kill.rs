@@ -1,0 +1,221 @@
+//! A kill -9 of a replica process mid-write (issue 12 tests; 07 §14 NVMe row, §8.2): replica 3
+//! runs as its own `vyrn-replica` process with a two-drive journal in a home whose other roles
+//! run in this test (the box, the data box, replicas 0–2, the client load); it is killed with
+//! SIGKILL while it journals a block every few ms. Its journal, reopened as recovery opens it,
+//! serves every block up to the highest height the process had reported durable and beyond —
+//! contiguous from height 1, each record's `seq_sig` valid and its ORDER bytes hashing to its
+//! header's `order_root` — and nothing it cannot verify. The process then restarts on the same
+//! journal and reports what it recovered.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vyrn_client::loadgen::run::{self, RunClock};
+use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_replica::core::Budgets;
+use vyrn_replica::journal::{BlockJournal, JournalConfig};
+use vyrn_replica::node::{Node, NodeConfig};
+use vyrn_replica::record::order_matches;
+use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
+use vyrn_seq::ports::{CoreMap, NetBox};
+use vyrn_seq::runner::Clock;
+use vyrn_wire::msg::journal::BlockRecordRef;
+
+fn replica_proc(
+    conf: &std::path::Path,
+    dir: &std::path::Path,
+    drives: &str,
+    secs: u64,
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_vyrn-replica"))
+        .arg("--home")
+        .arg(conf)
+        .args(["--index", "3", "--key"])
+        .arg(dir.join("keys/voter-3.key"))
+        .args(["--journal", drives, "--secs", &secs.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("vyrn-replica starts")
+}
+
+#[test]
+fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_corrupt() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("vyrn-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let conf = write_dev_home(&dir, 2, 4, 48_400).expect("dev home");
+    let mut cfg = BoxConfig::load(&conf).expect("box config");
+    cfg.block_ns = 5_000_000;
+    cfg.self_fence_us = Some(2_000_000);
+    let home = HomeConfig::load(&conf).expect("home");
+    let drives = [dir.join("j3-0"), dir.join("j3-1")];
+    let drives_arg = format!("{},{}", drives[0].display(), drives[1].display());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // Replica 3 as a process, reporting "journal synced to N" once a second.
+    let mut child = replica_proc(&conf, &dir, &drives_arg, 60);
+    let synced = Arc::new(AtomicU64::new(0));
+    let out = child.stdout.take().expect("stdout");
+    let s2 = synced.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(x) = line.split("journal synced to ").nth(1) {
+                if let Some(n) = x
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
+                    s2.fetch_max(n, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    // Replicas 0..=2 and the data box in this process.
+    let mut threads = Vec::new();
+    for i in 0..3 {
+        let seed = read_seed(&dir.join(format!("keys/voter-{i}.key"))).expect("key");
+        let nc = NodeConfig {
+            home: home.clone(),
+            index: i,
+            vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
+            budgets: Budgets::dev(),
+            journal: None,
+        };
+        let mut node = Node::open(&nc).expect("replica");
+        let st = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let _ = node.run(
+                || t0.elapsed().as_nanos() as u64 + 1_000_000,
+                || st.load(Ordering::Relaxed),
+                |_, _| {},
+            );
+        }));
+    }
+    let dcfg = vyrn_data::home::config(&home, 0, 1_000_000, 200_000).expect("data cfg");
+    let mut d = vyrn_data::home::open(&home, &dcfg).expect("data box");
+    let st = stop.clone();
+    threads.push(std::thread::spawn(move || {
+        let fds = vyrn_data::home::fds(&mut d);
+        let t0 = Instant::now();
+        while !st.load(Ordering::Relaxed) {
+            if d.poll(t0.elapsed().as_nanos() as u64 + 1_000_000) == 0 {
+                vyrn_nic::wait::wait_readable(&fds, 200_000);
+            }
+        }
+    }));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut net = NetBox::open(&cfg, false).expect("box");
+    for m in &cfg.voters_members {
+        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
+    }
+    let seq = net.client_addrs()[0];
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: vec![],
+    };
+    let (running, _paths) = net.start(&cfg, &map, Clock::new()).expect("box starts");
+    let mut c = UdpConfig::loopback().with_batch(64);
+    c.recv_buffer = Some(8 << 20);
+    let port = UdpPort::open(&c).expect("client");
+    let e = &home.engine;
+    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+    let mut sessions =
+        sessions_for(e.book, keys, seq, home.databoxes[0].client_addr, 50_000_000).unwrap();
+    let mut driver = vyrn_client::Driver::new(port, &sessions);
+    let mut load = LoadGen::new(
+        LoadConfig {
+            msgs_per_s: 2000,
+            seed: 3,
+            start_ns: 1_000_000,
+            ..LoadConfig::default()
+        },
+        sessions.len(),
+    );
+    let clock = RunClock::new(1_000_000);
+    run::open_loop(
+        &mut driver,
+        &mut sessions,
+        &mut load,
+        &clock,
+        2_001_000_000,
+        500_000_000,
+        None,
+        |_| {},
+    );
+    assert!(load.counts.fin > 0, "nothing final: {:?}", load.counts.fin);
+
+    // Mid-write: the box closes a block every 5 ms and the process journals each one.
+    let reported = synced.load(Ordering::Relaxed);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let _ = reader.join();
+    assert!(
+        reported > 50,
+        "the process reported only {reported} durable blocks"
+    );
+
+    let mut jc = JournalConfig::new(drives.to_vec());
+    jc.verifying_key = Some(home.seq_pub);
+    let (mut j, report) = BlockJournal::open(jc.clone()).expect("recovery");
+    let heights = j.heights();
+    let top = *heights.last().expect("blocks recovered");
+    assert!(
+        top >= reported,
+        "recovered to {top}, but {reported} was reported durable"
+    );
+    assert_eq!(
+        heights,
+        (1..=top).collect::<Vec<_>>(),
+        "a hole in the recovered heights"
+    );
+    assert_eq!(report.blocks, heights.len() as u64);
+    let mut with_packets = 0;
+    for &h in &heights {
+        let buf = j.read(h).expect("a recovered block reads back");
+        let rec = BlockRecordRef::parse(&buf).expect("parses").to_record();
+        assert_eq!(rec.header.height, h);
+        assert!(rec.header.verify(&home.seq_pub), "seq_sig of {h}");
+        assert!(
+            order_matches(&rec),
+            "block {h}'s ORDER bytes do not hash to its order_root"
+        );
+        let packets = rec.data.len();
+        with_packets += usize::from(packets > 0);
+        assert!(
+            rec.pkt_hashes.is_empty() == (packets == 0),
+            "block {h}: hashes without packets or packets without hashes"
+        );
+    }
+    assert!(
+        with_packets > 10,
+        "only {with_packets} recovered blocks carry packets"
+    );
+    drop(j);
+
+    // The process restarts on the same journal and recovers it.
+    let mut again = replica_proc(&conf, &dir, &drives_arg, 1);
+    let out = again.stdout.take().expect("stdout");
+    let lines: Vec<String> = BufReader::new(out).lines().map_while(Result::ok).collect();
+    let _ = again.wait();
+    let rec_line = lines
+        .iter()
+        .find(|l| l.contains("journal on 2 drive(s): recovered"))
+        .expect("the restarted replica reports its recovery");
+    assert!(
+        rec_line.contains(&format!("recovered {} blocks", heights.len())),
+        "{rec_line}"
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    running.runner.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
