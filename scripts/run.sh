@@ -30,17 +30,34 @@ logs=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$logs"; }
 trap cleanup EXIT
+# The load generator stays off the box's hot core (core_map's first entry, where the response
+# path spins): on the cold one.
+cold=$(sed -n 's/^core_map *= *[0-9]*, *\([0-9]*\).*/\1/p' "$conf")
+pin=() roles_pin=()
+[ -n "$cold" ] && pin=(--core "$cold")
+# VYRN_PIN_ROLES=1 pins the replicas and the data box to the cold core too; by default the OS
+# places them (on 2 cores, pinning all of them to one overloaded it at 10k msgs/s and the box
+# fenced; docs/benchmarks.md).
+[ -n "$cold" ] && [ "${VYRN_PIN_ROLES:-0}" = 1 ] && roles_pin=(--cores "$cold")
 echo "== a home on loopback: 4 replicas (vyrn-replica), data box (vyrn-data), sequencer (vyrn-seq), load (vyrn-load) =="
 # The replicas and the data box start first: they join the paths before the first frame.
 for i in 0 1 2 3; do
-  # Each replica journals every block it votes for on two drive directories (a fresh pair per
-  # run: the box's heights start at 1 again each run).
+  # Replica 3 journals every block it votes for on two drive directories (fresh each run: the
+  # box's heights start at 1 again), with the portable backend. Measured on this 2-core dev
+  # box (docs/benchmarks.md): with io_uring + O_DIRECT, or with all four replicas journaling,
+  # the box self-fenced under the open loop. VYRN_JOURNAL_ALL=1 journals on all four,
+  # VYRN_JOURNAL_BACKEND=auto|uring|std picks the backend.
+  journal=()
+  if [ "$i" = 3 ] || [ "${VYRN_JOURNAL_ALL:-0}" = 1 ]; then
+    journal=(--journal "$logs/journal-$i-0,$logs/journal-$i-1" --journal-backend "${VYRN_JOURNAL_BACKEND:-std}")
+    # Its writer thread stays off the box's hot core.
+    [ -n "$cold" ] && journal+=(--journal-cores "$cold")
+  fi
   "$bin/vyrn-replica" --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 1)) \
-    --journal "$logs/journal-$i-0,$logs/journal-$i-1" \
-    >"$logs/replica-$i.log" 2>&1 &
+    "${journal[@]}" "${roles_pin[@]}" >"$logs/replica-$i.log" 2>&1 &
   pids+=($!)
 done
-"$bin/vyrn-data" --home "$conf" --index 0 --secs $((run_secs + 1)) >"$logs/data-0.log" 2>&1 &
+"$bin/vyrn-data" --home "$conf" --index 0 --secs $((run_secs + 1)) "${roles_pin[@]}" >"$logs/data-0.log" 2>&1 &
 pids+=($!)
 sleep 0.5
 # The box runs a little longer than the load so the last answers, durable and final arrive.
@@ -48,10 +65,6 @@ sleep 0.5
 seq_pid=$!
 sleep 1
 client_port=$(sed -n 's/^client_port *= *\([0-9]*\).*/\1/p' "$conf")
-# The load generator stays off the box's hot core (core_map's first entry): on the cold one.
-cold=$(sed -n 's/^core_map *= *[0-9]*, *\([0-9]*\).*/\1/p' "$conf")
-pin=()
-[ -n "$cold" ] && pin=(--core "$cold")
 # As root, the generator runs at a raised priority so its wake-ups on that shared core are not
 # queued behind the replicas and the box's cold tiles (it measures the home, not its own
 # scheduling): nice -5 for the ping run, -2 under the open-loop mix (docs/benchmarks.md).

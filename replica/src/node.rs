@@ -32,6 +32,9 @@
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ed25519_dalek::{Signer, SigningKey};
 use vyrn_engine::bbo::LaneEvent;
@@ -47,6 +50,7 @@ use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
 use vyrn_wire::msg::ctrl::{
     CtrlMsg, DataFetch, FinalizeVote, HashListReq, Nack, RepAck, RepairReq,
 };
+use vyrn_wire::msg::journal::RepBlockRecord;
 use vyrn_wire::msg::PktKey;
 
 use crate::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
@@ -87,33 +91,157 @@ pub struct NodeConfig {
     pub budgets: Budgets,
     /// The block journal's drive directories (07 §8.2); `None`: no journal.
     pub journal: Option<Vec<std::path::PathBuf>>,
+    /// The journal's backend (io_uring + O_DIRECT where it works, else portable, by default).
+    pub journal_backend: crate::journal::BackendChoice,
+    /// The writer syncs at most this often while blocks are queued (0: [`JOURNAL_SYNC_NS`]).
+    pub journal_sync_ns: u64,
+    /// Cores the journal writer thread is restricted to (off a sequencer's hot core when the
+    /// home shares a host); `None`: the process's own set.
+    pub journal_cores: Option<Vec<usize>>,
 }
 
 /// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
 /// (a replica that stopped voting keeps no unbounded backlog).
 const JOURNAL_PENDING_MAX: usize = 4096;
-/// The journal is synced at most this often while blocks are queued (07 §8.2: final blocks on
+/// The writer syncs at most this often while blocks are queued (07 §8.2: final blocks on
 /// NVMe within ≤ 5 ms, one io_uring batch).
 const JOURNAL_SYNC_NS: u64 = 5_000_000;
 
-/// The journal side of a replica process.
+/// The journal side of a replica process: the block journal runs on its own writer thread, so
+/// a slow `fdatasync` never stalls order RX, RepAcks or votes (07 §8.2: "a replica acks
+/// nothing to anyone based on NVMe"). Records go to it through a bounded queue; a full queue
+/// skips the block (counted), it never blocks the tile.
 #[derive(Debug)]
 pub struct NodeJournal {
-    /// The journal.
-    pub journal: BlockJournal,
     /// What recovery found at start.
     pub recovered: RecoveryReport,
-    /// Highest height appended (queued or durable).
-    pub appended: u64,
-    /// Highest height durable (appended before the last successful sync).
-    pub synced: u64,
-    /// Voted blocks that could not be written: a piece missing, or the journal refused it.
+    /// Highest height recovery served.
+    pub recovered_top: u64,
+    /// Voted blocks not handed to the writer: a piece missing, or its queue full.
     pub skipped: u64,
+    tx: Option<std::sync::mpsc::SyncSender<(u64, RepBlockRecord)>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    stats: Arc<JournalStats>,
+}
+
+/// The writer thread's figures.
+#[derive(Debug, Default)]
+struct JournalStats {
+    appended: AtomicU64,
+    synced: AtomicU64,
+    identical: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// Blocks the writer's queue holds (about 4 s of dev blocks).
+const JOURNAL_QUEUE: usize = 2048;
+
+impl NodeJournal {
+    fn start(
+        journal: BlockJournal,
+        recovered: RecoveryReport,
+        sync_ns: u64,
+        cores: Option<Vec<usize>>,
+    ) -> NodeJournal {
+        let top = journal.heights().last().copied().unwrap_or(0);
+        let stats = Arc::new(JournalStats::default());
+        stats.appended.store(top, Ordering::Relaxed);
+        stats.synced.store(top, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, RepBlockRecord)>(JOURNAL_QUEUE);
+        let st = stats.clone();
+        let writer = std::thread::spawn(move || {
+            if let Some(c) = cores {
+                let _ = vyrn_nic::wait::pin_to(&c);
+            }
+            let mut j = journal;
+            let mut last = Instant::now();
+            let sync = |j: &mut BlockJournal, st: &JournalStats| match j.sync() {
+                Ok(()) => st
+                    .synced
+                    .store(st.appended.load(Ordering::Relaxed), Ordering::Relaxed),
+                Err(_) => {
+                    st.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            };
+            loop {
+                let wait = Duration::from_nanos(sync_ns);
+                match rx.recv_timeout(wait) {
+                    Ok((h, rec)) => match j.append_record(&rec) {
+                        Ok(Appended::Queued) => {
+                            st.appended.fetch_max(h, Ordering::Relaxed);
+                        }
+                        Ok(Appended::Identical) => {
+                            st.identical.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(_) => {
+                            st.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        sync(&mut j, &st);
+                        return;
+                    }
+                }
+                if j.queued() > 0 && last.elapsed() >= wait {
+                    sync(&mut j, &st);
+                    last = Instant::now();
+                }
+            }
+        });
+        NodeJournal {
+            recovered,
+            recovered_top: top,
+            skipped: 0,
+            tx: Some(tx),
+            writer: Some(writer),
+            stats,
+        }
+    }
+
+    /// Highest height handed to the journal and appended.
+    pub fn appended(&self) -> u64 {
+        self.stats.appended.load(Ordering::Relaxed)
+    }
+
+    /// Highest height durable (appended before the last successful sync).
+    pub fn synced(&self) -> u64 {
+        self.stats.synced.load(Ordering::Relaxed)
+    }
+
     /// Heights the journal already held with the same bytes.
-    pub identical: u64,
+    pub fn identical(&self) -> u64 {
+        self.stats.identical.load(Ordering::Relaxed)
+    }
+
     /// Append or sync errors.
-    pub errors: u64,
-    last_sync: u64,
+    pub fn errors(&self) -> u64 {
+        self.stats.errors.load(Ordering::Relaxed)
+    }
+
+    fn submit(&mut self, h: u64, rec: RepBlockRecord) {
+        let ok = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send((h, rec)).is_ok());
+        if !ok {
+            self.skipped += 1;
+        }
+    }
+
+    /// Close the queue and wait for the writer's last sync.
+    fn finish(&mut self) {
+        self.tx = None;
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for NodeJournal {
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 /// Counters of the process side (each piece of the core keeps its own too).
@@ -553,19 +681,20 @@ impl Node {
             Some(dirs) => {
                 let mut jc = JournalConfig::new(dirs.clone());
                 jc.verifying_key = Some(h.seq_pub);
+                jc.backend = cfg.journal_backend;
                 let (journal, recovered) =
                     BlockJournal::open(jc).map_err(|e| format!("journal: {e:?}"))?;
-                let top = journal.heights().last().copied().unwrap_or(0);
-                Some(NodeJournal {
+                let every = if cfg.journal_sync_ns == 0 {
+                    JOURNAL_SYNC_NS
+                } else {
+                    cfg.journal_sync_ns
+                };
+                Some(NodeJournal::start(
                     journal,
                     recovered,
-                    appended: top,
-                    synced: top,
-                    skipped: 0,
-                    identical: 0,
-                    errors: 0,
-                    last_sync: 0,
-                })
+                    every,
+                    cfg.journal_cores.clone(),
+                ))
             }
         };
         for s in &h.engine.sessions {
@@ -710,7 +839,7 @@ impl Node {
 
     /// Write every block voted since the last round to the journal (07 §8.2: "written once,
     /// when its verify passes"), and sync at most every [`JOURNAL_SYNC_NS`].
-    fn journal_voted(&mut self, now: u64) {
+    fn journal_voted(&mut self, _now: u64) {
         let Some(j) = self.journal.as_mut() else {
             return;
         };
@@ -727,21 +856,12 @@ impl Node {
             let [a, b] = self.io.pending_order.remove(&h).unwrap_or_default();
             let core = &self.core;
             let rec = crate::record::block_record(0, hdr, &a, &b, |f| core.block_packets(h, f));
-            match rec.map(|r| j.journal.append_record(&r)) {
-                Some(Ok(Appended::Queued)) => j.appended = j.appended.max(h),
-                Some(Ok(Appended::Identical)) => j.identical += 1,
-                Some(Err(_)) => j.errors += 1,
+            match rec {
+                Some(r) => j.submit(h, r),
                 None => j.skipped += 1,
             }
         }
         self.io.pending_order = self.io.pending_order.split_off(&(voted + 1));
-        if j.journal.queued() > 0 && now.saturating_sub(j.last_sync) >= JOURNAL_SYNC_NS {
-            j.last_sync = now;
-            match j.journal.sync() {
-                Ok(()) => j.synced = j.appended,
-                Err(_) => j.errors += 1,
-            }
-        }
     }
 
     /// The journal side, if this replica journals.
@@ -749,13 +869,10 @@ impl Node {
         self.journal.as_ref()
     }
 
-    /// Sync what is queued (at the end of a run).
+    /// Hand the writer its last blocks and wait for its final sync (at the end of a run).
     pub fn sync_journal(&mut self) {
         if let Some(j) = self.journal.as_mut() {
-            match j.journal.sync() {
-                Ok(()) => j.synced = j.appended,
-                Err(_) => j.errors += 1,
-            }
+            j.finish();
         }
     }
 

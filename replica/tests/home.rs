@@ -51,6 +51,9 @@ fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> 
         vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
         budgets: Budgets::dev(),
         journal: None,
+        journal_backend: Default::default(),
+        journal_sync_ns: 0,
+        journal_cores: None,
     };
     let mut node = Node::open(&cfg).expect("replica sockets");
     std::thread::spawn(move || {

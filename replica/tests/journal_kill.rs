@@ -85,6 +85,9 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
             vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
             budgets: Budgets::dev(),
             journal: None,
+            journal_backend: Default::default(),
+            journal_sync_ns: 0,
+            journal_cores: None,
         };
         let mut node = Node::open(&nc).expect("replica");
         let st = stop.clone();

@@ -25,7 +25,8 @@ use std::time::Instant;
 use vyrn_data::databox::DataBox;
 use vyrn_seq::boxcfg::HomeConfig;
 
-const USAGE: &str = "usage: vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]";
+const USAGE: &str =
+    "usage: vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N] [--cores LIST]";
 
 struct Opts {
     home: std::path::PathBuf,
@@ -33,11 +34,13 @@ struct Opts {
     secs: u64,
     hb_us: u64,
     batch_us: u64,
+    cores: Option<Vec<usize>>,
 }
 
 fn opts() -> Result<Opts, String> {
     let (mut home, mut index) = (None, None);
     let (mut secs, mut hb_us, mut batch_us) = (0u64, 1000u64, 200u64);
+    let mut cores = None;
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -59,6 +62,7 @@ fn opts() -> Result<Opts, String> {
                     return Err(format!("--batch-us {batch_us}: 1..=10000"));
                 }
             }
+            "--cores" => cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -69,6 +73,7 @@ fn opts() -> Result<Opts, String> {
         secs,
         hb_us,
         batch_us,
+        cores,
     })
 }
 
@@ -83,6 +88,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `--cores`: off the sequencer box's hot core when sharing its host (its threads — the
+    // journal writer, io_uring's workers — inherit the set).
+    if let Some(c) = &o.cores {
+        if !vyrn_nic::wait::pin_to(c) {
+            eprintln!("vyrn-data: --cores {c:?}: the kernel refused that set");
+            return ExitCode::from(2);
+        }
+    }
     let home = match HomeConfig::load(&o.home) {
         Ok(h) => h,
         Err(errs) => {

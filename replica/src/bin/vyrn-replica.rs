@@ -13,7 +13,9 @@
 //!   overrides the RepAck period.
 //! * `--journal DIR[,DIR..]`: the block journal's drive directories (07 §8.2): recovered and
 //!   verified at start (printed), then every block this replica votes for is written once
-//!   (`REP_BlockRecord`, `record.rs`) and synced at most every 5 ms.
+//!   (`REP_BlockRecord`, `record.rs`) by a writer thread that syncs at most every 5 ms.
+//!   `--journal-backend`: `auto` (io_uring + O_DIRECT where it works), `uring`, `std`;
+//!   `--journal-sync-ms`: the sync period (07 §8.2's ≤ 5 ms is a budget).
 //! * `--secs 0` (the default): run until killed.
 //!
 //! Every second a line: frames per path (first copies, duplicates, lost), holes, NACKs, peer
@@ -27,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use vyrn_replica::core::Budgets;
+use vyrn_replica::journal::BackendChoice;
 use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_seq::boxcfg::{read_seed, HomeConfig, Profile};
 
@@ -37,6 +40,10 @@ struct Opts {
     secs: u64,
     ack_us: Option<u64>,
     journal: Option<Vec<std::path::PathBuf>>,
+    backend: BackendChoice,
+    sync_ms: u64,
+    cores: Option<Vec<usize>>,
+    journal_cores: Option<Vec<usize>>,
 }
 
 const USAGE: &str = "usage: vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]";
@@ -44,6 +51,9 @@ const USAGE: &str = "usage: vyrn-replica --home FILE --index N --key FILE [--sec
 fn opts() -> Result<Opts, String> {
     let (mut home, mut index, mut key) = (None, None, None);
     let (mut secs, mut ack_us, mut journal) = (0u64, None, None);
+    let mut backend = BackendChoice::Auto;
+    let mut sync_ms = 0u64;
+    let (mut cores, mut journal_cores) = (None, None);
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -67,6 +77,24 @@ fn opts() -> Result<Opts, String> {
                     v()?.split(',').map(|d| d.trim().into()).collect();
                 journal = Some(dirs);
             }
+            "--journal-sync-ms" => {
+                sync_ms = v()?
+                    .parse()
+                    .map_err(|e| format!("--journal-sync-ms: {e}"))?;
+                if !(1..=1000).contains(&sync_ms) {
+                    return Err(format!("--journal-sync-ms {sync_ms}: 1..=1000"));
+                }
+            }
+            "--journal-backend" => {
+                backend = match v()?.as_str() {
+                    "auto" => BackendChoice::Auto,
+                    "uring" => BackendChoice::Uring,
+                    "std" => BackendChoice::Std,
+                    x => return Err(format!("--journal-backend {x}: auto, uring or std")),
+                }
+            }
+            "--cores" => cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
+            "--journal-cores" => journal_cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -78,6 +106,10 @@ fn opts() -> Result<Opts, String> {
         secs,
         ack_us,
         journal,
+        backend,
+        sync_ms,
+        cores,
+        journal_cores,
     })
 }
 
@@ -92,6 +124,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `--cores`: off the sequencer box's hot core when sharing its host (its threads — the
+    // journal writer, io_uring's workers — inherit the set).
+    if let Some(c) = &o.cores {
+        if !vyrn_nic::wait::pin_to(c) {
+            eprintln!("vyrn-replica: --cores {c:?}: the kernel refused that set");
+            return ExitCode::from(2);
+        }
+    }
     let home = match HomeConfig::load(&o.home) {
         Ok(h) => h,
         Err(errs) => {
@@ -122,6 +162,9 @@ fn main() -> ExitCode {
         vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
         budgets,
         journal: o.journal.clone(),
+        journal_backend: o.backend,
+        journal_sync_ns: o.sync_ms * 1_000_000,
+        journal_cores: o.journal_cores.clone(),
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
@@ -153,7 +196,7 @@ fn main() -> ExitCode {
             "{name}: journal on {} drive(s): recovered {} blocks up to height {}, refused {}, torn tails cut {}, failed drives {:?}",
             o.journal.as_ref().map_or(0, |d| d.len()),
             r.blocks,
-            j.synced,
+            j.recovered_top,
             r.refused.len(),
             r.truncated.len(),
             r.failed_drives
@@ -246,7 +289,7 @@ fn line(n: &Node) -> String {
         c.tx_dropped,
         n.journal().map_or(String::new(), |j| format!(
             ", journal synced to {} (appended {}, skipped {}, errors {})",
-            j.synced, j.appended, j.skipped, j.errors
+            j.synced(), j.appended(), j.skipped, j.errors()
         )),
         if alarms.is_empty() {
             String::new()
