@@ -93,7 +93,7 @@ pub struct NodeConfig {
     pub journal: Option<Vec<std::path::PathBuf>>,
     /// The journal's backend (io_uring + O_DIRECT where it works, else portable, by default).
     pub journal_backend: crate::journal::BackendChoice,
-    /// The writer syncs at most this often while blocks are queued (0: [`JOURNAL_SYNC_NS`]).
+    /// The writer syncs at most this often while blocks are queued (0: 5 ms, 07 §8.2).
     pub journal_sync_ns: u64,
     /// Cores the journal writer thread is restricted to (off a sequencer's hot core when the
     /// home shares a host); `None`: the process's own set.
