@@ -82,6 +82,18 @@ pub fn pin_to(cores: &[usize]) -> bool {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
 
+/// A process's `--cores` option: [`pin_to`] when given, with a message on stderr naming `tool`
+/// when the kernel refuses the set. True when there was nothing to do or it worked.
+pub fn pin_process(tool: &str, cores: Option<&[usize]>) -> bool {
+    match cores {
+        Some(c) if !pin_to(c) => {
+            eprintln!("{tool}: --cores {c:?}: the kernel refused that set");
+            false
+        }
+        _ => true,
+    }
+}
+
 /// A comma-separated core list (`0,2,3`).
 pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
     s.split(',')

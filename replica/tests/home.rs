@@ -15,14 +15,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use vyrn_client::loadgen::run::{self, RunClock};
-use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
-use vyrn_nic::udp::{UdpConfig, UdpPort};
+mod homerun;
+
 use vyrn_replica::core::Budgets;
 use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
-use vyrn_seq::ports::{CoreMap, NetBox};
-use vyrn_seq::runner::Clock;
 
 struct Home {
     dir: PathBuf,
@@ -103,46 +100,8 @@ fn run_home(
         .map(|&i| spawn_replica(h, i, stop.clone()))
         .collect();
     let data = spawn_databox(h, stop.clone());
-    let mut net = NetBox::open(&h.cfg, false).expect("box sockets");
-    for m in &h.cfg.voters_members {
-        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
-    }
-    let seq = net.client_addrs()[0];
-    let map = CoreMap::Shared {
-        threads: 2,
-        cores: vec![],
-    };
-    let (running, _paths) = net.start(&h.cfg, &map, Clock::new()).expect("box starts");
-
-    let mut c = UdpConfig::loopback().with_batch(64);
-    c.recv_buffer = Some(8 << 20);
-    let port = UdpPort::open(&c).expect("client socket");
-    let e = &h.home.engine;
-    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
-    let data_addr = h.home.databoxes[0].client_addr;
-    let mut sessions = sessions_for(e.book, keys, seq, data_addr, 50_000_000).expect("sessions");
-    let mut driver = vyrn_client::Driver::new(port, &sessions);
-    let mut load = LoadGen::new(
-        LoadConfig {
-            msgs_per_s: rate,
-            seed: 7,
-            start_ns: 1_000_000,
-            ..LoadConfig::default()
-        },
-        sessions.len(),
-    );
-    let clock = RunClock::new(1_000_000);
-    run::open_loop(
-        &mut driver,
-        &mut sessions,
-        &mut load,
-        &clock,
-        secs * 1_000_000_000 + 1_000_000,
-        // Answers, durable and final still in flight when the load stops.
-        1_500_000_000,
-        None,
-        |_| {},
-    );
+    let (running, seq) = homerun::start_box(&h.cfg);
+    let counts = homerun::load(&h.home, seq, rate, secs, 1500, 7);
     let fin = running.handles.control.final_height.load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     let nodes: Vec<Node> = reps
@@ -151,7 +110,7 @@ fn run_home(
         .collect();
     let databox = data.join().expect("data box");
     running.runner.stop();
-    (load.counts, nodes, databox, fin)
+    (counts, nodes, databox, fin)
 }
 
 fn check(

@@ -14,16 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vyrn_client::loadgen::run::{self, RunClock};
-use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
-use vyrn_nic::udp::{UdpConfig, UdpPort};
+mod homerun;
+
 use vyrn_replica::core::Budgets;
 use vyrn_replica::journal::{BlockJournal, JournalConfig};
 use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_replica::record::order_matches;
 use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
-use vyrn_seq::ports::{CoreMap, NetBox};
-use vyrn_seq::runner::Clock;
 use vyrn_wire::msg::journal::BlockRecordRef;
 
 fn replica_proc(
@@ -113,45 +110,9 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
         }
     }));
     std::thread::sleep(Duration::from_millis(300));
-    let mut net = NetBox::open(&cfg, false).expect("box");
-    for m in &cfg.voters_members {
-        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
-    }
-    let seq = net.client_addrs()[0];
-    let map = CoreMap::Shared {
-        threads: 2,
-        cores: vec![],
-    };
-    let (running, _paths) = net.start(&cfg, &map, Clock::new()).expect("box starts");
-    let mut c = UdpConfig::loopback().with_batch(64);
-    c.recv_buffer = Some(8 << 20);
-    let port = UdpPort::open(&c).expect("client");
-    let e = &home.engine;
-    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
-    let mut sessions =
-        sessions_for(e.book, keys, seq, home.databoxes[0].client_addr, 50_000_000).unwrap();
-    let mut driver = vyrn_client::Driver::new(port, &sessions);
-    let mut load = LoadGen::new(
-        LoadConfig {
-            msgs_per_s: 2000,
-            seed: 3,
-            start_ns: 1_000_000,
-            ..LoadConfig::default()
-        },
-        sessions.len(),
-    );
-    let clock = RunClock::new(1_000_000);
-    run::open_loop(
-        &mut driver,
-        &mut sessions,
-        &mut load,
-        &clock,
-        2_001_000_000,
-        500_000_000,
-        None,
-        |_| {},
-    );
-    assert!(load.counts.fin > 0, "nothing final: {:?}", load.counts.fin);
+    let (running, seq) = homerun::start_box(&cfg);
+    let counts = homerun::load(&home, seq, 2000, 2, 500, 3);
+    assert!(counts.fin > 0, "nothing final: {:?}", counts.fin);
 
     // Mid-write: the box closes a block every 5 ms and the process journals each one.
     let reported = synced.load(Ordering::Relaxed);

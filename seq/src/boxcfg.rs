@@ -187,14 +187,21 @@ impl HomeConfig {
     /// Load and validate the home's file `path` as a replica or data box reads it: the
     /// sequencer's seed file is not read; `[box] seq_pub` is required.
     pub fn load(path: &Path) -> Result<HomeConfig, Vec<CfgError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            vec![CfgError {
-                file: path.to_path_buf(),
-                line: 0,
-                what: format!("cannot read: {e}"),
-            }]
-        })?;
-        Self::from_text(path, &text)
+        Self::from_text(path, &read_text(path)?)
+    }
+
+    /// [`HomeConfig::load`] for a role's `main`: every problem printed on stderr after `tool`'s
+    /// name, `None` if there was any.
+    pub fn load_for(tool: &str, path: &Path) -> Option<HomeConfig> {
+        match Self::load(path) {
+            Ok(h) => Some(h),
+            Err(errs) => {
+                for e in errs {
+                    eprintln!("{tool}: {e}");
+                }
+                None
+            }
+        }
     }
 
     /// Validate `text` as if read from `path`.
@@ -291,14 +298,7 @@ impl BoxConfig {
 
     /// Load and validate `path`. Returns every problem found, not just the first.
     pub fn load(path: &Path) -> Result<BoxConfig, Vec<CfgError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            vec![CfgError {
-                file: path.to_path_buf(),
-                line: 0,
-                what: format!("cannot read: {e}"),
-            }]
-        })?;
-        Self::from_text(path, &text)
+        Self::from_text(path, &read_text(path)?)
     }
 
     /// Validate `text` as if read from `path` (key files are relative to `path`'s folder).
@@ -306,6 +306,17 @@ impl BoxConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         parse(path, base, text, Mode::Sequencer)
     }
+}
+
+/// The file's text, or the one error saying why it cannot be read.
+fn read_text(path: &Path) -> Result<String, Vec<CfgError>> {
+    std::fs::read_to_string(path).map_err(|e| {
+        vec![CfgError {
+            file: path.to_path_buf(),
+            line: 0,
+            what: format!("cannot read: {e}"),
+        }]
+    })
 }
 
 type Section = (String, usize, Vec<(String, String, usize)>);

@@ -98,14 +98,8 @@ fn main() -> ExitCode {
         }
     };
     // The home's file as a client reads it: sessions and keys, never the sequencer's seed.
-    let cfg = match HomeConfig::load(&o.config) {
-        Ok(c) => c,
-        Err(errs) => {
-            for e in errs {
-                eprintln!("vyrn-load: config: {e}");
-            }
-            return ExitCode::from(2);
-        }
+    let Some(cfg) = HomeConfig::load_for("vyrn-load: config", &o.config) else {
+        return ExitCode::from(2);
     };
     let open = |buf: usize| {
         let mut c = UdpConfig::loopback().with_batch(64);

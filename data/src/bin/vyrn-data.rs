@@ -88,22 +88,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // `--cores`: off the sequencer box's hot core when sharing its host (its threads — the
-    // journal writer, io_uring's workers — inherit the set).
-    if let Some(c) = &o.cores {
-        if !vyrn_nic::wait::pin_to(c) {
-            eprintln!("vyrn-data: --cores {c:?}: the kernel refused that set");
-            return ExitCode::from(2);
-        }
+    // `--cores`: off the sequencer box's hot core when sharing its host (the threads it starts
+    // inherit the set).
+    if !vyrn_nic::wait::pin_process("vyrn-data", o.cores.as_deref()) {
+        return ExitCode::from(2);
     }
-    let home = match HomeConfig::load(&o.home) {
-        Ok(h) => h,
-        Err(errs) => {
-            for e in errs {
-                eprintln!("vyrn-data: {e}");
-            }
-            return ExitCode::from(2);
-        }
+    let Some(home) = HomeConfig::load_for("vyrn-data", &o.home) else {
+        return ExitCode::from(2);
     };
     match run(&home, &o) {
         Ok(()) => ExitCode::SUCCESS,
