@@ -288,6 +288,8 @@ fn run(o: &Opts) -> Result<bool, String> {
     let (mut dups, mut rtx_rx, mut nacks, mut holes) = ([0u64; 2], 0u64, 0u64, 0u64);
     let mut rx_by_path = [0u64; 2];
     let mut lat = Latency::new("frame send -> decoded (incl. repair)");
+    let mut repair = Latency::new("hole seen -> filled, no NACK needed (other path, reorder)");
+    let mut repair_nack = Latency::new("hole seen -> filled by NACK repair (lost on both paths)");
     let mut fault: Option<String> = None;
     let mut ba = RxBatch::new(64, 9216);
     let mut bb = RxBatch::new(64, 9216);
@@ -350,6 +352,19 @@ fn run(o: &Opts) -> Result<bool, String> {
                     lat.record(now_ns().saturating_sub(sent_ns[i].load(Ordering::Relaxed)));
                 }
                 next_expected[s] += 1;
+            }
+            // A hole that closed since the last round: its repair time, from the moment it was
+            // seen (a frame above it arrived) to the moment it was filled.
+            if let Some((start, opened, last)) = hole_since[s] {
+                if next_expected[s] > start {
+                    let t = opened.elapsed().as_nanos() as u64;
+                    if last == opened {
+                        repair.record(t);
+                    } else {
+                        repair_nack.record(t);
+                    }
+                    hole_since[s] = None;
+                }
             }
             // Hole: something above next_expected arrived but next_expected did not.
             if let Some((&first_above, _)) = held[s].iter().next() {
@@ -463,6 +478,8 @@ fn run(o: &Opts) -> Result<bool, String> {
     );
     println!("headers      {} checked: order_root ok {ok}, mismatch {bad_root}, block incomplete {missing}; seq_sig bad {bad_sig}", v.headers.len());
     lat.print();
+    repair.print();
+    repair_nack.print();
     let healthy = complete && fault.is_none() && bad_root == 0 && bad_sig == 0 && missing == 0;
     match (&fault, healthy) {
         (Some(f), _) => println!("RESULT       FAULT {f}"),
