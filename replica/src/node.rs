@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ed25519_dalek::{Signer, SigningKey};
+use ed25519_dalek::SigningKey;
 use vyrn_engine::bbo::LaneEvent;
 use vyrn_engine::home::EngineSink;
 use vyrn_engine::resp::RespOut;
@@ -324,7 +324,9 @@ impl EngineSink for ReplaySink {
 /// The interim finality voter (until the consensus issue: see the module docs).
 #[derive(Debug)]
 pub struct InterimVoter {
-    key: SigningKey,
+    /// Its finalize signer (Simplex's ed25519 signature, what the box's finality listener
+    /// checks), None if its key is not in the home's voters.
+    signer: Option<vyrn_consensus::FinalizeSigner>,
     index: u8,
     epoch: u32,
     /// First height not yet voted.
@@ -344,10 +346,16 @@ pub struct InterimVoter {
 }
 
 impl InterimVoter {
-    /// A voter with `key` at `index` of the membership, voting from `first_height`.
-    pub fn new(key: SigningKey, index: u8, epoch: u32, first_height: u64) -> Self {
+    /// A voter with `key` at `index` of the membership `voters`, voting from `first_height`.
+    pub fn new(
+        key: &SigningKey,
+        voters: Option<&vyrn_consensus::Voters>,
+        index: u8,
+        epoch: u32,
+        first_height: u64,
+    ) -> Self {
         InterimVoter {
-            key,
+            signer: voters.and_then(|v| vyrn_consensus::FinalizeSigner::new(v, &key.to_bytes())),
             index,
             epoch,
             next: first_height,
@@ -428,24 +436,36 @@ impl InterimVoter {
                 return;
             }
         }
-        let proposal = RepProposal {
-            kind: ProposalKind::Headers,
-            epoch: self.epoch,
-            first_height: self.next,
-            last_height: last_h,
-            last_hash,
-            excl_root: [0; 32],
+        // One proposal per height (view h + 1 on parent view h): every honest interim voter
+        // signs the same proposals, so Q of them make the listener's quorum (07 §6.8).
+        let Some(signer) = &self.signer else {
+            return;
         };
-        let v = FinalizeVote {
-            epoch: self.epoch,
-            proposal,
-            index: self.index,
-            sig: self.key.sign(&proposal.digest()).to_bytes(),
-        };
-        let mut b = Vec::with_capacity(160);
-        if v.encode(&mut b).is_ok() {
-            send(&b);
-            self.votes += 1;
+        for h in self.next..=last_h {
+            let Some(hash) = self.hashes.get(&h) else {
+                break;
+            };
+            let proposal = RepProposal {
+                kind: ProposalKind::Headers,
+                epoch: self.epoch,
+                first_height: h,
+                last_height: h,
+                last_hash: *hash,
+                excl_root: [0; 32],
+            };
+            let v = FinalizeVote {
+                epoch: self.epoch,
+                view: h + 1,
+                parent_view: h,
+                proposal,
+                index: self.index,
+                sig: signer.sign(self.epoch, h + 1, h, &proposal),
+            };
+            let mut b = Vec::with_capacity(176);
+            if v.encode(&mut b).is_ok() {
+                send(&b);
+                self.votes += 1;
+            }
         }
         self.voted = last_h;
         self.next = last_h + 1;
@@ -700,6 +720,17 @@ impl Node {
         for s in &h.engine.sessions {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
+        let keys: Vec<[u8; 32]> = h
+            .voters_members
+            .iter()
+            .map(|m| m.vote_key.to_bytes())
+            .collect();
+        let voters = vyrn_consensus::Voters::new(
+            h.epoch,
+            &keys,
+            vyrn_consensus::Voters::quorum_for(keys.len()),
+        )
+        .ok();
         Ok(Node {
             core,
             paths,
@@ -722,7 +753,7 @@ impl Node {
                 name: format!("replica {}", cfg.index),
                 suspect_since: u64::MAX,
             },
-            voter: InterimVoter::new(cfg.vote_key.clone(), cfg.index as u8, h.epoch, 1),
+            voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
             sink: ReplaySink::default(),
             epoch: h.epoch,
             last_tick: 0,

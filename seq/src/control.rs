@@ -66,6 +66,9 @@ pub struct Control {
     last_durable_ns: u64,
     final_height: u64,
     view: u64,
+    /// The finality listener's newest verdict (height, view), applied once control has seen
+    /// that height close.
+    certified: (u64, u64),
     halted_by_gate: bool,
     armed: bool,
     fence_ns: u64,
@@ -104,6 +107,7 @@ impl Control {
             last_durable_ns: 0,
             final_height: 0,
             view: 0,
+            certified: (0, 0),
             halted_by_gate: false,
             armed: false,
             fence_ns: REP_SELF_FENCE_US * 1000,
@@ -158,6 +162,15 @@ impl Control {
             && height <= self.closed_height + VOTE_AHEAD_MAX
         {
             *self.votes.entry(height).or_default() |= 1 << voter;
+        }
+    }
+
+    /// The finality listener's verdict (07 §6.8): Q valid finalize votes make `height` final,
+    /// in Simplex view `view`. Applied at the next poll once `height` has closed here (a
+    /// certificate can overtake the close on its way in).
+    pub fn on_final(&mut self, height: u64, view: u64) {
+        if height > self.certified.0 {
+            self.certified = (height, view);
         }
     }
 
@@ -271,8 +284,17 @@ impl Control {
             self.durable = s;
             self.steps.pop_front();
         }
-        // FINAL: contiguous heights with Q votes.
+        // FINAL: the listener's certified height (07 §6.8), or contiguous heights with Q
+        // votes (the in-process harnesses).
         let mut advanced = false;
+        let mut certified_view = None;
+        if self.certified.0 > self.final_height && self.certified.0 <= self.closed_height {
+            self.final_height = self.certified.0;
+            certified_view = Some(self.certified.1);
+            advanced = true;
+            let fin = self.final_height;
+            self.votes.retain(|&h, _| h > fin);
+        }
         while let Some((&h, &mask)) = self.votes.iter().next() {
             if h != self.final_height + 1 || (mask.count_ones() as usize) < self.q {
                 if h <= self.final_height {
@@ -301,7 +323,7 @@ impl Control {
             self.durable_rec = Some((self.durable, height));
         }
         if advanced {
-            self.view += 1;
+            self.view = certified_view.unwrap_or(self.view + 1).max(self.view);
             // The steps the new final height covers (its block's last step, from the marks).
             while let Some(&(h, last)) = self.marks.front() {
                 if h > self.final_height {

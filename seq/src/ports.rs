@@ -71,6 +71,8 @@ pub struct NetStats {
     /// Control messages refused: unparseable, wrong epoch, or a certificate whose signatures
     /// do not check.
     pub ctrl_bad: AtomicU64,
+    /// Finalize signatures that failed the finality listener's batch check (07 §6.8).
+    pub bad_sigs: AtomicU64,
     /// Control datagrams longer than the receive slot, dropped by the port.
     pub ctrl_truncated: AtomicU64,
     /// Control datagrams from an address that is no registered voter (dropped unread).
@@ -519,12 +521,14 @@ impl Task for CtrlRxTile {
     }
 }
 
-/// The certificate tile (cold): each `REP_FinalityCert` checked against the voters' keys with
-/// one batch verification (07 §6.5), each valid entry a finalize vote for every height of its
-/// proposal into control's vote inbox.
+/// The certificate tile (cold, 07 §6.8): each finalize vote or `REP_FinalityCert` into the
+/// finality listener ([`vyrn_consensus::FinalityListener`]), which batch-verifies a proposal's
+/// votes once Q distinct voters signed it and makes its last height final only with Q valid
+/// signatures; each new final height goes to control as [`CtrlIn::Final`]. Signature checks
+/// never run on the gate path.
 struct CertTile {
     certs: Consumer<(usize, Vec<u8>)>,
-    keys: Vec<Option<ed25519_dalek::VerifyingKey>>,
+    listener: vyrn_consensus::FinalityListener,
     votes: tiles::Outq<CtrlIn>,
     stats: Arc<NetStats>,
 }
@@ -537,6 +541,7 @@ impl Task for CertTile {
         crate::runner::TileClass::Cold
     }
     fn poll(&mut self, _now: u64) -> bool {
+        use vyrn_consensus::VoteOutcome;
         use vyrn_wire::msg::ctrl::CtrlMsg;
         if !self.votes.drain() {
             return true;
@@ -552,59 +557,21 @@ impl Task for CertTile {
                 return true;
             }
         };
-        let votes = &mut self.votes;
-        let all = cert_votes(&c, &self.keys, |voter, height| {
-            votes.push(CtrlIn::Vote { voter, height });
-        });
-        if all {
-            bump(&self.stats.ctrl[2]);
-        } else {
+        let before = self.listener.counters().bad_sigs;
+        let outcome = self.listener.on_cert(&c);
+        let bad_sigs = self.listener.counters().bad_sigs - before;
+        self.stats.bad_sigs.fetch_add(bad_sigs, Ordering::Relaxed);
+        if let VoteOutcome::Final { height, view } = outcome {
+            self.votes.push(CtrlIn::Final { height, view });
+        }
+        // A message whose signatures failed the batch (or refused before it) is bad.
+        if outcome == VoteOutcome::Bad || bad_sigs > 0 {
             bump(&self.stats.ctrl_bad);
+        } else {
+            bump(&self.stats.ctrl[2]);
         }
         true
     }
-}
-
-/// The finalize votes a `REP_FinalityCert` carries (07 §6.5): `vote(voter, height)` for each
-/// entry whose signature over the proposal's digest checks against that voter's key, for every
-/// height of the proposal. True when every entry checked. One batch verification of all the
-/// entries first (the common case: all valid); only when it fails, each entry on its own, to
-/// find the good ones. A proposal naming more than REP_MAX_HDRS_PER_PROPOSAL heights, or none,
-/// or an entry of an unknown voter, makes the certificate bad.
-pub fn cert_votes(
-    c: &vyrn_wire::msg::consensus::RepFinalityCert,
-    keys: &[Option<ed25519_dalek::VerifyingKey>],
-    mut vote: impl FnMut(usize, u64),
-) -> bool {
-    let (first, last) = (c.proposal.first_height, c.proposal.last_height);
-    if last < first
-        || last - first >= vyrn_wire::consts::REP_MAX_HDRS_PER_PROPOSAL
-        || c.entries.is_empty()
-    {
-        return false;
-    }
-    let digest = c.proposal.digest();
-    let mut ks = Vec::with_capacity(c.entries.len());
-    let mut sigs = Vec::with_capacity(c.entries.len());
-    for e in &c.entries {
-        let Some(k) = keys.get(e.index as usize).copied().flatten() else {
-            return false;
-        };
-        ks.push(k);
-        sigs.push(ed25519_dalek::Signature::from_bytes(&e.sig));
-    }
-    let msgs: Vec<&[u8]> = vec![&digest[..]; ks.len()];
-    let batch_ok = ed25519_dalek::verify_batch(&msgs, &sigs, &ks).is_ok();
-    let mut valid = 0;
-    for (i, e) in c.entries.iter().enumerate() {
-        if batch_ok || ks[i].verify_strict(&digest, &sigs[i]).is_ok() {
-            valid += 1;
-            for h in first..=last {
-                vote(e.index as usize, h);
-            }
-        }
-    }
-    valid == c.entries.len()
 }
 
 /// A block's full-hash lists as `HashList` messages, each part's bytes to `send` (07 §5.6).
@@ -945,15 +912,37 @@ impl NetBox {
             return Err(io_err(e));
         }
         let mut handles = handles;
-        let mut keys = Vec::new();
+        let mut keys: Vec<Option<[u8; 32]>> = Vec::new();
         let mut voters = HashMap::new();
         for &(a, i, k) in &self.voters {
             voters.insert(a, i);
             if keys.len() <= i {
                 keys.resize(i + 1, None);
             }
-            keys[i] = Some(k);
+            keys[i] = Some(k.to_bytes());
         }
+        // The finality listener's voting set: indices 0..n, every one registered
+        // (REP_Membership); an index past n (a hash-list fetcher) is no voter.
+        let listener = match keys
+            .iter()
+            .take(cfg.voters)
+            .copied()
+            .collect::<Option<Vec<[u8; 32]>>>()
+        {
+            Some(k) if !k.is_empty() => {
+                let q = vyrn_consensus::Voters::quorum_for(k.len());
+                let set = vyrn_consensus::Voters::new(seq.epoch, &k, q).map_err(|_| {
+                    NicError::Config(
+                        "the voters' keys do not form a voting set (a bad or repeated key)",
+                    )
+                })?;
+                Some(vyrn_consensus::FinalityListener::new(set, 0))
+            }
+            Some(_) => None,
+            None => return Err(NicError::Config(
+                "voter indices are not contiguous from 0: register every voter of the membership",
+            )),
+        };
         let rx = std::mem::take(&mut handles.rx);
         let nacks = std::mem::take(&mut handles.nacks);
         let (hq, _) = vyrn_rings::spsc::channel(1);
@@ -991,12 +980,14 @@ impl NetBox {
             hash_reqs,
             stats: stats.clone(),
         }));
-        tasks.push(Box::new(CertTile {
-            certs: cert_c,
-            keys,
-            votes: tiles::Outq::new(votes),
-            stats: stats.clone(),
-        }));
+        if let Some(listener) = listener {
+            tasks.push(Box::new(CertTile {
+                certs: cert_c,
+                listener,
+                votes: tiles::Outq::new(votes),
+                stats: stats.clone(),
+            }));
+        }
         let groups = plan(tasks, map);
         let runner = Runner::start(groups, clock);
         Ok(RunningBox {

@@ -189,12 +189,21 @@ pub enum CtrlIn {
         /// When it arrived.
         now: u64,
     },
-    /// A voter's finalize vote.
+    /// A voter's finalize vote for one height, unauthenticated: the in-process harnesses'
+    /// path (SimBox, the threaded tests). A box on the network takes only [`CtrlIn::Final`].
     Vote {
         /// Voter index.
         voter: usize,
         /// Height.
         height: u64,
+    },
+    /// The finality listener's verdict (07 §6.8): Q valid finalize votes for a proposal whose
+    /// last height is `height`, finalized in `view`.
+    Final {
+        /// The new final height.
+        height: u64,
+        /// The Simplex view that finalized it.
+        view: u64,
     },
 }
 
@@ -1045,6 +1054,7 @@ impl Task for ControlTile {
                     }
                 }
                 CtrlIn::Vote { voter, height } => self.control.on_vote(voter, height),
+                CtrlIn::Final { height, view } => self.control.on_final(height, view),
             }
             busy = true;
         }

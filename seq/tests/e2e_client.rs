@@ -733,8 +733,9 @@ fn run(
         proposal: RepProposal {
             kind: ProposalKind::Headers,
             epoch: c.epoch,
-            first_height: 1,
-            last_height: 1,
+            // Far ahead of the final height (a stale one is not even checked).
+            first_height: 1_000_000,
+            last_height: 1_000_000,
             last_hash: [7; 32],
             excl_root: [0; 32],
         },

@@ -13,7 +13,7 @@ use std::time::Instant;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, NicError, Port, RxBatch, TxPacket};
 use vyrn_wire::layout::Layout;
-use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert};
+use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert, RepProposal};
 
 /// The voter doubles' control-port side (UDP mode): each voter's own socket for RepAcks and
 /// NACKs, its finalize key, and the group's certificate assembly — Q signatures over a
@@ -23,6 +23,9 @@ use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert};
 pub struct VoterNet {
     socks: Vec<UdpPort>,
     keys: Vec<ed25519_dalek::SigningKey>,
+    /// Each double's finalize signer for the epoch it last signed in (what Simplex's ed25519
+    /// scheme signs: the box's finality listener checks exactly that, 07 §6.8).
+    signers: Option<(u32, Vec<vyrn_consensus::FinalizeSigner>)>,
     pending: std::collections::BTreeMap<u64, Vec<CertEntry>>,
     ctrl: SocketAddr,
     rx: RxBatch,
@@ -31,6 +34,33 @@ pub struct VoterNet {
 }
 
 impl VoterNet {
+    /// Double `i`'s finalize signature over height `h`'s proposal `p` (view `h + 1`, parent
+    /// view `h`: one proposal per view, as the doubles vote).
+    fn sign(&mut self, i: usize, epoch: u32, h: u64, p: &RepProposal) -> [u8; 64] {
+        if self.signers.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            let pubs: Vec<[u8; 32]> = self
+                .keys
+                .iter()
+                .map(|k| k.verifying_key().to_bytes())
+                .collect();
+            let q = vyrn_consensus::Voters::quorum_for(pubs.len());
+            let signers = vyrn_consensus::Voters::new(epoch, &pubs, q)
+                .ok()
+                .map(|v| {
+                    self.keys
+                        .iter()
+                        .filter_map(|k| vyrn_consensus::FinalizeSigner::new(&v, &k.to_bytes()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            self.signers = Some((epoch, signers));
+        }
+        match self.signers.as_ref().and_then(|(_, s)| s.get(i)) {
+            Some(s) => s.sign(epoch, h + 1, h, p),
+            None => [0; 64],
+        }
+    }
+
     fn send(&mut self, i: usize, bytes: &[u8]) {
         let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
     }
@@ -98,8 +128,7 @@ impl VoterNet {
             }
             for h in v.take_votes() {
                 if let Some(p) = v.proposal(epoch, h) {
-                    use ed25519_dalek::Signer;
-                    let sig = self.keys[i].sign(&p.digest()).to_bytes();
+                    let sig = self.sign(i, epoch, h, &p);
                     self.pending.entry(h).or_default().push(CertEntry {
                         index: i as u8,
                         sig,
@@ -156,16 +185,10 @@ impl VoterNet {
             let Some(p) = v.proposal(epoch, h) else {
                 continue;
             };
-            let d = p.digest();
-            let entries = self.keys[..q]
-                .iter()
-                .enumerate()
-                .map(|(i, k)| {
-                    use ed25519_dalek::Signer;
-                    CertEntry {
-                        index: i as u8,
-                        sig: k.sign(&d).to_bytes(),
-                    }
+            let entries = (0..q)
+                .map(|i| CertEntry {
+                    index: i as u8,
+                    sig: self.sign(i, epoch, h, &p),
                 })
                 .collect();
             self.send_cert(epoch, h, p, entries);
@@ -312,6 +335,7 @@ impl VoterNet {
         Ok(VoterNet {
             socks,
             keys,
+            signers: None,
             pending: Default::default(),
             ctrl,
             rx: RxBatch::new(16, 256),

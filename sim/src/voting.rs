@@ -1,0 +1,653 @@
+//! The voting side of a home, simulated (07 §6).
+//!
+//! - **Sequencer (scripted).** Block `h` closes at `h × block`; its header (signed with the
+//!   sequencer's key, chained by `prev`) reaches voter `i` `header_delay[i]` later and its
+//!   payloads `data_delay[i]` later. The sequencer's finality listener takes every voter's
+//!   finalize votes and certificates `seq_link` after they leave the voter, and the finality
+//!   gate (07 §6.8) halts the book while more than FIN_GATE_BLOCKS closed blocks are not final,
+//!   resuming at REP_GATE_RESUME_BLOCKS.
+//! - **Voters.** Each honest voter is the production desk and app around Simplex; its
+//!   [`SimLedger`] answers the vote check of 07 §6.4 from the scripted arrival times: pending
+//!   while a header or payload is missing, false on a contradicting root.
+//! - **Network.** commonware's simulated network: one link per ordered pair with latency,
+//!   jitter and loss; an [`Outage`] removes a voter's links both ways for a while.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use commonware_consensus::simplex;
+use commonware_consensus::types::Epoch;
+use commonware_cryptography::Signer as _;
+use commonware_p2p::simulated::{self, Link, Network};
+use commonware_runtime::{
+    deterministic, Clock as _, Quota, Runner as _, Spawner as _, Supervisor as _,
+};
+use commonware_utils::{NZUsize, Probability, NZU32};
+use vyrn_consensus::desk::{DeskOut, FaultKind};
+use vyrn_consensus::engine::{EngineParams, CHANNEL_CERTS, CHANNEL_RESOLVER, CHANNEL_VOTES};
+use vyrn_consensus::{
+    App, Check, Desk, DeskConfig, DeskCounters, FinalityListener, Ledger, ListenerCounters,
+    PrivateKey, Voters,
+};
+use vyrn_wire::consts::{FIN_GATE_BLOCKS, REP_GATE_RESUME_BLOCKS};
+use vyrn_wire::header::{BlockHeader, Hash};
+use vyrn_wire::msg::consensus::RepFinalityCert;
+use vyrn_wire::msg::ctrl::FinalizeVote;
+
+/// The epoch every simulated home runs.
+pub const EPOCH: u32 = 1;
+
+/// What a voter is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The production desk and app around Simplex.
+    Honest,
+    /// commonware's conflicter: two notarize/finalize votes per view (feature `mocks`).
+    Conflicter,
+    /// commonware's nuller: nullify and finalize in the same view (feature `mocks`).
+    Nuller,
+    /// commonware's equivocator: different proposals to different peers when it leads
+    /// (feature `mocks`).
+    Equivocator,
+}
+
+/// One voter's view of the scripted sequencer.
+#[derive(Debug, Clone)]
+pub struct VoterSpec {
+    /// Block close → header held.
+    pub header_delay: Duration,
+    /// Block close → every payload resolved.
+    pub data_delay: Duration,
+    /// Heights whose payloads never resolve (the voter must never vote for them).
+    pub missing: BTreeSet<u64>,
+    /// Heights whose `data_root` contradicts the header (the voter must never vote for them).
+    pub bad_root: BTreeSet<u64>,
+    /// Honest or one of the Byzantine mocks.
+    pub role: Role,
+}
+
+impl VoterSpec {
+    /// An honest voter with metro-like delays: header 0.5 ms after close, payloads 0.6 ms.
+    pub fn honest() -> Self {
+        VoterSpec {
+            header_delay: Duration::from_micros(500),
+            data_delay: Duration::from_micros(600),
+            missing: BTreeSet::new(),
+            bad_root: BTreeSet::new(),
+            role: Role::Honest,
+        }
+    }
+}
+
+/// A voter cut off from every peer and from the sequencer during `[from, to)` (a crash or a
+/// partition; its own engine keeps running and catches up after).
+#[derive(Debug, Clone, Copy)]
+pub struct Outage {
+    /// The voter.
+    pub voter: usize,
+    /// From (simulated time since start).
+    pub from: Duration,
+    /// Until.
+    pub to: Duration,
+}
+
+/// A simulated run.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The seed: scheduling, jitter, loss.
+    pub seed: u64,
+    /// The voters (n = its length).
+    pub voters: Vec<VoterSpec>,
+    /// Block interval (07: 1 ms).
+    pub block: Duration,
+    /// Blocks the sequencer closes.
+    pub blocks: u64,
+    /// Voter ↔ voter one-way latency.
+    pub link: Duration,
+    /// Its jitter (standard deviation).
+    pub jitter: Duration,
+    /// Delivery probability of each message.
+    pub success: f64,
+    /// Voter → sequencer one-way latency.
+    pub seq_link: Duration,
+    /// Δ for the timeouts.
+    pub delta: Duration,
+    /// How long the run goes on after the last close.
+    pub tail: Duration,
+    /// Outages.
+    pub outages: Vec<Outage>,
+    /// How often each desk is polled.
+    pub poll: Duration,
+    /// The scheduler's cycle (simulated time per pass; keep it well under the link latency).
+    pub cycle: Duration,
+}
+
+impl SimConfig {
+    /// 4 honest voters on 0.5 ms metro links (07 §6.6), Δ = 1 ms, 1 ms blocks, `blocks` blocks.
+    pub fn metro(seed: u64, blocks: u64) -> Self {
+        SimConfig {
+            seed,
+            voters: vec![VoterSpec::honest(); 4],
+            block: Duration::from_millis(1),
+            blocks,
+            link: Duration::from_micros(500),
+            jitter: Duration::from_micros(20),
+            success: 1.0,
+            seq_link: Duration::from_micros(500),
+            delta: Duration::from_millis(1),
+            tail: Duration::from_millis(100),
+            outages: Vec::new(),
+            poll: Duration::from_micros(50),
+            cycle: Duration::from_micros(10),
+        }
+    }
+}
+
+/// What one honest voter saw.
+#[derive(Debug, Clone, Default)]
+pub struct VoterReport {
+    /// Finalized proposals it resolved: last_height → (first_height, last_hash, view).
+    pub finals: BTreeMap<u64, (u64, Hash, u64)>,
+    /// Its final height at the end.
+    pub final_height: u64,
+    /// Its own finalize votes, as sent to the sequencer.
+    pub votes: Vec<FinalizeVote>,
+    /// The certificates it exported.
+    pub certs: Vec<RepFinalityCert>,
+    /// When it first held each height final (ns since start).
+    pub final_at: BTreeMap<u64, u64>,
+    /// Its desk's counters.
+    pub counters: DeskCounters,
+    /// Conflict evidence it reported.
+    pub faults: Vec<(FaultKind, u8, u64)>,
+}
+
+/// What the sequencer saw.
+#[derive(Debug, Clone, Default)]
+pub struct SeqReport {
+    /// When its listener first held each height final (ns since start).
+    pub final_at: BTreeMap<u64, u64>,
+    /// Its final height at the end.
+    pub final_height: u64,
+    /// Finality-gate transitions: (ns, halted).
+    pub gate: Vec<(u64, bool)>,
+    /// The largest closed − final lag seen.
+    pub max_lag: u64,
+    /// The listener's counters.
+    pub counters: ListenerCounters,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone)]
+pub struct SimReport {
+    /// Per voter; `None` for a Byzantine one.
+    pub voters: Vec<Option<VoterReport>>,
+    /// The sequencer.
+    pub seq: SeqReport,
+    /// The runtime's auditor digest (equal for equal seeds).
+    pub auditor: String,
+    /// `header_hash(h)` of the scripted chain, index h (0 is the anchor).
+    pub chain: Vec<Hash>,
+    /// Block close time of height h in ns is `h × block_ns`.
+    pub block_ns: u64,
+}
+
+impl SimReport {
+    /// Close → final latency at every honest voter, every height it finalized, in ns.
+    pub fn voter_latencies(&self) -> Vec<u64> {
+        let mut v = Vec::new();
+        for r in self.voters.iter().flatten() {
+            for (&h, &t) in &r.final_at {
+                v.push(t.saturating_sub(h * self.block_ns));
+            }
+        }
+        v
+    }
+
+    /// Close → final latency at the sequencer, every height, in ns.
+    pub fn seq_latencies(&self) -> Vec<u64> {
+        self.seq
+            .final_at
+            .iter()
+            .map(|(&h, &t)| t.saturating_sub(h * self.block_ns))
+            .collect()
+    }
+}
+
+/// The key of voter `i` (fixed per index so runs compare).
+pub fn voter_key(i: usize) -> PrivateKey {
+    vyrn_consensus::private_key(&[0x40 + i as u8; 32])
+}
+
+/// The scripted sequencer's key.
+pub fn seq_key() -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[0x07; 32])
+}
+
+/// The scripted chain: `blocks` signed headers chained by `prev`, one step each.
+pub fn chain(blocks: u64) -> Vec<(BlockHeader, Hash)> {
+    let key = seq_key();
+    let mut prev = [0u8; 32];
+    let mut out = Vec::with_capacity(blocks as usize);
+    for h in 1..=blocks {
+        let mut hdr = BlockHeader {
+            height: h,
+            epoch: EPOCH,
+            book: 1,
+            first_step: h,
+            last_step: h,
+            prev,
+            order_root: *blake3::hash(&h.to_le_bytes()).as_bytes(),
+            data_root: *blake3::hash(&(h + 1).to_le_bytes()).as_bytes(),
+            seq_sig: [0; 64],
+        };
+        hdr.sign(&key);
+        prev = hdr.header_hash();
+        out.push((hdr, prev));
+    }
+    out
+}
+
+/// A voter's ledger over the scripted chain (07 §6.4 modelled by arrival times).
+#[derive(Debug)]
+pub struct SimLedger {
+    chain: Arc<Vec<(BlockHeader, Hash)>>,
+    spec: VoterSpec,
+    block_ns: u64,
+    now: u64,
+}
+
+impl SimLedger {
+    fn close(&self, h: u64) -> u64 {
+        h * self.block_ns
+    }
+    fn held(&self, h: u64) -> bool {
+        h >= 1
+            && h as usize <= self.chain.len()
+            && self.now >= self.close(h) + self.spec.header_delay.as_nanos() as u64
+    }
+}
+
+impl Ledger for SimLedger {
+    fn header_hash(&self, h: u64) -> Option<Hash> {
+        self.held(h).then(|| self.chain[h as usize - 1].1)
+    }
+    fn top(&self) -> u64 {
+        let d = self.spec.header_delay.as_nanos() as u64;
+        (self.now.saturating_sub(d) / self.block_ns).min(self.chain.len() as u64)
+    }
+    fn check(&mut self, first: u64, last: u64, last_hash: &Hash, now: u64) -> Check {
+        self.now = now;
+        for h in first..=last {
+            if !self.held(h) {
+                return Check::Pending { at: h };
+            }
+            if self.spec.bad_root.contains(&h) {
+                return Check::False {
+                    at: h,
+                    contradiction: true,
+                };
+            }
+            let ready = self.close(h) + self.spec.data_delay.as_nanos() as u64;
+            if self.spec.missing.contains(&h) || now < ready {
+                return Check::Pending { at: h };
+            }
+        }
+        if self.chain[last as usize - 1].1 != *last_hash {
+            return Check::False {
+                at: last,
+                contradiction: true,
+            };
+        }
+        Check::True
+    }
+}
+
+fn ns(ctx: &deterministic::Context) -> u64 {
+    ctx.current()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Messages from voters to the sequencer, with their delivery time.
+type SeqInbox = Arc<Mutex<VecDeque<(u64, RepFinalityCert)>>>;
+
+/// Run the simulation.
+pub fn run(cfg: SimConfig) -> SimReport {
+    let rt = deterministic::Config::new()
+        .with_seed(cfg.seed)
+        .with_cycle(cfg.cycle)
+        .with_timeout(Some(Duration::from_secs(3600)));
+    deterministic::Runner::new(rt).start(|context| async move { home(context, cfg).await })
+}
+
+async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
+    let n = cfg.voters.len();
+    let keys: Vec<PrivateKey> = (0..n).map(voter_key).collect();
+    let raw: Vec<[u8; 32]> = keys
+        .iter()
+        .map(|k| {
+            let mut b = [0u8; 32];
+            b.copy_from_slice(k.public_key().as_ref());
+            b
+        })
+        .collect();
+    let q = <commonware_utils::N3f1 as commonware_utils::Faults>::quorum(n);
+    let voters = Voters::new(EPOCH, &raw, q as u8).expect("the simulated voter set is valid");
+    let block_ns = cfg.block.as_nanos() as u64;
+    let chain = Arc::new(chain(cfg.blocks));
+    let end = cfg.blocks * block_ns + cfg.tail.as_nanos() as u64;
+    let genesis = vyrn_consensus::genesis_digest(EPOCH, 0, &[0; 32]);
+
+    let net_cfg = simulated::Config {
+        max_size: vyrn_consensus::engine::max_message_size(n as u32),
+        max_peers_per_set: std::num::NonZeroUsize::new(n).unwrap_or(NZUsize!(4)),
+        disconnect_on_block: true,
+        tracked_peer_sets: NZUsize!(1),
+    };
+    let (network, oracle) = Network::new_with_peers(
+        context.child("network"),
+        net_cfg,
+        voters.set().iter().cloned(),
+    )
+    .await;
+    network.start();
+    let link = Link {
+        latency: cfg.link,
+        jitter: cfg.jitter,
+        success_rate: Probability::from_f64(cfg.success)
+            .unwrap_or(commonware_utils::probability!(1.0)),
+    };
+    for a in 0..n {
+        for b in 0..n {
+            if a != b {
+                let _ = oracle
+                    .add_link(keys[a].public_key(), keys[b].public_key(), link.clone())
+                    .await;
+            }
+        }
+    }
+
+    let inbox: SeqInbox = Arc::new(Mutex::new(VecDeque::new()));
+    let cut: Arc<Mutex<Vec<bool>>> = Arc::new(Mutex::new(vec![false; n]));
+    let mut reports: Vec<Option<Arc<Mutex<VoterReport>>>> = Vec::with_capacity(n);
+    // Per peer per channel: about three messages a view at up to a few thousand views a second.
+    let quota = Quota::per_second(NZU32!(10_000));
+    for (i, spec) in cfg.voters.iter().enumerate() {
+        let ctx = context.child("voter").with_attribute("index", i);
+        let control = oracle.control(keys[i].public_key());
+        let votes = control
+            .register(CHANNEL_VOTES, quota)
+            .await
+            .expect("register");
+        let certs = control
+            .register(CHANNEL_CERTS, quota)
+            .await
+            .expect("register");
+        let resolver = control
+            .register(CHANNEL_RESOLVER, quota)
+            .await
+            .expect("register");
+        let scheme = voters.signer(keys[i].clone()).expect("a voter of the set");
+        if spec.role != Role::Honest {
+            byzantine(ctx, spec.role, scheme, (votes, certs, resolver));
+            reports.push(None);
+            continue;
+        }
+        let me = voters.index_of(&keys[i].public_key()).unwrap_or(i as u8);
+        let mut dcfg = DeskConfig::new(me, EPOCH, 0, genesis);
+        dcfg.verify_wait_ns = vyrn_wire::consts::REP_VERIFY_WAIT_MS * 1_000_000;
+        let (mut desk, link) = Desk::new(dcfg, voters.clone());
+        let app = App::new(link, voters.clone(), me);
+        let params = EngineParams {
+            epoch: EPOCH,
+            delta: cfg.delta,
+            partition: EngineParams::partition_for("sim", EPOCH, i as u8),
+            genesis,
+            floor: None,
+        };
+        let ecfg = vyrn_consensus::engine::config(scheme, control.clone(), app, &params);
+        simplex::Engine::new(ctx.child("engine"), ecfg).start(votes, certs, resolver);
+        let report = Arc::new(Mutex::new(VoterReport::default()));
+        reports.push(Some(report.clone()));
+        let mut ledger = SimLedger {
+            chain: chain.clone(),
+            spec: spec.clone(),
+            block_ns,
+            now: 0,
+        };
+        let (inbox, cut, seq_link, poll) = (
+            inbox.clone(),
+            cut.clone(),
+            cfg.seq_link.as_nanos() as u64,
+            cfg.poll,
+        );
+        ctx.child("desk").spawn(move |ctx| async move {
+            let mut fin = 0;
+            loop {
+                let now = ns(&ctx);
+                ledger.now = now;
+                desk.poll(now, &mut ledger);
+                let is_cut = cut.lock().map(|c| c[i]).unwrap_or(false);
+                {
+                    let mut r = report.lock().expect("report lock");
+                    desk.drain_out(|o| match o {
+                        DeskOut::Vote(v) => {
+                            if !is_cut {
+                                if let Ok(mut q) = inbox.lock() {
+                                    q.push_back((now + seq_link, v.as_cert()));
+                                }
+                            }
+                            r.votes.push(v);
+                        }
+                        DeskOut::Cert(c) => {
+                            if !is_cut {
+                                if let Ok(mut q) = inbox.lock() {
+                                    q.push_back((now + seq_link, c.clone()));
+                                }
+                            }
+                            r.certs.push(c);
+                        }
+                        DeskOut::Fault { kind, signer, view } => {
+                            r.faults.push((kind, signer, view))
+                        }
+                    });
+                    let f = desk.final_height();
+                    for h in fin + 1..=f {
+                        r.final_at.entry(h).or_insert(now);
+                    }
+                    fin = fin.max(f);
+                    r.final_height = f;
+                    r.counters = desk.counters();
+                    if now > end {
+                        r.finals = desk.finals().clone();
+                    }
+                }
+                if now > end {
+                    break;
+                }
+                ctx.sleep(poll).await;
+            }
+        });
+    }
+
+    // Outages: a voter's links removed both ways for a while.
+    for o in cfg.outages.clone() {
+        let (oracle, keys, cut, link) = (oracle.clone(), keys.clone(), cut.clone(), link.clone());
+        context.child("outage").spawn(move |ctx| async move {
+            ctx.sleep(o.from).await;
+            if let Ok(mut c) = cut.lock() {
+                c[o.voter] = true;
+            }
+            for j in 0..keys.len() {
+                if j != o.voter {
+                    let _ = oracle
+                        .remove_link(keys[o.voter].public_key(), keys[j].public_key())
+                        .await;
+                    let _ = oracle
+                        .remove_link(keys[j].public_key(), keys[o.voter].public_key())
+                        .await;
+                }
+            }
+            ctx.sleep(o.to.saturating_sub(o.from)).await;
+            for j in 0..keys.len() {
+                if j != o.voter {
+                    let _ = oracle
+                        .add_link(
+                            keys[o.voter].public_key(),
+                            keys[j].public_key(),
+                            link.clone(),
+                        )
+                        .await;
+                    let _ = oracle
+                        .add_link(
+                            keys[j].public_key(),
+                            keys[o.voter].public_key(),
+                            link.clone(),
+                        )
+                        .await;
+                }
+            }
+            if let Ok(mut c) = cut.lock() {
+                c[o.voter] = false;
+            }
+        });
+    }
+
+    // The sequencer: the production finality listener, the gate of 07 §6.8 modelled.
+    let mut listener = FinalityListener::new(voters.clone(), 0);
+    let mut seq = SeqReport::default();
+    let mut halted = false;
+    loop {
+        let now = ns(&context);
+        let due: Vec<RepFinalityCert> = {
+            let mut q = inbox.lock().expect("inbox lock");
+            let mut d = Vec::new();
+            while q.front().is_some_and(|(t, _)| *t <= now) {
+                if let Some((_, c)) = q.pop_front() {
+                    d.push(c);
+                }
+            }
+            d
+        };
+        for c in due {
+            let before = listener.final_height();
+            listener.on_cert(&c);
+            for h in before + 1..=listener.final_height() {
+                seq.final_at.entry(h).or_insert(now);
+            }
+        }
+        let closed = (now / block_ns).min(cfg.blocks);
+        let lag = closed.saturating_sub(listener.final_height());
+        seq.max_lag = seq.max_lag.max(lag);
+        if !halted && lag > FIN_GATE_BLOCKS {
+            halted = true;
+            seq.gate.push((now, true));
+        } else if halted && lag <= REP_GATE_RESUME_BLOCKS {
+            halted = false;
+            seq.gate.push((now, false));
+        }
+        if now > end + cfg.poll.as_nanos() as u64 * 4 {
+            break;
+        }
+        context.sleep(cfg.poll).await;
+    }
+    seq.final_height = listener.final_height();
+    seq.counters = listener.counters();
+    let voters_out = reports
+        .into_iter()
+        .map(|r| r.map(|r| r.lock().map(|g| g.clone()).unwrap_or_default()))
+        .collect();
+    let mut hashes = vec![[0u8; 32]];
+    hashes.extend(chain.iter().map(|(_, h)| *h));
+    SimReport {
+        voters: voters_out,
+        seq,
+        auditor: context.auditor().state(),
+        chain: hashes,
+        block_ns,
+    }
+}
+
+type Channel<S, R> = (S, R);
+
+#[cfg(feature = "mocks")]
+fn byzantine<S1, R1, S2, R2, S3, R3>(
+    ctx: deterministic::Context,
+    role: Role,
+    scheme: vyrn_consensus::Scheme,
+    (votes, certs, resolver): (Channel<S1, R1>, Channel<S2, R2>, Channel<S3, R3>),
+) where
+    S1: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
+    R1: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+    S2: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
+    R2: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+    S3: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
+    R3: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+{
+    use commonware_consensus::simplex::elector::RoundRobin;
+    use commonware_consensus::simplex::mocks::{conflicter, equivocator, nuller, relay};
+    use commonware_cryptography::{Blake3, Sha256};
+    match role {
+        Role::Honest => {}
+        Role::Conflicter => {
+            ctx.child("idle").spawn(move |_| async move {
+                let _keep = (certs, resolver);
+                std::future::pending::<()>().await
+            });
+            conflicter::Conflicter::<_, _, Blake3>::new(
+                ctx.child("conflicter"),
+                conflicter::Config { scheme },
+            )
+            .start(votes);
+        }
+        Role::Nuller => {
+            ctx.child("idle").spawn(move |_| async move {
+                let _keep = (certs, resolver);
+                std::future::pending::<()>().await
+            });
+            nuller::Nuller::<_, _, Blake3>::new(ctx.child("nuller"), nuller::Config { scheme })
+                .start(votes);
+        }
+        Role::Equivocator => {
+            ctx.child("idle").spawn(move |_| async move {
+                let _keep = resolver;
+                std::future::pending::<()>().await
+            });
+            equivocator::Equivocator::<_, _, RoundRobin<Sha256>, Blake3>::new(
+                ctx.child("equivocator"),
+                equivocator::Config {
+                    scheme,
+                    elector: RoundRobin::<Sha256>::default(),
+                    epoch: Epoch::new(EPOCH as u64),
+                    relay: Arc::new(relay::Relay::default()),
+                },
+            )
+            .start(votes, certs);
+        }
+    }
+}
+
+#[cfg(not(feature = "mocks"))]
+fn byzantine<S1, R1, S2, R2, S3, R3>(
+    ctx: deterministic::Context,
+    _role: Role,
+    _scheme: vyrn_consensus::Scheme,
+    channels: (Channel<S1, R1>, Channel<S2, R2>, Channel<S3, R3>),
+) where
+    S1: Send + 'static,
+    R1: Send + 'static,
+    S2: Send + 'static,
+    R2: Send + 'static,
+    S3: Send + 'static,
+    R3: Send + 'static,
+{
+    // Without the mocks a Byzantine role is a silent voter: it holds its channels and says
+    // nothing (a crashed voter).
+    ctx.child("silent").spawn(move |_| async move {
+        let _keep = channels;
+        std::future::pending::<()>().await
+    });
+}
