@@ -53,13 +53,17 @@ for i in 0 1 2 3; do
     # Its writer thread stays off the box's hot core.
     [ -n "$cold" ] && journal+=(--journal-cores "$cold")
   fi
+  # Each replica's Simplex engine keeps its journal in a fresh directory (a dev home's heights
+  # start at 1 each run).
   "$bin/vyrn-replica" --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 1)) \
+    --consensus-dir "$logs/consensus-$i" \
     "${journal[@]}" "${roles_pin[@]}" >"$logs/replica-$i.log" 2>&1 &
   pids+=($!)
 done
 "$bin/vyrn-data" --home "$conf" --index 0 --secs $((run_secs + 1)) "${roles_pin[@]}" >"$logs/data-0.log" 2>&1 &
 pids+=($!)
-sleep 0.5
+# The replicas' Simplex engines dial each other (authenticated p2p) before the first block.
+sleep 3
 # The box runs a little longer than the load so the last answers, durable and final arrive.
 "$bin/vyrn-seq" --config "$conf" --secs "$run_secs" >"$logs/seq.log" 2>&1 &
 seq_pid=$!

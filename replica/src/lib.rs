@@ -20,3 +20,4 @@ pub mod order_rx;
 pub mod record;
 pub mod replay;
 pub mod verdict;
+pub mod voter;

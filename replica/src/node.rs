@@ -60,6 +60,7 @@ use crate::frame_store::FrameStore;
 use crate::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
 use crate::order_rx::RxAlarm;
 use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
+use vyrn_consensus::DeskOut;
 
 /// The multicast groups of paths A and B (07 §3.1 on one host; the sequencer's `PATH_GROUPS`).
 pub const PATH_GROUPS: [std::net::Ipv4Addr; 2] = vyrn_seq::ports::PATH_GROUPS;
@@ -98,6 +99,8 @@ pub struct NodeConfig {
     /// Cores the journal writer thread is restricted to (off a sequencer's hot core when the
     /// home shares a host); `None`: the process's own set.
     pub journal_cores: Option<Vec<usize>>,
+    /// The Simplex voter (07 §6.3); `None`: the interim voter (in-process tests only).
+    pub simplex: Option<crate::voter::SimplexCfg>,
 }
 
 /// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
@@ -272,6 +275,8 @@ pub struct NodeCounters {
     pub copy_mismatches: u64,
     /// Sequencer faults the decoder raised.
     pub seq_faults: u64,
+    /// Conflict evidence the consensus engine reported (07 §10.2).
+    pub consensus_faults: u64,
     /// REP_DurableMark notices from the sequencer.
     pub durable_marks: u64,
     /// NackTooOld answers.
@@ -630,6 +635,8 @@ pub struct Node {
     rx: RxBatch,
     io: Io,
     voter: InterimVoter,
+    /// The Simplex voter (07 §6.3), in place of the interim one when configured.
+    simplex: Option<crate::voter::SimplexVoter>,
     sink: ReplaySink,
     epoch: u32,
     last_tick: u64,
@@ -731,6 +738,21 @@ impl Node {
             vyrn_consensus::Voters::quorum_for(keys.len()),
         )
         .ok();
+        let simplex = match (&cfg.simplex, &voters) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err("the home's vote keys do not form a voting set".to_string())
+            }
+            (Some(sc), Some(v)) => Some(
+                crate::voter::SimplexVoter::start(
+                    sc,
+                    v.clone(),
+                    cfg.index as u8,
+                    &cfg.vote_key.to_bytes(),
+                )
+                .map_err(|e| format!("the consensus engine: {e}"))?,
+            ),
+        };
         Ok(Node {
             core,
             paths,
@@ -754,6 +776,7 @@ impl Node {
                 suspect_since: u64::MAX,
             },
             voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
+            simplex,
             sink: ReplaySink::default(),
             epoch: h.epoch,
             last_tick: 0,
@@ -785,6 +808,16 @@ impl Node {
     /// The interim voter.
     pub fn voter(&self) -> &InterimVoter {
         &self.voter
+    }
+
+    /// The Simplex voter, if this replica runs one.
+    pub fn simplex(&self) -> Option<&crate::voter::SimplexVoter> {
+        self.simplex.as_ref()
+    }
+
+    /// Every height through this one was checked true by this replica's verdict (voted).
+    pub fn voted(&self) -> u64 {
+        self.simplex.as_ref().map_or(self.voter.voted, |v| v.voted)
     }
 
     /// Replay's digest and counts.
@@ -841,15 +874,54 @@ impl Node {
             }
         }
         // The core's timers at most every 10 µs, and after any input.
-        if work > 0 || now.saturating_sub(self.last_tick) >= 10_000 {
+        let ticked = work > 0 || now.saturating_sub(self.last_tick) >= 10_000;
+        if ticked {
             self.last_tick = now;
             self.core.tick(now, &mut self.io, &mut self.sink)?;
             for (h, hash, last_step) in self.io.headers.drain(..) {
-                self.voter.on_header(h, hash);
+                match self.simplex.as_mut() {
+                    Some(v) => v.on_header(h, hash),
+                    None => self.voter.on_header(h, hash),
+                }
                 if self.held.len() < 1 << 16 {
                     self.held.push_back((h, last_step));
                 }
             }
+        }
+        if let Some(v) = self.simplex.as_mut() {
+            // The desk answers on every round (the engine waits on it), the verdict's timers
+            // ran above.
+            let io = &mut self.io;
+            let mut outs: Vec<DeskOut> = Vec::new();
+            if v.poll(&mut self.core, io, now, |o| outs.push(o.clone())) {
+                work += 1;
+            }
+            for o in outs {
+                let mut b = Vec::with_capacity(256);
+                let ok = match &o {
+                    DeskOut::Vote(fv) => fv.encode(&mut b).is_ok(),
+                    DeskOut::Cert(c) => {
+                        b.push(vyrn_wire::msg::ctrl::ty::FINALITY_CERT);
+                        c.encode(&mut b).is_ok()
+                    }
+                    DeskOut::Fault { kind, signer, view } => {
+                        self.io.c.consensus_faults += 1;
+                        eprintln!(
+                            "{}: REP_A_EQUIVOCATION evidence: voter {signer} {kind:?} in view {view}",
+                            self.io.name
+                        );
+                        false
+                    }
+                };
+                if ok {
+                    let to = self.io.seq_ctrl;
+                    self.io.queue(Sock::Ctrl, to, |q| {
+                        q.extend_from_slice(&b);
+                        true
+                    });
+                }
+            }
+        } else if ticked {
             let mut vote = None;
             self.voter.tick(&mut self.core, now, &mut self.io, |b| {
                 vote = Some(b.to_vec())
@@ -871,10 +943,10 @@ impl Node {
     /// Write every block voted since the last round to the journal (07 §8.2: "written once,
     /// when its verify passes"), and sync at most every [`JOURNAL_SYNC_NS`].
     fn journal_voted(&mut self, _now: u64) {
+        let voted = self.voted();
         let Some(j) = self.journal.as_mut() else {
             return;
         };
-        let voted = self.voter.voted;
         let from = self
             .io
             .pending_hdr
@@ -913,7 +985,7 @@ impl Node {
         let replayed = self.core.replay_lag().1;
         let mut upto = None;
         while let Some(&(h, last_step)) = self.held.front() {
-            if h + FORGET_LAG > self.voter.voted || last_step > replayed {
+            if h + FORGET_LAG > self.voted() || last_step > replayed {
                 break;
             }
             self.held.pop_front();

@@ -51,6 +51,7 @@ fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> 
         journal_backend: Default::default(),
         journal_sync_ns: 0,
         journal_cores: None,
+        simplex: None,
     };
     let mut node = Node::open(&cfg).expect("replica sockets");
     std::thread::spawn(move || {

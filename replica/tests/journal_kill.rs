@@ -35,6 +35,8 @@ fn replica_proc(
         .args(["--index", "3", "--key"])
         .arg(dir.join("keys/voter-3.key"))
         .args(["--journal", drives, "--secs", &secs.to_string()])
+        // Its peers here are in-process interim voters (no consensus engines).
+        .arg("--interim-voter")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -85,6 +87,7 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
             journal_backend: Default::default(),
             journal_sync_ns: 0,
             journal_cores: None,
+            simplex: None,
         };
         let mut node = Node::open(&nc).expect("replica");
         let st = stop.clone();

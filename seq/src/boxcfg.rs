@@ -128,6 +128,24 @@ pub struct VoterMember {
     /// Where data boxes send this voter its DATA frames (copy 2, 07 §5.3); `None` in a file
     /// that runs no data box.
     pub data_addr: Option<SocketAddr>,
+    /// Where the voter's consensus engine listens for its peers (authenticated p2p, 07 §6.3);
+    /// `None` in a file written before consensus (the replica then takes `ctrl_addr`'s port
+    /// + [`P2P_PORT_OFFSET`]).
+    pub p2p_addr: Option<SocketAddr>,
+}
+
+/// A voter's p2p port when its `[voter N]` section names none: its `ctrl_addr` port plus this.
+pub const P2P_PORT_OFFSET: u16 = 100;
+
+impl VoterMember {
+    /// The voter's consensus p2p address ([`VoterMember::p2p_addr`], or the default).
+    pub fn p2p(&self) -> SocketAddr {
+        self.p2p_addr.unwrap_or_else(|| {
+            let mut a = self.ctrl_addr;
+            a.set_port(a.port().wrapping_add(P2P_PORT_OFFSET));
+            a
+        })
+    }
 }
 
 /// One data box of the home (a `[databox N]` section; 07 §5.1).
@@ -493,6 +511,7 @@ struct VoterAt {
     ctrl_addr: Option<(SocketAddr, usize)>,
     vote_key: Option<(VerifyingKey, usize)>,
     data_addr: Option<SocketAddr>,
+    p2p_addr: Option<SocketAddr>,
 }
 
 /// An `IP:PORT` value with a real address and a nonzero port.
@@ -942,6 +961,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 };
                 let ctrl_addr = take_addr(&mut k, "ctrl_addr", true, file, e);
                 let data_addr = take_addr(&mut k, "data_addr", false, file, e).map(|x| x.0);
+                let p2p_addr = take_addr(&mut k, "p2p_addr", false, file, e).map(|x| x.0);
                 let vote_key = k.take("vote_key", true, e).and_then(|(v, line)| {
                     let Some(bytes) = hex_bytes::<32>(v) else {
                         e.push(err(
@@ -971,6 +991,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                         ctrl_addr,
                         vote_key,
                         data_addr,
+                        p2p_addr,
                     });
                 }
             }
@@ -1140,6 +1161,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     ctrl_addr,
                     vote_key,
                     data_addr: v.data_addr,
+                    p2p_addr: v.p2p_addr,
                 });
             }
         }
@@ -1401,6 +1423,8 @@ pub const DEV_VOTER_DATA: u16 = 20;
 pub const DEV_DATABOX: u16 = 30;
 /// The paths' port offset: A at `base_port + DEV_PATHS`, B one above.
 pub const DEV_PATHS: u16 = 40;
+/// Voter `i`'s consensus p2p port: `base_port + DEV_VOTER_P2P + i`.
+pub const DEV_VOTER_P2P: u16 = 50;
 
 /// [`write_dev_config`] for a whole home on loopback: also the membership — four `[voter N]`
 /// sections with `ctrl_addr`, `data_addr` and the public `vote_key` of a fresh seed in
@@ -1471,11 +1495,12 @@ fn write_dev(
     if home {
         // A dev home: four replicas verify, replay and vote every block on that same core;
         // at 2 ms the finality gate (8 blocks = 16 ms of lag) halted the book ~80 times in a
-        // 7 s run of the main command (docs/benchmarks.md).
+        // 7 s run of the main command; with Simplex among the four (a view of ~50 ms on two
+        // shared cores) it stayed halted at 5 ms (docs/benchmarks.md).
         let _ = writeln!(
             c,
-            "block_ns = {}    # dev home: 5 ms (BLOCK_NS = 1 ms); 4 replicas share one core",
-            5 * BLOCK_NS
+            "block_ns = {}    # dev home: 20 ms (BLOCK_NS = 1 ms); 4 replicas and their Simplex engines share one core",
+            20 * BLOCK_NS
         );
     } else {
         let _ = writeln!(
@@ -1549,6 +1574,11 @@ fn write_dev(
             );
             let _ = writeln!(c, "ctrl_addr = {ip}:{}", base_port + DEV_VOTER_CTRL + i);
             let _ = writeln!(c, "data_addr = {ip}:{}", base_port + DEV_VOTER_DATA + i);
+            let _ = writeln!(
+                c,
+                "p2p_addr = {ip}:{}    # its consensus engine's authenticated p2p",
+                base_port + DEV_VOTER_P2P + i
+            );
             let _ = writeln!(c, "vote_key = {}", public(&rel)?);
         }
         let _ = writeln!(c, "\n[databox 0]");

@@ -19,8 +19,8 @@
 //! * `--secs 0` (the default): run until killed.
 //!
 //! Every second a line: frames per path (first copies, duplicates, lost), holes, NACKs, peer
-//! repairs, data frames and fetches, blocks decoded, headers checked, the interim voter's
-//! height, replay (responses, step lag) and any alarm. At the end, a summary with the replay
+//! repairs, data frames and fetches, blocks decoded, headers checked, the voter's
+//! checked height, final height and view, its proposals, verifies and votes, replay (responses, step lag) and any alarm. At the end, a summary with the replay
 //! digest — a multiset hash of every first-copy response replay produced (order-free), equal at
 //! every replica of a home that replayed the same steps.
 
@@ -31,6 +31,7 @@ use std::time::Instant;
 use vyrn_replica::core::Budgets;
 use vyrn_replica::journal::BackendChoice;
 use vyrn_replica::node::{Node, NodeConfig};
+use vyrn_replica::voter::SimplexCfg;
 use vyrn_seq::boxcfg::{read_seed, HomeConfig, Profile};
 
 struct Opts {
@@ -44,6 +45,9 @@ struct Opts {
     sync_ms: u64,
     cores: Option<Vec<usize>>,
     journal_cores: Option<Vec<usize>>,
+    consensus_dir: Option<std::path::PathBuf>,
+    consensus_cores: Option<Vec<usize>>,
+    interim: bool,
 }
 
 const USAGE: &str = "usage: vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]";
@@ -54,6 +58,8 @@ fn opts() -> Result<Opts, String> {
     let mut backend = BackendChoice::Auto;
     let mut sync_ms = 0u64;
     let (mut cores, mut journal_cores) = (None, None);
+    let (mut consensus_dir, mut consensus_cores) = (None, None);
+    let mut interim = false;
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
@@ -95,6 +101,11 @@ fn opts() -> Result<Opts, String> {
             }
             "--cores" => cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
             "--journal-cores" => journal_cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
+            "--consensus-dir" => consensus_dir = Some(v()?.into()),
+            // Test support: vote as the interim voter (no engine), for a home whose other
+            // voters are the in-process interim voters of the replica's tests.
+            "--interim-voter" => interim = true,
+            "--consensus-cores" => consensus_cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -110,6 +121,9 @@ fn opts() -> Result<Opts, String> {
         sync_ms,
         cores,
         journal_cores,
+        consensus_dir,
+        consensus_cores,
+        interim,
     })
 }
 
@@ -147,6 +161,23 @@ fn main() -> ExitCode {
     if let Some(us) = o.ack_us {
         budgets.rx.ack_ns = us * 1000;
     }
+    // The Simplex voter (07 §6.3): its peers' p2p addresses from the membership, its journal
+    // in `--consensus-dir` (default: `consensus-N` next to the home's file).
+    let storage = o.consensus_dir.clone().unwrap_or_else(|| {
+        o.home
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(format!("consensus-{}", o.index))
+    });
+    let mut simplex = SimplexCfg::new(
+        home.voters_members.iter().map(|m| m.p2p()).collect(),
+        storage,
+        "home".into(),
+    );
+    if home.profile == Profile::Dev {
+        simplex = simplex.dev();
+    }
+    simplex.cores = o.consensus_cores.clone();
     let cfg = NodeConfig {
         home,
         index: o.index,
@@ -156,6 +187,7 @@ fn main() -> ExitCode {
         journal_backend: o.backend,
         journal_sync_ns: o.sync_ms * 1_000_000,
         journal_cores: o.journal_cores.clone(),
+        simplex: (!o.interim).then(|| simplex.clone()),
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
@@ -180,6 +212,17 @@ fn main() -> ExitCode {
         budgets.data.silence_ns / 1_000_000,
         budgets.hashlag_fault_ns / 1_000_000
     );
+    if o.interim {
+        println!("{name}: INTERIM voter (test support: no consensus engine)");
+    } else {
+        println!(
+            "{name}: Simplex voter on {} (Δ {} ms, verify wait {} ms), engine journal in {}",
+            simplex.p2p[o.index],
+            simplex.delta.as_millis(),
+            simplex.verify_wait_ns / 1_000_000,
+            simplex.storage.display()
+        );
+    }
     // SIGTERM/SIGINT end the run cleanly (the summary is printed).
     if let Some(j) = node.journal() {
         let r = &j.recovered;
@@ -225,6 +268,39 @@ fn main() -> ExitCode {
     }
 }
 
+/// The Simplex voter's part of the line: final height and view, proposals, verifies, votes.
+fn voter_line(n: &Node) -> String {
+    let Some(v) = n.simplex() else {
+        return String::new();
+    };
+    let d = v.desk_counters();
+    let c = v.counters();
+    let (started, failed) = v.engine_state();
+    format!(
+        ", final {} (view {}), led {}/{}, verified {} true {} false {} timed out {}, nullified {}, votes out {}, certs out {}{}{}",
+        v.final_height(),
+        v.final_view(),
+        d.proposed,
+        d.propose_asked,
+        d.verify_asked,
+        d.verify_true,
+        d.verify_false,
+        d.verify_timeout,
+        d.nullified,
+        c.votes_out,
+        c.certs_out,
+        match v.refused {
+            Some(h) => format!(", REFUSED at {h}"),
+            None => String::new(),
+        },
+        match (started, failed) {
+            (_, true) => ", ENGINE FAILED".to_string(),
+            (false, _) => ", engine starting".to_string(),
+            _ => String::new(),
+        }
+    )
+}
+
 /// What an operator reads about one replica.
 fn line(n: &Node) -> String {
     let c = n.counters();
@@ -264,15 +340,8 @@ fn line(n: &Node) -> String {
         c.blocks,
         v.headers,
         v.bad_sig,
-        n.voter().voted,
-        match (n.voter().refused(), n.voter().pending) {
-            (Some((h, r)), _) => format!(" (REFUSED at {h}: {r:?})"),
-            (None, Some((h, p))) => format!(
-                " (pending at {h}: {p:?}; timeouts {})",
-                n.voter().timeouts
-            ),
-            (None, None) => String::new(),
-        },
+        n.voted(),
+        voter_line(n),
         n.replay().responses,
         dec.saturating_sub(rep),
         c.seq_faults,
