@@ -1,13 +1,15 @@
 //! A whole home on loopback in one test process, each role on its own thread and its own UDP
 //! sockets exactly as the binaries run them (issue 12 item 8): the sequencer box (`NetBox`, no
 //! voter doubles: its voters are the membership of the home's file), one data box
-//! (`vyrn_data::home`), four replicas (`vyrn_replica::node::Node` with the interim finality
-//! voter), and the real client library's load generator sending copy 1 to the box and copy 2 to
+//! (`vyrn_data::home`), four replicas (`vyrn_replica::node::Node`, each with its Simplex voter:
+//! an engine thread per replica, authenticated p2p between them on loopback), and the real
+//! client library's load generator sending copy 1 to the box and copy 2 to
 //! the data box. Checked: orders are answered, filled, made durable and final at the client;
 //! every replica voted every block up to the end with no refusal; every replica replayed the
 //! same responses (equal order-free digests, equal counts); the data box stored every copy 2.
 //! Then the same with one replica never started (07 §14: one voter down, f = 1): finality
-//! still comes from the three others.
+//! still comes from the three others (Simplex skips the missing leader's views). The interim
+//! voter (no engine) runs the same home once more.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,12 +24,14 @@ use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
 
 struct Home {
+    /// Replicas vote with Simplex (else the interim voter).
+    simplex: bool,
     dir: PathBuf,
     cfg: BoxConfig,
     home: HomeConfig,
 }
 
-fn home(tag: &str, base: u16) -> Home {
+fn home(tag: &str, base: u16, simplex: bool) -> Home {
     let dir = std::env::temp_dir().join(format!("vyrn-home-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let p = write_dev_home(&dir, 2, 4, base).expect("dev home");
@@ -37,7 +41,12 @@ fn home(tag: &str, base: u16) -> Home {
     // of lag) and a 2 s self-fence window, so scheduling noise neither halts nor fences.
     cfg.block_ns = 5_000_000;
     cfg.self_fence_us = Some(2_000_000);
-    Home { dir, cfg, home }
+    Home {
+        simplex,
+        dir,
+        cfg,
+        home,
+    }
 }
 
 fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> {
@@ -51,7 +60,14 @@ fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> 
         journal_backend: Default::default(),
         journal_sync_ns: 0,
         journal_cores: None,
-        simplex: None,
+        simplex: h.simplex.then(|| {
+            vyrn_replica::voter::SimplexCfg::new(
+                h.home.voters_members.iter().map(|m| m.p2p()).collect(),
+                h.dir.join(format!("consensus-{i}")),
+                "test".into(),
+            )
+            .dev()
+        }),
     };
     let mut node = Node::open(&cfg).expect("replica sockets");
     std::thread::spawn(move || {
@@ -101,6 +117,10 @@ fn run_home(
         .map(|&i| spawn_replica(h, i, stop.clone()))
         .collect();
     let data = spawn_databox(h, stop.clone());
+    if h.simplex {
+        // The engines dial each other before the first block.
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
     let (running, seq) = homerun::start_box(&h.cfg);
     let counts = homerun::load(&h.home, seq, rate, secs, 1500, 7);
     let fin = running.handles.control.final_height.load(Ordering::Relaxed);
@@ -143,10 +163,26 @@ fn check(
         assert_eq!(c.seq_faults, 0);
         assert_eq!(c.unknown_src, 0);
         assert!(
-            n.voter().voted + 8 >= fin,
+            n.voted() + 8 >= fin,
             "a replica voted to {} while the box is final at {fin}",
-            n.voter().voted
+            n.voted()
         );
+        if let Some(v) = n.simplex() {
+            let (started, failed) = v.engine_state();
+            assert!(
+                started && !failed,
+                "engine started {started} failed {failed}"
+            );
+            // The box may count Q votes a moment before this voter's engine sees the
+            // finalization.
+            assert!(
+                v.final_height() + 8 >= fin && v.final_height() > 50,
+                "engine final {} while the box is final at {fin}",
+                v.final_height()
+            );
+            assert_eq!(v.refused, None);
+            assert!(v.counters().votes_out > 0, "no finalize vote sent");
+        }
         assert!(n.replay().responses > 0, "replay produced nothing");
         assert_eq!(n.replay().responses, first.replay().responses);
         assert_eq!(
@@ -161,7 +197,7 @@ fn check(
 
 #[test]
 fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_same() {
-    let h = home("all", 48_200);
+    let h = home("all", 48_200, true);
     let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
@@ -169,9 +205,17 @@ fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_sam
 
 #[test]
 fn with_one_replica_down_the_other_three_still_make_every_order_final() {
-    let h = home("three", 48_300);
+    let h = home("three", 48_300, true);
     let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 3], 2000, 2);
     assert_eq!(nodes.len(), 3);
+    check(&counts, &nodes, &databox, fin);
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+#[test]
+fn the_interim_voter_home_trades_to_finality() {
+    let h = home("interim", 48_500, false);
+    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
 }
