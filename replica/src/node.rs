@@ -122,14 +122,28 @@ pub struct NodeJournal {
     pub recovered_top: u64,
     /// Voted blocks not handed to the writer: a piece missing, or its queue full.
     pub skipped: u64,
-    tx: Option<std::sync::mpsc::SyncSender<(u64, RepBlockRecord)>>,
+    tx: Option<std::sync::mpsc::SyncSender<ToWriter>>,
+    /// Certificates not handed to the writer (its queue full).
+    pub certs_skipped: u64,
     writer: Option<std::thread::JoinHandle<()>>,
     stats: Arc<JournalStats>,
+}
+
+/// What the journal writer takes (a block moves by value: the queue holds at most
+/// `JOURNAL_QUEUE` of them, and boxing each would allocate per block).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum ToWriter {
+    /// A voted block.
+    Block(u64, RepBlockRecord),
+    /// A `REP_FinalityCert`'s bytes (type byte included), for the cert journal.
+    Cert(Vec<u8>),
 }
 
 /// The writer thread's figures.
 #[derive(Debug, Default)]
 struct JournalStats {
+    certs: AtomicU64,
     appended: AtomicU64,
     synced: AtomicU64,
     identical: AtomicU64,
@@ -142,6 +156,7 @@ const JOURNAL_QUEUE: usize = 2048;
 impl NodeJournal {
     fn start(
         journal: BlockJournal,
+        certs: crate::journal::cert::CertJournal,
         recovered: RecoveryReport,
         sync_ns: u64,
         cores: Option<Vec<usize>>,
@@ -150,13 +165,16 @@ impl NodeJournal {
         let stats = Arc::new(JournalStats::default());
         stats.appended.store(top, Ordering::Relaxed);
         stats.synced.store(top, Ordering::Relaxed);
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, RepBlockRecord)>(JOURNAL_QUEUE);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<ToWriter>(JOURNAL_QUEUE);
+        stats.certs.store(certs.len() as u64, Ordering::Relaxed);
         let st = stats.clone();
         let writer = std::thread::spawn(move || {
             if let Some(c) = cores {
                 let _ = vyrn_nic::wait::pin_to(&c);
             }
             let mut j = journal;
+            let mut cj = certs;
+            let mut cert_dirty = false;
             let mut last = Instant::now();
             let sync = |j: &mut BlockJournal, st: &JournalStats| match j.sync() {
                 Ok(()) => st
@@ -169,7 +187,18 @@ impl NodeJournal {
             loop {
                 let wait = Duration::from_nanos(sync_ns);
                 match rx.recv_timeout(wait) {
-                    Ok((h, rec)) => match j.append_record(&rec) {
+                    Ok(ToWriter::Cert(b)) => {
+                        match cj.append(crate::journal::cert::CertKind::Finality, &b) {
+                            Ok(_) => {
+                                st.certs.fetch_add(1, Ordering::Relaxed);
+                                cert_dirty = true;
+                            }
+                            Err(_) => {
+                                st.errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    Ok(ToWriter::Block(h, rec)) => match j.append_record(&rec) {
                         Ok(Appended::Queued) => {
                             st.appended.fetch_max(h, Ordering::Relaxed);
                         }
@@ -183,8 +212,15 @@ impl NodeJournal {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                         sync(&mut j, &st);
+                        let _ = cj.sync();
                         return;
                     }
+                }
+                if cert_dirty && last.elapsed() >= wait {
+                    if cj.sync().is_err() {
+                        st.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cert_dirty = false;
                 }
                 if j.queued() > 0 && last.elapsed() >= wait {
                     sync(&mut j, &st);
@@ -196,6 +232,7 @@ impl NodeJournal {
             recovered,
             recovered_top: top,
             skipped: 0,
+            certs_skipped: 0,
             tx: Some(tx),
             writer: Some(writer),
             stats,
@@ -226,10 +263,26 @@ impl NodeJournal {
         let ok = self
             .tx
             .as_ref()
-            .is_some_and(|tx| tx.try_send((h, rec)).is_ok());
+            .is_some_and(|tx| tx.try_send(ToWriter::Block(h, rec)).is_ok());
         if !ok {
             self.skipped += 1;
         }
+    }
+
+    /// A finality certificate's bytes for the cert journal (07 §8.2).
+    fn submit_cert(&mut self, bytes: Vec<u8>) {
+        let ok = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(ToWriter::Cert(bytes)).is_ok());
+        if !ok {
+            self.certs_skipped += 1;
+        }
+    }
+
+    /// Certificates in the cert journal (recovered and appended).
+    pub fn certs(&self) -> u64 {
+        self.stats.certs.load(Ordering::Relaxed)
     }
 
     /// Close the queue and wait for the writer's last sync.
@@ -716,8 +769,12 @@ impl Node {
                 } else {
                     cfg.journal_sync_ns
                 };
+                // The cert journal, mirrored on the first two drives (07 §8.2).
+                let certs = crate::journal::cert::CertJournal::open(dirs)
+                    .map_err(|e| format!("cert journal: {e}"))?;
                 Some(NodeJournal::start(
                     journal,
+                    certs,
                     recovered,
                     every,
                     cfg.journal_cores.clone(),
@@ -727,17 +784,24 @@ impl Node {
         for s in &h.engine.sessions {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
-        let keys: Vec<[u8; 32]> = h
-            .voters_members
-            .iter()
-            .map(|m| m.vote_key.to_bytes())
-            .collect();
-        let voters = vyrn_consensus::Voters::new(
-            h.epoch,
-            &keys,
-            vyrn_consensus::Voters::quorum_for(keys.len()),
-        )
-        .ok();
+        // The voting set: the home's REP_Membership when it names one (07 §13.1, checked at
+        // load), else the `[voter N]` sections' keys.
+        let voters = match &h.membership {
+            Some(m) => vyrn_consensus::Voters::from_membership(m, h.epoch).ok(),
+            None => {
+                let keys: Vec<[u8; 32]> = h
+                    .voters_members
+                    .iter()
+                    .map(|m| m.vote_key.to_bytes())
+                    .collect();
+                vyrn_consensus::Voters::new(
+                    h.epoch,
+                    &keys,
+                    vyrn_consensus::Voters::quorum_for(keys.len()),
+                )
+                .ok()
+            }
+        };
         let simplex = match (&cfg.simplex, &voters) {
             (None, _) => None,
             (Some(_), None) => {
@@ -902,7 +966,13 @@ impl Node {
                     DeskOut::Vote(fv) => fv.encode(&mut b).is_ok(),
                     DeskOut::Cert(c) => {
                         b.push(vyrn_wire::msg::ctrl::ty::FINALITY_CERT);
-                        c.encode(&mut b).is_ok()
+                        let ok = c.encode(&mut b).is_ok();
+                        if ok {
+                            if let Some(j) = self.journal.as_mut() {
+                                j.submit_cert(b.clone());
+                            }
+                        }
+                        ok
                     }
                     DeskOut::Fault { kind, signer, view } => {
                         self.io.c.consensus_faults += 1;

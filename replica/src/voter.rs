@@ -311,3 +311,49 @@ impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
         }
     }
 }
+
+/// What [`verify_cert_journal`] found.
+#[derive(Debug, Default)]
+pub struct CertAudit {
+    /// Finality certificates that verify.
+    pub ok: u64,
+    /// The highest `last_height` a verified certificate finalizes.
+    pub final_height: u64,
+    /// Entries that do not: (entry index, why).
+    pub bad: Vec<(usize, String)>,
+    /// Entries of other kinds (root certificates, seal extensions), not checked here.
+    pub other: u64,
+}
+
+/// Check every `REP_FinalityCert` in the cert journal on `dirs` against `membership` with
+/// [`vyrn_consensus::cert::verify_finality_cert`] (07 §6.5: the one check) — what
+/// `vyrn-replica --verify-certs` prints.
+pub fn verify_cert_journal(
+    dirs: &[PathBuf],
+    membership: &vyrn_wire::msg::ctrl::RepMembership,
+) -> Result<CertAudit, String> {
+    use crate::journal::cert::{CertJournal, CertKind};
+    use vyrn_wire::msg::ctrl::CtrlMsg;
+    let mut j = CertJournal::open(dirs).map_err(|e| format!("cert journal: {e}"))?;
+    let mut a = CertAudit::default();
+    for i in 0..j.len() {
+        match j.get(i) {
+            Ok((CertKind::Finality, b)) => match CtrlMsg::parse(&b) {
+                Ok(CtrlMsg::FinalityCert(c)) => {
+                    match vyrn_consensus::cert::verify_finality_cert(&c, membership) {
+                        Ok(()) => {
+                            a.ok += 1;
+                            a.final_height = a.final_height.max(c.proposal.last_height);
+                        }
+                        Err(e) => a.bad.push((i, e.to_string())),
+                    }
+                }
+                Ok(_) => a.bad.push((i, "not a REP_FinalityCert".into())),
+                Err(e) => a.bad.push((i, format!("does not parse: {e:?}"))),
+            },
+            Ok(_) => a.other += 1,
+            Err(e) => a.bad.push((i, format!("unreadable: {e}"))),
+        }
+    }
+    Ok(a)
+}

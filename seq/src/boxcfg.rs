@@ -32,6 +32,7 @@ use vyrn_wire::consts::{
     REP_RTX_RING_BYTES,
 };
 use vyrn_wire::layout::Layout;
+use vyrn_wire::msg::ctrl::RepMembership;
 use zeroize::Zeroize;
 
 /// Fewest voters: BASE needs n ≥ 4 so that f = 1 (07 §4.8, missing-chapters §0).
@@ -193,6 +194,8 @@ pub struct HomeConfig {
     pub ctrl_port: u16,
     /// The replication paths' port ([`BoxConfig::path_port`]).
     pub path_port: u16,
+    /// The home's `REP_Membership` (07 §13.1), when the file names one.
+    pub membership: Option<RepMembership>,
 }
 
 impl HomeConfig {
@@ -238,6 +241,7 @@ impl HomeConfig {
             client_port: c.client_port,
             ctrl_port: c.ctrl_port,
             path_port: c.path_port,
+            membership: c.membership,
         })
     }
 }
@@ -293,6 +297,9 @@ pub struct BoxConfig {
     pub self_fence_us: Option<u64>,
     /// Budget override of REP_HB_US (µs): the stream cores' heartbeat period.
     pub hb_us: Option<u64>,
+    /// The home's `REP_Membership` (07 §13.1) from `[box] membership`, validated and checked
+    /// against the file's `[voter N]` sections and `seq_pub` ([`check_membership`]).
+    pub membership: Option<RepMembership>,
 }
 
 impl BoxConfig {
@@ -683,6 +690,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
     }
     let seq_key_file = b.take("seq_key_file", true, e);
     let seq_pub_raw = b.take("seq_pub", mode == Mode::Home, e);
+    let membership_file = b.take("membership", false, e);
     let path_port = b
         .num(
             "path_port",
@@ -1216,6 +1224,25 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         ));
     }
     let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
+    // 07 §13.1: the membership record, loaded by every role at start.
+    let membership = match (membership_file, seq_public) {
+        (Some((f, line)), Some(sp)) => {
+            let at = base.join(f);
+            match std::fs::read(&at)
+                .map_err(|e| format!("membership = {f}: cannot read {}: {e}", at.display()))
+                .and_then(|b| {
+                    check_membership(&b, epoch.map_or(1, |x| x.0 as u32), &voters_members, &sp)
+                        .map_err(|w| format!("membership = {f}: {w}"))
+                }) {
+                Ok(m) => Some(m),
+                Err(w) => {
+                    errs.push(err(file, line, w));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let (Some(seq_key), Some(seq_pub), true) = (seq_key, seq_public, errs.is_empty()) else {
         return Err(errs);
     };
@@ -1238,7 +1265,109 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         rtx_ring_bytes,
         self_fence_us,
         hb_us,
+        membership,
     })
+}
+
+/// A dev home's `REP_Membership` (07 §13.1): four voters on loopback, the box as primary, one
+/// data box, epoch 1, certified by all four voters. Voters 1 and 3 are labelled `Vx`: 07
+/// forbids one client implementation holding Q votes (CLIENT_SPLIT), so the record says so even
+/// where, on a dev box, every replica runs this build.
+fn dev_membership(voters: &[SigningKey], seq: &SigningKey, base_port: u16) -> RepMembership {
+    use vyrn_wire::msg::addr_from_socket;
+    use vyrn_wire::msg::ctrl::{Client, DataBox, Mode as MMode, Role, SeqBox, Voter};
+    let at = |port: u16| addr_from_socket(SocketAddr::from(([127, 0, 0, 1], port)));
+    let mut m = RepMembership {
+        epoch_from: 1,
+        home: *b"DEV\0",
+        mode: MMode::Base,
+        q: 3,
+        voters: voters
+            .iter()
+            .enumerate()
+            .map(|(i, k)| Voter {
+                index: i as u8,
+                vote_key: k.verifying_key().to_bytes(),
+                client: if i % 2 == 0 { Client::Rust } else { Client::Vx },
+                facility: 1,
+                data_addr: at(base_port + DEV_VOTER_DATA + i as u16),
+                repl_addr: at(base_port + DEV_PATHS),
+            })
+            .collect(),
+        seq_order: vec![SeqBox {
+            index: 0,
+            role: Role::Primary,
+            seq_key: seq.verifying_key().to_bytes(),
+            facility: 1,
+            client_addr: at(base_port),
+            repl_addr: at(base_port + DEV_PATHS),
+        }],
+        recovery: 0,
+        data_boxes: vec![DataBox {
+            index: 0,
+            facility: 1,
+            addr: at(base_port + DEV_DATABOX),
+        }],
+        cert: Vec::new(),
+    };
+    m.cert = voters
+        .iter()
+        .enumerate()
+        .map(|(i, k)| m.sign_entry(i as u8, k))
+        .collect();
+    m
+}
+
+/// Parse and check a `REP_Membership` file (07 §13.1) for a home of `epoch` whose file lists
+/// `voters` and `seq_pub`: it parses; it keeps every rule of §13.1 (`validate`); its
+/// certificate verifies against its own voters (a home's first record is certified by the set
+/// it names; a later one by the set before it, checked where epochs change); it applies at
+/// `epoch`; and its voters' keys, quorum and primary sequencer key are the file's.
+pub fn check_membership(
+    bytes: &[u8],
+    epoch: u32,
+    voters: &[VoterMember],
+    seq_pub: &VerifyingKey,
+) -> Result<RepMembership, String> {
+    let m = match vyrn_wire::msg::ctrl::CtrlMsg::parse(bytes) {
+        Ok(vyrn_wire::msg::ctrl::CtrlMsg::RepMembership(m)) => *m,
+        Ok(_) => return Err("not a REP_Membership record".into()),
+        Err(e) => return Err(format!("does not parse: {e:?}")),
+    };
+    m.validate()
+        .map_err(|e| format!("breaks 07 §13.1: {e:?}"))?;
+    m.verify_cert(&m)
+        .map_err(|e| format!("its certificate does not verify: {e:?}"))?;
+    if m.epoch_from > epoch {
+        return Err(format!(
+            "applies from epoch {}, the home is at epoch {epoch}",
+            m.epoch_from
+        ));
+    }
+    if m.voters.len() != voters.len() {
+        return Err(format!(
+            "{} voters, the file's [voter] sections list {}",
+            m.voters.len(),
+            voters.len()
+        ));
+    }
+    for (a, b) in m.voters.iter().zip(voters) {
+        if a.vote_key != b.vote_key.to_bytes() {
+            return Err(format!(
+                "voter {}'s vote_key differs from [voter {}]'s",
+                a.index, b.index
+            ));
+        }
+    }
+    let primary = m
+        .seq_order
+        .iter()
+        .find(|s| s.role == vyrn_wire::msg::ctrl::Role::Primary)
+        .map(|s| s.seq_key);
+    if primary != Some(seq_pub.to_bytes()) {
+        return Err("the primary sequencer's seq_key is not this box's key".into());
+    }
+    Ok(m)
 }
 
 /// Tiles a `ref` box pins one to a core, in this order: lanes, cut, BBO, stream cores, TX,
@@ -1566,8 +1695,29 @@ fn write_dev(
             base_port + DEV_PATHS
         );
         let ip = "127.0.0.1";
+        let rels: Vec<String> = (0..4u16)
+            .map(|i| key(&format!("voter-{i}")))
+            .collect::<std::io::Result<_>>()?;
+        let _ = writeln!(
+            c,
+            "membership = membership.bin    # REP_Membership (07 §13.1), certified by its voters; every role checks it against this file"
+        );
+        let seed_of = |rel: &str| -> std::io::Result<SigningKey> {
+            let seed = read_seed(&dir.join(rel))
+                .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, x))?;
+            Ok(SigningKey::from_bytes(seed.expose()))
+        };
+        let voter_keys: Vec<SigningKey> = rels
+            .iter()
+            .map(|r| seed_of(r))
+            .collect::<std::io::Result<_>>()?;
+        let m = dev_membership(&voter_keys, &seed_of(&seq_rel)?, base_port);
+        let mut mb = Vec::new();
+        m.encode(&mut mb)
+            .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{x:?}")))?;
+        std::fs::write(dir.join("membership.bin"), mb)?;
         for i in 0..4u16 {
-            let rel = key(&format!("voter-{i}"))?;
+            let rel = rels[i as usize].clone();
             let _ = writeln!(
                 c,
                 "\n[voter {i}]    # its secret seed: {rel} (the replica's own)"

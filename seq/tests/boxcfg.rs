@@ -735,3 +735,82 @@ mod never_panics {
             .collect()
     }
 }
+
+/// 07 §13.1: a dev home's file names its `REP_Membership`; every role loads it at start, checks
+/// every rule of §13.1 and its certificate, and refuses one that does not match the file.
+#[test]
+fn the_home_membership_is_loaded_checked_and_matched_against_the_file() {
+    use vyrn_seq::boxcfg::{write_dev_home, HomeConfig};
+    let d = tmp("membership");
+    let p = write_dev_home(&d, 2, 2, 47_000 + (std::process::id() % 500) as u16 * 10).unwrap();
+    let home = HomeConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    let m = home
+        .membership
+        .as_ref()
+        .expect("the dev home names its membership");
+    assert_eq!(m.voters.len(), 4);
+    for (a, b) in m.voters.iter().zip(&home.voters_members) {
+        assert_eq!(a.vote_key, b.vote_key.to_bytes());
+    }
+    assert_eq!(m.seq_order[0].seq_key, home.seq_pub.to_bytes());
+    let boxc = BoxConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(boxc.membership.as_ref(), Some(m));
+    // The consensus crate builds the voting set from it.
+    let good = std::fs::read(d.join("membership.bin")).unwrap();
+    let refused = |bytes: &[u8], what: &str| {
+        std::fs::write(d.join("membership.bin"), bytes).unwrap();
+        let e = HomeConfig::load(&p).expect_err(what);
+        assert!(
+            e.iter()
+                .any(|x| x.what.contains("membership") && x.what.contains(what)),
+            "{what}: {e:?}"
+        );
+    };
+    // A certificate signature flipped.
+    let mut b = good.clone();
+    let n = b.len();
+    b[n - 10] ^= 1;
+    refused(&b, "certificate");
+    // Cut short.
+    refused(&good[..good.len() / 2], "does not parse");
+    // A record whose voter 2 is another key (re-certified, so only the match catches it).
+    let mut other = m.clone();
+    let k = SigningKey::from_bytes(&[77; 32]);
+    other.voters[2].vote_key = k.verifying_key().to_bytes();
+    let keys: Vec<SigningKey> = (0..4)
+        .map(|i| {
+            if i == 2 {
+                k.clone()
+            } else {
+                let s = read_seed(&d.join(format!("keys/voter-{i}.key"))).unwrap();
+                SigningKey::from_bytes(s.expose())
+            }
+        })
+        .collect();
+    other.cert = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| other.sign_entry(i as u8, k))
+        .collect();
+    refused(&other.to_bytes().unwrap(), "vote_key differs");
+    // One client holding Q voters (CLIENT_SPLIT), re-certified.
+    let mut split = m.clone();
+    for v in &mut split.voters {
+        v.client = vyrn_wire::msg::ctrl::Client::Rust;
+    }
+    split.cert = keys[..]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .map(|(i, _)| {
+            let s = read_seed(&d.join(format!("keys/voter-{i}.key"))).unwrap();
+            split.sign_entry(i as u8, &SigningKey::from_bytes(s.expose()))
+        })
+        .collect();
+    refused(&split.to_bytes().unwrap(), "§13.1");
+    // Missing file.
+    std::fs::remove_file(d.join("membership.bin")).unwrap();
+    let e = HomeConfig::load(&p).expect_err("missing");
+    assert!(e.iter().any(|x| x.what.contains("cannot read")), "{e:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -127,7 +127,72 @@ fn opts() -> Result<Opts, String> {
     })
 }
 
+/// `vyrn-replica --verify-certs --home FILE --journal DIR[,DIR]`: check every finality
+/// certificate in a replica's cert journal against the home's REP_Membership (07 §6.5, §13.1).
+fn verify_certs() -> ExitCode {
+    let (mut home, mut dirs) = (None, None);
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        match k.as_str() {
+            "--verify-certs" => {}
+            "--home" => home = a.next().map(std::path::PathBuf::from),
+            "--journal" => {
+                dirs = a.next().map(|v| {
+                    v.split(',')
+                        .map(|d| std::path::PathBuf::from(d.trim()))
+                        .collect::<Vec<_>>()
+                })
+            }
+            _ => {
+                eprintln!("vyrn-replica --verify-certs: unknown argument {k}");
+                eprintln!("usage: vyrn-replica --verify-certs --home FILE --journal DIR[,DIR]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let (Some(home), Some(dirs)) = (home, dirs) else {
+        eprintln!("usage: vyrn-replica --verify-certs --home FILE --journal DIR[,DIR]");
+        return ExitCode::from(2);
+    };
+    let Some(h) = HomeConfig::load_for("vyrn-replica", &home) else {
+        return ExitCode::from(2);
+    };
+    let Some(m) = h.membership.as_ref() else {
+        eprintln!(
+            "vyrn-replica --verify-certs: {} names no membership file",
+            home.display()
+        );
+        return ExitCode::from(2);
+    };
+    match vyrn_replica::voter::verify_cert_journal(&dirs, m) {
+        Ok(r) => {
+            println!(
+                "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
+                r.ok,
+                r.final_height,
+                r.bad.len(),
+                r.other
+            );
+            for (i, why) in &r.bad {
+                println!("  entry {i}: {why}");
+            }
+            if r.bad.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("vyrn-replica --verify-certs: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    if std::env::args().any(|a| a == "--verify-certs") {
+        return verify_certs();
+    }
     let o = match opts() {
         Ok(o) => o,
         Err(e) => {
@@ -212,6 +277,15 @@ fn main() -> ExitCode {
         budgets.data.silence_ns / 1_000_000,
         budgets.hashlag_fault_ns / 1_000_000
     );
+    if let Some(m) = &cfg.home.membership {
+        println!(
+            "{name}: membership (07 §13.1) from epoch {}: {} voters, Q {}, certified by {} of them",
+            m.epoch_from,
+            m.voters.len(),
+            m.q,
+            m.cert.len()
+        );
+    }
     if o.interim {
         println!("{name}: INTERIM voter (test support: no consensus engine)");
     } else {
@@ -348,8 +422,8 @@ fn line(n: &Node) -> String {
         c.unknown_src,
         c.tx_dropped,
         n.journal().map_or(String::new(), |j| format!(
-            ", journal synced to {} (appended {}, skipped {}, errors {})",
-            j.synced(), j.appended(), j.skipped, j.errors()
+            ", journal synced to {} (appended {}, skipped {}, errors {}), certs {}",
+            j.synced(), j.appended(), j.skipped, j.errors(), j.certs()
         )),
         if alarms.is_empty() {
             String::new()

@@ -1,0 +1,119 @@
+//! The cert journal's finality certificates checked against the home's REP_Membership
+//! (07 §6.5, §8.2, §13.1): `verify_cert_journal` and `vyrn-replica --verify-certs` pass a
+//! journal of valid certificates and name each tampered or foreign one.
+
+use std::process::Command;
+
+use vyrn_consensus::cert::FinalizeSigner;
+use vyrn_consensus::Voters;
+use vyrn_replica::journal::cert::{CertJournal, CertKind};
+use vyrn_replica::voter::verify_cert_journal;
+use vyrn_seq::boxcfg::{read_seed, write_dev_home, HomeConfig};
+use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
+
+fn cert(signers: &[(u8, FinalizeSigner)], epoch: u32, h: u64) -> Vec<u8> {
+    let proposal = RepProposal {
+        kind: ProposalKind::Headers,
+        epoch,
+        first_height: h,
+        last_height: h,
+        last_hash: [h as u8; 32],
+        excl_root: [0; 32],
+    };
+    let c = RepFinalityCert {
+        epoch,
+        view: h + 1,
+        parent_view: h,
+        proposal,
+        entries: signers
+            .iter()
+            .map(|(i, s)| CertEntry {
+                index: *i,
+                sig: s.sign(epoch, h + 1, h, &proposal),
+            })
+            .collect(),
+    };
+    let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+    c.encode(&mut b).unwrap();
+    b
+}
+
+#[test]
+fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_named() {
+    let dir = std::env::temp_dir().join(format!("vyrn-certj-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let conf = write_dev_home(&dir, 2, 2, 48_600).unwrap();
+    let home = HomeConfig::load(&conf).unwrap();
+    let m = home.membership.clone().expect("membership");
+    let voters = Voters::from_membership(&m, home.epoch).unwrap();
+    let signers: Vec<(u8, FinalizeSigner)> = [0u8, 2, 3]
+        .iter()
+        .map(|&i| {
+            let s = read_seed(&dir.join(format!("keys/voter-{i}.key"))).unwrap();
+            (i, FinalizeSigner::new(&voters, s.expose()).unwrap())
+        })
+        .collect();
+    let drives = vec![dir.join("d0"), dir.join("d1")];
+    {
+        let mut j = CertJournal::open(&drives).unwrap();
+        for h in 1..=5 {
+            j.append(CertKind::Finality, &cert(&signers, home.epoch, h))
+                .unwrap();
+        }
+        j.sync().unwrap();
+    }
+    let a = verify_cert_journal(&drives, &m).unwrap();
+    assert_eq!((a.ok, a.final_height, a.bad.len()), (5, 5, 0), "{a:?}");
+    let bin = env!("CARGO_BIN_EXE_vyrn-replica");
+    let journal_arg = format!("{},{}", drives[0].display(), drives[1].display());
+    let run = || {
+        Command::new(bin)
+            .arg("--verify-certs")
+            .arg("--home")
+            .arg(&conf)
+            .args(["--journal", &journal_arg])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("5 finality certificate(s) verify"));
+
+    // A tampered signature, and a certificate of keys outside the membership.
+    let mut bad = cert(&signers, home.epoch, 6);
+    let n = bad.len();
+    bad[n - 3] ^= 1;
+    let foreign_set = Voters::new(
+        home.epoch,
+        &(0..4u8)
+            .map(|i| {
+                ed25519_dalek::SigningKey::from_bytes(&[i + 90; 32])
+                    .verifying_key()
+                    .to_bytes()
+            })
+            .collect::<Vec<_>>(),
+        3,
+    )
+    .unwrap();
+    let foreign: Vec<(u8, FinalizeSigner)> = (0..3u8)
+        .map(|i| (i, FinalizeSigner::new(&foreign_set, &[i + 90; 32]).unwrap()))
+        .collect();
+    {
+        let mut j = CertJournal::open(&drives).unwrap();
+        j.append(CertKind::Finality, &bad).unwrap();
+        j.append(CertKind::Finality, &cert(&foreign, home.epoch, 7))
+            .unwrap();
+        j.sync().unwrap();
+    }
+    let a = verify_cert_journal(&drives, &m).unwrap();
+    assert_eq!(a.ok, 5);
+    assert_eq!(
+        a.bad.iter().map(|b| b.0).collect::<Vec<_>>(),
+        vec![5, 6],
+        "{a:?}"
+    );
+    let out = run();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("entry 6:"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
