@@ -23,6 +23,10 @@ use vyrn_replica::core::Budgets;
 use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
 
+/// The homes of this file run one at a time: three whole homes at once (twelve replicas and
+/// their engines) on a 2-core machine starve each other's finality.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Home {
     /// Replicas vote with Simplex (else the interim voter).
     simplex: bool,
@@ -31,7 +35,8 @@ struct Home {
     home: HomeConfig,
 }
 
-fn home(tag: &str, base: u16, simplex: bool) -> Home {
+fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'static, ()>) {
+    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = std::env::temp_dir().join(format!("vyrn-home-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let p = write_dev_home(&dir, 2, 4, base).expect("dev home");
@@ -41,12 +46,20 @@ fn home(tag: &str, base: u16, simplex: bool) -> Home {
     // of lag) and a 2 s self-fence window, so scheduling noise neither halts nor fences.
     cfg.block_ns = 5_000_000;
     cfg.self_fence_us = Some(2_000_000);
-    Home {
-        simplex,
-        dir,
-        cfg,
-        home,
+    if simplex {
+        // Simplex among four engines on a loaded 2-core machine: a view takes tens of ms, so
+        // 20 ms blocks (the dev home's) keep the finality gate (8 blocks) open.
+        cfg.block_ns = 20_000_000;
     }
+    (
+        Home {
+            simplex,
+            dir,
+            cfg,
+            home,
+        },
+        guard,
+    )
 }
 
 fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> {
@@ -150,7 +163,7 @@ fn check(
     assert!(counts.fills > 0, "no fills");
     assert!(counts.durable > 0, "nothing durable at the client");
     assert!(counts.fin > 0, "nothing final at the client");
-    assert!(fin > 50, "the box's final height is {fin}");
+    assert!(fin > 30, "the box's final height is {fin}");
     let dc = databox.counters();
     assert_eq!(
         dc.rx_packets, dc.stored,
@@ -176,7 +189,7 @@ fn check(
             // The box may count Q votes a moment before this voter's engine sees the
             // finalization.
             assert!(
-                v.final_height() + 8 >= fin && v.final_height() > 50,
+                v.final_height() + 8 >= fin && v.final_height() > 30,
                 "engine final {} while the box is final at {fin}",
                 v.final_height()
             );
@@ -191,22 +204,22 @@ fn check(
             "replay digests differ"
         );
         assert_eq!(n.core().verdicts().counters().bad_sig, 0);
-        assert!(n.counters().blocks > 50);
+        assert!(n.counters().blocks > 30);
     }
 }
 
 #[test]
 fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_same() {
-    let h = home("all", 48_200, true);
-    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
+    let (h, _serial) = home("all", 48_200, true);
+    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 3);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
 }
 
 #[test]
 fn with_one_replica_down_the_other_three_still_make_every_order_final() {
-    let h = home("three", 48_300, true);
-    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 3], 2000, 2);
+    let (h, _serial) = home("three", 48_300, true);
+    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 3], 2000, 3);
     assert_eq!(nodes.len(), 3);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
@@ -214,7 +227,7 @@ fn with_one_replica_down_the_other_three_still_make_every_order_final() {
 
 #[test]
 fn the_interim_voter_home_trades_to_finality() {
-    let h = home("interim", 48_500, false);
+    let (h, _serial) = home("interim", 48_500, false);
     let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
