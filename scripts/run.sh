@@ -55,12 +55,12 @@ for i in 0 1 2 3; do
   fi
   # Each replica's Simplex engine keeps its journal in a fresh directory (a dev home's heights
   # start at 1 each run).
-  "$bin/vyrn-replica" --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 1)) \
+  "$bin/vyrn-replica" --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 4)) \
     --consensus-dir "$logs/consensus-$i" \
     "${journal[@]}" "${roles_pin[@]}" >"$logs/replica-$i.log" 2>&1 &
   pids+=($!)
 done
-"$bin/vyrn-data" --home "$conf" --index 0 --secs $((run_secs + 1)) "${roles_pin[@]}" >"$logs/data-0.log" 2>&1 &
+"$bin/vyrn-data" --home "$conf" --index 0 --secs $((run_secs + 4)) "${roles_pin[@]}" >"$logs/data-0.log" 2>&1 &
 pids+=($!)
 # The replicas' Simplex engines dial each other (authenticated p2p) before the first block.
 sleep 3

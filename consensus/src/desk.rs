@@ -169,6 +169,10 @@ pub struct DeskConfig {
     pub verify_wait_ns: u64,
     /// Heights kept indexed below the newest final one.
     pub window: u64,
+    /// Waiting requests are checked again at most this often unless a request or a header
+    /// arrived (0: every poll — a voter on its own core; a dev home sharing two cores sets
+    /// hundreds of µs, so four replicas do not spin on their ledgers).
+    pub recheck_ns: u64,
 }
 
 impl DeskConfig {
@@ -181,6 +185,7 @@ impl DeskConfig {
             genesis,
             verify_wait_ns: REP_VERIFY_WAIT_MS * 1_000_000,
             window: 4096,
+            recheck_ns: 0,
         }
     }
 }
@@ -261,6 +266,7 @@ pub struct Desk {
     finals: BTreeMap<u64, (u64, Hash, u64)>,
     counters: DeskCounters,
     full: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    last_answer: u64,
 }
 
 /// The channel between [`crate::App`] and [`Desk`]: this many requests in flight at most.
@@ -298,6 +304,7 @@ impl Desk {
                 finals: BTreeMap::new(),
                 counters: DeskCounters::default(),
                 full: full.clone(),
+                last_answer: 0,
             },
             crate::app::DeskLink::new(tx, full),
         )
@@ -359,7 +366,10 @@ impl Desk {
             busy = true;
             self.take(r, now);
         }
-        busy |= self.answer(now, ledger);
+        if busy || now.saturating_sub(self.last_answer) >= self.cfg.recheck_ns {
+            self.last_answer = now;
+            busy |= self.answer(now, ledger);
+        }
         busy
     }
 

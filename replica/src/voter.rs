@@ -37,6 +37,8 @@ pub struct SimplexCfg {
     pub home: String,
     /// Cores the consensus thread runs on (`None`: the process's set).
     pub cores: Option<Vec<usize>>,
+    /// The desk's recheck period ([`DeskConfig::recheck_ns`]).
+    pub recheck_ns: u64,
 }
 
 impl SimplexCfg {
@@ -49,16 +51,19 @@ impl SimplexCfg {
             verify_wait_ns: vyrn_wire::consts::REP_VERIFY_WAIT_MS * 1_000_000,
             home,
             cores: None,
+            recheck_ns: 0,
         }
     }
 
     /// A dev home's budgets (four replicas, a data box, the sequencer and the clients on two
     /// shared cores): Δ = 20 ms, so a leader has 40 ms to hold and check a header (a dev
     /// block is 5 ms; a replica's check waits on payloads from a data box sharing the cores)
-    /// before its view times out, and a verify waits 200 ms for its blocks. With Δ = 5 ms
+    /// before its view times out, a verify waits 200 ms for its blocks, and waiting requests
+    /// are rechecked every 500 µs unless something arrived. With Δ = 5 ms
     /// almost every view of the main command timed out (`docs/benchmarks.md`).
     pub fn dev(mut self) -> Self {
         self.delta = Duration::from_millis(20);
+        self.recheck_ns = 500_000;
         self.verify_wait_ns = 200_000_000;
         self
     }
@@ -121,6 +126,7 @@ impl SimplexVoter {
         let genesis = vyrn_consensus::genesis_digest(epoch, 0, &[0; 32]);
         let mut dcfg = DeskConfig::new(me, epoch, 0, genesis);
         dcfg.verify_wait_ns = cfg.verify_wait_ns;
+        dcfg.recheck_ns = cfg.recheck_ns;
         let (desk, link) = Desk::new(dcfg, voters.clone());
         let app = App::new(link, voters.clone(), me);
         std::fs::create_dir_all(&cfg.storage)?;
