@@ -137,6 +137,12 @@ fn run_home(
     let (running, seq) = homerun::start_box(&h.cfg);
     let counts = homerun::load(&h.home, seq, rate, secs, 1500, 7);
     let fin = running.handles.control.final_height.load(Ordering::Relaxed);
+    // The box measured close → final for the heights it finalized (07 §6.6).
+    let cf = &running.handles.control.close_to_final;
+    assert!(
+        cf[3].load(Ordering::Relaxed) > 0 && cf[2].load(Ordering::Relaxed) > 0,
+        "no close -> final latency recorded"
+    );
     stop.store(true, Ordering::Relaxed);
     let nodes: Vec<Node> = reps
         .into_iter()

@@ -48,6 +48,80 @@ struct Notified {
     final_height: u64,
 }
 
+/// Close → final latency per height as control sees it (07 §6.6, B-REP-1 on a running box):
+/// a log-linear histogram (four sub-buckets per power of two, ≤ 19% wide), fixed size, no
+/// allocation per record.
+#[derive(Debug, Clone)]
+pub struct FinalLatency {
+    buckets: [u64; 256],
+    n: u64,
+    max: u64,
+}
+
+impl Default for FinalLatency {
+    fn default() -> Self {
+        FinalLatency {
+            buckets: [0; 256],
+            n: 0,
+            max: 0,
+        }
+    }
+}
+
+impl FinalLatency {
+    fn index(ns: u64) -> usize {
+        let v = ns.max(1);
+        let lg = 63 - v.leading_zeros() as usize;
+        let sub = if lg >= 2 {
+            ((v >> (lg - 2)) & 3) as usize
+        } else {
+            0
+        };
+        (lg * 4 + sub).min(255)
+    }
+
+    fn upper(i: usize) -> u64 {
+        let (lg, sub) = (i / 4, (i % 4) as u64);
+        if lg < 2 {
+            return 1u64 << (lg + 1);
+        }
+        ((4 + sub + 1) << (lg - 2)).saturating_sub(1)
+    }
+
+    /// One height's latency.
+    pub fn record(&mut self, ns: u64) {
+        self.buckets[Self::index(ns)] += 1;
+        self.n += 1;
+        self.max = self.max.max(ns);
+    }
+
+    /// Heights recorded.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// The largest latency recorded.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The `q` quantile (0..=1), as its bucket's upper bound (capped at the max).
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let want = ((self.n as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return Self::upper(i).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
 /// The control tile.
 #[derive(Debug)]
 pub struct Control {
@@ -75,6 +149,10 @@ pub struct Control {
     sessions: Vec<(u32, SipKey)>,
     rb: RespBuilder,
     counters: ControlCounters,
+    /// When control saw each closed, not yet final height close: (height, ns).
+    close_at: VecDeque<(u64, u64)>,
+    /// Close → final latency per height.
+    final_latency: FinalLatency,
     /// Closed blocks not yet durable: (height, last_step), from the mark entries.
     blocks: VecDeque<(u64, u64)>,
     /// Closed blocks not yet final: (height, last_step).
@@ -108,6 +186,8 @@ impl Control {
             final_height: 0,
             view: 0,
             certified: (0, 0),
+            close_at: VecDeque::new(),
+            final_latency: FinalLatency::default(),
             halted_by_gate: false,
             armed: false,
             fence_ns: REP_SELF_FENCE_US * 1000,
@@ -172,6 +252,11 @@ impl Control {
         if height > self.certified.0 {
             self.certified = (height, view);
         }
+    }
+
+    /// Close → final latency per height so far.
+    pub fn final_latency(&self) -> &FinalLatency {
+        &self.final_latency
     }
 
     /// The newest closed height control has seen.
@@ -244,6 +329,10 @@ impl Control {
                 StepMsg::Mark { height, last_step } => {
                     self.blocks.push_back((height, last_step));
                     self.closed_height = height;
+                    if self.close_at.len() == MARKS_MAX {
+                        self.close_at.pop_front();
+                    }
+                    self.close_at.push_back((height, now));
                     // Bounded: a long finality stall keeps the newest MARKS_MAX (the book is
                     // halted by then; an older final height maps to the oldest kept).
                     if self.marks.len() == MARKS_MAX {
@@ -323,6 +412,13 @@ impl Control {
             self.durable_rec = Some((self.durable, height));
         }
         if advanced {
+            while let Some(&(h, t)) = self.close_at.front() {
+                if h > self.final_height {
+                    break;
+                }
+                self.final_latency.record(now.saturating_sub(t));
+                self.close_at.pop_front();
+            }
             self.view = certified_view.unwrap_or(self.view + 1).max(self.view);
             // The steps the new final height covers (its block's last step, from the marks).
             while let Some(&(h, last)) = self.marks.front() {

@@ -1005,6 +1005,8 @@ pub struct ControlStats {
     pub acks_refused: AtomicU64,
     /// Notice packets sent (Durable and Final share one when both are due).
     pub notice_packets: AtomicU64,
+    /// Close → final latency per height, ns: p50, p99, max, count (07 §6.6).
+    pub close_to_final: [AtomicU64; 4],
 }
 
 /// Messages control takes from each inbox per poll at most.
@@ -1071,6 +1073,13 @@ impl Task for ControlTile {
         s.closed_height
             .store(self.control.closed_height(), Ordering::Relaxed);
         s.gate_halts.store(c.gate_halts, Ordering::Relaxed);
+        let fl = self.control.final_latency();
+        if fl.count() != s.close_to_final[3].load(Ordering::Relaxed) {
+            s.close_to_final[0].store(fl.quantile(0.5), Ordering::Relaxed);
+            s.close_to_final[1].store(fl.quantile(0.99), Ordering::Relaxed);
+            s.close_to_final[2].store(fl.max(), Ordering::Relaxed);
+            s.close_to_final[3].store(fl.count(), Ordering::Relaxed);
+        }
         s.durable_notices
             .store(c.durable_notices, Ordering::Relaxed);
         s.final_notices.store(c.final_notices, Ordering::Relaxed);

@@ -379,3 +379,27 @@ fn a_fill_sent_after_its_watermarks_moved_still_gets_them() {
         );
     }
 }
+
+/// The close → final histogram the box prints (07 §6.6 on a running box): quantiles within a
+/// bucket (≤ 19%) of the exact ones, capped at the max, nothing before the first record.
+#[test]
+fn close_to_final_quantiles_are_within_a_bucket() {
+    use vyrn_seq::control::FinalLatency;
+    let mut l = FinalLatency::default();
+    assert_eq!((l.quantile(0.5), l.count()), (0, 0));
+    // 1..=1000 µs.
+    for us in 1..=1000u64 {
+        l.record(us * 1000);
+    }
+    let p50 = l.quantile(0.5) as f64;
+    let p99 = l.quantile(0.99) as f64;
+    assert!((500_000.0..=500_000.0 * 1.19).contains(&p50), "p50 {p50}");
+    assert!((990_000.0..=1_000_000.0).contains(&p99), "p99 {p99}");
+    assert_eq!(l.max(), 1_000_000);
+    assert_eq!(l.quantile(1.0), 1_000_000);
+    assert_eq!(l.count(), 1000);
+    // Tiny and huge values land somewhere without panicking.
+    l.record(0);
+    l.record(u64::MAX);
+    assert_eq!(l.max(), u64::MAX);
+}

@@ -405,6 +405,14 @@ fn main() -> ExitCode {
         handles.control.gate_halts.load(Ordering::Relaxed),
         handles.words.fenced()
     );
+    let cf = &handles.control.close_to_final;
+    println!(
+        "finality: block close -> final (Q valid finalize votes at the listener) p50 {:.2} ms p99 {:.2} ms max {:.2} ms over {} blocks",
+        cf[0].load(Ordering::Relaxed) as f64 / 1e6,
+        cf[1].load(Ordering::Relaxed) as f64 / 1e6,
+        cf[2].load(Ordering::Relaxed) as f64 / 1e6,
+        cf[3].load(Ordering::Relaxed)
+    );
     if handles.words.fenced() {
         println!(
             "fenced: responses/notices held back {}, frames never written {}, fences for unwritable frames {}",
