@@ -276,3 +276,66 @@ fn a_finalize_vote_round_trips_and_no_prefix_of_it_parses() {
     t.parent_view = t.view;
     assert!(t.to_bytes().is_err());
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_cert() -> impl Strategy<Value = RepFinalityCert> {
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            0u64..40,
+            any::<[u8; 32]>(),
+            proptest::collection::vec((0u8..8, any::<u8>()), 0..8),
+        )
+            .prop_map(|(epoch, view, parent_view, first, span, hash, es)| {
+                RepFinalityCert {
+                    epoch,
+                    view,
+                    parent_view,
+                    proposal: RepProposal {
+                        kind: ProposalKind::Headers,
+                        epoch,
+                        first_height: first,
+                        last_height: first.saturating_add(span),
+                        last_hash: hash,
+                        excl_root: [0; 32],
+                    },
+                    entries: es
+                        .into_iter()
+                        .map(|(index, b)| CertEntry {
+                            index,
+                            sig: [b; 64],
+                        })
+                        .collect(),
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Arbitrary certificates and votes never panic the listener or the check, never make
+        /// anything final (no valid signature among them), and keep the tables bounded.
+        #[test]
+        fn arbitrary_certificates_never_finalize_or_panic(cs in proptest::collection::vec(any_cert(), 1..40)) {
+            let v = voters();
+            let m = membership(&seeds());
+            let mut l = FinalityListener::new(v.clone(), 0);
+            for mut c in cs {
+                if c.epoch % 2 == 0 {
+                    // Half of them in the right epoch, to reach the signature checks.
+                    c.epoch = EPOCH;
+                    c.proposal.epoch = EPOCH;
+                }
+                prop_assert!(verify_finality_cert(&c, &m).is_err());
+                let o = l.on_cert(&c);
+                prop_assert!(!matches!(o, VoteOutcome::Final { .. }), "{o:?}");
+            }
+            prop_assert_eq!(l.final_height(), 0);
+            prop_assert!(l.open() <= PER_VOTER_OPEN * 4);
+        }
+    }
+}
