@@ -977,7 +977,7 @@ impl Node {
                     DeskOut::Fault { kind, signer, view } => {
                         self.io.c.consensus_faults += 1;
                         eprintln!(
-                            "{}: REP_A_EQUIVOCATION evidence: voter {signer} {kind:?} in view {view}",
+                            "{}: Byzantine voter evidence (07 §10.2): voter {signer} {kind:?} in view {view}",
                             self.io.name
                         );
                         false
