@@ -105,10 +105,6 @@ pub struct DataConfig {
     pub records_max: usize,
     /// Timing.
     pub timing: DataTiming,
-    /// Each turn of a peer or the sequencer in the fetch order also asks the home data box
-    /// again (when it is up): while `PeerDataFetch`/`SeqDataReq` have no wire message (issue
-    /// 12), a single lost answer of the home box would otherwise make a payload unavailable.
-    pub reask_home: bool,
 }
 
 impl DataConfig {
@@ -124,7 +120,6 @@ impl DataConfig {
             store_max_bytes: 256 << 20,
             records_max: 4 << 20,
             timing: DataTiming::default(),
-            reask_home: true,
         }
     }
 }
@@ -1140,16 +1135,6 @@ impl DataSide {
             return;
         };
         let key = r.key;
-        // The home box to ask again on the later turns (see `DataConfig::reask_home`).
-        let reask = if self.cfg.reask_home {
-            self.homes.get(&key.session).copied().filter(|&d| {
-                self.boxes
-                    .get(d as usize)
-                    .is_some_and(|b| !b.down && b.last_rx.is_some())
-            })
-        } else {
-            None
-        };
         loop {
             match r.stage {
                 0 => {
@@ -1167,10 +1152,6 @@ impl DataSide {
                 }
                 1 => {
                     r.stage = 2;
-                    if let Some(d) = reask {
-                        self.c.fetch_home += 1;
-                        out.data_fetch(d, &DataFetch::Key(key));
-                    }
                     if n_peers > 0 {
                         let peer = self.next_peer % n_peers;
                         self.next_peer = self.next_peer.wrapping_add(1);
@@ -1181,10 +1162,6 @@ impl DataSide {
                 }
                 st if st < 2 + SEQ_TRIES => {
                     r.stage = st + 1;
-                    if let Some(d) = reask {
-                        self.c.fetch_home += 1;
-                        out.data_fetch(d, &DataFetch::Key(key));
-                    }
                     self.c.fetch_seq += 1;
                     out.seq_data_req(key);
                     break;

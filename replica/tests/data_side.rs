@@ -413,8 +413,6 @@ fn count_mismatch_goes_to_the_sequencer() {
 fn fetch_order_escalates_with_time() {
     let mut c = cfg(1);
     c.n_peers = 3;
-    // 07 §5.5's order as such (the home box is not asked again).
-    c.reask_home = false;
     let mut d = DataSide::new(c);
     let mut o = Out::default();
     d.set_home(1, 2);
@@ -471,52 +469,6 @@ fn fetch_order_escalates_with_time() {
     let c = d.counters();
     assert_eq!((c.fetch_home, c.fetch_peer, c.fetch_seq), (1, 3, 4));
     assert_eq!(c.unavailable, 1);
-}
-
-/// While peers and the sequencer cannot be asked on the wire (issue 12), each of their turns
-/// asks the home box again: one lost answer no longer makes the payload unavailable.
-#[test]
-fn the_home_box_is_asked_again_on_the_later_turns() {
-    let mut c = cfg(1);
-    c.n_peers = 3;
-    assert!(
-        c.reask_home,
-        "on by default until PeerDataFetch/SeqDataReq exist"
-    );
-    let mut d = DataSide::new(c);
-    let mut o = Out::default();
-    d.set_home(1, 2);
-    d.tick(0, &mut o);
-    let a = pkt(1, 1, 1, 0);
-    d.on_record(0, &rec(1, 1, 1), 0, &mut o).unwrap();
-    d.on_hash(0, key(1, 1), pkt_hash(&a).unwrap(), 0, &mut o)
-        .unwrap();
-    let w = DataTiming::default().wait_ns;
-    d.tick(w, &mut o);
-    assert_eq!(o.take(), vec![Ev::Fetch(2, DataFetch::Key(key(1, 1)))]);
-    // The first answer is lost; the peer's turn asks the home box again too.
-    d.tick(2 * w, &mut o);
-    assert_eq!(
-        o.take(),
-        vec![
-            Ev::Fetch(2, DataFetch::Key(key(1, 1))),
-            Ev::Peer(0, key(1, 1))
-        ]
-    );
-    d.tick(3 * w, &mut o);
-    assert_eq!(
-        o.take_fetches(),
-        vec![Ev::Fetch(2, DataFetch::Key(key(1, 1))), Ev::Seq(key(1, 1))]
-    );
-    // The box's answer to that ask resolves it: never unavailable.
-    assert_eq!(
-        d.on_fetched(Source::Box(2), &a, 3 * w + 1, &mut o),
-        Ok(RecState::Resolved)
-    );
-    d.tick(10 * w, &mut o);
-    assert!(o.take_fetches().is_empty());
-    assert_eq!(d.counters().unavailable, 0);
-    assert_eq!(d.counters().fetch_home, 3);
 }
 
 #[test]
