@@ -78,9 +78,11 @@ load_rc=0
 echo "-- load generator (vyrn-load) in ping mode: one request in flight, request -> answer round trips --"
 "$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$ping_secs" --ping "${pin[@]}" "${nice[@]}" \
   || load_rc=$?
+# 5,000 msgs/s by default: with four Simplex engines more on the two cores, 10,000 started
+# fetch storms at the data box in two of three runs (docs/benchmarks.md); VYRN_LOAD_RATE sets it.
 echo "-- load generator (vyrn-load), open loop on the other 31 sessions: copy 1 to the sequencer 127.0.0.1:$client_port, copy 2 to the data box --"
 "$bin/vyrn-load" --config "$conf" --seq "127.0.0.1:$client_port" --secs "$secs" --skip 1 \
-  --rate "${VYRN_LOAD_RATE:-10000}" --seed "${VYRN_SEED:-1}" "${pin[@]}" "${nice_open[@]}" || load_rc=$?
+  --rate "${VYRN_LOAD_RATE:-5000}" --seed "${VYRN_SEED:-1}" "${pin[@]}" "${nice_open[@]}" || load_rc=$?
 seq_rc=0
 wait "$seq_pid" || seq_rc=$?
 rep_rc=0
