@@ -111,6 +111,12 @@ impl Voters {
         Voters::new(epoch, &keys, m.q)
     }
 
+    /// The voters of `epoch` with vote keys `keys` (membership order) at Simplex's own quorum
+    /// for their count (a home file's `[voter N]` sections, which carry no `q`).
+    pub fn with_simplex_quorum(epoch: u32, keys: &[[u8; 32]]) -> Result<Voters, VotersError> {
+        Voters::new(epoch, keys, Self::quorum_for(keys.len()))
+    }
+
     /// Simplex's quorum for `n` voters (2f + 1 of 3f + 1; BASE 3 of 4, CHAIN 4 of 5).
     pub fn quorum_for(n: usize) -> u8 {
         N3f1::quorum(n) as u8

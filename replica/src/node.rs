@@ -794,12 +794,7 @@ impl Node {
                     .iter()
                     .map(|m| m.vote_key.to_bytes())
                     .collect();
-                vyrn_consensus::Voters::new(
-                    h.epoch,
-                    &keys,
-                    vyrn_consensus::Voters::quorum_for(keys.len()),
-                )
-                .ok()
+                vyrn_consensus::Voters::with_simplex_quorum(h.epoch, &keys).ok()
             }
         };
         let simplex = match (&cfg.simplex, &voters) {

@@ -930,12 +930,12 @@ impl NetBox {
             .collect::<Option<Vec<[u8; 32]>>>()
         {
             Some(k) if !k.is_empty() => {
-                let q = vyrn_consensus::Voters::quorum_for(k.len());
-                let set = vyrn_consensus::Voters::new(seq.epoch, &k, q).map_err(|_| {
-                    NicError::Config(
-                        "the voters' keys do not form a voting set (a bad or repeated key)",
-                    )
-                })?;
+                let set =
+                    vyrn_consensus::Voters::with_simplex_quorum(seq.epoch, &k).map_err(|_| {
+                        NicError::Config(
+                            "the voters' keys do not form a voting set (a bad or repeated key)",
+                        )
+                    })?;
                 Some(vyrn_consensus::FinalityListener::new(set, 0))
             }
             Some(_) => None,

@@ -43,8 +43,7 @@ impl VoterNet {
                 .iter()
                 .map(|k| k.verifying_key().to_bytes())
                 .collect();
-            let q = vyrn_consensus::Voters::quorum_for(pubs.len());
-            let signers = vyrn_consensus::Voters::new(epoch, &pubs, q)
+            let signers = vyrn_consensus::Voters::with_simplex_quorum(epoch, &pubs)
                 .ok()
                 .map(|v| {
                     self.keys
