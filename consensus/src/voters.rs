@@ -112,7 +112,7 @@ impl Voters {
     }
 
     /// The voters of `epoch` with vote keys `keys` (membership order) at Simplex's own quorum
-    /// for their count (a home file's `[voter N]` sections, which carry no `q`).
+    /// for their count (a home file's `[voter.N]` sections, which carry no `q`).
     pub fn with_simplex_quorum(epoch: u32, keys: &[[u8; 32]]) -> Result<Voters, VotersError> {
         Voters::new(epoch, keys, Self::quorum_for(keys.len()))
     }

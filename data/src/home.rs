@@ -23,7 +23,7 @@ use crate::driver::Driver;
 pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<DataConfig, String> {
     let n = h.databoxes.len();
     if h.databoxes.iter().all(|d| d.index != index) {
-        return Err(format!("the home's file has no [databox {index}]"));
+        return Err(format!("the home's file has no [databox.{index}]"));
     }
     if h.voters_members.iter().any(|v| v.data_addr.is_none()) {
         return Err("every [voter] needs data_addr in a home with data boxes".into());
@@ -62,7 +62,7 @@ pub fn open(h: &HomeConfig, cfg: &DataConfig) -> Result<Driver<UdpPort>, String>
     let me = h
         .databoxes
         .get(cfg.index as usize)
-        .ok_or_else(|| format!("the home's file has no [databox {}]", cfg.index))?;
+        .ok_or_else(|| format!("the home's file has no [databox.{}]", cfg.index))?;
     let open = |c: UdpConfig, what: String| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
     let mut cc = UdpConfig::new(me.client_addr).with_batch(64);
     cc.recv_buffer = Some(8 << 20);

@@ -785,7 +785,7 @@ impl Node {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
         // The voting set: the home's REP_Membership when it names one (07 §13.1, checked at
-        // load), else the `[voter N]` sections' keys.
+        // load), else the `[voter.N]` sections' keys.
         let voters = match &h.membership {
             Some(m) => vyrn_consensus::Voters::from_membership(m, h.epoch).ok(),
             None => {

@@ -219,6 +219,53 @@ fn torn_tail_and_corruption_are_truncated_or_refused_and_every_good_block_is_ser
     }
 }
 
+/// `read_only` (what `vyrn journal inspect` opens): recovery reports the torn tail and serves
+/// every good block, but the file keeps its length, nothing is created, and `append` is
+/// refused; the next writable open then cuts the tail as usual.
+#[test]
+fn a_read_only_open_reports_a_torn_tail_and_changes_nothing() {
+    let t = TestDir::new("readonly");
+    let drives = t.drives(2);
+    let (mut j, _) = open(cfg(drives.clone(), BackendChoice::Std));
+    append_all(&mut j, 0..10, 5);
+    let torn = j.locate(9).unwrap();
+    drop(j);
+    let seg = seg_path(&drives[1], torn.segment);
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(torn.offset + torn.len / 2).unwrap();
+    let len = std::fs::metadata(&seg).unwrap().len();
+
+    let mut c = cfg(drives.clone(), BackendChoice::Auto);
+    c.read_only = true;
+    let (mut j, rep) = BlockJournal::open(c).unwrap();
+    assert_eq!(rep.truncated.len(), 1, "{rep:?}");
+    assert_eq!(
+        std::fs::metadata(&seg).unwrap().len(),
+        len,
+        "the tail stays"
+    );
+    assert_eq!(j.heights(), (0..9).collect::<Vec<u64>>());
+    assert_serves(&mut j, 0..9);
+    assert!(matches!(j.append(&bytes(9)), Err(JournalError::Config(_))));
+    drop(j);
+    let mut c = cfg(vec![t.0.join("absent")], BackendChoice::Std);
+    c.read_only = true;
+    let (_, rep) = BlockJournal::open(c).unwrap();
+    assert_eq!(
+        rep.failed_drives,
+        vec![0],
+        "a missing drive is reported, not created"
+    );
+    assert!(!t.0.join("absent").exists());
+
+    let (_, rep) = open(cfg(drives, BackendChoice::Std));
+    assert_eq!(rep.truncated.len(), 1);
+    assert!(
+        std::fs::metadata(&seg).unwrap().len() < len,
+        "a writable open cuts it"
+    );
+}
+
 fn flip(path: &std::path::Path, at: u64) {
     let mut b = std::fs::read(path).unwrap();
     b[at as usize] ^= 0x40;

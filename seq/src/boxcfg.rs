@@ -1,12 +1,48 @@
 //! The box's config file and its startup checks (issue 4 item 6; missing-chapters §0 profiles,
 //! §2 sessions and keys, §5 secret store).
 //!
-//! Format: `#` comments, `[section]` headers, `key = value` lines. Sections: one `[box]`, one
-//! `[account ID]` per account, one `[session ID]` per session, and optionally one
-//! `[voter N]` per voter (the membership, 07 §13.1: `ctrl_addr = IP:PORT`, `vote_key = <64
-//! hex>`). Keys live in their own files (hex, one line, mode 0600): `seq_key_file` (the
-//! 32-byte Ed25519 seed) and each session's `key_file` (`K_seq ‖ K_out`, 32 bytes). Example:
-//! `deploy/dev.conf`.
+//! Format: [TOML](https://toml.io) (parsed by the `toml` crate into spanned tables; this module
+//! maps them to its sections and checks every value). Tables: one `[box]`, one
+//! `[account.ID]` per account, one `[session.ID]` per session, optionally one `[voter.N]` per
+//! voter (the membership, 07 §13.1) and one `[databox.N]` per data box (07 §5.1). Values:
+//! numbers are TOML integers; keys, addresses, paths and the profile are TOML strings;
+//! `core_map` is an array of integers. A value of another kind (a float, a date, a table where
+//! a value goes) is an error naming its key and line. Keys live in their own files (hex, one
+//! line, mode 0600): `seq_key_file` (the 32-byte Ed25519 seed) and each session's `key_file`
+//! (`K_seq ‖ K_out`, 32 bytes). [`write_dev_config`] and [`write_dev_home`] write a commented
+//! example; in short:
+//!
+//! ```toml
+//! [box]
+//! profile = "dev"          # "ref" | "consumer" | "dev"
+//! book = 1
+//! epoch = 1
+//! lanes = 2
+//! voters = 4
+//! client_port = 47400
+//! ctrl_port = 47402
+//! core_map = [1, 0]        # the hot core first
+//! seq_key_file = "keys/seq.key"
+//! seq_pub = "<64 hex>"     # required in a file every role reads (HomeConfig)
+//!
+//! [voter.0]                # one per voter, 0..voters
+//! ctrl_addr = "127.0.0.1:47410"
+//! vote_key = "<64 hex>"
+//!
+//! [account.1000000]
+//! max_order_qty = 1000
+//! max_open_orders = 65536
+//! max_exposure = 1000000000
+//!
+//! [session.1]
+//! account = 1000000
+//! lane = 0
+//! slot = 0
+//! key_file = "keys/session-1.key"
+//! ```
+//!
+//! A TOML syntax error (a duplicate key or table included) is one error at the line the parser
+//! names; everything after parsing is checked in full.
 //!
 //! Every problem is a typed [`CfgError`] naming the file and line, so an operator sees all of
 //! them at once ([`BoxConfig::load`] collects them); no input makes the loader panic. Every
@@ -26,6 +62,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use toml::de::{DeInteger, DeTable, DeValue};
 use vyrn_engine::{AccountCfg, BookConfig, EngineConfig, SessionCfg};
 use vyrn_wire::consts::{
     BLOCK_NS, FAILOVER_SILENCE_MS, MAX_SESSIONS_PER_LANE, N_LANES_MAX, REP_ACK_LIVE_US, REP_ACK_US,
@@ -116,7 +153,7 @@ impl fmt::Display for CfgError {
     }
 }
 
-/// One voter of the membership (a `[voter N]` section; 07 §13.1 `REP_Membership.voters`).
+/// One voter of the membership (a `[voter.N]` section; 07 §13.1 `REP_Membership.voters`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VoterMember {
     /// Voter index, `0..voters`.
@@ -135,7 +172,7 @@ pub struct VoterMember {
     pub p2p_addr: Option<SocketAddr>,
 }
 
-/// A voter's p2p port when its `[voter N]` section names none: its `ctrl_addr` port plus this.
+/// A voter's p2p port when its `[voter.N]` section names none: its `ctrl_addr` port plus this.
 pub const P2P_PORT_OFFSET: u16 = 100;
 
 impl VoterMember {
@@ -149,7 +186,7 @@ impl VoterMember {
     }
 }
 
-/// One data box of the home (a `[databox N]` section; 07 §5.1).
+/// One data box of the home (a `[databox.N]` section; 07 §5.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataBoxMember {
     /// Data box index (`DataSrc`), `0..n`.
@@ -267,10 +304,10 @@ pub struct BoxConfig {
     pub block_ns: u64,
     /// Voters ([`VOTERS_MIN`]..=[`VOTERS_MAX`]).
     pub voters: usize,
-    /// The membership's voters, by index (the `[voter N]` sections). Empty when the file has
+    /// The membership's voters, by index (the `[voter.N]` sections). Empty when the file has
     /// none: the box then runs only with dev voter doubles.
     pub voters_members: Vec<VoterMember>,
-    /// The home's data boxes (`[databox N]`), by index.
+    /// The home's data boxes (`[databox.N]`), by index.
     pub databoxes: Vec<DataBoxMember>,
     /// The sequencer's public key: `seq_pub` when the file sets it (then it must match the
     /// seed), else derived from the seed.
@@ -298,7 +335,7 @@ pub struct BoxConfig {
     /// Budget override of REP_HB_US (µs): the stream cores' heartbeat period.
     pub hb_us: Option<u64>,
     /// The home's `REP_Membership` (07 §13.1) from `[box] membership`, validated and checked
-    /// against the file's `[voter N]` sections and `seq_pub` ([`check_membership`]).
+    /// against the file's `[voter.N]` sections and `seq_pub` ([`check_membership`]).
     pub membership: Option<RepMembership>,
 }
 
@@ -344,33 +381,223 @@ fn read_text(path: &Path) -> Result<String, Vec<CfgError>> {
     })
 }
 
-type Section = (String, usize, Vec<(String, String, usize)>);
+/// One table of the file, as the checks read it: its name (`box`, or a kind and an id:
+/// `voter 0` for `[voter.0]`), the line of its header, and its keys in file order, each with
+/// its value as the text the checks parse (or, for a TOML value of a kind no key takes, that
+/// kind) and its line.
+type Section = (String, usize, Vec<(String, Result<String, String>, usize)>);
 
-fn sections(file: &Path, text: &str, errs: &mut Vec<CfgError>) -> Vec<Section> {
-    let mut out: Vec<Section> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let l = raw.split('#').next().unwrap_or("").trim();
-        if l.is_empty() {
-            continue;
-        }
-        if let Some(h) = l.strip_prefix('[') {
-            match h.strip_suffix(']') {
-                Some(name) => out.push((name.trim().to_string(), line, Vec::new())),
-                None => errs.push(err(file, line, "a section header needs a closing ]")),
-            }
-            continue;
-        }
-        let Some((k, v)) = l.split_once('=') else {
-            errs.push(err(file, line, "expected key = value"));
-            continue;
-        };
-        match out.last_mut() {
-            Some(s) => s.2.push((k.trim().to_string(), v.trim().to_string(), line)),
-            None => errs.push(err(file, line, "a key before any [section]")),
+/// The tables that hold one table per id: `[account.ID]`, `[session.ID]`, `[voter.N]`,
+/// `[databox.N]`.
+const ID_SECTIONS: [&str; 4] = ["account", "session", "voter", "databox"];
+
+/// Byte offsets of `text` to 1-based line numbers.
+struct Lines {
+    /// The offset of every `\n`.
+    newlines: Vec<usize>,
+    /// The last line an error may name (a span at the end of the text names the last line).
+    last: usize,
+}
+
+impl Lines {
+    fn new(text: &str) -> Self {
+        Lines {
+            newlines: text
+                .bytes()
+                .enumerate()
+                .filter(|b| b.1 == b'\n')
+                .map(|b| b.0)
+                .collect(),
+            last: text.lines().count().max(1),
         }
     }
-    out
+
+    /// The line of byte `offset`: one more than the newlines before it.
+    fn at(&self, offset: usize) -> usize {
+        (1 + self.newlines.partition_point(|&n| n < offset)).min(self.last)
+    }
+}
+
+/// The TOML front end: parse `text` and map its tables to [`Section`]s, in file order. On a
+/// syntax error (duplicate keys and tables included) `None`, with that one error; a key outside
+/// any table, a table of an unknown name and a `[voter]` entry that is not a table are errors
+/// at their lines.
+fn sections(file: &Path, text: &str, errs: &mut Vec<CfgError>) -> Option<Vec<Section>> {
+    let lines = Lines::new(text);
+    let root = match toml::de::DeTable::parse(text) {
+        Ok(t) => t.into_inner(),
+        Err(x) => {
+            errs.push(toml_error(file, text, &lines, &x));
+            return None;
+        }
+    };
+    let mut out: Vec<Section> = Vec::new();
+    for (k, v) in root.iter() {
+        let name: &str = k.get_ref();
+        match v.get_ref() {
+            DeValue::Table(t) if name == "box" => {
+                out.push(section("box".into(), lines.at(v.span().start), t, &lines));
+            }
+            DeValue::Table(t) if ID_SECTIONS.contains(&name) => {
+                for (id, s) in t.iter() {
+                    let id: &str = id.get_ref();
+                    match s.get_ref() {
+                        DeValue::Table(st) => out.push(section(
+                            format!("{name} {id}"),
+                            lines.at(s.span().start),
+                            st,
+                            &lines,
+                        )),
+                        other => errs.push(err(
+                            file,
+                            lines.at(s.span().start),
+                            format!(
+                                "[{name}] {}: expected a table {}, found {}",
+                                toml_key(id),
+                                header(&format!("{name} {id}")),
+                                kind(other)
+                            ),
+                        )),
+                    }
+                }
+            }
+            DeValue::Table(_) => errs.push(err(
+                file,
+                lines.at(v.span().start),
+                format!("unknown section [{}]", toml_key(name)),
+            )),
+            other => errs.push(err(
+                file,
+                lines.at(k.span().start),
+                format!(
+                    "{}: a key before any [section] ({})",
+                    toml_key(name),
+                    kind(other)
+                ),
+            )),
+        }
+    }
+    out.sort_by_key(|s| s.1);
+    Some(out)
+}
+
+/// One table's keys, in file order, with their values as text ([`value_text`]).
+fn section(name: String, line: usize, t: &DeTable<'_>, lines: &Lines) -> Section {
+    let mut kv: Vec<(String, Result<String, String>, usize)> = t
+        .iter()
+        .map(|(k, v)| {
+            let key: &str = k.get_ref();
+            (
+                key.to_string(),
+                value_text(v.get_ref()),
+                lines.at(k.span().start),
+            )
+        })
+        .collect();
+    kv.sort_by_key(|x| x.2);
+    (name, line, kv)
+}
+
+/// A TOML value as the text the checks parse: a string's content, an integer in decimal, a
+/// boolean as `true` / `false`, an array of integers as `1,0`. Any other kind is no key's:
+/// `Err` says which kind it is.
+fn value_text(v: &DeValue<'_>) -> Result<String, String> {
+    match v {
+        DeValue::String(s) => Ok(s.to_string()),
+        DeValue::Integer(i) => Ok(int_text(i)),
+        DeValue::Boolean(b) => Ok(b.to_string()),
+        DeValue::Array(a) => a
+            .iter()
+            .map(|x| match x.get_ref() {
+                DeValue::Integer(i) => Ok(int_text(i)),
+                other => Err(format!("an array holding {}", kind(other))),
+            })
+            .collect::<Result<Vec<String>, String>>()
+            .map(|x| x.join(",")),
+        other => Err(kind(other).into()),
+    }
+}
+
+/// A TOML integer in decimal (`0x10` → `16`, `1_000` → `1000`, `-1` stays `-1`). TOML's
+/// range (i64) is not enforced here: the checks' own ranges apply, and a value past u64 keeps
+/// its text, which then does not parse.
+fn int_text(i: &DeInteger<'_>) -> String {
+    if i.radix() == 10 {
+        return i.as_str().to_string();
+    }
+    u64::from_str_radix(i.as_str(), i.radix()).map_or_else(|_| i.to_string(), |x| x.to_string())
+}
+
+/// A TOML value's kind, for messages.
+fn kind(v: &DeValue<'_>) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+/// What a key's value must be, for the message when it is of a kind no key takes.
+fn expected(k: &str) -> &'static str {
+    match k {
+        "profile" => "a string (\"ref\", \"consumer\" or \"dev\")",
+        "seq_key_file" | "key_file" | "membership" => "a string (a file's path)",
+        "seq_pub" | "vote_key" => "a string of 64 hex digits",
+        "ctrl_addr" | "data_addr" | "p2p_addr" | "client_addr" => "a string \"IP:PORT\"",
+        "core_map" => "an array of core ids, such as [1, 0]",
+        _ => "a whole number",
+    }
+}
+
+/// A TOML key as written in a header: bare when it can be, else quoted.
+fn toml_key(k: &str) -> String {
+    if !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        k.to_string()
+    } else {
+        format!("{k:?}")
+    }
+}
+
+/// A section's header as the file writes it: `box` → `[box]`, `voter 0` → `[voter.0]`.
+fn header(name: &str) -> String {
+    match name.split_once(' ') {
+        Some((kind, id)) => format!("[{kind}.{}]", toml_key(id)),
+        None => format!("[{}]", toml_key(name)),
+    }
+}
+
+/// A TOML syntax error as a [`CfgError`] at the line toml names. A duplicate key or table (TOML
+/// sets each once) says which.
+fn toml_error(file: &Path, text: &str, lines: &Lines, x: &toml::de::Error) -> CfgError {
+    let span = x.span();
+    let line = span.as_ref().map_or(0, |s| lines.at(s.start));
+    let msg = x.message();
+    if msg.starts_with("duplicate key") {
+        // The header, when the duplicate is a table's; else the key as written.
+        let l = text
+            .lines()
+            .nth(line.saturating_sub(1))
+            .unwrap_or("")
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .trim();
+        let name = if l.starts_with('[') {
+            l.chars().take(64).collect::<String>()
+        } else {
+            let k = span.and_then(|s| text.get(s)).unwrap_or("").trim();
+            shown(k)
+        };
+        return err(file, line, format!("{name} twice (TOML: {msg})"));
+    }
+    err(file, line, format!("not TOML: {msg}"))
 }
 
 fn err(file: &Path, line: usize, what: impl Into<String>) -> CfgError {
@@ -393,38 +620,51 @@ fn shown(v: &str) -> String {
 
 struct Keys<'a> {
     file: &'a Path,
-    section: &'a str,
+    /// The section's header, for messages (`[voter.0]`).
+    section: String,
     line: usize,
-    kv: BTreeMap<&'a str, (&'a str, usize)>,
+    kv: BTreeMap<&'a str, (Result<&'a str, &'a str>, usize)>,
 }
 
 impl<'a> Keys<'a> {
-    fn new(file: &'a Path, s: &'a Section, errs: &mut Vec<CfgError>) -> Self {
-        let mut kv = BTreeMap::new();
-        for (k, v, line) in &s.2 {
-            if kv.insert(k.as_str(), (v.as_str(), *line)).is_some() {
-                errs.push(err(file, *line, format!("[{}] sets {k} twice", s.0)));
-            }
-        }
+    fn new(file: &'a Path, s: &'a Section) -> Self {
+        // TOML sets each key of a table once (a second is a syntax error).
+        let kv =
+            s.2.iter()
+                .map(|(k, v, line)| (k.as_str(), (v.as_deref().map_err(String::as_str), *line)))
+                .collect();
         Keys {
             file,
-            section: &s.0,
+            section: header(&s.0),
             line: s.1,
             kv,
         }
     }
 
-    /// The raw value of `k` and its line; an error if it is missing and `need`.
+    /// The raw value of `k` and its line; an error if it is missing and `need`, or of a TOML
+    /// kind no key takes (a float, a date, a table, an array of other than integers).
     fn take(&mut self, k: &str, need: bool, errs: &mut Vec<CfgError>) -> Option<(&'a str, usize)> {
-        let got = self.kv.remove(k);
-        if got.is_none() && need {
-            errs.push(err(
-                self.file,
-                self.line,
-                format!("[{}] needs {k}", self.section),
-            ));
+        match self.kv.remove(k) {
+            Some((Ok(v), line)) => Some((v, line)),
+            Some((Err(found), line)) => {
+                errs.push(err(
+                    self.file,
+                    line,
+                    format!("{k}: expected {}, found {found}", expected(k)),
+                ));
+                None
+            }
+            None => {
+                if need {
+                    errs.push(err(
+                        self.file,
+                        self.line,
+                        format!("{} needs {k}", self.section),
+                    ));
+                }
+                None
+            }
         }
-        got
     }
 
     /// `k` as a whole number in `lo..=hi` (`why` says why those bounds), with its line.
@@ -464,7 +704,7 @@ impl<'a> Keys<'a> {
             errs.push(err(
                 self.file,
                 line,
-                format!("[{}] has no key {k}", self.section),
+                format!("{} has no key {}", self.section, toml_key(k)),
             ));
         }
     }
@@ -511,7 +751,7 @@ struct SessionAt {
     lane_line: usize,
 }
 
-/// A `[voter N]` section as parsed.
+/// A `[voter.N]` section as parsed.
 struct VoterAt {
     index: usize,
     line: usize,
@@ -553,7 +793,10 @@ fn take_addr(
 
 fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, Vec<CfgError>> {
     let mut errs = Vec::new();
-    let secs = sections(file, text, &mut errs);
+    // A file that is not TOML: its one syntax error, nothing checked past it.
+    let Some(secs) = sections(file, text, &mut errs) else {
+        return Err(errs);
+    };
     let boxes: Vec<&Section> = secs.iter().filter(|s| s.0 == "box").collect();
     if boxes.len() != 1 {
         errs.push(err(
@@ -564,7 +807,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         return Err(errs);
     }
     let box_line = boxes[0].1;
-    let mut b = Keys::new(file, boxes[0], &mut errs);
+    let mut b = Keys::new(file, boxes[0]);
     let profile = match b.take("profile", true, &mut errs) {
         Some(("ref", _)) => Profile::Ref,
         Some(("consumer", _)) => Profile::Consumer,
@@ -833,15 +1076,15 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
             continue;
         }
         let (kind, id) = s.0.split_once(' ').unwrap_or((s.0.as_str(), ""));
-        let id = id.trim();
+        let head = header(&s.0);
         match kind {
             "account" => {
-                let mut k = Keys::new(file, s, e);
+                let mut k = Keys::new(file, s);
                 let Ok(account) = id.parse::<u32>() else {
                     e.push(err(
                         file,
                         s.1,
-                        format!("[account {id}]: the id is a number 0..={}", u32::MAX),
+                        format!("{head}: the id is a number 0..={}", u32::MAX),
                     ));
                     continue;
                 };
@@ -869,17 +1112,17 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     e.push(err(
                         file,
                         s.1,
-                        format!("[account {account}] twice (first at line {first})"),
+                        format!("[account.{account}] twice (first at line {first})"),
                     ));
                     continue;
                 }
                 accounts.push(a);
             }
             "session" => {
-                let mut k = Keys::new(file, s, e);
+                let mut k = Keys::new(file, s);
                 let session = match id.parse::<u32>() {
                     Ok(0) => {
-                        e.push(err(file, s.1, "[session 0]: session 0 is reserved"));
+                        e.push(err(file, s.1, format!("{head}: session 0 is reserved")));
                         None
                     }
                     Ok(x) => Some(x),
@@ -887,7 +1130,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                         e.push(err(
                             file,
                             s.1,
-                            format!("[session {id}]: the id is a number 1..={}", u32::MAX),
+                            format!("{head}: the id is a number 1..={}", u32::MAX),
                         ));
                         None
                     }
@@ -922,7 +1165,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     Ok(x) => Some(x),
                     Err(x) => {
                         let line = key_file.map_or(s.1, |x| x.1);
-                        e.push(err(file, line, format!("[session {id}] key_file: {x}")));
+                        e.push(err(file, line, format!("{head} key_file: {x}")));
                         None
                     }
                 };
@@ -955,14 +1198,14 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
             }
             // 07 §13.1: the membership's voters, from config, never derived.
             "voter" => {
-                let mut k = Keys::new(file, s, e);
+                let mut k = Keys::new(file, s);
                 let index = match id.parse::<usize>() {
                     Ok(i) if i < VOTERS_MAX => Some(i),
                     _ => {
                         e.push(err(
                             file,
                             s.1,
-                            format!("[voter {id}]: the index is a number 0..voters"),
+                            format!("{head}: the index is a number 0..voters"),
                         ));
                         None
                     }
@@ -1005,14 +1248,14 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
             }
             // 07 §5.1: the home's data boxes.
             "databox" => {
-                let mut k = Keys::new(file, s, e);
+                let mut k = Keys::new(file, s);
                 let index = match id.parse::<u8>() {
                     Ok(i) if (i as usize) < DATABOXES_MAX => Some(i),
                     _ => {
                         e.push(err(
                             file,
                             s.1,
-                            format!("[databox {id}]: the index is a number 0..{DATABOXES_MAX}"),
+                            format!("{head}: the index is a number 0..{DATABOXES_MAX}"),
                         ));
                         None
                     }
@@ -1030,7 +1273,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     (index, client_addr, dest_base)
                 {
                     if databoxes.iter().any(|d| d.0.index == index) {
-                        e.push(err(file, s.1, format!("[databox {index}] twice")));
+                        e.push(err(file, s.1, format!("[databox.{index}] twice")));
                     }
                     databoxes.push((
                         DataBoxMember {
@@ -1042,7 +1285,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     ));
                 }
             }
-            _ => e.push(err(file, s.1, format!("unknown section [{}]", s.0))),
+            _ => e.push(err(file, s.1, format!("unknown section {head}"))),
         }
     }
 
@@ -1057,7 +1300,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
             e.push(err(
                 file,
                 s.line,
-                format!("[session {}] twice (first at line {first})", c.session),
+                format!("[session.{}] twice (first at line {first})", c.session),
             ));
         }
         if let Some(first) = seen_slot.insert((c.lane, c.slot), s.line) {
@@ -1065,7 +1308,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 file,
                 s.line,
                 format!(
-                    "[session {}]: lane {} slot {} is taken by the session at line {first}",
+                    "[session.{}]: lane {} slot {} is taken by the session at line {first}",
                     c.session, c.lane, c.slot
                 ),
             ));
@@ -1075,7 +1318,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 file,
                 s.account_line,
                 format!(
-                    "account = {}: no [account {}] section",
+                    "account = {}: no [account.{}] section",
                     c.account, c.account
                 ),
             ));
@@ -1122,7 +1365,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     file,
                     v.line,
                     format!(
-                        "[voter {}]: voters = {voters}, so indices are 0..={}",
+                        "[voter.{}]: voters = {voters}, so indices are 0..={}",
                         v.index,
                         voters - 1
                     ),
@@ -1132,7 +1375,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 e.push(err(
                     file,
                     v.line,
-                    format!("[voter {}] twice (first at line {first})", v.index),
+                    format!("[voter.{}] twice (first at line {first})", v.index),
                 ));
             }
             if let Some((k, line)) = v.vote_key {
@@ -1210,7 +1453,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 file,
                 *line,
                 format!(
-                    "[databox {}]: data boxes are numbered 0..n without a gap",
+                    "[databox.{}]: data boxes are numbered 0..n without a gap",
                     d.index
                 ),
             ));
@@ -1354,7 +1597,7 @@ pub fn check_membership(
     for (a, b) in m.voters.iter().zip(voters) {
         if a.vote_key != b.vote_key.to_bytes() {
             return Err(format!(
-                "voter {}'s vote_key differs from [voter {}]'s",
+                "voter {}'s vote_key differs from [voter.{}]'s",
                 a.index, b.index
             ));
         }
@@ -1555,9 +1798,9 @@ pub const DEV_PATHS: u16 = 40;
 /// Voter `i`'s consensus p2p port: `base_port + DEV_VOTER_P2P + i`.
 pub const DEV_VOTER_P2P: u16 = 50;
 
-/// [`write_dev_config`] for a whole home on loopback: also the membership — four `[voter N]`
+/// [`write_dev_config`] for a whole home on loopback: also the membership — four `[voter.N]`
 /// sections with `ctrl_addr`, `data_addr` and the public `vote_key` of a fresh seed in
-/// `keys/voter-N.key` (the replica's own secret) — one `[databox 0]`, and `seq_pub`. The
+/// `keys/voter-N.key` (the replica's own secret) — one `[databox.0]`, and `seq_pub`. The
 /// replicas and the data box read the same file ([`HomeConfig`]). `base_port` must be
 /// nonzero: the members' addresses are fixed ([`DEV_VOTER_CTRL`]).
 pub fn write_dev_home(
@@ -1573,6 +1816,27 @@ pub fn write_dev_home(
         ));
     }
     write_dev(dir, lanes, per_lane, base_port, true)
+}
+
+/// `s` as a TOML basic string, quoted and escaped.
+fn toml_str(s: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn write_dev(
@@ -1613,10 +1877,11 @@ fn write_dev(
     let mut c = String::new();
     let _ = writeln!(
         c,
-        "# A dev home (missing-chapters §0): tiles multiplexed on few cores."
+        "# A dev home (missing-chapters §0): tiles multiplexed on few cores.\n\
+         # TOML, read by vyrn_seq::boxcfg (the format: docs/operator.md)."
     );
     let _ = writeln!(c, "[box]");
-    let _ = writeln!(c, "profile = dev");
+    let _ = writeln!(c, "profile = \"dev\"");
     let _ = writeln!(c, "book = 1\nepoch = 1\nlanes = {lanes}\nvoters = 4");
     // Blocks of 2 ms on a dev box (BLOCK_NS is 1 ms): each block costs a signature, its
     // verification at every voter and Q signatures checked by the box — on the one core a dev
@@ -1647,11 +1912,11 @@ fn write_dev(
     two.reverse();
     let _ = writeln!(
         c,
-        "core_map = {}    # dev: first core hot (response path, spinning), the rest cold",
+        "core_map = [{}]    # dev: first core hot (response path, spinning), the rest cold",
         two.iter()
             .map(|x| x.to_string())
             .collect::<Vec<_>>()
-            .join(",")
+            .join(", ")
     );
     let _ = writeln!(c, "hot_ring_bytes = {}", 4 << 20);
     let _ = writeln!(c, "rtx_ring_bytes = {}", 8 << 20);
@@ -1674,7 +1939,7 @@ fn write_dev(
         "hb_us = 1000    # budget override of REP_HB_US (50): fewer idle frames on 2 shared cores"
     );
     let seq_rel = key("seq")?;
-    let _ = writeln!(c, "seq_key_file = {seq_rel}");
+    let _ = writeln!(c, "seq_key_file = {}", toml_str(&seq_rel));
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let public = |rel: &str| -> std::io::Result<String> {
         let seed = read_seed(&dir.join(rel))
@@ -1686,7 +1951,7 @@ fn write_dev(
     let _ = writeln!(
         c,
         "seq_pub = {}    # the sequencer's public key: what replicas and data boxes check",
-        public(&seq_rel)?
+        toml_str(&public(&seq_rel)?)
     );
     if home {
         let _ = writeln!(
@@ -1700,7 +1965,7 @@ fn write_dev(
             .collect::<std::io::Result<_>>()?;
         let _ = writeln!(
             c,
-            "membership = membership.bin    # REP_Membership (07 §13.1), certified by its voters; every role checks it against this file"
+            "membership = \"membership.bin\"    # REP_Membership (07 §13.1), certified by its voters; every role checks it against this file"
         );
         let seed_of = |rel: &str| -> std::io::Result<SigningKey> {
             let seed = read_seed(&dir.join(rel))
@@ -1720,19 +1985,19 @@ fn write_dev(
             let rel = rels[i as usize].clone();
             let _ = writeln!(
                 c,
-                "\n[voter {i}]    # its secret seed: {rel} (the replica's own)"
+                "\n[voter.{i}]    # its secret seed: {rel} (the replica's own)"
             );
-            let _ = writeln!(c, "ctrl_addr = {ip}:{}", base_port + DEV_VOTER_CTRL + i);
-            let _ = writeln!(c, "data_addr = {ip}:{}", base_port + DEV_VOTER_DATA + i);
+            let _ = writeln!(c, "ctrl_addr = \"{ip}:{}\"", base_port + DEV_VOTER_CTRL + i);
+            let _ = writeln!(c, "data_addr = \"{ip}:{}\"", base_port + DEV_VOTER_DATA + i);
             let _ = writeln!(
                 c,
-                "p2p_addr = {ip}:{}    # its consensus engine's authenticated p2p",
+                "p2p_addr = \"{ip}:{}\"    # its consensus engine's authenticated p2p",
                 base_port + DEV_VOTER_P2P + i
             );
-            let _ = writeln!(c, "vote_key = {}", public(&rel)?);
+            let _ = writeln!(c, "vote_key = {}", toml_str(&public(&rel)?));
         }
-        let _ = writeln!(c, "\n[databox 0]");
-        let _ = writeln!(c, "client_addr = {ip}:{}", base_port + DEV_DATABOX);
+        let _ = writeln!(c, "\n[databox.0]");
+        let _ = writeln!(c, "client_addr = \"{ip}:{}\"", base_port + DEV_DATABOX);
         let _ = writeln!(
             c,
             "dest_base = {}    # its socket for voter i: dest_base + i",
@@ -1744,22 +2009,114 @@ fn write_dev(
             let session = 1 + l as u32 * 10_000 + k as u32;
             let account = 1_000_000 + l as u32 * 10_000 + (k / 2) as u32;
             if k % 2 == 0 {
-                let _ = writeln!(c, "\n[account {account}]");
+                let _ = writeln!(c, "\n[account.{account}]");
                 let _ = writeln!(
                     c,
                     "max_order_qty = 1000\nmax_open_orders = 65536\nmax_exposure = 1000000000"
                 );
             }
-            let _ = writeln!(c, "\n[session {session}]");
+            let _ = writeln!(c, "\n[session.{session}]");
             let _ = writeln!(
                 c,
                 "account = {account}\nlane = {l}\nslot = {k}\ntx = {}",
                 l % 3
             );
-            let _ = writeln!(c, "key_file = {}", key(&format!("session-{session}"))?);
+            let _ = writeln!(
+                c,
+                "key_file = {}",
+                toml_str(&key(&format!("session-{session}"))?)
+            );
         }
     }
-    let p = dir.join("box.conf");
+    let p = dir.join("home.toml");
     std::fs::write(&p, c)?;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one value of `[box] v = <lit>` as the checks see it.
+    fn one(lit: &str) -> Result<String, String> {
+        let text = format!("[box]\nv = {lit}\n");
+        let mut errs = Vec::new();
+        let secs = sections(Path::new("t.conf"), &text, &mut errs).expect("TOML");
+        assert!(errs.is_empty(), "{errs:?}");
+        secs[0].2[0].1.clone()
+    }
+
+    #[test]
+    fn toml_values_map_to_the_text_the_checks_parse() {
+        assert_eq!(one("\"dev\""), Ok("dev".into()));
+        assert_eq!(one("'keys/a.key'"), Ok("keys/a.key".into()));
+        assert_eq!(one("42"), Ok("42".into()));
+        assert_eq!(one("-1"), Ok("-1".into()));
+        assert_eq!(one("1_000"), Ok("1000".into()));
+        assert_eq!(one("0x10"), Ok("16".into()));
+        assert_eq!(one("0o17"), Ok("15".into()));
+        assert_eq!(one("0b101"), Ok("5".into()));
+        // Past u64 (and TOML's i64) the text stays, and does not parse as a number.
+        assert_eq!(
+            one("18446744073709551616"),
+            Ok("18446744073709551616".into())
+        );
+        assert_eq!(
+            one("0x1_0000_0000_0000_0000"),
+            Ok("0x10000000000000000".into())
+        );
+        assert_eq!(one("true"), Ok("true".into()));
+        assert_eq!(one("[1, 0]"), Ok("1,0".into()));
+        assert_eq!(one("[]"), Ok(String::new()));
+        assert_eq!(one("1.5"), Err("a float".into()));
+        assert_eq!(one("1979-05-27"), Err("a date-time".into()));
+        assert_eq!(one("{ a = 1 }"), Err("a table".into()));
+        assert_eq!(one("[1, \"x\"]"), Err("an array holding a string".into()));
+        assert_eq!(one("[[1]]"), Err("an array holding an array".into()));
+    }
+
+    #[test]
+    fn tables_map_to_sections_in_file_order_with_their_lines() {
+        let text = "# c\n[session.2]\na = 1\n\n[box]\nb = 2\n[voter.\"0\"]\nc = 3\n";
+        let mut errs = Vec::new();
+        let secs = sections(Path::new("t.conf"), text, &mut errs).unwrap();
+        assert!(errs.is_empty(), "{errs:?}");
+        let names: Vec<(&str, usize)> = secs.iter().map(|s| (s.0.as_str(), s.1)).collect();
+        assert_eq!(names, [("session 2", 2), ("box", 5), ("voter 0", 7)]);
+        assert_eq!(secs[2].2, [("c".to_string(), Ok("3".to_string()), 8)]);
+        assert_eq!(header("voter 0"), "[voter.0]");
+        assert_eq!(header("session 1 2"), "[session.\"1 2\"]");
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_line_never_past_the_last() {
+        let f = Path::new("t.conf");
+        for (text, line) in [
+            ("[box]\nx = 1\nx = 2\n", 3),
+            ("[box]\nx = \"open\n", 2),
+            ("[box]\nx = \"open", 2),
+            ("[box\n", 1),
+        ] {
+            let mut errs = Vec::new();
+            assert!(sections(f, text, &mut errs).is_none(), "{text:?}");
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert_eq!(
+                (errs[0].file.as_path(), errs[0].line),
+                (f, line),
+                "{errs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn written_strings_read_back() {
+        for s in [
+            "keys/seq.key",
+            "a \"b\" \\ c",
+            "tab\there\nnl",
+            "\u{7f}\u{1}é",
+        ] {
+            assert_eq!(one(&toml_str(s)), Ok(s.to_string()), "{s:?}");
+        }
+    }
 }

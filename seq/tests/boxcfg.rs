@@ -38,15 +38,22 @@ fn every_mistake_is_reported_with_its_line() {
     let p = write_dev_config(&d, 2, 2, port(1)).unwrap();
     let good = std::fs::read_to_string(&p).unwrap();
     let cases: Vec<(String, &str)> = vec![
-        (good.replace("profile = dev", "profile = fast"), "profile"),
-        (good.replace("lanes = 2", "lanes = two"), "does not parse"),
+        (
+            good.replace("profile = \"dev\"", "profile = \"fast\""),
+            "profile",
+        ),
+        (
+            good.replace("lanes = 2", "lanes = \"two\""),
+            "does not parse",
+        ),
         (good.replace("voters = 4", "voters = 3"), "n ≥ 4"),
         (good.replace("[box]", "[box]\nturbo = 1"), "no key turbo"),
+        // TOML sets a key once: a second is a syntax error, which says so.
         (good.replace("book = 1", "book = 1\nbook = 2"), "twice"),
         (
             good.replacen(
-                "key_file = keys/session-1.key",
-                "key_file = keys/none.key",
+                "key_file = \"keys/session-1.key\"",
+                "key_file = \"keys/none.key\"",
                 1,
             ),
             "key_file",
@@ -55,10 +62,10 @@ fn every_mistake_is_reported_with_its_line() {
             good.replacen("lane = 0", "lane = 9", 1),
             "lane = 9 is out of range",
         ),
-        (good.replace("[session 10001]", "[session 1]"), "twice"),
+        (good.replace("[session.10001]", "[session.1]"), "twice"),
         (good.replace("[box]", "[boxx]\n[box]"), "unknown section"),
         (
-            good.replace("client_port", "client port"),
+            good.replace("client_port", "client-port"),
             "needs client_port",
         ),
         (format!("orphan = 1\n{good}"), "before any [section]"),
@@ -81,7 +88,7 @@ fn every_mistake_is_reported_with_its_line() {
     let f = d.join("many.conf");
     std::fs::write(
         &f,
-        good.replace("profile = dev", "profile = x")
+        good.replace("profile = \"dev\"", "profile = \"x\"")
             .replace("voters = 4", "voters = 1"),
     )
     .unwrap();
@@ -176,7 +183,7 @@ fn every_number_is_range_checked_at_its_line() {
     let good = std::fs::read_to_string(&p).unwrap();
     // (A ref box keeps its heartbeat within REP_ACK_LIVE_US: the dev override goes.)
     let refp = good
-        .replace("profile = dev", "profile = ref")
+        .replace("profile = \"dev\"", "profile = \"ref\"")
         .replace("hb_us = 1000", "hb_us = 50");
     // (text, wanted, a string on the line the error must name)
     let cases: Vec<(String, &str, &str)> = vec![
@@ -254,9 +261,29 @@ fn every_number_is_range_checked_at_its_line() {
         (set(&good, "hb_us", "5"), "10 µs to 10 ms", "hb_us"),
         (set(&good, "hb_us", "20000"), "out of range", "hb_us"),
         (set(&refp, "hb_us", "1000"), "only on profile dev", "hb_us"),
-        (set(&good, "core_map", "0,0"), "twice", "core_map"),
-        (set(&good, "core_map", "0,5000"), "0..=1023", "core_map"),
-        (set(&good, "core_map", "0,x"), "a core id", "core_map"),
+        (set(&good, "core_map", "[0, 0]"), "twice", "core_map"),
+        (set(&good, "core_map", "[0, 5000]"), "0..=1023", "core_map"),
+        (set(&good, "core_map", "[0, -1]"), "a core id", "core_map"),
+        (set(&good, "core_map", "\"0,x\""), "a core id", "core_map"),
+        // TOML integers: another radix or underscores are the same number; past u64 (and
+        // TOML's i64) they do not parse; negative ones neither.
+        (set(&good, "book", "0x10000"), "u16", "book"),
+        (set(&good, "book", "-5"), "does not parse", "book"),
+        (
+            set(&good, "hot_ring_bytes", "1_000"),
+            "hot_ring_bytes = 1000 is out of range",
+            "hot_ring_bytes",
+        ),
+        (
+            set(&good, "epoch", "99999999999999999999"),
+            "does not parse",
+            "epoch",
+        ),
+        (
+            set(&good, "rtx_ring_bytes", "18446744073709551616"),
+            "does not parse",
+            "rtx_ring_bytes",
+        ),
         (
             good.replace("[box]", "[box]\nmax_orders = 0"),
             "out of range",
@@ -276,14 +303,26 @@ fn every_number_is_range_checked_at_its_line() {
         (set(&good, "epoch", "4294967296"), "u32", "epoch"),
         // Sessions and accounts.
         (
-            good.replace("[session 1]", "[session 0]"),
-            "reserved",
-            "[session 0]",
+            good.replace("[session.1]", "[session.0]"),
+            "[session.0]: session 0 is reserved",
+            "[session.0]",
         ),
         (
-            good.replace("[session 1]", "[session x]"),
+            good.replace("[session.1]", "[session.x]"),
             "a number",
-            "[session x]",
+            "[session.x]",
+        ),
+        // Two tables of one session: TOML refuses the same key; the same number written
+        // another way is caught after parsing.
+        (
+            good.replace("[session.10001]", "[session.1]    # again"),
+            "[session.1] twice",
+            "# again",
+        ),
+        (
+            good.replace("[session.10001]", "[session.\"01\"]"),
+            "[session.1] twice (first at line",
+            "[session.\"01\"]",
         ),
         (
             good.replacen("slot = 0", "slot = 4096", 1),
@@ -293,17 +332,17 @@ fn every_number_is_range_checked_at_its_line() {
         (
             good.replacen("slot = 1", "slot = 0", 1),
             "is taken",
-            "[session 2]",
+            "[session.2]",
         ),
         (good.replacen("tx = 0", "tx = 3", 1), "TX cores", "tx = 3"),
         (
             good.replacen("account = 1000000", "account = 7", 1),
-            "no [account 7]",
+            "no [account.7]",
             "account = 7",
         ),
         (
-            good.replacen("[account 1010000]", "[account 1000000]    # again", 1),
-            "twice",
+            good.replacen("[account.1010000]", "[account.1000000]    # again", 1),
+            "[account.1000000] twice",
             "# again",
         ),
         (
@@ -322,9 +361,9 @@ fn every_number_is_range_checked_at_its_line() {
             "max_exposure = 0",
         ),
         (
-            good.replacen("[account 1000000]", "[account -1]", 1),
+            good.replacen("[account.1000000]", "[account.-1]", 1),
             "a number",
-            "[account -1]",
+            "[account.-1]",
         ),
         // The account of sessions 10001/10002 moved to lane 0's account: two lanes.
         (
@@ -341,6 +380,145 @@ fn every_number_is_range_checked_at_its_line() {
     std::fs::write(&f, set(&refp, "self_fence_us", "2000")).unwrap();
     let c = BoxConfig::load(&f).unwrap_or_else(|e| panic!("{e:#?}"));
     assert_eq!(c.profile, Profile::Ref);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The file is TOML: a syntax error is one error at the line the parser names (with its
+/// message); a value of a kind no key takes is an error naming the key, the kind it needs and
+/// its line; a table or key outside the known ones is an error at its line.
+#[test]
+fn toml_syntax_errors_and_wrong_kinds_name_the_file_and_line() {
+    let d = tmp("toml");
+    let p = write_dev_config(&d, 2, 2, port(10)).unwrap();
+    let good = std::fs::read_to_string(&p).unwrap();
+    let box_key = |line: &str| good.replace("[box]\n", &format!("[box]\n{line}\n"));
+    // (text, wanted, a string on the line the error must name)
+    let cases: Vec<(String, &str, &str)> = vec![
+        // Syntax: a bare word where a string goes, a header left open, two values, a string
+        // left open at the end of the file.
+        (
+            good.replace("profile = \"dev\"", "profile = dev"),
+            "not TOML: ",
+            "profile = dev",
+        ),
+        (
+            good.replacen("[session.1]", "[session.1", 1),
+            "not TOML: ",
+            "[session.1",
+        ),
+        (box_key("lanes = 2 3"), "not TOML: ", "lanes = 2 3"),
+        (format!("{good}tx = \"open"), "not TOML: ", "tx = \"open"),
+        // Kinds.
+        (
+            set(&good, "book", "1.5"),
+            "book: expected a whole number, found a float",
+            "book",
+        ),
+        (
+            set(&good, "epoch", "1979-05-27"),
+            "epoch: expected a whole number, found a date-time",
+            "epoch",
+        ),
+        (
+            set(&good, "voters", "true"),
+            "voters = \"true\" does not parse",
+            "voters",
+        ),
+        (
+            set(&good, "lanes", "{ n = 2 }"),
+            "lanes: expected a whole number, found a table",
+            "lanes",
+        ),
+        (
+            set(&good, "core_map", "\"x\""),
+            "core_map entry \"x\": a core id",
+            "core_map",
+        ),
+        (
+            set(&good, "core_map", "[[1], 0]"),
+            "core_map: expected an array of core ids, such as [1, 0], found an array holding an array",
+            "core_map",
+        ),
+        (
+            set(&good, "core_map", "[1, \"0\"]"),
+            "found an array holding a string",
+            "core_map",
+        ),
+        (
+            set(&good, "seq_key_file", "7"),
+            "seq_key_file: ",
+            "seq_key_file",
+        ),
+        (
+            set(&good, "profile", "[\"dev\"]"),
+            "profile: expected a string (\"ref\", \"consumer\" or \"dev\"), found an array holding a string",
+            "profile",
+        ),
+        (
+            good.replacen("[session.1]", "[session.1]\nkey_file = 1.0", 1)
+                .replacen("key_file = \"keys/session-1.key\"\n", "", 1),
+            "key_file: expected a string (a file's path), found a float",
+            "key_file = 1.0",
+        ),
+        // Tables and keys where none belongs.
+        (
+            format!("{good}\n[box.extra]\nx = 1\n"),
+            "[box] has no key extra",
+            "[box.extra]",
+        ),
+        (
+            format!("{good}\n[voters]\nx = 1\n"),
+            "unknown section [voters]",
+            "[voters]",
+        ),
+        (
+            format!("{good}\n[voter]\n0 = 5\n"),
+            "[voter] 0: expected a table [voter.0], found an integer",
+            "0 = 5",
+        ),
+        (
+            format!("turbo = true\n{good}"),
+            "turbo: a key before any [section] (a boolean)",
+            "turbo = true",
+        ),
+        (
+            good.replace("[session.2]", "[[session.2]]"),
+            "[session] 2: expected a table [session.2], found an array",
+            "[[session.2]]",
+        ),
+    ];
+    for (i, (text, want, at)) in cases.iter().enumerate() {
+        rejects(&d, &format!("toml{i}"), text, want, at);
+    }
+    // [voter.0] ctrl_addr = 5: the address check names it.
+    let voters: String = (0..4u8)
+        .map(|i| {
+            let addr = if i == 0 {
+                "5".to_string()
+            } else {
+                format!("\"127.0.0.1:{}\"", 47_600 + i as u16)
+            };
+            format!(
+                "\n[voter.{i}]\nctrl_addr = {addr}\nvote_key = \"{}\"\n",
+                hex(vk(i + 1).as_bytes())
+            )
+        })
+        .collect();
+    rejects(
+        &d,
+        "voter-kind",
+        &format!("{good}{voters}"),
+        "ctrl_addr = \"5\": expected IP:PORT",
+        "ctrl_addr = 5",
+    );
+    // Only the syntax error: nothing is checked past it.
+    let f = d.join("one.conf");
+    std::fs::write(
+        &f,
+        box_key("lanes = 2 3").replace("voters = 4", "voters = 1"),
+    )
+    .unwrap();
+    assert_eq!(BoxConfig::load(&f).unwrap_err().len(), 1);
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -485,7 +663,7 @@ fn voters_text(n: usize) -> String {
     (0..n)
         .map(|i| {
             format!(
-                "\n[voter {i}]\nctrl_addr = 127.0.0.1:{}\nvote_key = {}\n",
+                "\n[voter.{i}]\nctrl_addr = \"127.0.0.1:{}\"\nvote_key = \"{}\"\n",
                 47_500 + i,
                 hex(vk(i as u8 + 1).as_bytes())
             )
@@ -541,8 +719,14 @@ fn voter_sections_make_the_membership() {
     let on_key1 = "127.0.0.1:47501"; // voter 1's ctrl_addr; its vote_key is the next line
     let cases: Vec<(String, &str, &str, isize)> = vec![
         (
-            ok.replace("[voter 3]", "[voter 2]"),
-            "[voter 2] twice",
+            ok.replace("[voter.3]", "[voter.2]"),
+            "[voter.2] twice",
+            "127.0.0.1:47503",
+            -1,
+        ),
+        (
+            ok.replace("[voter.3]", "[voter.\"02\"]"),
+            "[voter.2] twice (first at line",
             "127.0.0.1:47503",
             -1,
         ),
@@ -562,7 +746,7 @@ fn voter_sections_make_the_membership() {
         (
             format!("{good}{}", voters_text(5)),
             "indices are 0..=3",
-            "[voter 4]",
+            "[voter.4]",
             0,
         ),
         (ok.replace(&k2, "abc"), "64 hex digits", on_key1, 1),
@@ -579,7 +763,7 @@ fn voter_sections_make_the_membership() {
             1,
         ),
         (ok.replace(&k2, &hex(&identity)), "small-order", on_key1, 1),
-        (ok.replace(on_key1, "127.0.0.1"), "IP:PORT", "[voter 1]", 1),
+        (ok.replace(on_key1, "127.0.0.1"), "IP:PORT", "[voter.1]", 1),
         (
             ok.replace(on_key1, "localhost:1"),
             "IP:PORT",
@@ -601,26 +785,33 @@ fn voter_sections_make_the_membership() {
         (
             ok.replace(on_key1, "127.0.0.1:47500"),
             "also the ctrl_addr",
-            "[voter 1]",
+            "[voter.1]",
             1,
         ),
         (
-            ok.replace("[voter 1]", "[voter x]"),
+            ok.replace("[voter.1]", "[voter.x]"),
             "the index is a number",
-            "[voter x]",
+            "[voter.x]",
             0,
         ),
         (
-            ok.replace("[voter 1]", "[voter 1]\nweight = 2"),
-            "no key weight",
+            ok.replace("[voter.1]", "[voter.1]\nweight = 2"),
+            "[voter.1] has no key weight",
             "weight = 2",
             0,
         ),
         (
-            ok.replacen(&format!("ctrl_addr = {on_key1}\n"), "", 1),
-            "needs ctrl_addr",
-            "[voter 1]",
+            ok.replacen(&format!("ctrl_addr = \"{on_key1}\"\n"), "", 1),
+            "[voter.1] needs ctrl_addr",
+            "[voter.1]",
             0,
+        ),
+        // A number where the address goes.
+        (
+            ok.replace(&format!("\"{on_key1}\""), "5"),
+            "expected IP:PORT",
+            "[voter.1]",
+            1,
         ),
     ];
     for (i, (text, want, at, off)) in cases.iter().enumerate() {
@@ -641,50 +832,127 @@ mod never_panics {
     use super::*;
     use proptest::prelude::*;
 
-    /// Values that probe the parser: numbers at and past every bound, junk, empty, unicode.
+    /// `s` as a TOML basic string.
+    fn quoted(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    /// TOML values that probe the checks: numbers at and past every bound (and past TOML's
+    /// i64), other radixes, strings of junk, hex and addresses, arrays, and the kinds no key
+    /// takes; and some raw text, which is mostly not TOML.
     fn value() -> impl Strategy<Value = String> {
         prop_oneof![
-            Just(String::new()),
+            Just("\"\"".to_string()),
             Just("0".to_string()),
             Just("-1".to_string()),
             Just("65535".to_string()),
             Just("65536".to_string()),
+            Just("9223372036854775807".to_string()),
             Just("18446744073709551615".to_string()),
             Just("18446744073709551616".to_string()),
-            Just("127.0.0.1:0".to_string()),
-            Just("[::1]:7401".to_string()),
-            Just("0,0,99999".to_string()),
-            Just("ref".to_string()),
-            Just("consumer".to_string()),
-            "[0-9]{1,25}",
-            "[0-9a-f]{60,68}",
+            Just("-9223372036854775808".to_string()),
+            Just("0xffff_ffff".to_string()),
+            Just("0o777".to_string()),
+            Just("0b1".to_string()),
+            Just("\"127.0.0.1:0\"".to_string()),
+            Just("\"[::1]:7401\"".to_string()),
+            Just("[0, 0, 99999]".to_string()),
+            Just("[]".to_string()),
+            Just("[-1, 1]".to_string()),
+            Just("[[1], \"x\"]".to_string()),
+            Just("\"ref\"".to_string()),
+            Just("\"consumer\"".to_string()),
+            Just("true".to_string()),
+            Just("1.5".to_string()),
+            Just("nan".to_string()),
+            Just("1979-05-27T07:32:00Z".to_string()),
+            Just("{ a = 1 }".to_string()),
+            "-?[0-9]{1,25}",
+            "[0-9a-f]{60,68}".prop_map(|s| quoted(&s)),
+            "[ -~]{0,20}".prop_map(|s| quoted(&s)),
+            "\\PC{0,8}".prop_map(|s| quoted(&s)),
             "[ -~]{0,20}",
-            "\\PC{0,8}",
         ]
     }
 
-    /// A line: one of the good config's lines, that line with a random value, a section
-    /// header (known kinds, random ids), or junk.
-    fn line(good: Vec<String>) -> impl Strategy<Value = String> {
-        let keys: Vec<String> = good
-            .iter()
+    /// A table header: a known kind (or not) with a random id, bare or quoted.
+    fn header() -> impl Strategy<Value = String> {
+        (
+            proptest::sample::select(vec!["box", "account", "session", "voter", "databox", "x"]),
+            prop_oneof![
+                "[0-9]{1,12}",
+                "-?[0-9a-z_]{1,6}",
+                "\\PC{0,6}".prop_map(|s| quoted(&s)),
+            ],
+        )
+            .prop_map(|(k, id)| {
+                if k == "box" {
+                    "[box]".to_string()
+                } else {
+                    format!("[{k}.{id}]")
+                }
+            })
+    }
+
+    /// The keys of the good file's lines, and some that a `[voter.N]` takes.
+    fn keys(good: &[String]) -> Vec<String> {
+        good.iter()
             .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
+            .filter(|k| !k.starts_with('#'))
             .chain(["vote_key", "ctrl_addr", "voters"].map(String::from))
-            .collect();
+            .collect()
+    }
+
+    /// A line: one of the good config's lines, a key with a random value, a table header, or
+    /// junk.
+    fn line(good: Vec<String>) -> impl Strategy<Value = String> {
+        let keys = keys(&good);
         prop_oneof![
             4 => proptest::sample::select(good),
             4 => (proptest::sample::select(keys), value()).prop_map(|(k, v)| format!("{k} = {v}")),
-            2 => (
-                proptest::sample::select(vec!["box", "account", "session", "voter", "x"]),
-                value()
-            )
-                .prop_map(|(k, v)| format!("[{k} {v}]")),
+            2 => header(),
             1 => "[ -~]{0,30}",
         ]
     }
 
+    /// Load `text` both ways (the sequencer's and every other role's): errors, never a panic,
+    /// each naming the file and a line of the text.
+    fn check(text: &str) -> Result<(), TestCaseError> {
+        let f = dir().join("random.conf");
+        match BoxConfig::from_text(&f, text) {
+            Ok(c) => {
+                let _ = format!("{c:?}");
+                let _ = c.seq_config();
+            }
+            Err(errs) => {
+                prop_assert!(!errs.is_empty());
+                prop_assert!(errs.iter().all(|e| e.file == f));
+                let n = text.lines().count();
+                prop_assert!(errs.iter().all(|e| e.line <= n), "{errs:?}");
+            }
+        }
+        if let Err(errs) = vyrn_seq::boxcfg::HomeConfig::from_text(&f, text) {
+            prop_assert!(!errs.is_empty());
+            let n = text.lines().count();
+            prop_assert!(errs.iter().all(|e| e.file == f && e.line <= n), "{errs:?}");
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Lines of the good file in random order, with random lines mixed in: mostly not
+        /// TOML, or TOML with duplicates.
         #[test]
         fn random_config_text_never_panics(
             picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..60),
@@ -693,7 +961,6 @@ mod never_panics {
             let good = good_lines();
             let mut text = String::new();
             for (i, l) in lines.iter().enumerate() {
-                // Mostly the good file in order, with random lines mixed in.
                 if let Some(p) = picks.get(i) {
                     text.push_str(&good[p.index(good.len())]);
                     text.push('\n');
@@ -701,34 +968,52 @@ mod never_panics {
                 text.push_str(l);
                 text.push('\n');
             }
-            let f = dir().join("random.conf");
-            match BoxConfig::from_text(&f, &text) {
-                Ok(c) => {
-                    let _ = format!("{c:?}");
-                    let _ = c.seq_config();
-                }
-                Err(errs) => {
-                    prop_assert!(!errs.is_empty());
-                    prop_assert!(errs.iter().all(|e| e.file == f));
-                    let n = text.lines().count();
-                    prop_assert!(errs.iter().all(|e| e.line <= n), "{errs:?}");
+            check(&text)?;
+        }
+
+        /// The good home file (voters, a data box, sessions) with a few values changed, a few
+        /// lines replaced and a few added: mostly valid TOML, so the checks behind the parser
+        /// see every kind of value.
+        #[test]
+        fn random_values_in_a_good_file_never_panic(
+            edits in proptest::collection::vec(
+                (any::<proptest::sample::Index>(), 0..3u8, value(), line(good_lines())),
+                1..6,
+            ),
+        ) {
+            let mut lines = good_lines();
+            for (at, how, v, l) in &edits {
+                let i = at.index(lines.len());
+                match how {
+                    0 => {
+                        if let Some((k, _)) = lines[i].split_once('=') {
+                            if !k.trim_start().starts_with('#') {
+                                lines[i] = format!("{} = {v}", k.trim());
+                            }
+                        }
+                    }
+                    1 => lines[i] = l.clone(),
+                    _ => lines.insert(i, l.clone()),
                 }
             }
+            check(&(lines.join("\n") + "\n"))?;
         }
     }
 
+    /// A dev home's folder (its keys and membership record), written once.
     fn dir() -> PathBuf {
         static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         DIR.get_or_init(|| {
             let d = tmp("prop");
-            write_dev_config(&d, 2, 2, port(9)).unwrap();
+            vyrn_seq::boxcfg::write_dev_home(&d, 2, 2, 46_000 + (std::process::id() % 500) as u16)
+                .unwrap();
             d
         })
         .clone()
     }
 
     fn good_lines() -> Vec<String> {
-        std::fs::read_to_string(dir().join("box.conf"))
+        std::fs::read_to_string(dir().join("home.toml"))
             .unwrap()
             .lines()
             .map(String::from)

@@ -102,6 +102,11 @@ pub struct JournalConfig {
     pub archive_alarm_lag_blocks: u64,
     /// `append` syncs by itself once this many blocks are queued.
     pub max_batch: usize,
+    /// Inspection only (`vyrn journal inspect`): recovery scans and checks every record but
+    /// changes nothing on disk — no directory created, no O_DIRECT probe, a torn tail reported
+    /// and left in place, no empty segment removed — and `append` is refused. A journal a
+    /// replica is writing can be inspected without cutting its active segment.
+    pub read_only: bool,
 }
 
 impl JournalConfig {
@@ -118,6 +123,7 @@ impl JournalConfig {
             pkt_index_granularity: 1000,
             archive_alarm_lag_blocks: 18_000_000,
             max_batch: 64,
+            read_only: false,
         }
     }
 }
@@ -475,6 +481,11 @@ impl BlockJournal {
     /// Open (creating missing drive directories), pick the backend, and recover.
     pub fn open(cfg: JournalConfig) -> Result<(BlockJournal, RecoveryReport), JournalError> {
         Self::check_config(&cfg)?;
+        if cfg.read_only {
+            // Nothing written: no directory, no O_DIRECT probe file; plain reads.
+            let backend = backend::make_backend(BackendKind::Std).map_err(JournalError::Backend)?;
+            return Self::open_inner(cfg, backend, JournalCounters::default());
+        }
         for (i, d) in cfg.drives.iter().enumerate() {
             std::fs::create_dir_all(d).map_err(|error| JournalError::Io { drive: i, error })?;
         }
@@ -675,8 +686,10 @@ impl BlockJournal {
             .filter(|(n, s)| s.live == 0 && s.refused == 0 && Some(**n) != last)
             .map(|(n, _)| *n)
             .collect();
-        for n in empty {
-            self.remove_segment(d, n);
+        if !self.cfg.read_only {
+            for n in empty {
+                self.remove_segment(d, n);
+            }
         }
         Ok(())
     }
@@ -837,7 +850,9 @@ impl BlockJournal {
         len: u64,
         report: &mut RecoveryReport,
     ) -> io::Result<u64> {
-        self.backend.truncate(file, at)?;
+        if !self.cfg.read_only {
+            self.backend.truncate(file, at)?;
+        }
         self.counters.torn_tails_truncated += 1;
         self.counters.torn_bytes_dropped += len - at;
         report.truncated.push(Truncation {
@@ -885,6 +900,10 @@ impl BlockJournal {
     /// it runs [`sync`](Self::sync) itself; an error then is that sync's (the block was
     /// accepted, and is dropped only if its own drive failed).
     pub fn append(&mut self, rec: &[u8]) -> Result<Appended, JournalError> {
+        if self.cfg.read_only {
+            self.counters.appends_refused += 1;
+            return Err(JournalError::Config("the journal was opened read-only"));
+        }
         if rec.len() as u64 > self.cfg.max_record_bytes {
             self.counters.appends_refused += 1;
             return Err(JournalError::TooLarge { len: rec.len() });

@@ -1,11 +1,11 @@
-//! `vyrn-data`: one data box of a home on the UDP backend (issue 12 item 8, 07 §5).
+//! `vyrn data`: one data box of a home on the UDP backend (issue 12 item 8, 07 §5).
 //!
-//! Usage: `vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]`.
+//! Usage: `vyrn data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]`.
 //!
 //! * `--home`: the home's file (what the sequencer reads, without its seed: `HomeConfig`): the
 //!   sessions and their keys (`K_seq` for the MAC check, `K_out` to relay DataRedirect), the
 //!   voters' `data_addr`s (the fan-out's destinations, in membership order) and this box's
-//!   `[databox N]` section: `client_addr` (copy 2 arrives there) and `dest_base` (its socket for
+//!   `[databox.N]` section: `client_addr` (copy 2 arrives there) and `dest_base` (its socket for
 //!   voter `i` is bound at `dest_base + i`, so a voter's DataFetch and DataDown are attributed
 //!   by the socket they arrive on).
 //! * `--hb-us`: the DATA_HB period when idle (100 µs is a budget; a dev home of one box and four
@@ -18,94 +18,58 @@
 //! Every second a line: packets in, stored, dropped by cause, frames out, fetches served; at the
 //! end every counter of the box.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::{cores, Cores};
 use vyrn_data::databox::DataBox;
 use vyrn_seq::boxcfg::HomeConfig;
 
-const USAGE: &str =
-    "usage: vyrn-data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N] [--cores LIST]";
-
-struct Opts {
-    home: std::path::PathBuf,
-    index: u8,
-    secs: u64,
-    hb_us: u64,
-    batch_us: u64,
-    cores: Option<Vec<usize>>,
+/// `vyrn data`: one data box of a home (07 §5).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The home's file (what the sequencer reads, without its seed).
+    #[arg(long, value_name = "FILE")]
+    pub home: PathBuf,
+    /// Which `[databox.N]` of the home this is.
+    #[arg(long, value_name = "N")]
+    pub index: u8,
+    /// Run this many seconds (0: until SIGTERM/SIGINT).
+    #[arg(long, default_value_t = 0)]
+    pub secs: u64,
+    /// The DATA_HB period when idle, µs (voters call a box down after REP_DATA_SILENCE_MS).
+    #[arg(long, value_name = "US", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=100_000))]
+    pub hb_us: u64,
+    /// The age at which an open DATA frame is sent, µs (REP_DATA_BATCH_US = 5 is a budget).
+    #[arg(long, value_name = "US", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub batch_us: u64,
+    /// Cores this process runs on (e.g. `1` or `0-3,6`).
+    #[arg(long, value_name = "LIST", value_parser = cores)]
+    pub cores: Option<Cores>,
 }
 
-fn opts() -> Result<Opts, String> {
-    let (mut home, mut index) = (None, None);
-    let (mut secs, mut hb_us, mut batch_us) = (0u64, 1000u64, 200u64);
-    let mut cores = None;
-    let mut a = std::env::args().skip(1);
-    while let Some(k) = a.next() {
-        let mut v = || a.next().ok_or(format!("{k} needs a value"));
-        match k.as_str() {
-            "--home" => home = Some(v()?.into()),
-            "--index" => index = Some(v()?.parse().map_err(|e| format!("--index: {e}"))?),
-            "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
-            "--hb-us" => {
-                hb_us = v()?.parse().map_err(|e| format!("--hb-us: {e}"))?;
-                if !(10..=100_000).contains(&hb_us) {
-                    return Err(format!(
-                        "--hb-us {hb_us}: 10..=100000 (voters call a box down after REP_DATA_SILENCE_MS)"
-                    ));
-                }
-            }
-            "--batch-us" => {
-                batch_us = v()?.parse().map_err(|e| format!("--batch-us: {e}"))?;
-                if !(1..=10_000).contains(&batch_us) {
-                    return Err(format!("--batch-us {batch_us}: 1..=10000"));
-                }
-            }
-            "--cores" => cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {k}")),
-        }
-    }
-    Ok(Opts {
-        home: home.ok_or("--home FILE is required")?,
-        index: index.ok_or("--index N is required")?,
-        secs,
-        hb_us,
-        batch_us,
-        cores,
-    })
-}
-
-fn main() -> ExitCode {
-    let o = match opts() {
-        Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("vyrn-data: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+/// Run one data box until `--secs` or a signal; exit 0, or 2 when the start is refused.
+pub fn run(o: Args) -> ExitCode {
     // `--cores`: off the sequencer box's hot core when sharing its host (the threads it starts
     // inherit the set).
-    if !vyrn_nic::wait::pin_process("vyrn-data", o.cores.as_deref()) {
+    if !vyrn_nic::wait::pin_process("vyrn data", o.cores.as_ref().map(|c| c.0.as_slice())) {
         return ExitCode::from(2);
     }
-    let Some(home) = HomeConfig::load_for("vyrn-data", &o.home) else {
+    let Some(home) = HomeConfig::load_for("vyrn data", &o.home) else {
         return ExitCode::from(2);
     };
-    match run(&home, &o) {
+    match serve(&home, &o) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("vyrn-data {}: {e}", o.index);
+            eprintln!("vyrn data {}: {e}", o.index);
             ExitCode::from(2)
         }
     }
 }
 
-fn run(home: &HomeConfig, o: &Opts) -> Result<(), String> {
+fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     let cfg = vyrn_data::home::config(home, o.index, o.hb_us * 1000, o.batch_us * 1000)?;
     let me = home.databoxes[o.index as usize].clone();
     let mut d = vyrn_data::home::open(home, &cfg)?;

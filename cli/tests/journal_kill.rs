@@ -1,5 +1,5 @@
 //! A kill -9 of a replica process mid-write (issue 12 tests; 07 §14 NVMe row, §8.2): replica 3
-//! runs as its own `vyrn-replica` process with a two-drive journal in a home whose other roles
+//! runs as its own `vyrn replica` process with a two-drive journal in a home whose other roles
 //! run in this test (the box, the data box, replicas 0–2, the client load); it is killed with
 //! SIGKILL while it journals a block every few ms. Its journal, reopened as recovery opens it,
 //! serves every block up to the highest height the process had reported durable and beyond —
@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+// The in-process home the replica crate's whole-home tests share.
+#[path = "../../replica/tests/homerun/mod.rs"]
 mod homerun;
 
 use vyrn_replica::core::Budgets;
@@ -29,7 +31,8 @@ fn replica_proc(
     drives: &str,
     secs: u64,
 ) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_vyrn-replica"))
+    Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .arg("replica")
         .arg("--home")
         .arg(conf)
         .args(["--index", "3", "--key"])
@@ -40,7 +43,7 @@ fn replica_proc(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("vyrn-replica starts")
+        .expect("vyrn replica starts")
 }
 
 #[test]

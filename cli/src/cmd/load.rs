@@ -1,12 +1,12 @@
-//! `vyrn-load`: the exchange clients' load generator as its own process (issue 5 item 3). Many
+//! `vyrn load`: the exchange clients' load generator as its own process (issue 5 item 3). Many
 //! sessions (the home's config gives their ids and keys), an open-loop target rate, a seeded
 //! realistic mix (resting and crossing GTC, cancels, IOC), copy 1 to the sequencer, copy 2 to the
 //! data home; a progress line every second and, at the end, p50/p99/p99.9/max of request → ack,
 //! request → fill, fill → durable and fill → final.
 //!
-//! Usage: `vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S]
-//! [--seed N] [--ping [--sessions N]] [--core C]`. Copy 2 goes to `--data`, else to the home
-//! file's `[databox 0]`; a file with neither (a box run without its data tier) sends it to a
+//! Usage: `vyrn load --home FILE [--seq ADDR] [--data ADDR] [--secs N] [--rate MSGS_PER_S]
+//! [--seed N] [--ping [--sessions N]] [--core C]`. Copy 1 goes to `--seq`, else to the home's
+//! client port on loopback; copy 2 to `--data`, else to the home file's `[databox.0]`; a file with neither (a box run without its data tier) sends it to a
 //! local socket that only counts it. The file is read as every role but the sequencer reads it
 //! (`HomeConfig`: no seed file is opened).
 //!
@@ -23,6 +23,7 @@
 //! scheduling.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use vyrn_client::loadgen::ping::Ping;
 use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
@@ -31,76 +32,53 @@ use vyrn_client::Driver;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::boxcfg::HomeConfig;
 
-struct Opts {
-    config: std::path::PathBuf,
-    seq: SocketAddr,
-    data: Option<SocketAddr>,
-    secs: u64,
-    rate: u64,
-    seed: u64,
-    ping: bool,
-    sessions: Option<usize>,
-    skip: usize,
-    core: Option<usize>,
-    nice: Option<i32>,
+/// `vyrn load`: the exchange clients' load generator.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The home's file (sessions and their keys; the sequencer's seed is never read).
+    #[arg(long, alias = "config", value_name = "FILE")]
+    pub home: PathBuf,
+    /// The sequencer's client address (default: 127.0.0.1 at the home's client_port).
+    #[arg(long, value_name = "ADDR")]
+    pub seq: Option<SocketAddr>,
+    /// Where copy 2 goes (default: the home's data box 0; none: a local socket that counts it).
+    #[arg(long, value_name = "ADDR")]
+    pub data: Option<SocketAddr>,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 5)]
+    pub secs: u64,
+    /// Open-loop target rate, msgs/s.
+    #[arg(long, value_name = "MSGS_PER_S", default_value_t = 10_000)]
+    pub rate: u64,
+    /// The mix's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Ping mode: one request in flight per session, each answer sending the next.
+    #[arg(long)]
+    pub ping: bool,
+    /// Sessions in ping mode (default 1).
+    #[arg(long, value_name = "N", requires = "ping")]
+    pub sessions: Option<usize>,
+    /// Use the home's sessions after the first N (another generator owns those).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub skip: usize,
+    /// Pin the generator to this core (keep it off the box's hot core).
+    #[arg(long, value_name = "C")]
+    pub core: Option<usize>,
+    /// Run at this nice value (below 0 needs CAP_SYS_NICE).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub nice: Option<i32>,
 }
 
-const USAGE: &str = "usage: vyrn-load --config FILE --seq ADDR [--data ADDR] [--secs N] [--rate MSGS_PER_S] [--seed N] [--ping [--sessions N]] [--skip N] [--core C] [--nice N]";
-
-fn opts() -> Result<Opts, String> {
-    let (mut config, mut seq, mut data) = (None, None, None);
-    let (mut secs, mut rate, mut seed) = (5u64, 10_000u64, 1u64);
-    let (mut ping, mut sessions, mut core, mut nice) = (false, None, None, None);
-    let mut skip = 0usize;
-    let mut a = std::env::args().skip(1);
-    while let Some(k) = a.next() {
-        let mut v = || a.next().ok_or(format!("{k} needs a value"));
-        match k.as_str() {
-            "--config" => config = Some(v()?.into()),
-            "--seq" => seq = Some(v()?.parse().map_err(|e| format!("--seq: {e}"))?),
-            "--data" => data = Some(v()?.parse().map_err(|e| format!("--data: {e}"))?),
-            "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
-            "--rate" => rate = v()?.parse().map_err(|e| format!("--rate: {e}"))?,
-            "--seed" => seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
-            "--ping" => ping = true,
-            "--sessions" => sessions = Some(v()?.parse().map_err(|e| format!("--sessions: {e}"))?),
-            "--skip" => skip = v()?.parse().map_err(|e| format!("--skip: {e}"))?,
-            "--core" => core = Some(v()?.parse().map_err(|e| format!("--core: {e}"))?),
-            "--nice" => nice = Some(v()?.parse().map_err(|e| format!("--nice: {e}"))?),
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {k}")),
-        }
-    }
-    Ok(Opts {
-        config: config.ok_or("--config is required")?,
-        seq: seq.ok_or("--seq is required")?,
-        data,
-        secs,
-        rate,
-        seed,
-        ping,
-        sessions,
-        skip,
-        core,
-        nice,
-    })
-}
-
-fn main() -> ExitCode {
-    let o = match opts() {
-        Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("vyrn-load: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+/// Run the generator; exit 0, 1 (nothing answered) or 2 (start refused).
+pub fn run(o: Args) -> ExitCode {
     // The home's file as a client reads it: sessions and keys, never the sequencer's seed.
-    let Some(cfg) = HomeConfig::load_for("vyrn-load: config", &o.config) else {
+    let Some(cfg) = HomeConfig::load_for("vyrn load: home", &o.home) else {
         return ExitCode::from(2);
     };
+    let seq = o
+        .seq
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], cfg.client_port)));
     let open = |buf: usize| {
         let mut c = UdpConfig::loopback().with_batch(64);
         c.recv_buffer = Some(buf);
@@ -109,7 +87,7 @@ fn main() -> ExitCode {
     let (port, sink) = match (open(8 << 20), open(1 << 20)) {
         (Ok(p), Ok(s)) => (p, s),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("vyrn-load: opening sockets: {e}");
+            eprintln!("vyrn load: opening sockets: {e}");
             return ExitCode::from(2);
         }
     };
@@ -124,7 +102,7 @@ fn main() -> ExitCode {
     // one client's: a second process starting it at 1 again would be answered as resends).
     if o.skip >= e.sessions.len() {
         eprintln!(
-            "vyrn-load: --skip {} leaves none of the home's {} sessions",
+            "vyrn load: --skip {} leaves none of the home's {} sessions",
             o.skip,
             e.sessions.len()
         );
@@ -135,22 +113,22 @@ fn main() -> ExitCode {
         .iter()
         .skip(o.skip)
         .map(|s| (s.session, s.k_seq, s.k_out));
-    let mut sessions = match sessions_for(e.book, keys, o.seq, data, 50_000_000) {
+    let mut sessions = match sessions_for(e.book, keys, seq, data, 50_000_000) {
         Ok(v) => v,
         Err(err) => {
-            eprintln!("vyrn-load: sessions: {err:?}");
+            eprintln!("vyrn load: sessions: {err:?}");
             return ExitCode::from(2);
         }
     };
     if let Some(c) = o.core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
-            eprintln!("vyrn-load: could not pin to core {c}");
+            eprintln!("vyrn load: could not pin to core {c}");
             return ExitCode::from(2);
         }
     }
     if let Some(n) = o.nice {
         if !vyrn_nic::wait::set_nice(n) {
-            eprintln!("vyrn-load: warning: could not set nice {n} (needs CAP_SYS_NICE below 0)");
+            eprintln!("vyrn load: warning: could not set nice {n} (needs CAP_SYS_NICE below 0)");
         }
     }
     let mut driver = Driver::new(port, &sessions);
@@ -162,8 +140,8 @@ fn main() -> ExitCode {
     if o.ping {
         let n = o.sessions.unwrap_or(1).clamp(1, sessions.len());
         println!(
-            "vyrn-load: ping mode, {n} session(s) with one request in flight each, for {} s, copy 1 to {}, copy 2 to {}",
-            o.secs, o.seq, data
+            "vyrn load: ping mode, {n} session(s) with one request in flight each, for {} s, copy 1 to {}, copy 2 to {}",
+            o.secs, seq, data
         );
         let mut p = Ping::new(sessions.len(), 10_000, 20);
         run::ping(
@@ -178,7 +156,7 @@ fn main() -> ExitCode {
             |l| println!("{l}"),
         );
         let copy2 = sink.map_or(0, |s| s.count);
-        return finish(p.summary(), &driver, copy2, p.counts.answered, o.seq);
+        return finish(p.summary(), &driver, copy2, p.counts.answered, seq);
     }
     let mut load = LoadGen::new(
         LoadConfig {
@@ -190,11 +168,11 @@ fn main() -> ExitCode {
         sessions.len(),
     );
     println!(
-        "vyrn-load: {} sessions, {} msgs/s open loop for {} s, copy 1 to {}, copy 2 to {}",
+        "vyrn load: {} sessions, {} msgs/s open loop for {} s, copy 1 to {}, copy 2 to {}",
         sessions.len(),
         o.rate,
         o.secs,
-        o.seq,
+        seq,
         data
     );
     run::open_loop(
@@ -208,7 +186,7 @@ fn main() -> ExitCode {
         |l| println!("{l}"),
     );
     let copy2 = sink.map_or(0, |s| s.count);
-    finish(load.summary(), &driver, copy2, load.counts.answered, o.seq)
+    finish(load.summary(), &driver, copy2, load.counts.answered, seq)
 }
 
 /// The end of a run, either mode: the summary, the driver's counters, and exit 1 if nothing was
@@ -229,7 +207,7 @@ fn finish(
         driver.counters()
     );
     if answered == 0 {
-        eprintln!("vyrn-load: nothing was answered: is the box at {seq}?");
+        eprintln!("vyrn load: nothing was answered: is the box at {seq}?");
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS

@@ -1,10 +1,10 @@
-//! `vyrn-replica`: one voting replica of a home, on the UDP backend (issue 12 item 8).
+//! `vyrn replica`: one voting replica of a home, on the UDP backend (issue 12 item 8).
 //!
-//! Usage: `vyrn-replica --home FILE --index N --key FILE [--journal DIR[,DIR..]] [--secs N]
-//! [--ack-us N]`.
+//! Usage: `vyrn replica --home FILE --index N --key FILE [--journal DIR[,DIR..]] [--secs N]
+//! [--ack-us N]` (`vyrn replica --help` lists every option).
 //!
 //! * `--home`: the home's file (the one the sequencer reads; `[box] seq_pub`, `path_port`, the
-//!   `[voter N]` membership with `ctrl_addr`/`data_addr`, the `[databox N]` sections, sessions
+//!   `[voter.N]` membership with `ctrl_addr`/`data_addr`, the `[databox.N]` sections, sessions
 //!   and their keys for replay). The sequencer's seed file is never read.
 //! * `--index`: which voter this is; `--key`: its secret vote seed (hex, a 0600 file), whose
 //!   public key must be that voter's `vote_key`.
@@ -24,147 +24,86 @@
 //! digest — a multiset hash of every first-copy response replay produced (order-free), equal at
 //! every replica of a home that replayed the same steps.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::{cores, Cores};
 use vyrn_replica::core::Budgets;
 use vyrn_replica::journal::BackendChoice;
 use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_replica::voter::SimplexCfg;
 use vyrn_seq::boxcfg::{read_seed, HomeConfig, Profile};
 
-struct Opts {
-    home: std::path::PathBuf,
-    index: usize,
-    key: std::path::PathBuf,
-    secs: u64,
-    ack_us: Option<u64>,
-    journal: Option<Vec<std::path::PathBuf>>,
-    backend: BackendChoice,
-    sync_ms: u64,
-    cores: Option<Vec<usize>>,
-    journal_cores: Option<Vec<usize>>,
-    consensus_dir: Option<std::path::PathBuf>,
-    consensus_cores: Option<Vec<usize>>,
-    interim: bool,
+/// `vyrn replica`: one voting replica of a home (07 §7.2).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The home's file (the one the sequencer reads; its seed file is never read).
+    #[arg(long, value_name = "FILE")]
+    pub home: PathBuf,
+    /// Which voter of the membership this is.
+    #[arg(long, value_name = "N")]
+    pub index: usize,
+    /// Its secret vote seed (hex, a 0600 file); its public key must be that voter's vote_key.
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Run this many seconds (0: until SIGTERM/SIGINT).
+    #[arg(long, default_value_t = 0)]
+    pub secs: u64,
+    /// RepAck period override, µs (10..=REP_ACK_LIVE_US).
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(10..=vyrn_wire::consts::REP_ACK_LIVE_US))]
+    pub ack_us: Option<u64>,
+    /// The block journal's drive directories (07 §8.2), comma-separated.
+    #[arg(long, value_name = "DIR[,DIR..]", value_delimiter = ',')]
+    pub journal: Option<Vec<PathBuf>>,
+    /// Journal backend: auto (io_uring + O_DIRECT where it works), uring or std.
+    #[arg(long, value_name = "auto|uring|std", default_value = "auto", value_parser = backend)]
+    pub journal_backend: BackendChoice,
+    /// The journal's sync period, ms (1..=1000; 07 §8.2's ≤ 5 ms is a budget; 0 = default).
+    #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub journal_sync_ms: u64,
+    /// Cores this process runs on (e.g. `1` or `0-3,6`).
+    #[arg(long, value_name = "LIST", value_parser = cores)]
+    pub cores: Option<Cores>,
+    /// Cores of the journal's writer thread.
+    #[arg(long, value_name = "LIST", value_parser = cores)]
+    pub journal_cores: Option<Cores>,
+    /// The Simplex engine's journal directory (default: `consensus-N` next to the home file).
+    #[arg(long, value_name = "DIR")]
+    pub consensus_dir: Option<PathBuf>,
+    /// Cores of the Simplex engine's threads.
+    #[arg(long, value_name = "LIST", value_parser = cores)]
+    pub consensus_cores: Option<Cores>,
+    /// Test support only: vote as the interim voter (no consensus engine), for a home whose
+    /// other voters are the in-process interim voters of the replica's tests.
+    #[arg(long, hide = true)]
+    pub interim_voter: bool,
 }
 
-const USAGE: &str = "usage: vyrn-replica --home FILE --index N --key FILE [--secs N] [--ack-us N]";
-
-fn opts() -> Result<Opts, String> {
-    let (mut home, mut index, mut key) = (None, None, None);
-    let (mut secs, mut ack_us, mut journal) = (0u64, None, None);
-    let mut backend = BackendChoice::Auto;
-    let mut sync_ms = 0u64;
-    let (mut cores, mut journal_cores) = (None, None);
-    let (mut consensus_dir, mut consensus_cores) = (None, None);
-    let mut interim = false;
-    let mut a = std::env::args().skip(1);
-    while let Some(k) = a.next() {
-        let mut v = || a.next().ok_or(format!("{k} needs a value"));
-        match k.as_str() {
-            "--home" => home = Some(v()?.into()),
-            "--index" => index = Some(v()?.parse().map_err(|e| format!("--index: {e}"))?),
-            "--key" => key = Some(v()?.into()),
-            "--secs" => secs = v()?.parse().map_err(|e| format!("--secs: {e}"))?,
-            "--ack-us" => {
-                let us: u64 = v()?.parse().map_err(|e| format!("--ack-us: {e}"))?;
-                ack_us = Some(us);
-                if !(10..=vyrn_wire::consts::REP_ACK_LIVE_US).contains(&us) {
-                    return Err(format!(
-                        "--ack-us {us}: 10..={} (a box fences when acks stop for its self-fence window)",
-                        vyrn_wire::consts::REP_ACK_LIVE_US
-                    ));
-                }
-            }
-            "--journal" => {
-                let dirs: Vec<std::path::PathBuf> =
-                    v()?.split(',').map(|d| d.trim().into()).collect();
-                journal = Some(dirs);
-            }
-            "--journal-sync-ms" => {
-                sync_ms = v()?
-                    .parse()
-                    .map_err(|e| format!("--journal-sync-ms: {e}"))?;
-                if !(1..=1000).contains(&sync_ms) {
-                    return Err(format!("--journal-sync-ms {sync_ms}: 1..=1000"));
-                }
-            }
-            "--journal-backend" => {
-                backend = match v()?.as_str() {
-                    "auto" => BackendChoice::Auto,
-                    "uring" => BackendChoice::Uring,
-                    "std" => BackendChoice::Std,
-                    x => return Err(format!("--journal-backend {x}: auto, uring or std")),
-                }
-            }
-            "--cores" => cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
-            "--journal-cores" => journal_cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
-            "--consensus-dir" => consensus_dir = Some(v()?.into()),
-            // Test support: vote as the interim voter (no engine), for a home whose other
-            // voters are the in-process interim voters of the replica's tests.
-            "--interim-voter" => interim = true,
-            "--consensus-cores" => consensus_cores = Some(vyrn_nic::wait::parse_cores(&v()?)?),
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {k}")),
-        }
+fn backend(s: &str) -> Result<BackendChoice, String> {
+    match s {
+        "auto" => Ok(BackendChoice::Auto),
+        "uring" => Ok(BackendChoice::Uring),
+        "std" => Ok(BackendChoice::Std),
+        x => Err(format!("{x}: auto, uring or std")),
     }
-    Ok(Opts {
-        home: home.ok_or("--home FILE is required")?,
-        index: index.ok_or("--index N is required")?,
-        key: key.ok_or("--key FILE is required")?,
-        secs,
-        ack_us,
-        journal,
-        backend,
-        sync_ms,
-        cores,
-        journal_cores,
-        consensus_dir,
-        consensus_cores,
-        interim,
-    })
 }
 
-/// `vyrn-replica --verify-certs --home FILE --journal DIR[,DIR]`: check every finality
-/// certificate in a replica's cert journal against the home's REP_Membership (07 §6.5, §13.1).
-fn verify_certs() -> ExitCode {
-    let (mut home, mut dirs) = (None, None);
-    let mut a = std::env::args().skip(1);
-    while let Some(k) = a.next() {
-        match k.as_str() {
-            "--verify-certs" => {}
-            "--home" => home = a.next().map(std::path::PathBuf::from),
-            "--journal" => {
-                dirs = a.next().map(|v| {
-                    v.split(',')
-                        .map(|d| std::path::PathBuf::from(d.trim()))
-                        .collect::<Vec<_>>()
-                })
-            }
-            _ => {
-                eprintln!("vyrn-replica --verify-certs: unknown argument {k}");
-                eprintln!("usage: vyrn-replica --verify-certs --home FILE --journal DIR[,DIR]");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let (Some(home), Some(dirs)) = (home, dirs) else {
-        eprintln!("usage: vyrn-replica --verify-certs --home FILE --journal DIR[,DIR]");
-        return ExitCode::from(2);
-    };
-    let Some(h) = HomeConfig::load_for("vyrn-replica", &home) else {
+/// `vyrn verify-cert --home FILE --journal DIR[,DIR]`: check every finality certificate in a
+/// replica's cert journal against the home's REP_Membership (07 §6.5, §13.1).
+pub fn verify_cert_journal(home: &Path, dirs: &[PathBuf]) -> ExitCode {
+    let Some(h) = HomeConfig::load_for("vyrn verify-cert", home) else {
         return ExitCode::from(2);
     };
     let Some(m) = h.membership.as_ref() else {
         eprintln!(
-            "vyrn-replica --verify-certs: {} names no membership file",
+            "vyrn verify-cert: {} names no membership file",
             home.display()
         );
         return ExitCode::from(2);
     };
-    match vyrn_replica::voter::verify_cert_journal(&dirs, m) {
+    match vyrn_replica::voter::verify_cert_journal(dirs, m) {
         Ok(r) => {
             println!(
                 "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
@@ -183,38 +122,26 @@ fn verify_certs() -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("vyrn-replica --verify-certs: {e}");
+            eprintln!("vyrn verify-cert: {e}");
             ExitCode::from(2)
         }
     }
 }
 
-fn main() -> ExitCode {
-    if std::env::args().any(|a| a == "--verify-certs") {
-        return verify_certs();
-    }
-    let o = match opts() {
-        Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("vyrn-replica: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+/// Run one replica until `--secs` or a signal; exit 0, 1 (replay stopped) or 2 (start refused).
+pub fn run(o: Args) -> ExitCode {
     // `--cores`: off the sequencer box's hot core when sharing its host (the threads it starts
     // inherit the set).
-    if !vyrn_nic::wait::pin_process("vyrn-replica", o.cores.as_deref()) {
+    if !vyrn_nic::wait::pin_process("vyrn replica", o.cores.as_ref().map(|c| c.0.as_slice())) {
         return ExitCode::from(2);
     }
-    let Some(home) = HomeConfig::load_for("vyrn-replica", &o.home) else {
+    let Some(home) = HomeConfig::load_for("vyrn replica", &o.home) else {
         return ExitCode::from(2);
     };
     let seed = match read_seed(&o.key) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("vyrn-replica: --key {}: {e}", o.key.display());
+            eprintln!("vyrn replica: --key {}: {e}", o.key.display());
             return ExitCode::from(2);
         }
     };
@@ -242,22 +169,22 @@ fn main() -> ExitCode {
     if home.profile == Profile::Dev {
         simplex = simplex.dev();
     }
-    simplex.cores = o.consensus_cores.clone();
+    simplex.cores = o.consensus_cores.clone().map(|c| c.0);
     let cfg = NodeConfig {
         home,
         index: o.index,
         vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
         budgets,
         journal: o.journal.clone(),
-        journal_backend: o.backend,
-        journal_sync_ns: o.sync_ms * 1_000_000,
-        journal_cores: o.journal_cores.clone(),
-        simplex: (!o.interim).then(|| simplex.clone()),
+        journal_backend: o.journal_backend,
+        journal_sync_ns: o.journal_sync_ms * 1_000_000,
+        journal_cores: o.journal_cores.clone().map(|c| c.0),
+        simplex: (!o.interim_voter).then(|| simplex.clone()),
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("vyrn-replica {}: {e}", o.index);
+            eprintln!("vyrn replica {}: {e}", o.index);
             return ExitCode::from(2);
         }
     };
@@ -286,7 +213,7 @@ fn main() -> ExitCode {
             m.cert.len()
         );
     }
-    if o.interim {
+    if o.interim_voter {
         println!("{name}: INTERIM voter (test support: no consensus engine)");
     } else {
         println!(

@@ -1,15 +1,12 @@
-//! `vyrn-seq`: the sequencer box from its config file, on the UDP backend (issue 4 item 6).
+//! `vyrn seq`: the sequencer box from its config file, on the UDP backend (issue 4 item 6).
 //!
-//! Usage: `vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]`, or
-//! `vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]` to write a dev box's
-//! config with fresh keys (each key file created 0600), or `--gen-dev-home DIR` for a whole
-//! home on loopback: the same plus four `[voter N]` (their seeds in `keys/voter-N.key`), one
-//! `[databox 0]`, `seq_pub` and fixed path ports, read by `vyrn-replica` and `vyrn-data`.
+//! Usage: `vyrn seq --config FILE [--secs N] [--threads N]`; `vyrn config init DIR` writes a
+//! dev home (or `--box-only`, a dev box's config) with fresh keys.
 //!
-//! * Reads the config (`[box]`, `[account N]`, `[session N]`; keys in 0600 files), runs the
-//!   startup checks (cores of the core map exist, ports free, key files private) and stops with
-//!   every problem listed if any fails.
-//! * `profile = ref`: one pinned thread per tile on the cores of `core_map`, in tile order
+//! * Reads the config (`[box]`, `[account.N]`, `[session.N]`, `[voter.N]`; keys in 0600
+//!   files), runs the startup checks (cores of the core map exist, ports free, key files
+//!   private) and stops with every problem listed if any fails.
+//! * `profile = "ref"`: one pinned thread per tile on the cores of `core_map`, in tile order
 //!   (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX, cert); hot tiles
 //!   spin, cold ones block when idle; lane `l` listens on `client_port + l`.
 //!   `dev`/`consumer` (issue 11): the hot path (RX, lanes, cut, BBO, stream cores, TX) on one
@@ -17,140 +14,67 @@
 //!   control RX, order hasher, cert) on a thread on the rest of `core_map` that blocks when idle;
 //!   one client port. `--threads N`: the legacy map (every tile round-robin on N yielding
 //!   threads), for comparison.
-//! * `--voter-doubles` (dev profile only, and only in a build with the `testkit` feature): the
-//!   light voter responder (test doubles for the voting replicas, until replicas exist): one
-//!   double on its own thread (off the hot core, asleep between frames) decodes every frame
-//!   off both paths and checks every header, and four voter identities with random keys answer
-//!   from it — RepAcks, NACKs, finality certificates signed by Q of them. Without voters the
-//!   finality gate halts the book after `FIN_GATE_BLOCKS`.
+//! * The voters come from the membership (`[voter.N]`); a box outside `dev` without them does
+//!   not start. (The voter doubles are test support inside `vyrn-seq`'s `testkit`, never here.)
 //! * A tile that panics aborts the process with a message naming it (exit by SIGABRT): a
 //!   supervisor sees the box die, never a box with one tile dead.
 //! * Every second: what came in and went out, the gate words, durable/final, and each tile's
 //!   load (busy time / wall time: B-REP-4 for the stream cores, B-REP-6 for the hasher).
-//! * `--secs 0` (the default): run until killed.
+//! * `--secs 0` (the default): run until SIGTERM/SIGINT, which end it cleanly (summary printed).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vyrn_seq::boxcfg::{startup_checks, BoxConfig, Profile};
 use vyrn_seq::ports::{core_map_of, CoreMap, NetBox, RunningBox};
 use vyrn_seq::runner::{Clock, Wait};
-#[cfg(feature = "testkit")]
-use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 
-struct Opts {
-    gen: Option<std::path::PathBuf>,
-    gen_home: bool,
-    lanes: u8,
-    per_lane: u16,
-    config: std::path::PathBuf,
-    secs: u64,
-    doubles: bool,
-    threads: Option<usize>,
+/// `vyrn seq`: the sequencer box from its config file (07 §4).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The box's config: the home's file with `seq_key_file` (the sequencer's seed).
+    #[arg(long, alias = "home", value_name = "FILE")]
+    pub config: PathBuf,
+    /// Run this many seconds (0: until SIGTERM/SIGINT).
+    #[arg(long, default_value_t = 0)]
+    pub secs: u64,
+    /// The legacy map: every tile round-robin on N yielding threads (dev/consumer only; for
+    /// comparison with the hot/cold placement).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
-fn opts() -> Result<Opts, String> {
-    let mut config = None;
-    let mut o = Opts {
-        gen: None,
-        gen_home: false,
-        lanes: 4,
-        per_lane: 8,
-        config: Default::default(),
-        secs: 0,
-        doubles: false,
-        threads: None,
+/// Write a dev box's config, or a whole dev home, with fresh keys (`vyrn config init`).
+pub fn init(dir: &std::path::Path, lanes: u8, per_lane: u16, box_only: bool) -> ExitCode {
+    let write = if box_only {
+        vyrn_seq::boxcfg::write_dev_config
+    } else {
+        vyrn_seq::boxcfg::write_dev_home
     };
-    let mut a = std::env::args().skip(1);
-    while let Some(k) = a.next() {
-        match k.as_str() {
-            "--config" => config = Some(a.next().ok_or("--config needs a file")?.into()),
-            "--secs" => {
-                o.secs = a
-                    .next()
-                    .ok_or("--secs needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--secs: {e}"))?
-            }
-            "--threads" => {
-                o.threads = Some(
-                    a.next()
-                        .ok_or("--threads needs a value")?
-                        .parse()
-                        .map_err(|e| format!("--threads: {e}"))?,
-                )
-            }
-            "--voter-doubles" => o.doubles = true,
-            "--gen-dev-config" => {
-                o.gen = Some(a.next().ok_or("--gen-dev-config needs a DIR")?.into())
-            }
-            "--gen-dev-home" => {
-                o.gen = Some(a.next().ok_or("--gen-dev-home needs a DIR")?.into());
-                o.gen_home = true;
-            }
-            "--lanes" => {
-                o.lanes = a
-                    .next()
-                    .ok_or("--lanes needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--lanes: {e}"))?
-            }
-            "--sessions-per-lane" => {
-                o.per_lane = a
-                    .next()
-                    .ok_or("--sessions-per-lane needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--sessions-per-lane: {e}"))?
-            }
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {k}")),
+    match write(dir, lanes, per_lane, 47_400) {
+        Ok(p) => {
+            println!(
+                "wrote {} (keys in {}, mode 0600)",
+                p.display(),
+                dir.join("keys").display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("vyrn config init: {}: {err}", dir.display());
+            ExitCode::from(2)
         }
     }
-    if o.gen.is_none() {
-        o.config = config.ok_or("--config FILE is required")?;
-    }
-    Ok(o)
 }
 
-fn main() -> ExitCode {
-    let o = match opts() {
-        Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("vyrn-seq: {e}");
-            }
-            eprintln!("usage: vyrn-seq --config FILE [--secs N] [--voter-doubles] [--threads N]");
-            eprintln!("       vyrn-seq --gen-dev-config DIR [--lanes N] [--sessions-per-lane N]");
-            eprintln!("       vyrn-seq --gen-dev-home DIR [--lanes N] [--sessions-per-lane N]");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(dir) = &o.gen {
-        let write = if o.gen_home {
-            vyrn_seq::boxcfg::write_dev_home
-        } else {
-            vyrn_seq::boxcfg::write_dev_config
-        };
-        return match write(dir, o.lanes, o.per_lane, 47_400) {
-            Ok(p) => {
-                println!(
-                    "wrote {} (keys in {}, mode 0600)",
-                    p.display(),
-                    dir.join("keys").display()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(err) => {
-                eprintln!("vyrn-seq: {}: {err}", dir.display());
-                ExitCode::from(2)
-            }
-        };
-    }
+/// Run the box until `--secs` or a signal; exit 0, 1 (encoding refusals) or 2 (start refused).
+pub fn run(o: Args) -> ExitCode {
     let cfg = match BoxConfig::load(&o.config) {
         Ok(c) => c,
         Err(errs) => {
             for e in errs {
-                eprintln!("vyrn-seq: config: {e}");
+                eprintln!("vyrn seq: config: {e}");
             }
             return ExitCode::from(2);
         }
@@ -158,7 +82,7 @@ fn main() -> ExitCode {
     let problems = startup_checks(&cfg);
     if !problems.is_empty() {
         for p in problems {
-            eprintln!("vyrn-seq: startup check failed: {p}");
+            eprintln!("vyrn seq: startup check failed: {p}");
         }
         return ExitCode::from(2);
     }
@@ -173,7 +97,7 @@ fn main() -> ExitCode {
     }
     let lay = cfg.engine.layout;
     println!(
-        "vyrn-seq: config {}: profile {:?}, {} lanes, {} substream(s), {} sessions, {} voters; startup checks passed",
+        "vyrn seq: config {}: profile {:?}, {} lanes, {} substream(s), {} sessions, {} voters; startup checks passed",
         o.config.display(),
         cfg.profile,
         lay.n_lanes,
@@ -184,73 +108,40 @@ fn main() -> ExitCode {
     let mut net = match NetBox::open(&cfg, cfg.profile == Profile::Ref) {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("vyrn-seq: opening the client and control ports: {e}");
+            eprintln!("vyrn seq: opening the client and control ports: {e}");
             return ExitCode::from(2);
         }
     };
     let ctrl = match net.ctrl_addr() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("vyrn-seq: the control port: {e}");
+            eprintln!("vyrn seq: the control port: {e}");
             return ExitCode::from(2);
         }
     };
-    // The voters and their keys come from the membership ([voter N] sections), never from
-    // anything derivable; a box with none runs only with the dev profile's voter doubles.
-    if o.doubles && !cfg.voters_members.is_empty() {
-        eprintln!("vyrn-seq: --voter-doubles and [voter] sections together: the doubles would replace the configured voters; remove one");
-        return ExitCode::from(2);
-    }
-    if !o.doubles && cfg.voters_members.is_empty() {
+    // The voters and their keys come from the membership ([voter.N] sections), never from
+    // anything derivable.
+    if cfg.voters_members.is_empty() {
         if cfg.profile != Profile::Dev {
             eprintln!(
-                "vyrn-seq: {}: no [voter N] sections: a {:?} box needs its voters and their keys (REP_Membership)",
+                "vyrn seq: {}: no [voter.N] sections: a {:?} box needs its voters and their keys (REP_Membership)",
                 o.config.display(),
                 cfg.profile
             );
             return ExitCode::from(2);
         }
-        eprintln!("vyrn-seq: warning: no voters configured: nothing becomes durable or final, and the finality gate halts the book after FIN_GATE_BLOCKS blocks");
+        eprintln!("vyrn seq: warning: no voters configured: nothing becomes durable or final, and the finality gate halts the book after FIN_GATE_BLOCKS blocks");
     }
     for m in &cfg.voters_members {
         net.register_voter(m.ctrl_addr, m.index, m.vote_key);
     }
-    if o.doubles && cfg.profile != Profile::Dev {
-        eprintln!(
-            "vyrn-seq: --voter-doubles is for the dev profile only (this config is {:?}): a real box takes its voters from the membership",
-            cfg.profile
-        );
-        return ExitCode::from(2);
-    }
-    #[cfg(not(feature = "testkit"))]
-    if o.doubles {
-        eprintln!("vyrn-seq: --voter-doubles needs a build with the `testkit` feature (cargo build -p vyrn-seq --features testkit)");
-        return ExitCode::from(2);
-    }
-    #[cfg(feature = "testkit")]
-    let voter_net = if o.doubles {
-        match VoterNet::open(cfg.voters, ctrl) {
-            Ok(v) => {
-                for (a, i, k) in v.members() {
-                    net.register_voter(a, i, k);
-                }
-                Some(v)
-            }
-            Err(e) => {
-                eprintln!("vyrn-seq: opening the voter doubles' sockets: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    } else {
-        None
-    };
     let clients = net.client_addrs();
     let clock = Clock::new();
     let t0 = Instant::now();
     let (running, paths) = match net.start(&cfg, &map, clock) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("vyrn-seq: starting the box: {e}");
+            eprintln!("vyrn seq: starting the box: {e}");
             return ExitCode::from(2);
         }
     };
@@ -281,11 +172,9 @@ fn main() -> ExitCode {
         };
         println!("  {at:<9} {how:<28} {}", names.join(" "));
     }
-    #[cfg(feature = "testkit")]
-    let voters =
-        voter_net.map(|v| VoterThread::spawn_light(lay, running.handles.seq_public, v, paths, t0));
-    #[cfg(not(feature = "testkit"))]
-    let _ = (paths, t0);
+    let _ = t0;
+    // SIGTERM/SIGINT end the run cleanly (the summary is printed).
+    let stop = vyrn_nic::wait::stop_on_signals();
     let h = &running.handles;
     let s = &running.stats;
     let mut last_busy: Vec<u64> = vec![0; running.runner.stats.len()];
@@ -328,7 +217,7 @@ fn main() -> ExitCode {
             h.words.fenced(),
             loads.join(", ")
         );
-        if o.secs > 0 && sec >= o.secs {
+        if (o.secs > 0 && sec >= o.secs) || stop.load(Ordering::Relaxed) {
             break;
         }
     }
@@ -346,20 +235,6 @@ fn main() -> ExitCode {
         .collect();
     runner.stop();
     let mut ok = true;
-    #[cfg(feature = "testkit")]
-    if let Some(v) = voters {
-        v.stop.store(true, Ordering::Relaxed);
-        if let Ok(doubles) = v.handle.join() {
-            let d = &doubles[0];
-            println!(
-                "voter doubles: voter 0 decoded {} frames, {} headers checked, faults {:?}",
-                d.decoder_counters().frames,
-                d.headers_ok(),
-                d.faults()
-            );
-            ok &= d.faults() == (0, 0);
-        }
-    }
     println!("--- summary");
     println!(
         "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, REP_DurableMark {}",
@@ -422,7 +297,7 @@ fn main() -> ExitCode {
         );
     }
     if handles.words.errors.load(Ordering::Relaxed) > 0 {
-        eprintln!("vyrn-seq: encoding refusals in the stream cores");
+        eprintln!("vyrn seq: encoding refusals in the stream cores");
         ok = false;
     }
     if ok {

@@ -1,6 +1,8 @@
 //! The cert journal's finality certificates checked against the home's REP_Membership
-//! (07 §6.5, §8.2, §13.1): `verify_cert_journal` and `vyrn-replica --verify-certs` pass a
-//! journal of valid certificates and name each tampered or foreign one.
+//! (07 §6.5, §8.2, §13.1): `verify_cert_journal` and `vyrn verify-cert --home --journal` pass a
+//! journal of valid certificates and name each tampered or foreign one; `vyrn journal inspect
+//! --certs-out` exports them and `vyrn verify-cert --membership --cert` checks one file as an
+//! outsider would, with nothing but the membership record.
 
 use std::process::Command;
 
@@ -64,11 +66,11 @@ fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_na
     }
     let a = verify_cert_journal(&drives, &m).unwrap();
     assert_eq!((a.ok, a.final_height, a.bad.len()), (5, 5, 0), "{a:?}");
-    let bin = env!("CARGO_BIN_EXE_vyrn-replica");
+    let bin = env!("CARGO_BIN_EXE_vyrn");
     let journal_arg = format!("{},{}", drives[0].display(), drives[1].display());
     let run = || {
         Command::new(bin)
-            .arg("--verify-certs")
+            .arg("verify-cert")
             .arg("--home")
             .arg(&conf)
             .args(["--journal", &journal_arg])
@@ -115,5 +117,60 @@ fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_na
     let out = run();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("entry 6:"));
+
+    // `vyrn journal inspect` (no block journal here: empty drives) exports the certificates and
+    // exits 1 for the two bad ones; each exported file is then checked on its own.
+    let certs = dir.join("certs");
+    let out = Command::new(bin)
+        .args([
+            "journal",
+            "inspect",
+            "--quiet",
+            "--journal",
+            &journal_arg,
+            "--home",
+        ])
+        .arg(&conf)
+        .arg("--certs-out")
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("wrote 7 finality certificate(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cert entry 5: BAD"), "{stdout}");
+    let verify = |view: u64| {
+        Command::new(bin)
+            .arg("verify-cert")
+            .arg("--membership")
+            .arg(dir.join("membership.bin"))
+            .arg("--cert")
+            .arg(certs.join(format!("cert-{view}.bin")))
+            .output()
+            .unwrap()
+    };
+    for view in 2..=6 {
+        let out = verify(view);
+        assert!(out.status.success(), "view {view}: {out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("3 of 4 voters signed"));
+    }
+    for view in [7, 8] {
+        let out = verify(view);
+        assert_eq!(out.status.code(), Some(1), "view {view}: {out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("BAD"));
+    }
+    // A membership file that is not one: refused before any certificate is looked at.
+    let out = Command::new(bin)
+        .arg("verify-cert")
+        .arg("--membership")
+        .arg(certs.join("cert-2.bin"))
+        .arg("--cert")
+        .arg(certs.join("cert-2.bin"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,5 @@
-//! `vyrn-paths`: the order stream end to end on loopback, until the sequencer and replicas
-//! exist. A sender thread plays a seeded stream (ORDER, HASH, HEADER, HEARTBEAT frames of both
+//! `vyrn paths`: a lab for the replication paths — the order stream end to end on two lossy
+//! loopback paths, with no sequencer or replica process. A sender thread plays a seeded stream (ORDER, HASH, HEADER, HEARTBEAT frames of both
 //! substreams, signed headers) onto two paths — two loopback multicast groups, each behind a
 //! seeded lossy wrapper — and serves NACKs from its frame store with `flags.retransmit`
 //! (07 §4.10). The receiver runs the replica's receive loop of §4.9 (dedupe the other path's
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vyrn_bench::Latency;
+use super::Latency;
 use vyrn_nic::lossy::{LossConfig, Lossy};
 use vyrn_nic::pair::{Path, PathMark, PathPair};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
@@ -27,6 +27,39 @@ use vyrn_wire::frame::{FrameHeader, FLAG_RETRANSMIT};
 use vyrn_wire::msg::ctrl::{CtrlMsg, Nack};
 use vyrn_wire::{BlockHeader, BlockRoots, DecState, Layout, Pos, Sink};
 
+/// `vyrn paths`: the order stream on two lossy loopback paths with NACK repair.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The stream's and the loss's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Frames to send.
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub frames: u64,
+    /// Send rate, frames/s.
+    #[arg(long, value_name = "FRAMES_PER_S", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate: u64,
+    /// Drop probability on path A.
+    #[arg(long, value_name = "P", default_value_t = 0.02, value_parser = prob)]
+    pub drop_a: f64,
+    /// Drop probability on path B.
+    #[arg(long, value_name = "P", default_value_t = 0.02, value_parser = prob)]
+    pub drop_b: f64,
+    /// Reorder probability on each path.
+    #[arg(long, value_name = "P", default_value_t = 0.01, value_parser = prob)]
+    pub reorder: f64,
+    /// The peak mix (07 §15) instead of the reference mix.
+    #[arg(long)]
+    pub peak: bool,
+}
+
+fn prob(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s}: a probability in 0..=1")),
+    }
+}
+
 struct Opts {
     seed: u64,
     frames: usize,
@@ -35,38 +68,6 @@ struct Opts {
     reorder: f64,
     peak: bool,
 }
-
-fn opts() -> Result<Opts, String> {
-    let mut o = Opts {
-        seed: 1,
-        frames: 60_000,
-        rate: 50_000,
-        drop: [0.02, 0.02],
-        reorder: 0.01,
-        peak: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut v = || it.next().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--seed" => o.seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
-            "--frames" => o.frames = v()?.parse().map_err(|e| format!("--frames: {e}"))?,
-            "--rate" => o.rate = v()?.parse().map_err(|e| format!("--rate: {e}"))?,
-            "--drop-a" => o.drop[0] = v()?.parse().map_err(|e| format!("--drop-a: {e}"))?,
-            "--drop-b" => o.drop[1] = v()?.parse().map_err(|e| format!("--drop-b: {e}"))?,
-            "--reorder" => o.reorder = v()?.parse().map_err(|e| format!("--reorder: {e}"))?,
-            "--peak" => o.peak = true,
-            "-h" | "--help" => return Err(String::new()),
-            x => return Err(format!("unknown argument {x}")),
-        }
-    }
-    if o.rate == 0 || o.frames == 0 {
-        return Err("--rate and --frames must be > 0".into());
-    }
-    Ok(o)
-}
-
-const USAGE: &str = "usage: vyrn-paths [--seed N] [--frames N] [--rate FRAMES_PER_S] [--drop-a P] [--drop-b P] [--reorder P] [--peak]";
 
 /// Index of (stream, frame_seq) into per-frame tables.
 struct FrameIndex {
@@ -144,28 +145,27 @@ fn open_paths(o: &Opts) -> Result<Paths, String> {
     ))
 }
 
-fn main() -> ExitCode {
-    let o = match opts() {
-        Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("vyrn-paths: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+/// Run the stream; exit 0, 1 (a fault) or 2 (the paths could not open).
+pub fn run(a: Args) -> ExitCode {
+    let o = Opts {
+        seed: a.seed,
+        frames: a.frames as usize,
+        rate: a.rate,
+        drop: [a.drop_a, a.drop_b],
+        reorder: a.reorder,
+        peak: a.peak,
     };
-    match run(&o) {
+    match stream(&o) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("vyrn-paths: {e}");
+            eprintln!("vyrn paths: {e}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run(o: &Opts) -> Result<bool, String> {
+fn stream(o: &Opts) -> Result<bool, String> {
     let t_gen = Instant::now();
     let mut cfg = if o.peak {
         CorpusConfig::peak(o.seed, o.frames)
@@ -192,7 +192,7 @@ fn run(o: &Opts) -> Result<bool, String> {
     let sent_ns: Arc<Vec<AtomicU64>> =
         Arc::new((0..store.len()).map(|_| AtomicU64::new(0)).collect());
     println!(
-        "vyrn-paths: seed {} — {} frames ({} on A, {} on B), {} packet records, {} steps, {} blocks, generated in {:.2?}",
+        "vyrn paths: seed {} — {} frames ({} on A, {} on B), {} packet records, {} steps, {} blocks, generated in {:.2?}",
         o.seed,
         store.len(),
         index.count[0],

@@ -1,0 +1,300 @@
+//! The operator's tools: `vyrn config {init,check,example}`, `vyrn verify-cert`, `vyrn journal
+//! inspect`. Each exits 0 when all is well, 1 when it found something wrong (a bad certificate,
+//! a refused record) and 2 when it could not look (a missing file, a bad argument).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use vyrn_replica::journal::{BlockJournal, JournalConfig};
+use vyrn_seq::boxcfg::{BoxConfig, HomeConfig};
+use vyrn_wire::msg::ctrl::{CtrlMsg, RepMembership};
+use vyrn_wire::msg::journal::BlockRecordRef;
+
+/// The commented example the `vyrn config example` prints: every section and key of a home's
+/// file with what it means. (Tested: with its key files written, it loads.)
+pub const EXAMPLE: &str = include_str!("../../example.toml");
+
+/// `vyrn config check FILE`: load the file as the sequencer does (with its seed) or, with
+/// `--home-only`, as every other role does; print every problem, or a summary.
+pub fn config_check(file: &Path, home_only: bool) -> ExitCode {
+    if home_only {
+        let Some(h) = HomeConfig::load_for("vyrn config check", file) else {
+            return ExitCode::from(1);
+        };
+        println!(
+            "{}: ok (as a replica, data box or client reads it): profile {:?}, epoch {}, {} lanes, {} sessions, {} voters, {} data box(es){}",
+            file.display(),
+            h.profile,
+            h.epoch,
+            h.engine.layout.n_lanes,
+            h.engine.sessions.len(),
+            h.voters,
+            h.databoxes.len(),
+            match &h.membership {
+                Some(m) => format!(", membership certified by {} voters", m.cert.len()),
+                None => String::new(),
+            }
+        );
+        return ExitCode::SUCCESS;
+    }
+    match BoxConfig::load(file) {
+        Ok(c) => {
+            println!(
+                "{}: ok (as the sequencer reads it): profile {:?}, {} lanes, {} sessions, {} voters, block {} µs",
+                file.display(),
+                c.profile,
+                c.engine.layout.n_lanes,
+                c.engine.sessions.len(),
+                c.voters,
+                c.block_ns / 1000
+            );
+            ExitCode::SUCCESS
+        }
+        Err(errs) => {
+            for e in errs {
+                eprintln!("vyrn config check: {e}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A `REP_Membership` file checked as an outsider checks it (07 §13.1): it parses, keeps every
+/// rule, and its certificate verifies under its own voters' keys.
+pub fn load_membership(file: &Path) -> Result<RepMembership, String> {
+    let b = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let m = match CtrlMsg::parse(&b) {
+        Ok(CtrlMsg::RepMembership(m)) => *m,
+        Ok(_) => return Err(format!("{}: not a REP_Membership record", file.display())),
+        Err(e) => return Err(format!("{}: does not parse: {e:?}", file.display())),
+    };
+    m.validate()
+        .map_err(|e| format!("{}: breaks 07 §13.1: {e:?}", file.display()))?;
+    m.verify_cert(&m)
+        .map_err(|e| format!("{}: its certificate does not verify: {e:?}", file.display()))?;
+    Ok(m)
+}
+
+/// `vyrn verify-cert --membership FILE --cert FILE`: one `REP_FinalityCert` (its wire bytes,
+/// as a control message or bare) against a membership record, with
+/// `vyrn_consensus::cert::verify_finality_cert` — the one check (07 §6.5).
+pub fn verify_cert(membership: &Path, cert: &Path) -> ExitCode {
+    let m = match load_membership(membership) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("vyrn verify-cert: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let b = match std::fs::read(cert) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("vyrn verify-cert: {}: {e}", cert.display());
+            return ExitCode::from(2);
+        }
+    };
+    let c = match CtrlMsg::parse(&b) {
+        Ok(CtrlMsg::FinalityCert(c)) => *c,
+        Ok(_) => {
+            println!("{}: BAD: not a REP_FinalityCert", cert.display());
+            return ExitCode::from(1);
+        }
+        Err(_) => match vyrn_wire::msg::consensus::RepFinalityCert::parse(&b) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("{}: BAD: does not parse: {e:?}", cert.display());
+                return ExitCode::from(1);
+            }
+        },
+    };
+    match vyrn_consensus::cert::verify_finality_cert(&c, &m) {
+        Ok(()) => {
+            println!(
+                "{}: ok: epoch {} view {} finalizes heights {}..={} (last hash {}), {} of {} voters signed (Q {})",
+                cert.display(),
+                c.epoch,
+                c.view,
+                c.proposal.first_height,
+                c.proposal.last_height,
+                hex8(&c.proposal.last_hash),
+                c.entries.len(),
+                m.voters.len(),
+                m.q
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("{}: BAD: {e}", cert.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn hex8(b: &[u8]) -> String {
+    b.iter().take(8).map(|x| format!("{x:02x}")).collect()
+}
+
+/// `vyrn journal inspect --journal DIR[,DIR..]`: open the block journal read-only (nothing on
+/// disk changes), list every block with its place and header, and every record recovery
+/// refused; with `--home`, `seq_sig` is checked under the home's `seq_pub` and the cert journal
+/// (on the first two drives) is verified against the membership. `--certs-out DIR` writes each
+/// finality certificate as `cert-<view>.bin` for `vyrn verify-cert`.
+pub fn journal_inspect(
+    drives: &[PathBuf],
+    home: Option<&Path>,
+    certs_out: Option<&Path>,
+    quiet: bool,
+) -> ExitCode {
+    let home = match home.map(|h| HomeConfig::load_for("vyrn journal inspect", h)) {
+        Some(None) => return ExitCode::from(2),
+        Some(Some(h)) => Some(h),
+        None => None,
+    };
+    let mut cfg = JournalConfig::new(drives.to_vec());
+    cfg.read_only = true;
+    cfg.verifying_key = home.as_ref().map(|h| h.seq_pub);
+    let (mut j, rep) = match BlockJournal::open(cfg) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("vyrn journal inspect: {e:?}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut bad = false;
+    let heights = j.heights();
+    println!(
+        "block journal on {} drive(s){}: {} blocks{}",
+        drives.len(),
+        if home.is_some() {
+            ", seq_sig checked under the home's seq_pub"
+        } else {
+            " (no --home: seq_sig not checked)"
+        },
+        heights.len(),
+        match (heights.first(), heights.last()) {
+            (Some(a), Some(b)) => format!(", heights {a}..={b}"),
+            _ => String::new(),
+        }
+    );
+    if !quiet {
+        println!("  height  drive  segment      offset       len  kind    steps                  header hash");
+    }
+    for h in &heights {
+        let loc = j.locate(*h);
+        match j.read(*h) {
+            Ok(buf) => {
+                if quiet {
+                    continue;
+                }
+                match BlockRecordRef::parse(&buf) {
+                    Ok(r) => {
+                        let l = loc.unwrap_or(vyrn_replica::journal::BlockLoc {
+                            drive: 0,
+                            segment: 0,
+                            offset: 0,
+                            len: 0,
+                        });
+                        println!(
+                            "  {:>6}  {:>5}  {:>7}  {:>10}  {:>8}  {:<6}  {:<21}  {}",
+                            h,
+                            l.drive,
+                            l.segment,
+                            l.offset,
+                            l.len,
+                            format!("{:?}", r.kind),
+                            format!("{}..={}", r.header.first_step, r.header.last_step),
+                            hex8(&r.header.header_hash())
+                        );
+                    }
+                    Err(e) => {
+                        bad = true;
+                        println!("  {h:>6}  does not parse: {e:?}");
+                    }
+                }
+            }
+            Err(e) => {
+                bad = true;
+                println!("  {h:>6}  REFUSED on read: {e:?}");
+            }
+        }
+    }
+    let gaps = heights.windows(2).filter(|w| w[1] != w[0] + 1).count();
+    if gaps > 0 {
+        println!("{gaps} gap(s) between held heights (retention deletes the oldest; a replica refetches the rest, 07 §14)");
+    }
+    for r in &rep.refused {
+        bad = true;
+        println!(
+            "REFUSED at recovery: drive {} segment {} offset {} height {:?}: {:?}",
+            r.drive, r.segment, r.offset, r.height, r.why
+        );
+    }
+    for t in &rep.truncated {
+        println!(
+            "torn tail: drive {} segment {} from offset {} ({} bytes) — a writable open (the replica's restart) cuts it; left in place",
+            t.drive, t.segment, t.offset, t.dropped
+        );
+    }
+    for d in &rep.failed_drives {
+        bad = true;
+        println!("drive {d} ({}) unreadable", drives[*d].display());
+    }
+    for f in &rep.foreign {
+        println!("foreign file left alone: {}", f.display());
+    }
+    if let Some(h) = &home {
+        let certs = &drives[..drives.len().min(2)];
+        match h.membership.as_ref() {
+            Some(m) => match vyrn_replica::voter::verify_cert_journal(certs, m) {
+                Ok(a) => {
+                    println!(
+                        "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
+                        a.ok,
+                        a.final_height,
+                        a.bad.len(),
+                        a.other
+                    );
+                    for (i, why) in &a.bad {
+                        bad = true;
+                        println!("  cert entry {i}: BAD: {why}");
+                    }
+                }
+                Err(e) => println!("cert journal: {e}"),
+            },
+            None => println!("cert journal: the home names no membership file; not checked"),
+        }
+    }
+    if let Some(out) = certs_out {
+        match export_certs(&drives[..drives.len().min(2)], out) {
+            Ok(n) => println!("wrote {n} finality certificate(s) to {}", out.display()),
+            Err(e) => {
+                eprintln!("vyrn journal inspect: --certs-out: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if bad {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn export_certs(dirs: &[PathBuf], out: &Path) -> Result<usize, String> {
+    use vyrn_replica::journal::cert::{CertJournal, CertKind};
+    let mut j = CertJournal::open(dirs).map_err(|e| format!("cert journal: {e}"))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut n = 0;
+    for i in 0..j.len() {
+        if let Ok((CertKind::Finality, b)) = j.get(i) {
+            let view = match CtrlMsg::parse(&b) {
+                Ok(CtrlMsg::FinalityCert(c)) => c.view,
+                _ => continue,
+            };
+            let p = out.join(format!("cert-{view}.bin"));
+            std::fs::write(&p, &b).map_err(|e| format!("{}: {e}", p.display()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
