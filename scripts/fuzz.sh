@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every decoder target (shared/guides/fuzzing.md): cargo-fuzz on the
 # stable toolchain with RUSTC_BOOTSTRAP=1. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
-# Seeds come from wire/fuzz/corpus/<target>/ (checked in); crashes land in
-# wire/fuzz/artifacts/<target>/ and fail the run.
+# Seeds come from fuzz/corpus/<target>/ (checked in); crashes land in
+# fuzz/artifacts/<target>/ and fail the run.
 set -euo pipefail
-cd "$(dirname "$0")/../wire/fuzz"
+cd "$(dirname "$0")/../fuzz"
 secs=${1:-20}
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --version 0.13.2 >/dev/null
 fi
 export RUSTC_BOOTSTRAP=1
-targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^vyrn-wire-fuzz$')
+targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^vyrn-fuzz$')
 for t in $targets; do
   mkdir -p "corpus/$t"
   echo "--- fuzz $t for ${secs}s"
@@ -22,8 +22,8 @@ for t in $targets; do
   [ -d "regressions/$t" ] && cp -r "regressions/$t/." "$work/"
   if ! cargo fuzz run "$t" "$work" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1; then
     tail -n 60 "$log" >&2
-    echo "fuzz target $t failed (crash or build error): see wire/fuzz/artifacts/$t;" \
-      "copy the input to wire/fuzz/regressions/$t/ with a test before fixing it" >&2
+    echo "fuzz target $t failed (crash or build error): see fuzz/artifacts/$t;" \
+      "copy the input to fuzz/regressions/$t/ with a test before fixing it" >&2
     exit 1
   fi
   grep -E '^(#[0-9]+ +(INITED|DONE)|Done)' "$log" || tail -n 3 "$log"

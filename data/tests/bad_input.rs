@@ -334,7 +334,7 @@ fn config_errors_are_typed() {
     assert!(E::RingEmpty.to_string().contains("ring"));
 }
 
-/// Regression (fuzz, wire/fuzz/regressions/data_ingest): huge fetch ranges once overflowed a
+/// Regression (fuzz, fuzz/regressions/data_ingest): huge fetch ranges once overflowed a
 /// counter. A range is clamped to FETCH_RANGE_MAX frames and counted once per request.
 #[test]
 fn huge_fetch_ranges_are_clamped() {

@@ -389,7 +389,7 @@ fn corrupt_snapshots_are_refused_not_panicked_on() {
     assert!(snapshot::restore(other, &file).is_err());
 }
 
-/// `VYRN_FUZZ_SEEDS=wire/fuzz/corpus cargo test -p vyrn-engine --test live_replay fuzz_seeds`
+/// `VYRN_FUZZ_SEEDS=fuzz/corpus cargo test -p vyrn-engine --test live_replay fuzz_seeds`
 /// writes seed inputs for the engine fuzz targets (snapshots of a 3-lane home; packet chunks).
 #[test]
 fn fuzz_seeds() {

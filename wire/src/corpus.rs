@@ -803,7 +803,7 @@ impl Gen {
     }
 }
 
-/// The order-decoder fuzz harness, shared by `wire/fuzz` (libFuzzer) and the regression replay
+/// The order-decoder fuzz harness, shared by `fuzz` (libFuzzer) and the regression replay
 /// in `wire/tests/fuzz_regressions.rs`. The first byte picks the layout (REF, a 4-lane dev
 /// layout, an 11-lane single-substream one); the rest is a capture, or 64-byte chunks when it
 /// does not parse as one. Invariants: no panic, no hang, and errors are sticky per substream.

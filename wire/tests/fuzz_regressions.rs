@@ -6,7 +6,7 @@ use vyrn_wire::{DecState, NullSink};
 
 fn files(sub: &str) -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz")
+        .join("../fuzz")
         .join(sub);
     let mut v: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

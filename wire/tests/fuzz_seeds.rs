@@ -7,7 +7,7 @@ use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
 use vyrn_wire::msg::ctrl::{CtrlMsg, Nack, RepAck};
 use vyrn_wire::msg::data::{DataFrame, DataFrameBuilder, DataKind};
 
-/// The key the fuzz targets use (`wire/fuzz/fuzz_targets/client_packet.rs`).
+/// The key the fuzz targets use (`fuzz/fuzz_targets/client_packet.rs`).
 const KEY: [u8; 16] = *b"fuzz-key-0123456";
 
 fn request(pkt_seq: u32, resend: bool, n: usize) -> Vec<u8> {
@@ -88,7 +88,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
 
 fn dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
+        .join("../fuzz/corpus")
         .join(target)
 }
 
