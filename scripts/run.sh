@@ -45,6 +45,8 @@ pin=() roles_pin=()
 [ -n "$cold" ] && [ "${VYRN_PIN_ROLES:-0}" = 1 ] && roles_pin=(--cores "$cold")
 echo "== a home on loopback: 4 replicas (vyrn replica), data box (vyrn data), sequencer (vyrn seq), load (vyrn load) =="
 # The replicas and the data box start first: they join the paths before the first frame.
+# Every role serves Prometheus metrics while it runs (docs/sre.md): the box on 127.0.0.1:47490,
+# the data box on :47491, replica i on :4749(2+i) — `curl -s 127.0.0.1:47490/metrics`.
 for i in 0 1 2 3; do
   # Replica 3 journals every block it votes for on two drive directories (fresh each run: the
   # box's heights start at 1 again), with the portable backend. Measured on this 2-core dev
@@ -60,16 +62,16 @@ for i in 0 1 2 3; do
   # Each replica's Simplex engine keeps its journal in a fresh directory (a dev home's heights
   # start at 1 each run).
   "$vyrn" replica --home "$conf" --index "$i" --key "$dir/keys/voter-$i.key" --secs $((run_secs + 4)) \
-    --consensus-dir "$logs/consensus-$i" \
+    --consensus-dir "$logs/consensus-$i" --metrics "127.0.0.1:$((47492 + i))" \
     "${journal[@]}" "${roles_pin[@]}" >"$logs/replica-$i.log" 2>&1 &
   pids+=($!)
 done
-"$vyrn" data --home "$conf" --index 0 --secs $((run_secs + 4)) "${roles_pin[@]}" >"$logs/data-0.log" 2>&1 &
+"$vyrn" data --home "$conf" --index 0 --secs $((run_secs + 4)) --metrics 127.0.0.1:47491 "${roles_pin[@]}" >"$logs/data-0.log" 2>&1 &
 pids+=($!)
 # The replicas' Simplex engines dial each other (authenticated p2p) before the first block.
 sleep 3
 # The box runs a little longer than the load so the last answers, durable and final arrive.
-"$vyrn" seq --config "$conf" --secs "$run_secs" >"$logs/seq.log" 2>&1 &
+"$vyrn" seq --config "$conf" --secs "$run_secs" --metrics 127.0.0.1:47490 >"$logs/seq.log" 2>&1 &
 seq_pid=$!
 sleep 1
 # As root, the generator runs at a raised priority so its wake-ups on that shared core are not

@@ -63,6 +63,9 @@ enum ConfigCmd {
         /// Only the sequencer box's config: no voters, data box or membership.
         #[arg(long)]
         box_only: bool,
+        /// The first of the home's loopback ports (the box's client port; the rest follow).
+        #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
+        base_port: u16,
     },
     /// Load a file and print every problem with its line, or a summary.
     Check {
@@ -144,7 +147,8 @@ fn main() -> ExitCode {
             lanes,
             sessions_per_lane,
             box_only,
-        }) => cmd::seq::init(&dir, lanes, sessions_per_lane, box_only),
+            base_port,
+        }) => cmd::seq::init(&dir, lanes, sessions_per_lane, box_only, base_port),
         Cmd::Config(ConfigCmd::Check { file, home_only }) => {
             cmd::tools::config_check(&file, home_only)
         }

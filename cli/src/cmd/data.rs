@@ -48,6 +48,25 @@ pub struct Args {
     /// Cores this process runs on (e.g. `1` or `0-3,6`).
     #[arg(long, value_name = "LIST", value_parser = cores)]
     pub cores: Option<Cores>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// Every counter of the data box as `vyrn_data_<counter>_total` (docs/data.md names each).
+fn render(b: &DataBox, index: u8, published: &vyrn_metrics::Published) -> String {
+    let mut e = vyrn_metrics::Exposition::new();
+    let box_label = index.to_string();
+    for (k, v) in b.counters().iter() {
+        e.counter(
+            &format!("vyrn_data_{k}_total"),
+            &format!("data box counter {k} (docs/data.md)"),
+            &[("databox", box_label.as_str())],
+            v,
+        );
+    }
+    published.own(&mut e);
+    e.render()
 }
 
 /// Run one data box until `--secs` or a signal; exit 0, or 2 when the start is refused.
@@ -87,6 +106,13 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         o.batch_us
     );
     let stop = vyrn_nic::wait::stop_on_signals();
+    let published = vyrn_metrics::Published::default();
+    if let Some(a) = o.metrics {
+        let at =
+            vyrn_metrics::serve(a, published.clone()).map_err(|e| format!("--metrics {a}: {e}"))?;
+        println!("data box {}: metrics on http://{at}/metrics", o.index);
+        published.set(render(&d.databox, o.index, &published));
+    }
     let t0 = Instant::now();
     let now = || t0.elapsed().as_nanos() as u64 + 1_000_000;
     let mut next = now() + 1_000_000_000;
@@ -101,6 +127,9 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         if t >= next {
             sec += 1;
             println!("[{sec:>4}s] data box {}: {}", o.index, line(&d.databox));
+            if o.metrics.is_some() {
+                published.set(render(&d.databox, o.index, &published));
+            }
             next = t + 1_000_000_000;
         }
         if work == 0 {

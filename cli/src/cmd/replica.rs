@@ -79,6 +79,297 @@ pub struct Args {
     /// other voters are the in-process interim voters of the replica's tests.
     #[arg(long, hide = true)]
     pub interim_voter: bool,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// The replica's counters, heights and alarms in Prometheus form (docs/sre.md lists each).
+fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
+    let mut e = vyrn_metrics::Exposition::new();
+    let core = n.core();
+    let c = n.counters();
+    let rx = core.order_rx().counters();
+    for (p, path) in ["A", "B"].iter().enumerate() {
+        let l = [("path", *path)];
+        e.counter(
+            "vyrn_replica_frames_total",
+            "first copies of frames, per path",
+            &l,
+            rx.first[p],
+        );
+        e.counter(
+            "vyrn_replica_frames_duplicate_total",
+            "frames the other path already delivered",
+            &l,
+            rx.dups[p],
+        );
+        e.counter(
+            "vyrn_replica_frames_lost_total",
+            "frames this path never delivered",
+            &l,
+            rx.lost[p],
+        );
+        e.counter(
+            "vyrn_replica_path_datagrams_total",
+            "datagrams off the path",
+            &l,
+            c.path_rx[p],
+        );
+        e.alarm(
+            "REP_A_PATH",
+            &[("role", "replica"), ("path", path)],
+            core.order_rx().path_alarm(p as u8),
+        );
+    }
+    e.counter(
+        "vyrn_replica_holes_total",
+        "holes opened in frame_seq order",
+        &[],
+        rx.holes,
+    );
+    e.counter(
+        "vyrn_replica_nacks_total",
+        "NACKs sent to the sequencer",
+        &[],
+        rx.nacks,
+    );
+    e.counter(
+        "vyrn_replica_peer_repairs_asked_total",
+        "RepairReqs sent to peers",
+        &[],
+        rx.repairs,
+    );
+    e.counter(
+        "vyrn_replica_repaired_total",
+        "frames filled by repair",
+        &[],
+        rx.repaired,
+    );
+    e.counter(
+        "vyrn_replica_peer_repairs_served_total",
+        "peer RepairReqs served",
+        &[],
+        c.repairs_served.0,
+    );
+    e.counter("vyrn_replica_repacks_total", "RepAcks sent", &[], rx.acks);
+    e.counter(
+        "vyrn_replica_nack_too_old_total",
+        "NackTooOld answers",
+        &[],
+        c.too_old,
+    );
+    let v = core.verdicts().counters();
+    e.counter(
+        "vyrn_replica_headers_total",
+        "block headers received",
+        &[],
+        v.headers,
+    );
+    e.counter(
+        "vyrn_replica_headers_bad_signature_total",
+        "headers whose seq_sig did not verify",
+        &[],
+        v.bad_sig,
+    );
+    e.counter(
+        "vyrn_replica_blocks_verified_total",
+        "blocks whose verdict passed every check of 07 §6.4",
+        &[],
+        v.verified,
+    );
+    e.counter(
+        "vyrn_replica_blocks_refused_total",
+        "blocks refused for voting",
+        &[],
+        v.refused,
+    );
+    e.counter(
+        "vyrn_replica_blocks_total",
+        "blocks the decoder completed",
+        &[],
+        c.blocks,
+    );
+    let d = core.data().counters();
+    e.counter(
+        "vyrn_replica_data_frames_total",
+        "DATA frames from the data tier",
+        &[],
+        d.frames.iter().sum(),
+    );
+    e.counter(
+        "vyrn_replica_data_gaps_total",
+        "data_seq gaps detected",
+        &[],
+        d.gaps,
+    );
+    e.counter(
+        "vyrn_replica_data_gap_fetches_total",
+        "DataFetch sent for gaps",
+        &[],
+        d.gap_fetches,
+    );
+    e.counter(
+        "vyrn_replica_data_box_down_total",
+        "data boxes declared down (silence)",
+        &[],
+        d.box_down,
+    );
+    e.counter(
+        "vyrn_replica_payloads_unavailable_total",
+        "payloads no fetch source had (07 §5.5)",
+        &[],
+        c.unavailable,
+    );
+    e.counter(
+        "vyrn_replica_copy_mismatches_total",
+        "CopyMismatch evidence raised (07 §5.6)",
+        &[],
+        c.copy_mismatches,
+    );
+    e.counter(
+        "vyrn_replica_seq_faults_total",
+        "sequencer faults the decoder raised (07 §3.12)",
+        &[],
+        c.seq_faults,
+    );
+    e.counter(
+        "vyrn_replica_consensus_faults_total",
+        "conflict evidence from the consensus engine (07 §10.2)",
+        &[],
+        c.consensus_faults,
+    );
+    e.counter(
+        "vyrn_replica_unknown_sources_total",
+        "datagrams from non-members, dropped unread",
+        &[],
+        c.unknown_src,
+    );
+    e.counter(
+        "vyrn_replica_control_bad_total",
+        "control messages that did not parse",
+        &[],
+        c.ctrl_bad,
+    );
+    e.counter("vyrn_replica_tx_total", "datagrams sent", &[], c.tx);
+    e.counter(
+        "vyrn_replica_tx_dropped_total",
+        "datagrams the kernel refused",
+        &[],
+        c.tx_dropped,
+    );
+    e.gauge(
+        "vyrn_replica_voted_height",
+        "highest height this voter's verdict let it vote for",
+        &[],
+        n.voted() as f64,
+    );
+    let (dec, rep) = core.replay_lag();
+    e.gauge(
+        "vyrn_replica_replay_lag_steps",
+        "steps decoded but not yet replayed",
+        &[],
+        dec.saturating_sub(rep) as f64,
+    );
+    e.counter(
+        "vyrn_replica_replay_responses_total",
+        "responses replay produced",
+        &[],
+        n.replay().responses,
+    );
+    if let Some(s) = n.simplex() {
+        let dc = s.desk_counters();
+        let vc = s.counters();
+        e.gauge(
+            "vyrn_replica_final_height",
+            "final height this voter saw finalized",
+            &[],
+            s.final_height() as f64,
+        );
+        e.gauge(
+            "vyrn_replica_final_view",
+            "the view of that finalization",
+            &[],
+            s.final_view() as f64,
+        );
+        e.counter(
+            "vyrn_replica_proposals_total",
+            "proposals this voter made as leader",
+            &[],
+            dc.proposed,
+        );
+        e.counter(
+            "vyrn_replica_verify_total",
+            "verify answers, by result",
+            &[("result", "true")],
+            dc.verify_true,
+        );
+        e.counter(
+            "vyrn_replica_verify_total",
+            "verify answers, by result",
+            &[("result", "false")],
+            dc.verify_false,
+        );
+        e.counter(
+            "vyrn_replica_verify_total",
+            "verify answers, by result",
+            &[("result", "timeout")],
+            dc.verify_timeout,
+        );
+        e.counter(
+            "vyrn_replica_nullified_views_total",
+            "views nullified",
+            &[],
+            dc.nullified,
+        );
+        e.counter(
+            "vyrn_replica_finalize_votes_sent_total",
+            "finalize votes sent to the box",
+            &[],
+            vc.votes_out,
+        );
+        e.counter(
+            "vyrn_replica_certs_sent_total",
+            "finality certificates sent to the box",
+            &[],
+            vc.certs_out,
+        );
+        let (started, failed) = s.engine_state();
+        e.gauge(
+            "vyrn_replica_engine_up",
+            "1 while the Simplex engine runs",
+            &[],
+            if started && !failed { 1.0 } else { 0.0 },
+        );
+    }
+    if let Some(j) = n.journal() {
+        e.gauge(
+            "vyrn_replica_journal_synced_height",
+            "highest height synced to the journal",
+            &[],
+            j.synced() as f64,
+        );
+        e.counter(
+            "vyrn_replica_journal_appended_total",
+            "blocks appended",
+            &[],
+            j.appended(),
+        );
+        e.counter(
+            "vyrn_replica_journal_errors_total",
+            "journal write errors",
+            &[],
+            j.errors(),
+        );
+        e.counter(
+            "vyrn_replica_journal_certs_total",
+            "certificates in the cert journal",
+            &[],
+            j.certs(),
+        );
+    }
+    published.own(&mut e);
+    e.render()
 }
 
 fn backend(s: &str) -> Result<BackendChoice, String> {
@@ -238,15 +529,30 @@ pub fn run(o: Args) -> ExitCode {
         );
     }
     let stop = vyrn_nic::wait::stop_on_signals();
+    let published = vyrn_metrics::Published::default();
+    if let Some(a) = o.metrics {
+        match vyrn_metrics::serve(a, published.clone()) {
+            Ok(at) => println!("{name}: metrics on http://{at}/metrics"),
+            Err(e) => {
+                eprintln!("vyrn replica {}: --metrics {a}: {e}", o.index);
+                return ExitCode::from(2);
+            }
+        }
+        published.set(render(&node, &published));
+    }
     let t0 = Instant::now();
     let secs = o.secs;
     let mut sec = 0u64;
+    let metrics = o.metrics.is_some();
     let r = node.run(
         || t0.elapsed().as_nanos() as u64 + 1_000_000,
         || stop.load(Ordering::Relaxed) || (secs > 0 && t0.elapsed().as_secs() >= secs),
         |n, _| {
             sec += 1;
             println!("[{sec:>4}s] {name}: {}", line(n));
+            if metrics {
+                published.set(render(n, &published));
+            }
         },
     );
     println!("--- {name} summary");

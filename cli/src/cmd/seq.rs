@@ -43,16 +43,275 @@ pub struct Args {
     /// comparison with the hot/cold placement).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address, e.g. 127.0.0.1:9400; updated
+    /// once a second by the box's reporting loop, never by a tile.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// Every counter of the box, its tiles' work and idle polls, its watermarks and alarms, in
+/// Prometheus form (docs/sre.md lists each).
+fn render(running: &RunningBox, published: &vyrn_metrics::Published) -> String {
+    let r = Ordering::Relaxed;
+    let mut e = vyrn_metrics::Exposition::new();
+    let s = &running.stats;
+    for (name, _, st) in &running.runner.stats {
+        let l = [("tile", name.as_str())];
+        let (polls, busy) = (st.polls.load(r), st.busy_polls.load(r));
+        e.counter("vyrn_tile_polls_total", "polls of the tile", &l, polls);
+        e.counter(
+            "vyrn_tile_work_polls_total",
+            "polls that did work",
+            &l,
+            busy,
+        );
+        e.counter(
+            "vyrn_tile_idle_polls_total",
+            "polls that found nothing to do",
+            &l,
+            polls.saturating_sub(busy),
+        );
+        e.gauge(
+            "vyrn_tile_busy_seconds_total",
+            "time in polls that did work (its core's load: rate of this)",
+            &l,
+            st.busy_ns.load(r) as f64 / 1e9,
+        );
+    }
+    e.counter(
+        "vyrn_seq_client_packets_total",
+        "client packets received",
+        &[],
+        s.rx_client.load(r),
+    );
+    for (why, c) in [
+        ("unknown_session", &s.rx_unknown),
+        ("too_long", &s.rx_too_long),
+        ("over_slot", &s.rx_truncated),
+        ("wrong_lane_port", &s.rx_wrong_port),
+        ("lane_ring_full", &s.rx_full),
+    ] {
+        e.counter(
+            "vyrn_seq_client_packets_dropped_total",
+            "client packets dropped at RX, by reason",
+            &[("reason", why)],
+            c.load(r),
+        );
+    }
+    e.counter(
+        "vyrn_seq_responses_total",
+        "responses and notices sent",
+        &[],
+        s.responses.load(r),
+    );
+    e.counter(
+        "vyrn_seq_responses_no_address_total",
+        "answers to sessions not heard from yet",
+        &[],
+        s.no_addr.load(r),
+    );
+    e.counter(
+        "vyrn_seq_tx_dropped_total",
+        "datagrams the kernel refused (sendmmsg)",
+        &[],
+        s.tx_dropped.load(r),
+    );
+    e.counter(
+        "vyrn_seq_path_fences_total",
+        "completed fences on the replication paths",
+        &[],
+        s.fences.load(r),
+    );
+    for (p, name) in ["A", "B"].iter().enumerate() {
+        e.counter(
+            "vyrn_seq_path_writes_total",
+            "frame writes per replication path",
+            &[("path", name)],
+            s.path_writes[p].load(r),
+        );
+    }
+    e.counter(
+        "vyrn_seq_path_write_errors_total",
+        "frame writes a path refused",
+        &[],
+        s.frame_errors.load(r),
+    );
+    for (k, name) in ["repack", "nack", "finality_cert"].iter().enumerate() {
+        e.counter(
+            "vyrn_seq_control_messages_total",
+            "control messages from the voters, by kind",
+            &[("kind", name)],
+            s.ctrl[k].load(r),
+        );
+    }
+    for (why, c) in [
+        ("bad", &s.ctrl_bad),
+        ("bad_signature", &s.bad_sigs),
+        ("over_slot", &s.ctrl_truncated),
+        ("unknown_source", &s.ctrl_unknown),
+        ("queue_full_or_rate", &s.ctrl_dropped),
+    ] {
+        e.counter(
+            "vyrn_seq_control_refused_total",
+            "control messages refused, by reason",
+            &[("reason", why)],
+            c.load(r),
+        );
+    }
+    e.counter(
+        "vyrn_seq_nack_too_old_total",
+        "NACKs for frames out of the frame ring",
+        &[],
+        s.too_old.load(r),
+    );
+    e.counter(
+        "vyrn_seq_durable_marks_total",
+        "REP_DurableMark sent",
+        &[],
+        s.durable_marks.load(r),
+    );
+    let h = &running.handles;
+    let w = &h.words;
+    e.gauge(
+        "vyrn_seq_step_done",
+        "step_done: steps the BBO core completed",
+        &[],
+        w.step_done() as f64,
+    );
+    for (g, sub) in w.gate.iter().zip(["A", "B"]) {
+        let ls = [("substream", sub)];
+        e.gauge(
+            "vyrn_seq_released_step",
+            "released[substream]: the gate's word",
+            &ls,
+            w.released(if sub == "A" { 0 } else { 1 }) as f64,
+        );
+        e.counter(
+            "vyrn_seq_gate_frames_total",
+            "frames written and fenced, per substream",
+            &ls,
+            g.frames.load(r),
+        );
+        e.counter(
+            "vyrn_seq_gate_write_fences_total",
+            "fences because no path took a frame",
+            &ls,
+            g.write_fences.load(r),
+        );
+        e.counter(
+            "vyrn_seq_gate_fenced_drops_total",
+            "frames sealed after the fence, never written",
+            &ls,
+            g.fenced_drops.load(r),
+        );
+        for (p, path) in ["A", "B"].iter().enumerate() {
+            let l = [("substream", sub), ("path", path)];
+            e.counter(
+                "vyrn_seq_gate_busy_total",
+                "writes a path pushed back on",
+                &l,
+                g.busy[p].load(r),
+            );
+            e.counter(
+                "vyrn_seq_gate_failed_total",
+                "writes a path refused",
+                &l,
+                g.failed[p].load(r),
+            );
+            e.counter(
+                "vyrn_seq_path_down_total",
+                "times REP_A_PATH was raised",
+                &l,
+                g.path_down[p].load(r),
+            );
+            e.alarm(
+                "REP_A_PATH",
+                &[("role", "seq"), ("substream", sub), ("path", path)],
+                g.alarm[p].load(r),
+            );
+        }
+    }
+    e.gauge(
+        "vyrn_seq_fenced",
+        "seq_fenced (INV-REP-6): 1 once the box writes nothing more this tenure",
+        &[],
+        if w.fenced() { 1.0 } else { 0.0 },
+    );
+    e.counter(
+        "vyrn_seq_fenced_drops_total",
+        "responses and notices held back by the fence",
+        &[],
+        w.fenced_drops.load(r),
+    );
+    e.counter(
+        "vyrn_seq_encode_errors_total",
+        "encoding refusals in the stream cores",
+        &[],
+        w.errors.load(r),
+    );
+    let c = &h.control;
+    e.gauge(
+        "vyrn_seq_durable_step",
+        "DUR_QUORUM step (07 §6.9)",
+        &[],
+        c.durable.load(r) as f64,
+    );
+    e.gauge(
+        "vyrn_seq_final_height",
+        "final height: Q valid Simplex finalize votes at the listener",
+        &[],
+        c.final_height.load(r) as f64,
+    );
+    e.gauge(
+        "vyrn_seq_closed_height",
+        "blocks closed",
+        &[],
+        c.closed_height.load(r) as f64,
+    );
+    e.counter(
+        "vyrn_seq_finality_gate_halts_total",
+        "halts by the finality gate (FIN_GATE_BLOCKS unfinalized)",
+        &[],
+        c.gate_halts.load(r),
+    );
+    e.counter(
+        "vyrn_seq_repacks_refused_total",
+        "impossible RepAcks refused",
+        &[],
+        c.acks_refused.load(r),
+    );
+    for (i, q) in ["0.5", "0.99", "1"].iter().enumerate() {
+        e.gauge(
+            "vyrn_seq_close_to_final_seconds",
+            "block close -> final at the listener, over the run",
+            &[("quantile", q)],
+            c.close_to_final[i].load(r) as f64 / 1e9,
+        );
+    }
+    e.counter(
+        "vyrn_seq_close_to_final_blocks_total",
+        "blocks in the close -> final figure",
+        &[],
+        c.close_to_final[3].load(r),
+    );
+    published.own(&mut e);
+    e.render()
 }
 
 /// Write a dev box's config, or a whole dev home, with fresh keys (`vyrn config init`).
-pub fn init(dir: &std::path::Path, lanes: u8, per_lane: u16, box_only: bool) -> ExitCode {
+pub fn init(
+    dir: &std::path::Path,
+    lanes: u8,
+    per_lane: u16,
+    box_only: bool,
+    base_port: u16,
+) -> ExitCode {
     let write = if box_only {
         vyrn_seq::boxcfg::write_dev_config
     } else {
         vyrn_seq::boxcfg::write_dev_home
     };
-    match write(dir, lanes, per_lane, 47_400) {
+    match write(dir, lanes, per_lane, base_port) {
         Ok(p) => {
             println!(
                 "wrote {} (keys in {}, mode 0600)",
@@ -175,6 +434,20 @@ pub fn run(o: Args) -> ExitCode {
     let _ = t0;
     // SIGTERM/SIGINT end the run cleanly (the summary is printed).
     let stop = vyrn_nic::wait::stop_on_signals();
+    let published = vyrn_metrics::Published::default();
+    if let Some(a) = o.metrics {
+        match vyrn_metrics::serve(a, published.clone()) {
+            Ok(at) => {
+                println!("metrics: http://{at}/metrics (Prometheus text, updated every second)")
+            }
+            Err(e) => {
+                eprintln!("vyrn seq: --metrics {a}: {e}");
+                running.runner.stop();
+                return ExitCode::from(2);
+            }
+        }
+    }
+    published.set(render(&running, &published));
     let h = &running.handles;
     let s = &running.stats;
     let mut last_busy: Vec<u64> = vec![0; running.runner.stats.len()];
@@ -217,6 +490,9 @@ pub fn run(o: Args) -> ExitCode {
             h.words.fenced(),
             loads.join(", ")
         );
+        if o.metrics.is_some() {
+            published.set(render(&running, &published));
+        }
         if (o.secs > 0 && sec >= o.secs) || stop.load(Ordering::Relaxed) {
             break;
         }
