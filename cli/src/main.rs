@@ -1,4 +1,5 @@
-//! `vyrn`: the operator's one command (issue 14). Every role of a home runs from it — `vyrn seq`,
+//! `vyrn`: the operator's one command (issue 14). `vyrn up` runs a whole home on this machine
+//! with a live view and a report. Every role of a home runs from it — `vyrn seq`,
 //! `vyrn data`, `vyrn replica`, `vyrn load` — from the home's TOML file, and so do the tools:
 //! `vyrn config init|check|example`, `vyrn verify-cert`, `vyrn journal inspect`, and the
 //! replication-path lab `vyrn paths`. `vyrn <command> --help` lists every option.
@@ -27,6 +28,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// A whole home on this machine — replicas, data box, sequencer, load — with a live view
+    /// and a report (Markdown + SVG plots) in the work directory.
+    Up(cmd::up::Args),
     /// The sequencer box (07 §4) from its config file.
     Seq(cmd::seq::Args),
     /// One voting replica (07 §4.9–§8): receive, repair, decode, join, verify, vote, journal, replay.
@@ -137,6 +141,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
+        Cmd::Up(a) => cmd::up::run(a),
         Cmd::Seq(a) => cmd::seq::run(a),
         Cmd::Replica(a) => cmd::replica::run(a),
         Cmd::Data(a) => cmd::data::run(a),

@@ -68,6 +68,72 @@ pub struct Args {
     /// Run at this nice value (below 0 needs CAP_SYS_NICE).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub nice: Option<i32>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address: counts and the four latency
+    /// distributions, updated once a second (open loop only).
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics: Option<SocketAddr>,
+}
+
+/// The generator's counts and latency quantiles (cumulative over the run) in Prometheus form.
+pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
+    let mut e = vyrn_metrics::Exposition::new();
+    let k = load.counts;
+    for (i, kind) in ["resting_gtc", "crossing_gtc", "cancel", "ioc"]
+        .iter()
+        .enumerate()
+    {
+        e.counter(
+            "vyrn_load_sent_total",
+            "messages sent, by kind",
+            &[("kind", kind)],
+            k.sent[i],
+        );
+    }
+    e.counter("vyrn_load_answered_total", "News answered", &[], k.answered);
+    e.counter("vyrn_load_fills_total", "fills received", &[], k.fills);
+    e.counter(
+        "vyrn_load_durable_total",
+        "fills made durable",
+        &[],
+        k.durable,
+    );
+    e.counter("vyrn_load_final_total", "fills made final", &[], k.fin);
+    e.counter(
+        "vyrn_load_refused_total",
+        "submits a session refused (retried)",
+        &[],
+        k.refused,
+    );
+    let st = &load.stats;
+    for (what, l) in [
+        ("request_ack", &st.req_ack),
+        ("request_fill", &st.req_fill),
+        ("fill_durable", &st.fill_durable),
+        ("fill_final", &st.fill_final),
+    ] {
+        let p = l.percentiles();
+        for (q, v) in [
+            ("0.5", p.p50),
+            ("0.99", p.p99),
+            ("0.999", p.p999),
+            ("1", p.max),
+        ] {
+            e.gauge(
+                "vyrn_load_latency_seconds",
+                "latency over the run so far, from intended send times (open loop)",
+                &[("what", what), ("quantile", q)],
+                v as f64 / 1e9,
+            );
+        }
+        e.counter(
+            "vyrn_load_latency_samples_total",
+            "samples in each distribution",
+            &[("what", what)],
+            p.n,
+        );
+    }
+    published.own(&mut e);
+    e.render()
 }
 
 /// Run the generator; exit 0, 1 (nothing answered) or 2 (start refused).
@@ -175,7 +241,19 @@ pub fn run(o: Args) -> ExitCode {
         seq,
         data
     );
-    run::open_loop(
+    let published = vyrn_metrics::Published::default();
+    if let Some(a) = o.metrics {
+        match vyrn_metrics::serve(a, published.clone()) {
+            Ok(at) => println!("vyrn load: metrics on http://{at}/metrics"),
+            Err(e) => {
+                eprintln!("vyrn load: --metrics {a}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        published.set(render(&load, &published));
+    }
+    let metrics = o.metrics.is_some();
+    run::open_loop_with(
         &mut driver,
         &mut sessions,
         &mut load,
@@ -183,8 +261,16 @@ pub fn run(o: Args) -> ExitCode {
         end,
         drain,
         sink.as_mut(),
-        |l| println!("{l}"),
+        |l, g| {
+            println!("{l}");
+            if metrics {
+                published.set(render(g, &published));
+            }
+        },
     );
+    if metrics {
+        published.set(render(&load, &published));
+    }
     let copy2 = sink.map_or(0, |s| s.count);
     finish(load.summary(), &driver, copy2, load.counts.answered, seq)
 }

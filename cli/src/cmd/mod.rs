@@ -1,5 +1,5 @@
 //! One module per `vyrn` subcommand: the roles (`seq`, `data`, `replica`, `load`), the lab
-//! (`paths`) and the operator's tools (`tools`).
+//! (`paths`), the operator's tools (`tools`) and the whole home (`up`).
 
 pub mod data;
 pub mod load;
@@ -7,6 +7,7 @@ pub mod paths;
 pub mod replica;
 pub mod seq;
 pub mod tools;
+pub mod up;
 
 use hdrhistogram::Histogram;
 

@@ -114,8 +114,33 @@ pub fn open_loop(
     clock: &RunClock,
     end_ns: u64,
     drain_ns: u64,
-    mut sink: Option<&mut Copy2Sink>,
+    sink: Option<&mut Copy2Sink>,
     mut line: impl FnMut(String),
+) {
+    open_loop_with(
+        driver,
+        sessions,
+        load,
+        clock,
+        end_ns,
+        drain_ns,
+        sink,
+        |l, _| line(l),
+    )
+}
+
+/// [`open_loop`] with the generator handed to the once-a-second callback too, so a caller can
+/// publish its counts and histograms (`vyrn load --metrics`) as well as the line.
+#[allow(clippy::too_many_arguments)]
+pub fn open_loop_with(
+    driver: &mut Driver<UdpPort>,
+    sessions: &mut [Session],
+    load: &mut LoadGen,
+    clock: &RunClock,
+    end_ns: u64,
+    drain_ns: u64,
+    mut sink: Option<&mut Copy2Sink>,
+    mut line: impl FnMut(String, &LoadGen),
 ) {
     let _ = vyrn_nic::wait::fine_timer_slack();
     loop {
@@ -133,7 +158,7 @@ pub fn open_loop(
             s.drain(now);
         }
         if let Some(l) = load.progress(now, sessions) {
-            line(l);
+            line(l, load);
         }
         if got == 0 {
             let next = load.schedule().intended(load.schedule().sent());

@@ -1,0 +1,888 @@
+//! `vyrn up`: a whole home on this machine as separate processes (issue 14 item 1) — the
+//! replicas, the data box(es), the sequencer and the load generator, each a `vyrn` subcommand
+//! of this same binary — from a generated dev home in a work directory (or `--home FILE`), with
+//! a live view once a second and, at the end, a Markdown report with SVG plots.
+//!
+//! The view and the report read only what the processes publish: each is started with
+//! `--metrics` on a loopback port and scraped once a second (`vyrn-metrics`), its stdout and
+//! stderr go to a log file in the run's directory, and its summary lines are read from there at
+//! the end. `Ctrl-C` (SIGINT reaches every process of the terminal's group: each ends cleanly
+//! with its summary) or the end of `--duration` stops the run.
+//!
+//! Exit status: 0 when the home traded and kept its promises — orders answered, every fill
+//! durable and final, every replica's replay digest equal, every journal verifying, no process
+//! failing; 1 otherwise (the report says which); 2 when the home could not start.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use vyrn_seq::boxcfg::{BoxConfig, HomeConfig};
+
+/// `vyrn up`: a BASE home on loopback with its load, a live view and a report.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Work directory: the generated home (once), then one `run-<time>` directory per run with
+    /// every process's log, the journals and `report.md` (the newest three runs are kept).
+    #[arg(long, default_value = "target/vyrn-up", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Seconds of load (0: until Ctrl-C).
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Open-loop rate, msgs/s.
+    #[arg(long, default_value_t = 5000)]
+    pub rate: u64,
+    /// The mix's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// An existing home file (its keys under `keys/` next to it) instead of the generated dev
+    /// home.
+    #[arg(long, value_name = "FILE")]
+    pub home: Option<PathBuf>,
+    /// Journal on every replica (default: the last one only — on a 2-core machine four
+    /// journals overloaded the shared core, docs/benchmarks.md).
+    #[arg(long)]
+    pub journal_all: bool,
+    /// A line a second instead of the full-screen view (for logs and CI; the default when
+    /// stdout is not a terminal).
+    #[arg(long)]
+    pub plain: bool,
+    /// First of the metrics ports (box, data boxes, replicas, load follow).
+    #[arg(long, default_value_t = 47_490)]
+    pub metrics_port: u16,
+    /// First port of a generated home (its client port; the rest follow, up to +60).
+    #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
+    pub base_port: u16,
+}
+
+/// Run directories kept in the work directory (each holds its journals, ~0.5 GB with the
+/// journal's 256 MiB segments); older ones are removed when a run starts.
+const KEEP_RUNS: usize = 3;
+
+/// Remove all but the newest `keep` `run-*` directories of `dir`.
+fn prune_runs(dir: &Path, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut runs: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+        })
+        .collect();
+    runs.sort();
+    let n = runs.len().saturating_sub(keep);
+    for old in &runs[..n] {
+        let _ = std::fs::remove_dir_all(old);
+    }
+}
+
+/// One scrape: series (`name{labels}`) → value.
+#[derive(Debug, Default, Clone)]
+struct Samples(HashMap<String, f64>);
+
+impl Samples {
+    fn parse(text: &str) -> Samples {
+        let mut m = HashMap::new();
+        for l in text.lines() {
+            if l.starts_with('#') {
+                continue;
+            }
+            if let Some((series, v)) = l.rsplit_once(' ') {
+                if let Ok(x) = v.parse::<f64>() {
+                    m.insert(series.to_string(), x);
+                }
+            }
+        }
+        Samples(m)
+    }
+    fn get(&self, series: &str) -> f64 {
+        self.0.get(series).copied().unwrap_or(0.0)
+    }
+    /// Sum of every series of family `name`.
+    fn sum(&self, name: &str) -> f64 {
+        self.0
+            .iter()
+            .filter(|(k, _)| k.split('{').next() == Some(name))
+            .map(|(_, v)| v)
+            .sum()
+    }
+    /// Active alarms: the label sets of `vyrn_alarm_active` series at 1.
+    fn alarms(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .0
+            .iter()
+            .filter(|(k, x)| k.starts_with("vyrn_alarm_active{") && **x >= 1.0)
+            .map(|(k, _)| k.trim_start_matches("vyrn_alarm_active").to_string())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn scrape(addr: SocketAddr) -> Option<Samples> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: vyrn\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let body = out.split_once("\r\n\r\n")?.1;
+    out.starts_with("HTTP/1.1 200")
+        .then(|| Samples::parse(body))
+}
+
+/// A role's process.
+#[derive(Debug)]
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+    metrics: Option<SocketAddr>,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl Proc {
+    fn spawn(
+        name: &str,
+        args: &[String],
+        log: PathBuf,
+        metrics: Option<SocketAddr>,
+    ) -> Result<Proc, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("own binary: {e}"))?;
+        let f = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let f2 = f
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut c = Command::new(exe);
+        c.args(args).stdin(Stdio::null()).stdout(f).stderr(f2);
+        if let Some(m) = metrics {
+            c.arg("--metrics").arg(m.to_string());
+        }
+        let child = c.spawn().map_err(|e| format!("starting {name}: {e}"))?;
+        Ok(Proc {
+            name: name.to_string(),
+            child,
+            log,
+            metrics,
+            status: None,
+        })
+    }
+    fn poll(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                self.status = Some(s);
+            }
+        }
+        self.status.is_some()
+    }
+    fn signal(&self, sig: libc::c_int) {
+        if self.status.is_none() {
+            // SAFETY: kill(2) on our own child's pid; no memory is touched.
+            unsafe {
+                libc::kill(self.child.id() as libc::pid_t, sig);
+            }
+        }
+    }
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// One second of the timeline (what the report plots).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tick {
+    t: f64,
+    in_ps: f64,
+    out_ps: f64,
+    ack_p50_ms: f64,
+    ack_p99_ms: f64,
+    fill_p99_ms: f64,
+    final_lag: f64,
+}
+
+fn ms(s: &Samples, what: &str, q: &str) -> f64 {
+    s.get(&format!(
+        "vyrn_load_latency_seconds{{what=\"{what}\",quantile=\"{q}\"}}"
+    )) * 1e3
+}
+
+/// Run the home; see the module docs.
+pub fn run(a: Args) -> ExitCode {
+    match up(a) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("vyrn up: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn up(a: Args) -> Result<bool, String> {
+    std::fs::create_dir_all(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
+    let home_file = match &a.home {
+        Some(h) => h.clone(),
+        None => {
+            let d = a.dir.join("home");
+            let f = d.join("home.toml");
+            if !f.exists() {
+                let p = vyrn_seq::boxcfg::write_dev_home(&d, 4, 8, a.base_port)
+                    .map_err(|e| format!("writing a dev home in {}: {e}", d.display()))?;
+                println!(
+                    "vyrn up: wrote a dev home {} (fresh 0600 keys)",
+                    p.display()
+                );
+            }
+            f
+        }
+    };
+    let home_dir = home_file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let bx = BoxConfig::load(&home_file).map_err(|errs| {
+        errs.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    let home = HomeConfig::load(&home_file).map_err(|errs| {
+        errs.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    prune_runs(&a.dir, KEEP_RUNS - 1);
+    let run = a.dir.join(format!("run-{stamp}"));
+    std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
+    let s = |p: &Path| p.display().to_string();
+    let hs = s(&home_file);
+    let cold = bx.core_map.get(1).copied();
+    let port = |k: u16| SocketAddr::from(([127, 0, 0, 1], a.metrics_port + k));
+    let n = home.voters;
+    let nd = home.databoxes.len() as u16;
+    let stop = vyrn_nic::wait::stop_on_signals();
+
+    let mut procs: Vec<Proc> = Vec::new();
+    let mut journals: Vec<(usize, Vec<PathBuf>)> = Vec::new();
+    // The replicas and data boxes first: they join the paths before the first frame.
+    for i in 0..n {
+        let mut args = vec![
+            "replica".to_string(),
+            "--home".into(),
+            hs.clone(),
+            "--index".into(),
+            i.to_string(),
+            "--key".into(),
+            s(&home_dir.join(format!("keys/voter-{i}.key"))),
+            "--consensus-dir".into(),
+            s(&run.join(format!("consensus-{i}"))),
+        ];
+        if a.journal_all || i + 1 == n {
+            let d = vec![
+                run.join(format!("journal-{i}-0")),
+                run.join(format!("journal-{i}-1")),
+            ];
+            args.extend([
+                "--journal".into(),
+                format!("{},{}", s(&d[0]), s(&d[1])),
+                "--journal-backend".into(),
+                "std".into(),
+            ]);
+            if let Some(c) = cold {
+                args.extend(["--journal-cores".into(), c.to_string()]);
+            }
+            journals.push((i, d));
+        }
+        let m = port(1 + nd + i as u16);
+        procs.push(Proc::spawn(
+            &format!("replica {i}"),
+            &args,
+            run.join(format!("replica-{i}.log")),
+            Some(m),
+        )?);
+    }
+    for d in 0..nd {
+        let args = vec![
+            "data".to_string(),
+            "--home".into(),
+            hs.clone(),
+            "--index".into(),
+            d.to_string(),
+        ];
+        procs.push(Proc::spawn(
+            &format!("data box {d}"),
+            &args,
+            run.join(format!("data-{d}.log")),
+            Some(port(1 + d)),
+        )?);
+    }
+    println!(
+        "vyrn up: {} replicas and {} data box(es) starting; their Simplex engines dial each other (3 s)",
+        n, nd
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let seq_args = vec!["seq".to_string(), "--config".into(), hs.clone()];
+    procs.push(Proc::spawn(
+        "sequencer",
+        &seq_args,
+        run.join("seq.log"),
+        Some(port(0)),
+    )?);
+    std::thread::sleep(Duration::from_secs(1));
+    let mut load_args = vec![
+        "load".to_string(),
+        "--home".into(),
+        hs.clone(),
+        "--secs".into(),
+        (if a.duration == 0 {
+            u32::MAX as u64
+        } else {
+            a.duration
+        })
+        .to_string(),
+        "--rate".into(),
+        a.rate.to_string(),
+        "--seed".into(),
+        a.seed.to_string(),
+    ];
+    if let Some(c) = cold {
+        load_args.extend(["--core".into(), c.to_string()]);
+    }
+    let load_port = port(1 + nd + n as u16);
+    procs.push(Proc::spawn(
+        "load",
+        &load_args,
+        run.join("load.log"),
+        Some(load_port),
+    )?);
+    let load_i = procs.len() - 1;
+    let seq_i = procs.len() - 2;
+
+    let view = !a.plain && std::io::stdout().is_terminal();
+    let t0 = Instant::now();
+    let mut prev: Option<(f64, Samples)> = None;
+    let mut timeline: Vec<Tick> = Vec::new();
+    let mut alarms_seen: Vec<String> = Vec::new();
+    let mut last: HashMap<String, Samples> = HashMap::new();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let t = t0.elapsed().as_secs_f64();
+        let mut seq_fresh = false;
+        for p in procs.iter_mut() {
+            p.poll();
+            if let Some(m) = p.metrics {
+                if let Some(sm) = scrape(m) {
+                    seq_fresh |= p.name == "sequencer";
+                    last.insert(p.name.clone(), sm);
+                }
+            }
+        }
+        let get = |name: &str| last.get(name).cloned().unwrap_or_default();
+        let sq = get("sequencer");
+        let ld = get("load");
+        let reps: Vec<Samples> = (0..n).map(|i| get(&format!("replica {i}"))).collect();
+        let datas: Vec<Samples> = (0..nd).map(|d| get(&format!("data box {d}"))).collect();
+        let (in_ps, out_ps, fa, fb) = match &prev {
+            Some((tp, p)) => {
+                let dt = (t - tp).max(1e-3);
+                let r = |name: &str| (sq.sum(name) - p.sum(name)).max(0.0) / dt;
+                let rp = |path: &str| {
+                    let k = format!("vyrn_seq_path_writes_total{{path=\"{path}\"}}");
+                    (sq.get(&k) - p.get(&k)).max(0.0) / dt
+                };
+                (
+                    r("vyrn_seq_client_packets_total"),
+                    r("vyrn_seq_responses_total"),
+                    rp("A"),
+                    rp("B"),
+                )
+            }
+            None => (0.0, 0.0, 0.0, 0.0),
+        };
+        // Rates over the interval between two fresh scrapes of the box (a missed scrape must not
+        // show as a second of zero and then one of double).
+        if seq_fresh {
+            prev = Some((t, sq.clone()));
+        }
+        let final_lag = sq.get("vyrn_seq_closed_height") - sq.get("vyrn_seq_final_height");
+        let durable_lag = sq.get("vyrn_seq_step_done") - sq.get("vyrn_seq_durable_step");
+        let tick = Tick {
+            t,
+            in_ps,
+            out_ps,
+            ack_p50_ms: ms(&ld, "request_ack", "0.5"),
+            ack_p99_ms: ms(&ld, "request_ack", "0.99"),
+            fill_p99_ms: ms(&ld, "request_fill", "0.99"),
+            final_lag,
+        };
+        timeline.push(tick);
+        let mut alarms: Vec<String> = Vec::new();
+        for (name, sm) in &last {
+            for al in sm.alarms() {
+                alarms.push(format!("{name}: {al}"));
+            }
+        }
+        alarms.sort();
+        for al in &alarms {
+            if !alarms_seen.contains(al) {
+                alarms_seen.push(al.clone());
+            }
+        }
+        let sumr = |name: &str| reps.iter().map(|r| r.sum(name)).sum::<f64>();
+        let maxr = |name: &str| reps.iter().map(|r| r.sum(name)).fold(0.0f64, f64::max);
+        let mut v = String::new();
+        let _ = writeln!(
+            v,
+            "vyrn up — {} — {:.0} s{}",
+            s(&run),
+            t,
+            if a.duration > 0 {
+                format!(" of {} s load", a.duration)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(v, "  packets/s in {in_ps:>8.0}   out {out_ps:>8.0}      frames/s path A {fa:>7.0}  B {fb:>7.0}");
+        let _ = writeln!(
+            v,
+            "  request->ack  p50 {:>8.2} ms  p99 {:>8.2} ms  p99.9 {:>8.2} ms",
+            ms(&ld, "request_ack", "0.5"),
+            ms(&ld, "request_ack", "0.99"),
+            ms(&ld, "request_ack", "0.999")
+        );
+        let _ = writeln!(
+            v,
+            "  request->fill p50 {:>8.2} ms  p99 {:>8.2} ms  p99.9 {:>8.2} ms",
+            ms(&ld, "request_fill", "0.5"),
+            ms(&ld, "request_fill", "0.99"),
+            ms(&ld, "request_fill", "0.999")
+        );
+        let _ = writeln!(
+            v,
+            "  fill->durable p99 {:>8.2} ms   fill->final p99 {:>8.2} ms   durable lag {:.0} steps   final lag {:.0} blocks",
+            ms(&ld, "fill_durable", "0.99"),
+            ms(&ld, "fill_final", "0.99"),
+            durable_lag,
+            final_lag
+        );
+        let _ = writeln!(
+            v,
+            "  final height {:.0} of {:.0} closed   gate halts {:.0}   fenced {}",
+            sq.get("vyrn_seq_final_height"),
+            sq.get("vyrn_seq_closed_height"),
+            sq.get("vyrn_seq_finality_gate_halts_total"),
+            sq.get("vyrn_seq_fenced") >= 1.0
+        );
+        let _ = writeln!(
+            v,
+            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetches {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}",
+            sumr("vyrn_replica_holes_total"),
+            sumr("vyrn_replica_nacks_total"),
+            sumr("vyrn_replica_repaired_total"),
+            sumr("vyrn_replica_data_gap_fetches_total") + datas.iter().map(|d| d.sum("vyrn_data_fetch_key_reqs_total") + d.sum("vyrn_data_fetch_range_reqs_total")).sum::<f64>(),
+            sumr("vyrn_replica_payloads_unavailable_total"),
+            maxr("vyrn_replica_replay_lag_steps"),
+            sumr("vyrn_replica_journal_appended_total")
+        );
+        let fh: Vec<String> = reps
+            .iter()
+            .map(|r| format!("{:.0}", r.get("vyrn_replica_final_height")))
+            .collect();
+        let _ = writeln!(v, "  voters' final heights: {}", fh.join(" "));
+        let _ = writeln!(
+            v,
+            "  load: sent {:.0}  answered {:.0}  fills {:.0}  durable {:.0}  final {:.0}",
+            ld.sum("vyrn_load_sent_total"),
+            ld.get("vyrn_load_answered_total"),
+            ld.get("vyrn_load_fills_total"),
+            ld.get("vyrn_load_durable_total"),
+            ld.get("vyrn_load_final_total")
+        );
+        let _ = writeln!(
+            v,
+            "  alarms: {}",
+            if alarms.is_empty() {
+                "none".to_string()
+            } else {
+                alarms.join(", ")
+            }
+        );
+        let down: Vec<&str> = procs
+            .iter()
+            .filter(|p| p.status.is_some() && p.name != "load")
+            .map(|p| p.name.as_str())
+            .collect();
+        if !down.is_empty() {
+            let _ = writeln!(v, "  EXITED: {}", down.join(", "));
+        }
+        if view {
+            println!("\x1b[H\x1b[2J{v}  (Ctrl-C stops the home and writes the report)");
+        } else {
+            println!(
+                "[{t:>4.0}s] in {in_ps:.0}/s out {out_ps:.0}/s ack p50/p99 {:.2}/{:.2} ms final {:.0}/{:.0} lag {final_lag:.0} alarms {}",
+                tick.ack_p50_ms,
+                tick.ack_p99_ms,
+                sq.get("vyrn_seq_final_height"),
+                sq.get("vyrn_seq_closed_height"),
+                alarms.len()
+            );
+        }
+        let _ = std::io::stdout().flush();
+        if procs[load_i].status.is_some() || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if procs.iter().any(|p| p.status.is_some() && p.name != "load") {
+            println!("vyrn up: a process exited early; stopping the home");
+            break;
+        }
+    }
+    // Let the last blocks become final, then stop the roles: load first, then the box, then
+    // the replicas and data boxes (each prints its summary on SIGTERM).
+    procs[load_i].signal(libc::SIGTERM);
+    let _ = procs[load_i]
+        .child
+        .wait()
+        .map(|s| procs[load_i].status = Some(s));
+    std::thread::sleep(Duration::from_millis(1500));
+    procs[seq_i].signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+    for p in procs.iter() {
+        p.signal(libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !procs.iter_mut().all(|p| p.poll()) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in procs.iter_mut() {
+        if !p.poll() {
+            p.signal(libc::SIGKILL);
+            p.status = p.child.wait().ok();
+        }
+    }
+    report(&a, &run, &procs, &journals, &home, &timeline, &alarms_seen)
+}
+
+/// Write `report.md` and the plots; print the verdict; `Ok(true)` when the home kept its
+/// promises.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    a: &Args,
+    run: &Path,
+    procs: &[Proc],
+    journals: &[(usize, Vec<PathBuf>)],
+    home: &HomeConfig,
+    timeline: &[Tick],
+    alarms_seen: &[String],
+) -> Result<bool, String> {
+    let mut r = String::new();
+    let mut ok = true;
+    let mut problems: Vec<String> = Vec::new();
+    let _ = writeln!(r, "# vyrn up — run report\n");
+    let _ = writeln!(
+        r,
+        "Home: {} voters (Q {}), {} data box(es), profile {:?}, {} ms blocks; load {} msgs/s for {} s (seed {}). Logs: `{}`.\n",
+        home.voters,
+        home.membership.as_ref().map_or(0, |m| m.q),
+        home.databoxes.len(),
+        home.profile,
+        home.block_ns / 1_000_000,
+        a.rate,
+        a.duration,
+        a.seed,
+        run.display()
+    );
+    let load = procs
+        .iter()
+        .find(|p| p.name == "load")
+        .map(|p| p.log_text())
+        .unwrap_or_default();
+    let _ = writeln!(r, "## Clients (`vyrn load`)\n\n```");
+    let mut in_summary = false;
+    for l in load.lines() {
+        if l.starts_with("--- summary") {
+            in_summary = true;
+            continue;
+        }
+        if in_summary {
+            let _ = writeln!(r, "{l}");
+        }
+    }
+    let _ = writeln!(r, "```\n");
+    // The generator's own end-of-run counts (its endpoint is gone once it exits): "sent N (…),
+    // answered N, fills N, durable N, final N, …".
+    let count = |key: &str| -> f64 {
+        load.lines()
+            .find(|l| l.starts_with("sent "))
+            .and_then(|l| l.split(", ").find_map(|part| part.strip_prefix(key)))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let (answered, fills, fin, durable) = (
+        count("answered "),
+        count("fills "),
+        count("final "),
+        count("durable "),
+    );
+    if answered < 1.0 {
+        problems.push("no order was answered".into());
+    }
+    if fills < 1.0 {
+        problems.push("no fill".into());
+    }
+    if durable < fills || fin < fills {
+        problems.push(format!(
+            "of {fills:.0} fills {durable:.0} durable and {fin:.0} final"
+        ));
+    }
+    let seq = procs
+        .iter()
+        .find(|p| p.name == "sequencer")
+        .map(|p| p.log_text())
+        .unwrap_or_default();
+    let _ = writeln!(r, "## The sequencer box (`vyrn seq`)\n\n```");
+    for l in seq.lines().filter(|l| {
+        l.starts_with("control:")
+            || l.starts_with("finality:")
+            || l.starts_with("peak")
+            || l.starts_with("alarm=")
+    }) {
+        let _ = writeln!(r, "{l}");
+    }
+    let _ = writeln!(r, "```\n");
+    if seq.contains("seq_fenced true") {
+        problems.push("the box fenced".into());
+    }
+    let _ = writeln!(
+        r,
+        "## Replicas\n\n| replica | replay digest | responses | exit |\n|---|---|---|---|"
+    );
+    let mut digests = Vec::new();
+    for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
+        let text = p.log_text();
+        let d = text
+            .lines()
+            .find(|l| l.contains("replay digest"))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let i = w.iter().position(|x| *x == "digest").map_or(0, |i| i + 1);
+                (
+                    w.get(i).unwrap_or(&"?").to_string(),
+                    w.get(i + 2).unwrap_or(&"?").to_string(),
+                )
+            })
+            .unwrap_or(("none".into(), "0".into()));
+        let _ = writeln!(
+            r,
+            "| {} | `{}` | {} | {} |",
+            p.name,
+            d.0,
+            d.1,
+            p.status.map_or("killed".to_string(), |s| s.to_string())
+        );
+        digests.push(d.0);
+    }
+    let mut distinct = digests.clone();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() != 1 || distinct[0] == "none" {
+        problems.push(format!("replay digests differ or are missing: {digests:?}"));
+    }
+    let _ = writeln!(
+        r,
+        "\n## Journals (opened read-only, every record checked)\n"
+    );
+    for (i, d) in journals {
+        let mut cfg = vyrn_replica::journal::JournalConfig::new(d.clone());
+        cfg.read_only = true;
+        cfg.verifying_key = Some(home.seq_pub);
+        match vyrn_replica::journal::BlockJournal::open(cfg) {
+            Ok((mut j, rep)) => {
+                let hs = j.heights();
+                let unreadable = hs.iter().filter(|h| j.read(**h).is_err()).count();
+                let certs = home.membership.as_ref().and_then(|m| {
+                    vyrn_replica::voter::verify_cert_journal(&d[..2.min(d.len())], m).ok()
+                });
+                let _ = writeln!(
+                    r,
+                    "- replica {i}: {} blocks (heights {}..={}), {} refused at recovery, {} unreadable; cert journal: {}",
+                    hs.len(),
+                    hs.first().unwrap_or(&0),
+                    hs.last().unwrap_or(&0),
+                    rep.refused.len(),
+                    unreadable,
+                    certs.as_ref().map_or("not checked".to_string(), |c| format!("{} certificates verify, {} bad", c.ok, c.bad.len()))
+                );
+                if !rep.refused.is_empty()
+                    || unreadable > 0
+                    || hs.is_empty()
+                    || certs.is_some_and(|c| !c.bad.is_empty())
+                {
+                    problems.push(format!("replica {i}'s journal does not verify"));
+                }
+            }
+            Err(e) => problems.push(format!("replica {i}'s journal: {e:?}")),
+        }
+    }
+    let _ = writeln!(r, "\n## Alarms\n");
+    if alarms_seen.is_empty() {
+        let _ = writeln!(r, "None raised.");
+    }
+    for al in alarms_seen {
+        let _ = writeln!(r, "- {al}");
+    }
+    for p in procs {
+        // Every role ends cleanly (exit 0) on SIGTERM; the load generator may be cut by Ctrl-C.
+        let bad = match p.status {
+            None => true,
+            Some(st) if p.name == "load" => st.code().is_some_and(|c| c != 0),
+            Some(st) => !st.success(),
+        };
+        if bad {
+            problems.push(format!("{} exited {:?}", p.name, p.status));
+        }
+    }
+    let plots = plot(run, timeline);
+    let _ = writeln!(r, "\n## Over time\n");
+    match &plots {
+        Ok(files) => {
+            for f in files {
+                let _ = writeln!(r, "![{f}]({f})");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(r, "(plots not drawn: {e})");
+        }
+    }
+    let _ = writeln!(r, "\n## Verdict\n");
+    if problems.is_empty() {
+        let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    } else {
+        ok = false;
+        for p in &problems {
+            let _ = writeln!(r, "- FAILED: {p}");
+        }
+    }
+    let path = run.join("report.md");
+    std::fs::write(&path, &r).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("\n{r}");
+    println!("vyrn up: report written to {}", path.display());
+    Ok(ok)
+}
+
+/// Two SVG plots of the run: rates, and latency with the final lag.
+fn plot(run: &Path, tl: &[Tick]) -> Result<Vec<String>, String> {
+    use plotters::prelude::*;
+    if tl.len() < 2 {
+        return Err("fewer than two seconds recorded".into());
+    }
+    let tmax = tl.last().map_or(1.0, |t| t.t).max(1.0);
+    let mut files = Vec::new();
+    let e = |x: &dyn std::fmt::Debug| format!("{x:?}");
+    {
+        let f = "rates.svg";
+        let path = run.join(f);
+        let root = SVGBackend::new(&path, (900, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let ymax = tl.iter().map(|t| t.in_ps.max(t.out_ps)).fold(1.0, f64::max) * 1.1;
+        let mut c = ChartBuilder::on(&root)
+            .caption("packets/s at the sequencer", ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..tmax, 0.0..ymax)
+            .map_err(|x| e(&x))?;
+        c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
+        c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, t.in_ps)), &BLUE))
+            .map_err(|x| e(&x))?
+            .label("client packets in")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, t.out_ps)), &RED))
+            .map_err(|x| e(&x))?
+            .label("responses and notices out")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .draw()
+            .map_err(|x| e(&x))?;
+        root.present().map_err(|x| e(&x))?;
+        files.push(f.to_string());
+    }
+    {
+        let f = "latency.svg";
+        let path = run.join(f);
+        let root = SVGBackend::new(&path, (900, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let ymax = tl
+            .iter()
+            .map(|t| t.ack_p99_ms.max(t.fill_p99_ms))
+            .fold(1.0, f64::max)
+            * 1.1;
+        let mut c = ChartBuilder::on(&root)
+            .caption(
+                "latency over the run so far (ms, open loop)",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..tmax, 0.0..ymax)
+            .map_err(|x| e(&x))?;
+        c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
+        for (name, color, get) in [
+            (
+                "request->ack p50",
+                BLUE,
+                (|t: &Tick| t.ack_p50_ms) as fn(&Tick) -> f64,
+            ),
+            ("request->ack p99", RED, |t: &Tick| t.ack_p99_ms),
+            ("request->fill p99", GREEN, |t: &Tick| t.fill_p99_ms),
+        ] {
+            c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, get(t))), &color))
+                .map_err(|x| e(&x))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .draw()
+            .map_err(|x| e(&x))?;
+        root.present().map_err(|x| e(&x))?;
+        files.push(f.to_string());
+    }
+    {
+        let f = "final_lag.svg";
+        let path = run.join(f);
+        let root = SVGBackend::new(&path, (900, 300)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let ymax = tl.iter().map(|t| t.final_lag).fold(1.0, f64::max) * 1.1;
+        let mut c = ChartBuilder::on(&root)
+            .caption(
+                "blocks closed but not yet final at the box",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..tmax, 0.0..ymax)
+            .map_err(|x| e(&x))?;
+        c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
+        c.draw_series(LineSeries::new(
+            tl.iter().map(|t| (t.t, t.final_lag)),
+            &BLUE,
+        ))
+        .map_err(|x| e(&x))?;
+        root.present().map_err(|x| e(&x))?;
+        files.push(f.to_string());
+    }
+    Ok(files)
+}
