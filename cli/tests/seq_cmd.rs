@@ -170,8 +170,23 @@ fn the_printed_example_loads() {
     ] {
         assert!(text.contains(s), "{s}");
     }
-    // Its keys: the seq seed matching its seq_pub cannot be recreated, so the box's seed is a
-    // fresh one and seq_pub is rewritten to match; the membership file is left out (optional).
+    let h = loads_with_fresh_keys(&dir, &text, 2);
+    assert_eq!(
+        (h.voters, h.databoxes.len(), h.engine.sessions.len()),
+        (4, 1, 2)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `text` written into `dir` with fresh key files for its box and `sessions` sessions (`seq_pub`
+/// rewritten to the fresh seed's, the membership file left out: it is optional); it must load
+/// as the box and as every other role reads it.
+fn loads_with_fresh_keys(
+    dir: &std::path::Path,
+    text: &str,
+    sessions: u32,
+) -> vyrn_seq::boxcfg::HomeConfig {
+    std::fs::create_dir_all(dir.join("keys")).unwrap();
     let seed = [7u8; 32];
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     vyrn_seq::boxcfg::write_secret_file(
@@ -179,7 +194,7 @@ fn the_printed_example_loads() {
         format!("{}\n", hex(&seed)).as_bytes(),
     )
     .unwrap();
-    for s in 1..=2 {
+    for s in 1..=sessions {
         vyrn_seq::boxcfg::write_secret_file(
             &dir.join(format!("keys/session-{s}.key")),
             format!("{}\n", hex(&[s as u8; 32])).as_bytes(),
@@ -206,10 +221,23 @@ fn the_printed_example_loads() {
     assert!(b.is_ok(), "{:?}", b.err());
     let h = vyrn_seq::boxcfg::HomeConfig::load(&conf);
     assert!(h.is_ok(), "{:?}", h.err());
-    let h = h.unwrap();
-    assert_eq!(
-        (h.voters, h.databoxes.len(), h.engine.sessions.len()),
-        (4, 1, 2)
-    );
+    h.unwrap()
+}
+
+/// deploy/ref-home.toml, the operator's REF starting point, stays a valid home: `profile =
+/// "ref"`, one core per tile (`ref_tiles` of it is its core map's length), 1 ms blocks.
+#[test]
+fn the_deploy_ref_home_loads_and_maps_one_core_per_tile() {
+    let dir = temp("refhome");
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/ref-home.toml"),
+    )
+    .unwrap();
+    let h = loads_with_fresh_keys(&dir, &text, 2);
+    assert_eq!(h.profile, vyrn_seq::boxcfg::Profile::Ref);
+    assert_eq!((h.voters, h.databoxes.len()), (4, 2));
+    assert_eq!(h.block_ns, 1_000_000);
+    let b = vyrn_seq::boxcfg::BoxConfig::load(&dir.join("home.toml")).unwrap();
+    assert_eq!(vyrn_seq::boxcfg::ref_tiles(&b), b.core_map.len());
     let _ = std::fs::remove_dir_all(&dir);
 }

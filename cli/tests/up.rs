@@ -48,3 +48,40 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// 07 §14 "path down": path B cut at every replica 2 s in — each raises REP_A_PATH for B (seen
+/// by `vyrn up` in their metrics), and the home goes on trading on path A with nothing lost.
+#[test]
+fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_path() {
+    let dir = std::env::temp_dir().join(format!("vyrn-up-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args([
+            "up",
+            "--duration",
+            "4",
+            "--rate",
+            "1000",
+            "--plain",
+            "--cut-path",
+            "B@2",
+        ])
+        .args(["--base-port", "49600", "--metrics-port", "49690", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}\n{stdout}");
+    assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    let alarms = stdout
+        .split("## Alarms")
+        .nth(1)
+        .and_then(|s| s.split("## Over time").next())
+        .unwrap_or("");
+    assert!(
+        alarms.contains("REP_A_PATH") && alarms.contains("role=\"replica\",path=\"B\""),
+        "{alarms}"
+    );
+    assert!(!alarms.contains("path=\"A\""), "{alarms}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -336,6 +336,8 @@ pub struct NodeCounters {
     pub too_old: u64,
     /// Blocks the decoder completed.
     pub blocks: u64,
+    /// Datagrams dropped by the lab's path cut ([`Node::cut_path`]).
+    pub path_cut_drops: u64,
 }
 
 /// Replay's answers folded into one digest (every replica of a home prints the same one). The
@@ -696,6 +698,9 @@ pub struct Node {
     /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
     held: std::collections::VecDeque<(u64, u64)>,
     journal: Option<NodeJournal>,
+    /// Lab fault (`vyrn replica --lab-cut-path`): from this time on, every datagram of the path
+    /// is read and dropped, as if its link were down (07 §14 "path down").
+    cut: [Option<u64>; 2],
 }
 
 impl Node {
@@ -813,6 +818,7 @@ impl Node {
             ),
         };
         Ok(Node {
+            cut: [None; 2],
             core,
             paths,
             ctrl,
@@ -889,14 +895,28 @@ impl Node {
         self.io.store.counters()
     }
 
+    /// Lab fault injection (07 §14 "path down", issue 14's end-to-end runs): from `from_ns` on
+    /// (this process's clock, as `poll` gets it), drop every datagram of path `path` (0 = A,
+    /// 1 = B) unread, as a cut link would. The replica must raise REP_A_PATH and go on, on the
+    /// other path.
+    pub fn cut_path(&mut self, path: u8, from_ns: u64) {
+        if let Some(c) = self.cut.get_mut(path as usize) {
+            *c = Some(from_ns);
+        }
+    }
+
     /// One round at `now` (ns on this process's monotonic clock). True if anything was done.
     pub fn poll(&mut self, now: u64) -> Result<bool, vyrn_engine::home::ReplayError> {
         self.io.now = now;
         let mut work = 0;
         for path in 0..2u8 {
             if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
-                self.io.c.path_rx[path as usize] += n as u64;
                 work += n;
+                if self.cut[path as usize].is_some_and(|t| now >= t) {
+                    self.io.c.path_cut_drops += n as u64;
+                    continue;
+                }
+                self.io.c.path_rx[path as usize] += n as u64;
                 for p in self.rx.iter() {
                     self.core.on_path_frame(path, p.data, now, &mut self.io);
                 }

@@ -82,6 +82,21 @@ pub struct Args {
     /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
     #[arg(long, value_name = "IP:PORT")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Lab fault injection: `A@S` or `B@S` drops every datagram of that replication path from
+    /// S seconds after start, as a cut link would (07 §14 "path down").
+    #[arg(long, hide = true, value_name = "PATH@SECS", value_parser = cut)]
+    pub lab_cut_path: Option<(u8, u64)>,
+}
+
+fn cut(s: &str) -> Result<(u8, u64), String> {
+    let (p, t) = s.split_once('@').ok_or("PATH@SECS, e.g. B@2")?;
+    let path = match p {
+        "A" | "a" => 0,
+        "B" | "b" => 1,
+        _ => return Err(format!("{p}: path A or B")),
+    };
+    let secs = t.parse::<u64>().map_err(|e| format!("{t}: {e}"))?;
+    Ok((path, secs))
 }
 
 /// The replica's counters, heights and alarms in Prometheus form (docs/sre.md lists each).
@@ -541,6 +556,14 @@ pub fn run(o: Args) -> ExitCode {
         published.set(render(&node, &published));
     }
     let t0 = Instant::now();
+    if let Some((path, at)) = o.lab_cut_path {
+        // `poll` runs on t0's clock + 1 ms (below).
+        node.cut_path(path, at * 1_000_000_000 + 1_000_000);
+        println!(
+            "{name}: LAB FAULT: path {} cut from {at} s",
+            if path == 0 { 'A' } else { 'B' }
+        );
+    }
     let secs = o.secs;
     let mut sec = 0u64;
     let metrics = o.metrics.is_some();

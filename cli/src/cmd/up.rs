@@ -55,6 +55,10 @@ pub struct Args {
     /// First of the metrics ports (box, data boxes, replicas, load follow).
     #[arg(long, default_value_t = 47_490)]
     pub metrics_port: u16,
+    /// Lab fault: cut replication path A or B at every replica from S seconds after they start
+    /// (`B@5`): 07 §14 "path down" — REP_A_PATH at the replicas, trading goes on.
+    #[arg(long, value_name = "PATH@SECS")]
+    pub cut_path: Option<String>,
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
@@ -302,6 +306,9 @@ fn up(a: Args) -> Result<bool, String> {
                 args.extend(["--journal-cores".into(), c.to_string()]);
             }
             journals.push((i, d));
+        }
+        if let Some(c) = &a.cut_path {
+            args.extend(["--lab-cut-path".into(), c.clone()]);
         }
         let m = port(1 + nd + i as u16);
         procs.push(Proc::spawn(
