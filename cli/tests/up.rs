@@ -4,9 +4,14 @@
 //! with the plots in the run's directory.
 
 use std::process::Command;
+use std::sync::Mutex;
+
+/// One `vyrn up` at a time: each is a whole home (six processes) on this machine's cores.
+static ONE_HOME: Mutex<()> = Mutex::new(());
 
 #[test]
 fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("vyrn-up-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
@@ -53,6 +58,7 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
 /// by `vyrn up` in their metrics), and the home goes on trading on path A with nothing lost.
 #[test]
 fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_path() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("vyrn-up-cut-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))

@@ -126,6 +126,15 @@ impl Exposition {
         self.sample(name, help, Kind::Counter, labels, &v.to_string());
     }
 
+    /// A counter sample with a fractional value (seconds); negative or non-finite is refused.
+    pub fn counter_f64(&mut self, name: &str, help: &str, labels: &[(&str, &str)], v: f64) {
+        if !v.is_finite() || v < 0.0 {
+            self.rejected += 1;
+            return;
+        }
+        self.sample(name, help, Kind::Counter, labels, &format!("{v}"));
+    }
+
     /// A gauge sample (integers print exactly; NaN and infinities as Prometheus spells them).
     pub fn gauge(&mut self, name: &str, help: &str, labels: &[(&str, &str)], v: f64) {
         let s = if v.is_nan() {
@@ -203,6 +212,12 @@ impl Published {
             self.scrapes.load(Ordering::Relaxed),
         );
         e.counter(
+            "vyrn_metrics_rejected_total",
+            "samples this process's exposition refused (a bad name or a type clash: a bug)",
+            &[],
+            e.rejected(),
+        );
+        e.counter(
             "vyrn_metrics_bad_requests_total",
             "requests to the metrics port that were not GET /metrics",
             &[],
@@ -214,12 +229,22 @@ impl Published {
 /// Largest request head read.
 const MAX_REQUEST: usize = 8192;
 
+/// Longest a connection may hold the endpoint's one thread (reading the request, answering,
+/// draining): a slow or silent client cannot stall the scrapes behind it for longer.
+const CONN_DEADLINE: Duration = Duration::from_secs(2);
+
 fn answer(mut s: TcpStream, p: &Published) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let deadline = std::time::Instant::now() + CONN_DEADLINE;
+    let left = || {
+        deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .max(Duration::from_millis(1))
+    };
     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
     let mut buf = [0u8; MAX_REQUEST];
     let mut n = 0;
-    while n < buf.len() {
+    while n < buf.len() && std::time::Instant::now() < deadline {
+        let _ = s.set_read_timeout(Some(left()));
         match s.read(&mut buf[n..]) {
             Ok(0) | Err(_) => break,
             Ok(k) => {
@@ -260,12 +285,13 @@ fn answer(mut s: TcpStream, p: &Published) {
     // Unread request bytes at close would reset the connection before the client read the
     // answer: shut our side, then drain a bounded amount.
     let _ = s.shutdown(std::net::Shutdown::Write);
-    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut left: usize = 64 * 1024;
-    while left > 0 {
+    let drain_until = std::time::Instant::now() + Duration::from_millis(200);
+    let mut bytes: usize = 64 * 1024;
+    while bytes > 0 && std::time::Instant::now() < drain_until {
+        let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
         match s.read(&mut buf) {
             Ok(0) | Err(_) => break,
-            Ok(k) => left = left.saturating_sub(k),
+            Ok(k) => bytes = bytes.saturating_sub(k),
         }
     }
 }
@@ -278,8 +304,12 @@ pub fn serve(addr: SocketAddr, p: Published) -> std::io::Result<SocketAddr> {
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
-            for s in l.incoming().flatten() {
-                answer(s, &p);
+            for s in l.incoming() {
+                match s {
+                    Ok(s) => answer(s, &p),
+                    // EMFILE and the like: back off instead of spinning on the accept.
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                }
             }
         })?;
     Ok(at)

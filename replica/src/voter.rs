@@ -340,7 +340,8 @@ pub fn verify_cert_journal(
 ) -> Result<CertAudit, String> {
     use crate::journal::cert::{CertJournal, CertKind};
     use vyrn_wire::msg::ctrl::CtrlMsg;
-    let mut j = CertJournal::open(dirs).map_err(|e| format!("cert journal: {e}"))?;
+    // Read-only: an audit never cuts, repairs or creates anything (the replica may be writing).
+    let mut j = CertJournal::open_read_only(dirs).map_err(|e| format!("cert journal: {e}"))?;
     let mut a = CertAudit::default();
     for i in 0..j.len() {
         match j.get(i) {

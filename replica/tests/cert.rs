@@ -153,3 +153,51 @@ fn one_drive_means_one_copy_and_oversized_entries_are_refused() {
     drop(c);
     assert_eq!(open(&dirs).len(), 1);
 }
+
+/// `open_read_only` (what `vyrn journal inspect` and `vyrn verify-cert` use, on a journal a
+/// replica may be writing): the longer valid prefix is served, but a torn tail stays, the
+/// shorter copy is not repaired, a missing copy is not created, and appends are refused.
+#[test]
+fn a_read_only_open_serves_the_longer_prefix_and_writes_nothing() {
+    let t = TestDir::new("cert-ro");
+    let dirs = t.drives(2);
+    fill(&dirs, 10);
+    let l0 = std::fs::metadata(dirs[0].join(CERT_FILE)).unwrap().len();
+    let last = (CERT_HEAD_BYTES + payload(9).len()) as u64;
+    let f0 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dirs[0].join(CERT_FILE))
+        .unwrap();
+    f0.set_len(l0 - last / 2).unwrap();
+    let f1 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dirs[1].join(CERT_FILE))
+        .unwrap();
+    f1.set_len(l0 - last - 10).unwrap();
+    let before = (
+        std::fs::read(dirs[0].join(CERT_FILE)).unwrap(),
+        std::fs::read(dirs[1].join(CERT_FILE)).unwrap(),
+    );
+    let mut c = match CertJournal::open_read_only(&dirs) {
+        Ok(c) => c,
+        Err(e) => panic!("open_read_only: {e}"),
+    };
+    check_all(&mut c, 9);
+    assert!(c.append(kind(9), &payload(9)).is_err());
+    assert!(c.sync().is_ok());
+    drop(c);
+    assert_eq!(
+        std::fs::read(dirs[0].join(CERT_FILE)).unwrap(),
+        before.0,
+        "tail left"
+    );
+    assert_eq!(
+        std::fs::read(dirs[1].join(CERT_FILE)).unwrap(),
+        before.1,
+        "not repaired"
+    );
+    // A directory with no cert journal: an error, and nothing created.
+    let absent = t.0.join("absent");
+    assert!(CertJournal::open_read_only(std::slice::from_ref(&absent)).is_err());
+    assert!(!absent.exists());
+}

@@ -68,6 +68,10 @@ pub struct Args {
     /// Run at this nice value (below 0 needs CAP_SYS_NICE).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub nice: Option<i32>,
+    /// After the last send, wait at most this long for answers and for every fill's Durable and
+    /// Final facts (the wait ends as soon as every fill has both).
+    #[arg(long, value_name = "MS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub drain_ms: u64,
     /// Serve Prometheus metrics (`GET /metrics`) on this address: counts and the four latency
     /// distributions, updated once a second (open loop only).
     #[arg(long, value_name = "IP:PORT")]
@@ -89,7 +93,12 @@ pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
             k.sent[i],
         );
     }
-    e.counter("vyrn_load_answered_total", "News answered", &[], k.answered);
+    e.counter(
+        "vyrn_load_answered_total",
+        "new orders answered (Ack, first Fill, Out or Reject)",
+        &[],
+        k.answered,
+    );
     e.counter("vyrn_load_fills_total", "fills received", &[], k.fills);
     e.counter(
         "vyrn_load_durable_total",
@@ -200,9 +209,14 @@ pub fn run(o: Args) -> ExitCode {
     let mut driver = Driver::new(port, &sessions);
     let mut sink = data_box.is_none().then(|| Copy2Sink::new(sink));
     let clock = RunClock::new(1_000_000);
-    let end = o.secs * 1_000_000_000 + 1_000_000;
+    let end = o
+        .secs
+        .saturating_mul(1_000_000_000)
+        .saturating_add(1_000_000);
     // Answers in flight when the load stops still count.
-    let drain = 300_000_000;
+    let drain = o.drain_ms * 1_000_000;
+    // SIGTERM/SIGINT stop the sending; the drain and the summary follow.
+    let stop = vyrn_nic::wait::stop_on_signals();
     if o.ping {
         let n = o.sessions.unwrap_or(1).clamp(1, sessions.len());
         println!(
@@ -260,6 +274,7 @@ pub fn run(o: Args) -> ExitCode {
         &clock,
         end,
         drain,
+        Some(stop),
         sink.as_mut(),
         |l, g| {
             println!("{l}");

@@ -206,12 +206,14 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         c.blocks,
     );
     let d = core.data().counters();
-    e.counter(
-        "vyrn_replica_data_frames_total",
-        "DATA frames from the data tier",
-        &[],
-        d.frames.iter().sum(),
-    );
+    for (k, kind) in ["data", "heartbeat", "fetch_response"].iter().enumerate() {
+        e.counter(
+            "vyrn_replica_data_frames_total",
+            "frames from the data tier, by kind (DATA, DATA_HB, FETCH_RESP)",
+            &[("kind", kind)],
+            d.frames[k],
+        );
+    }
     e.counter(
         "vyrn_replica_data_gaps_total",
         "data_seq gaps detected",
@@ -410,23 +412,8 @@ pub fn verify_cert_journal(home: &Path, dirs: &[PathBuf]) -> ExitCode {
         return ExitCode::from(2);
     };
     match vyrn_replica::voter::verify_cert_journal(dirs, m) {
-        Ok(r) => {
-            println!(
-                "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
-                r.ok,
-                r.final_height,
-                r.bad.len(),
-                r.other
-            );
-            for (i, why) in &r.bad {
-                println!("  entry {i}: {why}");
-            }
-            if r.bad.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        Ok(r) if super::tools::print_cert_audit(&r) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
         Err(e) => {
             eprintln!("vyrn verify-cert: {e}");
             ExitCode::from(2)

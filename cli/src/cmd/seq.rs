@@ -71,7 +71,7 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published) -> String {
             &l,
             polls.saturating_sub(busy),
         );
-        e.gauge(
+        e.counter_f64(
             "vyrn_tile_busy_seconds_total",
             "time in polls that did work (its core's load: rate of this)",
             &l,
@@ -136,17 +136,16 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published) -> String {
         &[],
         s.frame_errors.load(r),
     );
-    for (k, name) in ["repack", "nack", "finality_cert"].iter().enumerate() {
+    for (k, name) in ["repack", "nack", "finality"].iter().enumerate() {
         e.counter(
             "vyrn_seq_control_messages_total",
-            "control messages from the voters, by kind",
+            "control messages from the voters, by kind (finality: finalize votes and certificates)",
             &[("kind", name)],
             s.ctrl[k].load(r),
         );
     }
     for (why, c) in [
         ("bad", &s.ctrl_bad),
-        ("bad_signature", &s.bad_sigs),
         ("over_slot", &s.ctrl_truncated),
         ("unknown_source", &s.ctrl_unknown),
         ("queue_full_or_rate", &s.ctrl_dropped),
@@ -158,6 +157,12 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published) -> String {
             c.load(r),
         );
     }
+    e.counter(
+        "vyrn_seq_finalize_bad_signatures_total",
+        "finalize signatures that did not verify (their message also counts as reason=bad)",
+        &[],
+        s.bad_sigs.load(r),
+    );
     e.counter(
         "vyrn_seq_nack_too_old_total",
         "NACKs for frames out of the frame ring",
@@ -394,6 +399,22 @@ pub fn run(o: Args) -> ExitCode {
     for m in &cfg.voters_members {
         net.register_voter(m.ctrl_addr, m.index, m.vote_key);
     }
+    // The metrics port and the signal handler before the box starts: a port clash must refuse
+    // the start, not end a tenure that has begun.
+    // SIGTERM/SIGINT end the run cleanly (the summary is printed).
+    let stop = vyrn_nic::wait::stop_on_signals();
+    let published = vyrn_metrics::Published::default();
+    if let Some(a) = o.metrics {
+        match vyrn_metrics::serve(a, published.clone()) {
+            Ok(at) => {
+                println!("metrics: http://{at}/metrics (Prometheus text, updated every second)")
+            }
+            Err(e) => {
+                eprintln!("vyrn seq: --metrics {a}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let clients = net.client_addrs();
     let clock = Clock::new();
     let t0 = Instant::now();
@@ -432,21 +453,6 @@ pub fn run(o: Args) -> ExitCode {
         println!("  {at:<9} {how:<28} {}", names.join(" "));
     }
     let _ = t0;
-    // SIGTERM/SIGINT end the run cleanly (the summary is printed).
-    let stop = vyrn_nic::wait::stop_on_signals();
-    let published = vyrn_metrics::Published::default();
-    if let Some(a) = o.metrics {
-        match vyrn_metrics::serve(a, published.clone()) {
-            Ok(at) => {
-                println!("metrics: http://{at}/metrics (Prometheus text, updated every second)")
-            }
-            Err(e) => {
-                eprintln!("vyrn seq: --metrics {a}: {e}");
-                running.runner.stop();
-                return ExitCode::from(2);
-            }
-        }
-    }
     published.set(render(&running, &published));
     let h = &running.handles;
     let s = &running.stats;

@@ -130,6 +130,21 @@ pub fn verify_cert(membership: &Path, cert: &Path) -> ExitCode {
     }
 }
 
+/// Print what a cert-journal audit found; true when every certificate verified.
+pub fn print_cert_audit(a: &vyrn_replica::voter::CertAudit) -> bool {
+    println!(
+        "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
+        a.ok,
+        a.final_height,
+        a.bad.len(),
+        a.other
+    );
+    for (i, why) in &a.bad {
+        println!("  cert entry {i}: BAD: {why}");
+    }
+    a.bad.is_empty()
+}
+
 fn hex8(b: &[u8]) -> String {
     b.iter().take(8).map(|x| format!("{x:02x}")).collect()
 }
@@ -246,20 +261,11 @@ pub fn journal_inspect(
         let certs = &drives[..drives.len().min(2)];
         match h.membership.as_ref() {
             Some(m) => match vyrn_replica::voter::verify_cert_journal(certs, m) {
-                Ok(a) => {
-                    println!(
-                        "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
-                        a.ok,
-                        a.final_height,
-                        a.bad.len(),
-                        a.other
-                    );
-                    for (i, why) in &a.bad {
-                        bad = true;
-                        println!("  cert entry {i}: BAD: {why}");
-                    }
+                Ok(a) => bad |= !print_cert_audit(&a),
+                Err(e) => {
+                    bad = true;
+                    println!("cert journal: UNREADABLE: {e}");
                 }
-                Err(e) => println!("cert journal: {e}"),
             },
             None => println!("cert journal: the home names no membership file; not checked"),
         }
@@ -282,7 +288,7 @@ pub fn journal_inspect(
 
 fn export_certs(dirs: &[PathBuf], out: &Path) -> Result<usize, String> {
     use vyrn_replica::journal::cert::{CertJournal, CertKind};
-    let mut j = CertJournal::open(dirs).map_err(|e| format!("cert journal: {e}"))?;
+    let mut j = CertJournal::open_read_only(dirs).map_err(|e| format!("cert journal: {e}"))?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut n = 0;
     for i in 0..j.len() {

@@ -6,8 +6,11 @@
 //! The view and the report read only what the processes publish: each is started with
 //! `--metrics` on a loopback port and scraped once a second (`vyrn-metrics`), its stdout and
 //! stderr go to a log file in the run's directory, and its summary lines are read from there at
-//! the end. `Ctrl-C` (SIGINT reaches every process of the terminal's group: each ends cleanly
-//! with its summary) or the end of `--duration` stops the run.
+//! the end. `Ctrl-C` or the end of `--duration` stops the run: the roles run in their own
+//! process group (a terminal's Ctrl-C reaches `vyrn up` alone), and `vyrn up` stops them in
+//! order — the load (it stops sending, waits up to 5 s for every fill's Durable and Final, prints
+//! its summary), then the box, then the replicas and data boxes, each with its summary. A role
+//! dies with `vyrn up` whatever ends it (PR_SET_PDEATHSIG).
 //!
 //! Exit status: 0 when the home traded and kept its promises — orders answered, every fill
 //! durable and final, every replica's replay digest equal, every journal verifying, no process
@@ -17,6 +20,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
@@ -53,15 +57,24 @@ pub struct Args {
     #[arg(long)]
     pub plain: bool,
     /// First of the metrics ports (box, data boxes, replicas, load follow).
-    #[arg(long, default_value_t = 47_490)]
+    #[arg(long, default_value_t = 47_490, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub metrics_port: u16,
     /// Lab fault: cut replication path A or B at every replica from S seconds after they start
     /// (`B@5`): 07 §14 "path down" — REP_A_PATH at the replicas, trading goes on.
-    #[arg(long, value_name = "PATH@SECS")]
+    #[arg(long, value_name = "PATH@SECS", value_parser = cut_path)]
     pub cut_path: Option<String>,
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
+}
+
+fn cut_path(s: &str) -> Result<String, String> {
+    let (p, t) = s.split_once('@').ok_or("PATH@SECS, e.g. B@2")?;
+    if !matches!(p, "A" | "B" | "a" | "b") {
+        return Err(format!("{p}: path A or B"));
+    }
+    t.parse::<u32>().map_err(|e| format!("{t}: {e}"))?;
+    Ok(s.to_string())
 }
 
 /// Run directories kept in the work directory (each holds its journals, ~0.5 GB with the
@@ -153,6 +166,17 @@ struct Proc {
     status: Option<std::process::ExitStatus>,
 }
 
+/// A role never outlives `vyrn up`: one still running when its `Proc` goes (an error midway,
+/// a panic) is killed and reaped.
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            self.status = self.child.wait().ok();
+        }
+    }
+}
+
 impl Proc {
     fn spawn(
         name: &str,
@@ -167,6 +191,24 @@ impl Proc {
             .map_err(|e| format!("{}: {e}", log.display()))?;
         let mut c = Command::new(exe);
         c.args(args).stdin(Stdio::null()).stdout(f).stderr(f2);
+        // Its own process group: a terminal's Ctrl-C reaches `vyrn up` alone, which then stops
+        // the roles in order (load, box, the rest). And it dies with `vyrn up`, whatever ends it
+        // (an abort, SIGKILL): PR_SET_PDEATHSIG.
+        c.process_group(0);
+        let parent = std::process::id() as libc::pid_t;
+        let hook = move || -> std::io::Result<()> {
+            // SAFETY: PR_SET_PDEATHSIG with a signal number touches no memory of ours.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+            // SAFETY: getppid has no preconditions.
+            if unsafe { libc::getppid() } != parent {
+                // SAFETY: _exit ends the forked child at once, running nothing of the parent's.
+                unsafe { libc::_exit(1) };
+            }
+            Ok(())
+        };
+        // SAFETY: the hook runs in the forked child before exec and makes only
+        // async-signal-safe calls (prctl, getppid, _exit); it allocates nothing.
+        unsafe { c.pre_exec(hook) };
         if let Some(m) = metrics {
             c.arg("--metrics").arg(m.to_string());
         }
@@ -237,6 +279,13 @@ fn up(a: Args) -> Result<bool, String> {
         None => {
             let d = a.dir.join("home");
             let f = d.join("home.toml");
+            if f.exists() && a.base_port != 47_400 {
+                println!(
+                    "vyrn up: {} exists: its ports stand (--base-port applies to a new home; remove {} to write one)",
+                    f.display(),
+                    d.display()
+                );
+            }
             if !f.exists() {
                 let p = vyrn_seq::boxcfg::write_dev_home(&d, 4, 8, a.base_port)
                     .map_err(|e| format!("writing a dev home in {}: {e}", d.display()))?;
@@ -266,8 +315,16 @@ fn up(a: Args) -> Result<bool, String> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     prune_runs(&a.dir, KEEP_RUNS - 1);
-    let run = a.dir.join(format!("run-{stamp}"));
-    std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
+    // A fresh directory, never one of an earlier run (its journals belong to that run's home).
+    let mut run = a.dir.join(format!("run-{stamp}"));
+    let mut k = 1;
+    while let Err(e) = std::fs::create_dir(&run) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists || k > 99 {
+            return Err(format!("{}: {e}", run.display()));
+        }
+        run = a.dir.join(format!("run-{stamp}-{k}"));
+        k += 1;
+    }
     let s = |p: &Path| p.display().to_string();
     let hs = s(&home_file);
     let cold = bx.core_map.get(1).copied();
@@ -361,6 +418,10 @@ fn up(a: Args) -> Result<bool, String> {
         a.rate.to_string(),
         "--seed".into(),
         a.seed.to_string(),
+        // Up to 5 s after the last send for every fill's Durable and Final (ends as soon as
+        // every fill has both): the verdict counts them.
+        "--drain-ms".into(),
+        "5000".into(),
     ];
     if let Some(c) = cold {
         load_args.extend(["--core".into(), c.to_string()]);
@@ -492,11 +553,11 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let _ = writeln!(
             v,
-            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetches {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}",
+            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetches served {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}",
             sumr("vyrn_replica_holes_total"),
             sumr("vyrn_replica_nacks_total"),
             sumr("vyrn_replica_repaired_total"),
-            sumr("vyrn_replica_data_gap_fetches_total") + datas.iter().map(|d| d.sum("vyrn_data_fetch_key_reqs_total") + d.sum("vyrn_data_fetch_range_reqs_total")).sum::<f64>(),
+            datas.iter().map(|d| d.sum("vyrn_data_fetch_key_reqs_total") + d.sum("vyrn_data_fetch_range_reqs_total")).sum::<f64>(),
             sumr("vyrn_replica_payloads_unavailable_total"),
             maxr("vyrn_replica_replay_lag_steps"),
             sumr("vyrn_replica_journal_appended_total")
@@ -556,10 +617,10 @@ fn up(a: Args) -> Result<bool, String> {
     // Let the last blocks become final, then stop the roles: load first, then the box, then
     // the replicas and data boxes (each prints its summary on SIGTERM).
     procs[load_i].signal(libc::SIGTERM);
-    let _ = procs[load_i]
-        .child
-        .wait()
-        .map(|s| procs[load_i].status = Some(s));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !procs[load_i].poll() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(1500));
     procs[seq_i].signal(libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(500));
@@ -634,11 +695,15 @@ fn report(
             .and_then(|v| v.trim().parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    let (answered, fills, fin, durable) = (
+    let summary = load.lines().any(|l| l.starts_with("sent "));
+    if !summary {
+        problems.push("the load generator printed no summary (killed?)".into());
+    }
+    let (answered, fills, not_durable, not_final) = (
         count("answered "),
         count("fills "),
-        count("final "),
-        count("durable "),
+        count("fills not yet durable "),
+        count("not yet final "),
     );
     if answered < 1.0 {
         problems.push("no order was answered".into());
@@ -646,9 +711,9 @@ fn report(
     if fills < 1.0 {
         problems.push("no fill".into());
     }
-    if durable < fills || fin < fills {
+    if not_durable > 0.0 || not_final > 0.0 {
         problems.push(format!(
-            "of {fills:.0} fills {durable:.0} durable and {fin:.0} final"
+            "of {fills:.0} fills, {not_durable:.0} never became durable and {not_final:.0} never final"
         ));
     }
     let seq = procs
@@ -732,7 +797,10 @@ fn report(
                 if !rep.refused.is_empty()
                     || unreadable > 0
                     || hs.is_empty()
-                    || certs.is_some_and(|c| !c.bad.is_empty())
+                    || certs
+                        .as_ref()
+                        .is_some_and(|c| !c.bad.is_empty() || c.ok == 0)
+                    || (home.membership.is_some() && certs.is_none())
                 {
                     problems.push(format!("replica {i}'s journal does not verify"));
                 }
@@ -786,110 +854,76 @@ fn report(
     Ok(ok)
 }
 
-/// Two SVG plots of the run: rates, and latency with the final lag.
+/// A plotted line: its name and how to read it off a second of the timeline.
+type Series<'a> = (&'a str, fn(&Tick) -> f64);
+
+/// The run's SVG plots: rates, latency, final lag.
 fn plot(run: &Path, tl: &[Tick]) -> Result<Vec<String>, String> {
-    use plotters::prelude::*;
     if tl.len() < 2 {
         return Err("fewer than two seconds recorded".into());
     }
-    let tmax = tl.last().map_or(1.0, |t| t.t).max(1.0);
+    let charts: [(&str, &str, &[Series]); 3] = [
+        (
+            "rates.svg",
+            "packets/s at the sequencer",
+            &[
+                ("client packets in", |t| t.in_ps),
+                ("responses and notices out", |t| t.out_ps),
+            ],
+        ),
+        (
+            "latency.svg",
+            "latency over the run so far (ms, open loop)",
+            &[
+                ("request->ack p50", |t| t.ack_p50_ms),
+                ("request->ack p99", |t| t.ack_p99_ms),
+                ("request->fill p99", |t| t.fill_p99_ms),
+            ],
+        ),
+        (
+            "final_lag.svg",
+            "blocks closed but not yet final at the box",
+            &[("closed - final", |t| t.final_lag)],
+        ),
+    ];
     let mut files = Vec::new();
-    let e = |x: &dyn std::fmt::Debug| format!("{x:?}");
-    {
-        let f = "rates.svg";
-        let path = run.join(f);
-        let root = SVGBackend::new(&path, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let ymax = tl.iter().map(|t| t.in_ps.max(t.out_ps)).fold(1.0, f64::max) * 1.1;
-        let mut c = ChartBuilder::on(&root)
-            .caption("packets/s at the sequencer", ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..tmax, 0.0..ymax)
-            .map_err(|x| e(&x))?;
-        c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
-        c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, t.in_ps)), &BLUE))
-            .map_err(|x| e(&x))?
-            .label("client packets in")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-        c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, t.out_ps)), &RED))
-            .map_err(|x| e(&x))?
-            .label("responses and notices out")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-        c.configure_series_labels()
-            .border_style(BLACK)
-            .draw()
-            .map_err(|x| e(&x))?;
-        root.present().map_err(|x| e(&x))?;
-        files.push(f.to_string());
-    }
-    {
-        let f = "latency.svg";
-        let path = run.join(f);
-        let root = SVGBackend::new(&path, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let ymax = tl
-            .iter()
-            .map(|t| t.ack_p99_ms.max(t.fill_p99_ms))
-            .fold(1.0, f64::max)
-            * 1.1;
-        let mut c = ChartBuilder::on(&root)
-            .caption(
-                "latency over the run so far (ms, open loop)",
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..tmax, 0.0..ymax)
-            .map_err(|x| e(&x))?;
-        c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
-        for (name, color, get) in [
-            (
-                "request->ack p50",
-                BLUE,
-                (|t: &Tick| t.ack_p50_ms) as fn(&Tick) -> f64,
-            ),
-            ("request->ack p99", RED, |t: &Tick| t.ack_p99_ms),
-            ("request->fill p99", GREEN, |t: &Tick| t.fill_p99_ms),
-        ] {
-            c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, get(t))), &color))
-                .map_err(|x| e(&x))?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-        }
-        c.configure_series_labels()
-            .border_style(BLACK)
-            .draw()
-            .map_err(|x| e(&x))?;
-        root.present().map_err(|x| e(&x))?;
-        files.push(f.to_string());
-    }
-    {
-        let f = "final_lag.svg";
-        let path = run.join(f);
-        let root = SVGBackend::new(&path, (900, 300)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let ymax = tl.iter().map(|t| t.final_lag).fold(1.0, f64::max) * 1.1;
-        let mut c = ChartBuilder::on(&root)
-            .caption(
-                "blocks closed but not yet final at the box",
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..tmax, 0.0..ymax)
-            .map_err(|x| e(&x))?;
-        c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
-        c.draw_series(LineSeries::new(
-            tl.iter().map(|t| (t.t, t.final_lag)),
-            &BLUE,
-        ))
-        .map_err(|x| e(&x))?;
-        root.present().map_err(|x| e(&x))?;
-        files.push(f.to_string());
+    for (file, caption, series) in charts {
+        line_chart(&run.join(file), caption, tl, series)?;
+        files.push(file.to_string());
     }
     Ok(files)
+}
+
+/// One line chart of `series` over the timeline, into an SVG file.
+fn line_chart(path: &Path, caption: &str, tl: &[Tick], series: &[Series]) -> Result<(), String> {
+    use plotters::prelude::*;
+    let e = |x: &dyn std::fmt::Debug| format!("{}: {x:?}", path.display());
+    let tmax = tl.last().map_or(1.0, |t| t.t).max(1.0);
+    let ymax = tl
+        .iter()
+        .flat_map(|t| series.iter().map(move |(_, g)| g(t)))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 340)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..tmax, 0.0..ymax)
+        .map_err(|x| e(&x))?;
+    c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
+    for (k, (name, get)) in series.iter().enumerate() {
+        let color = Palette99::pick(k).to_rgba();
+        c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, get(t))), color))
+            .map_err(|x| e(&x))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
 }

@@ -282,6 +282,23 @@ impl LoadGen {
         }
     }
 
+    /// Every fill so far has its Durable and its Final fact (what an open-loop run waits for
+    /// after its last send before it reports).
+    pub fn settled(&self) -> bool {
+        self.fill_rx.is_empty()
+    }
+
+    /// Fills received whose Durable fact has not come yet (per fill, not a difference of
+    /// counts).
+    pub fn fills_not_durable(&self) -> u64 {
+        self.fill_rx.values().map(|f| f.1 as u64).sum()
+    }
+
+    /// Fills received whose Final fact has not come yet (per fill).
+    pub fn fills_not_final(&self) -> u64 {
+        self.fill_rx.values().map(|f| f.2 as u64).sum()
+    }
+
     /// The progress line, once per second of `now − start` (else `None`).
     pub fn progress(&mut self, now: u64, sessions: &[Session]) -> Option<String> {
         let elapsed = now.saturating_sub(self.cfg.start_ns);
@@ -337,7 +354,7 @@ impl LoadGen {
         .collect();
         let k = self.counts;
         out.push(format!(
-            "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, durable {}, final {}, refused by sessions {}",
+            "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, durable {}, final {}, refused by sessions {}, fills not yet durable {}, not yet final {}",
             k.sent.iter().sum::<u64>(),
             k.sent[0],
             k.sent[1],
@@ -347,7 +364,9 @@ impl LoadGen {
             k.fills,
             k.durable,
             k.fin,
-            k.refused
+            k.refused,
+            self.fills_not_durable(),
+            self.fills_not_final()
         ));
         out
     }

@@ -124,13 +124,17 @@ pub fn open_loop(
         clock,
         end_ns,
         drain_ns,
+        None,
         sink,
         |l, _| line(l),
     )
 }
 
 /// [`open_loop`] with the generator handed to the once-a-second callback too, so a caller can
-/// publish its counts and histograms (`vyrn load --metrics`) as well as the line.
+/// publish its counts and histograms (`vyrn load --metrics`) as well as the line; `stop` (a
+/// signal) ends the sending at once and starts the drain; the drain ends early once every fill
+/// is both durable and final ([`LoadGen::settled`]), so a long `drain_ns` costs nothing when the
+/// home keeps up.
 #[allow(clippy::too_many_arguments)]
 pub fn open_loop_with(
     driver: &mut Driver<UdpPort>,
@@ -139,13 +143,18 @@ pub fn open_loop_with(
     clock: &RunClock,
     end_ns: u64,
     drain_ns: u64,
+    stop: Option<&std::sync::atomic::AtomicBool>,
     mut sink: Option<&mut Copy2Sink>,
     mut line: impl FnMut(String, &LoadGen),
 ) {
     let _ = vyrn_nic::wait::fine_timer_slack();
+    let mut end_ns = end_ns;
     loop {
         let now = clock.now();
-        if now >= end_ns + drain_ns {
+        if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) && now < end_ns {
+            end_ns = now;
+        }
+        if now >= end_ns.saturating_add(drain_ns) || (now >= end_ns && load.settled()) {
             break;
         }
         if now < end_ns {

@@ -314,12 +314,23 @@ pub(crate) fn punch_hole(_f: &File, _offset: u64, _len: u64) -> io::Result<()> {
 pub struct StdBackend {
     files: Files,
     queued: Vec<(FileId, u64, AlignedBuf)>,
+    /// Files opened for reading only (`JournalConfig::read_only`); creating is refused.
+    read_only: bool,
 }
 
 impl StdBackend {
     /// A backend with no open file.
     pub fn new() -> StdBackend {
         StdBackend::default()
+    }
+
+    /// A backend that opens files for reading only (a journal on a read-only mount, or
+    /// inspected by an operator without write access, still reads).
+    pub fn read_only() -> StdBackend {
+        StdBackend {
+            read_only: true,
+            ..StdBackend::default()
+        }
     }
 }
 
@@ -349,6 +360,12 @@ impl Backend for StdBackend {
         BackendKind::Std
     }
     fn open(&mut self, path: &Path, create_new: bool) -> io::Result<FileId> {
+        if self.read_only {
+            if create_new {
+                return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            }
+            return Ok(self.files.insert(File::open(path)?));
+        }
         Ok(self.files.insert(open_opts(create_new).open(path)?))
     }
     fn close(&mut self, f: FileId) {

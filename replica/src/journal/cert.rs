@@ -130,6 +130,8 @@ pub struct CertJournal {
     entries: Vec<CertEntry>,
     end: u64,
     counters: CertCounters,
+    /// Opened by [`CertJournal::open_read_only`]: nothing is written.
+    read_only: bool,
 }
 
 fn entry_hash(len: u32, kind: u8, payload: &[u8]) -> [u8; 32] {
@@ -226,6 +228,18 @@ impl CertJournal {
     /// Open the copies in `dirs[0]` and, if given, `dirs[1]` (drives 0 and 1), recover the
     /// longer valid prefix and repair the other copy from it.
     pub fn open(dirs: &[PathBuf]) -> Result<CertJournal, CertError> {
+        Self::open_mode(dirs, false)
+    }
+
+    /// Inspection only (`vyrn journal inspect`, `vyrn verify-cert`): the copies that exist are
+    /// opened for reading and scanned; the longer valid prefix is served; nothing is created,
+    /// cut, repaired or synced (a torn tail or a copy behind the other is only counted), and
+    /// [`append`](Self::append) is refused. Safe on the journal of a running replica.
+    pub fn open_read_only(dirs: &[PathBuf]) -> Result<CertJournal, CertError> {
+        Self::open_mode(dirs, true)
+    }
+
+    fn open_mode(dirs: &[PathBuf], read_only: bool) -> Result<CertJournal, CertError> {
         let dirs = &dirs[..dirs.len().min(2)];
         if dirs.is_empty() {
             return Err(CertError::Io(io::Error::from(io::ErrorKind::InvalidInput)));
@@ -235,7 +249,12 @@ impl CertJournal {
         let mut scans: Vec<Option<Vec<CertEntry>>> = Vec::new();
         for d in dirs {
             let path = d.join(CERT_FILE);
-            match open_copy(d) {
+            let opened = if read_only {
+                File::open(&path)
+            } else {
+                open_copy(d)
+            };
+            match opened {
                 Ok(f) => {
                     let s = scan(&f).ok();
                     if s.is_none() {
@@ -283,6 +302,9 @@ impl CertJournal {
                     counters.entries_restored += (truth.len() - common) as u64;
                 }
             }
+            if read_only {
+                continue;
+            }
             let from = truth.get(common).map_or(end, |e| e.offset);
             let r = (|| {
                 if i != best && common < truth.len() {
@@ -316,12 +338,20 @@ impl CertJournal {
             entries: truth,
             end,
             counters,
+            read_only,
         })
     }
 
     /// Append one entry to every live copy (durable after [`sync`](Self::sync)); returns its
     /// index. Fails only when no copy took it.
     pub fn append(&mut self, kind: CertKind, payload: &[u8]) -> Result<usize, CertError> {
+        if self.read_only {
+            self.counters.refused += 1;
+            return Err(CertError::Io(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the cert journal was opened read-only",
+            )));
+        }
         if payload.len() > MAX_CERT_PAYLOAD {
             self.counters.refused += 1;
             return Err(CertError::TooLarge);
@@ -359,6 +389,9 @@ impl CertJournal {
 
     /// Data-sync every live copy. Fails only when no copy synced.
     pub fn sync(&mut self) -> Result<(), CertError> {
+        if self.read_only {
+            return Ok(());
+        }
         let mut ok = false;
         let mut last = None;
         for c in &mut self.copies {

@@ -483,7 +483,7 @@ impl BlockJournal {
         Self::check_config(&cfg)?;
         if cfg.read_only {
             // Nothing written: no directory, no O_DIRECT probe file; plain reads.
-            let backend = backend::make_backend(BackendKind::Std).map_err(JournalError::Backend)?;
+            let backend: Box<dyn Backend> = Box::new(backend::StdBackend::read_only());
             return Self::open_inner(cfg, backend, JournalCounters::default());
         }
         for (i, d) in cfg.drives.iter().enumerate() {
