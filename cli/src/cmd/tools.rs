@@ -1,6 +1,8 @@
 //! The operator's tools: `vyrn config {init,check,example}`, `vyrn verify-cert`, `vyrn journal
 //! inspect`. Each exits 0 when all is well, 1 when it found something wrong (a bad certificate,
-//! a refused record) and 2 when it could not look (a missing file, a bad argument).
+//! a refused record, an unreadable drive, a config problem — `config check` reports a missing
+//! file as one) and 2 when it could not look (a missing membership or certificate file, a bad
+//! argument).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

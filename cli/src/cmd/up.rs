@@ -553,7 +553,7 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let _ = writeln!(
             v,
-            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetches served {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}",
+            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetch requests {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}",
             sumr("vyrn_replica_holes_total"),
             sumr("vyrn_replica_nacks_total"),
             sumr("vyrn_replica_repaired_total"),

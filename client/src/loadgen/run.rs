@@ -117,13 +117,15 @@ pub fn open_loop(
     sink: Option<&mut Copy2Sink>,
     mut line: impl FnMut(String),
 ) {
-    open_loop_with(
+    // The whole drain, always: callers measure what arrives in it.
+    run_open_loop(
         driver,
         sessions,
         load,
         clock,
         end_ns,
         drain_ns,
+        false,
         None,
         sink,
         |l, _| line(l),
@@ -144,6 +146,24 @@ pub fn open_loop_with(
     end_ns: u64,
     drain_ns: u64,
     stop: Option<&std::sync::atomic::AtomicBool>,
+    sink: Option<&mut Copy2Sink>,
+    line: impl FnMut(String, &LoadGen),
+) {
+    run_open_loop(
+        driver, sessions, load, clock, end_ns, drain_ns, true, stop, sink, line,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_open_loop(
+    driver: &mut Driver<UdpPort>,
+    sessions: &mut [Session],
+    load: &mut LoadGen,
+    clock: &RunClock,
+    end_ns: u64,
+    drain_ns: u64,
+    settle_early: bool,
+    stop: Option<&std::sync::atomic::AtomicBool>,
     mut sink: Option<&mut Copy2Sink>,
     mut line: impl FnMut(String, &LoadGen),
 ) {
@@ -154,7 +174,9 @@ pub fn open_loop_with(
         if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) && now < end_ns {
             end_ns = now;
         }
-        if now >= end_ns.saturating_add(drain_ns) || (now >= end_ns && load.settled()) {
+        if now >= end_ns.saturating_add(drain_ns)
+            || (settle_early && now >= end_ns && load.settled())
+        {
             break;
         }
         if now < end_ns {
