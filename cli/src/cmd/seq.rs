@@ -51,9 +51,17 @@ pub struct Args {
 
 /// Every counter of the box, its tiles' work and idle polls, its watermarks and alarms, in
 /// Prometheus form (docs/sre.md lists each).
-fn render(running: &RunningBox, published: &vyrn_metrics::Published) -> String {
+fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64) -> String {
     let r = Ordering::Relaxed;
     let mut e = vyrn_metrics::Exposition::new();
+    // The time of this rendering on the box's clock: a scraper computes rates over it, not
+    // over its own scrape times (the box renders once a second on its own beat).
+    e.gauge(
+        "vyrn_uptime_seconds",
+        "seconds since the box started, at this rendering",
+        &[],
+        now_ns as f64 / 1e9,
+    );
     let s = &running.stats;
     for (name, _, st) in &running.runner.stats {
         let l = [("tile", name.as_str())];
@@ -453,7 +461,7 @@ pub fn run(o: Args) -> ExitCode {
         println!("  {at:<9} {how:<28} {}", names.join(" "));
     }
     let _ = t0;
-    published.set(render(&running, &published));
+    published.set(render(&running, &published, clock.now()));
     let h = &running.handles;
     let s = &running.stats;
     let mut last_busy: Vec<u64> = vec![0; running.runner.stats.len()];
@@ -497,7 +505,7 @@ pub fn run(o: Args) -> ExitCode {
             loads.join(", ")
         );
         if o.metrics.is_some() {
-            published.set(render(&running, &published));
+            published.set(render(&running, &published, clock.now()));
         }
         if (o.secs > 0 && sec >= o.secs) || stop.load(Ordering::Relaxed) {
             break;

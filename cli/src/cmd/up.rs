@@ -439,6 +439,7 @@ fn up(a: Args) -> Result<bool, String> {
     let view = !a.plain && std::io::stdout().is_terminal();
     let t0 = Instant::now();
     let mut prev: Option<(f64, Samples)> = None;
+    let mut last_rates = (0.0, 0.0, 0.0, 0.0);
     let mut timeline: Vec<Tick> = Vec::new();
     let mut alarms_seen: Vec<String> = Vec::new();
     let mut last: HashMap<String, Samples> = HashMap::new();
@@ -460,9 +461,13 @@ fn up(a: Args) -> Result<bool, String> {
         let ld = get("load");
         let reps: Vec<Samples> = (0..n).map(|i| get(&format!("replica {i}"))).collect();
         let datas: Vec<Samples> = (0..nd).map(|d| get(&format!("data box {d}"))).collect();
+        // Rates over the box's own rendering times (it renders once a second on its beat, this
+        // loop scrapes on another): the same rendering twice gives the previous rates again.
+        let t_box = sq.get("vyrn_uptime_seconds");
         let (in_ps, out_ps, fa, fb) = match &prev {
-            Some((tp, p)) => {
-                let dt = (t - tp).max(1e-3);
+            Some((_, p)) if t_box <= p.get("vyrn_uptime_seconds") => last_rates,
+            Some((_, p)) => {
+                let dt = (t_box - p.get("vyrn_uptime_seconds")).max(1e-3);
                 let r = |name: &str| (sq.sum(name) - p.sum(name)).max(0.0) / dt;
                 let rp = |path: &str| {
                     let k = format!("vyrn_seq_path_writes_total{{path=\"{path}\"}}");
@@ -482,6 +487,7 @@ fn up(a: Args) -> Result<bool, String> {
         if seq_fresh {
             prev = Some((t, sq.clone()));
         }
+        last_rates = (in_ps, out_ps, fa, fb);
         let final_lag = sq.get("vyrn_seq_closed_height") - sq.get("vyrn_seq_final_height");
         let durable_lag = sq.get("vyrn_seq_step_done") - sq.get("vyrn_seq_durable_step");
         let tick = Tick {
