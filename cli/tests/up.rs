@@ -33,7 +33,12 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
-    for f in ["rates.svg", "latency.svg", "final_lag.svg"] {
+    for f in [
+        "rates.svg",
+        "latency.svg",
+        "final_lag.svg",
+        "latency_distribution.svg",
+    ] {
         let svg = std::fs::read_to_string(run.join(f)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{f}");
     }

@@ -121,8 +121,20 @@ pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
         ("fill_final", &st.fill_final),
     ] {
         let p = l.percentiles();
+        let h = l.histogram();
+        let at = |q: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(q)
+            }
+        };
         for (q, v) in [
+            ("0.25", at(0.25)),
             ("0.5", p.p50),
+            ("0.75", at(0.75)),
+            ("0.9", at(0.9)),
+            ("0.95", at(0.95)),
             ("0.99", p.p99),
             ("0.999", p.p999),
             ("1", p.max),

@@ -643,7 +643,17 @@ fn up(a: Args) -> Result<bool, String> {
             p.status = p.child.wait().ok();
         }
     }
-    report(&a, &run, &procs, &journals, &home, &timeline, &alarms_seen)
+    let load_last = last.get("load").cloned().unwrap_or_default();
+    report(
+        &a,
+        &run,
+        &procs,
+        &journals,
+        &home,
+        &timeline,
+        &alarms_seen,
+        &load_last,
+    )
 }
 
 /// Write `report.md` and the plots; print the verdict; `Ok(true)` when the home kept its
@@ -657,6 +667,7 @@ fn report(
     home: &HomeConfig,
     timeline: &[Tick],
     alarms_seen: &[String],
+    load_last: &Samples,
 ) -> Result<bool, String> {
     let mut r = String::new();
     let mut ok = true;
@@ -832,7 +843,10 @@ fn report(
             problems.push(format!("{} exited {:?}", p.name, p.status));
         }
     }
-    let plots = plot(run, timeline);
+    let plots = plot(run, timeline).and_then(|mut f| {
+        f.push(distribution(run, load_last)?);
+        Ok(f)
+    });
     let _ = writeln!(r, "\n## Over time\n");
     match &plots {
         Ok(files) => {
@@ -898,6 +912,68 @@ fn plot(run: &Path, tl: &[Tick]) -> Result<Vec<String>, String> {
         files.push(file.to_string());
     }
     Ok(files)
+}
+
+/// The clients' request → ack and request → fill distributions (from the generator's last
+/// published quantiles, ≤ 1 s before it ended): latency against the percentile.
+fn distribution(run: &Path, load: &Samples) -> Result<String, String> {
+    use plotters::prelude::*;
+    const QS: [(&str, f64); 8] = [
+        ("0.25", 0.25),
+        ("0.5", 0.5),
+        ("0.75", 0.75),
+        ("0.9", 0.9),
+        ("0.95", 0.95),
+        ("0.99", 0.99),
+        ("0.999", 0.999),
+        ("1", 1.0),
+    ];
+    let f = "latency_distribution.svg";
+    let path = run.join(f);
+    let e = |x: &dyn std::fmt::Debug| format!("{}: {x:?}", path.display());
+    let curve = |what: &str| -> Vec<(f64, f64)> {
+        // x: -log10(1 - q), so p50 = 0.3, p90 = 1, p99 = 2, p99.9 = 3; the max is drawn at 4.
+        QS.iter()
+            .map(|(k, q)| {
+                let x = if *q >= 1.0 { 4.0 } else { -(1.0 - q).log10() };
+                (x, ms(load, what, k))
+            })
+            .collect()
+    };
+    let (ack, fill) = (curve("request_ack"), curve("request_fill"));
+    let ymax = ack.iter().chain(&fill).map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let root = SVGBackend::new(&path, (900, 340)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            "latency distribution (ms) by percentile",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..4.2, 0.0..ymax)
+        .map_err(|x| e(&x))?;
+    c.configure_mesh()
+        .x_desc("percentile, log scale: 0.3 = p50, 1 = p90, 2 = p99, 3 = p99.9, 4 = max")
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (k, (name, pts)) in [("request->ack", ack), ("request->fill", fill)]
+        .into_iter()
+        .enumerate()
+    {
+        let color = Palette99::pick(k).to_rgba();
+        c.draw_series(LineSeries::new(pts, color))
+            .map_err(|x| e(&x))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(f.to_string())
 }
 
 /// One line chart of `series` over the timeline, into an SVG file.
