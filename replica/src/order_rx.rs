@@ -190,6 +190,21 @@ struct Hole {
     to: u64,
     opened: u64,
     nacked: Option<u64>,
+    /// Retries so far: each waits twice the one before ([`retry_after`]).
+    retries: u32,
+}
+
+/// Longest wait between two retries of one hole: 100 ms. 07 §4.9 names the first retry
+/// (REP_NACK_RETRY_US) only; a hole no source can fill (a replica restarted past the box's frame
+/// ring and its peers' stores) retried at that pace forever was a storm — 130,000 NACKs and peer
+/// requests a second from one replica, measured — so retries back off, doubling, to this.
+pub const NACK_BACKOFF_MAX_NS: u64 = 100_000_000;
+
+/// The wait before retry number `retries + 1` of a hole: `base` (REP_NACK_RETRY_US), doubled
+/// per retry already made, at most [`NACK_BACKOFF_MAX_NS`] (or `base`, if larger).
+pub fn retry_after(base: u64, retries: u32) -> u64 {
+    base.saturating_mul(1u64 << retries.min(30))
+        .min(NACK_BACKOFF_MAX_NS.max(base))
 }
 
 #[derive(Debug, Default)]
@@ -372,6 +387,7 @@ impl OrderRx {
                     to: fs - 1,
                     opened: now,
                     nacked: None,
+                    retries: 0,
                 },
             );
             self.counters.holes += 1;
@@ -422,6 +438,7 @@ impl OrderRx {
                 to: fs,
                 opened: now,
                 nacked: None,
+                retries: 0,
             },
         );
     }
@@ -486,10 +503,13 @@ impl OrderRx {
             for (&from, h) in self.subs[st].holes.iter_mut() {
                 let due = match h.nacked {
                     None => now.saturating_sub(h.opened) >= t.hole_wait_ns,
-                    Some(at) => now.saturating_sub(at) >= t.nack_retry_ns,
+                    Some(at) => now.saturating_sub(at) >= retry_after(t.nack_retry_ns, h.retries),
                 };
                 if due {
                     to_nack.push((from, h.to, h.nacked.is_some()));
+                    if h.nacked.is_some() {
+                        h.retries = h.retries.saturating_add(1);
+                    }
                     h.nacked = Some(now);
                 }
             }

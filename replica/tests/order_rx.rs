@@ -202,6 +202,41 @@ fn nack_too_old_sends_the_hole_to_peers_only() {
     assert_eq!((o.repairs[0].1.from_seq, o.repairs[0].1.to_seq), (2, 9));
 }
 
+/// A hole no source ever fills (a replica restarted past the box's frame ring and its peers'
+/// stores): its retries back off, doubling from REP_NACK_RETRY_US to NACK_BACKOFF_MAX_NS,
+/// instead of asking every 50 µs forever (130,000 requests a second were measured before).
+#[test]
+fn retries_of_a_hole_nobody_fills_back_off() {
+    use vyrn_replica::order_rx::{retry_after, NACK_BACKOFF_MAX_NS};
+    let mut rx = OrderRx::new(cfg(3));
+    let mut o = Out::default();
+    rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
+    rx.on_frame(0, &frame(0, 50, 0), US, &mut o);
+    let mut now = US;
+    while now < 2_000 * MS {
+        now += 10 * US;
+        rx.tick(now, &mut o);
+    }
+    let asked = o.nacks.len() + o.repairs.len();
+    // 2 s: ~12 doublings up to 100 ms, then one retry every 100 ms — about 30 each way.
+    assert!(
+        o.nacks.len() <= 40 && o.repairs.len() <= 40,
+        "{asked} requests in 2 s"
+    );
+    assert!(o.nacks.len() >= 10, "it keeps asking: {}", o.nacks.len());
+    assert_eq!(retry_after(50 * US, 0), 50 * US);
+    assert_eq!(retry_after(50 * US, 3), 400 * US);
+    assert_eq!(retry_after(50 * US, 40), NACK_BACKOFF_MAX_NS);
+    // A hole that opens later starts from REP_NACK_RETRY_US again (per hole, not global).
+    let before = o.nacks.len();
+    rx.on_frame(0, &frame(0, 60, 0), now, &mut o);
+    rx.tick(now + 10 * US, &mut o);
+    assert!(
+        o.nacks.len() > before,
+        "the new hole 51..=59 is asked at once"
+    );
+}
+
 #[test]
 fn refused_frames_are_typed_and_counted() {
     let mut rx = OrderRx::new(cfg(0));
