@@ -28,6 +28,22 @@ fn fill(dirs: &[std::path::PathBuf], n: usize) {
     c.sync().unwrap();
 }
 
+/// Of a 10-entry journal: copy 0 torn inside entry 9, copy 1 torn inside entry 8's head.
+/// Returns the whole length and entry 9's length.
+fn tear_both(dirs: &[std::path::PathBuf]) -> (u64, u64) {
+    let l0 = std::fs::metadata(dirs[0].join(CERT_FILE)).unwrap().len();
+    let last = (CERT_HEAD_BYTES + payload(9).len()) as u64;
+    for (d, len) in [(&dirs[0], l0 - last / 2), (&dirs[1], l0 - last - 10)] {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join(CERT_FILE))
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    }
+    (l0, last)
+}
+
 fn check_all(c: &mut CertJournal, n: usize) {
     assert_eq!(c.len(), n);
     for i in 0..n {
@@ -97,19 +113,7 @@ fn torn_tails_are_cut_and_the_longer_copy_wins() {
     let t = TestDir::new("cert-torn");
     let dirs = t.drives(2);
     fill(&dirs, 10);
-    let l0 = std::fs::metadata(dirs[0].join(CERT_FILE)).unwrap().len();
-    let last = (CERT_HEAD_BYTES + payload(9).len()) as u64;
-    // Copy 0 torn inside entry 9, copy 1 torn inside entry 8's head.
-    let f0 = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dirs[0].join(CERT_FILE))
-        .unwrap();
-    f0.set_len(l0 - last / 2).unwrap();
-    let f1 = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dirs[1].join(CERT_FILE))
-        .unwrap();
-    f1.set_len(l0 - last - 10).unwrap();
+    let (l0, last) = tear_both(&dirs);
     let mut c = open(&dirs);
     check_all(&mut c, 9);
     assert_eq!(c.counters().torn_tails, 1);
@@ -162,18 +166,7 @@ fn a_read_only_open_serves_the_longer_prefix_and_writes_nothing() {
     let t = TestDir::new("cert-ro");
     let dirs = t.drives(2);
     fill(&dirs, 10);
-    let l0 = std::fs::metadata(dirs[0].join(CERT_FILE)).unwrap().len();
-    let last = (CERT_HEAD_BYTES + payload(9).len()) as u64;
-    let f0 = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dirs[0].join(CERT_FILE))
-        .unwrap();
-    f0.set_len(l0 - last / 2).unwrap();
-    let f1 = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dirs[1].join(CERT_FILE))
-        .unwrap();
-    f1.set_len(l0 - last - 10).unwrap();
+    tear_both(&dirs);
     let before = (
         std::fs::read(dirs[0].join(CERT_FILE)).unwrap(),
         std::fs::read(dirs[1].join(CERT_FILE)).unwrap(),
