@@ -1,7 +1,7 @@
 //! `vyrn up` end to end (issue 14 item 1): a whole home on loopback as separate processes for a
 //! bounded time — orders acked and filled, every fill durable and final, every replica's replay
 //! digest equal, the journaling replica's journal and certificates verifying — and its report
-//! with the plots in the run's directory.
+//! (with the ping phase's round trips) and plots in the run's directory.
 
 use std::process::Command;
 use std::sync::Mutex;
@@ -33,6 +33,11 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
+    // The ping phase first: one request in flight, its round trips reported.
+    assert!(
+        report.contains("## Ping") && report.contains("ping request -> answer p50"),
+        "{report}"
+    );
     for f in [
         "rates.svg",
         "latency.svg",

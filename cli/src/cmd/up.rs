@@ -59,6 +59,10 @@ pub struct Args {
     /// First of the metrics ports (box, data boxes, replicas, load follow).
     #[arg(long, default_value_t = 47_490, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub metrics_port: u16,
+    /// Seconds of ping before the open loop: one request in flight, request -> answer round
+    /// trips (0: none).
+    #[arg(long, default_value_t = 2)]
+    pub ping_secs: u64,
     /// Lab fault: cut replication path A or B at every replica from S seconds after they start
     /// (`B@5`): 07 §14 "path down" — REP_A_PATH at the replicas, trading goes on.
     #[arg(long, value_name = "PATH@SECS", value_parser = cut_path)]
@@ -403,6 +407,35 @@ fn up(a: Args) -> Result<bool, String> {
         Some(port(0)),
     )?);
     std::thread::sleep(Duration::from_secs(1));
+    // The ping phase: one request in flight on the home's first session (request -> answer
+    // round trips, the floor of what a client sees); the open loop then takes the others.
+    let mut ping: Option<Proc> = None;
+    if a.ping_secs > 0 {
+        let mut args = vec![
+            "load".to_string(),
+            "--home".into(),
+            hs.clone(),
+            "--secs".into(),
+            a.ping_secs.to_string(),
+            "--ping".into(),
+        ];
+        if let Some(c) = cold {
+            args.extend(["--core".into(), c.to_string()]);
+        }
+        println!(
+            "vyrn up: ping phase, {} s: one request in flight, request -> answer round trips",
+            a.ping_secs
+        );
+        let mut p = Proc::spawn("ping", &args, run.join("ping.log"), None)?;
+        let deadline = Instant::now() + Duration::from_secs(a.ping_secs + 10);
+        while Instant::now() < deadline && !p.poll() && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if let Some(l) = p.log_text().lines().find(|l| l.starts_with("ping request")) {
+            println!("vyrn up: {l}");
+        }
+        ping = Some(p);
+    }
     let mut load_args = vec![
         "load".to_string(),
         "--home".into(),
@@ -422,6 +455,9 @@ fn up(a: Args) -> Result<bool, String> {
         // every fill has both): the verdict counts them.
         "--drain-ms".into(),
         "5000".into(),
+        // The first session is the ping phase's (a session's pkt_seq is one client's).
+        "--skip".into(),
+        "1".into(),
     ];
     if let Some(c) = cold {
         load_args.extend(["--core".into(), c.to_string()]);
@@ -644,6 +680,8 @@ fn up(a: Args) -> Result<bool, String> {
         }
     }
     let load_last = last.get("load").cloned().unwrap_or_default();
+    // The ping phase ended before the open loop; its exit and summary go into the report too.
+    procs.extend(ping);
     report(
         &a,
         &run,
@@ -691,7 +729,17 @@ fn report(
         .find(|p| p.name == "load")
         .map(|p| p.log_text())
         .unwrap_or_default();
-    let _ = writeln!(r, "## Clients (`vyrn load`)\n\n```");
+    if let Some(p) = procs.iter().find(|p| p.name == "ping") {
+        let _ = writeln!(
+            r,
+            "## Ping (`vyrn load --ping`: one request in flight)\n\n```"
+        );
+        for l in p.log_text().lines().filter(|l| l.starts_with("ping")) {
+            let _ = writeln!(r, "{l}");
+        }
+        let _ = writeln!(r, "```\n");
+    }
+    let _ = writeln!(r, "## Clients (`vyrn load`, open loop)\n\n```");
     let mut in_summary = false;
     for l in load.lines() {
         if l.starts_with("--- summary") {
