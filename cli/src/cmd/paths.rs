@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Latency;
+use vyrn_client::loadgen::stats::{fmt_percentiles, Latency};
 use vyrn_nic::lossy::{LossConfig, Lossy};
 use vyrn_nic::pair::{Path, PathMark, PathPair};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
@@ -287,9 +287,9 @@ fn stream(o: &Opts) -> Result<bool, String> {
     let mut hole_since: [Option<(u64, Instant, Instant)>; 2] = [None, None]; // (hole start, opened, last nack)
     let (mut dups, mut rtx_rx, mut nacks, mut holes) = ([0u64; 2], 0u64, 0u64, 0u64);
     let mut rx_by_path = [0u64; 2];
-    let mut lat = Latency::new("frame send -> decoded (incl. repair)");
-    let mut repair = Latency::new("hole seen -> filled, no NACK needed (other path, reorder)");
-    let mut repair_nack = Latency::new("hole seen -> filled by NACK repair (lost on both paths)");
+    let mut lat = Latency::default();
+    let mut repair = Latency::default();
+    let mut repair_nack = Latency::default();
     let mut fault: Option<String> = None;
     let mut ba = RxBatch::new(64, 9216);
     let mut bb = RxBatch::new(64, 9216);
@@ -416,8 +416,8 @@ fn stream(o: &Opts) -> Result<bool, String> {
                 rtx_rx,
                 v.records,
                 v.blocks.len(),
-                lat.ns.value_at_quantile(0.5),
-                lat.ns.value_at_quantile(0.99)
+                lat.histogram().value_at_quantile(0.5),
+                lat.histogram().value_at_quantile(0.99)
             );
         }
         if complete || t0.elapsed() > deadline {
@@ -477,9 +477,19 @@ fn stream(o: &Opts) -> Result<bool, String> {
         dec.counters().errors
     );
     println!("headers      {} checked: order_root ok {ok}, mismatch {bad_root}, block incomplete {missing}; seq_sig bad {bad_sig}", v.headers.len());
-    lat.print();
-    repair.print();
-    repair_nack.print();
+    for (name, l) in [
+        ("frame send -> decoded (incl. repair)", &lat),
+        (
+            "hole seen -> filled, no NACK needed (other path, reorder)",
+            &repair,
+        ),
+        (
+            "hole seen -> filled by NACK repair (lost on both paths)",
+            &repair_nack,
+        ),
+    ] {
+        println!("{}", fmt_percentiles(name, &l.percentiles()));
+    }
     let healthy = complete && fault.is_none() && bad_root == 0 && bad_sig == 0 && missing == 0;
     match (&fault, healthy) {
         (Some(f), _) => println!("RESULT       FAULT {f}"),
