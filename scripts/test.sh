@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s ===\n' "$*"; }
 
+disk() { df -h . | awk 'NR == 2 {print "disk: " $4 " free of " $2}'; }
+disk
+
 step "format"
 cargo fmt --all -- --check
 
@@ -25,9 +28,11 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 if [ -x scripts/fuzz.sh ] && [ "${VYRN_SKIP_FUZZ:-0}" != 1 ]; then
   step "bounded fuzz"
+  disk
   ./scripts/fuzz.sh "${VYRN_FUZZ_SECONDS:-20}"
 fi
 
+disk
 step "bench smoke (VYRN_BENCH_QUICK=1, test profile)"
 # The smoke proves every bench builds and runs; it reuses the test build (`--profile test`)
 # instead of a second, thin-LTO release build of the whole workspace (CI took 48 minutes at

@@ -51,6 +51,7 @@ pub mod dedupe;
 pub mod driver;
 pub mod failover;
 pub mod fanout;
+#[cfg(feature = "home")]
 pub mod home;
 pub mod ingest;
 pub mod out;
