@@ -31,7 +31,7 @@ impl DeskLink {
         DeskLink { tx, full }
     }
 
-    fn send(&self, r: Req) -> Feedback {
+    pub(crate) fn send(&self, r: Req) -> Feedback {
         match self.tx.try_send(r) {
             Ok(()) => Feedback::Ok,
             Err(std::sync::mpsc::TrySendError::Full(_)) => {

@@ -24,10 +24,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, SyncSender};
 
 use commonware_utils::channel::oneshot;
-use vyrn_wire::consts::{REP_MAX_HDRS_PER_PROPOSAL, REP_VERIFY_WAIT_MS};
+use vyrn_wire::consts::{
+    REP_MAX_HDRS_PER_PROPOSAL, REP_ROOT_BLOCKS, REP_ROOT_GATE_BLOCKS, REP_ROOT_TIMEOUT_MS,
+    REP_VERIFY_WAIT_MS,
+};
 use vyrn_wire::header::Hash;
-use vyrn_wire::msg::consensus::{ProposalKind, RepFinalityCert, RepProposal};
-use vyrn_wire::msg::ctrl::FinalizeVote;
+use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal, RepRootCert};
+use vyrn_wire::msg::ctrl::{Diverge, DivergeDigest, DivergeReason, FinalizeVote};
+
+use crate::roots::{root_digest, root_height, RootScheme};
 
 use crate::voters::Voters;
 use crate::Digest;
@@ -62,6 +67,9 @@ pub trait Ledger {
     fn top(&self) -> u64;
     /// The vote's check of `first ..= last` whose last header hash is `last_hash`, at `now` ns.
     fn check(&mut self, first: u64, last: u64, last_hash: &Hash, now: u64) -> Check;
+    /// `R(h)`, the state commitment after block `h`, once this replica's replay computed it
+    /// (07 §7.4; asked only for root heights, and only when roots are on).
+    fn root(&mut self, h: u64) -> Option<Hash>;
 }
 
 /// Byzantine evidence Simplex reported (07 §10.2).
@@ -134,6 +142,48 @@ pub enum Req {
         /// The view.
         view: u64,
     },
+    /// The aggregation engine asks for this voter's root digest of root `index` (07 §7.4).
+    RootPropose {
+        /// Root index.
+        index: u64,
+        /// The answer.
+        reply: oneshot::Sender<Digest>,
+    },
+    /// The aggregation engine asks whether `digest` is this voter's for root `index`.
+    RootVerify {
+        /// Root index.
+        index: u64,
+        /// The digest.
+        digest: Digest,
+        /// The answer.
+        reply: oneshot::Sender<bool>,
+    },
+    /// A peer's root ack whose signature verified ([`crate::roots::AckTap`]).
+    RootAck {
+        /// Root index.
+        index: u64,
+        /// Membership index of the signer.
+        signer: u8,
+        /// The digest it signed.
+        digest: [u8; 32],
+        /// Its signature.
+        sig: [u8; 64],
+    },
+    /// The aggregation engine certified root `index` (Q signatures over `digest`).
+    RootCertified {
+        /// Root index.
+        index: u64,
+        /// The digest.
+        digest: [u8; 32],
+        /// The signatures, ascending membership index.
+        entries: Vec<CertEntry>,
+    },
+    /// The aggregation engine's tip: every root index below it is certified by at least one
+    /// honest voter (the engine skips ahead only then).
+    RootTip {
+        /// The tip.
+        tip: u64,
+    },
 }
 
 /// What the desk gives the replica to send or record.
@@ -151,6 +201,22 @@ pub enum DeskOut {
         signer: u8,
         /// The view.
         view: u64,
+    },
+    /// A `REP_RootCert` (07 §7.4) for the cert journal: Q signatures over this voter's own
+    /// root.
+    RootCert(RepRootCert),
+    /// `REP_A_DIVERGE` (INV-REP-9): this voter votes for nothing more; the message goes to the
+    /// sequencer's control core, which halts the book. Sent once.
+    Diverge(Diverge),
+    /// A voter signed a root other than the certified one (07 §10.2: `RootFault{index, sig}`);
+    /// `signer == me` when this replica's own root is the odd one.
+    RootFault {
+        /// Root index.
+        index: u64,
+        /// Membership index of the signer.
+        signer: u8,
+        /// The digest it signed.
+        digest: [u8; 32],
     },
 }
 
@@ -173,6 +239,15 @@ pub struct DeskConfig {
     /// arrived (0: every poll — a voter on its own core; a dev home sharing two cores sets
     /// hundreds of µs, so four replicas do not spin on their ledgers).
     pub recheck_ns: u64,
+    /// REP_ROOT_BLOCKS (07 §7.4); 0 turns state roots, the root gate and divergence off (a
+    /// home without the aggregation engine, the scripted simulator).
+    pub root_blocks: u64,
+    /// REP_ROOT_GATE_BLOCKS: `verify(P)` needs a root certificate for every root height
+    /// ≤ `P.last_height − root_gate_blocks` (INV-REP-7).
+    pub root_gate_blocks: u64,
+    /// REP_ROOT_TIMEOUT_MS in ns: no certificate this long after a root height was final is
+    /// divergence (INV-REP-9, case 2).
+    pub root_timeout_ns: u64,
 }
 
 impl DeskConfig {
@@ -186,7 +261,17 @@ impl DeskConfig {
             verify_wait_ns: REP_VERIFY_WAIT_MS * 1_000_000,
             window: 4096,
             recheck_ns: 0,
+            root_blocks: 0,
+            root_gate_blocks: REP_ROOT_GATE_BLOCKS,
+            root_timeout_ns: REP_ROOT_TIMEOUT_MS * 1_000_000,
         }
+    }
+
+    /// State roots on with 07's figures (REP_ROOT_BLOCKS, REP_ROOT_GATE_BLOCKS,
+    /// REP_ROOT_TIMEOUT_MS).
+    pub fn with_roots(mut self) -> Self {
+        self.root_blocks = REP_ROOT_BLOCKS;
+        self
     }
 }
 
@@ -223,6 +308,37 @@ pub struct DeskCounters {
     pub votes_out: u64,
     /// Certificates exported.
     pub certs_out: u64,
+    /// Root digests this voter gave its aggregation engine (one per root height replayed).
+    pub roots_proposed: u64,
+    /// Peer root acks counted (signature verified by the tap).
+    pub root_acks: u64,
+    /// Root certificates formed (any digest).
+    pub roots_certified: u64,
+    /// `REP_RootCert`s exported (over this voter's own root).
+    pub root_certs_out: u64,
+    /// Root signatures for a digest other than the certified one (RootFault, 07 §10.2).
+    pub root_faults: u64,
+    /// Verifies and proposals held back by the root gate (INV-REP-7), counted per wait.
+    pub root_gate_waits: u64,
+    /// 1 once REP_A_DIVERGE fired (INV-REP-9).
+    pub diverged: u64,
+}
+
+/// One root index as this voter sees it (07 §7.4).
+#[derive(Debug, Default)]
+struct RootSlot {
+    /// `R(h)` from this replica's replay, and its digest.
+    own: Option<(Hash, [u8; 32])>,
+    /// Signatures seen per digest (this voter's own included).
+    acks: BTreeMap<[u8; 32], BTreeMap<u8, [u8; 64]>>,
+    /// The certified digest and its entries.
+    certified: Option<([u8; 32], Vec<CertEntry>)>,
+    /// The certificate went out (or this voter's root was the odd one).
+    settled: bool,
+    /// When its root height was first seen final.
+    final_at: Option<u64>,
+    /// Signers already reported as RootFault.
+    faulted: BTreeSet<u8>,
 }
 
 /// A digest's range.
@@ -267,7 +383,18 @@ pub struct Desk {
     counters: DeskCounters,
     full: std::sync::Arc<std::sync::atomic::AtomicU64>,
     last_answer: u64,
+    roots: BTreeMap<u64, RootSlot>,
+    root_proposes: Vec<(u64, oneshot::Sender<Digest>)>,
+    root_verifies: Vec<(u64, Digest, oneshot::Sender<bool>)>,
+    root_tip: u64,
+    /// Root indices whose root height is final are registered up to here.
+    root_final_scan: u64,
+    root_signer: Option<RootScheme>,
+    diverged: Option<Diverge>,
 }
+
+/// Root indices kept (a stall longer than this many roots keeps the newest).
+const ROOTS_KEPT: usize = 1024;
 
 /// The channel between [`crate::App`] and [`Desk`]: this many requests in flight at most.
 pub const DESK_CHANNEL: usize = 4096;
@@ -305,6 +432,13 @@ impl Desk {
                 counters: DeskCounters::default(),
                 full: full.clone(),
                 last_answer: 0,
+                roots: BTreeMap::new(),
+                root_proposes: Vec::new(),
+                root_verifies: Vec::new(),
+                root_tip: 0,
+                root_final_scan: 0,
+                root_signer: None,
+                diverged: None,
             },
             crate::app::DeskLink::new(tx, full),
         )
@@ -313,6 +447,29 @@ impl Desk {
     /// The settings.
     pub fn config(&self) -> &DeskConfig {
         &self.cfg
+    }
+
+    /// This voter's root signer: its own root signature goes into `Diverge` evidence.
+    pub fn set_root_signer(&mut self, s: RootScheme) {
+        self.root_signer = Some(s);
+    }
+
+    /// `REP_A_DIVERGE` as raised, if it was (INV-REP-9).
+    pub fn diverged(&self) -> Option<&Diverge> {
+        self.diverged.as_ref()
+    }
+
+    /// The aggregation engine's tip (root indices below it are certified somewhere).
+    pub fn root_tip(&self) -> u64 {
+        self.root_tip
+    }
+
+    /// Root indices certified at this voter, with the certified digest.
+    pub fn roots_certified(&self) -> Vec<(u64, [u8; 32])> {
+        self.roots
+            .iter()
+            .filter_map(|(&i, s)| s.certified.as_ref().map(|c| (i, c.0)))
+            .collect()
     }
 
     /// The voter set.
@@ -527,11 +684,38 @@ impl Desk {
                 self.counters.faults += 1;
                 self.out.push(DeskOut::Fault { kind, signer, view });
             }
+            Req::RootPropose { index, reply } => self.root_proposes.push((index, reply)),
+            Req::RootVerify {
+                index,
+                digest,
+                reply,
+            } => self.root_verifies.push((index, digest, reply)),
+            Req::RootAck {
+                index,
+                signer,
+                digest,
+                sig,
+            } => {
+                self.counters.root_acks += 1;
+                self.root_ack(index, signer, digest, sig, now);
+            }
+            Req::RootCertified {
+                index,
+                digest,
+                entries,
+            } => {
+                let slot = self.roots.entry(index).or_default();
+                if slot.certified.is_none() {
+                    self.counters.roots_certified += 1;
+                    slot.certified = Some((digest, entries));
+                }
+            }
+            Req::RootTip { tip } => self.root_tip = self.root_tip.max(tip),
         }
     }
 
     fn answer(&mut self, now: u64, ledger: &mut impl Ledger) -> bool {
-        let mut busy = false;
+        let mut busy = self.roots_step(now, ledger);
         // Proposals: held until answered or the engine stops waiting.
         let proposes = std::mem::take(&mut self.proposes);
         for w in proposes {
@@ -588,11 +772,25 @@ impl Desk {
         now: u64,
         ledger: &mut impl Ledger,
     ) -> Option<Digest> {
+        if self.diverged.is_some() {
+            // INV-REP-9: never answered; the engine's leader timeout nullifies the view.
+            return None;
+        }
         let parent_last = self.parent_last(w.parent.as_ref()?)?;
         let first = parent_last + 1;
         ledger.header_hash(first)?;
+        // INV-REP-7: a proposal ends before the first height the root gate holds back.
+        let cap = match self.root_gate_blocked(first) {
+            Some(_) => {
+                self.counters.root_gate_waits += 1;
+                return None;
+            }
+            None => self.root_gate_limit(),
+        };
         let mut last = first;
-        while last + 1 - first < REP_MAX_HDRS_PER_PROPOSAL && ledger.header_hash(last + 1).is_some()
+        while last + 1 - first < REP_MAX_HDRS_PER_PROPOSAL
+            && last < cap
+            && ledger.header_hash(last + 1).is_some()
         {
             last += 1;
         }
@@ -621,6 +819,10 @@ impl Desk {
         now: u64,
         ledger: &mut impl Ledger,
     ) -> Option<bool> {
+        if self.diverged.is_some() {
+            // INV-REP-9: after REP_A_DIVERGE this voter votes for nothing more.
+            return Some(false);
+        }
         if w.parent.is_none() {
             // certify: verify's answer for the same payload, if this voter gave one.
             if let Some(&v) = self.answered.get(&w.payload.0) {
@@ -650,6 +852,15 @@ impl Desk {
                 }
                 None => return None,
             }
+        }
+        if self.root_gate_blocked(r.last).is_some() {
+            // INV-REP-7: a root certificate missing too far back; pending, then false.
+            self.counters.root_gate_waits += 1;
+            if timed_out {
+                self.counters.verify_timeout += 1;
+                return Some(false);
+            }
+            return None;
         }
         match ledger.check(r.first, r.last, &r.last_hash, now) {
             Check::True => Some(true),
@@ -730,3 +941,614 @@ impl Desk {
 
 /// The sending half as the app holds it.
 pub(crate) type DeskTx = SyncSender<Req>;
+
+// --- state roots (07 §7.4) ---------------------------------------------------------------------
+
+impl Desk {
+    fn roots_on(&self) -> bool {
+        self.cfg.root_blocks != 0
+    }
+
+    /// The first root height above genesis (root heights at or below it are the previous
+    /// epoch's, 07 §7.4 counts them per height).
+    fn first_root_index(&self) -> u64 {
+        let rb = self.cfg.root_blocks;
+        // The smallest i with root_height(i) > genesis_height.
+        (self.cfg.genesis_height + 1) / rb
+    }
+
+    /// Whether root index `i` counts as certified for the gate: a certificate here, or the
+    /// engine's tip past it (it skips ahead only over indices an honest voter certified).
+    fn root_ok(&self, i: u64) -> bool {
+        i < self.root_tip || self.roots.get(&i).is_some_and(|s| s.certified.is_some())
+    }
+
+    /// INV-REP-7 for a proposal ending at `last`: the first root index whose certificate is
+    /// missing although its root height is ≤ `last − root_gate_blocks`, if any.
+    fn root_gate_blocked(&self, last: u64) -> Option<u64> {
+        if !self.roots_on() || last < self.cfg.root_gate_blocks {
+            return None;
+        }
+        let bound = last - self.cfg.root_gate_blocks;
+        let rb = self.cfg.root_blocks;
+        if bound + 1 < rb {
+            return None;
+        }
+        let top = (bound + 1) / rb - 1; // the highest root index with root height ≤ bound
+        (self.first_root_index().max(self.root_tip)..=top).find(|&i| !self.root_ok(i))
+    }
+
+    /// The highest height a proposal may end at under the root gate (u64::MAX: none).
+    fn root_gate_limit(&self) -> u64 {
+        if !self.roots_on() {
+            return u64::MAX;
+        }
+        // The first uncertified root index from the tip on bounds it.
+        let mut i = self.first_root_index().max(self.root_tip);
+        while self.roots.get(&i).is_some_and(|s| s.certified.is_some()) {
+            i += 1;
+        }
+        root_height(i, self.cfg.root_blocks).saturating_add(self.cfg.root_gate_blocks)
+    }
+
+    fn root_ack(&mut self, index: u64, signer: u8, digest: [u8; 32], sig: [u8; 64], now: u64) {
+        if !self.roots_on() || (signer as usize) >= self.voters.n() {
+            return;
+        }
+        let slot = self.roots.entry(index).or_default();
+        slot.acks.entry(digest).or_default().insert(signer, sig);
+        self.check_conflict(index, now);
+    }
+
+    /// INV-REP-9 case 1: two digests for one index, each with ≥ f + 1 signatures.
+    fn check_conflict(&mut self, index: u64, _now: u64) {
+        if self.diverged.is_some() {
+            return;
+        }
+        let f1 = self.voters.max_faults() + 1;
+        let Some(slot) = self.roots.get(&index) else {
+            return;
+        };
+        let heavy = slot.acks.values().filter(|s| s.len() >= f1).count();
+        if heavy >= 2 {
+            let digests = slot
+                .acks
+                .iter()
+                .map(|(d, s)| DivergeDigest {
+                    digest: *d,
+                    sigs: s
+                        .iter()
+                        .map(|(&index, &sig)| CertEntry { index, sig })
+                        .collect(),
+                })
+                .take(vyrn_wire::msg::MAX_MEMBERS)
+                .collect();
+            self.diverge(index, DivergeReason::Conflict, digests);
+        }
+    }
+
+    fn diverge(&mut self, index: u64, reason: DivergeReason, digests: Vec<DivergeDigest>) {
+        let d = Diverge {
+            epoch: self.cfg.epoch,
+            index,
+            reason,
+            digests,
+        };
+        self.counters.diverged = 1;
+        self.out.push(DeskOut::Diverge(d.clone()));
+        self.diverged = Some(d);
+    }
+
+    /// Root proposals and verifies answered from the replay's roots; certificates exported;
+    /// RootFaults recorded; the timeout of INV-REP-9 case 2. True when it did anything.
+    fn roots_step(&mut self, now: u64, ledger: &mut impl Ledger) -> bool {
+        if !self.roots_on() {
+            // Nothing to answer with: drop the engine's requests (roots are off).
+            self.root_proposes.clear();
+            self.root_verifies.clear();
+            return false;
+        }
+        let mut busy = false;
+        let rb = self.cfg.root_blocks;
+        let proposes = std::mem::take(&mut self.root_proposes);
+        for (index, reply) in proposes {
+            if reply.is_closed() {
+                busy = true;
+                continue;
+            }
+            let h = root_height(index, rb);
+            let Some(root) = self.own_root(index, ledger) else {
+                self.root_proposes.push((index, reply));
+                continue;
+            };
+            busy = true;
+            let d = root_digest(self.cfg.epoch, h, &root);
+            self.counters.roots_proposed += 1;
+            let _ = reply.send(d);
+            if let Some(sig) = self
+                .root_signer
+                .as_ref()
+                .and_then(|s| crate::roots::sign_root(s, self.cfg.epoch, index, d))
+            {
+                let me = self.cfg.me;
+                let slot = self.roots.entry(index).or_default();
+                slot.acks.entry(d.0).or_default().insert(me, sig);
+                self.check_conflict(index, now);
+            }
+        }
+        let verifies = std::mem::take(&mut self.root_verifies);
+        for (index, digest, reply) in verifies {
+            if reply.is_closed() {
+                continue;
+            }
+            match self.own_root(index, ledger) {
+                Some(root) => {
+                    busy = true;
+                    let _ = reply.send(root_digest(self.cfg.epoch, root_height(index, rb), &root) == digest);
+                }
+                None => self.root_verifies.push((index, digest, reply)),
+            }
+        }
+        // Certificates over this voter's own root go out; a voter whose own root differs is
+        // the odd one (its replay diverged from a quorum's).
+        let me = self.cfg.me;
+        let idx: Vec<u64> = self
+            .roots
+            .iter()
+            .filter(|(_, s)| s.certified.is_some() && !s.settled)
+            .map(|(&i, _)| i)
+            .collect();
+        for i in idx {
+            let own = self.own_root(i, ledger);
+            let Some(slot) = self.roots.get_mut(&i) else {
+                continue;
+            };
+            let Some((cd, entries)) = slot.certified.clone() else {
+                continue;
+            };
+            if let Some((root, d)) = own.map(|r| (r, root_digest(self.cfg.epoch, root_height(i, rb), &r).0)) {
+                slot.settled = true;
+                busy = true;
+                if d == cd {
+                    self.counters.root_certs_out += 1;
+                    self.out.push(DeskOut::RootCert(RepRootCert {
+                        epoch: self.cfg.epoch,
+                        view: 0,
+                        parent_view: 0,
+                        h: root_height(i, rb),
+                        root,
+                        entries,
+                    }));
+                } else if slot.faulted.insert(me) {
+                    self.counters.root_faults += 1;
+                    self.out.push(DeskOut::RootFault {
+                        index: i,
+                        signer: me,
+                        digest: d,
+                    });
+                }
+            }
+            // Peers that signed another digest than the certified one (07 §10.2).
+            let Some(slot) = self.roots.get_mut(&i) else {
+                continue;
+            };
+            let odd: Vec<(u8, [u8; 32])> = slot
+                .acks
+                .iter()
+                .filter(|(d, _)| **d != cd)
+                .flat_map(|(d, s)| s.keys().map(move |&k| (k, *d)))
+                .filter(|(k, _)| *k != me)
+                .collect();
+            for (signer, digest) in odd {
+                if slot.faulted.insert(signer) {
+                    self.counters.root_faults += 1;
+                    self.out.push(DeskOut::RootFault {
+                        index: i,
+                        signer,
+                        digest,
+                    });
+                }
+            }
+        }
+        // INV-REP-9 case 2: a root height final REP_ROOT_TIMEOUT_MS ago with no certificate.
+        let fin = self.final_height;
+        if fin + 1 >= rb {
+            let top = (fin + 1) / rb - 1;
+            let from = self.first_root_index().max(self.root_final_scan);
+            if top >= from {
+                for i in from..=top {
+                    self.roots.entry(i).or_default().final_at.get_or_insert(now);
+                }
+                self.root_final_scan = top + 1;
+            }
+        }
+        if self.diverged.is_none() {
+            let late = self.roots.iter().find(|(&i, s)| {
+                !self.root_ok(i)
+                    && s.final_at
+                        .is_some_and(|t| now.saturating_sub(t) > self.cfg.root_timeout_ns)
+            });
+            if let Some((&i, s)) = late {
+                let digests = s
+                    .acks
+                    .iter()
+                    .map(|(d, sigs)| DivergeDigest {
+                        digest: *d,
+                        sigs: sigs
+                            .iter()
+                            .map(|(&index, &sig)| CertEntry { index, sig })
+                            .collect(),
+                    })
+                    .take(vyrn_wire::msg::MAX_MEMBERS)
+                    .collect();
+                self.diverge(i, DivergeReason::Timeout, digests);
+                busy = true;
+            }
+        }
+        // Bounded: settled indices below the tip go; a long stall keeps the newest.
+        let tip = self.root_tip;
+        self.roots
+            .retain(|&i, s| i + 64 >= tip || !(s.settled || s.certified.is_some()));
+        while self.roots.len() > ROOTS_KEPT {
+            self.roots.pop_first();
+        }
+        busy
+    }
+
+    /// `R(h)` of root index `i` from the ledger, remembered in its slot.
+    fn own_root(&mut self, i: u64, ledger: &mut impl Ledger) -> Option<Hash> {
+        if let Some((r, _)) = self.roots.get(&i).and_then(|s| s.own) {
+            return Some(r);
+        }
+        let h = root_height(i, self.cfg.root_blocks);
+        let r = ledger.root(h)?;
+        let d = root_digest(self.cfg.epoch, h, &r).0;
+        self.roots.entry(i).or_default().own = Some((r, d));
+        Some(r)
+    }
+}
+
+#[cfg(test)]
+mod root_tests {
+    //! The root gate (INV-REP-7) and divergence (INV-REP-9) of 07 §7.4, on a scripted ledger.
+
+    use super::*;
+    use crate::roots::root_digest;
+    use std::collections::BTreeMap;
+
+    const RB: u64 = 4; // root heights 3, 7, 11, …
+    const GATE: u64 = 8;
+
+    struct L {
+        top: u64,
+        roots: BTreeMap<u64, Hash>,
+    }
+
+    fn hash(h: u64) -> Hash {
+        *blake3::hash(&h.to_le_bytes()).as_bytes()
+    }
+
+    impl Ledger for L {
+        fn header_hash(&self, h: u64) -> Option<Hash> {
+            (h >= 1 && h <= self.top).then(|| hash(h))
+        }
+        fn top(&self) -> u64 {
+            self.top
+        }
+        fn check(&mut self, first: u64, last: u64, last_hash: &Hash, _now: u64) -> Check {
+            if last > self.top {
+                return Check::Pending { at: self.top + 1 };
+            }
+            if *last_hash != hash(last) {
+                return Check::False {
+                    at: last,
+                    contradiction: true,
+                };
+            }
+            let _ = first;
+            Check::True
+        }
+        fn root(&mut self, h: u64) -> Option<Hash> {
+            self.roots.get(&h).copied()
+        }
+    }
+
+    fn desk() -> (Desk, L) {
+        let keys: Vec<[u8; 32]> = (0..4u8)
+            .map(|i| {
+                use commonware_cryptography::Signer as _;
+                let k = crate::private_key(&[0x40 + i; 32]);
+                let mut b = [0u8; 32];
+                b.copy_from_slice(k.public_key().as_ref());
+                b
+            })
+            .collect();
+        let voters = Voters::with_simplex_quorum(1, &keys).unwrap();
+        let genesis = crate::genesis_digest(1, 0, &[0; 32]);
+        let mut cfg = DeskConfig::new(0, 1, 0, genesis);
+        cfg.root_blocks = RB;
+        cfg.root_gate_blocks = GATE;
+        cfg.root_timeout_ns = 1_000;
+        cfg.verify_wait_ns = 1_000_000;
+        let (mut d, _link) = Desk::new(cfg, voters.clone());
+        d.set_root_signer(crate::roots::root_signer(&voters, crate::private_key(&[0x40; 32])).unwrap());
+        (
+            d,
+            L {
+                top: 40,
+                roots: BTreeMap::new(),
+            },
+        )
+    }
+
+    fn proposal_digest(first: u64, last: u64) -> Digest {
+        crate::cert::payload_digest(&RepProposal {
+            kind: ProposalKind::Headers,
+            epoch: 1,
+            first_height: first,
+            last_height: last,
+            last_hash: hash(last),
+            excl_root: [0; 32],
+        })
+    }
+
+    fn verify(d: &mut Desk, l: &mut L, first: u64, last: u64, now: u64) -> oneshot::Receiver<bool> {
+        let (reply, rx) = oneshot::channel();
+        let parent = if first == 1 {
+            d.cfg.genesis
+        } else {
+            proposal_digest(1, first - 1)
+        };
+        d.take(
+            Req::Verify {
+                view: 1,
+                parent,
+                payload: proposal_digest(first, last),
+                reply,
+            },
+            now,
+        );
+        d.poll(now, l);
+        rx
+    }
+
+    fn outs(d: &mut Desk) -> Vec<DeskOut> {
+        let mut v = Vec::new();
+        d.drain_out(|o| v.push(o));
+        v
+    }
+
+    #[test]
+    fn root_propose_waits_for_replay_then_answers_its_own_digest() {
+        let (mut d, mut l) = desk();
+        let (reply, mut rx) = oneshot::channel();
+        d.take(Req::RootPropose { index: 0, reply }, 0);
+        d.poll(1, &mut l);
+        assert!(rx.try_recv().is_err(), "R(3) not replayed yet: no answer");
+        l.roots.insert(3, [7; 32]);
+        d.poll(2, &mut l);
+        assert_eq!(rx.try_recv().unwrap(), root_digest(1, 3, &[7; 32]));
+        assert_eq!(d.counters().roots_proposed, 1);
+        // verify of the engine answers from the same root.
+        let (reply, mut rx) = oneshot::channel();
+        d.take(
+            Req::RootVerify {
+                index: 0,
+                digest: root_digest(1, 3, &[8; 32]),
+                reply,
+            },
+            3,
+        );
+        d.poll(3, &mut l);
+        assert_eq!(rx.try_recv(), Ok(false));
+    }
+
+    #[test]
+    fn the_root_gate_holds_verify_until_the_root_is_certified() {
+        let (mut d, mut l) = desk();
+        // 1..=11: bound 11 − 8 = 3 is root height 3 (index 0), uncertified: pending.
+        let mut rx = verify(&mut d, &mut l, 1, 11, 10);
+        assert!(rx.try_recv().is_err(), "held by INV-REP-7");
+        assert!(d.counters().root_gate_waits > 0);
+        // 1..=10 ends before the gate needs index 0.
+        let mut ok = verify(&mut d, &mut l, 1, 10, 11);
+        assert_eq!(ok.try_recv(), Ok(true));
+        d.take(
+            Req::RootCertified {
+                index: 0,
+                digest: [1; 32],
+                entries: vec![],
+            },
+            12,
+        );
+        d.poll(12, &mut l);
+        assert_eq!(rx.try_recv(), Ok(true), "certified: the gate opens");
+        // And a verify still held when the wait runs out is false.
+        let mut late = verify(&mut d, &mut l, 1, 15, 20);
+        assert!(late.try_recv().is_err());
+        d.poll(20 + 2_000_000, &mut l);
+        assert_eq!(late.try_recv(), Ok(false));
+    }
+
+    #[test]
+    fn the_engines_tip_past_an_index_counts_for_the_gate() {
+        let (mut d, mut l) = desk();
+        d.take(Req::RootTip { tip: 1 }, 0);
+        let mut rx = verify(&mut d, &mut l, 1, 11, 1);
+        assert_eq!(rx.try_recv(), Ok(true));
+    }
+
+    fn ack(d: &mut Desk, l: &mut L, index: u64, signer: u8, digest: u8) {
+        d.take(
+            Req::RootAck {
+                index,
+                signer,
+                digest: [digest; 32],
+                sig: [signer; 64],
+            },
+            5,
+        );
+        d.poll(5, l);
+    }
+
+    #[test]
+    fn two_digests_with_f_plus_1_signatures_each_diverge_and_stop_the_votes() {
+        let (mut d, mut l) = desk();
+        ack(&mut d, &mut l, 0, 1, 0xa);
+        ack(&mut d, &mut l, 0, 2, 0xa);
+        ack(&mut d, &mut l, 0, 3, 0xb);
+        assert!(d.diverged().is_none(), "one signature for b: a fault at most");
+        ack(&mut d, &mut l, 0, 0, 0xb);
+        let div = d.diverged().cloned().expect("REP_A_DIVERGE");
+        assert_eq!(div.reason, DivergeReason::Conflict);
+        assert_eq!(div.index, 0);
+        assert_eq!(div.digests.len(), 2);
+        assert!(div.digests.iter().all(|x| x.sigs.len() == 2));
+        let o = outs(&mut d);
+        assert_eq!(
+            o.iter().filter(|x| matches!(x, DeskOut::Diverge(_))).count(),
+            1,
+            "sent once"
+        );
+        // The message is a valid control message.
+        let b = div.to_bytes().unwrap();
+        assert_eq!(Diverge::parse(&b).unwrap(), div);
+        // INV-REP-9: verify is false at once, a proposal is never answered.
+        let mut rx = verify(&mut d, &mut l, 1, 2, 6);
+        assert_eq!(rx.try_recv(), Ok(false));
+        let (reply, mut p) = oneshot::channel();
+        d.take(
+            Req::Propose {
+                view: 2,
+                parent: d.cfg.genesis,
+                reply,
+            },
+            7,
+        );
+        d.poll(7, &mut l);
+        assert!(p.try_recv().is_err());
+        assert_eq!(d.counters().diverged, 1);
+    }
+
+    #[test]
+    fn one_odd_root_is_a_recorded_fault_not_divergence() {
+        let (mut d, mut l) = desk();
+        l.roots.insert(3, [7; 32]);
+        let own = root_digest(1, 3, &[7; 32]).0;
+        let (reply, _rx) = oneshot::channel();
+        d.take(Req::RootPropose { index: 0, reply }, 0);
+        d.poll(1, &mut l);
+        d.take(
+            Req::RootAck {
+                index: 0,
+                signer: 1,
+                digest: own,
+                sig: [1; 64],
+            },
+            2,
+        );
+        ack(&mut d, &mut l, 0, 3, 0xb);
+        d.take(
+            Req::RootCertified {
+                index: 0,
+                digest: own,
+                entries: vec![
+                    CertEntry { index: 0, sig: [0; 64] },
+                    CertEntry { index: 1, sig: [1; 64] },
+                    CertEntry { index: 2, sig: [2; 64] },
+                ],
+            },
+            6,
+        );
+        d.poll(6, &mut l);
+        assert!(d.diverged().is_none());
+        let o = outs(&mut d);
+        let cert = o.iter().find_map(|x| match x {
+            DeskOut::RootCert(c) => Some(c.clone()),
+            _ => None,
+        });
+        let cert = cert.expect("a REP_RootCert over this voter's root");
+        assert_eq!((cert.h, cert.root, cert.entries.len()), (3, [7; 32], 3));
+        assert!(o.contains(&DeskOut::RootFault {
+            index: 0,
+            signer: 3,
+            digest: [0xb; 32]
+        }));
+        assert_eq!(d.counters().root_faults, 1);
+    }
+
+    #[test]
+    fn a_voter_whose_own_root_differs_from_the_certified_one_records_itself() {
+        let (mut d, mut l) = desk();
+        l.roots.insert(3, [7; 32]);
+        d.take(
+            Req::RootCertified {
+                index: 0,
+                digest: [0xc; 32],
+                entries: vec![],
+            },
+            1,
+        );
+        d.poll(1, &mut l);
+        let o = outs(&mut d);
+        assert!(o.iter().all(|x| !matches!(x, DeskOut::RootCert(_))));
+        assert!(o
+            .iter()
+            .any(|x| matches!(x, DeskOut::RootFault { signer: 0, .. })));
+    }
+
+    #[test]
+    fn no_certificate_within_the_timeout_of_finality_is_divergence() {
+        let (mut d, mut l) = desk();
+        d.final_height = 3; // root height 3 (index 0) final
+        d.poll(100, &mut l);
+        assert!(d.diverged().is_none(), "the timeout runs from finality");
+        d.poll(100 + 999, &mut l);
+        assert!(d.diverged().is_none());
+        d.poll(100 + 1_001, &mut l);
+        let div = d.diverged().expect("REP_A_DIVERGE: no root certified in time");
+        assert_eq!((div.index, div.reason), (0, DivergeReason::Timeout));
+    }
+
+    #[test]
+    fn a_certificate_in_time_is_no_divergence() {
+        let (mut d, mut l) = desk();
+        d.final_height = 3;
+        d.poll(100, &mut l);
+        d.take(
+            Req::RootCertified {
+                index: 0,
+                digest: [1; 32],
+                entries: vec![],
+            },
+            500,
+        );
+        d.poll(5_000, &mut l);
+        assert!(d.diverged().is_none());
+    }
+
+    #[test]
+    fn roots_off_changes_nothing() {
+        let (mut d, mut l) = desk();
+        d.cfg.root_blocks = 0;
+        let mut rx = verify(&mut d, &mut l, 1, 16, 1);
+        assert_eq!(rx.try_recv(), Ok(true));
+        d.final_height = 3;
+        d.poll(10_000_000, &mut l);
+        assert!(d.diverged().is_none());
+    }
+
+    #[test]
+    fn root_index_and_height_are_inverse() {
+        use crate::roots::{root_height, root_index};
+        for rb in [1u64, 4, 1000] {
+            for h in 0..3 * rb {
+                if let Some(i) = root_index(h, rb) {
+                    assert_eq!(root_height(i, rb), h);
+                }
+            }
+            assert_eq!(root_index(rb - 1, rb), Some(0));
+        }
+        assert_eq!(root_index(5, 0), None);
+    }
+}

@@ -30,6 +30,7 @@ pub mod desk;
 pub mod engine;
 pub mod listener;
 pub mod process;
+pub mod roots;
 pub mod voters;
 
 pub use app::App;

@@ -45,6 +45,20 @@ pub struct ProcessConfig {
     pub worker_threads: usize,
     /// Messages per second per peer per channel (caps the view rate: about two per view).
     pub quota_per_s: u32,
+    /// State roots (07 §7.4): the aggregation engine beside Simplex, on the same p2p network
+    /// (channel [`crate::roots::CHANNEL_ROOTS`]); `None` runs Simplex alone.
+    pub roots: Option<RootsSetup>,
+}
+
+/// The aggregation engine's settings in a process.
+#[derive(Debug, Clone)]
+pub struct RootsSetup {
+    /// The desk's side of the engine.
+    pub app: crate::roots::RootsApp,
+    /// Ack rebroadcast period.
+    pub rebroadcast: Duration,
+    /// The engine's journal partition (unique per home, epoch, voter).
+    pub partition: String,
 }
 
 /// The consensus thread's figures.
@@ -136,7 +150,7 @@ fn run(cfg: ProcessConfig, app: App, stop: Arc<AtomicBool>, stats: Arc<ProcessSt
         P2P_NAMESPACE,
         me_addr,
         commonware_p2p::authenticated::peer_set_limit(peers.keys().iter(), &signer.public_key()),
-        engine::max_message_size(n as u32),
+        engine::max_message_size(n as u32).max(crate::roots::max_message_size()),
         engine::NET_MAILBOX,
     );
     // Loopback peers restart often in tests: redial quickly.
@@ -154,6 +168,10 @@ fn run(cfg: ProcessConfig, app: App, stop: Arc<AtomicBool>, stats: Arc<ProcessSt
         let votes = network.register(CHANNEL_VOTES, quota);
         let certs = network.register(CHANNEL_CERTS, quota);
         let resolver = network.register(CHANNEL_RESOLVER, quota);
+        let roots_net = cfg
+            .roots
+            .as_ref()
+            .map(|_| network.register(crate::roots::CHANNEL_ROOTS, quota));
         network.start();
         let Some(scheme) = cfg.voters.signer(cfg.key.clone()) else {
             stats.failed.store(1, Ordering::Relaxed);
@@ -162,6 +180,23 @@ fn run(cfg: ProcessConfig, app: App, stop: Arc<AtomicBool>, stats: Arc<ProcessSt
         let ecfg = engine::config(scheme, oracle.clone(), app, &cfg.params);
         commonware_consensus::simplex::Engine::new(context.child("engine"), ecfg)
             .start(votes, certs, resolver);
+        if let (Some(r), Some((tx, rx))) = (cfg.roots.clone(), roots_net) {
+            let Some(rs) = crate::roots::root_signer(&cfg.voters, cfg.key.clone()) else {
+                stats.failed.store(1, Ordering::Relaxed);
+                return;
+            };
+            let rx = r.app.tap(rx);
+            let rcfg = crate::roots::config(
+                rs,
+                oracle.clone(),
+                r.app,
+                cfg.params.epoch,
+                r.partition,
+                r.rebroadcast,
+            );
+            commonware_consensus::aggregation::Engine::new(context.child("roots"), rcfg)
+                .start((tx, rx));
+        }
         stats.started.store(1, Ordering::Relaxed);
         while !stop.load(Ordering::Acquire) {
             context.sleep(Duration::from_millis(20)).await;

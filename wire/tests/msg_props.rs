@@ -764,6 +764,30 @@ mod msg {
                 }],
             })),
             CtrlMsg::FinalityCert(Box::new(c)),
+            CtrlMsg::Diverge(Box::new(Diverge {
+                epoch: 4,
+                index: 9,
+                reason: DivergeReason::Conflict,
+                digests: vec![
+                    DivergeDigest {
+                        digest: [1; 32],
+                        sigs: vec![
+                            CertEntry {
+                                index: 0,
+                                sig: [2; 64],
+                            },
+                            CertEntry {
+                                index: 2,
+                                sig: [3; 64],
+                            },
+                        ],
+                    },
+                    DivergeDigest {
+                        digest: [4; 32],
+                        sigs: vec![],
+                    },
+                ],
+            })),
         ];
         for m in msgs {
             out.push(m.to_bytes().unwrap());

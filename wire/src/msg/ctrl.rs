@@ -66,6 +66,9 @@ pub mod ty {
     /// [`FinalizeVote`](super::FinalizeVote): one voter's Simplex finalize vote to the
     /// sequencer's control port (07 §6.8; the message's bytes are a vyrn decision).
     pub const FINALIZE_VOTE: u8 = 0x15;
+    /// [`Diverge`](super::Diverge): a voter's `REP_A_DIVERGE` evidence to the sequencer's
+    /// control core (07 §7.4; the message's bytes are a vyrn decision).
+    pub const DIVERGE: u8 = 0x16;
 }
 
 /// Most `extra` ranges per substream in a TailReport (07 §9.3).
@@ -925,6 +928,98 @@ impl FinalizeVote {
     }
 }
 
+/// Why a voter raised `REP_A_DIVERGE` (07 §7.4, INV-REP-9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DivergeReason {
+    /// Two different root digests for one index, each with ≥ f + 1 valid signatures.
+    Conflict = 0,
+    /// No digest reached Q signatures REP_ROOT_TIMEOUT_MS after the root height was final.
+    Timeout = 1,
+}
+
+/// One root digest of a [`Diverge`] with the signatures this voter holds for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DivergeDigest {
+    /// `BLAKE3("vyrn v1 root" ‖ epoch ‖ h ‖ R(h))` as signed.
+    pub digest: Hash,
+    /// Root-vote signatures over it, strictly ascending voter index (0..=MAX_MEMBERS).
+    pub sigs: Vec<CertEntry>,
+}
+
+/// `Diverge{index, digests, sigs}` (07 §7.4): a voter that raised `REP_A_DIVERGE` tells the
+/// sequencer's control core, which halts the book with a `Control(Halt)` step. Layout:
+/// `epoch u32 ‖ index u64 ‖ reason u8 ‖ count u8 ‖ count × (digest [32] ‖ n u8 ‖ n × (voter
+/// u8 ‖ sig [64]))`, at most MAX_MEMBERS digests; a timeout carries the digests seen so far
+/// (possibly none).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Diverge {
+    /// Epoch.
+    pub epoch: u32,
+    /// The root index `(h + 1) / REP_ROOT_BLOCKS − 1`.
+    pub index: u64,
+    /// Which case of INV-REP-9.
+    pub reason: DivergeReason,
+    /// The digests seen for the index and their signatures.
+    pub digests: Vec<DivergeDigest>,
+}
+
+impl Body for Diverge {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.digests.len() > MAX_MEMBERS {
+            return Err(Malformed::TooMany);
+        }
+        if self.reason == DivergeReason::Conflict && self.digests.len() < 2 {
+            return Err(Malformed::BadValue);
+        }
+        for d in &self.digests {
+            crate::msg::consensus::check_entries(&d.sigs, 0)?;
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch);
+        put_u64(out, self.index);
+        out.push(self.reason as u8);
+        out.push(self.digests.len() as u8);
+        for d in &self.digests {
+            out.extend_from_slice(&d.digest);
+            // Checked by `check` before any write.
+            let _ = write_entries(out, &d.sigs, 0);
+        }
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let epoch = r.u32_le()?;
+        let index = r.u64_le()?;
+        let reason = match r.u8()? {
+            0 => DivergeReason::Conflict,
+            1 => DivergeReason::Timeout,
+            _ => return Err(Malformed::BadValue),
+        };
+        let n = r.u8()? as usize;
+        if n > MAX_MEMBERS {
+            return Err(Malformed::TooMany);
+        }
+        // Each digest takes at least 33 bytes: checked before allocating.
+        if n * 33 > r.remaining() {
+            return Err(Malformed::Truncated);
+        }
+        let mut digests = Vec::with_capacity(n);
+        for _ in 0..n {
+            digests.push(DivergeDigest {
+                digest: r.array()?,
+                sigs: read_entries_bounded(r, 0)?,
+            });
+        }
+        Ok(Diverge {
+            epoch,
+            index,
+            reason,
+            digests,
+        })
+    }
+}
+ctrl_codec!(Diverge, ty::DIVERGE);
+
 /// `DataBadMac` (07 §5.2): a data box's report of a packet whose tag failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct DataBadMac {
@@ -1562,6 +1657,8 @@ pub enum CtrlMsg {
     FinalityCert(Box<RepFinalityCert>),
     /// [`ty::FINALIZE_VOTE`].
     FinalizeVote(Box<FinalizeVote>),
+    /// [`ty::DIVERGE`].
+    Diverge(Box<Diverge>),
 }
 
 impl CtrlMsg {
@@ -1589,6 +1686,7 @@ impl CtrlMsg {
             ty::REP_MEMBERSHIP => CtrlMsg::RepMembership(Box::new(RepMembership::parse(b)?)),
             ty::FINALITY_CERT => CtrlMsg::FinalityCert(Box::new(RepFinalityCert::parse(&b[1..])?)),
             ty::FINALIZE_VOTE => CtrlMsg::FinalizeVote(Box::new(FinalizeVote::parse(b)?)),
+            ty::DIVERGE => CtrlMsg::Diverge(Box::new(Diverge::parse(b)?)),
             _ => return Err(Malformed::BadKind),
         })
     }
@@ -1620,6 +1718,7 @@ impl CtrlMsg {
                 m.encode(out).inspect_err(|_| out.truncate(start))
             }
             CtrlMsg::FinalizeVote(m) => m.encode(out),
+            CtrlMsg::Diverge(m) => m.encode(out),
         }
     }
 
@@ -1653,6 +1752,7 @@ impl CtrlMsg {
             CtrlMsg::RepMembership(_) => ty::REP_MEMBERSHIP,
             CtrlMsg::FinalityCert(_) => ty::FINALITY_CERT,
             CtrlMsg::FinalizeVote(_) => ty::FINALIZE_VOTE,
+            CtrlMsg::Diverge(_) => ty::DIVERGE,
         }
     }
 }

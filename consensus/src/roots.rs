@@ -1,0 +1,334 @@
+//! State roots (07 §7.4): every voter signs `BLAKE3("vyrn v1 root" ‖ epoch ‖ h ‖ R(h))` at each
+//! root height `h` and submits it to a `commonware-consensus::aggregation` engine (item index
+//! `(h + 1) / REP_ROOT_BLOCKS − 1`, ed25519, namespace [`crate::ROOT_NAMESPACE`]); Q signatures
+//! form a `REP_RootCert`.
+//!
+//! This module is the asynchronous side, as [`crate::App`] is for Simplex: [`RootsApp`] is the
+//! aggregation engine's automaton (its `propose(index)` waits on the [`crate::Desk`] until this
+//! replica's replay has computed `R(h)`) and reporter (certificates and the tip go to the desk);
+//! [`AckTap`] wraps the engine's receiver and hands the desk every peer's ack whose signature
+//! verifies — the engine itself drops acks for a digest other than its own, and INV-REP-9's
+//! first case (two digests, each with ≥ f + 1 signatures) needs exactly those. The root gate
+//! (INV-REP-7) and divergence (INV-REP-9) live in the desk, on the replica's loop.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use commonware_actor::Feedback;
+use commonware_codec::DecodeExt as _;
+use commonware_consensus::aggregation::types::{Ack, Activity as AggActivity, Item, TipAck};
+use commonware_consensus::types::{Epoch, Height};
+use commonware_consensus::{Automaton, Monitor, Reporter};
+use commonware_utils::ordered::Quorum as _;
+use commonware_p2p::{Message, Receiver};
+use commonware_parallel::Sequential;
+use commonware_utils::channel::{oneshot, ring};
+use vyrn_wire::header::Hash;
+use vyrn_wire::msg::consensus::{root_vote_digest, CertEntry};
+
+use crate::app::DeskLink;
+use crate::desk::Req;
+use crate::voters::Voters;
+use crate::{Digest, PrivateKey, PublicKey, ROOT_NAMESPACE};
+
+/// The aggregation signing scheme (07 §7.4: ed25519).
+pub type RootScheme = commonware_consensus::aggregation::scheme::ed25519::Scheme;
+/// The aggregation engine's activity stream.
+pub type RootActivity = AggActivity<RootScheme, Digest>;
+
+/// The p2p channel of the state-root aggregation (beside Simplex's three).
+pub const CHANNEL_ROOTS: u64 = 3;
+
+/// The root index of root height `h`: `(h + 1) / root_blocks − 1` (None: not a root height).
+pub fn root_index(h: u64, root_blocks: u64) -> Option<u64> {
+    vyrn_wire::msg::consensus::is_root_height(h, root_blocks).then(|| (h + 1) / root_blocks - 1)
+}
+
+/// The root height of root index `i`: `(i + 1) · root_blocks − 1`.
+pub fn root_height(index: u64, root_blocks: u64) -> u64 {
+    (index + 1).saturating_mul(root_blocks).saturating_sub(1)
+}
+
+/// What a voter signs for `R(h)` (07 §7.4), as the aggregation engine's digest.
+pub fn root_digest(epoch: u32, h: u64, root: &Hash) -> Digest {
+    commonware_cryptography::blake3::Digest(root_vote_digest(epoch, h, root))
+}
+
+/// A signing root scheme for the voter holding `key` in `voters` (None: not a voter).
+pub fn root_signer(voters: &Voters, key: PrivateKey) -> Option<RootScheme> {
+    RootScheme::signer(ROOT_NAMESPACE, voters.set().clone(), key)
+}
+
+/// A verifying root scheme over `voters`.
+pub fn root_verifier(voters: &Voters) -> RootScheme {
+    RootScheme::verifier(ROOT_NAMESPACE, voters.set().clone())
+}
+
+/// This voter's signature over root item `(index, digest)`, as its engine produces it
+/// (ed25519 is deterministic): the desk keeps it as evidence for a `Diverge`.
+pub fn sign_root(scheme: &RootScheme, epoch: u32, index: u64, digest: Digest) -> Option<[u8; 64]> {
+    let ack = Ack::<RootScheme, Digest>::sign(
+        scheme,
+        Epoch::new(epoch as u64),
+        Item {
+            height: Height::new(index),
+            digest,
+        },
+    )?;
+    let s = ack.attestation.signature.get()?;
+    let mut b = [0u8; 64];
+    b.copy_from_slice(s.as_ref());
+    Some(b)
+}
+
+/// A `REP_RootCert`'s entries (membership index, signature) from an aggregation certificate.
+fn entries_of(
+    voters: &Voters,
+    c: &commonware_consensus::aggregation::types::Certificate<RootScheme, Digest>,
+) -> Option<Vec<CertEntry>> {
+    let mut v = Vec::with_capacity(c.certificate.signatures.len());
+    for (p, s) in c
+        .certificate
+        .signers
+        .iter()
+        .zip(&c.certificate.signatures)
+    {
+        let index = voters.member(p)?;
+        let sig = s.get()?;
+        let mut b = [0u8; 64];
+        b.copy_from_slice(sig.as_ref());
+        v.push(CertEntry { index, sig: b });
+    }
+    v.sort_unstable_by_key(|e| e.index);
+    Some(v)
+}
+
+/// The aggregation engine's automaton and reporter for one voter: every call a request to the
+/// desk (bounded channel; a full channel drops the request, counted, as for Simplex).
+#[derive(Debug, Clone)]
+pub struct RootsApp {
+    link: DeskLink,
+    voters: Arc<Voters>,
+}
+
+impl RootsApp {
+    /// The roots app of a voter talking to its desk through `link`.
+    pub fn new(link: DeskLink, voters: Voters) -> Self {
+        RootsApp {
+            link,
+            voters: Arc::new(voters),
+        }
+    }
+}
+
+impl RootsApp {
+    /// Tap the aggregation engine's receiver `inner` for this voter's desk ([`AckTap`]).
+    pub fn tap<R>(&self, inner: R) -> AckTap<R> {
+        AckTap::new(inner, self.link.clone(), (*self.voters).clone())
+    }
+}
+
+impl Automaton for RootsApp {
+    type Context = Height;
+    type Digest = Digest;
+
+    async fn propose(&mut self, index: Height) -> oneshot::Receiver<Digest> {
+        let (reply, rx) = oneshot::channel();
+        self.link.send(Req::RootPropose {
+            index: index.get(),
+            reply,
+        });
+        rx
+    }
+
+    async fn verify(&mut self, index: Height, digest: Digest) -> oneshot::Receiver<bool> {
+        let (reply, rx) = oneshot::channel();
+        self.link.send(Req::RootVerify {
+            index: index.get(),
+            digest,
+            reply,
+        });
+        rx
+    }
+}
+
+impl Reporter for RootsApp {
+    type Activity = RootActivity;
+
+    fn report(&mut self, activity: RootActivity) -> Feedback {
+        match activity {
+            AggActivity::Certified(c) => {
+                let Some(entries) = entries_of(&self.voters, &c) else {
+                    return Feedback::Ok;
+                };
+                self.link.send(Req::RootCertified {
+                    index: c.item.height.get(),
+                    digest: c.item.digest.0,
+                    entries,
+                })
+            }
+            AggActivity::Tip(t) => self.link.send(Req::RootTip { tip: t.get() }),
+            // Acks replayed from the engine's journal after a restart: the tap saw the live
+            // ones (and this voter's own are the desk's).
+            AggActivity::Ack(_) => Feedback::Ok,
+        }
+    }
+}
+
+/// The aggregation engine's epoch source: one fixed epoch per engine (07 §6.3: one engine per
+/// (home, epoch)). Its senders are kept alive, or the engine would stop (guide pitfall 11).
+#[derive(Debug, Clone)]
+pub struct FixedEpoch {
+    epoch: Epoch,
+    keep: Arc<Mutex<Vec<ring::Sender<Epoch>>>>,
+}
+
+impl FixedEpoch {
+    /// Always `epoch`.
+    pub fn new(epoch: u32) -> Self {
+        FixedEpoch {
+            epoch: Epoch::new(epoch as u64),
+            keep: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+}
+
+impl Monitor for FixedEpoch {
+    type Index = Epoch;
+
+    async fn subscribe(&mut self) -> (Epoch, ring::Receiver<Epoch>) {
+        let (tx, rx) = ring::channel(NonZeroUsize::MIN);
+        if let Ok(mut k) = self.keep.lock() {
+            k.push(tx);
+        }
+        (self.epoch, rx)
+    }
+}
+
+/// The aggregation engine's receiver, tapped: each message still goes to the engine unchanged;
+/// an ack whose signer is its sender and whose signature verifies is also handed to the desk
+/// (divergence needs the acks for other digests, which the engine drops).
+#[derive(Debug)]
+pub struct AckTap<R> {
+    inner: R,
+    link: DeskLink,
+    voters: Arc<Voters>,
+    verifier: RootScheme,
+    epoch: Epoch,
+}
+
+impl<R> AckTap<R> {
+    /// Tap `inner` for the voter set `voters`, handing acks to the desk through `link`.
+    pub fn new(inner: R, link: DeskLink, voters: Voters) -> Self {
+        let verifier = root_verifier(&voters);
+        let epoch = Epoch::new(voters.epoch() as u64);
+        AckTap {
+            inner,
+            link,
+            voters: Arc::new(voters),
+            verifier,
+            epoch,
+        }
+    }
+
+    fn inspect(&self, sender: &PublicKey, msg: &commonware_runtime::IoBuf) {
+        let Ok(t) = TipAck::<RootScheme, Digest>::decode(msg.clone()) else {
+            return;
+        };
+        let ack = t.ack;
+        if ack.epoch != self.epoch || self.voters.set().index(sender) != Some(ack.attestation.signer)
+        {
+            return;
+        }
+        if !ack.verify(&mut rand::rng(), &self.verifier, &Sequential) {
+            return;
+        }
+        let (Some(signer), Some(sig)) = (
+            self.voters.member(ack.attestation.signer),
+            ack.attestation.signature.get(),
+        ) else {
+            return;
+        };
+        let mut b = [0u8; 64];
+        b.copy_from_slice(sig.as_ref());
+        self.link.send(Req::RootAck {
+            index: ack.item.height.get(),
+            signer,
+            digest: ack.item.digest.0,
+            sig: b,
+        });
+    }
+}
+
+impl<R: Receiver<PublicKey = PublicKey>> Receiver for AckTap<R> {
+    type Error = R::Error;
+    type PublicKey = PublicKey;
+
+    async fn recv(&mut self) -> Result<Message<PublicKey>, Self::Error> {
+        let m = self.inner.recv().await?;
+        self.inspect(&m.0, &m.1);
+        Ok(m)
+    }
+
+    fn capacity(&self) -> NonZeroUsize {
+        self.inner.capacity()
+    }
+}
+
+/// The aggregation configuration of 07 §7.4 for one voter.
+pub type RootsConfig<B> = commonware_consensus::aggregation::Config<
+    commonware_cryptography::certificate::ConstantProvider<RootScheme, Epoch>,
+    Digest,
+    RootsApp,
+    RootsApp,
+    FixedEpoch,
+    B,
+    Sequential,
+>;
+
+/// Build the aggregation engine's configuration: `window` root indices requested ahead (the
+/// desk answers each once replay reaches it), acks rebroadcast every `rebroadcast`.
+pub fn config<B: commonware_p2p::Blocker<PublicKey = PublicKey>>(
+    scheme: RootScheme,
+    blocker: B,
+    app: RootsApp,
+    epoch: u32,
+    partition: String,
+    rebroadcast: std::time::Duration,
+) -> RootsConfig<B> {
+    use commonware_runtime::buffer::paged::CacheRef;
+    use commonware_utils::{NZUsize, NZU16};
+    commonware_consensus::aggregation::Config {
+        monitor: FixedEpoch::new(epoch),
+        provider: commonware_cryptography::certificate::ConstantProvider::new(scheme),
+        automaton: app.clone(),
+        reporter: app,
+        blocker,
+        priority_acks: false,
+        rebroadcast_timeout: commonware_utils::NonZeroDuration::new(
+            rebroadcast.max(std::time::Duration::from_millis(1)),
+        )
+        .unwrap_or_else(|| unreachable!("a positive duration")),
+        epoch_bounds: (
+            commonware_consensus::types::EpochDelta::new(0),
+            commonware_consensus::types::EpochDelta::new(0),
+        ),
+        window: std::num::NonZeroU64::new(4).unwrap_or(std::num::NonZeroU64::MIN),
+        activity_timeout: commonware_consensus::types::HeightDelta::new(64),
+        journal_partition: partition,
+        journal_write_buffer: NZUsize!(4096),
+        journal_replay_buffer: NZUsize!(4096),
+        journal_heights_per_section: std::num::NonZeroU64::new(16)
+            .unwrap_or(std::num::NonZeroU64::MIN),
+        journal_compression: None,
+        journal_page_cache: CacheRef::new(NZU16!(4096), NZUsize!(16)),
+        strategy: Sequential,
+    }
+}
+
+/// The largest message the roots channel carries.
+pub fn max_message_size() -> u32 {
+    commonware_p2p::max_message_size(&[
+        commonware_consensus::aggregation::max_payload_size::<RootScheme, Digest>(),
+    ])
+}
