@@ -29,7 +29,9 @@ use vyrn_wire::consts::{
     REP_VERIFY_WAIT_MS,
 };
 use vyrn_wire::header::Hash;
-use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal, RepRootCert};
+use vyrn_wire::msg::consensus::{
+    CertEntry, ProposalKind, RepFinalityCert, RepProposal, RepRootCert,
+};
 use vyrn_wire::msg::ctrl::{Diverge, DivergeDigest, DivergeReason, FinalizeVote};
 
 use crate::roots::{root_digest, root_height, RootScheme};
@@ -1084,7 +1086,8 @@ impl Desk {
             match self.own_root(index, ledger) {
                 Some(root) => {
                     busy = true;
-                    let _ = reply.send(root_digest(self.cfg.epoch, root_height(index, rb), &root) == digest);
+                    let _ = reply
+                        .send(root_digest(self.cfg.epoch, root_height(index, rb), &root) == digest);
                 }
                 None => self.root_verifies.push((index, digest, reply)),
             }
@@ -1106,7 +1109,9 @@ impl Desk {
             let Some((cd, entries)) = slot.certified.clone() else {
                 continue;
             };
-            if let Some((root, d)) = own.map(|r| (r, root_digest(self.cfg.epoch, root_height(i, rb), &r).0)) {
+            if let Some((root, d)) =
+                own.map(|r| (r, root_digest(self.cfg.epoch, root_height(i, rb), &r).0))
+            {
                 slot.settled = true;
                 busy = true;
                 if d == cd {
@@ -1271,7 +1276,9 @@ mod root_tests {
         cfg.root_timeout_ns = 1_000;
         cfg.verify_wait_ns = 1_000_000;
         let (mut d, _link) = Desk::new(cfg, voters.clone());
-        d.set_root_signer(crate::roots::root_signer(&voters, crate::private_key(&[0x40; 32])).unwrap());
+        d.set_root_signer(
+            crate::roots::root_signer(&voters, crate::private_key(&[0x40; 32])).unwrap(),
+        );
         (
             d,
             L {
@@ -1397,7 +1404,10 @@ mod root_tests {
         ack(&mut d, &mut l, 0, 1, 0xa);
         ack(&mut d, &mut l, 0, 2, 0xa);
         ack(&mut d, &mut l, 0, 3, 0xb);
-        assert!(d.diverged().is_none(), "one signature for b: a fault at most");
+        assert!(
+            d.diverged().is_none(),
+            "one signature for b: a fault at most"
+        );
         ack(&mut d, &mut l, 0, 0, 0xb);
         let div = d.diverged().cloned().expect("REP_A_DIVERGE");
         assert_eq!(div.reason, DivergeReason::Conflict);
@@ -1406,7 +1416,9 @@ mod root_tests {
         assert!(div.digests.iter().all(|x| x.sigs.len() == 2));
         let o = outs(&mut d);
         assert_eq!(
-            o.iter().filter(|x| matches!(x, DeskOut::Diverge(_))).count(),
+            o.iter()
+                .filter(|x| matches!(x, DeskOut::Diverge(_)))
+                .count(),
             1,
             "sent once"
         );
@@ -1453,9 +1465,18 @@ mod root_tests {
                 index: 0,
                 digest: own,
                 entries: vec![
-                    CertEntry { index: 0, sig: [0; 64] },
-                    CertEntry { index: 1, sig: [1; 64] },
-                    CertEntry { index: 2, sig: [2; 64] },
+                    CertEntry {
+                        index: 0,
+                        sig: [0; 64],
+                    },
+                    CertEntry {
+                        index: 1,
+                        sig: [1; 64],
+                    },
+                    CertEntry {
+                        index: 2,
+                        sig: [2; 64],
+                    },
                 ],
             },
             6,
@@ -1506,7 +1527,9 @@ mod root_tests {
         d.poll(100 + 999, &mut l);
         assert!(d.diverged().is_none());
         d.poll(100 + 1_001, &mut l);
-        let div = d.diverged().expect("REP_A_DIVERGE: no root certified in time");
+        let div = d
+            .diverged()
+            .expect("REP_A_DIVERGE: no root certified in time");
         assert_eq!((div.index, div.reason), (0, DivergeReason::Timeout));
     }
 

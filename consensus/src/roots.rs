@@ -19,10 +19,10 @@ use commonware_codec::DecodeExt as _;
 use commonware_consensus::aggregation::types::{Ack, Activity as AggActivity, Item, TipAck};
 use commonware_consensus::types::{Epoch, Height};
 use commonware_consensus::{Automaton, Monitor, Reporter};
-use commonware_utils::ordered::Quorum as _;
 use commonware_p2p::{Message, Receiver};
 use commonware_parallel::Sequential;
 use commonware_utils::channel::{oneshot, ring};
+use commonware_utils::ordered::Quorum as _;
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::consensus::{root_vote_digest, CertEntry};
 
@@ -87,12 +87,7 @@ fn entries_of(
     c: &commonware_consensus::aggregation::types::Certificate<RootScheme, Digest>,
 ) -> Option<Vec<CertEntry>> {
     let mut v = Vec::with_capacity(c.certificate.signatures.len());
-    for (p, s) in c
-        .certificate
-        .signers
-        .iter()
-        .zip(&c.certificate.signatures)
-    {
+    for (p, s) in c.certificate.signers.iter().zip(&c.certificate.signatures) {
         let index = voters.member(p)?;
         let sig = s.get()?;
         let mut b = [0u8; 64];
@@ -236,7 +231,8 @@ impl<R> AckTap<R> {
             return;
         };
         let ack = t.ack;
-        if ack.epoch != self.epoch || self.voters.set().index(sender) != Some(ack.attestation.signer)
+        if ack.epoch != self.epoch
+            || self.voters.set().index(sender) != Some(ack.attestation.signer)
         {
             return;
         }
@@ -328,7 +324,88 @@ pub fn config<B: commonware_p2p::Blocker<PublicKey = PublicKey>>(
 
 /// The largest message the roots channel carries.
 pub fn max_message_size() -> u32 {
-    commonware_p2p::max_message_size(&[
-        commonware_consensus::aggregation::max_payload_size::<RootScheme, Digest>(),
-    ])
+    commonware_p2p::max_message_size(&[commonware_consensus::aggregation::max_payload_size::<
+        RootScheme,
+        Digest,
+    >()])
+}
+
+/// Why a `REP_RootCert` is refused ([`verify_root_cert`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootCertErr {
+    /// The certificate's epoch is not the voter set's.
+    Epoch,
+    /// `h` is not a root height.
+    NotRootHeight,
+    /// Entries not strictly ascending (a duplicate signer included).
+    Order,
+    /// Fewer entries than Q.
+    TooFew,
+    /// An entry's signature does not verify (the first bad index).
+    BadSignature(u8),
+}
+
+impl std::fmt::Display for RootCertErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RootCertErr::Epoch => write!(f, "the certificate's epoch is not the voters'"),
+            RootCertErr::NotRootHeight => write!(f, "h is not a root height"),
+            RootCertErr::Order => write!(f, "entries are not in strictly ascending voter order"),
+            RootCertErr::TooFew => write!(f, "fewer signatures than Q"),
+            RootCertErr::BadSignature(i) => write!(f, "voter {i}'s root signature does not verify"),
+        }
+    }
+}
+
+impl std::error::Error for RootCertErr {}
+
+/// Check a `REP_RootCert` (07 §7.4) against `voters` with REP_ROOT_BLOCKS = `root_blocks`: a
+/// root height, the voters' epoch, at least Q strictly ascending entries, and each one that
+/// voter's aggregation signature over item `(index, BLAKE3("vyrn v1 root" ‖ epoch ‖ h ‖ R(h)))`
+/// under namespace `b"vyrn-v1-root"`.
+pub fn verify_root_cert(
+    cert: &vyrn_wire::msg::consensus::RepRootCert,
+    voters: &Voters,
+    root_blocks: u64,
+) -> Result<(), RootCertErr> {
+    use commonware_codec::types::lazy::Lazy;
+    use commonware_codec::DecodeFixed as _;
+    use commonware_cryptography::certificate::{Attestation, Scheme as _};
+    if cert.epoch != voters.epoch() {
+        return Err(RootCertErr::Epoch);
+    }
+    let index = root_index(cert.h, root_blocks).ok_or(RootCertErr::NotRootHeight)?;
+    if !cert.entries.windows(2).all(|w| w[0].index < w[1].index) {
+        return Err(RootCertErr::Order);
+    }
+    if cert.entries.len() < voters.quorum() {
+        return Err(RootCertErr::TooFew);
+    }
+    let item = Item {
+        height: Height::new(index),
+        digest: root_digest(cert.epoch, cert.h, &cert.root),
+    };
+    let verifier = root_verifier(voters);
+    for e in &cert.entries {
+        let att = voters.participant(e.index).and_then(|signer| {
+            let sig = commonware_cryptography::ed25519::Signature::decode_fixed(e.sig).ok()?;
+            Some(Attestation::<RootScheme> {
+                signer,
+                signature: Lazy::from(sig),
+            })
+        });
+        let Some(att) = att else {
+            return Err(RootCertErr::BadSignature(e.index));
+        };
+        let v = verifier.verify_attestations::<_, Digest, _>(
+            &mut rand::rng(),
+            &item,
+            vec![att],
+            &Sequential,
+        );
+        if v.verified.is_empty() {
+            return Err(RootCertErr::BadSignature(e.index));
+        }
+    }
+    Ok(())
 }

@@ -258,7 +258,9 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
         self.out.order_bytes(stream, height, bytes);
     }
     fn header(&mut self, h: &BlockHeader) {
-        self.verdicts.on_header(h);
+        if self.verdicts.on_header(h) {
+            self.replay.on_header(h.height, h.last_step);
+        }
         self.out.header(h);
     }
     fn fault(&mut self, f: &Fault) {
@@ -346,6 +348,18 @@ impl ReplicaCore {
     /// Replay's (decoded, replayed) steps.
     pub fn replay_lag(&self) -> (u64, u64) {
         self.replay.lag()
+    }
+
+    /// Take a state root every `root_blocks` heights (07 §7.4; 0: off); the chain starts after
+    /// `anchor`.
+    pub fn set_root_blocks(&mut self, root_blocks: u64, anchor: &crate::verdict::Anchor) {
+        self.replay
+            .set_roots(root_blocks, anchor.height, anchor.last_step);
+    }
+
+    /// `R(h)` if replay took it.
+    pub fn root(&self, h: u64) -> Option<Hash> {
+        self.replay.root(h)
     }
 
     /// A datagram off replication path `path` at `now`; every frame it unblocks is decoded.

@@ -136,8 +136,9 @@ pub struct NodeJournal {
 enum ToWriter {
     /// A voted block.
     Block(u64, RepBlockRecord),
-    /// A `REP_FinalityCert`'s bytes (type byte included), for the cert journal.
-    Cert(Vec<u8>),
+    /// A certificate for the cert journal: a `REP_FinalityCert`'s bytes (type byte included)
+    /// or a `REP_RootCert`'s (07 §7.4).
+    Cert(crate::journal::cert::CertKind, Vec<u8>),
 }
 
 /// The writer thread's figures.
@@ -187,17 +188,15 @@ impl NodeJournal {
             loop {
                 let wait = Duration::from_nanos(sync_ns);
                 match rx.recv_timeout(wait) {
-                    Ok(ToWriter::Cert(b)) => {
-                        match cj.append(crate::journal::cert::CertKind::Finality, &b) {
-                            Ok(_) => {
-                                st.certs.fetch_add(1, Ordering::Relaxed);
-                                cert_dirty = true;
-                            }
-                            Err(_) => {
-                                st.errors.fetch_add(1, Ordering::Relaxed);
-                            }
+                    Ok(ToWriter::Cert(kind, b)) => match cj.append(kind, &b) {
+                        Ok(_) => {
+                            st.certs.fetch_add(1, Ordering::Relaxed);
+                            cert_dirty = true;
                         }
-                    }
+                        Err(_) => {
+                            st.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
                     Ok(ToWriter::Block(h, rec)) => match j.append_record(&rec) {
                         Ok(Appended::Queued) => {
                             st.appended.fetch_max(h, Ordering::Relaxed);
@@ -269,12 +268,12 @@ impl NodeJournal {
         }
     }
 
-    /// A finality certificate's bytes for the cert journal (07 §8.2).
-    fn submit_cert(&mut self, bytes: Vec<u8>) {
+    /// A certificate's bytes for the cert journal (07 §8.2).
+    fn submit_cert(&mut self, kind: crate::journal::cert::CertKind, bytes: Vec<u8>) {
         let ok = self
             .tx
             .as_ref()
-            .is_some_and(|tx| tx.try_send(ToWriter::Cert(bytes)).is_ok());
+            .is_some_and(|tx| tx.try_send(ToWriter::Cert(kind, bytes)).is_ok());
         if !ok {
             self.certs_skipped += 1;
         }
@@ -330,6 +329,12 @@ pub struct NodeCounters {
     pub seq_faults: u64,
     /// Conflict evidence the consensus engine reported (07 §10.2).
     pub consensus_faults: u64,
+    /// `REP_RootCert`s formed over this replica's own state root (07 §7.4).
+    pub root_certs: u64,
+    /// Root signatures for a digest other than the certified one (RootFault, 07 §10.2).
+    pub root_faults: u64,
+    /// 1 once REP_A_DIVERGE fired (07 §7.4, INV-REP-9): the replica votes no more.
+    pub diverge: u64,
     /// REP_DurableMark notices from the sequencer.
     pub durable_marks: u64,
     /// NackTooOld answers.
@@ -984,7 +989,7 @@ impl Node {
                         let ok = c.encode(&mut b).is_ok();
                         if ok {
                             if let Some(j) = self.journal.as_mut() {
-                                j.submit_cert(b.clone());
+                                j.submit_cert(crate::journal::cert::CertKind::Finality, b.clone());
                             }
                         }
                         ok
@@ -996,6 +1001,43 @@ impl Node {
                             self.io.name
                         );
                         false
+                    }
+                    DeskOut::RootCert(c) => {
+                        // 07 §7.4: Q root signatures over this replica's own R(h), kept in
+                        // the cert journal beside the finality certificates.
+                        self.io.c.root_certs += 1;
+                        if c.encode(&mut b).is_ok() {
+                            if let Some(j) = self.journal.as_mut() {
+                                j.submit_cert(crate::journal::cert::CertKind::Root, b.clone());
+                            }
+                        }
+                        false
+                    }
+                    DeskOut::RootFault {
+                        index,
+                        signer,
+                        digest,
+                    } => {
+                        self.io.c.root_faults += 1;
+                        eprintln!(
+                            "{}: RootFault (07 §10.2): voter {signer} signed root digest {:02x?} for index {index}",
+                            self.io.name,
+                            &digest[..8]
+                        );
+                        false
+                    }
+                    DeskOut::Diverge(d) => {
+                        // 07 §7.4 INV-REP-9: this replica votes for nothing more; the
+                        // sequencer's control core halts the book on this message.
+                        self.io.c.diverge = 1;
+                        eprintln!(
+                            "{}: REP_A_DIVERGE (07 §7.4): root index {} {:?}, {} digest(s); voting stopped, Diverge sent to the sequencer",
+                            self.io.name,
+                            d.index,
+                            d.reason,
+                            d.digests.len()
+                        );
+                        d.encode(&mut b).is_ok()
                     }
                 };
                 if ok {

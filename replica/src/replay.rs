@@ -10,11 +10,19 @@
 //! session's sequence, then the real one) still joins the right bytes. Advance records carry no
 //! payload and go at once. Replay lag is the distance, in steps, between what was decoded and
 //! what was replayed ([`Replayer::lag`]).
+//!
+//! **State roots** (07 §7.4): with roots on ([`Replayer::set_roots`]), replay stops at the last
+//! step of every root height `h` (from its signed header), takes `R(h)` — the engine's state
+//! commitment with every lane at exactly that step's cut — and goes on. It never runs past a
+//! step whose block it does not know yet: every step up to the last one of the newest
+//! contiguous header is safe, so a root height's state is taken exactly once, at the same point
+//! at every replica.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use vyrn_engine::home::{EngineSink, LoggedStep, ReplayEngine, ReplayError};
 use vyrn_engine::EngineConfig;
+use vyrn_wire::header::Hash;
 use vyrn_wire::records::{PacketRecord, Step};
 
 /// Where replay finds a packet's bytes (the data side's store).
@@ -46,7 +54,28 @@ pub struct Replayer {
     decoded_step: u64,
     replayed_step: u64,
     counters: ReplayCounters,
+    roots: RootClock,
 }
+
+/// Where replay may run to, and the roots it took (07 §7.4).
+#[derive(Debug, Default)]
+struct RootClock {
+    /// REP_ROOT_BLOCKS; 0: roots off, replay runs as far as its input allows.
+    root_blocks: u64,
+    /// Headers (height → last step) above the contiguous prefix.
+    ahead: BTreeMap<u64, u64>,
+    /// The next height of the contiguous prefix.
+    next: u64,
+    /// The last step of the newest contiguous header: replay may run to here.
+    safe_step: u64,
+    /// Root heights of the prefix whose root is not taken yet: (h, last_step).
+    due: VecDeque<(u64, u64)>,
+    /// Roots taken, newest kept.
+    taken: BTreeMap<u64, Hash>,
+}
+
+/// Roots kept for the voter (it asks within seconds; a stalled voter re-asks none older).
+const ROOTS_KEPT: usize = 64;
 
 impl Replayer {
     /// Replay for the home of `cfg` (its sessions and keys), from the tenure's start.
@@ -58,7 +87,42 @@ impl Replayer {
             decoded_step: 0,
             replayed_step: 0,
             counters: ReplayCounters::default(),
+            roots: RootClock::default(),
         }
+    }
+
+    /// Take state roots every `root_blocks` heights (07 §7.4; 0: off). The tenure's chain
+    /// starts after `anchor_height`, whose last step is `anchor_step`.
+    pub fn set_roots(&mut self, root_blocks: u64, anchor_height: u64, anchor_step: u64) {
+        self.roots = RootClock {
+            root_blocks,
+            next: anchor_height + 1,
+            safe_step: anchor_step,
+            ..RootClock::default()
+        };
+    }
+
+    /// A header whose signature checked: height and last step (its block's end).
+    pub fn on_header(&mut self, height: u64, last_step: u64) {
+        let c = &mut self.roots;
+        if c.root_blocks == 0 || height < c.next {
+            return;
+        }
+        if c.ahead.len() < 1 << 16 {
+            c.ahead.insert(height, last_step);
+        }
+        while let Some(ls) = c.ahead.remove(&c.next) {
+            if vyrn_wire::msg::consensus::is_root_height(c.next, c.root_blocks) {
+                c.due.push_back((c.next, ls));
+            }
+            c.safe_step = c.safe_step.max(ls);
+            c.next += 1;
+        }
+    }
+
+    /// `R(h)` if replay took it (07 §7.4).
+    pub fn root(&self, h: u64) -> Option<Hash> {
+        self.roots.taken.get(&h).copied()
     }
 
     /// Counters.
@@ -129,7 +193,25 @@ impl Replayer {
                 self.counters.records += 1;
             }
         }
-        let done = self.eng.run(None, sink)?;
+        let done = if self.roots.root_blocks == 0 {
+            self.eng.run(None, sink)?
+        } else {
+            loop {
+                let bound = self.roots.due.front().map_or(self.roots.safe_step, |d| d.1);
+                let done = self.eng.run(Some(bound), sink)?;
+                match self.roots.due.front() {
+                    Some(&(h, ls)) if done >= ls => {
+                        // The state after block h: every lane at exactly its cut.
+                        self.roots.taken.insert(h, self.eng.state_root());
+                        while self.roots.taken.len() > ROOTS_KEPT {
+                            self.roots.taken.pop_first();
+                        }
+                        self.roots.due.pop_front();
+                    }
+                    _ => break done,
+                }
+            }
+        };
         self.counters.replayed = done;
         self.replayed_step = done;
         Ok(done)

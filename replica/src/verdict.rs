@@ -169,21 +169,23 @@ impl Verdicts {
         self.counters
     }
 
-    /// A header off a HEADER frame (its signature checked once, here).
-    pub fn on_header(&mut self, h: &BlockHeader) {
+    /// A header off a HEADER frame (its signature checked once, here). True when it is new
+    /// and its signature checks.
+    pub fn on_header(&mut self, h: &BlockHeader) -> bool {
         self.counters.headers += 1;
         if let Some((old, _)) = self.headers.get(&h.height) {
             if old != h {
                 self.counters.conflicts += 1;
                 self.conflicts.insert(h.height, ());
             }
-            return;
+            return false;
         }
         let ok = h.verify(&self.seq_key);
         if !ok {
             self.counters.bad_sig += 1;
         }
         self.headers.insert(h.height, (*h, ok));
+        ok
     }
 
     /// A block the decoder completed, with its roots.

@@ -82,6 +82,12 @@ pub struct VoterCounters {
     pub certs_out: u64,
     /// Conflict evidence reported by the engine.
     pub faults: u64,
+    /// `REP_RootCert`s exported (07 §7.4).
+    pub root_certs_out: u64,
+    /// Root signatures for a digest other than the certified one (RootFault, 07 §10.2).
+    pub root_faults: u64,
+    /// REP_A_DIVERGE raised (07 §7.4, INV-REP-9): at most one per run.
+    pub diverges: u64,
 }
 
 /// The replica's Simplex voter: the desk on the replica's loop, the engine on its thread.
@@ -145,6 +151,7 @@ impl SimplexVoter {
             },
             worker_threads: 1,
             quota_per_s: 10_000,
+            roots: None,
         };
         let cores = cfg.cores.clone();
         let thread = process::spawn(pcfg, app, move || {
@@ -209,6 +216,9 @@ impl SimplexVoter {
                 DeskOut::Vote(_) => c.votes_out += 1,
                 DeskOut::Cert(_) => c.certs_out += 1,
                 DeskOut::Fault { .. } => c.faults += 1,
+                DeskOut::RootCert(_) => c.root_certs_out += 1,
+                DeskOut::RootFault { .. } => c.root_faults += 1,
+                DeskOut::Diverge(_) => c.diverges += 1,
             }
             send(&o);
         });
@@ -315,6 +325,9 @@ impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
                 contradiction: false,
             },
         }
+    }
+    fn root(&mut self, h: u64) -> Option<Hash> {
+        self.core.root(h)
     }
 }
 

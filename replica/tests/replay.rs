@@ -161,3 +161,142 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
         println!("seed {seed}: {same} responses identical, {decoded} steps");
     }
 }
+
+/// Feeds two replayers at once, with headers (for the root clock).
+struct Tap2<'a> {
+    a: &'a mut Replayer,
+    b: &'a mut Replayer,
+    headers: u64,
+}
+
+impl DecodedOut for Tap2<'_> {
+    fn record(&mut self, _h: u64, _at: Pos, r: &PacketRecord) {
+        self.a.on_record(r);
+        self.b.on_record(r);
+    }
+    fn hash(&mut self, _at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        self.a.on_hash(lane, rec.first_lane_seq, pkt_hash);
+        self.b.on_hash(lane, rec.first_lane_seq, pkt_hash);
+    }
+    fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
+        self.a.on_step(s, cut, payload);
+        self.b.on_step(s, cut, payload);
+    }
+    fn header(&mut self, h: &vyrn_wire::header::BlockHeader) {
+        self.headers += 1;
+        self.a.on_header(h.height, h.last_step);
+        self.b.on_header(h.height, h.last_step);
+    }
+}
+
+/// 07 §7.4: `R(h)` is the state after block h — taken at the same point whatever the pace of
+/// replay. Two replays of one wire, one pumped every round and one every 37 rounds (so it
+/// runs far past root heights in one pump), take the same roots at every root height; roots
+/// move with the state; and stopping at root heights changes none of replay's answers.
+#[test]
+fn state_roots_are_taken_at_block_ends_whatever_the_pace_of_replay() {
+    const RB: u64 = 8;
+    let e = EngineConfig::test_home(4, 4);
+    let mut home = SimBox::new(SeqConfig {
+        engine: e.clone(),
+        epoch: 2,
+        block_ns: 40_000,
+        seq_key: [5; 32],
+        voters: 4,
+        rtx_ring_bytes: 8 << 20,
+    });
+    let mut w = Workload::new(&e, 9, Mix::everything());
+    let mut rx = OrderRx::new(RxConfig {
+        book: e.book,
+        epoch: 2,
+        tenure: 0,
+        sender: 0,
+        n_streams: 2,
+        n_peers: 0,
+        timing: RxTiming::default(),
+    });
+    let mut dec = Decoder::new(e.layout, 1).unwrap();
+    let mut fast = Replayer::new(e.clone());
+    let mut slow = Replayer::new(e.clone());
+    fast.set_roots(RB, 0, 0);
+    slow.set_roots(RB, 0, 0);
+    let mut store = Store::default();
+    let mut live: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
+    let (mut out_fast, mut out_slow) = (Responses::default(), Responses::default());
+    let mut net = Net::default();
+    let tiles = home.tiles();
+    let mut now = 0;
+    let mut headers = 0;
+    for round in 0..4000 {
+        if round < 3000 {
+            if let Input::Packet { rx_ts, bytes } = w.next_input() {
+                if bytes.len() >= 16 {
+                    let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+                    let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+                    store.0.entry((s, q)).or_default().push(bytes.clone());
+                }
+                home.receive(rx_ts, bytes);
+            }
+            now = now.max(w.now());
+        } else {
+            now += 1_000;
+        }
+        for &t in &tiles {
+            home.poll(t, now);
+        }
+        for ev in home.drain_wire() {
+            match ev {
+                WireEvent::Frame { bytes, path: 0, .. } => {
+                    rx.on_frame(0, &bytes, now, &mut net);
+                }
+                WireEvent::Resp { bytes, .. } => {
+                    if let Some(k) = first_copy_key(&bytes) {
+                        live.entry(k).or_insert(bytes);
+                    }
+                }
+                _ => {}
+            }
+        }
+        finalize(&mut home, rx.contiguous(), now);
+        let mut tap = Tap2 {
+            a: &mut fast,
+            b: &mut slow,
+            headers: 0,
+        };
+        for f in net.delivered.drain(..) {
+            dec.on_frame(&f, now, &mut tap);
+        }
+        headers += tap.headers;
+        fast.pump(&store, &mut out_fast).unwrap();
+        if round % 37 == 0 {
+            slow.pump(&store, &mut out_slow).unwrap();
+        }
+    }
+    slow.pump(&store, &mut out_slow).unwrap();
+    fast.settle(&mut out_fast);
+    slow.settle(&mut out_slow);
+    assert!(headers > 4 * RB, "{headers} headers");
+    let roots: Vec<(u64, [u8; 32])> = (0..headers + 1)
+        .filter(|h| (h + 1) % RB == 0)
+        .filter_map(|h| Some((h, fast.root(h)?)))
+        .collect();
+    assert!(roots.len() >= 4, "roots taken at {:?}", roots);
+    for &(h, r) in &roots {
+        assert_eq!(
+            slow.root(h),
+            Some(r),
+            "R({h}) depends on the pace of replay"
+        );
+    }
+    // Not a root height: none taken.
+    assert_eq!(fast.root(RB), None);
+    // The roots follow the state: a busy book changes it between root heights.
+    let distinct: std::collections::BTreeSet<_> = roots.iter().map(|r| r.1).collect();
+    assert!(distinct.len() >= 2, "{} distinct roots", distinct.len());
+    // Stopping at root heights changed no answer.
+    assert!(live.len() > 500);
+    for (k, b) in &live {
+        assert_eq!(out_fast.by_key.get(k), Some(b), "{k:?}");
+        assert_eq!(out_slow.by_key.get(k), Some(b), "{k:?}");
+    }
+}

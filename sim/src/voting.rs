@@ -66,6 +66,10 @@ pub struct VoterSpec {
     pub bad_root: BTreeSet<u64>,
     /// Honest or one of the Byzantine mocks.
     pub role: Role,
+    /// Root heights whose `R(h)` this voter's replay gets wrong (a client bug, 07 §7.4).
+    pub wrong_root: BTreeSet<u64>,
+    /// Block close → `R(h)` computed (replay lag); `None`: this voter's replay never gets there.
+    pub root_delay: Option<Duration>,
 }
 
 impl VoterSpec {
@@ -77,6 +81,8 @@ impl VoterSpec {
             missing: BTreeSet::new(),
             bad_root: BTreeSet::new(),
             role: Role::Honest,
+            wrong_root: BTreeSet::new(),
+            root_delay: Some(Duration::from_millis(2)),
         }
     }
 }
@@ -124,6 +130,21 @@ pub struct SimConfig {
     pub cycle: Duration,
     /// Every duration above was multiplied by this ([`SimConfig::scaled`]).
     pub scale: u32,
+    /// State roots (07 §7.4): the aggregation engine beside Simplex at every honest voter;
+    /// `None` runs Simplex alone.
+    pub roots: Option<RootsSim>,
+}
+
+/// The state-root settings of a simulated home (07 §7.4, scaled down so a short run has many
+/// root heights).
+#[derive(Debug, Clone, Copy)]
+pub struct RootsSim {
+    /// REP_ROOT_BLOCKS.
+    pub root_blocks: u64,
+    /// REP_ROOT_GATE_BLOCKS.
+    pub gate_blocks: u64,
+    /// REP_ROOT_TIMEOUT_MS.
+    pub timeout: Duration,
 }
 
 impl SimConfig {
@@ -144,6 +165,7 @@ impl SimConfig {
             poll: Duration::from_micros(50),
             cycle: Duration::from_micros(10),
             scale: 1,
+            roots: None,
         }
     }
 
@@ -170,6 +192,12 @@ impl SimConfig {
         for v in &mut self.voters {
             v.header_delay *= k;
             v.data_delay *= k;
+            if let Some(d) = &mut v.root_delay {
+                *d *= k;
+            }
+        }
+        if let Some(r) = &mut self.roots {
+            r.timeout *= k;
         }
         for o in &mut self.outages {
             o.from *= k;
@@ -197,6 +225,12 @@ pub struct VoterReport {
     pub counters: DeskCounters,
     /// Conflict evidence it reported.
     pub faults: Vec<(FaultKind, u8, u64)>,
+    /// The `REP_RootCert`s it exported.
+    pub root_certs: Vec<vyrn_wire::msg::consensus::RepRootCert>,
+    /// RootFaults it recorded: (index, signer, digest).
+    pub root_faults: Vec<(u64, u8, [u8; 32])>,
+    /// Its REP_A_DIVERGE, with when it fired (ns since start).
+    pub diverge: Option<(u64, vyrn_wire::msg::ctrl::Diverge)>,
 }
 
 /// What the sequencer saw.
@@ -307,7 +341,24 @@ impl SimLedger {
     }
 }
 
+/// The scripted state root `R(h)` (a wrong one for a voter whose replay diverges).
+pub fn sim_root(h: u64, wrong: bool) -> Hash {
+    let mut x = blake3::Hasher::new();
+    x.update(b"sim root");
+    x.update(&h.to_le_bytes());
+    x.update(&[wrong as u8]);
+    *x.finalize().as_bytes()
+}
+
 impl Ledger for SimLedger {
+    fn root(&mut self, h: u64) -> Option<Hash> {
+        let d = self.spec.root_delay?;
+        if h == 0 || h as usize > self.chain.len() || self.now < self.close(h) + d.as_nanos() as u64
+        {
+            return None;
+        }
+        Some(sim_root(h, self.spec.wrong_root.contains(&h)))
+    }
     fn header_hash(&self, h: u64) -> Option<Hash> {
         self.held(h).then(|| self.chain[h as usize - 1].1)
     }
@@ -428,6 +479,15 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
             .register(CHANNEL_RESOLVER, quota)
             .await
             .expect("register");
+        let roots_net = match cfg.roots {
+            Some(_) => Some(
+                control
+                    .register(vyrn_consensus::roots::CHANNEL_ROOTS, quota)
+                    .await
+                    .expect("register"),
+            ),
+            None => None,
+        };
         let scheme = voters.signer(keys[i].clone()).expect("a voter of the set");
         if spec.role != Role::Honest {
             byzantine(ctx, spec.role, scheme, (votes, certs, resolver));
@@ -437,7 +497,29 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
         let me = voters.index_of(&keys[i].public_key()).unwrap_or(i as u8);
         let mut dcfg = DeskConfig::new(me, EPOCH, 0, genesis);
         dcfg.verify_wait_ns = vyrn_wire::consts::REP_VERIFY_WAIT_MS * 1_000_000;
+        if let Some(r) = cfg.roots {
+            dcfg.root_blocks = r.root_blocks;
+            dcfg.root_gate_blocks = r.gate_blocks;
+            dcfg.root_timeout_ns = r.timeout.as_nanos() as u64;
+        }
         let (mut desk, link) = Desk::new(dcfg, voters.clone());
+        if let (Some(_), Some((tx, rx))) = (cfg.roots, roots_net) {
+            let rs = vyrn_consensus::roots::root_signer(&voters, keys[i].clone())
+                .expect("a voter of the set");
+            desk.set_root_signer(rs.clone());
+            let rapp = vyrn_consensus::roots::RootsApp::new(link.clone(), voters.clone());
+            let rx = rapp.tap(rx);
+            let rcfg = vyrn_consensus::roots::config(
+                rs,
+                control.clone(),
+                rapp,
+                EPOCH,
+                format!("sim-roots-{i}"),
+                cfg.delta * 20,
+            );
+            commonware_consensus::aggregation::Engine::new(ctx.child("roots"), rcfg)
+                .start((tx, rx));
+        }
         let app = App::new(link, voters.clone(), me);
         let params = EngineParams {
             epoch: EPOCH,
@@ -490,6 +572,15 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
                         }
                         DeskOut::Fault { kind, signer, view } => {
                             r.faults.push((kind, signer, view))
+                        }
+                        DeskOut::RootCert(c) => r.root_certs.push(c),
+                        DeskOut::RootFault {
+                            index,
+                            signer,
+                            digest,
+                        } => r.root_faults.push((index, signer, digest)),
+                        DeskOut::Diverge(d) => {
+                            r.diverge.get_or_insert((now, d));
                         }
                     });
                     let f = desk.final_height();

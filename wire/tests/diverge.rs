@@ -114,7 +114,11 @@ fn diverge_refusals() {
     assert_eq!(dup.to_bytes(), Err(Malformed::BadValue));
     let mut b = sample().to_bytes().unwrap();
     b[13] = 7;
-    assert_eq!(Diverge::parse(&b), Err(Malformed::BadValue), "unknown reason");
+    assert_eq!(
+        Diverge::parse(&b),
+        Err(Malformed::BadValue),
+        "unknown reason"
+    );
     let mut b = sample().to_bytes().unwrap();
     b[14] = 200;
     assert_eq!(Diverge::parse(&b), Err(Malformed::TooMany));
