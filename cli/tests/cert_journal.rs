@@ -64,7 +64,7 @@ fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_na
         }
         j.sync().unwrap();
     }
-    let a = verify_cert_journal(&drives, &m).unwrap();
+    let a = verify_cert_journal(&drives, &m, 200).unwrap();
     assert_eq!((a.ok, a.final_height, a.bad.len()), (5, 5, 0), "{a:?}");
     let bin = env!("CARGO_BIN_EXE_vyrn");
     let journal_arg = format!("{},{}", drives[0].display(), drives[1].display());
@@ -107,7 +107,7 @@ fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_na
             .unwrap();
         j.sync().unwrap();
     }
-    let a = verify_cert_journal(&drives, &m).unwrap();
+    let a = verify_cert_journal(&drives, &m, 200).unwrap();
     assert_eq!(a.ok, 5);
     assert_eq!(
         a.bad.iter().map(|b| b.0).collect::<Vec<_>>(),
@@ -172,5 +172,109 @@ fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_na
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `REP_RootCert` of the home's voters (07 §7.4) at root height `h` over `root`.
+fn root_cert(
+    dir: &std::path::Path,
+    voters: &Voters,
+    epoch: u32,
+    h: u64,
+    root: [u8; 32],
+) -> Vec<u8> {
+    use vyrn_consensus::roots::{root_digest, root_index, root_signer, sign_root};
+    let index = root_index(h, 200).unwrap_or(0);
+    let entries = [0u8, 1, 3]
+        .iter()
+        .map(|&i| {
+            let s = read_seed(&dir.join(format!("keys/voter-{i}.key"))).unwrap();
+            let rs = root_signer(voters, vyrn_consensus::private_key(s.expose())).unwrap();
+            CertEntry {
+                index: i,
+                sig: sign_root(&rs, epoch, index, root_digest(epoch, h, &root)).unwrap(),
+            }
+        })
+        .collect();
+    let c = vyrn_wire::msg::consensus::RepRootCert {
+        epoch,
+        view: 0,
+        parent_view: 0,
+        h,
+        root,
+        entries,
+    };
+    let mut b = Vec::new();
+    c.encode(&mut b).unwrap();
+    b
+}
+
+/// State-root certificates in the cert journal (07 §7.4, §8.2) verify against the membership
+/// at the profile's REP_ROOT_BLOCKS (a dev home: 200), and `vyrn verify-cert` names a tampered
+/// one and one at a height that is no root height.
+#[test]
+fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
+    let dir = std::env::temp_dir().join(format!("vyrn-certj-roots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let conf = write_dev_home(&dir, 2, 2, 48_640).unwrap();
+    let home = HomeConfig::load(&conf).unwrap();
+    let m = home.membership.clone().expect("membership");
+    let voters = Voters::from_membership(&m, home.epoch).unwrap();
+    let drives = vec![dir.join("d0"), dir.join("d1")];
+    {
+        let mut j = CertJournal::open(&drives).unwrap();
+        for h in [199, 399] {
+            j.append(
+                CertKind::Root,
+                &root_cert(&dir, &voters, home.epoch, h, [h as u8; 32]),
+            )
+            .unwrap();
+        }
+        j.sync().unwrap();
+    }
+    let a = verify_cert_journal(&drives, &m, 200).unwrap();
+    assert_eq!(
+        (a.roots_ok, a.root_height, a.bad.len()),
+        (2, 399, 0),
+        "{a:?}"
+    );
+    // At 07's REP_ROOT_BLOCKS = 1000, 199 and 399 are no root heights: both refused.
+    let a = verify_cert_journal(&drives, &m, 1000).unwrap();
+    assert_eq!((a.roots_ok, a.bad.len()), (0, 2), "{a:?}");
+    let bin = env!("CARGO_BIN_EXE_vyrn");
+    let journal_arg = format!("{},{}", drives[0].display(), drives[1].display());
+    let run = || {
+        Command::new(bin)
+            .arg("verify-cert")
+            .arg("--home")
+            .arg(&conf)
+            .args(["--journal", &journal_arg])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("2 state-root certificate(s) verify"),
+        "{out:?}"
+    );
+    // A tampered root (the signatures no longer cover it).
+    let mut bad = root_cert(&dir, &voters, home.epoch, 599, [9; 32]);
+    bad[28] ^= 1;
+    {
+        let mut j = CertJournal::open(&drives).unwrap();
+        j.append(CertKind::Root, &bad).unwrap();
+        j.sync().unwrap();
+    }
+    let a = verify_cert_journal(&drives, &m, 200).unwrap();
+    assert_eq!(a.roots_ok, 2);
+    assert_eq!(
+        a.bad.iter().map(|b| b.0).collect::<Vec<_>>(),
+        vec![2],
+        "{a:?}"
+    );
+    let out = run();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("entry 2:"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -706,7 +706,13 @@ pub struct Node {
     /// Lab fault (`vyrn replica --lab-cut-path`): from this time on, every datagram of the path
     /// is read and dropped, as if its link were down (07 §14 "path down").
     cut: [Option<u64>; 2],
+    /// REP_A_DIVERGE's `Diverge` message and when it last went to the sequencer: repeated
+    /// every [`DIVERGE_REPEAT_NS`] (UDP may lose it; the sequencer halts once).
+    diverge: Option<(Vec<u8>, u64)>,
 }
+
+/// How often a diverged replica repeats its `Diverge` to the sequencer.
+const DIVERGE_REPEAT_NS: u64 = 100_000_000;
 
 impl Node {
     /// Open voter `cfg.index`'s sockets and build its core.
@@ -765,6 +771,10 @@ impl Node {
             anchor: Anchor::default(),
         })?;
         core.set_budgets(&cfg.budgets);
+        // 07 §7.4: replay takes R(h) at every root height for the root votes.
+        if let Some(r) = cfg.simplex.as_ref().and_then(|s| s.roots) {
+            core.set_root_blocks(r.root_blocks, &Anchor::default());
+        }
         // 07 §8.2: the block journal, recovered and verified before anything is received.
         let journal = match &cfg.journal {
             None => None,
@@ -852,6 +862,7 @@ impl Node {
             last_tick: 0,
             held: Default::default(),
             journal,
+            diverge: None,
         })
     }
 
@@ -1037,7 +1048,11 @@ impl Node {
                             d.reason,
                             d.digests.len()
                         );
-                        d.encode(&mut b).is_ok()
+                        let ok = d.encode(&mut b).is_ok();
+                        if ok {
+                            self.diverge = Some((b.clone(), now));
+                        }
+                        ok
                     }
                 };
                 if ok {
@@ -1057,6 +1072,16 @@ impl Node {
                 let to = self.io.seq_ctrl;
                 self.io.queue(Sock::Ctrl, to, |b| {
                     b.extend_from_slice(&v);
+                    true
+                });
+            }
+        }
+        if let Some((b, at)) = self.diverge.as_mut() {
+            if now.saturating_sub(*at) >= DIVERGE_REPEAT_NS {
+                *at = now;
+                let to = self.io.seq_ctrl;
+                self.io.queue(Sock::Ctrl, to, |q| {
+                    q.extend_from_slice(b);
                     true
                 });
             }

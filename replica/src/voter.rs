@@ -39,6 +39,49 @@ pub struct SimplexCfg {
     pub cores: Option<Vec<usize>>,
     /// The desk's recheck period ([`DeskConfig::recheck_ns`]).
     pub recheck_ns: u64,
+    /// State roots (07 §7.4): the aggregation engine beside Simplex, the root gate and
+    /// divergence; `None` runs Simplex alone.
+    pub roots: Option<RootSettings>,
+}
+
+/// The state-root figures of a home (07 §7.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootSettings {
+    /// REP_ROOT_BLOCKS: a root at every height h with (h + 1) % root_blocks == 0.
+    pub root_blocks: u64,
+    /// REP_ROOT_GATE_BLOCKS: verify(P) needs a root cert for every root height
+    /// ≤ P.last_height − gate_blocks (INV-REP-7).
+    pub gate_blocks: u64,
+    /// REP_ROOT_TIMEOUT_MS in ns: no root cert this long after the root height was final
+    /// fires REP_A_DIVERGE (INV-REP-9 case 2).
+    pub timeout_ns: u64,
+    /// How often the aggregation engine rebroadcasts this voter's root signature.
+    pub rebroadcast: Duration,
+}
+
+impl RootSettings {
+    /// 07's figures.
+    pub fn spec() -> Self {
+        RootSettings {
+            root_blocks: vyrn_wire::consts::REP_ROOT_BLOCKS,
+            gate_blocks: vyrn_wire::consts::REP_ROOT_GATE_BLOCKS,
+            timeout_ns: vyrn_wire::consts::REP_ROOT_TIMEOUT_MS * 1_000_000,
+            rebroadcast: Duration::from_millis(100),
+        }
+    }
+
+    /// A dev home's (5 ms blocks on two shared cores): a root every 200 blocks (1 s, as 07's
+    /// 1000 × 1 ms), the gate 1000 blocks (5 s) behind, and a 20 s timeout — replay on two
+    /// shared cores lags by seconds under the load generator, and a false REP_A_DIVERGE halts
+    /// the book for good.
+    pub fn dev() -> Self {
+        RootSettings {
+            root_blocks: 200,
+            gate_blocks: 1000,
+            timeout_ns: 20_000_000_000,
+            rebroadcast: Duration::from_millis(200),
+        }
+    }
 }
 
 impl SimplexCfg {
@@ -52,6 +95,7 @@ impl SimplexCfg {
             home,
             cores: None,
             recheck_ns: 0,
+            roots: Some(RootSettings::spec()),
         }
     }
 
@@ -65,6 +109,7 @@ impl SimplexCfg {
         self.delta = Duration::from_millis(20);
         self.recheck_ns = 500_000;
         self.verify_wait_ns = 200_000_000;
+        self.roots = self.roots.map(|_| RootSettings::dev());
         self
     }
 }
@@ -133,13 +178,35 @@ impl SimplexVoter {
         let mut dcfg = DeskConfig::new(me, epoch, 0, genesis);
         dcfg.verify_wait_ns = cfg.verify_wait_ns;
         dcfg.recheck_ns = cfg.recheck_ns;
-        let (desk, link) = Desk::new(dcfg, voters.clone());
+        if let Some(r) = cfg.roots {
+            dcfg.root_blocks = r.root_blocks;
+            dcfg.root_gate_blocks = r.gate_blocks;
+            dcfg.root_timeout_ns = r.timeout_ns;
+        }
+        let key = vyrn_consensus::private_key(seed);
+        let (mut desk, link) = Desk::new(dcfg, voters.clone());
+        let roots = match cfg.roots {
+            Some(r) => {
+                let rs = vyrn_consensus::roots::root_signer(&voters, key.clone())
+                    .ok_or_else(|| std::io::Error::other("the key is not a voter of the set"))?;
+                desk.set_root_signer(rs);
+                Some(vyrn_consensus::process::RootsSetup {
+                    app: vyrn_consensus::roots::RootsApp::new(link.clone(), voters.clone()),
+                    rebroadcast: r.rebroadcast,
+                    partition: format!(
+                        "{}-roots",
+                        EngineParams::partition_for(&cfg.home, epoch, me)
+                    ),
+                })
+            }
+            None => None,
+        };
         let app = App::new(link, voters.clone(), me);
         std::fs::create_dir_all(&cfg.storage)?;
         let pcfg = ProcessConfig {
             voters,
             me,
-            key: vyrn_consensus::private_key(seed),
+            key,
             p2p: cfg.p2p.clone(),
             storage: cfg.storage.clone(),
             params: EngineParams {
@@ -151,7 +218,7 @@ impl SimplexVoter {
             },
             worker_threads: 1,
             quota_per_s: 10_000,
-            roots: None,
+            roots,
         };
         let cores = cfg.cores.clone();
         let thread = process::spawn(pcfg, app, move || {
@@ -340,16 +407,22 @@ pub struct CertAudit {
     pub final_height: u64,
     /// Entries that do not: (entry index, why).
     pub bad: Vec<(usize, String)>,
-    /// Entries of other kinds (root certificates, seal extensions), not checked here.
+    /// `REP_RootCert`s that verify (07 §7.4).
+    pub roots_ok: u64,
+    /// The highest root height a verified root certificate covers.
+    pub root_height: u64,
+    /// Entries of other kinds (seal extensions), not checked here.
     pub other: u64,
 }
 
 /// Check every `REP_FinalityCert` in the cert journal on `dirs` against `membership` with
-/// [`vyrn_consensus::cert::verify_finality_cert`] (07 §6.5: the one check) — what
-/// `vyrn-replica --verify-certs` prints.
+/// [`vyrn_consensus::cert::verify_finality_cert`] (07 §6.5: the one check), and every
+/// `REP_RootCert` with [`vyrn_consensus::roots::verify_root_cert`] for REP_ROOT_BLOCKS =
+/// `root_blocks` (07 §7.4) — what `vyrn verify-cert` prints.
 pub fn verify_cert_journal(
     dirs: &[PathBuf],
     membership: &vyrn_wire::msg::ctrl::RepMembership,
+    root_blocks: u64,
 ) -> Result<CertAudit, String> {
     use crate::journal::cert::{CertJournal, CertKind};
     use vyrn_wire::msg::ctrl::CtrlMsg;
@@ -370,6 +443,26 @@ pub fn verify_cert_journal(
                 }
                 Ok(_) => a.bad.push((i, "not a REP_FinalityCert".into())),
                 Err(e) => a.bad.push((i, format!("does not parse: {e:?}"))),
+            },
+            Ok((CertKind::Root, b)) => match vyrn_wire::msg::consensus::RepRootCert::parse(&b) {
+                Ok(c) => {
+                    let checked = Voters::from_membership(membership, c.epoch)
+                        .map_err(|e| format!("membership: {e:?}"))
+                        .and_then(|v| {
+                            vyrn_consensus::roots::verify_root_cert(&c, &v, root_blocks)
+                                .map_err(|e| format!("{e:?}"))
+                        });
+                    match checked {
+                        Ok(()) => {
+                            a.roots_ok += 1;
+                            a.root_height = a.root_height.max(c.h);
+                        }
+                        Err(e) => a.bad.push((i, format!("root certificate: {e}"))),
+                    }
+                }
+                Err(e) => a
+                    .bad
+                    .push((i, format!("root certificate does not parse: {e:?}"))),
             },
             Ok(_) => a.other += 1,
             Err(e) => a.bad.push((i, format!("unreadable: {e}"))),

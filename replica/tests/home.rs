@@ -201,6 +201,17 @@ fn check(
             );
             assert_eq!(v.refused, None);
             assert!(v.counters().votes_out > 0, "no finalize vote sent");
+            // 07 §7.4: state roots certify beside finality (dev: every 200 blocks), nobody
+            // diverges, nobody signs a wrong root.
+            let vc = v.counters();
+            assert!(vc.root_certs_out >= 1, "no root certificate: {vc:?}");
+            assert_eq!((vc.diverges, vc.root_faults), (0, 0), "{vc:?}");
+            assert_eq!((c.diverge, c.root_faults), (0, 0));
+            for h in (199..fin).step_by(200) {
+                if let (Some(a), Some(b)) = (n.core().root(h), first.core().root(h)) {
+                    assert_eq!(a, b, "R({h}) differs between replicas");
+                }
+            }
         }
         assert!(n.replay().responses > 0, "replay produced nothing");
         assert_eq!(n.replay().responses, first.replay().responses);

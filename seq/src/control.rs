@@ -35,6 +35,10 @@ pub struct ControlCounters {
     /// Notice packets sent (one per session per watermark time; Durable and Final share one
     /// when both are due).
     pub notice_packets: u64,
+    /// `Diverge` messages taken from voters (07 §7.4).
+    pub diverge_msgs: u64,
+    /// Halts requested for divergence (at most one: the book never resumes by itself).
+    pub diverge_halts: u64,
 }
 
 /// What one session was last told (issue 11: watermarks only to sessions they attest).
@@ -144,6 +148,11 @@ pub struct Control {
     /// that height close.
     certified: (u64, u64),
     halted_by_gate: bool,
+    /// REP_A_DIVERGE reported (07 §7.4): the first voter and root index; the book halts and
+    /// stays halted (§11: an operator's procedure, not a timer, ends it).
+    diverged: Option<(usize, u64)>,
+    /// The divergence halt has been requested.
+    diverge_halt_sent: bool,
     armed: bool,
     fence_ns: u64,
     sessions: Vec<(u32, SipKey)>,
@@ -189,6 +198,8 @@ impl Control {
             close_at: VecDeque::new(),
             final_latency: FinalLatency::default(),
             halted_by_gate: false,
+            diverged: None,
+            diverge_halt_sent: false,
             armed: false,
             fence_ns: REP_SELF_FENCE_US * 1000,
             sessions,
@@ -252,6 +263,20 @@ impl Control {
         if height > self.certified.0 {
             self.certified = (height, view);
         }
+    }
+
+    /// A voter's `Diverge` (07 §7.4, INV-REP-9): the next poll halts the book with
+    /// `Control(Halt)` for [`control::REASON_DIVERGE`], and no finality-gate resume lifts it.
+    pub fn on_diverge(&mut self, voter: usize, index: u64) {
+        self.counters.diverge_msgs += 1;
+        if self.diverged.is_none() {
+            self.diverged = Some((voter, index));
+        }
+    }
+
+    /// The first divergence reported: (voter, root index).
+    pub fn diverged(&self) -> Option<(usize, u64)> {
+        self.diverged
     }
 
     /// Close → final latency per height so far.
@@ -447,6 +472,15 @@ impl Control {
             self.armed = true;
         } else if self.armed {
             sh.fence();
+        }
+        // Divergence (07 §7.4): halt within one poll of the message, and never resume here.
+        if self.diverged.is_some() {
+            if !self.diverge_halt_sent {
+                self.diverge_halt_sent = true;
+                self.counters.diverge_halts += 1;
+                return Some(ControlReq::Halt(control::REASON_DIVERGE));
+            }
+            return None;
         }
         // Finality gate (INV-REP-10, §6.8).
         let lag = self.closed_height.saturating_sub(self.final_height);

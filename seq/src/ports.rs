@@ -85,6 +85,8 @@ pub struct NetStats {
     pub durable_marks: AtomicU64,
     /// HashListReq taken (from registered voters).
     pub hash_list_reqs: AtomicU64,
+    /// `Diverge` messages taken (from registered voters, 07 §7.4).
+    pub diverge_msgs: AtomicU64,
     /// HashList parts sent.
     pub hash_list_parts: AtomicU64,
 }
@@ -503,6 +505,19 @@ impl Task for CtrlRxTile {
                     if !cert_token(&mut self.cert_tokens, v, now)
                         || self.certs.push((v, p.data.to_vec())).is_err()
                     {
+                        bump(&self.stats.ctrl_dropped);
+                    }
+                }
+                // 07 §7.4: a voter's REP_A_DIVERGE, from that voter's own address, through
+                // control's inbox (a full ring keeps it in the bounded overflow; the voter
+                // repeats it while it stays diverged).
+                Ok(CtrlMsg::Diverge(d)) if d.epoch == self.epoch => {
+                    bump(&self.stats.diverge_msgs);
+                    let m = CtrlIn::Diverge {
+                        voter: v,
+                        index: d.index,
+                    };
+                    if !self.inbox.push_bounded(m, ACK_OVERFLOW_MAX) {
                         bump(&self.stats.ctrl_dropped);
                     }
                 }

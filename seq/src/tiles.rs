@@ -205,6 +205,13 @@ pub enum CtrlIn {
         /// The Simplex view that finalized it.
         view: u64,
     },
+    /// A voter's `Diverge` (07 §7.4): REP_A_DIVERGE at that voter; control halts the book.
+    Diverge {
+        /// Voter index.
+        voter: usize,
+        /// Root index.
+        index: u64,
+    },
 }
 
 /// A NACK for a stream core (07 §4.10).
@@ -1001,6 +1008,10 @@ pub struct ControlStats {
     pub final_notices: AtomicU64,
     /// Finality-gate resumes.
     pub gate_resumes: AtomicU64,
+    /// `Diverge` messages from voters (07 §7.4).
+    pub diverge_msgs: AtomicU64,
+    /// Halts for divergence (0 or 1: the book stays halted).
+    pub diverge_halts: AtomicU64,
     /// RepAcks refused: `contiguous` beyond the frames the box wrote.
     pub acks_refused: AtomicU64,
     /// Notice packets sent (Durable and Final share one when both are due).
@@ -1057,6 +1068,15 @@ impl Task for ControlTile {
                 }
                 CtrlIn::Vote { voter, height } => self.control.on_vote(voter, height),
                 CtrlIn::Final { height, view } => self.control.on_final(height, view),
+                CtrlIn::Diverge { voter, index } => {
+                    if self.control.diverged().is_none() {
+                        // The alarm as a structured log line (docs/sre.md).
+                        eprintln!(
+                            "alarm=REP_A_DIVERGE state=raised voter={voter} root_index={index} action=book-halted"
+                        );
+                    }
+                    self.control.on_diverge(voter, index);
+                }
             }
             busy = true;
         }
@@ -1084,6 +1104,8 @@ impl Task for ControlTile {
             .store(c.durable_notices, Ordering::Relaxed);
         s.final_notices.store(c.final_notices, Ordering::Relaxed);
         s.gate_resumes.store(c.gate_resumes, Ordering::Relaxed);
+        s.diverge_msgs.store(c.diverge_msgs, Ordering::Relaxed);
+        s.diverge_halts.store(c.diverge_halts, Ordering::Relaxed);
         s.notice_packets.store(c.notice_packets, Ordering::Relaxed);
         // The poll's notices and REP_DurableMarks leave together (sendmmsg).
         self.ports.out.flush();

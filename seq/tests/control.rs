@@ -403,3 +403,77 @@ fn close_to_final_quantiles_are_within_a_bucket() {
     l.record(u64::MAX);
     assert_eq!(l.max(), u64::MAX);
 }
+
+fn halted_reject(r: &Rig, tag: u32) -> bool {
+    r.records().iter().any(|x| {
+        matches!(
+            x,
+            Record::Reject {
+                code: RejectCode::BookHalted,
+                client_tag,
+                ..
+            } if *client_tag == tag
+        )
+    })
+}
+
+/// 07 §7.4 (INV-REP-9): a voter's `Diverge` halts the book with `Control(Halt)` within 1 ms of
+/// control taking it, repeats do not halt twice, and nothing lifts the halt by itself: not the
+/// finality gate's resume when a stalled finality catches up, not time.
+#[test]
+fn a_diverge_halts_the_book_within_a_millisecond_and_nothing_resumes_it() {
+    let mut r = Rig::new();
+    r.order(1, Side::Buy);
+    r.run(50_000);
+    assert!(r.records().contains(&Record::Ack {
+        msg_index: 0,
+        client_tag: 1
+    }));
+    // Finality stalls past the gate first: the book halts for the gate.
+    for v in r.voters.iter_mut() {
+        v.voting = false;
+    }
+    r.run(BLOCK_NS * (FIN_GATE_BLOCKS + 4));
+    assert_eq!(r.home.watermarks().2.gate_halts, 1);
+    // A voter raises REP_A_DIVERGE (and, as a replica does, repeats it).
+    r.home.on_diverge(2, 7);
+    r.run(1_000_000);
+    r.home.on_diverge(2, 7);
+    r.home.on_diverge(1, 7);
+    r.run(50_000);
+    let c = r.home.watermarks().2;
+    assert_eq!((c.diverge_msgs, c.diverge_halts), (3, 1), "{c:?}");
+    // Finality comes back and catches up: the gate would resume, divergence does not let it.
+    for v in r.voters.iter_mut() {
+        v.voting = true;
+    }
+    r.run(20 * BLOCK_NS);
+    let (_, f, c) = r.home.watermarks();
+    assert!(f + 4 >= r.home.closed_height(), "finality caught up: {f}");
+    assert_eq!(
+        c.gate_resumes, 0,
+        "the gate must not resume a diverged book: {c:?}"
+    );
+    r.order(2, Side::Buy);
+    r.run(5_000_000);
+    assert!(halted_reject(&r, 2), "BOOK_HALTED after a Diverge");
+    assert!(!r.records().contains(&Record::Ack {
+        msg_index: 0,
+        client_tag: 2
+    }));
+}
+
+/// The halt reaches the book within 1 ms of control taking the `Diverge` (07 §7.4) with the
+/// book running (no gate halt before it).
+#[test]
+fn a_diverge_on_a_running_book_halts_it_within_a_millisecond() {
+    let mut r = Rig::new();
+    r.run(50_000);
+    r.home.on_diverge(0, 3);
+    r.run(1_000_000);
+    r.order(5, Side::Sell);
+    r.run(100_000);
+    assert!(halted_reject(&r, 5), "BOOK_HALTED 1 ms after the Diverge");
+    let c = r.home.watermarks().2;
+    assert_eq!((c.diverge_halts, c.gate_halts), (1, 0), "{c:?}");
+}

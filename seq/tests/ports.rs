@@ -78,6 +78,42 @@ fn acked(
     false
 }
 
+/// Send `pkt` to `to` until a Reject for `tag` comes back (or 5 s): its code.
+fn answer(
+    client: &mut UdpPort,
+    to: std::net::SocketAddr,
+    pkt: &[u8],
+    k_out: &[u8; 16],
+    tag: u32,
+) -> Option<vyrn_wire::msg::client::RejectCode> {
+    client
+        .send_batch(&[TxPacket::to(pkt, Dest::Addr(to))])
+        .unwrap();
+    client.flush().unwrap();
+    let mut rx = RxBatch::new(16, 2048);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if client.recv_batch(&mut rx).unwrap() > 0 {
+            for p in rx.iter() {
+                if let Ok(r) = Response::parse(p.data, k_out) {
+                    for x in &r.records {
+                        if let Record::Reject {
+                            code, client_tag, ..
+                        } = x
+                        {
+                            if *client_tag == tag {
+                                return Some(*code);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    None
+}
+
 /// Finality-gate resumes so far (halts == resumes: the book is open).
 fn ch_resumes(r: &vyrn_seq::ports::RunningBox) -> u64 {
     r.handles.control.gate_resumes.load(Ordering::Relaxed)
@@ -183,6 +219,53 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
             "tile {t} missing from {names:?}"
         );
     }
+    // 07 §7.4: a `Diverge` halts the book — from a registered voter's address only.
+    let div = vyrn_wire::msg::ctrl::Diverge {
+        epoch: c.epoch,
+        index: 0,
+        reason: vyrn_wire::msg::ctrl::DivergeReason::Timeout,
+        digests: Vec::new(),
+    }
+    .to_bytes()
+    .unwrap();
+    let unknown_before = st.ctrl_unknown.load(Ordering::Relaxed);
+    let mut stranger = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    stranger
+        .send_batch(&[TxPacket::to(&div, Dest::Addr(ctrl))])
+        .unwrap();
+    stranger.flush().unwrap();
+    let t3 = Instant::now();
+    while st.ctrl_unknown.load(Ordering::Relaxed) == unknown_before
+        && t3.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(st.ctrl_unknown.load(Ordering::Relaxed) > unknown_before);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(h.control.diverge_halts.load(Ordering::Relaxed), 0);
+    let (pkt, _) = order(&c, 1, 6);
+    assert!(
+        acked(&mut client, to, &pkt, &c.engine.sessions[1].k_out, 6),
+        "a stranger's Diverge halts nothing"
+    );
+    fetcher
+        .send_batch(&[TxPacket::to(&div, Dest::Addr(ctrl))])
+        .unwrap();
+    fetcher.flush().unwrap();
+    let t4 = Instant::now();
+    while h.control.diverge_halts.load(Ordering::Relaxed) == 0
+        && t4.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(h.control.diverge_halts.load(Ordering::Relaxed), 1);
+    assert_eq!(st.diverge_msgs.load(Ordering::Relaxed), 1);
+    let (pkt, _) = order(&c, 2, 7);
+    assert_eq!(
+        answer(&mut client, to, &pkt, &c.engine.sessions[2].k_out, 7),
+        Some(vyrn_wire::msg::client::RejectCode::BookHalted),
+        "a voter's Diverge halted the book"
+    );
     running.runner.stop();
     voters.stop.store(true, Ordering::Relaxed);
     let doubles = voters.handle.join().unwrap();

@@ -351,6 +351,38 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             &[],
             vc.certs_out,
         );
+        // 07 §7.4: state roots.
+        e.counter(
+            "vyrn_replica_roots_proposed_total",
+            "state roots R(h) this replica's replay took and signed",
+            &[],
+            dc.roots_proposed,
+        );
+        e.counter(
+            "vyrn_replica_root_certs_total",
+            "REP_RootCerts formed over this replica's own root (into the cert journal)",
+            &[],
+            vc.root_certs_out,
+        );
+        e.counter(
+            "vyrn_replica_root_faults_total",
+            "root signatures for a digest other than the certified one (RootFault, 07 §10.2)",
+            &[],
+            vc.root_faults,
+        );
+        e.counter(
+            "vyrn_replica_root_gate_waits_total",
+            "verifies held by the root gate (INV-REP-7)",
+            &[],
+            dc.root_gate_waits,
+        );
+        e.alarm("REP_A_DIVERGE", &[("role", "replica")], vc.diverges > 0);
+        e.gauge(
+            "vyrn_replica_diverged",
+            "1 once REP_A_DIVERGE fired: this replica votes no more (INV-REP-9)",
+            &[],
+            vc.diverges.min(1) as f64,
+        );
         let (started, failed) = s.engine_state();
         e.gauge(
             "vyrn_replica_engine_up",
@@ -398,6 +430,16 @@ fn backend(s: &str) -> Result<BackendChoice, String> {
     }
 }
 
+/// REP_ROOT_BLOCKS of the home's profile (07 §7.4; a dev home roots every 200 of its 5 ms
+/// blocks).
+pub fn root_blocks(h: &HomeConfig) -> u64 {
+    if h.profile == Profile::Dev {
+        vyrn_replica::voter::RootSettings::dev().root_blocks
+    } else {
+        vyrn_replica::voter::RootSettings::spec().root_blocks
+    }
+}
+
 /// `vyrn verify-cert --home FILE --journal DIR[,DIR]`: check every finality certificate in a
 /// replica's cert journal against the home's REP_Membership (07 §6.5, §13.1).
 pub fn verify_cert_journal(home: &Path, dirs: &[PathBuf]) -> ExitCode {
@@ -411,7 +453,7 @@ pub fn verify_cert_journal(home: &Path, dirs: &[PathBuf]) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    match vyrn_replica::voter::verify_cert_journal(dirs, m) {
+    match vyrn_replica::voter::verify_cert_journal(dirs, m, root_blocks(&h)) {
         Ok(r) if super::tools::print_cert_audit(&r) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
         Err(e) => {
@@ -594,7 +636,7 @@ fn voter_line(n: &Node) -> String {
     let c = v.counters();
     let (started, failed) = v.engine_state();
     format!(
-        ", final {} (view {}), led {}/{}, verified {} true {} false {} timed out {}, nullified {}, votes out {}, certs out {}{}{}",
+        ", final {} (view {}), led {}/{}, verified {} true {} false {} timed out {}, nullified {}, votes out {}, certs out {}, root certs {}{}{}{}",
         v.final_height(),
         v.final_view(),
         d.proposed,
@@ -606,6 +648,12 @@ fn voter_line(n: &Node) -> String {
         d.nullified,
         c.votes_out,
         c.certs_out,
+        c.root_certs_out,
+        if c.diverges > 0 {
+            ", REP_A_DIVERGE: voting stopped"
+        } else {
+            ""
+        },
         match v.refused {
             Some(h) => format!(", REFUSED at {h}"),
             None => String::new(),

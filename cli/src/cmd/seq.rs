@@ -288,6 +288,23 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
         c.gate_halts.load(r),
     );
     e.counter(
+        "vyrn_seq_diverge_halts_total",
+        "book halts for a voter's Diverge (REP_A_DIVERGE, 07 §7.4); the book stays halted",
+        &[],
+        c.diverge_halts.load(r),
+    );
+    e.alarm(
+        "REP_A_DIVERGE",
+        &[("role", "seq")],
+        c.diverge_halts.load(r) > 0,
+    );
+    e.counter(
+        "vyrn_seq_diverge_msgs_total",
+        "Diverge messages from registered voters",
+        &[],
+        c.diverge_msgs.load(r),
+    );
+    e.counter(
         "vyrn_seq_repacks_refused_total",
         "impossible RepAcks refused",
         &[],
@@ -563,11 +580,13 @@ pub fn run(o: Args) -> ExitCode {
         peak_hasher * 100.0
     );
     println!(
-        "control: durable step {}, final height {} of {} closed, finality-gate halts {}, seq_fenced {}",
+        "control: durable step {}, final height {} of {} closed, finality-gate halts {}, divergence halts {} (Diverge messages {}), seq_fenced {}",
         handles.control.durable.load(Ordering::Relaxed),
         handles.control.final_height.load(Ordering::Relaxed),
         handles.control.closed_height.load(Ordering::Relaxed),
         handles.control.gate_halts.load(Ordering::Relaxed),
+        handles.control.diverge_halts.load(Ordering::Relaxed),
+        handles.control.diverge_msgs.load(Ordering::Relaxed),
         handles.words.fenced()
     );
     let cf = &handles.control.close_to_final;

@@ -135,9 +135,11 @@ pub fn verify_cert(membership: &Path, cert: &Path) -> ExitCode {
 /// Print what a cert-journal audit found; true when every certificate verified.
 pub fn print_cert_audit(a: &vyrn_replica::voter::CertAudit) -> bool {
     println!(
-        "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} bad, {} of other kinds",
+        "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} state-root certificate(s) verify (through root height {}), {} bad, {} of other kinds",
         a.ok,
         a.final_height,
+        a.roots_ok,
+        a.root_height,
         a.bad.len(),
         a.other
     );
@@ -262,7 +264,11 @@ pub fn journal_inspect(
     if let Some(h) = &home {
         let certs = &drives[..drives.len().min(2)];
         match h.membership.as_ref() {
-            Some(m) => match vyrn_replica::voter::verify_cert_journal(certs, m) {
+            Some(m) => match vyrn_replica::voter::verify_cert_journal(
+                certs,
+                m,
+                super::replica::root_blocks(h),
+            ) {
                 Ok(a) => bad |= !print_cert_audit(&a),
                 Err(e) => {
                     bad = true;

@@ -847,7 +847,12 @@ fn report(
                 let hs = j.heights();
                 let unreadable = hs.iter().filter(|h| j.read(**h).is_err()).count();
                 let certs = home.membership.as_ref().and_then(|m| {
-                    vyrn_replica::voter::verify_cert_journal(&d[..2.min(d.len())], m).ok()
+                    vyrn_replica::voter::verify_cert_journal(
+                        &d[..2.min(d.len())],
+                        m,
+                        super::replica::root_blocks(home),
+                    )
+                    .ok()
                 });
                 let _ = writeln!(
                     r,
@@ -857,7 +862,7 @@ fn report(
                     hs.last().unwrap_or(&0),
                     rep.refused.len(),
                     unreadable,
-                    certs.as_ref().map_or("not checked".to_string(), |c| format!("{} certificates verify, {} bad", c.ok, c.bad.len()))
+                    certs.as_ref().map_or("not checked".to_string(), |c| format!("{} finality and {} root certificates verify, {} bad", c.ok, c.roots_ok, c.bad.len()))
                 );
                 if !rep.refused.is_empty()
                     || unreadable > 0

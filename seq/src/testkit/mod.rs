@@ -400,6 +400,11 @@ impl SimBox {
         let _ = self.handles.votes.push(CtrlIn::Vote { voter, height });
     }
 
+    /// A voter's `Diverge` (07 §7.4), as the control-port tile hands it to control.
+    pub fn on_diverge(&mut self, voter: usize, index: u64) {
+        let _ = self.handles.ctrl.push(CtrlIn::Diverge { voter, index });
+    }
+
     /// A NACK for frames `from..=to` of substream `stream` (07 §4.10), served by its stream
     /// core's next poll at `now`; what it got.
     pub fn on_nack(&mut self, stream: u8, from: u64, to: u64, now: u64) -> NackOutcome {
@@ -430,6 +435,8 @@ impl SimBox {
                 gate_halts: c.gate_halts.load(r),
                 gate_resumes: c.gate_resumes.load(r),
                 notice_packets: c.notice_packets.load(r),
+                diverge_msgs: c.diverge_msgs.load(r),
+                diverge_halts: c.diverge_halts.load(r),
             },
         )
     }
