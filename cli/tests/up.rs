@@ -33,6 +33,19 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
+    // State roots (07 §7.4) certify in the run: a dev home roots once a second, the run is
+    // longer than 3 s, so each replica formed root certificates and the journal holds them.
+    let roots: Vec<u64> = report
+        .lines()
+        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
+        .map(|l| l.split('|').nth(4).unwrap().trim().parse().unwrap_or(0))
+        .collect();
+    assert_eq!(roots.len(), 4, "{report}");
+    assert!(
+        roots.iter().all(|&n| n >= 1),
+        "root certs {roots:?}\n{report}"
+    );
+    assert!(!report.contains(" 0 root certificates verify"), "{report}");
     // The ping phase first: one request in flight, its round trips reported.
     assert!(
         report.contains("## Ping") && report.contains("ping request -> answer p50"),

@@ -70,14 +70,15 @@ impl RootSettings {
         }
     }
 
-    /// A dev home's (5 ms blocks on two shared cores): a root every 200 blocks (1 s, as 07's
-    /// 1000 × 1 ms), the gate 1000 blocks (5 s) behind, and a 20 s timeout — replay on two
-    /// shared cores lags by seconds under the load generator, and a false REP_A_DIVERGE halts
-    /// the book for good.
-    pub fn dev() -> Self {
+    /// A dev home's, for its block period `block_ns` (20 ms on two shared cores): 07's times
+    /// rather than its block counts — a root every second (07: 1000 × 1 ms), the gate 5 s
+    /// behind — and a 20 s timeout: replay on two shared cores lags by seconds under the load
+    /// generator, and a false REP_A_DIVERGE halts the book for good.
+    pub fn dev(block_ns: u64) -> Self {
+        let root_blocks = (1_000_000_000 / block_ns.max(1)).max(1);
         RootSettings {
-            root_blocks: 200,
-            gate_blocks: 1000,
+            root_blocks,
+            gate_blocks: 5 * root_blocks,
             timeout_ns: 20_000_000_000,
             rebroadcast: Duration::from_millis(200),
         }
@@ -101,15 +102,15 @@ impl SimplexCfg {
 
     /// A dev home's budgets (four replicas, a data box, the sequencer and the clients on two
     /// shared cores): Δ = 20 ms, so a leader has 40 ms to hold and check a header (a dev
-    /// block is 5 ms; a replica's check waits on payloads from a data box sharing the cores)
+    /// block is 20 ms; a replica's check waits on payloads from a data box sharing the cores)
     /// before its view times out, a verify waits 200 ms for its blocks, and waiting requests
     /// are rechecked every 500 µs unless something arrived. With Δ = 5 ms
     /// almost every view of the main command timed out (`docs/benchmarks.md`).
-    pub fn dev(mut self) -> Self {
+    pub fn dev(mut self, block_ns: u64) -> Self {
         self.delta = Duration::from_millis(20);
         self.recheck_ns = 500_000;
         self.verify_wait_ns = 200_000_000;
-        self.roots = self.roots.map(|_| RootSettings::dev());
+        self.roots = self.roots.map(|_| RootSettings::dev(block_ns));
         self
     }
 }

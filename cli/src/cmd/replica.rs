@@ -430,11 +430,11 @@ fn backend(s: &str) -> Result<BackendChoice, String> {
     }
 }
 
-/// REP_ROOT_BLOCKS of the home's profile (07 §7.4; a dev home roots every 200 of its 5 ms
-/// blocks).
+/// REP_ROOT_BLOCKS of the home's profile (07 §7.4; a dev home roots once a second of its
+/// blocks: every 50 of 20 ms).
 pub fn root_blocks(h: &HomeConfig) -> u64 {
     if h.profile == Profile::Dev {
-        vyrn_replica::voter::RootSettings::dev().root_blocks
+        vyrn_replica::voter::RootSettings::dev(h.block_ns).root_blocks
     } else {
         vyrn_replica::voter::RootSettings::spec().root_blocks
     }
@@ -502,7 +502,7 @@ pub fn run(o: Args) -> ExitCode {
         "home".into(),
     );
     if home.profile == Profile::Dev {
-        simplex = simplex.dev();
+        simplex = simplex.dev(home.block_ns);
     }
     simplex.cores = o.consensus_cores.clone().map(|c| c.0);
     let cfg = NodeConfig {

@@ -609,6 +609,17 @@ fn up(a: Args) -> Result<bool, String> {
             .map(|r| format!("{:.0}", r.get("vyrn_replica_final_height")))
             .collect();
         let _ = writeln!(v, "  voters' final heights: {}", fh.join(" "));
+        let rc: Vec<String> = reps
+            .iter()
+            .map(|r| format!("{:.0}", r.get("vyrn_replica_root_certs_total")))
+            .collect();
+        let _ = writeln!(
+            v,
+            "  state roots (07 §7.4): certificates per voter {}   RootFaults {:.0}   diverged {:.0}",
+            rc.join(" "),
+            sumr("vyrn_replica_root_faults_total"),
+            sumr("vyrn_replica_diverged")
+        );
         let _ = writeln!(
             v,
             "  load: sent {:.0}  answered {:.0}  fills {:.0}  durable {:.0}  final {:.0}",
@@ -801,7 +812,7 @@ fn report(
     }
     let _ = writeln!(
         r,
-        "## Replicas\n\n| replica | replay digest | responses | exit |\n|---|---|---|---|"
+        "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | exit |\n|---|---|---|---|---|"
     );
     let mut digests = Vec::new();
     for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
@@ -818,12 +829,25 @@ fn report(
                 )
             })
             .unwrap_or(("none".into(), "0".into()));
+        // The voter's newest line: "…, root certs N…".
+        let roots = text
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let i = l.find("root certs ")? + "root certs ".len();
+                l[i..].split([',', ' ']).next().map(str::to_string)
+            })
+            .unwrap_or_else(|| "-".into());
+        if text.contains("REP_A_DIVERGE") {
+            problems.push(format!("{} raised REP_A_DIVERGE", p.name));
+        }
         let _ = writeln!(
             r,
-            "| {} | `{}` | {} | {} |",
+            "| {} | `{}` | {} | {} | {} |",
             p.name,
             d.0,
             d.1,
+            roots,
             p.status.map_or("killed".to_string(), |s| s.to_string())
         );
         digests.push(d.0);
@@ -870,6 +894,11 @@ fn report(
                     || certs
                         .as_ref()
                         .is_some_and(|c| !c.bad.is_empty() || c.ok == 0)
+                    // A run of three root periods certifies state roots (07 §7.4).
+                    || certs.as_ref().is_some_and(|c| {
+                        c.roots_ok == 0
+                            && hs.len() as u64 > 3 * super::replica::root_blocks(home)
+                    })
                     || (home.membership.is_some() && certs.is_none())
                 {
                     problems.push(format!("replica {i}'s journal does not verify"));
