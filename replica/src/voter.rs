@@ -42,6 +42,9 @@ pub struct SimplexCfg {
     /// State roots (07 §7.4): the aggregation engine beside Simplex, the root gate and
     /// divergence; `None` runs Simplex alone.
     pub roots: Option<RootSettings>,
+    /// Lab fault: this voter signs a wrong `R(h)` at every root height, as a replica whose
+    /// replay diverged would (`vyrn replica --lab-wrong-root`; tests of INV-REP-9).
+    pub lab_wrong_root: bool,
 }
 
 /// The state-root figures of a home (07 §7.4).
@@ -97,6 +100,7 @@ impl SimplexCfg {
             cores: None,
             recheck_ns: 0,
             roots: Some(RootSettings::spec()),
+            lab_wrong_root: false,
         }
     }
 
@@ -150,6 +154,7 @@ pub struct SimplexVoter {
     pub refused: Option<u64>,
     counters: VoterCounters,
     last_catchup: u64,
+    lab_wrong_root: bool,
 }
 
 /// How often a voter behind its final height checks the next finalized range itself.
@@ -236,6 +241,7 @@ impl SimplexVoter {
             refused: None,
             counters: VoterCounters::default(),
             last_catchup: 0,
+            lab_wrong_root: cfg.lab_wrong_root,
         })
     }
 
@@ -262,6 +268,7 @@ impl SimplexVoter {
             ranges: &mut self.ranges,
             counters: &mut self.counters,
             refused: &mut self.refused,
+            wrong_root: self.lab_wrong_root,
         };
         let mut busy = self.desk.poll(now, &mut ledger);
         // Finalized ranges this voter never verified (it was not asked in time): checked by its
@@ -307,6 +314,11 @@ impl SimplexVoter {
             self.hashes = self.hashes.split_off(&keep_from);
         }
         busy
+    }
+
+    /// REP_A_DIVERGE as this voter raised it (07 §7.4, INV-REP-9), if it did.
+    pub fn diverged(&self) -> Option<&vyrn_wire::msg::ctrl::Diverge> {
+        self.desk.diverged()
     }
 
     /// The newest height finalized, as this voter's engine saw it.
@@ -362,6 +374,7 @@ struct CoreLedger<'a, O> {
     ranges: &'a mut BTreeMap<u64, u64>,
     counters: &'a mut VoterCounters,
     refused: &'a mut Option<u64>,
+    wrong_root: bool,
 }
 
 impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
@@ -395,7 +408,11 @@ impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
         }
     }
     fn root(&mut self, h: u64) -> Option<Hash> {
-        self.core.root(h)
+        let mut r = self.core.root(h)?;
+        if self.wrong_root {
+            r[0] ^= 0x5a;
+        }
+        Some(r)
     }
 }
 

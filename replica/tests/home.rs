@@ -33,6 +33,8 @@ struct Home {
     dir: PathBuf,
     cfg: BoxConfig,
     home: HomeConfig,
+    /// Voters that sign a wrong state root (the lab fault of `--lab-wrong-root`).
+    wrong_root: Vec<usize>,
 }
 
 fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'static, ()>) {
@@ -57,6 +59,7 @@ fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'st
             dir,
             cfg,
             home,
+            wrong_root: Vec::new(),
         },
         guard,
     )
@@ -74,12 +77,14 @@ fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> 
         journal_sync_ns: 0,
         journal_cores: None,
         simplex: h.simplex.then(|| {
-            vyrn_replica::voter::SimplexCfg::new(
+            let mut s = vyrn_replica::voter::SimplexCfg::new(
                 h.home.voters_members.iter().map(|m| m.p2p()).collect(),
                 h.dir.join(format!("consensus-{i}")),
                 "test".into(),
             )
-            .dev(h.home.block_ns)
+            .dev(h.home.block_ns);
+            s.lab_wrong_root = h.wrong_root.contains(&i);
+            s
         }),
     };
     let mut node = Node::open(&cfg).expect("replica sockets");
@@ -122,6 +127,7 @@ fn run_home(
     Vec<Node>,
     vyrn_data::databox::DataBox,
     u64,
+    u64,
 ) {
     let stop = Arc::new(AtomicBool::new(false));
     // The replicas and the data box first: they are on the paths before the first frame.
@@ -143,6 +149,11 @@ fn run_home(
         cf[3].load(Ordering::Relaxed) > 0 && cf[2].load(Ordering::Relaxed) > 0,
         "no close -> final latency recorded"
     );
+    let diverge_halts = running
+        .handles
+        .control
+        .diverge_halts
+        .load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     let nodes: Vec<Node> = reps
         .into_iter()
@@ -150,7 +161,7 @@ fn run_home(
         .collect();
     let databox = data.join().expect("data box");
     running.runner.stop();
-    (counts, nodes, databox, fin)
+    (counts, nodes, databox, fin, diverge_halts)
 }
 
 fn check(
@@ -228,7 +239,7 @@ fn check(
 #[test]
 fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_same() {
     let (h, _serial) = home("all", 48_200, true);
-    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 3);
+    let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 2, 3], 2000, 3);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
 }
@@ -236,7 +247,7 @@ fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_sam
 #[test]
 fn with_one_replica_down_the_other_three_still_make_every_order_final() {
     let (h, _serial) = home("three", 48_300, true);
-    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 3], 2000, 3);
+    let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 3], 2000, 3);
     assert_eq!(nodes.len(), 3);
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
@@ -245,7 +256,64 @@ fn with_one_replica_down_the_other_three_still_make_every_order_final() {
 #[test]
 fn the_interim_voter_home_trades_to_finality() {
     let (h, _serial) = home("interim", 48_500, false);
-    let (counts, nodes, databox, fin) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
+    let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
     check(&counts, &nodes, &databox, fin);
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// 07 §7.4 INV-REP-9 across the processes' code: two of four replicas sign a wrong state root
+/// (a 2–2 split, each digest with f + 1 = 2 signatures): every replica raises REP_A_DIVERGE
+/// (Conflict), stops voting, and sends `Diverge`; the box halts the book once and finality
+/// stops.
+#[test]
+fn a_two_two_root_split_fires_rep_a_diverge_and_the_box_halts_the_book() {
+    let (mut h, _serial) = home("diverge", 48_800, true);
+    h.wrong_root = vec![2, 3];
+    let (_counts, nodes, _databox, fin, halts) = run_home(&h, &[0, 1, 2, 3], 1000, 3);
+    assert_eq!(halts, 1, "the box halted the book for divergence");
+    for n in &nodes {
+        let v = n.simplex().expect("simplex voter");
+        let d = v.diverged().expect("REP_A_DIVERGE at every replica");
+        assert_eq!(d.reason, vyrn_wire::msg::ctrl::DivergeReason::Conflict);
+        assert_eq!(d.index, 0, "the first root height diverges");
+        assert_eq!(d.digests.len(), 2);
+        assert!(d.digests.iter().all(|x| x.sigs.len() >= 2), "{d:?}");
+        assert_eq!(v.counters().diverges, 1);
+        assert_eq!(n.counters().diverge, 1);
+        // No digest had Q signatures: no root certificate anywhere.
+        assert_eq!(v.counters().root_certs_out, 0);
+    }
+    // Finality stopped a little past the first root height (the desk votes for nothing more).
+    let rb = vyrn_replica::voter::RootSettings::dev(h.home.block_ns).root_blocks;
+    assert!(
+        fin < 3 * rb,
+        "final height {fin} went on past the divergence"
+    );
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// 07 §7.4: one replica with a wrong state root cannot fire the first case of INV-REP-9 (its
+/// root has 1 < f + 1 signatures) nor block a certificate: the other three certify every root,
+/// record its signature as a RootFault (§10.2), and the home trades on to finality.
+#[test]
+fn one_replica_with_a_wrong_state_root_is_a_root_fault_and_the_home_trades_on() {
+    let (mut h, _serial) = home("rootfault", 48_900, true);
+    h.wrong_root = vec![3];
+    let (counts, nodes, _databox, fin, halts) = run_home(&h, &[0, 1, 2, 3], 1000, 3);
+    assert_eq!(halts, 0, "no divergence halt");
+    assert!(counts.fin > 0, "nothing final at the client");
+    let rb = vyrn_replica::voter::RootSettings::dev(h.home.block_ns).root_blocks;
+    assert!(fin > 2 * rb, "final height {fin}");
+    for (i, n) in nodes.iter().enumerate() {
+        let v = n.simplex().expect("simplex voter");
+        let c = v.counters();
+        assert!(v.diverged().is_none(), "replica {i} diverged");
+        if i == 3 {
+            assert_eq!(c.root_certs_out, 0, "its own wrong root never certifies");
+        } else {
+            assert!(c.root_certs_out >= 1, "replica {i}: {c:?}");
+            assert!(c.root_faults >= 1, "replica {i} saw no RootFault: {c:?}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&h.dir);
 }

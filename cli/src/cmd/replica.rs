@@ -86,6 +86,11 @@ pub struct Args {
     /// S seconds after start, as a cut link would (07 §14 "path down").
     #[arg(long, hide = true, value_name = "PATH@SECS", value_parser = cut)]
     pub lab_cut_path: Option<(u8, u64)>,
+    /// Lab fault injection: sign a wrong state root at every root height, as a replica whose
+    /// replay diverged (07 §7.4): one such voter is a RootFault, two of four fire REP_A_DIVERGE
+    /// and halt the book.
+    #[arg(long, hide = true)]
+    pub lab_wrong_root: bool,
 }
 
 fn cut(s: &str) -> Result<(u8, u64), String> {
@@ -505,6 +510,7 @@ pub fn run(o: Args) -> ExitCode {
         simplex = simplex.dev(home.block_ns);
     }
     simplex.cores = o.consensus_cores.clone().map(|c| c.0);
+    simplex.lab_wrong_root = o.lab_wrong_root;
     let cfg = NodeConfig {
         home,
         index: o.index,
