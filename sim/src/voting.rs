@@ -21,6 +21,7 @@ use commonware_consensus::simplex;
 use commonware_consensus::types::Epoch;
 use commonware_cryptography::Signer as _;
 use commonware_p2p::simulated::{self, Link, Network};
+use commonware_p2p::Recipients;
 use commonware_runtime::{
     deterministic, Clock as _, Quota, Runner as _, Spawner as _, Supervisor as _,
 };
@@ -51,6 +52,22 @@ pub enum Role {
     /// commonware's equivocator: different proposals to different peers when it leads
     /// (feature `mocks`).
     Equivocator,
+    /// Twins (the Twins method, arXiv 2004.10617): the voter's key runs two production
+    /// voters — desk, app and engine each, honest on their own — whose network is split by
+    /// [`VoterSpec::twins`]: each half talks only to its own set of peers until the split
+    /// heals. Together they equivocate the way a compromised key can.
+    Twins,
+}
+
+/// The network split of a [`Role::Twins`] voter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TwinSplit {
+    /// The voters (indices) the primary half exchanges messages with.
+    pub primary: Vec<usize>,
+    /// The voters the secondary half exchanges messages with (may overlap `primary`).
+    pub secondary: Vec<usize>,
+    /// From this time on both halves talk to everyone (eventual synchrony); `None`: never.
+    pub heal: Option<Duration>,
 }
 
 /// One voter's view of the scripted sequencer.
@@ -70,6 +87,8 @@ pub struct VoterSpec {
     pub wrong_root: BTreeSet<u64>,
     /// Block close → `R(h)` computed (replay lag); `None`: this voter's replay never gets there.
     pub root_delay: Option<Duration>,
+    /// The split of a [`Role::Twins`] voter.
+    pub twins: Option<TwinSplit>,
 }
 
 impl VoterSpec {
@@ -83,6 +102,7 @@ impl VoterSpec {
             role: Role::Honest,
             wrong_root: BTreeSet::new(),
             root_delay: Some(Duration::from_millis(2)),
+            twins: None,
         }
     }
 }
@@ -253,6 +273,8 @@ pub struct SeqReport {
 pub struct SimReport {
     /// Per voter; `None` for a Byzantine one.
     pub voters: Vec<Option<VoterReport>>,
+    /// Each [`Role::Twins`] voter's two halves: (voter, primary, secondary).
+    pub twins: Vec<(usize, VoterReport, VoterReport)>,
     /// The sequencer.
     pub seq: SeqReport,
     /// The runtime's auditor digest (equal for equal seeds).
@@ -400,6 +422,90 @@ fn ns(ctx: &deterministic::Context) -> u64 {
         .unwrap_or(0)
 }
 
+/// Where a desk's outputs go, and its loop's timing.
+#[derive(Clone)]
+struct DeskWire {
+    i: usize,
+    inbox: SeqInbox,
+    cut: Arc<Mutex<Vec<bool>>>,
+    seq_link: u64,
+    poll: Duration,
+    end: u64,
+}
+
+/// A voter's desk loop: poll it against its ledger, send its votes and certificates to the
+/// sequencer (unless the voter is cut off), and keep its report.
+fn spawn_desk(
+    ctx: deterministic::Context,
+    mut desk: Desk,
+    mut ledger: SimLedger,
+    report: Arc<Mutex<VoterReport>>,
+    w: DeskWire,
+) {
+    let DeskWire {
+        i,
+        inbox,
+        cut,
+        seq_link,
+        poll,
+        end,
+    } = w;
+    ctx.spawn(move |ctx| async move {
+        let mut fin = 0;
+        loop {
+            let now = ns(&ctx);
+            ledger.now = now;
+            desk.poll(now, &mut ledger);
+            let is_cut = cut.lock().map(|c| c[i]).unwrap_or(false);
+            {
+                let mut r = report.lock().expect("report lock");
+                desk.drain_out(|o| match o {
+                    DeskOut::Vote(v) => {
+                        if !is_cut {
+                            if let Ok(mut q) = inbox.lock() {
+                                q.push_back((now + seq_link, v.as_cert()));
+                            }
+                        }
+                        r.votes.push(v);
+                    }
+                    DeskOut::Cert(c) => {
+                        if !is_cut {
+                            if let Ok(mut q) = inbox.lock() {
+                                q.push_back((now + seq_link, c.clone()));
+                            }
+                        }
+                        r.certs.push(c);
+                    }
+                    DeskOut::Fault { kind, signer, view } => r.faults.push((kind, signer, view)),
+                    DeskOut::RootCert(c) => r.root_certs.push(c),
+                    DeskOut::RootFault {
+                        index,
+                        signer,
+                        digest,
+                    } => r.root_faults.push((index, signer, digest)),
+                    DeskOut::Diverge(d) => {
+                        r.diverge.get_or_insert((now, d));
+                    }
+                });
+                let f = desk.final_height();
+                for h in fin + 1..=f {
+                    r.final_at.entry(h).or_insert(now);
+                }
+                fin = fin.max(f);
+                r.final_height = f;
+                r.counters = desk.counters();
+                if now > end {
+                    r.finals = desk.finals().clone();
+                }
+            }
+            if now > end {
+                break;
+            }
+            ctx.sleep(poll).await;
+        }
+    });
+}
+
 /// Messages from voters to the sequencer, with their delivery time.
 type SeqInbox = Arc<Mutex<VecDeque<(u64, RepFinalityCert)>>>;
 
@@ -462,6 +568,7 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
     let inbox: SeqInbox = Arc::new(Mutex::new(VecDeque::new()));
     let cut: Arc<Mutex<Vec<bool>>> = Arc::new(Mutex::new(vec![false; n]));
     let mut reports: Vec<Option<Arc<Mutex<VoterReport>>>> = Vec::with_capacity(n);
+    let mut twin_reports: Vec<(usize, Vec<Arc<Mutex<VoterReport>>>)> = Vec::new();
     // Per peer per channel: about three messages a view at up to a few thousand views a second.
     let quota = Quota::per_second(NZU32!(10_000));
     for (i, spec) in cfg.voters.iter().enumerate() {
@@ -489,6 +596,130 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
             None => None,
         };
         let scheme = voters.signer(keys[i].clone()).expect("a voter of the set");
+        if spec.role == Role::Twins {
+            let split = spec.twins.clone().unwrap_or(TwinSplit {
+                primary: (0..n).filter(|&j| j != i).collect(),
+                secondary: Vec::new(),
+                heal: None,
+            });
+            let healed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            if let Some(t) = split.heal {
+                let h = healed.clone();
+                ctx.child("heal").spawn(move |ctx| async move {
+                    ctx.sleep(t).await;
+                    h.store(true, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+            let pks = |v: &[usize]| -> Vec<vyrn_consensus::PublicKey> {
+                v.iter().map(|&j| keys[j].public_key()).collect()
+            };
+            let (pri, sec) = (pks(&split.primary), pks(&split.secondary));
+            // A half sends only to its own peers (of the recipients the engine named), and
+            // hears only from them, until the split heals.
+            let forwarder = {
+                let (pri, sec, healed) = (pri.clone(), sec.clone(), healed.clone());
+                move |origin: simulated::SplitOrigin,
+                      to: &Recipients<vyrn_consensus::PublicKey>,
+                      _: &commonware_runtime::IoBuf| {
+                    if healed.load(std::sync::atomic::Ordering::Relaxed) {
+                        return Some(to.clone());
+                    }
+                    let mine = match origin {
+                        simulated::SplitOrigin::Primary => &pri,
+                        simulated::SplitOrigin::Secondary => &sec,
+                    };
+                    let v: Vec<_> = match to {
+                        Recipients::All => mine.clone(),
+                        Recipients::Some(v) => {
+                            v.iter().filter(|p| mine.contains(p)).cloned().collect()
+                        }
+                        Recipients::One(p) => mine.iter().filter(|m| *m == p).cloned().collect(),
+                    };
+                    (!v.is_empty()).then_some(Recipients::Some(v))
+                }
+            };
+            let router = move || {
+                let (pri, sec, healed) = (pri.clone(), sec.clone(), healed.clone());
+                move |(from, _): &(vyrn_consensus::PublicKey, commonware_runtime::IoBuf)| {
+                    if healed.load(std::sync::atomic::Ordering::Relaxed) {
+                        return simulated::SplitTarget::Both;
+                    }
+                    match (pri.contains(from), sec.contains(from)) {
+                        (true, true) => simulated::SplitTarget::Both,
+                        (true, false) => simulated::SplitTarget::Primary,
+                        (false, true) => simulated::SplitTarget::Secondary,
+                        (false, false) => simulated::SplitTarget::None,
+                    }
+                }
+            };
+            let (vs_p, vs_s) = votes.0.split_with(forwarder.clone());
+            let (vr_p, vr_s) = votes.1.split_with(ctx.child("split_votes"), router());
+            let (cs_p, cs_s) = certs.0.split_with(forwarder.clone());
+            let (cr_p, cr_s) = certs.1.split_with(ctx.child("split_certs"), router());
+            let (rs_p, rs_s) = resolver.0.split_with(forwarder);
+            let (rr_p, rr_s) = resolver.1.split_with(ctx.child("split_resolver"), router());
+            let me = voters.index_of(&keys[i].public_key()).unwrap_or(i as u8);
+            let mut halves = Vec::new();
+            let wire = DeskWire {
+                i,
+                inbox: inbox.clone(),
+                cut: cut.clone(),
+                seq_link: cfg.seq_link.as_nanos() as u64,
+                poll: cfg.poll,
+                end,
+            };
+            let mut dcfg = DeskConfig::new(me, EPOCH, 0, genesis);
+            dcfg.verify_wait_ns = vyrn_wire::consts::REP_VERIFY_WAIT_MS * 1_000_000;
+            // Each half is the production voter on its own; only the network makes them twins.
+            let (desk_p, link_p) = Desk::new(dcfg.clone(), voters.clone());
+            let (desk_s, link_s) = Desk::new(dcfg, voters.clone());
+            let half_params = |half: &str| EngineParams {
+                epoch: EPOCH,
+                delta: cfg.delta,
+                partition: format!(
+                    "{}-twin-{half}",
+                    EngineParams::partition_for("sim", EPOCH, i as u8)
+                ),
+                genesis,
+                floor: None,
+            };
+            let ecfg = vyrn_consensus::engine::config(
+                scheme.clone(),
+                control.clone(),
+                App::new(link_p, voters.clone(), me),
+                &half_params("primary"),
+            );
+            simplex::Engine::new(ctx.child("twin_primary"), ecfg).start(
+                (vs_p, vr_p),
+                (cs_p, cr_p),
+                (rs_p, rr_p),
+            );
+            let ecfg = vyrn_consensus::engine::config(
+                scheme,
+                control.clone(),
+                App::new(link_s, voters.clone(), me),
+                &half_params("secondary"),
+            );
+            simplex::Engine::new(ctx.child("twin_secondary"), ecfg).start(
+                (vs_s, vr_s),
+                (cs_s, cr_s),
+                (rs_s, rr_s),
+            );
+            for (label, desk) in [("primary", desk_p), ("secondary", desk_s)] {
+                let report = Arc::new(Mutex::new(VoterReport::default()));
+                halves.push(report.clone());
+                let ledger = SimLedger {
+                    chain: chain.clone(),
+                    spec: spec.clone(),
+                    block_ns,
+                    now: 0,
+                };
+                spawn_desk(ctx.child(label), desk, ledger, report, wire.clone());
+            }
+            twin_reports.push((i, halves));
+            reports.push(None);
+            continue;
+        }
         if spec.role != Role::Honest {
             byzantine(ctx, spec.role, scheme, (votes, certs, resolver));
             reports.push(None);
@@ -532,74 +763,26 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
         simplex::Engine::new(ctx.child("engine"), ecfg).start(votes, certs, resolver);
         let report = Arc::new(Mutex::new(VoterReport::default()));
         reports.push(Some(report.clone()));
-        let mut ledger = SimLedger {
+        let ledger = SimLedger {
             chain: chain.clone(),
             spec: spec.clone(),
             block_ns,
             now: 0,
         };
-        let (inbox, cut, seq_link, poll) = (
-            inbox.clone(),
-            cut.clone(),
-            cfg.seq_link.as_nanos() as u64,
-            cfg.poll,
+        spawn_desk(
+            ctx.child("desk"),
+            desk,
+            ledger,
+            report,
+            DeskWire {
+                i,
+                inbox: inbox.clone(),
+                cut: cut.clone(),
+                seq_link: cfg.seq_link.as_nanos() as u64,
+                poll: cfg.poll,
+                end,
+            },
         );
-        ctx.child("desk").spawn(move |ctx| async move {
-            let mut fin = 0;
-            loop {
-                let now = ns(&ctx);
-                ledger.now = now;
-                desk.poll(now, &mut ledger);
-                let is_cut = cut.lock().map(|c| c[i]).unwrap_or(false);
-                {
-                    let mut r = report.lock().expect("report lock");
-                    desk.drain_out(|o| match o {
-                        DeskOut::Vote(v) => {
-                            if !is_cut {
-                                if let Ok(mut q) = inbox.lock() {
-                                    q.push_back((now + seq_link, v.as_cert()));
-                                }
-                            }
-                            r.votes.push(v);
-                        }
-                        DeskOut::Cert(c) => {
-                            if !is_cut {
-                                if let Ok(mut q) = inbox.lock() {
-                                    q.push_back((now + seq_link, c.clone()));
-                                }
-                            }
-                            r.certs.push(c);
-                        }
-                        DeskOut::Fault { kind, signer, view } => {
-                            r.faults.push((kind, signer, view))
-                        }
-                        DeskOut::RootCert(c) => r.root_certs.push(c),
-                        DeskOut::RootFault {
-                            index,
-                            signer,
-                            digest,
-                        } => r.root_faults.push((index, signer, digest)),
-                        DeskOut::Diverge(d) => {
-                            r.diverge.get_or_insert((now, d));
-                        }
-                    });
-                    let f = desk.final_height();
-                    for h in fin + 1..=f {
-                        r.final_at.entry(h).or_insert(now);
-                    }
-                    fin = fin.max(f);
-                    r.final_height = f;
-                    r.counters = desk.counters();
-                    if now > end {
-                        r.finals = desk.finals().clone();
-                    }
-                }
-                if now > end {
-                    break;
-                }
-                ctx.sleep(poll).await;
-            }
-        });
     }
 
     // Outages: a voter's links removed both ways for a while.
@@ -691,8 +874,14 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
         .collect();
     let mut hashes = vec![[0u8; 32]];
     hashes.extend(chain.iter().map(|(_, h)| *h));
+    let take = |r: &Arc<Mutex<VoterReport>>| r.lock().map(|g| g.clone()).unwrap_or_default();
+    let twins = twin_reports
+        .iter()
+        .map(|(i, h)| (*i, take(&h[0]), take(&h[1])))
+        .collect();
     SimReport {
         voters: voters_out,
+        twins,
         seq,
         auditor: context.auditor().state(),
         chain: hashes,
@@ -721,7 +910,7 @@ fn byzantine<S1, R1, S2, R2, S3, R3>(
     use commonware_consensus::simplex::mocks::{conflicter, equivocator, nuller, relay};
     use commonware_cryptography::{Blake3, Sha256};
     match role {
-        Role::Honest => {}
+        Role::Honest | Role::Twins => {}
         Role::Conflicter => {
             ctx.child("idle").spawn(move |_| async move {
                 let _keep = (certs, resolver);
