@@ -56,6 +56,16 @@ pub const FETCH_RANGE_FRAMES: u64 = 64;
 pub const DATA_AHEAD_MAX: u64 = 1 << 20;
 /// Requests to the sequencer per record before it is unavailable (07 §5.6 "cannot be fetched").
 pub const SEQ_TRIES: u8 = 3;
+/// Key fetches to data homes per `fetch_step_ns`, all boxes together: a replica that starts
+/// behind (a restart, a long outage) has thousands of records to fetch at once, and asking for
+/// all of them in one burst overflows the data box's answer queue and this replica's socket
+/// (measured: a restarted replica asked 26k keys at once, its data box dropped 3.8k answers).
+/// Records over the pace keep their stage and are asked at the next step.
+pub const FETCH_KEYS_PER_STEP: u64 = 256;
+/// An unavailable record is asked again from its data home this long after its last source
+/// said nothing (the payload may reach a data box late; 07 §5.5 gives no source after the
+/// sequencer): its block waits, it is not forgotten.
+pub const UNAVAILABLE_RETRY_NS: u64 = 100_000_000;
 /// Most data boxes (`n_data` is 4 or 5, 07 §5.1; the index is a u8).
 pub const BOXES_MAX: usize = 16;
 
@@ -344,6 +354,15 @@ pub struct DataCounters {
     pub fetched_ok: u64,
     /// Records that became unavailable.
     pub unavailable: u64,
+    /// Key fetches held back by the pace ([`FETCH_KEYS_PER_STEP`]).
+    pub fetch_paced: u64,
+    /// Unavailable records asked again ([`UNAVAILABLE_RETRY_NS`]).
+    pub unavailable_retries: u64,
+    /// Payloads past the ring's age kept for a live record (released with its block).
+    pub age_pinned: u64,
+    /// Data boxes whose frames before the first one seen were fetched as a gap (this replica
+    /// started after them).
+    pub history_gaps: u64,
     /// CopyMismatch evidence emitted.
     pub copy_mismatch: u64,
     /// Wrong copies from a peer replaced by the sequencer's (no evidence: not the client's).
@@ -414,6 +433,9 @@ struct Store {
     order: VecDeque<(PktKey, u64)>,
     bytes: usize,
     next_gen: u64,
+    /// Payloads past the age of the ring that a live record still needs (its block not yet
+    /// voted and replayed): out of `order`, dropped when their records are released.
+    pinned: std::collections::HashSet<PktKey>,
 }
 
 impl Store {
@@ -433,10 +455,11 @@ impl Store {
         None
     }
 
-    fn oldest_t(&mut self) -> Option<u64> {
+    /// The oldest live entry's key and time.
+    fn oldest(&mut self) -> Option<(PktKey, u64)> {
         while let Some(&(k, gen)) = self.order.front() {
             match self.map.get(&k) {
-                Some(p) if p.gen == gen => return Some(p.t),
+                Some(p) if p.gen == gen => return Some((k, p.t)),
                 _ => {
                     self.order.pop_front();
                 }
@@ -508,6 +531,8 @@ struct BoxRx {
     gaps: VecDeque<(u64, u64)>,
     last_rx: Option<u64>,
     down: bool,
+    /// A frame of this box was seen since this replica started.
+    seen: bool,
 }
 
 impl BoxRx {
@@ -555,6 +580,8 @@ pub struct DataSide {
     next_peer: usize,
     live_records: usize,
     c: DataCounters,
+    /// Key fetches left in this pacing step, and when the step began.
+    fetch_budget: (u64, u64),
 }
 
 /// The join of one record with one payload (07 §5.4).
@@ -592,6 +619,7 @@ impl DataSide {
             next_peer: 0,
             live_records: 0,
             c: DataCounters::default(),
+            fetch_budget: (FETCH_KEYS_PER_STEP, 0),
         }
     }
 
@@ -691,6 +719,19 @@ impl DataSide {
                 let hb = h.kind == DataKind::DataHb;
                 self.c.frames[if hb { 1 } else { 0 }] += 1;
                 match b.hi {
+                    None if !b.seen => {
+                        // This replica started after the box (a restart, a late join): the
+                        // frames before the first one it sees are a gap like any other, fetched
+                        // by range (the newest GAP_FRAMES_MAX of them) — a bulk catch-up, not a
+                        // fetch per record.
+                        b.seen = true;
+                        b.hi = Some(s);
+                        let to = if hb { s } else { s.saturating_sub(1) };
+                        if to >= 1 {
+                            self.c.history_gaps += 1;
+                            self.open_gap(src_box, 1, to, out);
+                        }
+                    }
                     None => b.hi = Some(s),
                     Some(hi) if s > hi => {
                         // A heartbeat names the last DATA frame: everything up to it is due.
@@ -1117,6 +1158,10 @@ impl DataSide {
                     let here = (si as u8, sub.base);
                     if self.index.get(&r.key).is_some_and(|&x| x == here) {
                         self.index.remove(&r.key);
+                        if self.store.pinned.remove(&r.key) {
+                            self.store.remove(&r.key);
+                            self.c.evicted_age += 1;
+                        }
                     }
                     sub.base += 1;
                     self.live_records -= 1;
@@ -1135,20 +1180,32 @@ impl DataSide {
             return;
         };
         let key = r.key;
+        let step = self.cfg.timing.fetch_step_ns.max(1);
+        if now.saturating_sub(self.fetch_budget.1) >= step {
+            self.fetch_budget = (FETCH_KEYS_PER_STEP, now);
+        }
+        let mut retry_at = None;
         loop {
             match r.stage {
                 0 => {
-                    r.stage = 1;
                     let home = self.homes.get(&key.session).copied();
                     if let Some(d) = home.filter(|&d| {
                         self.boxes
                             .get(d as usize)
                             .is_some_and(|b| !b.down && b.last_rx.is_some())
                     }) {
+                        if self.fetch_budget.0 == 0 {
+                            // Over the pace: asked at the next step, stage kept.
+                            self.c.fetch_paced += 1;
+                            break;
+                        }
+                        self.fetch_budget.0 -= 1;
+                        r.stage = 1;
                         self.c.fetch_home += 1;
                         out.data_fetch(d, &DataFetch::Key(key));
                         break;
                     }
+                    r.stage = 1;
                 }
                 1 => {
                     r.stage = 2;
@@ -1173,12 +1230,17 @@ impl DataSide {
                         }
                         self.c.unavailable += 1;
                         out.alarm(DataAlarm::Unavailable { key });
+                    } else {
+                        self.c.unavailable_retries += 1;
                     }
-                    return;
+                    // Every source asked: the home again after a while (the block waits).
+                    r.stage = 0;
+                    retry_at = Some(now.saturating_add(UNAVAILABLE_RETRY_NS));
+                    break;
                 }
             }
         }
-        let due = now.saturating_add(self.cfg.timing.fetch_step_ns);
+        let due = retry_at.unwrap_or(now.saturating_add(self.cfg.timing.fetch_step_ns));
         r.due = due;
         self.timers.push(Reverse((due, s, rid)));
     }
@@ -1208,13 +1270,23 @@ impl DataSide {
                 continue;
             }
             match r.state {
-                RecState::Missing | RecState::Mismatch => self.fire(s, rid, now, out),
+                RecState::Missing | RecState::Mismatch | RecState::Unavailable => {
+                    self.fire(s, rid, now, out)
+                }
                 _ => {}
             }
         }
-        while let Some(t) = self.store.oldest_t() {
+        while let Some((k, t)) = self.store.oldest() {
             if now.saturating_sub(t) < self.cfg.timing.store_age_ns {
                 break;
+            }
+            if self.index.contains_key(&k) {
+                // A live record still needs it (verify, replay): kept until its block is
+                // released — a replica catching up replays payloads older than the ring.
+                self.store.order.pop_front();
+                self.store.pinned.insert(k);
+                self.c.age_pinned += 1;
+                continue;
             }
             self.store.pop_oldest();
             self.c.evicted_age += 1;

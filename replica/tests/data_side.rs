@@ -168,10 +168,14 @@ fn data_seq_gap_is_fetched_from_that_box() {
             Ev::Fetch(1, range(137, 137)),
         ]
     );
-    // Other boxes' sequences are their own; the first frame seen is the baseline.
+    // Other boxes' sequences are their own. A box first seen at 500 (this replica started
+    // after it): its history 1..=499 is a gap, fetched by range.
     d.on_data_frame(0, &frame(DataKind::Data, 500, 0, &[]), 0, &mut o)
         .unwrap();
-    assert!(o.take().is_empty());
+    let h = o.take();
+    assert_eq!(h.len(), 8, "{h:?}");
+    assert_eq!(h[0], Ev::Fetch(0, range(1, 64)));
+    assert_eq!(h[7], Ev::Fetch(0, range(449, 499)));
     // Too far ahead, another book, another epoch, a lying src: refused and counted.
     let far = frame(DataKind::Data, 600 + DATA_AHEAD_MAX, 0, &[]);
     assert_eq!(
@@ -198,8 +202,9 @@ fn data_seq_gap_is_fetched_from_that_box() {
     );
     let c = d.counters();
     assert_eq!(c.refused, [0, 1, 1, 2, 1]);
-    assert_eq!(c.gaps, 3);
-    assert_eq!(c.gap_fetches, 5);
+    assert_eq!(c.gaps, 4, "three gaps of box 1, box 0's history");
+    assert_eq!(c.gap_fetches, 5 + 8);
+    assert_eq!(c.history_gaps, 1);
     assert_eq!(c.gap_filled, 2);
     assert!(o.take().is_empty());
 }
@@ -863,4 +868,145 @@ proptest! {
         let c = d.counters();
         prop_assert_eq!(c.frames.iter().sum::<u64>() + c.refused.iter().sum::<u64>(), frames);
     }
+}
+
+/// A replica that starts after its data box (a restart, a late join) fetches the frames before
+/// the first one it sees by range, like any gap; a box that comes back after being down starts
+/// a new baseline instead (its own restart).
+#[test]
+fn a_late_replica_fetches_the_boxs_history_by_range() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    let p = pkt(1, 9, 1, 0);
+    d.on_data_frame(0, &frame(DataKind::Data, 100, 0, &[&p]), 0, &mut o)
+        .unwrap();
+    assert_eq!(
+        o.take_fetches(),
+        vec![Ev::Fetch(0, range(1, 64)), Ev::Fetch(0, range(65, 99))]
+    );
+    assert_eq!(d.counters().history_gaps, 1);
+    // The range answers fill the gap.
+    let q = pkt(1, 3, 1, 0);
+    d.on_data_frame(0, &frame(DataKind::FetchResp, 3, 0, &[&q]), 10, &mut o)
+        .unwrap();
+    assert!(d.payload(key(1, 3)).is_some());
+    assert_eq!(d.counters().gap_filled, 1);
+    // A second box whose first frame is its first: nothing to fetch.
+    d.on_data_frame(
+        1,
+        &frame(DataKind::Data, 1, 1, &[&pkt(2, 1, 1, 0)]),
+        20,
+        &mut o,
+    )
+    .unwrap();
+    assert!(o.take_fetches().is_empty());
+}
+
+/// 07 §5.5 at catch-up scale: key fetches to data homes are paced (FETCH_KEYS_PER_STEP per
+/// fetch step) instead of one burst that overflows the box's answer queue; every record is
+/// still asked, in order.
+#[test]
+fn key_fetches_are_paced() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    d.set_home(1, 0);
+    d.on_data_frame(0, &frame(DataKind::DataHb, 0, 0, &[]), 0, &mut o)
+        .ok();
+    d.tick(0, &mut o);
+    o.take();
+    let n = 3 * FETCH_KEYS_PER_STEP as u32 - 10;
+    for i in 1..=n {
+        d.on_record(0, &rec(1, i, 1), 0, &mut o).unwrap();
+    }
+    let w = DataTiming::default().wait_ns;
+    let keys = |o: &mut Out| {
+        o.take()
+            .into_iter()
+            .filter_map(|e| match e {
+                Ev::Fetch(0, DataFetch::Key(k)) => Some(k.pkt_seq),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut asked = Vec::new();
+    for step in 1..=3u64 {
+        // Keep the box alive (it must not be declared down while paced).
+        d.on_data_frame(0, &frame(DataKind::DataHb, 0, 0, &[]), step * w, &mut o)
+            .ok();
+        d.tick(step * w, &mut o);
+        let k = keys(&mut o);
+        assert!(
+            k.len() as u64 <= FETCH_KEYS_PER_STEP,
+            "step {step}: {} fetches in one step",
+            k.len()
+        );
+        asked.extend(k);
+    }
+    assert_eq!(
+        asked,
+        (1..=n).collect::<Vec<_>>(),
+        "every record asked once, in order"
+    );
+    assert!(d.counters().fetch_paced > 0);
+}
+
+/// An unavailable record is not forgotten: every source asked, it is asked again after
+/// UNAVAILABLE_RETRY_NS, and a box's late answer resolves it.
+#[test]
+fn an_unavailable_record_is_asked_again_and_resolves() {
+    let mut c = cfg(1);
+    c.n_peers = 1;
+    let mut d = DataSide::new(c);
+    let mut o = Out::default();
+    let a = pkt(5, 1, 1, 0);
+    d.on_record(0, &rec(5, 1, 1), 0, &mut o).unwrap();
+    d.on_hash(0, key(5, 1), pkt_hash(&a).unwrap(), 0, &mut o)
+        .unwrap();
+    let w = DataTiming::default().wait_ns;
+    // No data box heard from: a peer, then the sequencer three times, then unavailable at 5w.
+    for k in 1..=5 {
+        d.tick(k * w, &mut o);
+    }
+    assert_eq!(d.rec_state(key(5, 1)), Some(RecState::Unavailable));
+    o.take();
+    d.tick(5 * w + UNAVAILABLE_RETRY_NS - 1, &mut o);
+    assert!(o.take_fetches().is_empty());
+    d.tick(5 * w + UNAVAILABLE_RETRY_NS, &mut o);
+    assert_eq!(
+        o.take_fetches(),
+        vec![Ev::Peer(0, key(5, 1))],
+        "asked again"
+    );
+    // The answer comes late from a data box: resolved.
+    d.on_data_frame(
+        0,
+        &frame(DataKind::FetchResp, 0, 0, &[&a]),
+        7 * w + UNAVAILABLE_RETRY_NS,
+        &mut o,
+    )
+    .unwrap();
+    assert_eq!(d.rec_state(key(5, 1)), Some(RecState::Resolved));
+}
+
+/// A payload older than the store's age that a live record still needs (its block not yet
+/// voted and replayed — a catching-up replica) stays until the block is released.
+#[test]
+fn a_payload_a_live_record_needs_outlives_the_ring() {
+    let mut c = cfg(1);
+    c.timing.store_age_ns = MS;
+    let mut d = DataSide::new(c);
+    let mut o = Out::default();
+    let a = pkt(1, 1, 1, 0);
+    let b = pkt(1, 2, 1, 0);
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&a, &b]), 0, &mut o)
+        .unwrap();
+    d.on_record(0, &rec(1, 1, 1), 0, &mut o).unwrap();
+    d.on_mark(0, 1).unwrap();
+    d.tick(2 * MS, &mut o);
+    assert!(d.payload(key(1, 1)).is_some(), "pinned by its record");
+    assert_eq!(d.payload(key(1, 2)), None, "no record: aged out");
+    assert_eq!(d.counters().age_pinned, 1);
+    d.release_through(1);
+    assert_eq!(d.payload(key(1, 1)), None, "released with its block");
+    assert_eq!(d.store_len(), (0, 0));
 }

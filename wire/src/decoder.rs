@@ -173,6 +173,9 @@ struct StreamDec {
     pending_vals: VecDeque<u64>,
     failed: Option<RepErr>,
     dup_frames: u64,
+    /// When the newest in-order frame of this substream was decoded (the caller's clock): the
+    /// hash-lag clock of its records.
+    last_rx_ns: u64,
 }
 
 impl StreamDec {
@@ -209,6 +212,7 @@ impl StreamDec {
             pending_vals: VecDeque::new(),
             failed: None,
             dup_frames: 0,
+            last_rx_ns: 0,
         }
     }
 }
@@ -351,13 +355,20 @@ impl DecState {
     }
 
     /// `REP_E_HASHLAG` if any record has waited more than 1 ms (the configured budget) for its
-    /// hash (07 §3.7).
+    /// hash (07 §3.7, INV-REP-8). The wait runs on its substream's deliveries: it is the time
+    /// from the record's frame to the newest later frame of that substream decoded without the
+    /// hash. A hole being repaired (NACK, peer repair, a restarted replica catching up) stalls
+    /// delivery and is no fault of the sequencer's; a sequencer that goes on sending frames
+    /// (heartbeats included) without the hash is.
     pub fn tick(&mut self, now_ns: u64) -> Result<(), RepErr> {
         for l in 0..self.lanes.len() {
             if let Some(a) = self.lanes[l].awaiting.front() {
-                if now_ns.saturating_sub(a.t_ns) > self.hashlag_fault_ns {
-                    let s = self.layout.stream_of(l);
-                    if self.streams[s as usize].failed.is_none() {
+                let s = self.layout.stream_of(l);
+                let seen = self.streams[s as usize].last_rx_ns.min(now_ns);
+                if seen.saturating_sub(a.t_ns) > self.hashlag_fault_ns
+                    && self.streams[s as usize].failed.is_none()
+                {
+                    {
                         let fs = a.frame_seq;
                         return Err(self.err(
                             s,
@@ -436,6 +447,24 @@ impl DecState {
         match r {
             Ok(()) => {
                 self.streams[si].next_frame_seq += 1;
+                let prev = self.streams[si].last_rx_ns;
+                let gap = now_ns.saturating_sub(prev);
+                if self.streams[si].next_frame_seq > 2 && gap > self.hashlag_fault_ns {
+                    // The substream delivered nothing for longer than the budget (a hole under
+                    // repair, a catch-up): that time is not the sequencer's, so the records
+                    // waiting since before it wait on from here (07 §3.7 is about frames sent).
+                    for l in 0..self.lanes.len() {
+                        if self.layout.stream_of(l) as usize != si {
+                            continue;
+                        }
+                        self.lanes[l].awaiting.for_each_mut(|a| {
+                            if a.t_ns <= prev {
+                                a.t_ns += gap;
+                            }
+                        });
+                    }
+                }
+                self.streams[si].last_rx_ns = prev.max(now_ns);
                 self.counters.frames += 1;
                 Ok(())
             }
@@ -1383,6 +1412,13 @@ impl<T: Copy + Default> Fifo<T> {
         let i = (self.head + self.len) & (self.buf.len() - 1);
         self.buf[i] = x;
         self.len += 1;
+    }
+    /// Every element, oldest first, mutably.
+    fn for_each_mut(&mut self, mut f: impl FnMut(&mut T)) {
+        let mask = self.buf.len() - 1;
+        for k in 0..self.len {
+            f(&mut self.buf[(self.head + k) & mask]);
+        }
     }
     #[inline(always)]
     fn pop(&mut self) -> Option<T> {

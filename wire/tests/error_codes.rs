@@ -258,12 +258,53 @@ fn rep_e_hashlag() {
     let mut b = vec![0x41, 3, 2];
     b.extend_from_slice(&[0; 16]);
     expect(0, &b, FrameKind::Hash, RepE::HashLag);
-    // A record that waits more than 1 ms.
+    // A record whose substream goes on delivering frames for more than 1 ms without its hash.
     let mut d = started(&mut NullSink);
     d.tick(REP_HASHLAG_NS_OK).unwrap();
-    let e = d.tick(2_000_001).unwrap_err();
+    // Deliveries 0.6 ms apart (no stall): 1.2 ms of them without the hash.
+    d.on_frame(
+        &frame(0, 2, FrameKind::Heartbeat, &[0; 24]),
+        600_000,
+        &mut NullSink,
+    )
+    .unwrap();
+    d.tick(600_000).unwrap();
+    d.on_frame(
+        &frame(0, 3, FrameKind::Heartbeat, &[0; 24]),
+        1_200_000,
+        &mut NullSink,
+    )
+    .unwrap();
+    let e = d.tick(1_200_000).unwrap_err();
     assert_eq!(e.code, RepE::HashLag);
     assert_eq!(e.frame_seq, 1);
+    // A substream that delivers nothing (a hole under repair, a catching-up replica) makes no
+    // record late, however long the wall clock runs: the sequencer is not at fault.
+    let mut d = started(&mut NullSink);
+    d.tick(10_000_000_000).unwrap();
+    d.on_frame(
+        &frame(0, 2, FrameKind::Heartbeat, &[0; 24]),
+        10_000_000_000,
+        &mut NullSink,
+    )
+    .unwrap();
+    // The stall is not counted: the record has waited 0 s of deliveries so far.
+    d.tick(10_000_000_000).unwrap();
+    // Deliveries go on without the hash: past the budget it is the sequencer's fault.
+    d.on_frame(
+        &frame(0, 3, FrameKind::Heartbeat, &[0; 24]),
+        10_000_500_000,
+        &mut NullSink,
+    )
+    .unwrap();
+    d.tick(10_000_500_000).unwrap();
+    d.on_frame(
+        &frame(0, 4, FrameKind::Heartbeat, &[0; 24]),
+        10_001_000_001,
+        &mut NullSink,
+    )
+    .unwrap();
+    assert_eq!(d.tick(10_001_000_001).unwrap_err().code, RepE::HashLag);
 }
 
 const REP_HASHLAG_NS_OK: u64 = 999_999;

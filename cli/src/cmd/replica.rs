@@ -615,6 +615,8 @@ pub fn run(o: Args) -> ExitCode {
     );
     println!("--- {name} summary");
     println!("{}", line(&node));
+    // The data side's every counter (07 §5.3–§5.6), for the SRE reading a replica that lagged.
+    println!("{name}: data side {:?}", node.core().data().counters());
     let d = node.replay().digest();
     println!(
         "{name}: replay digest {} over {} responses",

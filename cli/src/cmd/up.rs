@@ -67,9 +67,22 @@ pub struct Args {
     /// (`B@5`): 07 §14 "path down" — REP_A_PATH at the replicas, trading goes on.
     #[arg(long, value_name = "PATH@SECS", value_parser = cut_path)]
     pub cut_path: Option<String>,
+    /// Lab fault: SIGKILL replica I S seconds after the load starts and start it again a
+    /// second later on the same files (`1@4`): 07 §14 "replica crash" — trading goes on with
+    /// the other three, and the restarted replica must catch up (NACK, peer repair, data
+    /// fetch) to the same replay digest as the others by the end.
+    #[arg(long, value_name = "I@SECS", value_parser = restart_at)]
+    pub restart_replica: Option<(usize, u64)>,
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
+}
+
+fn restart_at(s: &str) -> Result<(usize, u64), String> {
+    let (i, t) = s.split_once('@').ok_or("I@SECS, e.g. 1@4")?;
+    let i = i.parse::<usize>().map_err(|e| format!("{i}: {e}"))?;
+    let t = t.parse::<u64>().map_err(|e| format!("{t}: {e}"))?;
+    Ok((i, t))
 }
 
 fn cut_path(s: &str) -> Result<String, String> {
@@ -339,6 +352,12 @@ fn up(a: Args) -> Result<bool, String> {
 
     let mut procs: Vec<Proc> = Vec::new();
     let mut journals: Vec<(usize, Vec<PathBuf>)> = Vec::new();
+    if let Some((i, _)) = a.restart_replica {
+        if i >= n {
+            return Err(format!("--restart-replica {i}: the home has {n} replicas"));
+        }
+    }
+    let mut replica_args: Vec<Vec<String>> = Vec::new();
     // The replicas and data boxes first: they join the paths before the first frame.
     for i in 0..n {
         let mut args = vec![
@@ -372,6 +391,7 @@ fn up(a: Args) -> Result<bool, String> {
             args.extend(["--lab-cut-path".into(), c.clone()]);
         }
         let m = port(1 + nd + i as u16);
+        replica_args.push(args.clone());
         procs.push(Proc::spawn(
             &format!("replica {i}"),
             &args,
@@ -479,6 +499,7 @@ fn up(a: Args) -> Result<bool, String> {
     let mut timeline: Vec<Tick> = Vec::new();
     let mut alarms_seen: Vec<String> = Vec::new();
     let mut last: HashMap<String, Samples> = HashMap::new();
+    let mut restarted = false;
     loop {
         std::thread::sleep(Duration::from_secs(1));
         let t = t0.elapsed().as_secs_f64();
@@ -662,6 +683,23 @@ fn up(a: Args) -> Result<bool, String> {
         if procs[load_i].status.is_some() || stop.load(Ordering::Relaxed) {
             break;
         }
+        // The lab's replica crash: SIGKILL, a second down, the same command on the same files.
+        if let Some((i, at)) = a.restart_replica {
+            if !restarted && t >= at as f64 {
+                restarted = true;
+                procs[i].signal(libc::SIGKILL);
+                procs[i].status = procs[i].child.wait().ok();
+                println!("vyrn up: replica {i} killed (SIGKILL) at {t:.0} s; restarting it in 1 s");
+                std::thread::sleep(Duration::from_secs(1));
+                let fresh = Proc::spawn(
+                    &format!("replica {i}"),
+                    &replica_args[i],
+                    run.join(format!("replica-{i}-restarted.log")),
+                    Some(port(1 + nd + i as u16)),
+                )?;
+                procs[i] = fresh;
+            }
+        }
         if procs.iter().any(|p| p.status.is_some() && p.name != "load") {
             println!("vyrn up: a process exited early; stopping the home");
             break;
@@ -809,6 +847,12 @@ fn report(
     let _ = writeln!(r, "```\n");
     if seq.contains("seq_fenced true") {
         problems.push("the box fenced".into());
+    }
+    if let Some((i, at)) = a.restart_replica {
+        let _ = writeln!(
+            r,
+            "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later on the same files; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
+        );
     }
     let _ = writeln!(
         r,
