@@ -184,7 +184,7 @@ fn root_cert(
     root: [u8; 32],
 ) -> Vec<u8> {
     use vyrn_consensus::roots::{root_digest, root_index, root_signer, sign_root};
-    let index = root_index(h, 200).unwrap_or(0);
+    let index = root_index(h, RB).unwrap_or(0);
     let entries = [0u8, 1, 3]
         .iter()
         .map(|&i| {
@@ -209,8 +209,11 @@ fn root_cert(
     b
 }
 
+/// The dev home's REP_ROOT_BLOCKS: a root a second of its 20 ms blocks.
+const RB: u64 = 50;
+
 /// State-root certificates in the cert journal (07 §7.4, §8.2) verify against the membership
-/// at the profile's REP_ROOT_BLOCKS (a dev home: 200), and `vyrn verify-cert` names a tampered
+/// at the profile's REP_ROOT_BLOCKS (a dev home: 50), and `vyrn verify-cert` names a tampered
 /// one and one at a height that is no root height.
 #[test]
 fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
@@ -218,12 +221,16 @@ fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
     let _ = std::fs::remove_dir_all(&dir);
     let conf = write_dev_home(&dir, 2, 2, 48_640).unwrap();
     let home = HomeConfig::load(&conf).unwrap();
+    assert_eq!(
+        vyrn_replica::voter::RootSettings::dev(home.block_ns).root_blocks,
+        RB
+    );
     let m = home.membership.clone().expect("membership");
     let voters = Voters::from_membership(&m, home.epoch).unwrap();
     let drives = vec![dir.join("d0"), dir.join("d1")];
     {
         let mut j = CertJournal::open(&drives).unwrap();
-        for h in [199, 399] {
+        for h in [49, 99] {
             j.append(
                 CertKind::Root,
                 &root_cert(&dir, &voters, home.epoch, h, [h as u8; 32]),
@@ -232,13 +239,13 @@ fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
         }
         j.sync().unwrap();
     }
-    let a = verify_cert_journal(&drives, &m, 200).unwrap();
+    let a = verify_cert_journal(&drives, &m, RB).unwrap();
     assert_eq!(
         (a.roots_ok, a.root_height, a.bad.len()),
-        (2, 399, 0),
+        (2, 99, 0),
         "{a:?}"
     );
-    // At 07's REP_ROOT_BLOCKS = 1000, 199 and 399 are no root heights: both refused.
+    // At 07's REP_ROOT_BLOCKS = 1000, 49 and 99 are no root heights: both refused.
     let a = verify_cert_journal(&drives, &m, 1000).unwrap();
     assert_eq!((a.roots_ok, a.bad.len()), (0, 2), "{a:?}");
     let bin = env!("CARGO_BIN_EXE_vyrn");
@@ -259,14 +266,14 @@ fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
         "{out:?}"
     );
     // A tampered root (the signatures no longer cover it).
-    let mut bad = root_cert(&dir, &voters, home.epoch, 599, [9; 32]);
+    let mut bad = root_cert(&dir, &voters, home.epoch, 149, [9; 32]);
     bad[28] ^= 1;
     {
         let mut j = CertJournal::open(&drives).unwrap();
         j.append(CertKind::Root, &bad).unwrap();
         j.sync().unwrap();
     }
-    let a = verify_cert_journal(&drives, &m, 200).unwrap();
+    let a = verify_cert_journal(&drives, &m, RB).unwrap();
     assert_eq!(a.roots_ok, 2);
     assert_eq!(
         a.bad.iter().map(|b| b.0).collect::<Vec<_>>(),
