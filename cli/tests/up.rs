@@ -114,3 +114,37 @@ fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_pa
     assert!(!alarms.contains("path=\"A\""), "{alarms}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--restart-replica` names a replica of the home and a time: a wrong index or a malformed
+/// value is refused before any role starts, with a message that says what is wrong.
+#[test]
+fn a_restart_of_a_replica_the_home_lacks_is_refused() {
+    let dir = std::env::temp_dir().join(format!("vyrn-up-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args([
+            "up",
+            "--duration",
+            "1",
+            "--plain",
+            "--restart-replica",
+            "9@1",
+        ])
+        .args(["--base-port", "49600", "--metrics-port", "49690", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--restart-replica 9: the home has 4 replicas"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args(["up", "--restart-replica", "1-3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("I@SECS"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -53,11 +53,23 @@ impl DecodedOut for Tap<'_> {
     }
 }
 
-#[test]
-fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
-    for seed in 1..=3u64 {
-        let e = EngineConfig::test_home(4, 4);
-        let mut home = SimBox::new(SeqConfig {
+/// The real box (production tiles, seeded) under a workload with every kind of input, path A
+/// read through order RX: each round, the frames it delivers in order; the payloads as the
+/// data tier stores them; the first copy of every response the box sent (the test tap).
+struct Rig {
+    home: SimBox,
+    w: Workload,
+    rx: OrderRx,
+    store: Store,
+    live: HashMap<(u32, u64), Vec<u8>>,
+    net: Net,
+    tiles: Vec<vyrn_seq::testkit::Tile>,
+    now: u64,
+}
+
+impl Rig {
+    fn new(e: &EngineConfig, seed: u64) -> Rig {
+        let home = SimBox::new(SeqConfig {
             engine: e.clone(),
             epoch: 2,
             block_ns: 40_000,
@@ -65,70 +77,89 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
             voters: 4,
             rtx_ring_bytes: 8 << 20,
         });
-        let mut w = Workload::new(&e, seed, Mix::everything());
-        let mut rx = OrderRx::new(RxConfig {
-            book: e.book,
-            epoch: 2,
-            tenure: 0,
-            sender: 0,
-            n_streams: 2,
-            n_peers: 0,
-            timing: RxTiming::default(),
-        });
+        let tiles = home.tiles();
+        Rig {
+            home,
+            w: Workload::new(e, seed, Mix::everything()),
+            rx: OrderRx::new(RxConfig {
+                book: e.book,
+                epoch: 2,
+                tenure: 0,
+                sender: 0,
+                n_streams: 2,
+                n_peers: 0,
+                timing: RxTiming::default(),
+            }),
+            store: Store::default(),
+            live: HashMap::new(),
+            net: Net::default(),
+            tiles,
+            now: 0,
+        }
+    }
+
+    /// One round (input while `load`, else time passing): the frames delivered in order.
+    fn round(&mut self, load: bool) -> Vec<Vec<u8>> {
+        if load {
+            if let Input::Packet { rx_ts, bytes } = self.w.next_input() {
+                // Copy 2: what the data tier stores (any packet long enough to name a key).
+                if bytes.len() >= 16 {
+                    let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+                    let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+                    self.store.0.entry((s, q)).or_default().push(bytes.clone());
+                }
+                self.home.receive(rx_ts, bytes);
+            }
+            self.now = self.now.max(self.w.now());
+        } else {
+            self.now += 1_000;
+        }
+        for &t in &self.tiles {
+            self.home.poll(t, self.now);
+        }
+        for ev in self.home.drain_wire() {
+            match ev {
+                WireEvent::Frame { bytes, path: 0, .. } => {
+                    self.rx.on_frame(0, &bytes, self.now, &mut self.net);
+                }
+                // First copies only (a lane's resends carry flags.resend).
+                WireEvent::Resp { bytes, .. } => {
+                    if let Some(k) = first_copy_key(&bytes) {
+                        self.live.entry(k).or_insert(bytes);
+                    }
+                }
+                _ => {}
+            }
+        }
+        finalize(&mut self.home, self.rx.contiguous(), self.now);
+        std::mem::take(&mut self.net.delivered)
+    }
+}
+
+#[test]
+fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
+    for seed in 1..=3u64 {
+        let e = EngineConfig::test_home(4, 4);
+        let mut rig = Rig::new(&e, seed);
         let mut dec = Decoder::new(e.layout, 1).unwrap();
         let mut replay = Replayer::new(e.clone());
-        let mut store = Store::default();
-        let mut live: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
         let mut out = Responses::default();
-        let mut net = Net::default();
         let mut faults = Vec::new();
-        let tiles = home.tiles();
-        let mut now = 0;
         for round in 0..5000 {
-            if round < 3500 {
-                if let Input::Packet { rx_ts, bytes } = w.next_input() {
-                    // Copy 2: what the data tier stores (any packet long enough to name a key).
-                    if bytes.len() >= 16 {
-                        let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-                        let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-                        store.0.entry((s, q)).or_default().push(bytes.clone());
-                    }
-                    home.receive(rx_ts, bytes);
-                }
-                now = now.max(w.now());
-            } else {
-                now += 1_000;
-            }
-            for &t in &tiles {
-                home.poll(t, now);
-            }
-            for ev in home.drain_wire() {
-                match ev {
-                    WireEvent::Frame { bytes, path: 0, .. } => {
-                        rx.on_frame(0, &bytes, now, &mut net);
-                    }
-                    // First copies only (a lane's resends carry flags.resend).
-                    WireEvent::Resp { bytes, .. } => {
-                        if let Some(k) = first_copy_key(&bytes) {
-                            live.entry(k).or_insert(bytes);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            finalize(&mut home, rx.contiguous(), now);
+            let frames = rig.round(round < 3500);
             let mut tap = Tap {
                 replay: &mut replay,
                 faults: Vec::new(),
             };
-            for f in net.delivered.drain(..) {
-                dec.on_frame(&f, now, &mut tap);
+            for f in frames {
+                dec.on_frame(&f, rig.now, &mut tap);
             }
             faults.extend(tap.faults);
             replay
-                .pump(&store, &mut out)
+                .pump(&rig.store, &mut out)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
         }
+        let live = rig.live;
         // The end of the input: the lanes apply the last steps' events (their answers).
         replay.settle(&mut out);
         assert!(faults.is_empty(), "seed {seed}: {faults:?}");
@@ -197,81 +228,31 @@ impl DecodedOut for Tap2<'_> {
 fn state_roots_are_taken_at_block_ends_whatever_the_pace_of_replay() {
     const RB: u64 = 8;
     let e = EngineConfig::test_home(4, 4);
-    let mut home = SimBox::new(SeqConfig {
-        engine: e.clone(),
-        epoch: 2,
-        block_ns: 40_000,
-        seq_key: [5; 32],
-        voters: 4,
-        rtx_ring_bytes: 8 << 20,
-    });
-    let mut w = Workload::new(&e, 9, Mix::everything());
-    let mut rx = OrderRx::new(RxConfig {
-        book: e.book,
-        epoch: 2,
-        tenure: 0,
-        sender: 0,
-        n_streams: 2,
-        n_peers: 0,
-        timing: RxTiming::default(),
-    });
+    let mut rig = Rig::new(&e, 9);
     let mut dec = Decoder::new(e.layout, 1).unwrap();
     let mut fast = Replayer::new(e.clone());
     let mut slow = Replayer::new(e.clone());
     fast.set_roots(RB, 0, 0);
     slow.set_roots(RB, 0, 0);
-    let mut store = Store::default();
-    let mut live: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
     let (mut out_fast, mut out_slow) = (Responses::default(), Responses::default());
-    let mut net = Net::default();
-    let tiles = home.tiles();
-    let mut now = 0;
     let mut headers = 0;
     for round in 0..4000 {
-        if round < 3000 {
-            if let Input::Packet { rx_ts, bytes } = w.next_input() {
-                if bytes.len() >= 16 {
-                    let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-                    let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-                    store.0.entry((s, q)).or_default().push(bytes.clone());
-                }
-                home.receive(rx_ts, bytes);
-            }
-            now = now.max(w.now());
-        } else {
-            now += 1_000;
-        }
-        for &t in &tiles {
-            home.poll(t, now);
-        }
-        for ev in home.drain_wire() {
-            match ev {
-                WireEvent::Frame { bytes, path: 0, .. } => {
-                    rx.on_frame(0, &bytes, now, &mut net);
-                }
-                WireEvent::Resp { bytes, .. } => {
-                    if let Some(k) = first_copy_key(&bytes) {
-                        live.entry(k).or_insert(bytes);
-                    }
-                }
-                _ => {}
-            }
-        }
-        finalize(&mut home, rx.contiguous(), now);
+        let frames = rig.round(round < 3000);
         let mut tap = Tap2 {
             a: &mut fast,
             b: &mut slow,
             headers: 0,
         };
-        for f in net.delivered.drain(..) {
-            dec.on_frame(&f, now, &mut tap);
+        for f in frames {
+            dec.on_frame(&f, rig.now, &mut tap);
         }
         headers += tap.headers;
-        fast.pump(&store, &mut out_fast).unwrap();
+        fast.pump(&rig.store, &mut out_fast).unwrap();
         if round % 37 == 0 {
-            slow.pump(&store, &mut out_slow).unwrap();
+            slow.pump(&rig.store, &mut out_slow).unwrap();
         }
     }
+    let (store, live) = (rig.store, rig.live);
     slow.pump(&store, &mut out_slow).unwrap();
     fast.settle(&mut out_fast);
     slow.settle(&mut out_slow);
