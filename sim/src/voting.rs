@@ -314,6 +314,20 @@ pub fn voter_key(i: usize) -> PrivateKey {
     vyrn_consensus::private_key(&[0x40 + i as u8; 32])
 }
 
+/// The voter set of an `n`-voter simulated home (keys [`voter_key`], quorum of N3f1), as an
+/// auditor checking its certificates builds it.
+pub fn sim_voters(n: usize) -> Voters {
+    let raw: Vec<[u8; 32]> = (0..n)
+        .map(|i| {
+            let mut b = [0u8; 32];
+            b.copy_from_slice(voter_key(i).public_key().as_ref());
+            b
+        })
+        .collect();
+    let q = <commonware_utils::N3f1 as commonware_utils::Faults>::quorum(n);
+    Voters::new(EPOCH, &raw, q as u8).expect("the simulated voter set is valid")
+}
+
 /// The scripted sequencer's key.
 pub fn seq_key() -> ed25519_dalek::SigningKey {
     ed25519_dalek::SigningKey::from_bytes(&[0x07; 32])

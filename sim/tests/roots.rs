@@ -8,21 +8,13 @@ use std::time::Duration;
 
 use vyrn_consensus::roots::verify_root_cert;
 use vyrn_consensus::Voters;
-use vyrn_sim::voting::{run, sim_root, RootsSim, SimConfig, SimReport, EPOCH};
+use vyrn_sim::voting::{run, sim_root, RootsSim, SimConfig, SimReport};
 use vyrn_wire::msg::ctrl::DivergeReason;
 
 const RB: u64 = 20;
 
 fn voters() -> Voters {
-    use commonware_cryptography::Signer as _;
-    let raw: Vec<[u8; 32]> = (0..4)
-        .map(|i| {
-            let mut b = [0u8; 32];
-            b.copy_from_slice(vyrn_sim::voting::voter_key(i).public_key().as_ref());
-            b
-        })
-        .collect();
-    Voters::new(EPOCH, &raw, 3).unwrap()
+    vyrn_sim::voting::sim_voters(4)
 }
 
 fn cfg(seed: u64, blocks: u64) -> SimConfig {

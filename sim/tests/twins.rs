@@ -15,18 +15,10 @@ use std::time::Duration;
 
 use vyrn_consensus::cert::verify_with;
 use vyrn_consensus::Voters;
-use vyrn_sim::voting::{run, Role, SimConfig, SimReport, TwinSplit, VoterReport, EPOCH};
+use vyrn_sim::voting::{run, Role, SimConfig, SimReport, TwinSplit, VoterReport};
 
 fn voters() -> Voters {
-    use commonware_cryptography::Signer as _;
-    let raw: Vec<[u8; 32]> = (0..4)
-        .map(|i| {
-            let mut b = [0u8; 32];
-            b.copy_from_slice(vyrn_sim::voting::voter_key(i).public_key().as_ref());
-            b
-        })
-        .collect();
-    Voters::new(EPOCH, &raw, 3).unwrap()
+    vyrn_sim::voting::sim_voters(4)
 }
 
 /// Every finalized range everywhere is the scripted chain's, and any two that end at one

@@ -5,19 +5,11 @@ use std::time::Duration;
 
 use vyrn_consensus::cert::verify_with;
 use vyrn_consensus::Voters;
-use vyrn_sim::voting::{run, Outage, Role, SimConfig, SimReport, EPOCH};
+use vyrn_sim::voting::{run, Outage, Role, SimConfig, SimReport};
 use vyrn_wire::consts::FIN_GATE_BLOCKS;
 
 fn voters() -> Voters {
-    use commonware_cryptography::Signer as _;
-    let raw: Vec<[u8; 32]> = (0..4)
-        .map(|i| {
-            let mut b = [0u8; 32];
-            b.copy_from_slice(vyrn_sim::voting::voter_key(i).public_key().as_ref());
-            b
-        })
-        .collect();
-    Voters::new(EPOCH, &raw, 3).unwrap()
+    vyrn_sim::voting::sim_voters(4)
 }
 
 /// Safety: every finalized proposal at every honest voter names the scripted chain's header
