@@ -46,7 +46,41 @@ fn order(c: &BoxConfig, session_ix: usize, tag: u32) -> (Vec<u8>, u8) {
     (b, s.lane)
 }
 
-/// Send `pkt` to `to` until an Ack for `tag` comes back (or 5 s).
+/// Send `pkt` to `to` and wait (up to 5 s) for the first Ack or Reject of `tag`.
+fn answer_of(
+    client: &mut UdpPort,
+    to: std::net::SocketAddr,
+    pkt: &[u8],
+    k_out: &[u8; 16],
+    tag: u32,
+) -> Option<Record> {
+    client
+        .send_batch(&[TxPacket::to(pkt, Dest::Addr(to))])
+        .unwrap();
+    client.flush().unwrap();
+    let mut rx = RxBatch::new(16, 2048);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if client.recv_batch(&mut rx).unwrap() > 0 {
+            for p in rx.iter() {
+                let Ok(r) = Response::parse(p.data, k_out) else {
+                    continue;
+                };
+                let found = r.records.into_iter().find(|x| {
+                    matches!(x, Record::Ack { client_tag, .. } | Record::Reject { client_tag, .. }
+                        if *client_tag == tag)
+                });
+                if found.is_some() {
+                    return found;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    None
+}
+
+/// True when `tag` is acked (message 0).
 fn acked(
     client: &mut UdpPort,
     to: std::net::SocketAddr,
@@ -54,31 +88,14 @@ fn acked(
     k_out: &[u8; 16],
     tag: u32,
 ) -> bool {
-    client
-        .send_batch(&[TxPacket::to(pkt, Dest::Addr(to))])
-        .unwrap();
-    client.flush().unwrap();
-    let mut rx = RxBatch::new(16, 2048);
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
-        if client.recv_batch(&mut rx).unwrap() > 0 {
-            for p in rx.iter() {
-                if let Ok(r) = Response::parse(p.data, k_out) {
-                    if r.records.contains(&Record::Ack {
-                        msg_index: 0,
-                        client_tag: tag,
-                    }) {
-                        return true;
-                    }
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    false
+    answer_of(client, to, pkt, k_out, tag)
+        == Some(Record::Ack {
+            msg_index: 0,
+            client_tag: tag,
+        })
 }
 
-/// Send `pkt` to `to` until a Reject for `tag` comes back (or 5 s): its code.
+/// The reject code `tag` got, if it was rejected.
 fn answer(
     client: &mut UdpPort,
     to: std::net::SocketAddr,
@@ -86,32 +103,10 @@ fn answer(
     k_out: &[u8; 16],
     tag: u32,
 ) -> Option<vyrn_wire::msg::client::RejectCode> {
-    client
-        .send_batch(&[TxPacket::to(pkt, Dest::Addr(to))])
-        .unwrap();
-    client.flush().unwrap();
-    let mut rx = RxBatch::new(16, 2048);
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
-        if client.recv_batch(&mut rx).unwrap() > 0 {
-            for p in rx.iter() {
-                if let Ok(r) = Response::parse(p.data, k_out) {
-                    for x in &r.records {
-                        if let Record::Reject {
-                            code, client_tag, ..
-                        } = x
-                        {
-                            if *client_tag == tag {
-                                return Some(*code);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_micros(200));
+    match answer_of(client, to, pkt, k_out, tag)? {
+        Record::Reject { code, .. } => Some(code),
+        _ => None,
     }
-    None
 }
 
 /// Finality-gate resumes so far (halts == resumes: the book is open).
