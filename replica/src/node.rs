@@ -58,7 +58,7 @@ use crate::data_side::{CopyMismatch, DataAlarm};
 use crate::decode::Fault;
 use crate::frame_store::FrameStore;
 use crate::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
-use crate::order_rx::RxAlarm;
+use crate::order_rx::{RxAlarm, REPAIR_CHANNEL};
 use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
 use vyrn_consensus::DeskOut;
 
@@ -339,6 +339,8 @@ pub struct NodeCounters {
     pub durable_marks: u64,
     /// NackTooOld answers.
     pub too_old: u64,
+    /// Frames the sequencer retransmitted to this replica's control port (07 §4.10).
+    pub rtx_in: u64,
     /// Blocks the decoder completed.
     pub blocks: u64,
     /// Datagrams dropped by the lab's path cut ([`Node::cut_path`]).
@@ -1244,6 +1246,11 @@ fn on_ctrl(
     };
     if src == io.seq_ctrl {
         match CtrlMsg::parse(b) {
+            _ if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC => {
+                // The sequencer's retransmission, unicast to this replica (07 §4.10).
+                io.c.rtx_in += 1;
+                core.on_path_frame(REPAIR_CHANNEL, b, now, io);
+            }
             Ok(CtrlMsg::NackTooOld(t)) if t.epoch == epoch => {
                 io.c.too_old += 1;
                 core.on_too_old(t.stream, t.oldest_seq);
@@ -1261,7 +1268,7 @@ fn on_ctrl(
     if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC {
         // A peer-repaired frame (flagged; trusted only once its block's order_root checks,
         // 07 §4.10): into order RX like a path's.
-        core.on_path_frame(0, b, now, io);
+        core.on_path_frame(REPAIR_CHANNEL, b, now, io);
         return;
     }
     match CtrlMsg::parse(b) {

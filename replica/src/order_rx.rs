@@ -177,6 +177,8 @@ pub struct RxCounters {
     pub repairs: u64,
     /// Frames delivered that came by a retransmission or a peer.
     pub repaired: u64,
+    /// Duplicates that came on the control port (a repair answered twice, or after the path).
+    pub repair_dups: u64,
     /// NackTooOld answers taken.
     pub too_old: u64,
     /// RepAcks sent.
@@ -192,6 +194,25 @@ struct Hole {
     nacked: Option<u64>,
     /// Retries so far: each waits twice the one before ([`retry_after`]).
     retries: u32,
+    /// The last frame_seq the latest request asked for (a hole is asked for [`NACK_WINDOW`]
+    /// frames at a time); its arrival makes the rest of the hole due at once.
+    window_to: u64,
+}
+
+/// Frames one NACK or RepairReq asks for: a hole is repaired window by window, the next window
+/// asked for as soon as the last frame of the one before arrives. A restarted replica's hole of
+/// 60,000 frames asked for at once was served up to the sequencer's burst and then re-asked
+/// after a backoff, slower than the live stream on two cores (measured, docs/operator.md).
+/// Equal to the stream core's retransmission burst, so one window is served whole.
+pub const NACK_WINDOW: u64 = 256;
+
+/// The `path` of [`OrderRx::on_frame`] for a frame that came on the control port: the
+/// sequencer's unicast retransmission or a peer's repair (07 §4.10). It shows no path alive.
+pub const REPAIR_CHANNEL: u8 = 2;
+
+/// The part of a hole one request asks for: `from ..= min(to, from + NACK_WINDOW - 1)`.
+pub fn nack_window(from: u64, to: u64) -> (u64, u64) {
+    (from, to.min(from.saturating_add(NACK_WINDOW - 1)))
 }
 
 /// Longest wait between two retries of one hole: 100 ms. 07 §4.9 names the first retry
@@ -314,7 +335,8 @@ impl OrderRx {
         self.paths[path as usize & 1].alarm.is_some()
     }
 
-    /// One datagram off path `path` (0: A, 1: B) at `now`.
+    /// One datagram off path `path` (0: A, 1: B, [`REPAIR_CHANNEL`]: a repair arriving on the
+    /// control port) at `now`.
     pub fn on_frame(
         &mut self,
         path: u8,
@@ -322,7 +344,11 @@ impl OrderRx {
         now: u64,
         out: &mut impl RxOut,
     ) -> RxVerdict {
-        let path = (path & 1) as usize;
+        let path = if path == REPAIR_CHANNEL {
+            REPAIR_CHANNEL as usize
+        } else {
+            (path & 1) as usize
+        };
         let v = self.take(path, bytes, now, out);
         if let RxVerdict::Refused(r) = v {
             let i = match r {
@@ -353,11 +379,15 @@ impl OrderRx {
         if h.stream >= c.n_streams {
             return RxVerdict::Refused(Refused::BadStream);
         }
-        // A frame of the tenure: the path is alive (retransmissions and peer copies too).
+        // A frame of the tenure: the stream is alive; a path's frame (retransmissions too)
+        // shows that path alive — a repair on the control port shows no path.
         self.last_rx = Some(now);
         self.suspected = false;
-        self.paths[path].last_rx = Some(now);
-        let direct = h.flags & (FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) == 0;
+        let channel = path == REPAIR_CHANNEL as usize;
+        if !channel {
+            self.paths[path].last_rx = Some(now);
+        }
+        let direct = !channel && h.flags & (FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) == 0;
         let peer = h.flags & FLAG_PEER_REPAIRED != 0;
         let st = h.stream as usize;
         let fs = h.frame_seq;
@@ -369,7 +399,10 @@ impl OrderRx {
         }
         let sub = &mut self.subs[st];
         if fs < sub.next || sub.held.contains_key(&fs) {
-            self.counters.dups[path] += 1;
+            match self.counters.dups.get_mut(path) {
+                Some(d) => *d += 1,
+                None => self.counters.repair_dups += 1,
+            }
             return RxVerdict::Duplicate;
         }
         if direct {
@@ -388,6 +421,7 @@ impl OrderRx {
                     opened: now,
                     nacked: None,
                     retries: 0,
+                    window_to: 0,
                 },
             );
             self.counters.holes += 1;
@@ -427,7 +461,19 @@ impl OrderRx {
             sub.holes.insert(from, Hole { to: fs - 1, ..hole });
         }
         if fs < hole.to {
-            sub.holes.insert(fs + 1, hole);
+            let rest = if hole.nacked.is_some() && fs == hole.window_to {
+                // The last frame of the asked window: ask for the next one at the next tick.
+                Hole {
+                    to: hole.to,
+                    opened: 0,
+                    nacked: None,
+                    retries: 0,
+                    window_to: 0,
+                }
+            } else {
+                hole
+            };
+            sub.holes.insert(fs + 1, rest);
         }
     }
 
@@ -439,6 +485,7 @@ impl OrderRx {
                 opened: now,
                 nacked: None,
                 retries: 0,
+                window_to: 0,
             },
         );
     }
@@ -506,7 +553,9 @@ impl OrderRx {
                     Some(at) => now.saturating_sub(at) >= retry_after(t.nack_retry_ns, h.retries),
                 };
                 if due {
-                    to_nack.push((from, h.to, h.nacked.is_some()));
+                    let (from, to) = nack_window(from, h.to);
+                    h.window_to = to;
+                    to_nack.push((from, to, h.nacked.is_some()));
                     if h.nacked.is_some() {
                         h.retries = h.retries.saturating_add(1);
                     }

@@ -463,3 +463,96 @@ proptest! {
         prop_assert!(o.delivered.len() <= 1);
     }
 }
+
+/// A restarted replica's hole of thousands of frames is asked for NACK_WINDOW frames at a time,
+/// and the next window as soon as the last frame of the one before arrives — not after the
+/// retry backoff (a whole-range NACK was served up to the box's burst, then re-asked 100 ms
+/// later: slower than the live stream, measured in docs/operator.md).
+#[test]
+fn a_long_hole_is_asked_window_by_window_as_each_arrives() {
+    use vyrn_replica::order_rx::{nack_window, NACK_WINDOW, REPAIR_CHANNEL};
+    let mut rx = OrderRx::new(cfg(2));
+    let mut o = Out::default();
+    let last = 3 * NACK_WINDOW + 10; // frames 2 ..= last - 1 lost
+    rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
+    rx.on_frame(0, &frame(0, last, 0), US, &mut o);
+    let mut now = 10 * US;
+    rx.tick(now, &mut o);
+    assert_eq!(o.nacks.len(), 1);
+    let n = o.nacks[0];
+    assert_eq!((n.from_seq, n.to_seq), (2, 1 + NACK_WINDOW), "one window");
+    assert_eq!(nack_window(2, last - 1), (2, 1 + NACK_WINDOW));
+    assert_eq!(nack_window(2, 5), (2, 5));
+    // The window arrives, retransmitted on the control port (REPAIR_CHANNEL): the next window
+    // is asked at the very next tick, long before REP_NACK_RETRY_US.
+    let mut from = 2;
+    for w in 1..=3u64 {
+        let to = (from + NACK_WINDOW - 1).min(last - 1);
+        for fs in from..=to {
+            rx.on_frame(REPAIR_CHANNEL, &frame(0, fs, FLAG_RETRANSMIT), now, &mut o);
+        }
+        now += US;
+        rx.tick(now, &mut o);
+        from = to + 1;
+        if from == last {
+            break;
+        }
+        assert_eq!(
+            o.nacks.len() as u64,
+            w + 1,
+            "window {} asked at once",
+            w + 1
+        );
+        let n = o.nacks.last().unwrap();
+        assert_eq!(
+            (n.from_seq, n.to_seq),
+            (from, (from + NACK_WINDOW - 1).min(last - 1))
+        );
+    }
+    // The last, short window: the hole is closed and all delivered in order.
+    let to = last - 1;
+    for fs in from..=to {
+        rx.on_frame(REPAIR_CHANNEL, &frame(0, fs, FLAG_RETRANSMIT), now, &mut o);
+    }
+    assert!(rx.holes(0).is_empty());
+    let got: Vec<u64> = o.delivered.iter().map(|d| d.1).collect();
+    assert_eq!(got, (1..=last).collect::<Vec<_>>());
+    assert!(
+        o.repairs.is_empty(),
+        "the sequencer served every window in time"
+    );
+    // Repairs on the control port show no path alive and count no path's copy.
+    let c = rx.counters();
+    assert_eq!(c.repaired, last - 2);
+    assert_eq!(c.first, [2, 0]);
+    assert_eq!(
+        rx.on_frame(REPAIR_CHANNEL, &frame(0, 5, FLAG_RETRANSMIT), now, &mut o),
+        RxVerdict::Duplicate
+    );
+    assert_eq!(rx.counters().repair_dups, 1);
+    assert_eq!(rx.counters().dups, [0, 0]);
+}
+
+/// A window whose last frame is lost is asked again after the retry wait, from the first
+/// frame still missing, and the rest of the hole is not asked before that.
+#[test]
+fn a_window_missing_its_last_frame_waits_for_the_retry() {
+    use vyrn_replica::order_rx::NACK_WINDOW;
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    let last = 2 * NACK_WINDOW + 2;
+    rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
+    rx.on_frame(0, &frame(0, last, 0), US, &mut o);
+    rx.tick(10 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1);
+    let end = 1 + NACK_WINDOW;
+    for fs in 2..end {
+        rx.on_frame(0, &frame(0, fs, FLAG_RETRANSMIT), 12 * US, &mut o);
+    }
+    rx.tick(13 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1, "the window's last frame has not arrived");
+    rx.tick(70 * US, &mut o);
+    assert_eq!(o.nacks.len(), 2, "past REP_NACK_RETRY_US");
+    let n = o.nacks[1];
+    assert_eq!((n.from_seq, n.to_seq), (end, end + NACK_WINDOW - 1));
+}

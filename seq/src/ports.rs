@@ -81,6 +81,10 @@ pub struct NetStats {
     pub ctrl_dropped: AtomicU64,
     /// NackTooOld answers sent.
     pub too_old: AtomicU64,
+    /// Frames retransmitted unicast to a NACK's sender (07 §4.10).
+    pub rtx_unicast: AtomicU64,
+    /// Retransmissions the control socket refused (the sender NACKs them again).
+    pub rtx_unicast_failed: AtomicU64,
     /// REP_DurableMark messages sent.
     pub durable_marks: AtomicU64,
     /// HashListReq taken (from registered voters).
@@ -896,10 +900,24 @@ impl NetBox {
             },
             |h| -> Option<NackReply> {
                 let sock = ctrl_sock.try_clone().ok()?;
+                let rtx_sock = ctrl_sock.try_clone().ok()?;
                 let stats = stats.clone();
+                let rtx_stats = stats.clone();
                 let epoch = seq.epoch;
-                Some(Box::new(
-                    move |n: NackReq, out: crate::stream::NackOutcome| {
+                // Retransmissions unicast to the NACK's sender from the control port, where
+                // the replica takes them (07 §4.10); a cold path, one send per frame.
+                let resend = Box::new(move |to: SocketAddr, b: &[u8]| {
+                    let ok = rtx_sock.send_to(b, to).is_ok();
+                    bump(if ok {
+                        &rtx_stats.rtx_unicast
+                    } else {
+                        &rtx_stats.rtx_unicast_failed
+                    });
+                    ok
+                });
+                Some(NackReply {
+                    resend: Some(resend),
+                    answer: Box::new(move |n: NackReq, out: crate::stream::NackOutcome| {
                         if let (Some(oldest), Some(src)) = (out.too_old, n.src) {
                             let m = vyrn_wire::msg::ctrl::NackTooOld {
                                 epoch,
@@ -912,8 +930,8 @@ impl NetBox {
                                 bump(&stats.too_old);
                             }
                         }
-                    },
-                ))
+                    }),
+                })
             },
             ctrl_sock.try_clone().ok().map(|sock| {
                 let stats = stats.clone();

@@ -105,6 +105,10 @@ pub enum GateMode {
     ReleaseOnAppend,
 }
 
+/// Where a NACK's retransmissions go when it names its sender: one frame at a time; false:
+/// it did not go (07 §4.10).
+pub type RtxSink<'a> = dyn FnMut(&[u8]) -> bool + 'a;
+
 /// What a NACK got (07 §4.10).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct NackOutcome {
@@ -364,12 +368,18 @@ impl StreamCore {
     /// Serve a NACK for `from..=to` at `now` (07 §4.10): retransmit from the frame ring with
     /// `flags.retransmit`, at most REP_RTX_MAX_FPS (a token bucket with a small burst); a range
     /// older than the ring gets NackTooOld with the oldest frame_seq still held.
+    ///
+    /// `unicast`: where the NACK's sender takes its frames — each retransmission goes there
+    /// alone, "unicast to the requesting replica" (§4.10), and a frame it refuses counts as
+    /// capped (the sender NACKs it again). `None` (no sender address: the in-memory box):
+    /// best effort on each live path.
     pub fn on_nack(
         &mut self,
         from: u64,
         to: u64,
         now: u64,
         sh: &mut impl StreamMem,
+        mut unicast: Option<&mut RtxSink<'_>>,
     ) -> NackOutcome {
         self.rtx_counters.nacks += 1;
         // INV-REP-6: nothing leaves a fenced box, retransmissions included (07 §4.8).
@@ -408,10 +418,19 @@ impl StreamCore {
                 frame_seq: fs,
                 ..FrameInfo::default()
             };
-            // Best effort on each live path: the receiver NACKs again what does not arrive.
-            for p in 0..2u8 {
-                if !self.path_down[p as usize] {
-                    let _ = sh.write_path(p, &info, &self.rtx_scratch);
+            if let Some(send) = unicast.as_mut() {
+                // To the one replica that asked: a catch-up of thousands of frames never
+                // reaches the healthy replicas as duplicates.
+                if !send(&self.rtx_scratch) {
+                    out.capped += 1;
+                    continue;
+                }
+            } else {
+                // Best effort on each live path: the receiver NACKs again what does not arrive.
+                for p in 0..2u8 {
+                    if !self.path_down[p as usize] {
+                        let _ = sh.write_path(p, &info, &self.rtx_scratch);
+                    }
                 }
             }
             out.resent += 1;

@@ -819,9 +819,19 @@ impl Task for StreamTile {
             while c.advance() {}
         }
         if let Some(n) = self.nacks.pop() {
-            let out = self.core.on_nack(n.from, n.to, now, &mut self.ports);
-            if let Some(f) = self.nack_reply.as_mut() {
-                f(n, out);
+            let out = match (
+                self.nack_reply.as_mut().and_then(|r| r.resend.as_mut()),
+                n.src,
+            ) {
+                (Some(resend), Some(to)) => {
+                    let mut send = |b: &[u8]| resend(to, b);
+                    self.core
+                        .on_nack(n.from, n.to, now, &mut self.ports, Some(&mut send))
+                }
+                _ => self.core.on_nack(n.from, n.to, now, &mut self.ports, None),
+            };
+            if let Some(r) = self.nack_reply.as_mut() {
+                (r.answer)(n, out);
             }
             busy = true;
         }
@@ -1173,8 +1183,25 @@ impl std::fmt::Debug for BoxTiles {
     }
 }
 
-/// A NACK answer hook for a stream core (NackTooOld back to the sender).
-pub type NackReply = Box<dyn FnMut(NackReq, NackOutcome) + Send>;
+/// Unicast one retransmitted frame to an address; false: it did not go.
+pub type RtxSend = Box<dyn FnMut(std::net::SocketAddr, &[u8]) -> bool + Send>;
+
+/// A stream core's NACK service hooks (07 §4.10).
+pub struct NackReply {
+    /// Unicast one retransmitted frame to the NACK's sender; false: it did not go. `None`:
+    /// retransmissions go out on the live paths (a box without a control socket).
+    pub resend: Option<RtxSend>,
+    /// What each NACK got (NackTooOld back to the sender).
+    pub answer: Box<dyn FnMut(NackReq, NackOutcome) + Send>,
+}
+
+impl std::fmt::Debug for NackReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NackReply")
+            .field("unicast", &self.resend.is_some())
+            .finish()
+    }
+}
 
 /// Build a box at the start of a tenure: every tile with its endpoints, each writer with the
 /// [`Wire`] `wire` gives it; `nack_reply` answers NACKs past a stream core's ring.

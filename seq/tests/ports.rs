@@ -197,8 +197,50 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         std::thread::sleep(Duration::from_micros(200));
     }
     assert_eq!(streams, [true; 2], "no HashList for both substreams");
+    // 07 §4.10: a NACK's frames come back unicast to the address that sent it, flagged
+    // retransmit (multicast on the paths they would reach every replica, not this one).
+    let nack = vyrn_wire::msg::ctrl::Nack {
+        epoch: c.epoch,
+        tenure: 0,
+        stream: 0,
+        from_seq: 1,
+        to_seq: 4,
+    }
+    .to_bytes()
+    .unwrap();
+    fetcher
+        .send_batch(&[TxPacket::to(&nack, Dest::Addr(ctrl))])
+        .unwrap();
+    fetcher.flush().unwrap();
+    let mut got = Vec::new();
+    let t5 = Instant::now();
+    while got.len() < 4 && t5.elapsed() < Duration::from_secs(5) {
+        if fetcher.recv_batch(&mut rx).unwrap() > 0 {
+            for p in rx.iter() {
+                if let Ok((fh, _)) = vyrn_wire::frame::FrameHeader::parse(p.data) {
+                    assert_eq!(
+                        p.meta.src,
+                        Some(ctrl),
+                        "retransmitted from the control port"
+                    );
+                    assert_ne!(fh.flags & vyrn_wire::frame::FLAG_RETRANSMIT, 0);
+                    assert_eq!(fh.stream, 0);
+                    got.push(fh.frame_seq);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        vec![1, 2, 3, 4],
+        "the NACKed frames, unicast to the NACK's sender"
+    );
     let st = running.stats.clone();
     assert!(st.hash_list_parts.load(Ordering::Relaxed) >= 2);
+    assert_eq!(st.rtx_unicast.load(Ordering::Relaxed), 4);
+    assert_eq!(st.rtx_unicast_failed.load(Ordering::Relaxed), 0);
     assert!(st.durable_marks.load(Ordering::Relaxed) >= 1);
     assert!(st.ctrl[0].load(Ordering::Relaxed) > 0 && st.ctrl[2].load(Ordering::Relaxed) > 0);
     assert_eq!(st.ctrl_bad.load(Ordering::Relaxed), 0);

@@ -693,7 +693,7 @@ fn line(n: &Node) -> String {
         })
         .collect();
     format!(
-        "frames A/B {}/{} (dups {}/{}, lost {}/{}), holes {}, NACKs {}, peer repairs asked {} served {}, \
+        "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
          data frames {} (gaps {}, fetched {}, unavailable {}), blocks {}, headers {} (bad {}), voted to {}{}, \
          replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}{}",
         rx.first[0],
@@ -702,6 +702,8 @@ fn line(n: &Node) -> String {
         rx.dups[1],
         rx.lost[0],
         rx.lost[1],
+        rx.repaired,
+        rx.repair_dups,
         rx.holes,
         rx.nacks,
         rx.repairs,

@@ -178,6 +178,18 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
         s.too_old.load(r),
     );
     e.counter(
+        "vyrn_seq_rtx_unicast_total",
+        "frames retransmitted unicast to a NACK's sender (07 §4.10), by outcome",
+        &[("outcome", "sent")],
+        s.rtx_unicast.load(r),
+    );
+    e.counter(
+        "vyrn_seq_rtx_unicast_total",
+        "frames retransmitted unicast to a NACK's sender (07 §4.10), by outcome",
+        &[("outcome", "refused")],
+        s.rtx_unicast_failed.load(r),
+    );
+    e.counter(
         "vyrn_seq_durable_marks_total",
         "REP_DurableMark sent",
         &[],
@@ -544,7 +556,7 @@ pub fn run(o: Args) -> ExitCode {
     let mut ok = true;
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
@@ -567,6 +579,8 @@ pub fn run(o: Args) -> ExitCode {
         stats.ctrl_dropped.load(Ordering::Relaxed),
         stats.ctrl_truncated.load(Ordering::Relaxed),
         stats.too_old.load(Ordering::Relaxed),
+        stats.rtx_unicast.load(Ordering::Relaxed),
+        stats.rtx_unicast_failed.load(Ordering::Relaxed),
         stats.durable_marks.load(Ordering::Relaxed),
     );
     let loads: Vec<String> = stats_v

@@ -252,9 +252,12 @@ impl SimBox {
             |_| Box::new(wire.clone()) as Box<dyn Wire>,
             |_| {
                 let no = no.clone();
-                Some(Box::new(move |_n: NackReq, out: NackOutcome| {
-                    lock(&no).push(out);
-                }) as tiles::NackReply)
+                Some(tiles::NackReply {
+                    resend: None,
+                    answer: Box::new(move |_n: NackReq, out: NackOutcome| {
+                        lock(&no).push(out);
+                    }),
+                })
             },
             Some(Box::new(move |_to: SocketAddr, b: &[u8]| {
                 lock(&hp).push(b.to_vec());
