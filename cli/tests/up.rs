@@ -140,6 +140,18 @@ fn a_restart_of_a_replica_the_home_lacks_is_refused() {
         err.contains("--restart-replica 9: the home has 4 replicas"),
         "{err}"
     );
+    // Killing a data box needs a backup: a one-box home refuses it.
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args(["up", "--duration", "1", "--plain", "--kill-data", "0@1"])
+        .args(["--base-port", "49600", "--metrics-port", "49690", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--kill-data 0: the home has 1 data box(es)"),
+        "{out:?}"
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
         .args(["up", "--restart-replica", "1-3"])
         .output()
@@ -205,5 +217,63 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
     assert!(unicast > 1000, "retransmissions unicast {unicast}\n{seq}");
     let healthy = std::fs::read_to_string(run.join("replica-0.log")).unwrap();
     assert!(healthy.contains("repaired 0 (dups 0)"), "{healthy}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 07 §14 "data box down": a home with two data boxes, box 0 SIGKILLed 2 s into the load and
+/// left down. The replicas see it silent, gossip DataDown, and once Q agree redirect its
+/// sessions to box 1 (07 §5.7); box 1 relays the DataRedirect to the clients' bound address,
+/// the clients resend copy 2 there, and every fill still becomes durable and final, with every
+/// replica replaying the same responses (the verdict demands all of it).
+#[test]
+fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("vyrn-up-kill-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args([
+            "up",
+            "--duration",
+            "6",
+            "--rate",
+            "3000",
+            "--plain",
+            "--data-boxes",
+            "2",
+            "--kill-data",
+            "0@2",
+        ])
+        .args(["--base-port", "49800", "--metrics-port", "49890", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}\n{stdout}");
+    assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    assert!(stdout.contains("data box 0 killed"), "{stdout}");
+    let run = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+        })
+        .expect("a run directory");
+    // Box 1 relayed the redirects of box 0's sessions (half of the home's 32).
+    let data1 = std::fs::read_to_string(run.join("data-1.log")).unwrap();
+    let relayed: u64 = data1
+        .rsplit("redirects relayed ")
+        .next()
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert_eq!(relayed, 16, "{data1}");
+    for i in 0..4 {
+        let log = std::fs::read_to_string(run.join(format!("replica-{i}.log"))).unwrap();
+        assert!(
+            log.contains("data box 0 down by quorum") && log.contains("redirected to data box 1"),
+            "replica {i}: {log}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -562,6 +562,8 @@ pub struct Session {
     next_tag: u32,
     seq_addr: Option<SocketAddr>,
     data_home: u8,
+    /// The last redirect taken: `(from, to, resend_from)` (07 §5.7).
+    redirected: Option<(u8, u8, u32)>,
     tenure: (u32, u8),
     resp: RespTrack,
     facts: Facts,
@@ -582,6 +584,7 @@ impl Session {
             next_tag: 1,
             seq_addr: Some(cfg.seq_addr),
             data_home: cfg.data_home,
+            redirected: None,
             tenure: (epoch, tenure),
             resp: RespTrack::new(),
             facts: Facts::new(cfg.pending_facts_max),
@@ -1067,7 +1070,28 @@ impl Session {
     }
 
     /// 07 §5.7: switch copy 2 to the new data home and resend it from `resend_from`.
+    ///
+    /// Each replica computes its own `resend_from` (the lowest `pkt_seq` it has not resolved)
+    /// and the data boxes relay a repeat only when it is lower: a repeat of the redirect taken
+    /// with a lower `resend_from` resends the packets below the first one too, so no replica is
+    /// left without a payload another replica happened to hold.
     fn on_data_redirect(&mut self, from: u8, to: u8, resend_from: u32, now: u64) {
+        if let Some((f, t, rf)) = self.redirected {
+            if f == from && t == to && t == self.data_home && resend_from < rf {
+                self.redirected = Some((f, t, resend_from));
+                let head = self.retain.head();
+                if resend_from < head {
+                    self.events.push_back(Event::DataLost {
+                        first: resend_from.max(1),
+                        last: head.min(rf) - 1,
+                    });
+                }
+                for p in resend_from.max(head)..rf.min(self.retain.end()) {
+                    self.resend(p, PktCopy::Data, now);
+                }
+                return;
+            }
+        }
         if from != self.data_home || to == from {
             self.counters.notice_stale += 1;
             return;
@@ -1077,6 +1101,7 @@ impl Session {
             return;
         }
         self.data_home = to;
+        self.redirected = Some((from, to, resend_from));
         self.events.push_back(Event::DataRedirected {
             from,
             to,

@@ -564,6 +564,13 @@ fn data_redirect_moves_copy2_and_reports_what_is_gone() {
             (data(1), PktCopy::Data, 4, true)
         ]
     );
+    // Another replica's redirect, relayed because it asks for more: the packets below the
+    // first resend_from go too, once; a repeat asking for no more is stale.
+    s.handle_packet(1, &redirect(0, 1, 2));
+    assert_eq!(drain(&mut s), vec![(data(1), PktCopy::Data, 2, true)]);
+    s.handle_packet(1, &redirect(0, 1, 3));
+    assert!(drain(&mut s).is_empty());
+    assert_eq!(s.counters().notice_stale, 1);
     s.submit(2, &[gtc(1)]).unwrap();
     assert_eq!(drain(&mut s)[1].0, data(1));
     // From the new home, resend_from below retention: the gap is reported.

@@ -41,7 +41,7 @@ pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<Da
             k_seq: s.k_seq,
             k_out: s.k_out,
             home: h.data_home(s.session),
-            addr: None,
+            addr: h.session_addrs.get(&s.session).copied(),
         })
         .collect();
     c.dests = h

@@ -575,6 +575,8 @@ pub struct DataSide {
     subs: [Sub; 2],
     index: HashMap<PktKey, (u8, u64)>,
     homes: HashMap<u32, u8>,
+    /// Per session: the highest `pkt_seq` whose payload was stored (07 §5.7 `resend_from`).
+    hi_seq: HashMap<u32, u32>,
     timers: BinaryHeap<Reverse<(u64, u8, u64)>>,
     lists: BTreeMap<u64, ListAsm>,
     next_peer: usize,
@@ -614,6 +616,7 @@ impl DataSide {
             subs: Default::default(),
             index: HashMap::new(),
             homes: HashMap::new(),
+            hi_seq: HashMap::new(),
             timers: BinaryHeap::new(),
             lists: BTreeMap::new(),
             next_peer: 0,
@@ -636,6 +639,11 @@ impl DataSide {
     /// Whether data box `d` is marked down (07 §5.7).
     pub fn box_down(&self, d: u8) -> bool {
         self.boxes.get(d as usize).is_some_and(|b| b.down)
+    }
+
+    /// Whether a frame of data box `d` was seen since this replica started.
+    pub fn box_seen(&self, d: u8) -> bool {
+        self.boxes.get(d as usize).is_some_and(|b| b.seen)
     }
 
     /// The missing `data_seq` ranges of box `d`, oldest first.
@@ -945,6 +953,36 @@ impl DataSide {
         self.store.bytes += len;
         self.store.map.insert(key, p);
         self.c.pkts_stored += 1;
+        let hi = self.hi_seq.entry(key.session).or_insert(0);
+        *hi = (*hi).max(key.pkt_seq);
+    }
+
+    /// The session's data home as this replica knows it (07 §5.1, §5.7).
+    pub fn home(&self, session: u32) -> Option<u8> {
+        self.homes.get(&session).copied()
+    }
+
+    /// 07 §5.7 `resend_from` for `session` as this replica sees it: the lowest `pkt_seq` of a
+    /// live record it has not resolved, else one past the highest payload it stored (a packet
+    /// sent to a failed box after that never reached it). Each replica sends its own; the data
+    /// boxes relay a lower one again and the client resends the difference. A pass over the
+    /// live records: for a failover, not per packet.
+    pub fn resend_from(&self, session: u32) -> u32 {
+        let next = self.hi_seq.get(&session).map_or(1, |h| h.saturating_add(1));
+        let unresolved = self
+            .subs
+            .iter()
+            .flat_map(|sub| sub.recs.iter())
+            .filter(|r| {
+                r.key.session == session
+                    && matches!(
+                        r.state,
+                        RecState::Missing | RecState::Mismatch | RecState::Unavailable
+                    )
+            })
+            .map(|r| r.key.pkt_seq)
+            .min();
+        unresolved.map_or(next, |u| u.min(next))
     }
 
     /// Join every live record of `key` with the stored payload. Returns the newest's state.

@@ -11,6 +11,7 @@
 //! slices of issue 12 (`docs/replica.md`).
 
 pub mod core;
+pub mod data_down;
 pub mod data_side;
 pub mod decode;
 pub mod frame_store;

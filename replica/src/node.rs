@@ -54,6 +54,7 @@ use vyrn_wire::msg::journal::RepBlockRecord;
 use vyrn_wire::msg::PktKey;
 
 use crate::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
+use crate::data_down::DownStep;
 use crate::data_side::{CopyMismatch, DataAlarm};
 use crate::decode::Fault;
 use crate::frame_store::FrameStore;
@@ -345,6 +346,12 @@ pub struct NodeCounters {
     pub blocks: u64,
     /// Datagrams dropped by the lab's path cut ([`Node::cut_path`]).
     pub path_cut_drops: u64,
+    /// `DataDown` gossip rounds sent (07 §5.7).
+    pub data_down_sent: u64,
+    /// `DataDown` gossip taken from peers.
+    pub data_down_rx: u64,
+    /// `DataRedirect`s sent, one per session per round (to every live data box).
+    pub redirects_sent: u64,
 }
 
 /// Replay's answers folded into one digest (every replica of a home prints the same one). The
@@ -567,6 +574,12 @@ struct Io {
     c: NodeCounters,
     name: String,
     suspect_since: u64,
+    /// Data box failure (07 §5.7): the gossip, its quorum, the redirects.
+    down: crate::data_down::DataDown,
+    /// Voter index of each entry of `peers`.
+    peer_index: Vec<usize>,
+    /// Per failed box: the sessions moved off it to their backup home.
+    moved: Vec<Vec<u32>>,
 }
 
 impl Io {
@@ -711,6 +724,8 @@ pub struct Node {
     /// REP_A_DIVERGE's `Diverge` message and when it last went to the sequencer: repeated
     /// every [`DIVERGE_REPEAT_NS`] (UDP may lose it; the sequencer halts once).
     diverge: Option<(Vec<u8>, u64)>,
+    /// The home's sessions (07 §5.7 moves those of a failed data box).
+    sessions: Vec<u32>,
 }
 
 /// How often a diverged replica repeats its `Diverge` to the sequencer.
@@ -742,6 +757,15 @@ impl Node {
             .filter(|v| v.index != cfg.index)
             .map(|v| v.ctrl_addr)
             .collect();
+        let peer_index: Vec<usize> = h
+            .voters_members
+            .iter()
+            .filter(|v| v.index != cfg.index)
+            .map(|v| v.index)
+            .collect();
+        // Q of 07 §5.7: n − f with f = ⌊(n − 1)/3⌋.
+        let n_voters = h.voters_members.len();
+        let quorum = (n_voters - n_voters.saturating_sub(1) / 3) as u32;
         let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
         let open = |c: UdpConfig, what: &str| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
         let pc = |i: usize| {
@@ -856,6 +880,9 @@ impl Node {
                 c: NodeCounters::default(),
                 name: format!("replica {}", cfg.index),
                 suspect_since: u64::MAX,
+                down: crate::data_down::DataDown::new(h.databoxes.len() as u8, quorum, cfg.index),
+                peer_index,
+                moved: vec![Vec::new(); h.databoxes.len()],
             },
             voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
             simplex,
@@ -865,6 +892,7 @@ impl Node {
             held: Default::default(),
             journal,
             diverge: None,
+            sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
         })
     }
 
@@ -923,6 +951,89 @@ impl Node {
         }
     }
 
+    /// 07 §5.7 at `now`: gossip `DataDown` for the boxes this replica sees silent, and once a
+    /// quorum agrees, move the failed box's sessions to its backup home and send their
+    /// `DataRedirect`s (with this replica's `resend_from`) to the live data boxes.
+    fn data_failover(&mut self, now: u64) {
+        // A box silent after it was heard from is voted down; one never heard from since this
+        // replica started (the home starting) is not: its sessions have sent it nothing yet.
+        for d in 0..self.io.boxes.len() as u8 {
+            let data = self.core.data();
+            let silent = data.box_down(d) && data.box_seen(d);
+            if silent && !self.io.down.is_silent(d) {
+                eprintln!(
+                    "{}: data box {d} silent: DataDown{{{d}}} gossiped to the peers and the data boxes (07 §5.7)",
+                    self.io.name
+                );
+                self.io.down.on_own(d, now);
+            } else if !silent && self.io.down.is_silent(d) {
+                self.io.down.on_own_up(d);
+            }
+        }
+        let mut steps = [None; 4];
+        let mut n = 0;
+        self.io.down.tick(now, |s| {
+            if n < steps.len() {
+                steps[n] = Some(s);
+                n += 1;
+            }
+        });
+        for s in steps.into_iter().flatten() {
+            match s {
+                DownStep::Gossip(d) => {
+                    let m = vyrn_wire::msg::ctrl::DataDown { d };
+                    for to in self.io.peers.clone() {
+                        self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+                    }
+                    for to in self.io.boxes.clone() {
+                        self.io.queue(Sock::Data, to, |b| m.encode(b).is_ok());
+                    }
+                    self.io.c.data_down_sent += 1;
+                }
+                DownStep::Redirect { from, to } => {
+                    let Some(moved) = self.io.moved.get_mut(from as usize) else {
+                        continue;
+                    };
+                    if moved.is_empty() {
+                        let data = self.core.data_mut();
+                        for sess in &self.sessions {
+                            if data.home(*sess) == Some(from) {
+                                data.set_home(*sess, to);
+                                moved.push(*sess);
+                            }
+                        }
+                        eprintln!(
+                            "{}: data box {from} down by quorum (07 §5.7): {} session(s) redirected to data box {to}",
+                            self.io.name,
+                            moved.len()
+                        );
+                    }
+                    let sessions = moved.clone();
+                    let live: Vec<SocketAddr> = self
+                        .io
+                        .boxes
+                        .iter()
+                        .enumerate()
+                        .filter(|&(b, _)| !self.io.down.is_down(b as u8))
+                        .map(|(_, &a)| a)
+                        .collect();
+                    for sess in sessions {
+                        let r = vyrn_wire::msg::ctrl::DataRedirect {
+                            from,
+                            to,
+                            session: sess,
+                            resend_from: self.core.data().resend_from(sess),
+                        };
+                        for &a in &live {
+                            self.io.queue(Sock::Data, a, |b| r.encode(b).is_ok());
+                        }
+                        self.io.c.redirects_sent += 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// One round at `now` (ns on this process's monotonic clock). True if anything was done.
     pub fn poll(&mut self, now: u64) -> Result<bool, vyrn_engine::home::ReplayError> {
         self.io.now = now;
@@ -975,6 +1086,7 @@ impl Node {
         if ticked {
             self.last_tick = now;
             self.core.tick(now, &mut self.io, &mut self.sink)?;
+            self.data_failover(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 match self.simplex.as_mut() {
                     Some(v) => v.on_header(h, hash),
@@ -1272,6 +1384,12 @@ fn on_ctrl(
         return;
     }
     match CtrlMsg::parse(b) {
+        // 07 §5.7: a peer's DataDown gossip, counted toward the quorum by its voter index.
+        Ok(CtrlMsg::DataDown(m)) => {
+            io.c.data_down_rx += 1;
+            let voter = io.peer_index[peer];
+            io.down.on_peer(voter, m.d, now);
+        }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let to = io.peers[peer];
             let Io {

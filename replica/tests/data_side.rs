@@ -1010,3 +1010,37 @@ fn a_payload_a_live_record_needs_outlives_the_ring() {
     assert_eq!(d.payload(key(1, 1)), None, "released with its block");
     assert_eq!(d.store_len(), (0, 0));
 }
+
+/// 07 §5.7 `resend_from` as one replica sees a session: the lowest pkt_seq of a record it has
+/// not resolved, else one past the highest payload it stored (packets sent to a failed box
+/// after that never reached this replica).
+#[test]
+fn resend_from_is_the_lowest_unresolved_or_the_next_unseen() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    assert_eq!(d.resend_from(10), 1, "nothing seen: from the first packet");
+    d.set_home(10, 0);
+    assert_eq!(d.home(10), Some(0));
+    let p1 = pkt(10, 1, 1, 0);
+    let p2 = pkt(10, 2, 1, 0);
+    let p4 = pkt(10, 4, 1, 0);
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&p1, &p2]), 10, &mut o)
+        .unwrap();
+    d.on_record(0, &rec(10, 1, 1), 20, &mut o).unwrap();
+    d.on_hash(0, key(10, 1), pkt_hash(&p1).unwrap(), 30, &mut o)
+        .unwrap();
+    d.on_record(0, &rec(10, 2, 1), 20, &mut o).unwrap();
+    assert_eq!(
+        d.resend_from(10),
+        3,
+        "1 resolved, 2 joined: the next unseen"
+    );
+    // Record 3 ordered, its payload never came; 4's payload came.
+    d.on_record(0, &rec(10, 3, 1), 40, &mut o).unwrap();
+    d.on_data_frame(0, &frame(DataKind::Data, 2, 0, &[&p4]), 50, &mut o)
+        .unwrap();
+    assert_eq!(d.resend_from(10), 3, "the lowest unresolved record");
+    assert_eq!(d.resend_from(11), 1, "another session is its own");
+    d.set_home(10, 1);
+    assert_eq!(d.home(10), Some(1), "moved to its backup home");
+}

@@ -39,6 +39,7 @@
 //! lane = 0
 //! slot = 0
 //! key_file = "keys/session-1.key"
+//! client_addr = "127.0.0.1:47458"   # optional: its bound address (07 §5.7 DataRedirect)
 //! ```
 //!
 //! A TOML syntax error (a duplicate key or table included) is one error at the line the parser
@@ -233,6 +234,9 @@ pub struct HomeConfig {
     pub path_port: u16,
     /// The home's `REP_Membership` (07 §13.1), when the file names one.
     pub membership: Option<RepMembership>,
+    /// Sessions' bound addresses known in advance (`[session.N] client_addr`): where a data
+    /// box that never had a copy from a session relays 07 §5.7's `DataRedirect`.
+    pub session_addrs: BTreeMap<u32, SocketAddr>,
 }
 
 impl HomeConfig {
@@ -279,6 +283,7 @@ impl HomeConfig {
             ctrl_port: c.ctrl_port,
             path_port: c.path_port,
             membership: c.membership,
+            session_addrs: c.session_addrs,
         })
     }
 }
@@ -318,6 +323,8 @@ pub struct BoxConfig {
     pub seq_key_file: PathBuf,
     /// Session key files, by session.
     pub session_key_files: BTreeMap<u32, PathBuf>,
+    /// Sessions' bound addresses known in advance (`[session.N] client_addr`, optional).
+    pub session_addrs: BTreeMap<u32, SocketAddr>,
     /// The box's client UDP port (`dev`, `consumer`: all lanes; `ref`: lane l listens on
     /// `client_port + l`, the flow filter of 07 §9.5). 0: any free port.
     pub client_port: u16,
@@ -1069,6 +1076,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
     let mut account_lines: BTreeMap<u32, usize> = BTreeMap::new();
     let mut sessions: Vec<SessionAt> = Vec::new();
     let mut session_key_files = BTreeMap::new();
+    let mut session_addrs = BTreeMap::new();
     let mut voter_secs: Vec<VoterAt> = Vec::new();
     let mut databoxes: Vec<(DataBoxMember, usize)> = Vec::new();
     for s in &secs {
@@ -1159,6 +1167,8 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     e,
                 );
                 let key_file = k.take("key_file", true, e);
+                // The session's bound address, when known in advance (07 §5.7).
+                let client_addr = take_addr(&mut k, "client_addr", false, file, e);
                 k.finish(e);
                 let key_path = base.join(key_file.map_or("", |x| x.0));
                 let keys = match read_seed(&key_path) {
@@ -1179,6 +1189,9 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 k_seq.copy_from_slice(&keys.expose()[..16]);
                 k_out.copy_from_slice(&keys.expose()[16..]);
                 session_key_files.insert(session, key_path);
+                if let Some((a, _)) = client_addr {
+                    session_addrs.insert(session, a);
+                }
                 sessions.push(SessionAt {
                     cfg: SessionCfg {
                         session,
@@ -1501,6 +1514,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         seq_key,
         seq_key_file: seq_key_path,
         session_key_files,
+        session_addrs,
         client_port: client_port.map_or(0, |x| x.0 as u16),
         ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
         path_port,
@@ -1516,7 +1530,12 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
 /// data box, epoch 1, certified by all four voters. Voters 1 and 3 are labelled `Vx`: 07
 /// forbids one client implementation holding Q votes (CLIENT_SPLIT), so the record says so even
 /// where, on a dev box, every replica runs this build.
-fn dev_membership(voters: &[SigningKey], seq: &SigningKey, base_port: u16) -> RepMembership {
+fn dev_membership(
+    voters: &[SigningKey],
+    seq: &SigningKey,
+    base_port: u16,
+    n_data: u8,
+) -> RepMembership {
     use vyrn_wire::msg::addr_from_socket;
     use vyrn_wire::msg::ctrl::{Client, DataBox, Mode as MMode, Role, SeqBox, Voter};
     let at = |port: u16| addr_from_socket(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -1546,11 +1565,13 @@ fn dev_membership(voters: &[SigningKey], seq: &SigningKey, base_port: u16) -> Re
             repl_addr: at(base_port + DEV_PATHS),
         }],
         recovery: 0,
-        data_boxes: vec![DataBox {
-            index: 0,
-            facility: 1,
-            addr: at(base_port + DEV_DATABOX),
-        }],
+        data_boxes: (0..n_data)
+            .map(|d| DataBox {
+                index: d,
+                facility: 1,
+                addr: at(dev_databox_port(base_port, d)),
+            })
+            .collect(),
         cert: Vec::new(),
     };
     m.cert = voters
@@ -1782,7 +1803,7 @@ pub fn write_dev_config(
     per_lane: u16,
     base_port: u16,
 ) -> std::io::Result<PathBuf> {
-    write_dev(dir, lanes, per_lane, base_port, false)
+    write_dev(dir, lanes, per_lane, base_port, None)
 }
 
 /// Offsets from `base_port` of a dev home's fixed ports ([`write_dev_home`]): voter `i`'s
@@ -1797,6 +1818,9 @@ pub const DEV_DATABOX: u16 = 30;
 pub const DEV_PATHS: u16 = 40;
 /// Voter `i`'s consensus p2p port: `base_port + DEV_VOTER_P2P + i`.
 pub const DEV_VOTER_P2P: u16 = 50;
+/// The load generator's client port in a dev home with two data boxes (every session's
+/// `client_addr`).
+pub const DEV_LOAD_CLIENT: u16 = 58;
 
 /// [`write_dev_config`] for a whole home on loopback: also the membership — four `[voter.N]`
 /// sections with `ctrl_addr`, `data_addr` and the public `vote_key` of a fresh seed in
@@ -1815,7 +1839,41 @@ pub fn write_dev_home(
             "a dev home needs a fixed base port (1..=65471): the membership names addresses",
         ));
     }
-    write_dev(dir, lanes, per_lane, base_port, true)
+    write_dev_home_with(dir, lanes, per_lane, base_port, 1)
+}
+
+/// Most data boxes a dev home has: their ports fit between [`DEV_DATABOX`] and [`DEV_PATHS`].
+pub const DEV_DATABOXES_MAX: u8 = 2;
+
+/// Data box `d`'s client port in a dev home: `base_port + DEV_DATABOX + 5 d`, its per-voter
+/// sockets on the four ports above it.
+pub fn dev_databox_port(base_port: u16, d: u8) -> u16 {
+    base_port + DEV_DATABOX + 5 * d as u16
+}
+
+/// [`write_dev_home`] with `n_data` data boxes (1..=[`DEV_DATABOXES_MAX`]) in facility order;
+/// session `s` is homed on box `s mod n_data` (07 §5.1, [`HomeConfig::data_home`]). Two boxes
+/// give each session a backup home (07 §5.7).
+pub fn write_dev_home_with(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+    n_data: u8,
+) -> std::io::Result<PathBuf> {
+    if base_port == 0 || base_port > u16::MAX - 64 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a dev home needs a fixed base port (1..=65471): the membership names addresses",
+        ));
+    }
+    if !(1..=DEV_DATABOXES_MAX).contains(&n_data) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a dev home has 1 or {DEV_DATABOXES_MAX} data boxes, not {n_data}"),
+        ));
+    }
+    write_dev(dir, lanes, per_lane, base_port, Some(n_data))
 }
 
 /// `s` as a TOML basic string, quoted and escaped.
@@ -1844,8 +1902,10 @@ fn write_dev(
     lanes: u8,
     per_lane: u16,
     base_port: u16,
-    home: bool,
+    data: Option<u8>,
 ) -> std::io::Result<PathBuf> {
+    let home = data.is_some();
+    let n_data = data.unwrap_or(1);
     use std::fmt::Write as _;
     let ctrl_port = if base_port == 0 {
         0
@@ -1976,7 +2036,7 @@ fn write_dev(
             .iter()
             .map(|r| seed_of(r))
             .collect::<std::io::Result<_>>()?;
-        let m = dev_membership(&voter_keys, &seed_of(&seq_rel)?, base_port);
+        let m = dev_membership(&voter_keys, &seed_of(&seq_rel)?, base_port, n_data);
         let mut mb = Vec::new();
         m.encode(&mut mb)
             .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{x:?}")))?;
@@ -1996,13 +2056,16 @@ fn write_dev(
             );
             let _ = writeln!(c, "vote_key = {}", toml_str(&public(&rel)?));
         }
-        let _ = writeln!(c, "\n[databox.0]");
-        let _ = writeln!(c, "client_addr = \"{ip}:{}\"", base_port + DEV_DATABOX);
-        let _ = writeln!(
-            c,
-            "dest_base = {}    # its socket for voter i: dest_base + i",
-            base_port + DEV_DATABOX + 1
-        );
+        for d in 0..n_data {
+            let port = dev_databox_port(base_port, d);
+            let _ = writeln!(c, "\n[databox.{d}]");
+            let _ = writeln!(c, "client_addr = \"{ip}:{port}\"");
+            let _ = writeln!(
+                c,
+                "dest_base = {}    # its socket for voter i: dest_base + i",
+                port + 1
+            );
+        }
     }
     for l in 0..lanes {
         for k in 0..per_lane {
@@ -2026,6 +2089,15 @@ fn write_dev(
                 "key_file = {}",
                 toml_str(&key(&format!("session-{session}"))?)
             );
+            if n_data > 1 {
+                // Where the load generator binds: a backup data box relays 07 §5.7's
+                // DataRedirect here for a session it never had a copy from.
+                let _ = writeln!(
+                    c,
+                    "client_addr = \"127.0.0.1:{}\"    # the session's bound address (07 §5.7)",
+                    base_port + DEV_LOAD_CLIENT
+                );
+            }
         }
     }
     let p = dir.join("home.toml");

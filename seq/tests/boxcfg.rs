@@ -1099,3 +1099,47 @@ fn the_home_membership_is_loaded_checked_and_matched_against_the_file() {
     assert!(e.iter().any(|x| x.what.contains("cannot read")), "{e:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A dev home with two data boxes (07 §5.1, §5.7): both in the file and in its membership,
+/// sessions homed alternately, every session bound to the load generator's address
+/// (`client_addr`, where a backup box relays DataRedirect); a malformed `client_addr` is named
+/// with its line; three boxes do not fit a dev home's ports.
+#[test]
+fn a_two_data_box_home_binds_its_sessions_and_a_bad_client_addr_is_named() {
+    use vyrn_seq::boxcfg::{write_dev_home_with, HomeConfig, DEV_LOAD_CLIENT};
+    let d = tmp("two-data");
+    let base = 45_000 + (std::process::id() % 500) as u16 * 10;
+    let p = write_dev_home_with(&d, 2, 2, base, 2).unwrap();
+    let home = HomeConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(home.databoxes.len(), 2);
+    assert_eq!(home.membership.as_ref().unwrap().data_boxes.len(), 2);
+    assert_ne!(home.databoxes[0].client_addr, home.databoxes[1].client_addr);
+    let want = std::net::SocketAddr::from(([127, 0, 0, 1], base + DEV_LOAD_CLIENT));
+    assert_eq!(home.session_addrs.len(), home.engine.sessions.len());
+    assert!(home.session_addrs.values().all(|&a| a == want));
+    let homes: Vec<u8> = home
+        .engine
+        .sessions
+        .iter()
+        .map(|s| home.data_home(s.session))
+        .collect();
+    assert!(homes.contains(&0) && homes.contains(&1), "{homes:?}");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let bad = text.replacen(
+        &format!("\"127.0.0.1:{}\"", base + DEV_LOAD_CLIENT),
+        "\"nowhere\"",
+        1,
+    );
+    std::fs::write(&p, &bad).unwrap();
+    let errs = HomeConfig::load(&p).expect_err("a bad client_addr");
+    let line = bad.lines().position(|l| l.contains("\"nowhere\"")).unwrap() + 1;
+    assert!(
+        errs.iter().any(|e| e
+            .what
+            .contains("client_addr = \"nowhere\": expected IP:PORT")
+            && e.line == line),
+        "{errs:#?}"
+    );
+    assert!(write_dev_home_with(&tmp("three-data"), 2, 2, base, 3).is_err());
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -158,7 +158,8 @@ fn line(b: &DataBox) -> String {
     let c = b.counters();
     format!(
         "packets in {} (stored {}, duplicates {}, bad MAC {}, unknown session {}, other drops {}), \
-         DATA frames {} ({} packets), heartbeats {}, fetches: range {} key {} (hits {}), conflicts {}",
+         DATA frames {} ({} packets), heartbeats {}, fetches: range {} key {} (hits {}), conflicts {}, \
+         DataDown votes {} (boxes down {}), redirects relayed {} (repeats {}, refused {}, no address {})",
         c.rx_packets,
         c.stored,
         c.drop_duplicate,
@@ -178,6 +179,12 @@ fn line(b: &DataBox) -> String {
         c.fetch_range_reqs,
         c.fetch_key_reqs,
         c.fetch_key_hits,
-        c.conflicts
+        c.conflicts,
+        c.data_down_votes,
+        c.data_down_effective,
+        c.redirects_relayed,
+        c.redirects_dup,
+        c.redirects_refused,
+        c.redirects_no_addr
     )
 }

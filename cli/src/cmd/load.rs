@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use vyrn_client::loadgen::ping::Ping;
 use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
-use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
+use vyrn_client::loadgen::{sessions_homed, LoadConfig, LoadGen};
 use vyrn_client::Driver;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::boxcfg::HomeConfig;
@@ -157,6 +157,18 @@ pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
     e.render()
 }
 
+/// The one `client_addr` every session from `skip` on is bound to, if they share one.
+fn sessions_addr(cfg: &HomeConfig, skip: usize) -> Option<SocketAddr> {
+    let mut addrs = cfg
+        .engine
+        .sessions
+        .iter()
+        .skip(skip)
+        .map(|s| cfg.session_addrs.get(&s.session).copied());
+    let first = addrs.next()??;
+    addrs.all(|a| a == Some(first)).then_some(first)
+}
+
 /// Run the generator; exit 0, 1 (nothing answered) or 2 (start refused).
 pub fn run(o: Args) -> ExitCode {
     // The home's file as a client reads it: sessions and keys, never the sequencer's seed.
@@ -166,12 +178,28 @@ pub fn run(o: Args) -> ExitCode {
     let seq = o
         .seq
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], cfg.client_port)));
-    let open = |buf: usize| {
-        let mut c = UdpConfig::loopback().with_batch(64);
+    // 07 §5.7: where the home binds these sessions (`client_addr`), the generator sends from
+    // there, so a backup data box can relay a DataRedirect before it had a copy from them.
+    let bound = sessions_addr(&cfg, o.skip);
+    let open = |buf: usize, at: Option<SocketAddr>| {
+        let mut c = match at {
+            Some(a) => UdpConfig::new(a).with_batch(64),
+            None => UdpConfig::loopback().with_batch(64),
+        };
         c.recv_buffer = Some(buf);
         UdpPort::open(&c)
     };
-    let (port, sink) = match (open(8 << 20), open(1 << 20)) {
+    let first = match open(8 << 20, bound) {
+        Err(e) if bound.is_some() => {
+            eprintln!(
+                "vyrn load: warning: binding the sessions' client_addr {}: {e}; sending from an ephemeral port (a backup data box cannot relay DataRedirect)",
+                bound.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+            );
+            open(8 << 20, None)
+        }
+        r => r,
+    };
+    let (port, sink) = match (first, open(1 << 20, None)) {
         (Ok(p), Ok(s)) => (p, s),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("vyrn load: opening sockets: {e}");
@@ -195,12 +223,18 @@ pub fn run(o: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let keys = e
-        .sessions
-        .iter()
-        .skip(o.skip)
-        .map(|s| (s.session, s.k_seq, s.k_out));
-    let mut sessions = match sessions_for(e.book, keys, seq, data, 50_000_000) {
+    // Copy 2 to each session's data home (07 §5.1) among the home's data boxes, which a
+    // `DataRedirect` moves (§5.7); `--data` or no data box: everything to that one address.
+    let boxes: Vec<SocketAddr> = match o.data {
+        None if !cfg.databoxes.is_empty() => cfg.databoxes.iter().map(|d| d.client_addr).collect(),
+        _ => vec![data],
+    };
+    let multi = boxes.len() > 1;
+    let keys = e.sessions.iter().skip(o.skip).map(|s| {
+        let home = if multi { cfg.data_home(s.session) } else { 0 };
+        (s.session, s.k_seq, s.k_out, home)
+    });
+    let mut sessions = match sessions_homed(e.book, keys, seq, boxes, 50_000_000) {
         Ok(v) => v,
         Err(err) => {
             eprintln!("vyrn load: sessions: {err:?}");

@@ -238,6 +238,24 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         d.box_down,
     );
     e.counter(
+        "vyrn_replica_data_down_gossip_total",
+        "DataDown gossip (07 §5.7), by direction: rounds sent, messages taken from peers",
+        &[("dir", "sent")],
+        c.data_down_sent,
+    );
+    e.counter(
+        "vyrn_replica_data_down_gossip_total",
+        "DataDown gossip (07 §5.7), by direction: rounds sent, messages taken from peers",
+        &[("dir", "taken")],
+        c.data_down_rx,
+    );
+    e.counter(
+        "vyrn_replica_data_redirects_total",
+        "DataRedirect sent to the live data boxes (07 §5.7), one per session per round",
+        &[],
+        c.redirects_sent,
+    );
+    e.counter(
         "vyrn_replica_payloads_unavailable_total",
         "payloads no fetch source had (07 §5.5)",
         &[],
@@ -694,7 +712,7 @@ fn line(n: &Node) -> String {
         .collect();
     format!(
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
-         data frames {} (gaps {}, fetched {}, unavailable {}), blocks {}, headers {} (bad {}), voted to {}{}, \
+         data frames {} (gaps {}, fetched {}, unavailable {}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
          replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}{}",
         rx.first[0],
         rx.first[1],
@@ -712,6 +730,9 @@ fn line(n: &Node) -> String {
         d.gaps,
         d.gap_fetches,
         c.unavailable,
+        c.data_down_sent,
+        c.data_down_rx,
+        c.redirects_sent,
         c.blocks,
         v.headers,
         v.bad_sig,

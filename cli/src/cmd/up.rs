@@ -73,6 +73,16 @@ pub struct Args {
     /// fetch) to the same replay digest as the others by the end.
     #[arg(long, value_name = "I@SECS", value_parser = restart_at)]
     pub restart_replica: Option<(usize, u64)>,
+    /// Data boxes of a generated home (1 or 2; with 2, sessions alternate between them and each
+    /// is the other's backup home, 07 §5.7). Its own home directory (`home-2data`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub data_boxes: u8,
+    /// Lab fault: SIGKILL data box D S seconds after the load starts and leave it down (`0@3`):
+    /// 07 §14 "data box down" — the replicas gossip DataDown, redirect its sessions to the
+    /// backup box, the clients resend copy 2 there, and nothing acked is lost. Needs a home
+    /// with two data boxes (`--data-boxes 2`).
+    #[arg(long, value_name = "D@SECS", value_parser = restart_at)]
+    pub kill_data: Option<(usize, u64)>,
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
@@ -181,6 +191,8 @@ struct Proc {
     log: PathBuf,
     metrics: Option<SocketAddr>,
     status: Option<std::process::ExitStatus>,
+    /// Killed on purpose by a lab fault and left down (`--kill-data`): not a failure.
+    lab_killed: bool,
 }
 
 /// A role never outlives `vyrn up`: one still running when its `Proc` goes (an error midway,
@@ -236,6 +248,7 @@ impl Proc {
             log,
             metrics,
             status: None,
+            lab_killed: false,
         })
     }
     fn poll(&mut self) -> bool {
@@ -294,7 +307,11 @@ fn up(a: Args) -> Result<bool, String> {
     let home_file = match &a.home {
         Some(h) => h.clone(),
         None => {
-            let d = a.dir.join("home");
+            let d = a.dir.join(if a.data_boxes > 1 {
+                "home-2data"
+            } else {
+                "home"
+            });
             let f = d.join("home.toml");
             if f.exists() && a.base_port != 47_400 {
                 println!(
@@ -304,7 +321,7 @@ fn up(a: Args) -> Result<bool, String> {
                 );
             }
             if !f.exists() {
-                let p = vyrn_seq::boxcfg::write_dev_home(&d, 4, 8, a.base_port)
+                let p = vyrn_seq::boxcfg::write_dev_home_with(&d, 4, 8, a.base_port, a.data_boxes)
                     .map_err(|e| format!("writing a dev home in {}: {e}", d.display()))?;
                 println!(
                     "vyrn up: wrote a dev home {} (fresh 0600 keys)",
@@ -355,6 +372,13 @@ fn up(a: Args) -> Result<bool, String> {
     if let Some((i, _)) = a.restart_replica {
         if i >= n {
             return Err(format!("--restart-replica {i}: the home has {n} replicas"));
+        }
+    }
+    if let Some((d, _)) = a.kill_data {
+        if nd < 2 || d >= nd as usize {
+            return Err(format!(
+                "--kill-data {d}: the home has {nd} data box(es); killing one needs a live backup (--data-boxes 2)"
+            ));
         }
     }
     let mut replica_args: Vec<Vec<String>> = Vec::new();
@@ -500,6 +524,7 @@ fn up(a: Args) -> Result<bool, String> {
     let mut alarms_seen: Vec<String> = Vec::new();
     let mut last: HashMap<String, Samples> = HashMap::new();
     let mut restarted = false;
+    let mut data_killed = false;
     loop {
         std::thread::sleep(Duration::from_secs(1));
         let t = t0.elapsed().as_secs_f64();
@@ -661,7 +686,7 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let down: Vec<&str> = procs
             .iter()
-            .filter(|p| p.status.is_some() && p.name != "load")
+            .filter(|p| p.status.is_some() && p.name != "load" && !p.lab_killed)
             .map(|p| p.name.as_str())
             .collect();
         if !down.is_empty() {
@@ -700,7 +725,23 @@ fn up(a: Args) -> Result<bool, String> {
                 procs[i] = fresh;
             }
         }
-        if procs.iter().any(|p| p.status.is_some() && p.name != "load") {
+        // The lab's data box failure: SIGKILL, left down (07 §14 "data box down").
+        if let Some((d, at)) = a.kill_data {
+            if !data_killed && t >= at as f64 {
+                data_killed = true;
+                let name = format!("data box {d}");
+                if let Some(p) = procs.iter_mut().find(|p| p.name == name) {
+                    p.signal(libc::SIGKILL);
+                    p.status = p.child.wait().ok();
+                    p.lab_killed = true;
+                }
+                println!("vyrn up: data box {d} killed (SIGKILL) at {t:.0} s; it stays down");
+            }
+        }
+        if procs
+            .iter()
+            .any(|p| p.status.is_some() && p.name != "load" && !p.lab_killed)
+        {
             println!("vyrn up: a process exited early; stopping the home");
             break;
         }
@@ -848,6 +889,20 @@ fn report(
     if seq.contains("seq_fenced true") {
         problems.push("the box fenced".into());
     }
+    if let Some((d, at)) = a.kill_data {
+        let _ = writeln!(
+            r,
+            "Fault injected (07 §14, data box down): data box {d} SIGKILLed {at} s into the load and left down; the replicas must gossip DataDown, redirect its sessions to the backup box (07 §5.7), and every replica still resolve every payload (the same replay digest), with nothing acked lost.\n"
+        );
+        for p in procs
+            .iter()
+            .filter(|p| p.name.starts_with("data box") && !p.lab_killed)
+        {
+            if let Some(l) = p.log_text().lines().rev().find(|l| l.contains("redirect")) {
+                let _ = writeln!(r, "{}: `{}`\n", p.name, l.trim());
+            }
+        }
+    }
     if let Some((i, at)) = a.restart_replica {
         let _ = writeln!(
             r,
@@ -961,6 +1016,7 @@ fn report(
     for p in procs {
         // Every role ends cleanly (exit 0) on SIGTERM; the load generator may be cut by Ctrl-C.
         let bad = match p.status {
+            _ if p.lab_killed => false,
             None => true,
             Some(st) if p.name == "load" => st.code().is_some_and(|c| c != 0),
             Some(st) => !st.success(),

@@ -389,9 +389,43 @@ pub fn sessions_for(
     data: std::net::SocketAddr,
     resend_ns: u64,
 ) -> Result<Vec<Session>, crate::ConfigError> {
+    sessions_homed(
+        book,
+        keys.into_iter().map(|(s, a, b)| (s, a, b, 0)),
+        seq,
+        vec![data],
+        resend_ns,
+    )
+}
+
+/// As [`sessions_for`], with the home's data boxes (client addresses in facility order) and
+/// each session's data home (an index into them, 07 §5.1): copy 2 goes to the home, and a
+/// `DataRedirect` (07 §5.7) moves it to the backup box.
+pub fn sessions_homed(
+    book: u16,
+    keys: impl IntoIterator<
+        Item = (
+            u32,
+            vyrn_wire::msg::client::SipKey,
+            vyrn_wire::msg::client::SipKey,
+            u8,
+        ),
+    >,
+    seq: std::net::SocketAddr,
+    data_boxes: Vec<std::net::SocketAddr>,
+    resend_ns: u64,
+) -> Result<Vec<Session>, crate::ConfigError> {
     keys.into_iter()
-        .map(|(session, k_seq, k_out)| {
-            let mut c = crate::SessionConfig::new(book, session, k_seq, k_out, seq, vec![data], 0);
+        .map(|(session, k_seq, k_out, home)| {
+            let mut c = crate::SessionConfig::new(
+                book,
+                session,
+                k_seq,
+                k_out,
+                seq,
+                data_boxes.clone(),
+                home,
+            );
             c.resend_after_ns = resend_ns;
             c.resend_gap_ns = resend_ns / 2;
             c.gap_resend_ns = resend_ns;
