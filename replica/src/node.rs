@@ -55,7 +55,7 @@ use vyrn_wire::msg::PktKey;
 
 use crate::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
 use crate::data_down::DownStep;
-use crate::data_side::{CopyMismatch, DataAlarm};
+use crate::data_side::{CopyMismatch, DataAlarm, Source};
 use crate::decode::Fault;
 use crate::frame_store::FrameStore;
 use crate::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
@@ -319,8 +319,8 @@ pub struct NodeCounters {
     pub tx_dropped: u64,
     /// Peer RepairReqs served, and frames sent for them.
     pub repairs_served: (u64, u64),
-    /// Payload requests the core wanted to send to a peer or the sequencer, which have no wire
-    /// message yet (`PeerDataFetch`, `SeqDataReq`: docs/replica.md): not sent.
+    /// Payload requests the core wanted to send to the sequencer, which has no wire message
+    /// yet (`SeqDataReq`: docs/replica.md): not sent.
     pub unsent_no_wire: u64,
     /// Payloads no source had (07 §5.5: every fetch source asked).
     pub unavailable: u64,
@@ -346,12 +346,63 @@ pub struct NodeCounters {
     pub blocks: u64,
     /// Datagrams dropped by the lab's path cut ([`Node::cut_path`]).
     pub path_cut_drops: u64,
+    /// Datagrams from the data boxes dropped by the lab's cut ([`Node::cut_data`]).
+    pub data_cut_drops: u64,
     /// `DataDown` gossip rounds sent (07 §5.7).
     pub data_down_sent: u64,
     /// `DataDown` gossip taken from peers.
     pub data_down_rx: u64,
     /// `DataRedirect`s sent, one per session per round (to every live data box).
     pub redirects_sent: u64,
+    /// `PeerDataFetch` sent (07 §5.5 source 2).
+    pub peer_data_asked: u64,
+    /// `PeerData` answers taken from peers.
+    pub peer_data_rx: u64,
+    /// Peers' `PeerDataFetch` answered from this replica's store.
+    pub peer_data_served: u64,
+    /// Peers' `PeerDataFetch` for a payload this replica does not hold (not answered).
+    pub peer_data_missing: u64,
+    /// Peers' `PeerDataFetch` over PEER_DATA_MAX_PPS (not answered).
+    pub peer_data_capped: u64,
+}
+
+/// Payloads a replica serves its peers per second (07 §5.5 names REP_SEQ_DATA_MAX_PPS for the
+/// sequencer's source; a peer gets the same bound).
+pub const PEER_DATA_MAX_PPS: u64 = 50_000;
+
+/// A token bucket of `rate` a second with a burst of `burst`.
+#[derive(Debug)]
+struct Tokens {
+    rate: u64,
+    burst: u64,
+    left: u64,
+    at: u64,
+}
+
+impl Tokens {
+    fn new(rate: u64, burst: u64) -> Self {
+        Tokens {
+            rate: rate.max(1),
+            burst,
+            left: burst,
+            at: 0,
+        }
+    }
+    fn take(&mut self, now: u64) -> bool {
+        let per = 1_000_000_000 / self.rate;
+        if now > self.at {
+            let add = (now - self.at) / per.max(1);
+            if add > 0 {
+                self.left = (self.left + add).min(self.burst);
+                self.at += add * per;
+            }
+        }
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
 }
 
 /// Replay's answers folded into one digest (every replica of a home prints the same one). The
@@ -580,6 +631,8 @@ struct Io {
     peer_index: Vec<usize>,
     /// Per failed box: the sessions moved off it to their backup home.
     moved: Vec<Vec<u32>>,
+    /// PEER_DATA_MAX_PPS.
+    peer_data_tokens: Tokens,
 }
 
 impl Io {
@@ -637,8 +690,16 @@ impl ReplicaOut for Io {
             self.queue(Sock::Data, to, |b| f.encode(b).is_ok());
         }
     }
-    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {
-        self.c.unsent_no_wire += 1;
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {
+        // 07 §5.5 source 2: one peer, round robin (the data side chose it).
+        if let Some(&to) = self.peers.get(peer) {
+            let m = vyrn_wire::msg::ctrl::PeerDataFetch {
+                session: key.session,
+                pkt_seq: key.pkt_seq,
+            };
+            self.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+            self.c.peer_data_asked += 1;
+        }
     }
     fn seq_data_req(&mut self, _key: PktKey) {
         self.c.unsent_no_wire += 1;
@@ -724,6 +785,8 @@ pub struct Node {
     /// REP_A_DIVERGE's `Diverge` message and when it last went to the sequencer: repeated
     /// every [`DIVERGE_REPEAT_NS`] (UDP may lose it; the sequencer halts once).
     diverge: Option<(Vec<u8>, u64)>,
+    /// Lab: datagrams from the data boxes dropped from this time on ([`Node::cut_data`]).
+    data_cut: Option<u64>,
     /// The home's sessions (07 §5.7 moves those of a failed data box).
     sessions: Vec<u32>,
 }
@@ -883,6 +946,7 @@ impl Node {
                 down: crate::data_down::DataDown::new(h.databoxes.len() as u8, quorum, cfg.index),
                 peer_index,
                 moved: vec![Vec::new(); h.databoxes.len()],
+                peer_data_tokens: Tokens::new(PEER_DATA_MAX_PPS, 4096),
             },
             voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
             simplex,
@@ -892,6 +956,7 @@ impl Node {
             held: Default::default(),
             journal,
             diverge: None,
+            data_cut: None,
             sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
         })
     }
@@ -1034,6 +1099,13 @@ impl Node {
         }
     }
 
+    /// Lab fault injection: from `from_ns` on, drop every datagram from the data boxes unread
+    /// (this replica's link to the data tier cut). Its payloads must then come from its peers
+    /// (`PeerDataFetch`, 07 §5.5 source 2).
+    pub fn cut_data(&mut self, from_ns: u64) {
+        self.data_cut = Some(from_ns);
+    }
+
     /// One round at `now` (ns on this process's monotonic clock). True if anything was done.
     pub fn poll(&mut self, now: u64) -> Result<bool, vyrn_engine::home::ReplayError> {
         self.io.now = now;
@@ -1067,7 +1139,11 @@ impl Node {
         }
         if let Ok(n) = self.data.recv_batch(&mut self.rx) {
             work += n;
-            for p in self.rx.iter() {
+            let cut = self.data_cut.is_some_and(|t| now >= t);
+            if cut {
+                self.io.c.data_cut_drops += n as u64;
+            }
+            for p in self.rx.iter().filter(|_| !cut) {
                 self.io.c.data_rx += 1;
                 match p
                     .meta
@@ -1389,6 +1465,35 @@ fn on_ctrl(
             io.c.data_down_rx += 1;
             let voter = io.peer_index[peer];
             io.down.on_peer(voter, m.d, now);
+        }
+        // 07 §5.5: a peer asks for a payload this replica stored; answered when held, at most
+        // PEER_DATA_MAX_PPS a second (the asker moves to its next source otherwise).
+        Ok(CtrlMsg::PeerDataFetch(f)) => {
+            let key = PktKey {
+                session: f.session,
+                pkt_seq: f.pkt_seq,
+            };
+            let Some(pkt) = core.data().payload(key) else {
+                io.c.peer_data_missing += 1;
+                return;
+            };
+            if !io.peer_data_tokens.take(now) {
+                io.c.peer_data_capped += 1;
+                return;
+            }
+            let m = vyrn_wire::msg::ctrl::PeerData {
+                session: f.session,
+                pkt_seq: f.pkt_seq,
+                pkt: pkt.to_vec(),
+            };
+            let to = io.peers[peer];
+            io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+            io.c.peer_data_served += 1;
+        }
+        // A peer's answer: checked like any pushed packet (the replica's own full hash).
+        Ok(CtrlMsg::PeerData(d)) => {
+            io.c.peer_data_rx += 1;
+            core.on_fetched(Source::Peer(peer), &d.pkt, now, io);
         }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let to = io.peers[peer];

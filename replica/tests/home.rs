@@ -35,6 +35,8 @@ struct Home {
     home: HomeConfig,
     /// Voters that sign a wrong state root (the lab fault of `--lab-wrong-root`).
     wrong_root: Vec<usize>,
+    /// Voters cut off from the data boxes from the start (`Node::cut_data`).
+    cut_data: Vec<usize>,
 }
 
 fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'static, ()>) {
@@ -60,6 +62,7 @@ fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'st
             cfg,
             home,
             wrong_root: Vec::new(),
+            cut_data: Vec::new(),
         },
         guard,
     )
@@ -88,6 +91,9 @@ fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> 
         }),
     };
     let mut node = Node::open(&cfg).expect("replica sockets");
+    if h.cut_data.contains(&i) {
+        node.cut_data(0);
+    }
     std::thread::spawn(move || {
         let t0 = Instant::now();
         node.run(
@@ -263,6 +269,30 @@ fn the_interim_voter_home_trades_to_finality() {
     let (h, _serial) = home("interim", 48_500, false);
     let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
     check(&counts, &nodes, &databox, fin);
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// 07 §5.5 source 2 over UDP: replica 2 never hears from the data box (its link to the data
+/// tier cut from the start), so every payload it needs comes from its peers — `PeerDataFetch`
+/// answered by `PeerData`, each checked with its own full hash — and it replays the same
+/// responses as the others and votes every block.
+#[test]
+fn a_replica_cut_off_from_the_data_box_takes_every_payload_from_its_peers() {
+    let (mut h, _serial) = home("peerdata", 48_700, false);
+    h.cut_data = vec![2];
+    let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
+    check(&counts, &nodes, &databox, fin);
+    let cut = nodes[2].counters();
+    assert!(cut.data_cut_drops > 0, "{cut:?}");
+    assert!(cut.peer_data_rx > 100, "payloads from peers: {cut:?}");
+    assert!(cut.peer_data_asked >= cut.peer_data_rx);
+    let served: u64 = nodes.iter().map(|n| n.counters().peer_data_served).sum();
+    assert!(served >= cut.peer_data_rx, "served {served}");
+    for (i, n) in nodes.iter().enumerate() {
+        if i != 2 {
+            assert_eq!(n.counters().peer_data_rx, 0, "replica {i} needed no peer");
+        }
+    }
     let _ = std::fs::remove_dir_all(&h.dir);
 }
 

@@ -249,6 +249,20 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         &[("dir", "taken")],
         c.data_down_rx,
     );
+    for (dir, v) in [
+        ("asked", c.peer_data_asked),
+        ("received", c.peer_data_rx),
+        ("served", c.peer_data_served),
+        ("not_held", c.peer_data_missing),
+        ("capped", c.peer_data_capped),
+    ] {
+        e.counter(
+            "vyrn_replica_peer_data_total",
+            "payloads between peers (07 §5.5 source 2): PeerDataFetch asked, PeerData received, served, not held, over the rate",
+            &[("what", dir)],
+            v,
+        );
+    }
     e.counter(
         "vyrn_replica_data_redirects_total",
         "DataRedirect sent to the live data boxes (07 §5.7), one per session per round",
@@ -712,7 +726,7 @@ fn line(n: &Node) -> String {
         .collect();
     format!(
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
-         data frames {} (gaps {}, fetched {}, unavailable {}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
+         data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
          replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}{}",
         rx.first[0],
         rx.first[1],
@@ -730,6 +744,9 @@ fn line(n: &Node) -> String {
         d.gaps,
         d.gap_fetches,
         c.unavailable,
+        c.peer_data_asked,
+        c.peer_data_rx,
+        c.peer_data_served,
         c.data_down_sent,
         c.data_down_rx,
         c.redirects_sent,

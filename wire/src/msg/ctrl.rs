@@ -69,6 +69,12 @@ pub mod ty {
     /// [`Diverge`](super::Diverge): a voter's `REP_A_DIVERGE` evidence to the sequencer's
     /// control core (07 §7.4; the message's bytes are a vyrn decision).
     pub const DIVERGE: u8 = 0x16;
+    /// [`PeerDataFetch`](super::PeerDataFetch): one packet asked of a peer replica (07 §5.5
+    /// source 2).
+    pub const PEER_DATA_FETCH: u8 = 0x17;
+    /// [`PeerData`](super::PeerData): a peer's answer, the packet as it stored it (a vyrn
+    /// decision: 07 names only the request).
+    pub const PEER_DATA: u8 = 0x18;
 }
 
 /// Most `extra` ranges per substream in a TailReport (07 §9.3).
@@ -1098,6 +1104,79 @@ impl Body for DataDown {
 }
 ctrl_codec!(DataDown, ty::DATA_DOWN);
 
+/// `PeerDataFetch` (07 §5.5 source 2): a replica asks one peer, round robin, for the packet
+/// `(session, pkt_seq)` after its data home did not answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PeerDataFetch {
+    /// SessionId.
+    pub session: u32,
+    /// Its pkt_seq (≥ 1).
+    pub pkt_seq: u32,
+}
+
+impl Body for PeerDataFetch {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.pkt_seq == 0 {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.session);
+        put_u32(out, self.pkt_seq);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(PeerDataFetch {
+            session: r.u32_le()?,
+            pkt_seq: r.u32_le()?,
+        })
+    }
+}
+ctrl_codec!(PeerDataFetch, ty::PEER_DATA_FETCH);
+
+/// `PeerData`: a peer's answer to [`PeerDataFetch`] — the request packet as that peer stored
+/// it, checked by the asker like a pushed one (07 §5.5: "every fetched packet is checked").
+/// A peer that does not hold it says nothing (the asker moves to its next source).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PeerData {
+    /// SessionId.
+    pub session: u32,
+    /// Its pkt_seq.
+    pub pkt_seq: u32,
+    /// The packet, 1..=[`REQ_MAX_LEN`](super::client::REQ_MAX_LEN) bytes.
+    pub pkt: Vec<u8>,
+}
+
+impl Body for PeerData {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.pkt_seq == 0 || self.pkt.is_empty() || self.pkt.len() > super::client::REQ_MAX_LEN {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.session);
+        put_u32(out, self.pkt_seq);
+        put_u16(out, self.pkt.len() as u16);
+        out.extend_from_slice(&self.pkt);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let session = r.u32_le()?;
+        let pkt_seq = r.u32_le()?;
+        let n = r.u16_le()? as usize;
+        if n > super::client::REQ_MAX_LEN {
+            return Err(Malformed::BadValue);
+        }
+        let pkt = r.bytes(n)?.to_vec();
+        Ok(PeerData {
+            session,
+            pkt_seq,
+            pkt,
+        })
+    }
+}
+ctrl_codec!(PeerData, ty::PEER_DATA);
+
 /// `DataRedirect` (07 §5.7), replica → data box: tell `session` to resend copy 2 from
 /// `resend_from` to data box `to` instead of `from`. The data box relays it to the client as the
 /// `DataRedirect` response record.
@@ -1659,6 +1738,10 @@ pub enum CtrlMsg {
     FinalizeVote(Box<FinalizeVote>),
     /// [`ty::DIVERGE`].
     Diverge(Box<Diverge>),
+    /// [`ty::PEER_DATA_FETCH`].
+    PeerDataFetch(PeerDataFetch),
+    /// [`ty::PEER_DATA`].
+    PeerData(PeerData),
 }
 
 impl CtrlMsg {
@@ -1687,6 +1770,8 @@ impl CtrlMsg {
             ty::FINALITY_CERT => CtrlMsg::FinalityCert(Box::new(RepFinalityCert::parse(&b[1..])?)),
             ty::FINALIZE_VOTE => CtrlMsg::FinalizeVote(Box::new(FinalizeVote::parse(b)?)),
             ty::DIVERGE => CtrlMsg::Diverge(Box::new(Diverge::parse(b)?)),
+            ty::PEER_DATA_FETCH => CtrlMsg::PeerDataFetch(PeerDataFetch::parse(b)?),
+            ty::PEER_DATA => CtrlMsg::PeerData(PeerData::parse(b)?),
             _ => return Err(Malformed::BadKind),
         })
     }
@@ -1719,6 +1804,8 @@ impl CtrlMsg {
             }
             CtrlMsg::FinalizeVote(m) => m.encode(out),
             CtrlMsg::Diverge(m) => m.encode(out),
+            CtrlMsg::PeerDataFetch(m) => m.encode(out),
+            CtrlMsg::PeerData(m) => m.encode(out),
         }
     }
 
@@ -1753,6 +1840,8 @@ impl CtrlMsg {
             CtrlMsg::FinalityCert(_) => ty::FINALITY_CERT,
             CtrlMsg::FinalizeVote(_) => ty::FINALIZE_VOTE,
             CtrlMsg::Diverge(_) => ty::DIVERGE,
+            CtrlMsg::PeerDataFetch(_) => ty::PEER_DATA_FETCH,
+            CtrlMsg::PeerData(_) => ty::PEER_DATA,
         }
     }
 }

@@ -1,0 +1,100 @@
+//! `PeerDataFetch` and `PeerData` (07 §5.5 source 2, control types 0x17 and 0x18): golden
+//! bytes, round trips, and every refusal.
+
+use proptest::prelude::*;
+use vyrn_wire::msg::client::REQ_MAX_LEN;
+use vyrn_wire::msg::ctrl::{CtrlMsg, PeerData, PeerDataFetch};
+use vyrn_wire::Malformed;
+
+#[test]
+fn golden_bytes() {
+    let f = PeerDataFetch {
+        session: 0x1001,
+        pkt_seq: 7,
+    };
+    assert_eq!(
+        f.to_bytes().unwrap(),
+        [0x17, 0x01, 0x10, 0, 0, 7, 0, 0, 0],
+        "type, session u32 LE, pkt_seq u32 LE"
+    );
+    let d = PeerData {
+        session: 0x1001,
+        pkt_seq: 7,
+        pkt: vec![0xaa, 0xbb, 0xcc],
+    };
+    assert_eq!(
+        d.to_bytes().unwrap(),
+        [0x18, 0x01, 0x10, 0, 0, 7, 0, 0, 0, 3, 0, 0xaa, 0xbb, 0xcc],
+        "type, session, pkt_seq, pkt_len u16 LE, the packet"
+    );
+}
+
+#[test]
+fn refusals() {
+    let bad = PeerDataFetch {
+        session: 1,
+        pkt_seq: 0,
+    };
+    assert_eq!(
+        bad.to_bytes(),
+        Err(Malformed::BadValue),
+        "pkt_seq starts at 1"
+    );
+    assert_eq!(
+        PeerDataFetch::parse(&[0x17, 1, 0, 0, 0, 0, 0, 0, 0]),
+        Err(Malformed::BadValue)
+    );
+    let empty = PeerData {
+        session: 1,
+        pkt_seq: 1,
+        pkt: Vec::new(),
+    };
+    assert_eq!(empty.to_bytes(), Err(Malformed::BadValue));
+    let long = PeerData {
+        session: 1,
+        pkt_seq: 1,
+        pkt: vec![0; REQ_MAX_LEN + 1],
+    };
+    assert_eq!(
+        long.to_bytes(),
+        Err(Malformed::BadValue),
+        "longer than any request"
+    );
+    // A length past the bytes present, a length past REQ_MAX_LEN, trailing bytes, a wrong type.
+    assert!(PeerData::parse(&[0x18, 1, 0, 0, 0, 1, 0, 0, 0, 9, 0, 1]).is_err());
+    let n = (REQ_MAX_LEN + 1) as u16;
+    let mut b = vec![0x18, 1, 0, 0, 0, 1, 0, 0, 0];
+    b.extend_from_slice(&n.to_le_bytes());
+    b.extend(std::iter::repeat_n(0u8, n as usize));
+    assert_eq!(PeerData::parse(&b), Err(Malformed::BadValue));
+    let mut ok = PeerData {
+        session: 1,
+        pkt_seq: 1,
+        pkt: vec![5],
+    }
+    .to_bytes()
+    .unwrap();
+    ok.push(0);
+    assert!(PeerData::parse(&ok).is_err(), "trailing bytes");
+    assert_eq!(
+        PeerDataFetch::parse(&[0x18, 1, 0, 0, 0, 1, 0, 0, 0]),
+        Err(Malformed::BadKind)
+    );
+}
+
+proptest! {
+    #[test]
+    fn round_trips(session in any::<u32>(), pkt_seq in 1u32.., pkt in proptest::collection::vec(any::<u8>(), 1..=REQ_MAX_LEN)) {
+        let f = PeerDataFetch { session, pkt_seq };
+        let b = f.to_bytes().unwrap();
+        prop_assert_eq!(CtrlMsg::parse(&b).unwrap(), CtrlMsg::PeerDataFetch(f));
+        let d = PeerData { session, pkt_seq, pkt };
+        let b = d.to_bytes().unwrap();
+        prop_assert_eq!(b.len(), 11 + d.pkt.len());
+        prop_assert_eq!(CtrlMsg::parse(&b).unwrap(), CtrlMsg::PeerData(d.clone()));
+        prop_assert_eq!(CtrlMsg::PeerData(d).to_bytes().unwrap(), b.clone());
+        for n in 0..b.len() {
+            prop_assert!(PeerData::parse(&b[..n]).is_err());
+        }
+    }
+}
