@@ -319,9 +319,10 @@ pub struct NodeCounters {
     pub tx_dropped: u64,
     /// Peer RepairReqs served, and frames sent for them.
     pub repairs_served: (u64, u64),
-    /// Payload requests the core wanted to send to the sequencer, which has no wire message
-    /// yet (`SeqDataReq`: docs/replica.md): not sent.
-    pub unsent_no_wire: u64,
+    /// `SeqDataReq`s sent to the sequencer (07 §5.5 source 3).
+    pub seq_data_asked: u64,
+    /// `SeqData` answers taken from the sequencer.
+    pub seq_data_rx: u64,
     /// Payloads no source had (07 §5.5: every fetch source asked).
     pub unavailable: u64,
     /// CopyMismatch evidence raised.
@@ -701,8 +702,15 @@ impl ReplicaOut for Io {
             self.c.peer_data_asked += 1;
         }
     }
-    fn seq_data_req(&mut self, _key: PktKey) {
-        self.c.unsent_no_wire += 1;
+    fn seq_data_req(&mut self, key: PktKey) {
+        // 07 §5.5 source 3: the sequencer's control core, from its lanes' retention.
+        let m = vyrn_wire::msg::ctrl::SeqDataReq {
+            session: key.session,
+            pkt_seq: key.pkt_seq,
+        };
+        let to = self.seq_ctrl;
+        self.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+        self.c.seq_data_asked += 1;
     }
     fn hash_list_req(&mut self, r: &HashListReq) {
         let to = self.seq_ctrl;
@@ -1445,6 +1453,11 @@ fn on_ctrl(
             }
             Ok(CtrlMsg::HashList(l)) => core.on_hash_list(&l, now, io),
             Ok(CtrlMsg::RepDurableMark(_)) => io.c.durable_marks += 1,
+            // The canonical copy (07 §5.5 source 3, §5.6): checked like any other.
+            Ok(CtrlMsg::SeqData(d)) => {
+                io.c.seq_data_rx += 1;
+                core.on_fetched(Source::Seq, &d.pkt, now, io);
+            }
             _ => io.c.ctrl_bad += 1,
         }
         return;

@@ -273,9 +273,10 @@ fn the_interim_voter_home_trades_to_finality() {
 }
 
 /// 07 §5.5 source 2 over UDP: replica 2 never hears from the data box (its link to the data
-/// tier cut from the start), so every payload it needs comes from its peers — `PeerDataFetch`
-/// answered by `PeerData`, each checked with its own full hash — and it replays the same
-/// responses as the others and votes every block.
+/// tier cut from the start), so the payloads it needs come from its peers — `PeerDataFetch`
+/// answered by `PeerData`, each checked with its own full hash (and the odd one no peer gave in
+/// time from the sequencer) — and it replays the same responses as the others and votes every
+/// block.
 #[test]
 fn a_replica_cut_off_from_the_data_box_takes_every_payload_from_its_peers() {
     let (mut h, _serial) = home("peerdata", 48_700, false);
@@ -289,9 +290,36 @@ fn a_replica_cut_off_from_the_data_box_takes_every_payload_from_its_peers() {
     let served: u64 = nodes.iter().map(|n| n.counters().peer_data_served).sum();
     assert!(served >= cut.peer_data_rx, "served {served}");
     for (i, n) in nodes.iter().enumerate() {
+        let c = n.counters();
         if i != 2 {
-            assert_eq!(n.counters().peer_data_rx, 0, "replica {i} needed no peer");
+            // The others have their data box; a peer's answer is the odd late payload.
+            assert!(
+                c.peer_data_rx * 4 < cut.peer_data_rx,
+                "replica {i} took {} from peers, the cut one {}",
+                c.peer_data_rx,
+                cut.peer_data_rx
+            );
         }
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// 07 §5.5 source 3 over UDP: no replica hears from the data box (every link to the data tier
+/// cut), so no data box holds a payload for them and a peer only what it took itself: each
+/// comes from the sequencer's lane retention (`SeqDataReq` → `SeqData`, the bytes the lane matched), and the home trades to
+/// finality with every replica replaying the same responses.
+#[test]
+fn with_the_data_tier_cut_off_every_payload_comes_from_the_sequencers_retention() {
+    let (mut h, _serial) = home("seqdata", 48_760, false);
+    h.cut_data = vec![0, 1, 2, 3];
+    let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
+    check(&counts, &nodes, &databox, fin);
+    for (i, n) in nodes.iter().enumerate() {
+        let c = n.counters();
+        assert!(c.seq_data_rx > 100, "replica {i}: {c:?}");
+        // A peer may pass on what it already took from the sequencer; most came from there.
+        assert!(c.seq_data_rx > c.peer_data_rx, "replica {i}: {c:?}");
+        assert_eq!(c.data_rx, 0, "replica {i}: the data tier was cut off");
     }
     let _ = std::fs::remove_dir_all(&h.dir);
 }

@@ -15,6 +15,7 @@ pub mod control;
 pub mod hasher;
 pub mod mem;
 pub mod ports;
+pub mod retain;
 pub mod runner;
 pub mod secret;
 pub mod shm;

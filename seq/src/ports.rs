@@ -83,6 +83,10 @@ pub struct NetStats {
     pub too_old: AtomicU64,
     /// Frames retransmitted unicast to a NACK's sender (07 §4.10).
     pub rtx_unicast: AtomicU64,
+    /// `SeqDataReq`s taken from registered voters (07 §5.5 source 3).
+    pub seq_data_reqs: AtomicU64,
+    /// `SeqData` answers sent.
+    pub seq_data_sent: AtomicU64,
     /// Retransmissions the control socket refused (the sender NACKs them again).
     pub rtx_unicast_failed: AtomicU64,
     /// REP_DurableMark messages sent.
@@ -413,6 +417,32 @@ struct CtrlRxTile {
     nacks: Vec<Producer<NackReq>>,
     hash_reqs: Producer<tiles::HashReq>,
     stats: Arc<NetStats>,
+    /// 07 §5.5 source 3: each session's lane, the lanes' SeqDataReq rings and their answers,
+    /// and the REP_SEQ_DATA_MAX_PPS budget (tokens, last refill).
+    lane_of: HashMap<u32, u8>,
+    data_asks: Vec<Producer<crate::retain::SeqDataAsk>>,
+    data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
+    data_tokens: (u64, u64),
+}
+
+/// Burst of the REP_SEQ_DATA_MAX_PPS token bucket.
+const SEQ_DATA_BURST: u64 = 1024;
+
+/// Take a SeqDataReq token at `now` (REP_SEQ_DATA_MAX_PPS, 07 §5.5).
+fn seq_data_token(t: &mut (u64, u64), now: u64) -> bool {
+    let per = 1_000_000_000 / vyrn_wire::consts::REP_SEQ_DATA_MAX_PPS;
+    if now > t.1 {
+        let add = (now - t.1) / per;
+        if add > 0 {
+            t.0 = (t.0 + add).min(SEQ_DATA_BURST);
+            t.1 += add * per;
+        }
+    }
+    if t.0 == 0 {
+        return false;
+    }
+    t.0 -= 1;
+    true
 }
 
 /// Take a certificate token of voter `v` at `now` (a token bucket per source).
@@ -449,6 +479,24 @@ impl Task for CtrlRxTile {
     fn poll(&mut self, now: u64) -> bool {
         use vyrn_wire::msg::ctrl::CtrlMsg;
         self.inbox.drain();
+        // The lanes' SeqData answers (07 §5.5 source 3), sent from this port.
+        let mut answered = false;
+        for q in &mut self.data_answers {
+            while let Some(a) = q.pop() {
+                answered = true;
+                let sent = self
+                    .ctrl
+                    .send_batch(&[TxPacket::to(a.bytes(), Dest::Addr(a.to))]);
+                bump(if matches!(sent, Ok(1)) {
+                    &self.stats.seq_data_sent
+                } else {
+                    &self.stats.ctrl_dropped
+                });
+            }
+        }
+        if answered {
+            let _ = self.ctrl.flush();
+        }
         let got = self.ctrl.recv_batch(&mut self.batch);
         self.stats
             .ctrl_truncated
@@ -487,6 +535,29 @@ impl Task for CtrlRxTile {
                         };
                         if q.push(r).is_err() {
                             bump(&self.stats.ctrl_dropped); // the voter NACKs again
+                        }
+                    }
+                }
+                // 07 §5.5 source 3: to the session's lane, within REP_SEQ_DATA_MAX_PPS.
+                Ok(CtrlMsg::SeqDataReq(q)) => {
+                    bump(&self.stats.seq_data_reqs);
+                    let lane = self.lane_of.get(&q.session).copied();
+                    let (Some(lane), Some(src)) = (lane, src) else {
+                        bump(&self.stats.ctrl_bad);
+                        continue;
+                    };
+                    if !seq_data_token(&mut self.data_tokens, now) {
+                        bump(&self.stats.ctrl_dropped);
+                        continue;
+                    }
+                    let ask = crate::retain::SeqDataAsk {
+                        session: q.session,
+                        pkt_seq: q.pkt_seq,
+                        src,
+                    };
+                    if let Some(r) = self.data_asks.get_mut(lane as usize) {
+                        if r.push(ask).is_err() {
+                            bump(&self.stats.ctrl_dropped);
                         }
                     }
                 }
@@ -1012,6 +1083,10 @@ impl NetBox {
             nacks,
             hash_reqs,
             stats: stats.clone(),
+            lane_of: e.sessions.iter().map(|s| (s.session, s.lane)).collect(),
+            data_asks: std::mem::take(&mut handles.seq_data_asks),
+            data_answers: std::mem::take(&mut handles.seq_data_answers),
+            data_tokens: (SEQ_DATA_BURST, 0),
         }));
         if let Some(listener) = listener {
             tasks.push(Box::new(CertTile {

@@ -476,6 +476,29 @@ struct LaneTile {
     ports: LanePorts,
     words: Arc<Words>,
     out: Out,
+    /// The packets this lane matched (07 §5.5 source 3), and its `SeqDataReq`s in and answers
+    /// out (the control-port tile sends them).
+    retain: crate::retain::PktRetain,
+    asks: Consumer<crate::retain::SeqDataAsk>,
+    answers: Producer<crate::retain::SeqDataAnswer>,
+    retain_stats: Arc<RetainStats>,
+}
+
+/// `SeqDataReq`s a lane answers per poll at most (they are rare: a copy mismatch, a payload
+/// the data tier lost).
+const ASKS_PER_POLL: usize = 8;
+
+/// Lane packet retention's counters, all lanes together (07 §5.5 source 3).
+#[derive(Debug, Default)]
+pub struct RetainStats {
+    /// Packets kept (published every 1024 and at each answer).
+    pub stored: AtomicU64,
+    /// `SeqDataReq`s answered from retention.
+    pub hits: AtomicU64,
+    /// `SeqDataReq`s for a packet no longer (or never) held: no answer.
+    pub misses: AtomicU64,
+    /// Answers dropped at a full answer ring (the replica asks again).
+    pub dropped: AtomicU64,
 }
 
 impl Task for LaneTile {
@@ -530,6 +553,15 @@ impl Task for LaneTile {
             took += 1;
             let bytes = &pkt.bytes[..pkt.len as usize];
             let v = self.lane.on_packet(now, pkt.rx_ts, bytes, &mut self.ports);
+            // 07 §5.5 source 3: the bytes this lane matched, for a replica's SeqDataReq.
+            let fresh = matches!(v, Ok(Verdict::New | Verdict::Shed | Verdict::Gap));
+            if let (true, Some(session), Some(seq)) = (fresh, session_of(bytes), bytes.get(8..12)) {
+                let seq = u32::from_le_bytes([seq[0], seq[1], seq[2], seq[3]]);
+                self.retain.put(session, seq, bytes);
+                if self.retain.stored % 1024 == 0 {
+                    self.retain_stats.stored.fetch_add(1024, Ordering::Relaxed);
+                }
+            }
             // 07 §9.5: a session's address is learned only from a packet whose tag verified
             // and that is fresh — new, shed or ahead of sequence; never from a forged packet,
             // nor from a replayed copy of an old one (a duplicate).
@@ -542,6 +574,27 @@ impl Task for LaneTile {
             // core may include this op while the lane parses the next.
             if self.ports.r_pkt.over.is_empty() {
                 self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
+            }
+        }
+        // 07 §5.5 source 3: a few SeqDataReqs, answered from retention into the answer ring.
+        for _ in 0..ASKS_PER_POLL {
+            let Some(ask) = self.asks.pop() else {
+                break;
+            };
+            busy = true;
+            let st = &self.retain_stats;
+            match self.retain.get(ask.session, ask.pkt_seq) {
+                Some(pkt) => {
+                    st.hits.fetch_add(1, Ordering::Relaxed);
+                    if let Some(a) = crate::retain::SeqDataAnswer::new(&ask, pkt) {
+                        if self.answers.push(a).is_err() {
+                            st.dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                None => {
+                    st.misses.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         if took > 0 {
@@ -1145,6 +1198,12 @@ pub struct BoxHandles {
     pub control: Arc<ControlStats>,
     /// The sequencer's verifying key.
     pub seq_public: ed25519_dalek::VerifyingKey,
+    /// Per lane: its ring of `SeqDataReq`s (07 §5.5 source 3).
+    pub seq_data_asks: Vec<Producer<crate::retain::SeqDataAsk>>,
+    /// Per lane: its encoded `SeqData` answers, for the control-port tile to send.
+    pub seq_data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
+    /// Lane packet retention's counters.
+    pub retain: Arc<RetainStats>,
 }
 
 impl std::fmt::Debug for BoxHandles {
@@ -1244,7 +1303,14 @@ pub fn build(
     let mut fwd_c = Vec::new();
     let mut ev_p = Vec::new();
     let mut tx_c = Vec::new();
+    let mut ask_p = Vec::new();
+    let mut answer_c = Vec::new();
+    let retain_stats = Arc::new(RetainStats::default());
     for l in 0..n {
+        let (ap, ac) = spsc::channel(256);
+        let (anp, anc) = spsc::channel(256);
+        ask_p.push(ap);
+        answer_c.push(anc);
         let (rp, rc) = spsc::channel(LANE_RING);
         let (pp, pc) = spsc::channel(LANE_RING);
         let (h8p, h8c) = spsc::channel(LANE_RING);
@@ -1274,6 +1340,10 @@ pub fn build(
             },
             words: words.clone(),
             out: Out::new(wire(WireFor::Lane(l as u8)), words.clone()),
+            retain: crate::retain::PktRetain::new(crate::retain::RETAIN_SLOTS),
+            asks: ac,
+            answers: anp,
+            retain_stats: retain_stats.clone(),
         });
     }
     let (ctl_p, ctl_c) = spsc::channel(1024);
@@ -1422,6 +1492,9 @@ pub fn build(
             words,
             control: stats,
             seq_public,
+            seq_data_asks: ask_p,
+            seq_data_answers: answer_c,
+            retain: retain_stats,
         },
     )
 }

@@ -237,6 +237,42 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         vec![1, 2, 3, 4],
         "the NACKed frames, unicast to the NACK's sender"
     );
+    // 07 §5.5 source 3: SeqDataReq for the order placed above gets back the very bytes the
+    // lane matched (from its retention), from the control port; an unknown packet gets nothing.
+    let (placed, _) = order(&c, 0, 5);
+    let s0 = c.engine.sessions[0].session;
+    for (seq, want) in [(9u32, None), (1, Some(placed.clone()))] {
+        let q = vyrn_wire::msg::ctrl::SeqDataReq {
+            session: s0,
+            pkt_seq: seq,
+        }
+        .to_bytes()
+        .unwrap();
+        fetcher
+            .send_batch(&[TxPacket::to(&q, Dest::Addr(ctrl))])
+            .unwrap();
+        fetcher.flush().unwrap();
+        let mut answer = None;
+        let t6 = Instant::now();
+        while answer.is_none() && t6.elapsed() < Duration::from_millis(500) {
+            if fetcher.recv_batch(&mut rx).unwrap() > 0 {
+                for p in rx.iter() {
+                    if let Ok(vyrn_wire::msg::ctrl::CtrlMsg::SeqData(d)) =
+                        vyrn_wire::msg::ctrl::CtrlMsg::parse(p.data)
+                    {
+                        assert_eq!(p.meta.src, Some(ctrl));
+                        assert_eq!((d.session, d.pkt_seq), (s0, seq));
+                        answer = Some(d.pkt);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(answer, want, "SeqData for pkt_seq {seq}");
+    }
+    assert_eq!(h.retain.hits.load(Ordering::Relaxed), 1);
+    assert_eq!(h.retain.misses.load(Ordering::Relaxed), 1);
+    assert_eq!(running.stats.seq_data_sent.load(Ordering::Relaxed), 1);
     let st = running.stats.clone();
     assert!(st.hash_list_parts.load(Ordering::Relaxed) >= 2);
     assert_eq!(st.rtx_unicast.load(Ordering::Relaxed), 4);

@@ -1,9 +1,10 @@
-//! `PeerDataFetch` and `PeerData` (07 §5.5 source 2, control types 0x17 and 0x18): golden
-//! bytes, round trips, and every refusal.
+//! `PeerDataFetch` and `PeerData` (07 §5.5 source 2, control types 0x17 and 0x18), and
+//! `SeqDataReq` and `SeqData` (source 3, 0x19 and 0x1A, the same layouts): golden bytes, round
+//! trips, and every refusal.
 
 use proptest::prelude::*;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
-use vyrn_wire::msg::ctrl::{CtrlMsg, PeerData, PeerDataFetch};
+use vyrn_wire::msg::ctrl::{CtrlMsg, PeerData, PeerDataFetch, SeqData, SeqDataReq};
 use vyrn_wire::Malformed;
 
 #[test]
@@ -96,5 +97,61 @@ proptest! {
         for n in 0..b.len() {
             prop_assert!(PeerData::parse(&b[..n]).is_err());
         }
+    }
+}
+
+#[test]
+fn seq_data_golden_bytes_and_refusals() {
+    let q = SeqDataReq {
+        session: 0x1001,
+        pkt_seq: 7,
+    };
+    assert_eq!(q.to_bytes().unwrap(), [0x19, 0x01, 0x10, 0, 0, 7, 0, 0, 0]);
+    let d = SeqData {
+        session: 0x1001,
+        pkt_seq: 7,
+        pkt: vec![0xaa, 0xbb, 0xcc],
+    };
+    let b = d.to_bytes().unwrap();
+    assert_eq!(
+        b,
+        [0x1a, 0x01, 0x10, 0, 0, 7, 0, 0, 0, 3, 0, 0xaa, 0xbb, 0xcc]
+    );
+    let mut parts = Vec::new();
+    assert!(SeqData::encode_parts(
+        0x1001,
+        7,
+        &[0xaa, 0xbb, 0xcc],
+        &mut parts
+    ));
+    assert_eq!(parts, b, "the lane's encoder writes the same bytes");
+    assert!(!SeqData::encode_parts(1, 0, &[1], &mut parts));
+    assert!(!SeqData::encode_parts(1, 1, &[], &mut parts));
+    assert!(!SeqData::encode_parts(
+        1,
+        1,
+        &[0; REQ_MAX_LEN + 1],
+        &mut parts
+    ));
+    assert_eq!(parts, b, "a refused encode writes nothing");
+    assert_eq!(
+        SeqDataReq {
+            session: 1,
+            pkt_seq: 0
+        }
+        .to_bytes(),
+        Err(Malformed::BadValue)
+    );
+    assert_eq!(
+        CtrlMsg::parse(&b).unwrap(),
+        CtrlMsg::SeqData(d.clone()),
+        "dispatched on 0x1A"
+    );
+    assert_eq!(
+        CtrlMsg::parse(&q.to_bytes().unwrap()).unwrap(),
+        CtrlMsg::SeqDataReq(q)
+    );
+    for n in 0..b.len() {
+        assert!(SeqData::parse(&b[..n]).is_err());
     }
 }

@@ -255,10 +255,12 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         ("served", c.peer_data_served),
         ("not_held", c.peer_data_missing),
         ("capped", c.peer_data_capped),
+        ("asked_of_sequencer", c.seq_data_asked),
+        ("received_from_sequencer", c.seq_data_rx),
     ] {
         e.counter(
             "vyrn_replica_peer_data_total",
-            "payloads between peers (07 §5.5 source 2): PeerDataFetch asked, PeerData received, served, not held, over the rate",
+            "payloads fetched from peers and the sequencer (07 §5.5 sources 2 and 3): PeerDataFetch asked, PeerData received, served, not held, over the rate; SeqDataReq asked, SeqData received",
             &[("what", dir)],
             v,
         );
@@ -726,7 +728,7 @@ fn line(n: &Node) -> String {
         .collect();
     format!(
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
-         data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
+         data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, from the sequencer asked/got {}/{}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
          replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}{}",
         rx.first[0],
         rx.first[1],
@@ -747,6 +749,8 @@ fn line(n: &Node) -> String {
         c.peer_data_asked,
         c.peer_data_rx,
         c.peer_data_served,
+        c.seq_data_asked,
+        c.seq_data_rx,
         c.data_down_sent,
         c.data_down_rx,
         c.redirects_sent,

@@ -177,6 +177,17 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
         &[],
         s.too_old.load(r),
     );
+    for (what, v) in [
+        ("requests", s.seq_data_reqs.load(r)),
+        ("answered", s.seq_data_sent.load(r)),
+    ] {
+        e.counter(
+            "vyrn_seq_seq_data_total",
+            "SeqDataReq taken from voters and SeqData answers sent from lane packet retention (07 §5.5 source 3)",
+            &[("what", what)],
+            v,
+        );
+    }
     e.counter(
         "vyrn_seq_rtx_unicast_total",
         "frames retransmitted unicast to a NACK's sender (07 §4.10), by outcome",
@@ -556,7 +567,7 @@ pub fn run(o: Args) -> ExitCode {
     let mut ok = true;
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
@@ -581,6 +592,8 @@ pub fn run(o: Args) -> ExitCode {
         stats.too_old.load(Ordering::Relaxed),
         stats.rtx_unicast.load(Ordering::Relaxed),
         stats.rtx_unicast_failed.load(Ordering::Relaxed),
+        stats.seq_data_reqs.load(Ordering::Relaxed),
+        stats.seq_data_sent.load(Ordering::Relaxed),
         stats.durable_marks.load(Ordering::Relaxed),
     );
     let loads: Vec<String> = stats_v

@@ -75,6 +75,12 @@ pub mod ty {
     /// [`PeerData`](super::PeerData): a peer's answer, the packet as it stored it (a vyrn
     /// decision: 07 names only the request).
     pub const PEER_DATA: u8 = 0x18;
+    /// [`SeqDataReq`](super::SeqDataReq): one packet asked of the sequencer's control core
+    /// (07 §5.5 source 3).
+    pub const SEQ_DATA_REQ: u8 = 0x19;
+    /// [`SeqData`](super::SeqData): the sequencer's answer, the bytes its lane matched (a vyrn
+    /// decision: 07 names only the request).
+    pub const SEQ_DATA: u8 = 0x1A;
 }
 
 /// Most `extra` ranges per substream in a TailReport (07 §9.3).
@@ -1134,6 +1140,99 @@ impl Body for PeerDataFetch {
 }
 ctrl_codec!(PeerDataFetch, ty::PEER_DATA_FETCH);
 
+/// `SeqDataReq` (07 §5.5 source 3): a replica asks the sequencer's control core for the packet
+/// `(session, pkt_seq)` as its lane matched it — after the data home and a peer, and at once
+/// for a copy mismatch (§5.6). Served from lane packet retention (REP_SEQ_PKT_RETAIN_MS) at most
+/// REP_SEQ_DATA_MAX_PPS a second; the same layout as [`PeerDataFetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SeqDataReq {
+    /// SessionId.
+    pub session: u32,
+    /// Its pkt_seq (≥ 1).
+    pub pkt_seq: u32,
+}
+
+impl Body for SeqDataReq {
+    fn check(&self) -> Result<(), Malformed> {
+        PeerDataFetch {
+            session: self.session,
+            pkt_seq: self.pkt_seq,
+        }
+        .check()
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.session);
+        put_u32(out, self.pkt_seq);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(SeqDataReq {
+            session: r.u32_le()?,
+            pkt_seq: r.u32_le()?,
+        })
+    }
+}
+ctrl_codec!(SeqDataReq, ty::SEQ_DATA_REQ);
+
+/// `SeqData`: the sequencer's answer to [`SeqDataReq`] — the packet its lane matched, the
+/// canonical copy (07 §5.5: "the only source of the bytes the sequencer actually matched").
+/// The same layout as [`PeerData`]; a packet out of retention gets no answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SeqData {
+    /// SessionId.
+    pub session: u32,
+    /// Its pkt_seq.
+    pub pkt_seq: u32,
+    /// The packet, 1..=[`REQ_MAX_LEN`](super::client::REQ_MAX_LEN) bytes.
+    pub pkt: Vec<u8>,
+}
+
+impl Body for SeqData {
+    fn check(&self) -> Result<(), Malformed> {
+        if self.pkt_seq == 0 || self.pkt.is_empty() || self.pkt.len() > super::client::REQ_MAX_LEN {
+            return Err(Malformed::BadValue);
+        }
+        Ok(())
+    }
+    fn write_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.session);
+        put_u32(out, self.pkt_seq);
+        put_u16(out, self.pkt.len() as u16);
+        out.extend_from_slice(&self.pkt);
+    }
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let session = r.u32_le()?;
+        let pkt_seq = r.u32_le()?;
+        let n = r.u16_le()? as usize;
+        if n > super::client::REQ_MAX_LEN {
+            return Err(Malformed::BadValue);
+        }
+        let pkt = r.bytes(n)?.to_vec();
+        Ok(SeqData {
+            session,
+            pkt_seq,
+            pkt,
+        })
+    }
+}
+ctrl_codec!(SeqData, ty::SEQ_DATA);
+
+impl SeqData {
+    /// Append `SeqData{session, pkt_seq, pkt}` without building the struct (the sequencer's
+    /// lane answers from its retention slot; no allocation). Writes nothing and returns false
+    /// where `encode` would fail.
+    pub fn encode_parts(session: u32, pkt_seq: u32, pkt: &[u8], out: &mut Vec<u8>) -> bool {
+        if pkt_seq == 0 || pkt.is_empty() || pkt.len() > super::client::REQ_MAX_LEN {
+            return false;
+        }
+        out.push(Self::TYPE);
+        put_u32(out, session);
+        put_u32(out, pkt_seq);
+        put_u16(out, pkt.len() as u16);
+        out.extend_from_slice(pkt);
+        true
+    }
+}
+
 /// `PeerData`: a peer's answer to [`PeerDataFetch`] — the request packet as that peer stored
 /// it, checked by the asker like a pushed one (07 §5.5: "every fetched packet is checked").
 /// A peer that does not hold it says nothing (the asker moves to its next source).
@@ -1742,6 +1841,10 @@ pub enum CtrlMsg {
     PeerDataFetch(PeerDataFetch),
     /// [`ty::PEER_DATA`].
     PeerData(PeerData),
+    /// [`ty::SEQ_DATA_REQ`].
+    SeqDataReq(SeqDataReq),
+    /// [`ty::SEQ_DATA`].
+    SeqData(SeqData),
 }
 
 impl CtrlMsg {
@@ -1772,6 +1875,8 @@ impl CtrlMsg {
             ty::DIVERGE => CtrlMsg::Diverge(Box::new(Diverge::parse(b)?)),
             ty::PEER_DATA_FETCH => CtrlMsg::PeerDataFetch(PeerDataFetch::parse(b)?),
             ty::PEER_DATA => CtrlMsg::PeerData(PeerData::parse(b)?),
+            ty::SEQ_DATA_REQ => CtrlMsg::SeqDataReq(SeqDataReq::parse(b)?),
+            ty::SEQ_DATA => CtrlMsg::SeqData(SeqData::parse(b)?),
             _ => return Err(Malformed::BadKind),
         })
     }
@@ -1806,6 +1911,8 @@ impl CtrlMsg {
             CtrlMsg::Diverge(m) => m.encode(out),
             CtrlMsg::PeerDataFetch(m) => m.encode(out),
             CtrlMsg::PeerData(m) => m.encode(out),
+            CtrlMsg::SeqDataReq(m) => m.encode(out),
+            CtrlMsg::SeqData(m) => m.encode(out),
         }
     }
 
@@ -1842,6 +1949,8 @@ impl CtrlMsg {
             CtrlMsg::Diverge(_) => ty::DIVERGE,
             CtrlMsg::PeerDataFetch(_) => ty::PEER_DATA_FETCH,
             CtrlMsg::PeerData(_) => ty::PEER_DATA,
+            CtrlMsg::SeqDataReq(_) => ty::SEQ_DATA_REQ,
+            CtrlMsg::SeqData(_) => ty::SEQ_DATA,
         }
     }
 }
