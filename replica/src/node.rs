@@ -718,7 +718,23 @@ impl ReplicaOut for Io {
     }
     fn copy_mismatch(&mut self, m: &CopyMismatch, _seq_pkt: &[u8], _data_pkt: &[u8]) {
         self.c.copy_mismatches += 1;
-        eprintln!("{}: copy mismatch {m:?} (07 §5.6)", self.name);
+        // Evidence against the session's client (07 §5.6): the first few logged, all counted.
+        if self.c.copy_mismatches <= 3 {
+            let hex8 = |h: &Hash| {
+                h[..8]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            };
+            eprintln!(
+                "{}: evidence=CopyMismatch session={} pkt_seq={} seq_hash={}… data_hash={}… (07 §5.6: the sequencer's copy is canonical; later ones counted in vyrn_replica_copy_mismatches_total)",
+                self.name,
+                m.session,
+                m.pkt_seq,
+                hex8(&m.seq_hash),
+                hex8(&m.data_hash)
+            );
+        }
     }
     fn data_alarm(&mut self, a: DataAlarm) {
         // Per-packet outcomes are counted; box state changes are logged.

@@ -37,6 +37,10 @@ struct Home {
     wrong_root: Vec<usize>,
     /// Voters cut off from the data boxes from the start (`Node::cut_data`).
     cut_data: Vec<usize>,
+    /// A hostile client on the home's first session (which the load then leaves alone): this
+    /// many packets whose copy 2 differs from copy 1 (07 §14 "client sends two different
+    /// copies").
+    two_copies: u32,
 }
 
 fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'static, ()>) {
@@ -63,6 +67,7 @@ fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'st
             home,
             wrong_root: Vec::new(),
             cut_data: Vec::new(),
+            two_copies: 0,
         },
         guard,
     )
@@ -147,7 +152,15 @@ fn run_home(
         std::thread::sleep(std::time::Duration::from_secs(2));
     }
     let (running, seq) = homerun::start_box(&h.cfg);
-    let counts = homerun::load(&h.home, seq, rate, secs, 1500, 7);
+    let hostile = (h.two_copies > 0).then(|| {
+        let (home, n) = (h.home.clone(), h.two_copies);
+        std::thread::spawn(move || two_copies(&home, seq, n))
+    });
+    let skip = usize::from(h.two_copies > 0);
+    let counts = homerun::load_from(&h.home, seq, rate, secs, 1500, 7, skip);
+    if let Some(t) = hostile {
+        t.join().expect("hostile client");
+    }
     let fin = running.handles.control.final_height.load(Ordering::Relaxed);
     // The box measured close → final for the heights it finalized (07 §6.6).
     let cf = &running.handles.control.close_to_final;
@@ -168,6 +181,45 @@ fn run_home(
     let databox = data.join().expect("data box");
     running.runner.stop();
     (counts, nodes, databox, fin, diverge_halts)
+}
+
+/// A client that sends `n` packets on the home's first session whose copy 2 (to the data box)
+/// differs from copy 1 (to the sequencer): another quantity, tagged with the session's own
+/// `K_seq`, so both pass every MAC check (07 §5.6 row 1).
+fn two_copies(home: &HomeConfig, seq: std::net::SocketAddr, n: u32) {
+    use vyrn_nic::udp::{UdpConfig, UdpPort};
+    use vyrn_nic::{Dest, Port, TxPacket};
+    use vyrn_wire::msg::client::{Msg, MsgType, RequestPacket, Side};
+    let s = &home.engine.sessions[0];
+    let data = home.databoxes[0].client_addr;
+    let mut port = UdpPort::open(&UdpConfig::loopback().with_batch(16)).expect("socket");
+    let pkt = |seq_no: u32, qty: u32| {
+        RequestPacket {
+            book: home.engine.book,
+            resend: false,
+            session: s.session,
+            pkt_seq: seq_no,
+            msgs: vec![Msg {
+                kind: MsgType::NewGtc,
+                side: Side::Buy,
+                tick: 10,
+                qty,
+                client_tag: seq_no,
+            }],
+        }
+        .to_bytes(&s.k_seq)
+        .expect("packet")
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for k in 1..=n {
+        let (one, two) = (pkt(k, 1), pkt(k, 2));
+        let _ = port.send_batch(&[
+            TxPacket::to(&one, Dest::Addr(seq)),
+            TxPacket::to(&two, Dest::Addr(data)),
+        ]);
+        let _ = port.flush();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 fn check(
@@ -300,6 +352,26 @@ fn a_replica_cut_off_from_the_data_box_takes_every_payload_from_its_peers() {
                 cut.peer_data_rx
             );
         }
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// 07 §14 "client sends two different copies" (§5.6 row 1) over UDP: a client's copy 2 differs
+/// from the copy the sequencer matched. Every replica sees the 8-byte hash differ at the join,
+/// fetches the sequencer's copy from its lane retention (`SeqDataReq`), resolves the record
+/// with it, and raises CopyMismatch evidence; the home trades on and every replica replays the
+/// same responses (the ones of the sequencer's copy).
+#[test]
+fn two_different_copies_are_settled_by_the_sequencers_copy_and_the_home_trades_on() {
+    let (mut h, _serial) = home("twocopies", 48_940, false);
+    h.two_copies = 20;
+    let (counts, nodes, databox, fin, _) = run_home(&h, &[0, 1, 2, 3], 2000, 2);
+    check(&counts, &nodes, &databox, fin);
+    for (i, n) in nodes.iter().enumerate() {
+        let c = n.counters();
+        assert!(c.copy_mismatches >= 15, "replica {i}: {c:?}");
+        assert!(c.seq_data_rx >= c.copy_mismatches, "replica {i}: {c:?}");
+        assert_eq!(c.unavailable, 0, "replica {i}: {c:?}");
     }
     let _ = std::fs::remove_dir_all(&h.dir);
 }

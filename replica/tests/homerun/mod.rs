@@ -37,11 +37,28 @@ pub fn load(
     drain_ms: u64,
     seed: u64,
 ) -> LoadCounts {
+    load_from(home, seq, rate, secs, drain_ms, seed, 0)
+}
+
+/// [`load`] on the home's sessions after the first `skip` (left to another client).
+pub fn load_from(
+    home: &HomeConfig,
+    seq: SocketAddr,
+    rate: u64,
+    secs: u64,
+    drain_ms: u64,
+    seed: u64,
+    skip: usize,
+) -> LoadCounts {
     let mut c = UdpConfig::loopback().with_batch(64);
     c.recv_buffer = Some(8 << 20);
     let port = UdpPort::open(&c).expect("client socket");
     let e = &home.engine;
-    let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+    let keys = e
+        .sessions
+        .iter()
+        .skip(skip)
+        .map(|s| (s.session, s.k_seq, s.k_out));
     let data = home.databoxes[0].client_addr;
     let mut sessions = sessions_for(e.book, keys, seq, data, 50_000_000).expect("sessions");
     let mut driver = vyrn_client::Driver::new(port, &sessions);
