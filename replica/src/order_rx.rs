@@ -242,6 +242,8 @@ struct Sub {
     seq_gone_below: u64,
     /// Per frame_seq in the last PATH_WINDOW: which paths brought it (bit per path), in a ring.
     seen: Vec<u8>,
+    /// Per slot of `seen`: when the first path's copy came (B-REP-3's path skew).
+    first_t: Vec<u64>,
     /// Highest frame_seq whose `seen` slot has been accounted.
     accounted: u64,
 }
@@ -284,14 +286,44 @@ pub struct OrderRx {
     next_peer: usize,
     suspected: bool,
     counters: RxCounters,
+    /// B-REP-3: for each frame both paths brought, the time from the first copy to the
+    /// second, ns.
+    skew: hdrhistogram::Histogram<u64>,
+}
+
+/// B-REP-3 (07 §15): the path skew between A and B as this replica sees it — the time from
+/// the first path's copy of a frame to the other path's — over every frame both brought:
+/// `(p50, p99, max, frames)`, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathSkew {
+    /// Median, ns.
+    pub p50: u64,
+    /// 99th percentile, ns.
+    pub p99: u64,
+    /// Largest, ns.
+    pub max: u64,
+    /// Frames measured.
+    pub frames: u64,
 }
 
 impl OrderRx {
+    /// B-REP-3's path skew so far (see [`PathSkew`]).
+    pub fn path_skew(&self) -> PathSkew {
+        let h = &self.skew;
+        PathSkew {
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+            frames: h.len(),
+        }
+    }
+
     /// A loop for `cfg`'s tenure, expecting frame 1 of each substream next.
     pub fn new(cfg: RxConfig) -> Self {
         let sub = || Sub {
             next: 1,
             seen: vec![0; PATH_WINDOW as usize],
+            first_t: vec![0; PATH_WINDOW as usize],
             ..Sub::default()
         };
         OrderRx {
@@ -303,6 +335,9 @@ impl OrderRx {
             next_peer: 0,
             suspected: false,
             counters: RxCounters::default(),
+            // 1 ns to 60 s at 2 significant digits (~20 KiB, allocated once here).
+            skew: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
+                .expect("constant, valid bounds"),
         }
     }
 
@@ -522,7 +557,16 @@ impl OrderRx {
             let slot = (sub.accounted % PATH_WINDOW) as usize;
             flush(std::mem::take(&mut sub.seen[slot]));
         }
-        sub.seen[(fs % PATH_WINDOW) as usize] |= 1 << path;
+        let slot = (fs % PATH_WINDOW) as usize;
+        let had = sub.seen[slot];
+        if had == 0 {
+            sub.first_t[slot] = now;
+        } else if had & (1 << path) == 0 {
+            // The other path's copy came first: B-REP-3's skew for this frame.
+            self.skew
+                .saturating_record(now.saturating_sub(sub.first_t[slot]).max(1));
+        }
+        sub.seen[slot] |= 1 << path;
         for (p, &l) in losses.iter().enumerate() {
             self.counters.lost[p] += l;
             let b = self.paths[p].bucket(now);

@@ -556,3 +556,38 @@ fn a_window_missing_its_last_frame_waits_for_the_retry() {
     let n = o.nacks[1];
     assert_eq!((n.from_seq, n.to_seq), (end, end + NACK_WINDOW - 1));
 }
+
+/// B-REP-3 (07 §15): the path skew is the time from a frame's first path copy to the other
+/// path's, over the frames both paths brought; a frame one path alone brought, or a repair,
+/// measures nothing.
+#[test]
+fn path_skew_is_measured_between_the_two_copies_of_a_frame() {
+    use vyrn_replica::order_rx::REPAIR_CHANNEL;
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    assert_eq!(rx.path_skew().frames, 0);
+    for fs in 1..=100u64 {
+        let t = fs * 100 * US;
+        // A first by 3 µs on even frames, B first by 1 µs on odd ones.
+        if fs % 2 == 0 {
+            rx.on_frame(0, &frame(0, fs, 0), t, &mut o);
+            rx.on_frame(1, &frame(0, fs, FLAG_PATH_B), t + 3 * US, &mut o);
+        } else {
+            rx.on_frame(1, &frame(0, fs, FLAG_PATH_B), t, &mut o);
+            rx.on_frame(0, &frame(0, fs, 0), t + US, &mut o);
+        }
+    }
+    // Path A alone, then a repair on the control port: not measured.
+    rx.on_frame(0, &frame(0, 101, 0), 20 * MS, &mut o);
+    rx.on_frame(
+        REPAIR_CHANNEL,
+        &frame(0, 101, FLAG_RETRANSMIT),
+        20 * MS + US,
+        &mut o,
+    );
+    let s = rx.path_skew();
+    assert_eq!(s.frames, 100);
+    assert!((990..=1010).contains(&s.p50), "{s:?}");
+    assert!((2990..=3010).contains(&s.p99), "{s:?}");
+    assert!((2990..=3010).contains(&s.max), "{s:?}");
+}

@@ -110,6 +110,15 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
     let core = n.core();
     let c = n.counters();
     let rx = core.order_rx().counters();
+    let skew = core.order_rx().path_skew();
+    for (q, v) in [("0.5", skew.p50), ("0.99", skew.p99), ("1", skew.max)] {
+        e.gauge(
+            "vyrn_replica_path_skew_seconds",
+            "B-REP-3: time from a frame's first path copy to the other path's (budget 2 µs)",
+            &[("quantile", q)],
+            v as f64 / 1e9,
+        );
+    }
     for (p, path) in ["A", "B"].iter().enumerate() {
         let l = [("path", *path)];
         e.counter(
@@ -713,6 +722,7 @@ fn line(n: &Node) -> String {
     let c = n.counters();
     let core = n.core();
     let rx = core.order_rx().counters();
+    let skew = core.order_rx().path_skew();
     let v = core.verdicts().counters();
     let d = core.data().counters();
     let (dec, rep) = core.replay_lag();
@@ -729,7 +739,8 @@ fn line(n: &Node) -> String {
     format!(
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
          data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, from the sequencer asked/got {}/{}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
-         replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}{}{}",
+         replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}, \
+         path skew A/B p50/p99/max {:.1}/{:.1}/{:.1} µs over {} frames{}{}",
         rx.first[0],
         rx.first[1],
         rx.dups[0],
@@ -764,6 +775,10 @@ fn line(n: &Node) -> String {
         c.seq_faults,
         c.unknown_src,
         c.tx_dropped,
+        skew.p50 as f64 / 1e3,
+        skew.p99 as f64 / 1e3,
+        skew.max as f64 / 1e3,
+        skew.frames,
         n.journal().map_or(String::new(), |j| format!(
             ", journal synced to {} (appended {}, skipped {}, errors {}), certs {}",
             j.synced(), j.appended(), j.skipped, j.errors(), j.certs()
