@@ -14,10 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-// The in-process home the replica crate's whole-home tests share.
-#[path = "../../replica/tests/homerun/mod.rs"]
-mod homerun;
-
 use vyrn_replica::core::Budgets;
 use vyrn_replica::journal::{BlockJournal, JournalConfig};
 use vyrn_replica::node::{Node, NodeConfig};
@@ -116,8 +112,9 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
         }
     }));
     std::thread::sleep(Duration::from_millis(300));
-    let (running, seq) = homerun::start_box(&cfg);
-    let counts = homerun::load(&home, seq, 2000, 2, 500, 3);
+    // The in-process home the replica crate's whole-home tests share (`homekit`).
+    let (running, seq) = vyrn_replica::homekit::start_box(&cfg).expect("box");
+    let counts = vyrn_replica::homekit::load_from(&home, seq, 2000, 2, 500, 3, 0).expect("load");
     assert!(counts.fin > 0, "nothing final: {:?}", counts.fin);
 
     // Mid-write: the box closes a block every 5 ms and the process journals each one.

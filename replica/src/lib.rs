@@ -15,6 +15,8 @@ pub mod data_down;
 pub mod data_side;
 pub mod decode;
 pub mod frame_store;
+#[cfg(feature = "homekit")]
+pub mod homekit;
 pub mod journal;
 pub mod node;
 pub mod order_rx;

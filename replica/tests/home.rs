@@ -11,125 +11,25 @@
 //! still comes from the three others (Simplex skips the missing leader's views). The interim
 //! voter (no engine) runs the same home once more.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
-
-mod homerun;
-
-use vyrn_replica::core::Budgets;
-use vyrn_replica::node::{Node, NodeConfig};
-use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
+use vyrn_replica::homekit::LoopbackHome;
+use vyrn_replica::node::Node;
 
 /// The homes of this file run one at a time: three whole homes at once (twelve replicas and
 /// their engines) on a 2-core machine starve each other's finality.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-struct Home {
-    /// Replicas vote with Simplex (else the interim voter).
-    simplex: bool,
-    dir: PathBuf,
-    cfg: BoxConfig,
-    home: HomeConfig,
-    /// Voters that sign a wrong state root (the lab fault of `--lab-wrong-root`).
-    wrong_root: Vec<usize>,
-    /// Voters cut off from the data boxes from the start (`Node::cut_data`).
-    cut_data: Vec<usize>,
-    /// A hostile client on the home's first session (which the load then leaves alone): this
-    /// many packets whose copy 2 differs from copy 1 (07 §14 "client sends two different
-    /// copies").
-    two_copies: u32,
-}
-
-fn home(tag: &str, base: u16, simplex: bool) -> (Home, std::sync::MutexGuard<'static, ()>) {
+fn home(tag: &str, base: u16, simplex: bool) -> (LoopbackHome, std::sync::MutexGuard<'static, ()>) {
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = std::env::temp_dir().join(format!("vyrn-home-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let p = write_dev_home(&dir, 2, 4, base).expect("dev home");
-    let mut cfg = BoxConfig::load(&p).expect("the sequencer reads the home");
-    let home = HomeConfig::load(&p).expect("the other roles read the home without the seed");
-    // A loaded 2-core machine running other tests: 5 ms blocks (the finality gate allows 40 ms
-    // of lag) and a 2 s self-fence window, so scheduling noise neither halts nor fences.
-    cfg.block_ns = 5_000_000;
-    cfg.self_fence_us = Some(2_000_000);
-    if simplex {
-        // Simplex among four engines on a loaded 2-core machine: a view takes tens of ms, so
-        // 20 ms blocks (the dev home's) keep the finality gate (8 blocks) open.
-        cfg.block_ns = 20_000_000;
-    }
     (
-        Home {
-            simplex,
-            dir,
-            cfg,
-            home,
-            wrong_root: Vec::new(),
-            cut_data: Vec::new(),
-            two_copies: 0,
-        },
+        LoopbackHome::new(tag, base, simplex).expect("dev home"),
         guard,
     )
 }
 
-fn spawn_replica(h: &Home, i: usize, stop: Arc<AtomicBool>) -> JoinHandle<Node> {
-    let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).expect("voter key");
-    let cfg = NodeConfig {
-        home: h.home.clone(),
-        index: i,
-        vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
-        budgets: Budgets::dev(),
-        journal: None,
-        journal_backend: Default::default(),
-        journal_sync_ns: 0,
-        journal_cores: None,
-        simplex: h.simplex.then(|| {
-            let mut s = vyrn_replica::voter::SimplexCfg::new(
-                h.home.voters_members.iter().map(|m| m.p2p()).collect(),
-                h.dir.join(format!("consensus-{i}")),
-                "test".into(),
-            )
-            .dev(h.home.block_ns);
-            s.lab_wrong_root = h.wrong_root.contains(&i);
-            s
-        }),
-    };
-    let mut node = Node::open(&cfg).expect("replica sockets");
-    if h.cut_data.contains(&i) {
-        node.cut_data(0);
-    }
-    std::thread::spawn(move || {
-        let t0 = Instant::now();
-        node.run(
-            || t0.elapsed().as_nanos() as u64 + 1_000_000,
-            || stop.load(Ordering::Relaxed),
-            |_, _| {},
-        )
-        .expect("replay runs");
-        node
-    })
-}
-
-fn spawn_databox(h: &Home, stop: Arc<AtomicBool>) -> JoinHandle<vyrn_data::databox::DataBox> {
-    let cfg = vyrn_data::home::config(&h.home, 0, 1_000_000, 200_000).expect("data box config");
-    let mut d = vyrn_data::home::open(&h.home, &cfg).expect("data box sockets");
-    std::thread::spawn(move || {
-        let fds = vyrn_data::home::fds(&mut d);
-        let t0 = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            if d.poll(t0.elapsed().as_nanos() as u64 + 1_000_000) == 0 {
-                vyrn_nic::wait::wait_readable(&fds, 200_000);
-            }
-        }
-        d.databox
-    })
-}
-
 /// Runs the home with replicas `up` for `secs` of load at `rate`; returns the load's counts,
-/// the replicas, the data box and the box's final height.
+/// the replicas, the data box, the box's final height and its divergence halts.
 fn run_home(
-    h: &Home,
+    h: &LoopbackHome,
     up: &[usize],
     rate: u64,
     secs: u64,
@@ -140,86 +40,13 @@ fn run_home(
     u64,
     u64,
 ) {
-    let stop = Arc::new(AtomicBool::new(false));
-    // The replicas and the data box first: they are on the paths before the first frame.
-    let reps: Vec<_> = up
-        .iter()
-        .map(|&i| spawn_replica(h, i, stop.clone()))
-        .collect();
-    let data = spawn_databox(h, stop.clone());
-    if h.simplex {
-        // The engines dial each other before the first block.
-        std::thread::sleep(std::time::Duration::from_secs(2));
-    }
-    let (running, seq) = homerun::start_box(&h.cfg);
-    let hostile = (h.two_copies > 0).then(|| {
-        let (home, n) = (h.home.clone(), h.two_copies);
-        std::thread::spawn(move || two_copies(&home, seq, n))
-    });
-    let skip = usize::from(h.two_copies > 0);
-    let counts = homerun::load_from(&h.home, seq, rate, secs, 1500, 7, skip);
-    if let Some(t) = hostile {
-        t.join().expect("hostile client");
-    }
-    let fin = running.handles.control.final_height.load(Ordering::Relaxed);
+    let r = h.run(up, rate, secs).expect("the home runs");
     // The box measured close → final for the heights it finalized (07 §6.6).
-    let cf = &running.handles.control.close_to_final;
     assert!(
-        cf[3].load(Ordering::Relaxed) > 0 && cf[2].load(Ordering::Relaxed) > 0,
+        r.close_to_final[3] > 0 && r.close_to_final[2] > 0,
         "no close -> final latency recorded"
     );
-    let diverge_halts = running
-        .handles
-        .control
-        .diverge_halts
-        .load(Ordering::Relaxed);
-    stop.store(true, Ordering::Relaxed);
-    let nodes: Vec<Node> = reps
-        .into_iter()
-        .map(|j| j.join().expect("replica"))
-        .collect();
-    let databox = data.join().expect("data box");
-    running.runner.stop();
-    (counts, nodes, databox, fin, diverge_halts)
-}
-
-/// A client that sends `n` packets on the home's first session whose copy 2 (to the data box)
-/// differs from copy 1 (to the sequencer): another quantity, tagged with the session's own
-/// `K_seq`, so both pass every MAC check (07 §5.6 row 1).
-fn two_copies(home: &HomeConfig, seq: std::net::SocketAddr, n: u32) {
-    use vyrn_nic::udp::{UdpConfig, UdpPort};
-    use vyrn_nic::{Dest, Port, TxPacket};
-    use vyrn_wire::msg::client::{Msg, MsgType, RequestPacket, Side};
-    let s = &home.engine.sessions[0];
-    let data = home.databoxes[0].client_addr;
-    let mut port = UdpPort::open(&UdpConfig::loopback().with_batch(16)).expect("socket");
-    let pkt = |seq_no: u32, qty: u32| {
-        RequestPacket {
-            book: home.engine.book,
-            resend: false,
-            session: s.session,
-            pkt_seq: seq_no,
-            msgs: vec![Msg {
-                kind: MsgType::NewGtc,
-                side: Side::Buy,
-                tick: 10,
-                qty,
-                client_tag: seq_no,
-            }],
-        }
-        .to_bytes(&s.k_seq)
-        .expect("packet")
-    };
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    for k in 1..=n {
-        let (one, two) = (pkt(k, 1), pkt(k, 2));
-        let _ = port.send_batch(&[
-            TxPacket::to(&one, Dest::Addr(seq)),
-            TxPacket::to(&two, Dest::Addr(data)),
-        ]);
-        let _ = port.flush();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    (r.counts, r.nodes, r.databox, r.fin, r.diverge_halts)
 }
 
 fn check(

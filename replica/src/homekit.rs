@@ -1,0 +1,314 @@
+//! A whole home on loopback in one process (feature `homekit`): the sequencer box (`NetBox`,
+//! its voters the membership of the home's file — no doubles), one data box
+//! (`vyrn_data::home`), the replicas (`node::Node`, each with its Simplex voter or the interim
+//! one) and the client library's open-loop load, each role on its own thread and its own UDP
+//! sockets exactly as the binaries run them. The whole-home tests (`replica/tests/home.rs`) and
+//! the loopback finality bench (`bench/benches/home_finality.rs`) share it.
+//!
+//! Lab knobs: a voter signing a wrong state root, a voter cut off from the data boxes, and a
+//! hostile client whose copy 2 differs from its copy 1.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use vyrn_client::loadgen::run::{self, RunClock};
+use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadCounts, LoadGen};
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
+use vyrn_seq::ports::{CoreMap, NetBox, RunningBox};
+use vyrn_seq::runner::Clock;
+
+use crate::core::Budgets;
+use crate::node::{Node, NodeConfig};
+
+/// A dev home written to a temporary directory, and the lab knobs of its next run.
+#[derive(Debug)]
+pub struct LoopbackHome {
+    /// Replicas vote with Simplex (else the interim voter).
+    pub simplex: bool,
+    /// The home's directory (its file, keys, the engines' journals).
+    pub dir: PathBuf,
+    /// The sequencer's view of the file.
+    pub cfg: BoxConfig,
+    /// The other roles' view of the file.
+    pub home: HomeConfig,
+    /// Voters that sign a wrong state root (the lab fault of `--lab-wrong-root`).
+    pub wrong_root: Vec<usize>,
+    /// Voters cut off from the data boxes from the start ([`Node::cut_data`]).
+    pub cut_data: Vec<usize>,
+    /// A hostile client on the home's first session (which the load then leaves alone): this
+    /// many packets whose copy 2 differs from copy 1 (07 §14 "client sends two different
+    /// copies").
+    pub two_copies: u32,
+}
+
+/// What a run of a [`LoopbackHome`] left.
+#[derive(Debug)]
+pub struct HomeRun {
+    /// The load's counts.
+    pub counts: LoadCounts,
+    /// The replicas, stopped.
+    pub nodes: Vec<Node>,
+    /// The data box, stopped.
+    pub databox: vyrn_data::databox::DataBox,
+    /// The box's final height at the end of the load.
+    pub fin: u64,
+    /// Times the box halted the book for a divergence (07 §7.4).
+    pub diverge_halts: u64,
+    /// The box's block close → final (Q valid finalize votes at its listener): p50, p99, max
+    /// (ns) and blocks measured.
+    pub close_to_final: [u64; 4],
+}
+
+impl LoopbackHome {
+    /// A dev home of 2 lanes × 4 sessions in a fresh temporary directory named by `tag`, its
+    /// ports from `base`. Blocks of 5 ms with the interim voter, 20 ms with Simplex (a view
+    /// takes tens of ms among four engines on a loaded 2-core machine), a 2 s self-fence
+    /// window: scheduling noise neither halts nor fences.
+    pub fn new(tag: &str, base: u16, simplex: bool) -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!("vyrn-home-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let p = write_dev_home(&dir, 2, 4, base).map_err(|e| format!("dev home: {e}"))?;
+        let mut cfg = BoxConfig::load(&p).map_err(|e| format!("{e:?}"))?;
+        let home = HomeConfig::load(&p).map_err(|e| format!("{e:?}"))?;
+        cfg.block_ns = if simplex { 20_000_000 } else { 5_000_000 };
+        cfg.self_fence_us = Some(2_000_000);
+        Ok(LoopbackHome {
+            simplex,
+            dir,
+            cfg,
+            home,
+            wrong_root: Vec::new(),
+            cut_data: Vec::new(),
+            two_copies: 0,
+        })
+    }
+
+    /// Run the home with replicas `up` for `secs` of load at `rate` msgs/s (then 1.5 s for the
+    /// answers, durable and final still in flight).
+    pub fn run(&self, up: &[usize], rate: u64, secs: u64) -> Result<HomeRun, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        // The replicas and the data box first: they are on the paths before the first frame.
+        let mut reps = Vec::new();
+        for &i in up {
+            reps.push(self.spawn_replica(i, stop.clone())?);
+        }
+        let data = self.spawn_databox(stop.clone())?;
+        if self.simplex {
+            // The engines dial each other before the first block.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        let (running, seq) = start_box(&self.cfg)?;
+        let hostile = (self.two_copies > 0).then(|| {
+            let (home, n) = (self.home.clone(), self.two_copies);
+            std::thread::spawn(move || two_copies(&home, seq, n))
+        });
+        let skip = usize::from(self.two_copies > 0);
+        let counts = load_from(&self.home, seq, rate, secs, 1500, 7, skip)?;
+        if let Some(t) = hostile {
+            let _ = t.join();
+        }
+        let c = &running.handles.control;
+        let fin = c.final_height.load(Ordering::Relaxed);
+        let cf = &c.close_to_final;
+        let close_to_final = [0, 1, 2, 3].map(|i| cf[i].load(Ordering::Relaxed));
+        let diverge_halts = c.diverge_halts.load(Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        let mut nodes = Vec::new();
+        for j in reps {
+            nodes.push(
+                j.join()
+                    .map_err(|_| "a replica thread panicked".to_string())??,
+            );
+        }
+        let databox = data
+            .join()
+            .map_err(|_| "the data box thread panicked".to_string())?;
+        running.runner.stop();
+        Ok(HomeRun {
+            counts,
+            nodes,
+            databox,
+            fin,
+            diverge_halts,
+            close_to_final,
+        })
+    }
+
+    fn spawn_replica(
+        &self,
+        i: usize,
+        stop: Arc<AtomicBool>,
+    ) -> Result<JoinHandle<Result<Node, String>>, String> {
+        let seed = read_seed(&self.dir.join(format!("keys/voter-{i}.key")))
+            .map_err(|e| format!("voter key: {e}"))?;
+        let cfg = NodeConfig {
+            home: self.home.clone(),
+            index: i,
+            vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
+            budgets: Budgets::dev(),
+            journal: None,
+            journal_backend: Default::default(),
+            journal_sync_ns: 0,
+            journal_cores: None,
+            simplex: self.simplex.then(|| {
+                let mut s = crate::voter::SimplexCfg::new(
+                    self.home.voters_members.iter().map(|m| m.p2p()).collect(),
+                    self.dir.join(format!("consensus-{i}")),
+                    "test".into(),
+                )
+                .dev(self.home.block_ns);
+                s.lab_wrong_root = self.wrong_root.contains(&i);
+                s
+            }),
+        };
+        let mut node = Node::open(&cfg)?;
+        if self.cut_data.contains(&i) {
+            node.cut_data(0);
+        }
+        Ok(std::thread::spawn(move || {
+            let t0 = Instant::now();
+            node.run(
+                || t0.elapsed().as_nanos() as u64 + 1_000_000,
+                || stop.load(Ordering::Relaxed),
+                |_, _| {},
+            )
+            .map_err(|e| format!("replay: {e:?}"))?;
+            Ok(node)
+        }))
+    }
+
+    fn spawn_databox(
+        &self,
+        stop: Arc<AtomicBool>,
+    ) -> Result<JoinHandle<vyrn_data::databox::DataBox>, String> {
+        let cfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
+        let mut d = vyrn_data::home::open(&self.home, &cfg)?;
+        Ok(std::thread::spawn(move || {
+            let fds = vyrn_data::home::fds(&mut d);
+            let t0 = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                if d.poll(t0.elapsed().as_nanos() as u64 + 1_000_000) == 0 {
+                    vyrn_nic::wait::wait_readable(&fds, 200_000);
+                }
+            }
+            d.databox
+        }))
+    }
+}
+
+/// The box of `cfg`, its voters the file's membership (no doubles), on two threads; and the
+/// address clients send to.
+pub fn start_box(cfg: &BoxConfig) -> Result<(RunningBox, SocketAddr), String> {
+    let mut net = NetBox::open(cfg, false).map_err(|e| format!("box sockets: {e}"))?;
+    for m in &cfg.voters_members {
+        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
+    }
+    let seq = net.client_addrs()[0];
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: vec![],
+    };
+    let (running, _paths) = net
+        .start(cfg, &map, Clock::new())
+        .map_err(|e| format!("box start: {e}"))?;
+    Ok((running, seq))
+}
+
+/// The home's sessions after the first `skip` (left to another client) at `rate` msgs/s open
+/// loop for `secs`, copy 1 to `seq`, copy 2 to data box 0, then `drain_ms` for answers,
+/// durable and final still in flight.
+pub fn load_from(
+    home: &HomeConfig,
+    seq: SocketAddr,
+    rate: u64,
+    secs: u64,
+    drain_ms: u64,
+    seed: u64,
+    skip: usize,
+) -> Result<LoadCounts, String> {
+    let mut c = UdpConfig::loopback().with_batch(64);
+    c.recv_buffer = Some(8 << 20);
+    let port = UdpPort::open(&c).map_err(|e| format!("client socket: {e}"))?;
+    let e = &home.engine;
+    let keys = e
+        .sessions
+        .iter()
+        .skip(skip)
+        .map(|s| (s.session, s.k_seq, s.k_out));
+    let data = home
+        .databoxes
+        .first()
+        .ok_or("the home has no data box")?
+        .client_addr;
+    let mut sessions =
+        sessions_for(e.book, keys, seq, data, 50_000_000).map_err(|e| format!("{e:?}"))?;
+    let mut driver = vyrn_client::Driver::new(port, &sessions);
+    let mut load = LoadGen::new(
+        LoadConfig {
+            msgs_per_s: rate,
+            seed,
+            start_ns: 1_000_000,
+            ..LoadConfig::default()
+        },
+        sessions.len(),
+    );
+    let clock = RunClock::new(1_000_000);
+    run::open_loop(
+        &mut driver,
+        &mut sessions,
+        &mut load,
+        &clock,
+        secs * 1_000_000_000 + 1_000_000,
+        drain_ms * 1_000_000,
+        None,
+        |_| {},
+    );
+    Ok(load.counts)
+}
+
+/// A client that sends `n` packets on the home's first session whose copy 2 (to the data box)
+/// differs from copy 1 (to the sequencer): another quantity, tagged with the session's own
+/// `K_seq`, so both pass every MAC check (07 §5.6 row 1).
+fn two_copies(home: &HomeConfig, seq: SocketAddr, n: u32) {
+    use vyrn_nic::{Dest, Port, TxPacket};
+    use vyrn_wire::msg::client::{Msg, MsgType, RequestPacket, Side};
+    let (Some(s), Some(d)) = (home.engine.sessions.first(), home.databoxes.first()) else {
+        return;
+    };
+    let Ok(mut port) = UdpPort::open(&UdpConfig::loopback().with_batch(16)) else {
+        return;
+    };
+    let pkt = |seq_no: u32, qty: u32| {
+        RequestPacket {
+            book: home.engine.book,
+            resend: false,
+            session: s.session,
+            pkt_seq: seq_no,
+            msgs: vec![Msg {
+                kind: MsgType::NewGtc,
+                side: Side::Buy,
+                tick: 10,
+                qty,
+                client_tag: seq_no,
+            }],
+        }
+        .to_bytes(&s.k_seq)
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for k in 1..=n {
+        let (Ok(one), Ok(two)) = (pkt(k, 1), pkt(k, 2)) else {
+            return;
+        };
+        let _ = port.send_batch(&[
+            TxPacket::to(&one, Dest::Addr(seq)),
+            TxPacket::to(&two, Dest::Addr(d.client_addr)),
+        ]);
+        let _ = port.flush();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
