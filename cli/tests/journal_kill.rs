@@ -8,17 +8,14 @@
 //! journal and reports what it recovered.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use vyrn_replica::core::Budgets;
+use vyrn_replica::homekit::LoopbackHome;
 use vyrn_replica::journal::{BlockJournal, JournalConfig};
-use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_replica::record::order_matches;
-use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
 use vyrn_wire::msg::journal::BlockRecordRef;
 
 fn replica_proc(
@@ -44,13 +41,10 @@ fn replica_proc(
 
 #[test]
 fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_corrupt() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("vyrn-kill-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let conf = write_dev_home(&dir, 2, 4, 48_400).expect("dev home");
-    let mut cfg = BoxConfig::load(&conf).expect("box config");
-    cfg.block_ns = 5_000_000;
-    cfg.self_fence_us = Some(2_000_000);
-    let home = HomeConfig::load(&conf).expect("home");
+    // The in-process home the replica crate's whole-home tests share (`homekit`): 5 ms blocks,
+    // the interim voter.
+    let h = LoopbackHome::new("kill", 48_400, false).expect("dev home");
+    let (dir, conf, cfg, home) = (h.dir.clone(), h.file.clone(), &h.cfg, &h.home);
     let drives = [dir.join("j3-0"), dir.join("j3-1")];
     let drives_arg = format!("{},{}", drives[0].display(), drives[1].display());
 
@@ -74,47 +68,13 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
         }
     });
     // Replicas 0..=2 and the data box in this process.
-    let mut threads = Vec::new();
-    for i in 0..3 {
-        let seed = read_seed(&dir.join(format!("keys/voter-{i}.key"))).expect("key");
-        let nc = NodeConfig {
-            home: home.clone(),
-            index: i,
-            vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
-            budgets: Budgets::dev(),
-            journal: None,
-            journal_backend: Default::default(),
-            journal_sync_ns: 0,
-            journal_cores: None,
-            simplex: None,
-        };
-        let mut node = Node::open(&nc).expect("replica");
-        let st = stop.clone();
-        threads.push(std::thread::spawn(move || {
-            let t0 = Instant::now();
-            let _ = node.run(
-                || t0.elapsed().as_nanos() as u64 + 1_000_000,
-                || st.load(Ordering::Relaxed),
-                |_, _| {},
-            );
-        }));
-    }
-    let dcfg = vyrn_data::home::config(&home, 0, 1_000_000, 200_000).expect("data cfg");
-    let mut d = vyrn_data::home::open(&home, &dcfg).expect("data box");
-    let st = stop.clone();
-    threads.push(std::thread::spawn(move || {
-        let fds = vyrn_data::home::fds(&mut d);
-        let t0 = Instant::now();
-        while !st.load(Ordering::Relaxed) {
-            if d.poll(t0.elapsed().as_nanos() as u64 + 1_000_000) == 0 {
-                vyrn_nic::wait::wait_readable(&fds, 200_000);
-            }
-        }
-    }));
+    let replicas: Vec<_> = (0..3)
+        .map(|i| h.spawn_replica(i, stop.clone()).expect("replica"))
+        .collect();
+    let databox = h.spawn_databox(stop.clone()).expect("data box");
     std::thread::sleep(Duration::from_millis(300));
-    // The in-process home the replica crate's whole-home tests share (`homekit`).
-    let (running, seq) = vyrn_replica::homekit::start_box(&cfg).expect("box");
-    let counts = vyrn_replica::homekit::load_from(&home, seq, 2000, 2, 500, 3, 0).expect("load");
+    let (running, seq) = vyrn_replica::homekit::start_box(cfg).expect("box");
+    let counts = vyrn_replica::homekit::load_from(home, seq, 2000, 2, 500, 3, 0).expect("load");
     assert!(counts.fin > 0, "nothing final: {:?}", counts.fin);
 
     // Mid-write: the box closes a block every 5 ms and the process journals each one.
@@ -192,9 +152,10 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
     );
 
     stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        let _ = t.join();
+    for r in replicas {
+        let _ = r.join();
     }
+    let _ = databox.join();
     running.runner.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,24 +3,28 @@
 //! digest equal, the journaling replica's journal and certificates verifying — and its report
 //! (with the ping phase's round trips) and plots in the run's directory.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 
 /// One `vyrn up` at a time: each is a whole home (six processes) on this machine's cores.
 static ONE_HOME: Mutex<()> = Mutex::new(());
 
-#[test]
-fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
-    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("vyrn-up-{}", std::process::id()));
+/// A `vyrn up` run that must succeed: `args` after `up`, its ports from `base` (metrics at
+/// `base + 90`), in a fresh work directory named by `tag`. Returns the work directory, the
+/// run's directory and stdout; the caller removes the work directory.
+fn up_ok(tag: &str, base: u16, args: &[&str]) -> (PathBuf, PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("vyrn-up-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
-        .args(["up", "--duration", "3", "--rate", "1000", "--plain"])
-        .args(["--base-port", "49400", "--metrics-port", "49490", "--dir"])
+        .arg("up")
+        .args(args)
+        .args(["--plain", "--base-port", &base.to_string()])
+        .args(["--metrics-port", &(base + 90).to_string(), "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{out:?}\n{stdout}");
     let run = std::fs::read_dir(&dir)
         .unwrap()
@@ -30,6 +34,13 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
                 .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
         })
         .expect("a run directory");
+    (dir, run, stdout)
+}
+
+#[test]
+fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok("main", 49_400, &["--duration", "3", "--rate", "1000"]);
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
@@ -82,25 +93,11 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
 #[test]
 fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_path() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("vyrn-up-cut-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
-        .args([
-            "up",
-            "--duration",
-            "4",
-            "--rate",
-            "1000",
-            "--plain",
-            "--cut-path",
-            "B@2",
-        ])
-        .args(["--base-port", "49600", "--metrics-port", "49690", "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}\n{stdout}");
+    let (dir, _run, stdout) = up_ok(
+        "cut",
+        49_600,
+        &["--duration", "4", "--rate", "1000", "--cut-path", "B@2"],
+    );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
     let alarms = stdout
         .split("## Alarms")
@@ -169,25 +166,18 @@ fn a_restart_of_a_replica_the_home_lacks_is_refused() {
 #[test]
 fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("vyrn-up-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
-        .args([
-            "up",
+    let (dir, run, stdout) = up_ok(
+        "restart",
+        49_700,
+        &[
             "--duration",
             "10",
             "--rate",
             "5000",
-            "--plain",
             "--restart-replica",
             "1@3",
-        ])
-        .args(["--base-port", "49700", "--metrics-port", "49790", "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}\n{stdout}");
+        ],
+    );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
     let digests: Vec<&str> = stdout
         .lines()
@@ -196,14 +186,6 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
         .collect();
     assert_eq!(digests.len(), 4, "{stdout}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
-    let run = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
-        })
-        .expect("a run directory");
     assert!(run.join("replica-1-restarted.log").exists());
     // The catch-up came unicast: the box counted its retransmissions to the NACK's sender,
     // and a healthy replica saw none of them.
@@ -228,37 +210,22 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
 #[test]
 fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("vyrn-up-kill-data-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
-        .args([
-            "up",
+    let (dir, run, stdout) = up_ok(
+        "kill-data",
+        49_800,
+        &[
             "--duration",
             "6",
             "--rate",
             "3000",
-            "--plain",
             "--data-boxes",
             "2",
             "--kill-data",
             "0@2",
-        ])
-        .args(["--base-port", "49800", "--metrics-port", "49890", "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}\n{stdout}");
+        ],
+    );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
     assert!(stdout.contains("data box 0 killed"), "{stdout}");
-    let run = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
-        })
-        .expect("a run directory");
     // Box 1 relayed the redirects of box 0's sessions (half of the home's 32).
     let data1 = std::fs::read_to_string(run.join("data-1.log")).unwrap();
     let relayed: u64 = data1

@@ -32,6 +32,8 @@ pub struct LoopbackHome {
     pub simplex: bool,
     /// The home's directory (its file, keys, the engines' journals).
     pub dir: PathBuf,
+    /// The home's file.
+    pub file: PathBuf,
     /// The sequencer's view of the file.
     pub cfg: BoxConfig,
     /// The other roles' view of the file.
@@ -80,6 +82,7 @@ impl LoopbackHome {
         Ok(LoopbackHome {
             simplex,
             dir,
+            file: p,
             cfg,
             home,
             wrong_root: Vec::new(),
@@ -139,7 +142,9 @@ impl LoopbackHome {
         })
     }
 
-    fn spawn_replica(
+    /// Replica `i` on its own thread until `stop` (Simplex or the interim voter, with this
+    /// home's lab knobs); the thread returns the stopped node.
+    pub fn spawn_replica(
         &self,
         i: usize,
         stop: Arc<AtomicBool>,
@@ -182,7 +187,8 @@ impl LoopbackHome {
         }))
     }
 
-    fn spawn_databox(
+    /// Data box 0 on its own thread until `stop`; the thread returns the stopped box.
+    pub fn spawn_databox(
         &self,
         stop: Arc<AtomicBool>,
     ) -> Result<JoinHandle<vyrn_data::databox::DataBox>, String> {

@@ -428,13 +428,14 @@ struct CtrlRxTile {
 /// Burst of the REP_SEQ_DATA_MAX_PPS token bucket.
 const SEQ_DATA_BURST: u64 = 1024;
 
-/// Take a SeqDataReq token at `now` (REP_SEQ_DATA_MAX_PPS, 07 §5.5).
-fn seq_data_token(t: &mut (u64, u64), now: u64) -> bool {
-    let per = 1_000_000_000 / vyrn_wire::consts::REP_SEQ_DATA_MAX_PPS;
+/// Take a token at `now` from bucket `t` = (tokens, last refill) of `per_sec` a second and
+/// `burst` at most.
+fn take_token(t: &mut (u64, u64), now: u64, per_sec: u64, burst: u64) -> bool {
+    let per = 1_000_000_000 / per_sec.max(1);
     if now > t.1 {
         let add = (now - t.1) / per;
         if add > 0 {
-            t.0 = (t.0 + add).min(SEQ_DATA_BURST);
+            t.0 = (t.0 + add).min(burst);
             t.1 += add * per;
         }
     }
@@ -445,24 +446,21 @@ fn seq_data_token(t: &mut (u64, u64), now: u64) -> bool {
     true
 }
 
+/// Take a SeqDataReq token at `now` (REP_SEQ_DATA_MAX_PPS, 07 §5.5).
+fn seq_data_token(t: &mut (u64, u64), now: u64) -> bool {
+    take_token(
+        t,
+        now,
+        vyrn_wire::consts::REP_SEQ_DATA_MAX_PPS,
+        SEQ_DATA_BURST,
+    )
+}
+
 /// Take a certificate token of voter `v` at `now` (a token bucket per source).
 fn cert_token(tokens: &mut [(u64, u64)], v: usize, now: u64) -> bool {
-    let Some(t) = tokens.get_mut(v) else {
-        return false;
-    };
-    let per = 1_000_000_000 / CERT_PER_SEC;
-    if now > t.1 {
-        let add = (now - t.1) / per;
-        if add > 0 {
-            t.0 = (t.0 + add).min(CERT_BURST);
-            t.1 += add * per;
-        }
-    }
-    if t.0 == 0 {
-        return false;
-    }
-    t.0 -= 1;
-    true
+    tokens
+        .get_mut(v)
+        .is_some_and(|t| take_token(t, now, CERT_PER_SEC, CERT_BURST))
 }
 
 impl Task for CtrlRxTile {

@@ -398,19 +398,20 @@ pub fn sessions_for(
     )
 }
 
+/// A session's `(session, K_seq, K_out, data home)`.
+pub type HomedKeys = (
+    u32,
+    vyrn_wire::msg::client::SipKey,
+    vyrn_wire::msg::client::SipKey,
+    u8,
+);
+
 /// As [`sessions_for`], with the home's data boxes (client addresses in facility order) and
 /// each session's data home (an index into them, 07 §5.1): copy 2 goes to the home, and a
 /// `DataRedirect` (07 §5.7) moves it to the backup box.
 pub fn sessions_homed(
     book: u16,
-    keys: impl IntoIterator<
-        Item = (
-            u32,
-            vyrn_wire::msg::client::SipKey,
-            vyrn_wire::msg::client::SipKey,
-            u8,
-        ),
-    >,
+    keys: impl IntoIterator<Item = HomedKeys>,
     seq: std::net::SocketAddr,
     data_boxes: Vec<std::net::SocketAddr>,
     resend_ns: u64,

@@ -1110,171 +1110,141 @@ impl Body for DataDown {
 }
 ctrl_codec!(DataDown, ty::DATA_DOWN);
 
-/// `PeerDataFetch` (07 §5.5 source 2): a replica asks one peer, round robin, for the packet
-/// `(session, pkt_seq)` after its data home did not answer in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct PeerDataFetch {
-    /// SessionId.
-    pub session: u32,
-    /// Its pkt_seq (≥ 1).
-    pub pkt_seq: u32,
-}
-
-impl Body for PeerDataFetch {
-    fn check(&self) -> Result<(), Malformed> {
-        if self.pkt_seq == 0 {
-            return Err(Malformed::BadValue);
+/// One packet named by its key, `session u32, pkt_seq u32 (≥ 1)`: `PeerDataFetch` and
+/// `SeqDataReq` share this layout (07 §5.5 sources 2 and 3) and differ only in their type byte
+/// and destination.
+macro_rules! pkt_key_msg {
+    ($(#[$doc:meta])* $name:ident, $code:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub struct $name {
+            /// SessionId.
+            pub session: u32,
+            /// Its pkt_seq (≥ 1).
+            pub pkt_seq: u32,
         }
-        Ok(())
-    }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.session);
-        put_u32(out, self.pkt_seq);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(PeerDataFetch {
-            session: r.u32_le()?,
-            pkt_seq: r.u32_le()?,
-        })
-    }
-}
-ctrl_codec!(PeerDataFetch, ty::PEER_DATA_FETCH);
 
-/// `SeqDataReq` (07 §5.5 source 3): a replica asks the sequencer's control core for the packet
-/// `(session, pkt_seq)` as its lane matched it — after the data home and a peer, and at once
-/// for a copy mismatch (§5.6). Served from lane packet retention (REP_SEQ_PKT_RETAIN_MS) at most
-/// REP_SEQ_DATA_MAX_PPS a second; the same layout as [`PeerDataFetch`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SeqDataReq {
-    /// SessionId.
-    pub session: u32,
-    /// Its pkt_seq (≥ 1).
-    pub pkt_seq: u32,
-}
-
-impl Body for SeqDataReq {
-    fn check(&self) -> Result<(), Malformed> {
-        PeerDataFetch {
-            session: self.session,
-            pkt_seq: self.pkt_seq,
+        impl Body for $name {
+            fn check(&self) -> Result<(), Malformed> {
+                if self.pkt_seq == 0 {
+                    return Err(Malformed::BadValue);
+                }
+                Ok(())
+            }
+            fn write_body(&self, out: &mut Vec<u8>) {
+                put_u32(out, self.session);
+                put_u32(out, self.pkt_seq);
+            }
+            fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+                Ok($name {
+                    session: r.u32_le()?,
+                    pkt_seq: r.u32_le()?,
+                })
+            }
         }
-        .check()
-    }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.session);
-        put_u32(out, self.pkt_seq);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(SeqDataReq {
-            session: r.u32_le()?,
-            pkt_seq: r.u32_le()?,
-        })
-    }
-}
-ctrl_codec!(SeqDataReq, ty::SEQ_DATA_REQ);
-
-/// `SeqData`: the sequencer's answer to [`SeqDataReq`] — the packet its lane matched, the
-/// canonical copy (07 §5.5: "the only source of the bytes the sequencer actually matched").
-/// The same layout as [`PeerData`]; a packet out of retention gets no answer.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SeqData {
-    /// SessionId.
-    pub session: u32,
-    /// Its pkt_seq.
-    pub pkt_seq: u32,
-    /// The packet, 1..=[`REQ_MAX_LEN`](super::client::REQ_MAX_LEN) bytes.
-    pub pkt: Vec<u8>,
+        ctrl_codec!($name, $code);
+    };
 }
 
-impl Body for SeqData {
-    fn check(&self) -> Result<(), Malformed> {
-        if self.pkt_seq == 0 || self.pkt.is_empty() || self.pkt.len() > super::client::REQ_MAX_LEN {
-            return Err(Malformed::BadValue);
+/// One packet and its key, `session u32, pkt_seq u32 (≥ 1), pkt_len u16 (1..=REQ_MAX_LEN),
+/// pkt`: `PeerData` and `SeqData` share this layout (answers to the two requests above; a vyrn
+/// decision, 07 names only the requests). The asker checks the packet like a pushed copy.
+macro_rules! pkt_msg {
+    ($(#[$doc:meta])* $name:ident, $code:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            /// SessionId.
+            pub session: u32,
+            /// Its pkt_seq.
+            pub pkt_seq: u32,
+            /// The packet, 1..=[`REQ_MAX_LEN`](super::client::REQ_MAX_LEN) bytes.
+            pub pkt: Vec<u8>,
         }
-        Ok(())
-    }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.session);
-        put_u32(out, self.pkt_seq);
-        put_u16(out, self.pkt.len() as u16);
-        out.extend_from_slice(&self.pkt);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let session = r.u32_le()?;
-        let pkt_seq = r.u32_le()?;
-        let n = r.u16_le()? as usize;
-        if n > super::client::REQ_MAX_LEN {
-            return Err(Malformed::BadValue);
-        }
-        let pkt = r.bytes(n)?.to_vec();
-        Ok(SeqData {
-            session,
-            pkt_seq,
-            pkt,
-        })
-    }
-}
-ctrl_codec!(SeqData, ty::SEQ_DATA);
 
-impl SeqData {
-    /// Append `SeqData{session, pkt_seq, pkt}` without building the struct (the sequencer's
-    /// lane answers from its retention slot; no allocation). Writes nothing and returns false
-    /// where `encode` would fail.
-    pub fn encode_parts(session: u32, pkt_seq: u32, pkt: &[u8], out: &mut Vec<u8>) -> bool {
-        if pkt_seq == 0 || pkt.is_empty() || pkt.len() > super::client::REQ_MAX_LEN {
-            return false;
+        impl Body for $name {
+            fn check(&self) -> Result<(), Malformed> {
+                check_pkt(self.pkt_seq, &self.pkt)
+            }
+            fn write_body(&self, out: &mut Vec<u8>) {
+                put_pkt(out, self.session, self.pkt_seq, &self.pkt);
+            }
+            fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+                let session = r.u32_le()?;
+                let pkt_seq = r.u32_le()?;
+                let n = r.u16_le()? as usize;
+                if n > super::client::REQ_MAX_LEN {
+                    return Err(Malformed::BadValue);
+                }
+                let pkt = r.bytes(n)?.to_vec();
+                Ok($name {
+                    session,
+                    pkt_seq,
+                    pkt,
+                })
+            }
         }
-        out.push(Self::TYPE);
-        put_u32(out, session);
-        put_u32(out, pkt_seq);
-        put_u16(out, pkt.len() as u16);
-        out.extend_from_slice(pkt);
-        true
-    }
-}
+        ctrl_codec!($name, $code);
 
-/// `PeerData`: a peer's answer to [`PeerDataFetch`] — the request packet as that peer stored
-/// it, checked by the asker like a pushed one (07 §5.5: "every fetched packet is checked").
-/// A peer that does not hold it says nothing (the asker moves to its next source).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PeerData {
-    /// SessionId.
-    pub session: u32,
-    /// Its pkt_seq.
-    pub pkt_seq: u32,
-    /// The packet, 1..=[`REQ_MAX_LEN`](super::client::REQ_MAX_LEN) bytes.
-    pub pkt: Vec<u8>,
+        impl $name {
+            /// Append the message for `(session, pkt_seq, pkt)` without building the struct (no
+            /// allocation). Writes nothing and returns false where `encode` would fail.
+            pub fn encode_parts(session: u32, pkt_seq: u32, pkt: &[u8], out: &mut Vec<u8>) -> bool {
+                if check_pkt(pkt_seq, pkt).is_err() {
+                    return false;
+                }
+                out.push(Self::TYPE);
+                put_pkt(out, session, pkt_seq, pkt);
+                true
+            }
+        }
+    };
 }
 
-impl Body for PeerData {
-    fn check(&self) -> Result<(), Malformed> {
-        if self.pkt_seq == 0 || self.pkt.is_empty() || self.pkt.len() > super::client::REQ_MAX_LEN {
-            return Err(Malformed::BadValue);
-        }
-        Ok(())
+fn check_pkt(pkt_seq: u32, pkt: &[u8]) -> Result<(), Malformed> {
+    if pkt_seq == 0 || pkt.is_empty() || pkt.len() > super::client::REQ_MAX_LEN {
+        return Err(Malformed::BadValue);
     }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.session);
-        put_u32(out, self.pkt_seq);
-        put_u16(out, self.pkt.len() as u16);
-        out.extend_from_slice(&self.pkt);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let session = r.u32_le()?;
-        let pkt_seq = r.u32_le()?;
-        let n = r.u16_le()? as usize;
-        if n > super::client::REQ_MAX_LEN {
-            return Err(Malformed::BadValue);
-        }
-        let pkt = r.bytes(n)?.to_vec();
-        Ok(PeerData {
-            session,
-            pkt_seq,
-            pkt,
-        })
-    }
+    Ok(())
 }
-ctrl_codec!(PeerData, ty::PEER_DATA);
+
+fn put_pkt(out: &mut Vec<u8>, session: u32, pkt_seq: u32, pkt: &[u8]) {
+    put_u32(out, session);
+    put_u32(out, pkt_seq);
+    put_u16(out, pkt.len() as u16);
+    out.extend_from_slice(pkt);
+}
+
+pkt_key_msg!(
+    /// `PeerDataFetch` (07 §5.5 source 2): a replica asks one peer, round robin, for the packet
+    /// `(session, pkt_seq)` after its data home did not answer in time.
+    PeerDataFetch,
+    ty::PEER_DATA_FETCH
+);
+
+pkt_msg!(
+    /// `PeerData`: a peer's answer to [`PeerDataFetch`] — the request packet as that peer stored
+    /// it. A peer that does not hold it says nothing (the asker moves to its next source).
+    PeerData,
+    ty::PEER_DATA
+);
+
+pkt_key_msg!(
+    /// `SeqDataReq` (07 §5.5 source 3): a replica asks the sequencer's control core for the
+    /// packet as its lane matched it — after the data home and a peer, and at once for a copy
+    /// mismatch (§5.6). Served from lane packet retention (REP_SEQ_PKT_RETAIN_MS) at most
+    /// REP_SEQ_DATA_MAX_PPS a second.
+    SeqDataReq,
+    ty::SEQ_DATA_REQ
+);
+
+pkt_msg!(
+    /// `SeqData`: the sequencer's answer to [`SeqDataReq`] — the packet its lane matched, the
+    /// canonical copy (07 §5.5: "the only source of the bytes the sequencer actually matched").
+    /// A packet out of retention gets no answer.
+    SeqData,
+    ty::SEQ_DATA
+);
 
 /// `DataRedirect` (07 §5.7), replica → data box: tell `session` to resend copy 2 from
 /// `resend_from` to data box `to` instead of `from`. The data box relays it to the client as the
