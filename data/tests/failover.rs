@@ -181,3 +181,42 @@ fn chained_failover_redirect() {
         }
     );
 }
+
+/// A box voted down by a quorum (a stall of its process that ended) is still the backup its
+/// replicas compute for the other box: it relays that box's redirects (it is live: it is the one
+/// relaying), rather than refuse them for want of a backup.
+#[test]
+fn this_box_voted_down_still_relays_as_the_backup() {
+    let mut n = net();
+    // Session 100 is homed on box 3, whose backup in facility order 3, 1, 4, 2 is box 1 = this
+    // box; its client has sent a copy here, so the address is known.
+    assert_eq!(INDEX, 1);
+    send_all(&mut n.client, &[packet(100, 1, 1, 1, false)]);
+    n.driver.poll(500);
+    // A stall: this box voted down by Q voters; later box 3 fails for real.
+    for d in [INDEX, 3] {
+        let down = DataDown { d }.to_bytes().unwrap();
+        for r in 0..3 {
+            send(&mut n.replicas[r], &down);
+        }
+    }
+    n.driver.poll(1_000);
+    assert_eq!(n.driver.databox.counters().data_down_self, 1);
+    let red = DataRedirect {
+        from: 3,
+        to: INDEX,
+        session: 100,
+        resend_from: 1,
+    }
+    .to_bytes()
+    .unwrap();
+    send(&mut n.replicas[0], &red);
+    n.driver.poll(2_000);
+    let c = n.driver.databox.counters();
+    assert_eq!((c.redirects_relayed, c.redirects_refused), (1, 0));
+    assert_eq!(
+        responses(&mut n.client, 100).len(),
+        1,
+        "the client hears it"
+    );
+}

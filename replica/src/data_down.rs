@@ -16,9 +16,10 @@
 //!    [`GOSSIP_EVERY_NS`] for [`REDIRECT_REPEAT`] rounds: the data boxes relay only a first one
 //!    or one with a lower `resend_from`.
 //!
-//! A box that sends again is up in this replica's eyes (its vote is withdrawn); sessions already
-//! moved stay on their backup home (07 names no move back; the operator's restart of the box
-//! is a new home assignment).
+//! A box that sends again is up in this replica's eyes: the votes for it are dropped and, if it
+//! was down by quorum, it is live again for the backup rule; sessions already moved stay on
+//! their backup home (07 names no move back; the operator's restart of the box is a new home
+//! assignment).
 
 use crate::data_side::BOXES_MAX;
 
@@ -56,6 +57,8 @@ pub struct DownCounters {
     pub redirect_rounds: u64,
     /// Boxes down with no live box left to take their sessions.
     pub no_backup: u64,
+    /// Boxes down by quorum that were heard again (live again for the backup rule).
+    pub recovered: u64,
 }
 
 /// The failover state of one replica (see the module docs).
@@ -127,13 +130,24 @@ impl DataDown {
         self.vote(self.me, d, now);
     }
 
-    /// Box `d` sends again: this replica's vote is withdrawn (a box already down stays down).
+    /// Box `d` sends again: the silence ended. Every vote for it is dropped (a peer that still
+    /// sees it silent gossips again within [`GOSSIP_EVERY_NS`]), and a box down by quorum is
+    /// live again for the backup rule and its remaining redirect rounds are cancelled —
+    /// sessions already moved stay on their backup. On two shared cores a 20 ms stall of a data
+    /// box process seen by every replica at once made it down by quorum for good, and a later
+    /// real failure of the other box then found no live backup (a clean CI run).
     pub fn on_own_up(&mut self, d: u8) {
         if d >= self.n_boxes {
             return;
         }
-        self.silent[d as usize] = false;
-        self.votes[d as usize] &= !(1u64 << self.me);
+        let i = d as usize;
+        self.silent[i] = false;
+        self.votes[i] = 0;
+        if self.down[i] {
+            self.down[i] = false;
+            self.redirect[i] = (0, 0);
+            self.c.recovered += 1;
+        }
     }
 
     /// A peer voter `voter` gossiped `DataDown{d}`.

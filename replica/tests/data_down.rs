@@ -62,15 +62,41 @@ fn fewer_than_q_votes_move_nothing_and_a_box_heard_again_withdraws_the_vote() {
     d.on_peer(1, 0, 0);
     assert!(!d.is_down(0), "two votes of the three needed");
     assert_eq!(steps(&mut d, 0), vec![DownStep::Gossip(0)]);
-    // It sends again: this replica's vote is withdrawn, the gossip stops.
+    // It sends again: the votes are dropped, the gossip stops.
     d.on_own_up(0);
     assert!(!d.is_silent(0));
     d.on_peer(3, 0, MS);
     assert!(
         !d.is_down(0),
-        "voters 1 and 3 only: the withdrawn vote does not count"
+        "voter 3 only: the earlier votes were for a silence that ended"
     );
     assert!(steps(&mut d, GOSSIP_EVERY_NS).is_empty());
+}
+
+/// A box down by quorum that is heard again (a stall of its process, not a failure) is live
+/// again for the backup rule: a later real failure of the other box still finds it.
+#[test]
+fn a_box_down_by_a_stall_is_live_again_when_heard_and_takes_the_next_failure() {
+    let mut d = DataDown::new(2, 1, 0);
+    d.on_own(1, 0);
+    assert!(d.is_down(1));
+    assert_eq!(
+        steps(&mut d, 0),
+        vec![DownStep::Gossip(1), DownStep::Redirect { from: 1, to: 0 }]
+    );
+    d.on_own_up(1);
+    assert!(!d.is_down(1));
+    assert_eq!(d.counters().recovered, 1);
+    assert!(
+        steps(&mut d, GOSSIP_EVERY_NS).is_empty(),
+        "its redirect rounds end with the stall"
+    );
+    // Box 0 fails for real: box 1 is its backup.
+    d.on_own(0, 2 * GOSSIP_EVERY_NS);
+    assert_eq!(
+        steps(&mut d, 2 * GOSSIP_EVERY_NS),
+        vec![DownStep::Gossip(0), DownStep::Redirect { from: 0, to: 1 }]
+    );
 }
 
 #[test]
