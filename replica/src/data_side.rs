@@ -965,24 +965,31 @@ impl DataSide {
     /// 07 §5.7 `resend_from` for `session` as this replica sees it: the lowest `pkt_seq` of a
     /// live record it has not resolved, else one past the highest payload it stored (a packet
     /// sent to a failed box after that never reached it). Each replica sends its own; the data
-    /// boxes relay a lower one again and the client resends the difference. A pass over the
-    /// live records: for a failover, not per packet.
+    /// boxes relay a lower one again and the client resends the difference.
     pub fn resend_from(&self, session: u32) -> u32 {
-        let next = self.hi_seq.get(&session).map_or(1, |h| h.saturating_add(1));
-        let unresolved = self
-            .subs
+        self.resend_points(&[session])[0].1
+    }
+
+    /// [`Self::resend_from`] of each of `sessions`, in their order, from one pass over the live
+    /// records (a failover's round, not per packet).
+    pub fn resend_points(&self, sessions: &[u32]) -> Vec<(u32, u32)> {
+        let mut out: Vec<(u32, u32)> = sessions
             .iter()
-            .flat_map(|sub| sub.recs.iter())
-            .filter(|r| {
-                r.key.session == session
-                    && matches!(
-                        r.state,
-                        RecState::Missing | RecState::Mismatch | RecState::Unavailable
-                    )
-            })
-            .map(|r| r.key.pkt_seq)
-            .min();
-        unresolved.map_or(next, |u| u.min(next))
+            .map(|&s| (s, self.hi_seq.get(&s).map_or(1, |h| h.saturating_add(1))))
+            .collect();
+        let at: HashMap<u32, usize> = sessions.iter().enumerate().map(|(i, &s)| (s, i)).collect();
+        for r in self.subs.iter().flat_map(|sub| sub.recs.iter()) {
+            if !matches!(
+                r.state,
+                RecState::Missing | RecState::Mismatch | RecState::Unavailable
+            ) {
+                continue;
+            }
+            if let Some(&i) = at.get(&r.key.session) {
+                out[i].1 = out[i].1.min(r.key.pkt_seq);
+            }
+        }
+        out
     }
 
     /// Join every live record of `key` with the stored payload. Returns the newest's state.

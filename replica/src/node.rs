@@ -1071,10 +1071,12 @@ impl Node {
             match s {
                 DownStep::Gossip(d) => {
                     let m = vyrn_wire::msg::ctrl::DataDown { d };
-                    for to in self.io.peers.clone() {
+                    for i in 0..self.io.peers.len() {
+                        let to = self.io.peers[i];
                         self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
                     }
-                    for to in self.io.boxes.clone() {
+                    for i in 0..self.io.boxes.len() {
+                        let to = self.io.boxes[i];
                         self.io.queue(Sock::Data, to, |b| m.encode(b).is_ok());
                     }
                     self.io.c.data_down_sent += 1;
@@ -1097,24 +1099,20 @@ impl Node {
                             moved.len()
                         );
                     }
-                    let sessions = moved.clone();
-                    let live: Vec<SocketAddr> = self
-                        .io
-                        .boxes
-                        .iter()
-                        .enumerate()
-                        .filter(|&(b, _)| !self.io.down.is_down(b as u8))
-                        .map(|(_, &a)| a)
-                        .collect();
-                    for sess in sessions {
+                    // Each session's resend_from from one pass over the live records.
+                    let points = self.core.data().resend_points(moved);
+                    for (session, resend_from) in points {
                         let r = vyrn_wire::msg::ctrl::DataRedirect {
                             from,
                             to,
-                            session: sess,
-                            resend_from: self.core.data().resend_from(sess),
+                            session,
+                            resend_from,
                         };
-                        for &a in &live {
-                            self.io.queue(Sock::Data, a, |b| r.encode(b).is_ok());
+                        for b in 0..self.io.boxes.len() {
+                            if !self.io.down.is_down(b as u8) {
+                                let a = self.io.boxes[b];
+                                self.io.queue(Sock::Data, a, |o| r.encode(o).is_ok());
+                            }
                         }
                         self.io.c.redirects_sent += 1;
                     }
@@ -1510,13 +1508,10 @@ fn on_ctrl(
                 io.c.peer_data_capped += 1;
                 return;
             }
-            let m = vyrn_wire::msg::ctrl::PeerData {
-                session: f.session,
-                pkt_seq: f.pkt_seq,
-                pkt: pkt.to_vec(),
-            };
             let to = io.peers[peer];
-            io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+            io.queue(Sock::Ctrl, to, |b| {
+                vyrn_wire::msg::ctrl::PeerData::encode_parts(f.session, f.pkt_seq, pkt, b)
+            });
             io.c.peer_data_served += 1;
         }
         // A peer's answer: checked like any pushed packet (the replica's own full hash).
