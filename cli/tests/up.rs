@@ -112,6 +112,96 @@ fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_pa
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The netns lab (issue 14 item 4): `deploy/lab/netns.sh` builds the home's boxes as network
+/// namespaces on three separate networks — facility, path A, path B — and `vyrn up --netns`
+/// runs every role in its own. The home trades over real (virtual) links: the box binds its
+/// facility address, sends each path's multicast from its own interface on that path's network,
+/// every voter joins on its own; then path B's whole network goes down (its bridge, 07 §14 "path
+/// down" as the wire sees it): every replica raises REP_A_PATH for B, none for A, and the home
+/// trades on with nothing lost. The lab is taken down at the end, whatever happens.
+#[test]
+fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_network_down() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/lab/netns.sh");
+    struct Lab(PathBuf);
+    impl Drop for Lab {
+        fn drop(&mut self) {
+            let _ = Command::new(&self.0).arg("down").output();
+        }
+    }
+    let _ = Command::new(&script).arg("down").output();
+    let built = Command::new(&script).arg("up").output().unwrap();
+    assert!(
+        built.status.success(),
+        "the lab needs root and iproute2 (ip netns, veth, bridge): {built:?}"
+    );
+    let _lab = Lab(script.clone());
+    let (dir, run, stdout) = up_ok(
+        "netns",
+        49_300,
+        &[
+            "--netns",
+            "--duration",
+            "5",
+            "--rate",
+            "1000",
+            "--cut-path",
+            "B@2",
+        ],
+    );
+    assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    assert!(stdout.contains("path B's network taken down"), "{stdout}");
+    let seq = std::fs::read_to_string(run.join("seq.log")).unwrap();
+    assert!(
+        seq.contains("control port 10.77.0.1:") && seq.contains("on the paths' own interfaces"),
+        "{seq}"
+    );
+    // Both paths carried frames to every voter before the cut (B's copies are mostly the
+    // second to arrive: counted as duplicates of A's).
+    for i in 0..4 {
+        let log = std::fs::read_to_string(run.join(format!("replica-{i}.log"))).unwrap();
+        let b_before_cut = log
+            .lines()
+            .filter_map(|l| l.split("frames A/B ").nth(1))
+            .filter_map(|r| r.split(' ').next())
+            .filter_map(|ab| ab.split_once('/'))
+            .filter_map(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+            .any(|(a, b)| a > 0 && b > 0);
+        let dups_b = log.lines().any(|l| {
+            l.split("(dups ")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|d| d.split_once('/'))
+                .is_some_and(|(_, b)| b.parse::<u64>().is_ok_and(|b| b > 0))
+        });
+        assert!(
+            b_before_cut || dups_b,
+            "replica {i} saw nothing on path B:\n{log}"
+        );
+    }
+    let alarms = stdout
+        .split("## Alarms")
+        .nth(1)
+        .and_then(|s| s.split("## Over time").next())
+        .unwrap_or("");
+    for i in 0..4 {
+        assert!(
+            alarms.contains(&format!(
+                "replica {i}: {{alarm=\"REP_A_PATH\",role=\"replica\",path=\"B\"}}"
+            )),
+            "replica {i}: {alarms}"
+        );
+    }
+    assert!(!alarms.contains("path=\"A\""), "{alarms}");
+    // The bridge is back up after the run.
+    let br = Command::new("ip")
+        .args(["-n", "vyrn-hub", "-br", "link", "show", "br2"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&br.stdout).contains("UP"), "{br:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--restart-replica` names a replica of the home and a time: a wrong index or a malformed
 /// value is refused before any role starts, with a message that says what is wrong.
 #[test]

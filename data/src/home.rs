@@ -67,7 +67,7 @@ pub fn open(h: &HomeConfig, cfg: &DataConfig) -> Result<Driver<UdpPort>, String>
     let mut cc = UdpConfig::new(me.client_addr).with_batch(64);
     cc.recv_buffer = Some(8 << 20);
     let clients = open(cc, format!("client port {}", me.client_addr))?;
-    let seq_ctrl_addr = SocketAddr::new(me.client_addr.ip(), h.ctrl_port);
+    let seq_ctrl_addr = SocketAddr::new(std::net::IpAddr::V4(h.box_ip), h.ctrl_port);
     let seq_ctrl = open(
         UdpConfig::new(SocketAddr::new(me.client_addr.ip(), 0))
             .with_batch(16)

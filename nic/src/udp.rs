@@ -72,6 +72,18 @@ impl Multicast {
             ttl: 0,
         }
     }
+
+    /// Group `group` on the interface whose address is `interface`: on loopback as
+    /// [`Multicast::loopback`]; on any other interface TTL 1 (a replication path is one L2
+    /// network, 07 §3.1: a router never forwards it) with `IP_MULTICAST_LOOP` on, so a member on
+    /// the sending host still receives it.
+    pub fn on(group: Ipv4Addr, interface: Ipv4Addr) -> Self {
+        Multicast {
+            interface,
+            ttl: if interface.is_loopback() { 0 } else { 1 },
+            ..Multicast::loopback(group)
+        }
+    }
 }
 
 /// Everything [`UdpPort::open`] needs.
@@ -132,8 +144,14 @@ impl UdpConfig {
     /// A receiver of loopback multicast group `group` on `port` (0: ephemeral): binds
     /// `group:port` with `SO_REUSEADDR` and `SO_REUSEPORT`, joins on 127.0.0.1.
     pub fn multicast_receiver(group: Ipv4Addr, port: u16) -> Self {
+        Self::multicast_receiver_on(group, port, Ipv4Addr::LOCALHOST)
+    }
+
+    /// [`UdpConfig::multicast_receiver`] joined on the interface whose address is `interface`
+    /// ([`Multicast::on`]).
+    pub fn multicast_receiver_on(group: Ipv4Addr, port: u16, interface: Ipv4Addr) -> Self {
         let mut c = Self::new(SocketAddr::from((group, port)));
-        c.multicast = Some(Multicast::loopback(group));
+        c.multicast = Some(Multicast::on(group, interface));
         c.reuse_addr = true;
         c.reuse_port = true;
         c
@@ -142,11 +160,17 @@ impl UdpConfig {
     /// A sender to loopback multicast group `group:port`: binds 127.0.0.1:0, default
     /// destination the group, `IP_MULTICAST_IF` 127.0.0.1, loop on, TTL 0, no join.
     pub fn multicast_sender(group: Ipv4Addr, port: u16) -> Self {
-        let mut c = Self::loopback();
+        Self::multicast_sender_on(group, port, Ipv4Addr::LOCALHOST)
+    }
+
+    /// [`UdpConfig::multicast_sender`] from the interface whose address is `interface`: binds
+    /// `interface:0`, `IP_MULTICAST_IF` there ([`Multicast::on`]).
+    pub fn multicast_sender_on(group: Ipv4Addr, port: u16, interface: Ipv4Addr) -> Self {
+        let mut c = Self::new(SocketAddr::from((interface, 0)));
         c.default_dest = Some(SocketAddr::from((group, port)));
         c.multicast = Some(Multicast {
             join: false,
-            ..Multicast::loopback(group)
+            ..Multicast::on(group, interface)
         });
         c
     }

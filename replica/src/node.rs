@@ -837,7 +837,7 @@ impl Node {
             return Err("the home's file sets no path_port: replica processes join the paths at a fixed port".into());
         }
         let ctrl_ip = me.ctrl_addr.ip();
-        let seq_ctrl = SocketAddr::new(ctrl_ip, h.ctrl_port);
+        let seq_ctrl = SocketAddr::new(std::net::IpAddr::V4(h.box_ip), h.ctrl_port);
         let peers: Vec<SocketAddr> = h
             .voters_members
             .iter()
@@ -856,8 +856,13 @@ impl Node {
         let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
         let open = |c: UdpConfig, what: &str| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
         let pc = |i: usize| {
-            let mut c = UdpConfig::multicast_receiver(PATH_GROUPS[i], h.path_port + i as u16)
-                .with_batch(RX_BATCH);
+            // 07 §3.1: each path joined on this voter's own interface on that path's network.
+            let mut c = UdpConfig::multicast_receiver_on(
+                PATH_GROUPS[i],
+                h.path_port + i as u16,
+                me.path_ips[i],
+            )
+            .with_batch(RX_BATCH);
             c.recv_buffer = Some(8 << 20);
             open(c, if i == 0 { "path A" } else { "path B" })
         };

@@ -119,8 +119,8 @@ pub const SELF_FENCE_US_MAX: u64 = FAILOVER_SILENCE_MS * 1000;
 pub const CORE_ID_MAX: u64 = 1023;
 /// Fill TX cores (07 §4.1: A, B, C); a session's `tx` is below this.
 pub const N_TX: u64 = 3;
-/// The address every box port binds (`NetBox::open`: loopback in v1).
-pub const BIND_IP: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// The box's address when `[box] ip` is not set (`NetBox::open` binds its ports there).
+pub const BIND_IP: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 /// A profile (missing-chapters §0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +171,10 @@ pub struct VoterMember {
     /// `None` in a file written before consensus (the replica then takes `ctrl_addr`'s port
     /// + [`P2P_PORT_OFFSET`]).
     pub p2p_addr: Option<SocketAddr>,
+    /// The voter's interface address on path A and on path B (`path_a_ip`, `path_b_ip`; default
+    /// `ctrl_addr`'s IP): where it joins each path's multicast group (07 §3.1: two separate
+    /// networks on a real home).
+    pub path_ips: [Ipv4Addr; 2],
 }
 
 /// A voter's p2p port when its `[voter.N]` section names none: its `ctrl_addr` port plus this.
@@ -226,6 +230,8 @@ pub struct HomeConfig {
     pub databoxes: Vec<DataBoxMember>,
     /// The sequencer's public key (`seq_pub`).
     pub seq_pub: VerifyingKey,
+    /// The box's address ([`BoxConfig::ip`]): its client and control ports are there.
+    pub box_ip: Ipv4Addr,
     /// The box's client port.
     pub client_port: u16,
     /// The box's control port.
@@ -280,6 +286,7 @@ impl HomeConfig {
             databoxes: c.databoxes,
             seq_pub: c.seq_pub,
             client_port: c.client_port,
+            box_ip: c.ip,
             ctrl_port: c.ctrl_port,
             path_port: c.path_port,
             membership: c.membership,
@@ -330,6 +337,12 @@ pub struct BoxConfig {
     pub client_port: u16,
     /// Control UDP port (RepAcks, NACKs, votes). 0: any free port.
     pub ctrl_port: u16,
+    /// The box's address (`[box] ip`, default 127.0.0.1): its client and control ports bind
+    /// here, and every other role of the home sends to it here.
+    pub ip: Ipv4Addr,
+    /// The box's interface address on path A and on path B (`path_a_ip`, `path_b_ip`; default
+    /// `ip`): the stream cores send each path's multicast from it (`IP_MULTICAST_IF`).
+    pub path_ips: [Ipv4Addr; 2],
     /// The replication paths' UDP port: path A on its multicast group at `path_port`, B at
     /// `path_port + 1` (07 §3.1). 0: ephemeral (a box whose voters share its process).
     pub path_port: u16,
@@ -555,6 +568,7 @@ fn expected(k: &str) -> &'static str {
         "seq_key_file" | "key_file" | "membership" => "a string (a file's path)",
         "seq_pub" | "vote_key" => "a string of 64 hex digits",
         "ctrl_addr" | "data_addr" | "p2p_addr" | "client_addr" => "a string \"IP:PORT\"",
+        "ip" | "path_a_ip" | "path_b_ip" => "a string \"IPv4\"",
         "core_map" => "an array of core ids, such as [1, 0]",
         _ => "a whole number",
     }
@@ -766,6 +780,35 @@ struct VoterAt {
     vote_key: Option<(VerifyingKey, usize)>,
     data_addr: Option<SocketAddr>,
     p2p_addr: Option<SocketAddr>,
+    path_ips: [Option<Ipv4Addr>; 2],
+}
+
+/// An IPv4 interface address (`[box] ip`, `path_a_ip`, `path_b_ip`): a host's own unicast
+/// address — the replication paths are IPv4 multicast (07 §3.1), joined and sent on it.
+fn take_ip(k: &mut Keys<'_>, key: &str, file: &Path, e: &mut Vec<CfgError>) -> Option<Ipv4Addr> {
+    let (v, line) = k.take(key, false, e)?;
+    match v.parse::<Ipv4Addr>() {
+        Ok(a) if a.is_unspecified() || a.is_multicast() || a.is_broadcast() => {
+            e.push(err(
+                file,
+                line,
+                format!("{key} = {a}: needs one interface's own unicast IPv4 address"),
+            ));
+            None
+        }
+        Ok(a) => Some(a),
+        Err(_) => {
+            e.push(err(
+                file,
+                line,
+                format!(
+                    "{key} = {}: expected an IPv4 address such as \"10.0.1.1\"",
+                    shown(v)
+                ),
+            ));
+            None
+        }
+    }
 }
 
 /// An `IP:PORT` value with a real address and a nonzero port.
@@ -914,6 +957,11 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
     let port_why = "a UDP port (0: any free port)";
     let client_port = b.num("client_port", true, (0, u16::MAX.into()), port_why, e);
     let ctrl_port = b.num("ctrl_port", true, (0, u16::MAX.into()), port_why, e);
+    let box_ip = take_ip(&mut b, "ip", file, e).unwrap_or(BIND_IP);
+    let box_path_ips = [
+        take_ip(&mut b, "path_a_ip", file, e).unwrap_or(box_ip),
+        take_ip(&mut b, "path_b_ip", file, e).unwrap_or(box_ip),
+    ];
     let mut core_map: Vec<usize> = Vec::new();
     if let Some((v, line)) = b.take("core_map", true, e) {
         for c in v.split(',') {
@@ -1226,6 +1274,8 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 let ctrl_addr = take_addr(&mut k, "ctrl_addr", true, file, e);
                 let data_addr = take_addr(&mut k, "data_addr", false, file, e).map(|x| x.0);
                 let p2p_addr = take_addr(&mut k, "p2p_addr", false, file, e).map(|x| x.0);
+                let path_a_ip = take_ip(&mut k, "path_a_ip", file, e);
+                let path_b_ip = take_ip(&mut k, "path_b_ip", file, e);
                 let vote_key = k.take("vote_key", true, e).and_then(|(v, line)| {
                     let Some(bytes) = hex_bytes::<32>(v) else {
                         e.push(err(
@@ -1256,6 +1306,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                         vote_key,
                         data_addr,
                         p2p_addr,
+                        path_ips: [path_a_ip, path_b_ip],
                     });
                 }
             }
@@ -1420,12 +1471,28 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         }
         for v in &voter_secs {
             if let (Some((ctrl_addr, _)), Some((vote_key, _))) = (v.ctrl_addr, v.vote_key) {
+                let own = match ctrl_addr.ip() {
+                    IpAddr::V4(a) => Some(a),
+                    IpAddr::V6(_) => None,
+                };
+                let [Some(pa), Some(pb)] = v.path_ips.map(|p| p.or(own)) else {
+                    e.push(err(
+                        file,
+                        v.line,
+                        format!(
+                            "[voter.{}]: ctrl_addr is IPv6, so path_a_ip and path_b_ip are needed (the paths are IPv4 multicast, 07 §3.1)",
+                            v.index
+                        ),
+                    ));
+                    continue;
+                };
                 voters_members.push(VoterMember {
                     index: v.index,
                     ctrl_addr,
                     vote_key,
                     data_addr: v.data_addr,
                     p2p_addr: v.p2p_addr,
+                    path_ips: [pa, pb],
                 });
             }
         }
@@ -1518,6 +1585,8 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         client_port: client_port.map_or(0, |x| x.0 as u16),
         ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
         path_port,
+        ip: box_ip,
+        path_ips: box_path_ips,
         core_map,
         rtx_ring_bytes,
         self_fence_us,
@@ -1535,10 +1604,11 @@ fn dev_membership(
     seq: &SigningKey,
     base_port: u16,
     n_data: u8,
+    addrs: &HomeAddrs,
 ) -> RepMembership {
     use vyrn_wire::msg::addr_from_socket;
     use vyrn_wire::msg::ctrl::{Client, DataBox, Mode as MMode, Role, SeqBox, Voter};
-    let at = |port: u16| addr_from_socket(SocketAddr::from(([127, 0, 0, 1], port)));
+    let at = |ip: Ipv4Addr, port: u16| addr_from_socket(SocketAddr::from((ip, port)));
     let mut m = RepMembership {
         epoch_from: 1,
         home: *b"DEV\0",
@@ -1552,8 +1622,8 @@ fn dev_membership(
                 vote_key: k.verifying_key().to_bytes(),
                 client: if i % 2 == 0 { Client::Rust } else { Client::Vx },
                 facility: 1,
-                data_addr: at(base_port + DEV_VOTER_DATA + i as u16),
-                repl_addr: at(base_port + DEV_PATHS),
+                data_addr: at(addrs.voters[i].0, base_port + DEV_VOTER_DATA + i as u16),
+                repl_addr: at(addrs.voters[i].1[0], base_port + DEV_PATHS),
             })
             .collect(),
         seq_order: vec![SeqBox {
@@ -1561,15 +1631,15 @@ fn dev_membership(
             role: Role::Primary,
             seq_key: seq.verifying_key().to_bytes(),
             facility: 1,
-            client_addr: at(base_port),
-            repl_addr: at(base_port + DEV_PATHS),
+            client_addr: at(addrs.box_ip, base_port),
+            repl_addr: at(addrs.box_path_ips[0], base_port + DEV_PATHS),
         }],
         recovery: 0,
         data_boxes: (0..n_data)
             .map(|d| DataBox {
                 index: d,
                 facility: 1,
-                addr: at(dev_databox_port(base_port, d)),
+                addr: at(addrs.databoxes[d as usize], dev_databox_port(base_port, d)),
             })
             .collect(),
         cert: Vec::new(),
@@ -1640,7 +1710,7 @@ pub fn ref_tiles(cfg: &BoxConfig) -> usize {
     cfg.engine.layout.n_lanes as usize + 8 + cfg.engine.layout.n_streams as usize
 }
 
-/// The UDP addresses the box binds, as `NetBox::open` binds them: on [`BIND_IP`], the client
+/// The UDP addresses the box binds, as `NetBox::open` binds them: on `[box] ip`, the client
 /// port (on `ref`, `client_port + l` for every lane l) then the control port. A port past
 /// 65535 (a config changed after loading) is left out; [`startup_checks`] reports it.
 pub fn bind_addrs(cfg: &BoxConfig) -> Vec<SocketAddr> {
@@ -1653,13 +1723,13 @@ pub fn bind_addrs(cfg: &BoxConfig) -> Vec<SocketAddr> {
                 cfg.client_port.checked_add(l)
             };
             if let Some(p) = p {
-                out.push(SocketAddr::new(BIND_IP, p));
+                out.push(SocketAddr::new(IpAddr::V4(cfg.ip), p));
             }
         }
     } else {
-        out.push(SocketAddr::new(BIND_IP, cfg.client_port));
+        out.push(SocketAddr::new(IpAddr::V4(cfg.ip), cfg.client_port));
     }
-    out.push(SocketAddr::new(BIND_IP, cfg.ctrl_port));
+    out.push(SocketAddr::new(IpAddr::V4(cfg.ip), cfg.ctrl_port));
     out
 }
 
@@ -1803,7 +1873,14 @@ pub fn write_dev_config(
     per_lane: u16,
     base_port: u16,
 ) -> std::io::Result<PathBuf> {
-    write_dev(dir, lanes, per_lane, base_port, None)
+    write_dev(
+        dir,
+        lanes,
+        per_lane,
+        base_port,
+        None,
+        &HomeAddrs::loopback(),
+    )
 }
 
 /// Offsets from `base_port` of a dev home's fixed ports ([`write_dev_home`]): voter `i`'s
@@ -1845,6 +1922,63 @@ pub fn dev_databox_port(base_port: u16, d: u8) -> u16 {
     base_port + DEV_DATABOX + 5 * d as u16
 }
 
+/// Where the roles of a generated home sit: every one on loopback ([`HomeAddrs::loopback`]), or
+/// each in its own network namespace of the lab (`deploy/lab/netns.sh`, [`HomeAddrs::netns_lab`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeAddrs {
+    /// The box's address (`[box] ip`): client and control ports.
+    pub box_ip: Ipv4Addr,
+    /// The box's interfaces on path A and path B.
+    pub box_path_ips: [Ipv4Addr; 2],
+    /// Voter i's address (its ctrl, data and p2p sockets) and its path A / B interfaces.
+    pub voters: [(Ipv4Addr, [Ipv4Addr; 2]); 4],
+    /// Data box d's address.
+    pub databoxes: [Ipv4Addr; DEV_DATABOXES_MAX as usize],
+    /// Where the load generator binds a session that names its address (two data boxes).
+    pub load_ip: Ipv4Addr,
+}
+
+/// The lab's facility network (control, consensus p2p, clients, data): `10.77.0.0/24`.
+pub const LAB_NET_F: [u8; 3] = [10, 77, 0];
+/// The lab's path A network: `10.77.1.0/24`.
+pub const LAB_NET_A: [u8; 3] = [10, 77, 1];
+/// The lab's path B network: `10.77.2.0/24`.
+pub const LAB_NET_B: [u8; 3] = [10, 77, 2];
+
+impl HomeAddrs {
+    /// Every role on 127.0.0.1; both paths loopback multicast.
+    pub fn loopback() -> HomeAddrs {
+        let lo = Ipv4Addr::LOCALHOST;
+        HomeAddrs {
+            box_ip: lo,
+            box_path_ips: [lo, lo],
+            voters: [(lo, [lo, lo]); 4],
+            databoxes: [lo; DEV_DATABOXES_MAX as usize],
+            load_ip: lo,
+        }
+    }
+
+    /// The netns lab of `deploy/lab/netns.sh`: host `.1` is the box, `.10 + i` voter i, `.20 + d`
+    /// data box d, `.254` the lab's own end (where `vyrn up` and the load generator run), on the
+    /// facility network and — box and voters only — on two separate path networks.
+    pub fn netns_lab() -> HomeAddrs {
+        let at = |n: [u8; 3], h: u8| Ipv4Addr::new(n[0], n[1], n[2], h);
+        let v = |i: u8| {
+            (
+                at(LAB_NET_F, 10 + i),
+                [at(LAB_NET_A, 10 + i), at(LAB_NET_B, 10 + i)],
+            )
+        };
+        HomeAddrs {
+            box_ip: at(LAB_NET_F, 1),
+            box_path_ips: [at(LAB_NET_A, 1), at(LAB_NET_B, 1)],
+            voters: [v(0), v(1), v(2), v(3)],
+            databoxes: [at(LAB_NET_F, 20), at(LAB_NET_F, 21)],
+            load_ip: at(LAB_NET_F, 254),
+        }
+    }
+}
+
 /// [`write_dev_home`] with `n_data` data boxes (1..=[`DEV_DATABOXES_MAX`]) in facility order;
 /// session `s` is homed on box `s mod n_data` (07 §5.1, [`HomeConfig::data_home`]). Two boxes
 /// give each session a backup home (07 §5.7).
@@ -1854,6 +1988,25 @@ pub fn write_dev_home_with(
     per_lane: u16,
     base_port: u16,
     n_data: u8,
+) -> std::io::Result<PathBuf> {
+    write_dev_home_at(
+        dir,
+        lanes,
+        per_lane,
+        base_port,
+        n_data,
+        &HomeAddrs::loopback(),
+    )
+}
+
+/// [`write_dev_home_with`] with the roles at `addrs`.
+pub fn write_dev_home_at(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+    n_data: u8,
+    addrs: &HomeAddrs,
 ) -> std::io::Result<PathBuf> {
     if base_port == 0 || base_port > u16::MAX - 64 {
         return Err(std::io::Error::new(
@@ -1867,7 +2020,7 @@ pub fn write_dev_home_with(
             format!("a dev home has 1 or {DEV_DATABOXES_MAX} data boxes, not {n_data}"),
         ));
     }
-    write_dev(dir, lanes, per_lane, base_port, Some(n_data))
+    write_dev(dir, lanes, per_lane, base_port, Some(n_data), addrs)
 }
 
 /// `s` as a TOML basic string, quoted and escaped.
@@ -1897,6 +2050,7 @@ fn write_dev(
     per_lane: u16,
     base_port: u16,
     data: Option<u8>,
+    addrs: &HomeAddrs,
 ) -> std::io::Result<PathBuf> {
     let home = data.is_some();
     let n_data = data.unwrap_or(1);
@@ -1957,6 +2111,25 @@ fn write_dev(
             2 * BLOCK_NS
         );
     }
+    if addrs.box_ip != BIND_IP {
+        let _ = writeln!(
+            c,
+            "ip = \"{}\"    # the box's client and control ports",
+            addrs.box_ip
+        );
+    }
+    if addrs.box_path_ips != [addrs.box_ip; 2] {
+        let _ = writeln!(
+            c,
+            "path_a_ip = \"{}\"    # the box's interface on path A (its own network)",
+            addrs.box_path_ips[0]
+        );
+        let _ = writeln!(
+            c,
+            "path_b_ip = \"{}\"    # and on path B",
+            addrs.box_path_ips[1]
+        );
+    }
     let _ = writeln!(c, "client_port = {base_port}    # the box's client port");
     let _ = writeln!(c, "ctrl_port = {ctrl_port}");
     // dev (issue 11): core_map[0] is the hot core (the response path spins there), the rest
@@ -2013,7 +2186,6 @@ fn write_dev(
             "path_port = {}    # path A on 239.255.75.1 at this port, B on 239.255.75.2 at +1",
             base_port + DEV_PATHS
         );
-        let ip = "127.0.0.1";
         let rels: Vec<String> = (0..4u16)
             .map(|i| key(&format!("voter-{i}")))
             .collect::<std::io::Result<_>>()?;
@@ -2030,7 +2202,7 @@ fn write_dev(
             .iter()
             .map(|r| seed_of(r))
             .collect::<std::io::Result<_>>()?;
-        let m = dev_membership(&voter_keys, &seed_of(&seq_rel)?, base_port, n_data);
+        let m = dev_membership(&voter_keys, &seed_of(&seq_rel)?, base_port, n_data, addrs);
         let mut mb = Vec::new();
         m.encode(&mut mb)
             .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{x:?}")))?;
@@ -2041,6 +2213,7 @@ fn write_dev(
                 c,
                 "\n[voter.{i}]    # its secret seed: {rel} (the replica's own)"
             );
+            let (ip, paths) = addrs.voters[i as usize];
             let _ = writeln!(c, "ctrl_addr = \"{ip}:{}\"", base_port + DEV_VOTER_CTRL + i);
             let _ = writeln!(c, "data_addr = \"{ip}:{}\"", base_port + DEV_VOTER_DATA + i);
             let _ = writeln!(
@@ -2048,12 +2221,23 @@ fn write_dev(
                 "p2p_addr = \"{ip}:{}\"    # its consensus engine's authenticated p2p",
                 base_port + DEV_VOTER_P2P + i
             );
+            if paths != [ip; 2] {
+                let _ = writeln!(
+                    c,
+                    "path_a_ip = \"{}\"    # where it joins path A\npath_b_ip = \"{}\"    # and path B",
+                    paths[0], paths[1]
+                );
+            }
             let _ = writeln!(c, "vote_key = {}", toml_str(&public(&rel)?));
         }
         for d in 0..n_data {
             let port = dev_databox_port(base_port, d);
             let _ = writeln!(c, "\n[databox.{d}]");
-            let _ = writeln!(c, "client_addr = \"{ip}:{port}\"");
+            let _ = writeln!(
+                c,
+                "client_addr = \"{}:{port}\"",
+                addrs.databoxes[d as usize]
+            );
             let _ = writeln!(
                 c,
                 "dest_base = {}    # its socket for voter i: dest_base + i",
@@ -2088,7 +2272,8 @@ fn write_dev(
                 // DataRedirect here for a session it never had a copy from.
                 let _ = writeln!(
                     c,
-                    "client_addr = \"127.0.0.1:{}\"    # the session's bound address (07 §5.7)",
+                    "client_addr = \"{}:{}\"    # the session's bound address (07 §5.7)",
+                    addrs.load_ip,
                     base_port + DEV_LOAD_CLIENT
                 );
             }

@@ -728,20 +728,22 @@ impl PathsRx {
 pub fn open_path_sockets(
     groups: [Ipv4Addr; 2],
 ) -> Result<([UdpPort; 2], [UdpPort; 2], bool), NicError> {
-    open_path_sockets_at(groups, [0, 0])
+    open_path_sockets_at(groups, [0, 0], [Ipv4Addr::LOCALHOST; 2])
 }
 
-/// [`open_path_sockets`] on fixed ports (`[0, 0]`: ephemeral). On fixed ports only multicast
-/// will do — every replica process of the home receives its own copy — so there is no unicast
-/// fallback: a host without loopback multicast gets the error.
+/// [`open_path_sockets`] on fixed ports (`[0, 0]`: ephemeral), path i sent from and joined on
+/// the interface `ifs[i]` (loopback, or the box's own interface on that path's network). On
+/// fixed ports only multicast will do — every replica process of the home receives its own copy
+/// — so there is no unicast fallback: a host without multicast gets the error.
 pub fn open_path_sockets_at(
     groups: [Ipv4Addr; 2],
     ports: [u16; 2],
+    ifs: [Ipv4Addr; 2],
 ) -> Result<([UdpPort; 2], [UdpPort; 2], bool), NicError> {
     let fixed = ports != [0, 0];
     let one = |g: Option<Ipv4Addr>, i: usize| -> Result<(UdpPort, UdpPort), NicError> {
         let mut c = match g {
-            Some(g) => UdpConfig::multicast_receiver(g, ports[i]),
+            Some(g) => UdpConfig::multicast_receiver_on(g, ports[i], ifs[i]),
             None => UdpConfig::loopback(),
         }
         .with_batch(64);
@@ -749,7 +751,7 @@ pub fn open_path_sockets_at(
         let r = UdpPort::open(&c)?;
         let a = r.local_addr()?;
         let t = match g {
-            Some(g) => UdpPort::open(&UdpConfig::multicast_sender(g, a.port()))?,
+            Some(g) => UdpPort::open(&UdpConfig::multicast_sender_on(g, a.port(), ifs[i]))?,
             None => UdpPort::open(&UdpConfig::loopback().with_dest(a))?,
         };
         Ok((t, r))
@@ -768,21 +770,27 @@ pub fn open_path_sockets_at(
 /// Sender sockets for `senders` stream cores on each of the two paths, and the receiving side
 /// for the home's voters (loopback multicast, or unicast where multicast is unavailable).
 /// `port`: path A on `PATH_GROUPS[0]:port`, B on `PATH_GROUPS[1]:port + 1`, where the home's
-/// replica processes join them; 0: ephemeral ports (one process, tests).
+/// replica processes join them; 0: ephemeral ports (one process, tests). Path i leaves from the
+/// interface `ifs[i]` (`[box] path_a_ip`, `path_b_ip`).
 pub fn open_paths_for(
     senders: usize,
     port: u16,
+    ifs: [Ipv4Addr; 2],
 ) -> Result<(Vec<PathPair<UdpPort>>, PathsRx), NicError> {
     let ports = if port == 0 {
         [0, 0]
     } else {
         [port, port.wrapping_add(1)]
     };
-    let ([ta, tb], [ra, rb], mc) = open_path_sockets_at(PATH_GROUPS, ports)?;
+    let ([ta, tb], [ra, rb], mc) = open_path_sockets_at(PATH_GROUPS, ports, ifs)?;
     let dest = [ra.local_addr()?, rb.local_addr()?];
     let sender = |i: usize| -> Result<UdpPort, NicError> {
         if mc {
-            UdpPort::open(&UdpConfig::multicast_sender(PATH_GROUPS[i], dest[i].port()))
+            UdpPort::open(&UdpConfig::multicast_sender_on(
+                PATH_GROUPS[i],
+                dest[i].port(),
+                ifs[i],
+            ))
         } else {
             UdpPort::open(&UdpConfig::loopback().with_dest(dest[i]))
         }
@@ -791,10 +799,10 @@ pub fn open_paths_for(
     for _ in 1..senders {
         pairs.push(PathPair::new(sender(0)?, sender(1)?, PathMark::VYRN));
     }
-    let how = if mc {
-        "loopback multicast 239.255.75.1 / 239.255.75.2"
-    } else {
-        "unicast 127.0.0.1"
+    let how = match (mc, ifs[0].is_loopback() && ifs[1].is_loopback()) {
+        (true, true) => "loopback multicast 239.255.75.1 / 239.255.75.2",
+        (true, false) => "multicast 239.255.75.1 / 239.255.75.2 on the paths' own interfaces",
+        (false, _) => "unicast 127.0.0.1",
     };
     Ok((pairs, PathsRx::new(ra, rb, how)))
 }
@@ -849,7 +857,7 @@ impl NetBox {
     /// Open the client port(s) — one on `dev`, `client_port + l` for lane `l` on `ref` — and the
     /// control port.
     pub fn open(cfg: &BoxConfig, per_lane_ports: bool) -> Result<NetBox, NicError> {
-        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let lo = IpAddr::V4(cfg.ip);
         let open = |port: u16| -> Result<UdpPort, NicError> {
             let mut c = UdpConfig::new(SocketAddr::new(lo, port)).with_batch(64);
             c.recv_buffer = Some(8 << 20);
@@ -906,8 +914,11 @@ impl NetBox {
         map: &CoreMap,
         clock: Clock,
     ) -> Result<(RunningBox, PathsRx), NicError> {
-        let (paths, paths_rx) =
-            open_paths_for(cfg.engine.layout.n_streams as usize, cfg.path_port)?;
+        let (paths, paths_rx) = open_paths_for(
+            cfg.engine.layout.n_streams as usize,
+            cfg.path_port,
+            cfg.path_ips,
+        )?;
         let running = self.start_on(cfg, map, clock, paths)?;
         Ok((running, paths_rx))
     }

@@ -4,7 +4,10 @@
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use std::path::{Path, PathBuf};
-use vyrn_seq::boxcfg::{read_seed, startup_checks, write_dev_config, BoxConfig, CfgError, Profile};
+use vyrn_seq::boxcfg::{
+    bind_addrs, read_seed, startup_checks, write_dev_config, write_dev_home_at, BoxConfig,
+    CfgError, HomeAddrs, HomeConfig, Profile,
+};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("vyrn-boxcfg-{}-{name}", std::process::id()));
@@ -1141,5 +1144,134 @@ fn a_two_data_box_home_binds_its_sessions_and_a_bad_client_addr_is_named() {
         "{errs:#?}"
     );
     assert!(write_dev_home_with(&tmp("three-data"), 2, 2, base, 3).is_err());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `[box] ip`, `path_a_ip`, `path_b_ip` and a voter's `path_a_ip`, `path_b_ip` (the netns lab
+/// and real homes: roles on separate hosts, the two paths on separate networks, 07 §3.1): the
+/// defaults are loopback / the voter's ctrl_addr IP; what is set is read; an address that is not
+/// one interface's own unicast IPv4 is refused at its line; a voter with an IPv6 ctrl_addr must
+/// name its path interfaces; the box binds exactly its `ip`.
+#[test]
+fn box_and_voter_addresses_are_read_defaulted_and_checked() {
+    let d = tmp("addrs");
+    let p = write_dev_config(&d, 2, 2, port(9)).unwrap();
+    let good = format!("{}{}", std::fs::read_to_string(&p).unwrap(), voters_text(4));
+    let f = d.join("defaults.conf");
+    std::fs::write(&f, &good).unwrap();
+    let c = BoxConfig::load(&f).unwrap_or_else(|e| panic!("{e:#?}"));
+    let lo = std::net::Ipv4Addr::LOCALHOST;
+    assert_eq!((c.ip, c.path_ips), (lo, [lo, lo]));
+    assert!(c.voters_members.iter().all(|v| v.path_ips == [lo, lo]));
+    assert!(bind_addrs(&c).iter().all(|a| a.ip() == lo));
+
+    let set_box = good.replacen(
+        "[box]\n",
+        "[box]\nip = \"10.77.0.1\"\npath_a_ip = \"10.77.1.1\"\npath_b_ip = \"10.77.2.1\"\n",
+        1,
+    );
+    let set_all = set_box.replacen(
+        "[voter.2]\n",
+        "[voter.2]\npath_a_ip = \"10.77.1.12\"\npath_b_ip = \"10.77.2.12\"\n",
+        1,
+    );
+    let f = d.join("set.conf");
+    std::fs::write(&f, &set_all).unwrap();
+    let c = BoxConfig::load(&f).unwrap_or_else(|e| panic!("{e:#?}"));
+    let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().unwrap();
+    assert_eq!(c.ip, ip("10.77.0.1"));
+    assert_eq!(c.path_ips, [ip("10.77.1.1"), ip("10.77.2.1")]);
+    assert_eq!(
+        c.voters_members[2].path_ips,
+        [ip("10.77.1.12"), ip("10.77.2.12")]
+    );
+    assert_eq!(c.voters_members[1].path_ips, [lo, lo]);
+    assert!(bind_addrs(&c).iter().all(|a| a.ip() == ip("10.77.0.1")));
+    let h = HomeConfig::from_text(&f, &set_all).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(h.box_ip, ip("10.77.0.1"));
+
+    for (name, bad, want) in [
+        (
+            "ip_text",
+            "ip = \"box-1\"",
+            "ip = \"box-1\": expected an IPv4 address",
+        ),
+        ("ip_v6", "ip = \"::1\"", "expected an IPv4 address"),
+        (
+            "ip_any",
+            "ip = \"0.0.0.0\"",
+            "needs one interface's own unicast IPv4 address",
+        ),
+        (
+            "path_mc",
+            "path_a_ip = \"239.255.75.1\"",
+            "path_a_ip = 239.255.75.1: needs one interface's own",
+        ),
+        (
+            "path_num",
+            "path_b_ip = 7",
+            "path_b_ip = \"7\": expected an IPv4 address",
+        ),
+    ] {
+        let text = good.replacen("[box]\n", &format!("[box]\n{bad}\n"), 1);
+        rejects(&d, name, &text, want, bad);
+    }
+    let v6 = good.replacen(
+        "ctrl_addr = \"127.0.0.1:47502\"",
+        "ctrl_addr = \"[::1]:47502\"",
+        1,
+    );
+    rejects(
+        &d,
+        "voter_v6",
+        &v6,
+        "ctrl_addr is IPv6, so path_a_ip and path_b_ip are needed",
+        "[voter.2]",
+    );
+    let v6_named = v6.replacen(
+        "[voter.2]\n",
+        "[voter.2]\npath_a_ip = \"127.0.0.1\"\npath_b_ip = \"127.0.0.1\"\n",
+        1,
+    );
+    let f = d.join("v6_named.conf");
+    std::fs::write(&f, &v6_named).unwrap();
+    assert!(BoxConfig::load(&f).is_ok());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The netns lab's generated home (`vyrn up --netns`) loads, and names every role at its lab
+/// address: the box on F, A and B; voter i at `.10 + i` on each; the data box at `.20`.
+#[test]
+fn the_netns_lab_home_is_written_with_the_lab_addresses() {
+    let d = tmp("labhome");
+    let p = write_dev_home_at(&d, 4, 2, 47_000, 1, &HomeAddrs::netns_lab()).unwrap();
+    let c = BoxConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().unwrap();
+    assert_eq!(c.ip, ip("10.77.0.1"));
+    assert_eq!(c.path_ips, [ip("10.77.1.1"), ip("10.77.2.1")]);
+    for v in &c.voters_members {
+        let h = 10 + v.index as u8;
+        assert_eq!(
+            v.ctrl_addr.ip(),
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 77, 0, h))
+        );
+        assert_eq!(
+            v.path_ips,
+            [
+                std::net::Ipv4Addr::new(10, 77, 1, h),
+                std::net::Ipv4Addr::new(10, 77, 2, h)
+            ]
+        );
+    }
+    assert_eq!(
+        c.databoxes[0].client_addr.ip(),
+        std::net::IpAddr::V4(ip("10.77.0.20"))
+    );
+    // The membership record names the same addresses (07 §13.1): the box's client address.
+    let m = c.membership.expect("membership");
+    assert_eq!(
+        m.seq_order[0].client_addr,
+        vyrn_wire::msg::addr_from_socket("10.77.0.1:47000".parse().unwrap())
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

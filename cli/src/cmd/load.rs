@@ -38,7 +38,7 @@ pub struct Args {
     /// The home's file (sessions and their keys; the sequencer's seed is never read).
     #[arg(long, alias = "config", value_name = "FILE")]
     pub home: PathBuf,
-    /// The sequencer's client address (default: 127.0.0.1 at the home's client_port).
+    /// The sequencer's client address (default: the home's `[box] ip` at its client_port).
     #[arg(long, value_name = "ADDR")]
     pub seq: Option<SocketAddr>,
     /// Where copy 2 goes (default: the home's data box 0; none: a local socket that counts it).
@@ -177,14 +177,21 @@ pub fn run(o: Args) -> ExitCode {
     };
     let seq = o
         .seq
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], cfg.client_port)));
+        .unwrap_or_else(|| SocketAddr::from((cfg.box_ip, cfg.client_port)));
+    // An ephemeral port on loopback for a box there, else on every interface (the route to
+    // the box picks the source address).
+    let any = if cfg.box_ip.is_loopback() {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    } else {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    };
     // 07 §5.7: where the home binds these sessions (`client_addr`), the generator sends from
     // there, so a backup data box can relay a DataRedirect before it had a copy from them.
     let bound = sessions_addr(&cfg, o.skip);
     let open = |buf: usize, at: Option<SocketAddr>| {
         let mut c = match at {
             Some(a) => UdpConfig::new(a).with_batch(64),
-            None => UdpConfig::loopback().with_batch(64),
+            None => UdpConfig::new(any).with_batch(64),
         };
         c.recv_buffer = Some(buf);
         UdpPort::open(&c)
@@ -193,7 +200,7 @@ pub fn run(o: Args) -> ExitCode {
         Err(e) if bound.is_some() => {
             eprintln!(
                 "vyrn load: warning: binding the sessions' client_addr {}: {e}; sending from an ephemeral port (a backup data box cannot relay DataRedirect)",
-                bound.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+                bound.unwrap_or(any)
             );
             open(8 << 20, None)
         }

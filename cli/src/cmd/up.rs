@@ -83,6 +83,13 @@ pub struct Args {
     /// with two data boxes (`--data-boxes 2`).
     #[arg(long, value_name = "D@SECS", value_parser = restart_at)]
     pub kill_data: Option<(usize, u64)>,
+    /// Run every role in its own network namespace of the netns lab (build it first, as root:
+    /// `deploy/lab/netns.sh up`): the box, each voter and each data box on a facility network
+    /// and — box and voters — on two separate path networks, the load from here. The home is
+    /// generated with the lab's addresses (`home-netns`); `--cut-path` then takes the path's
+    /// whole network down (its bridge) instead of a knob in the replicas.
+    #[arg(long, conflicts_with = "home")]
+    pub netns: bool,
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
@@ -195,6 +202,72 @@ struct Proc {
     lab_killed: bool,
 }
 
+/// The netns lab's namespaces (`deploy/lab/netns.sh`).
+mod lab {
+    /// The hub: the three networks' bridges.
+    pub const HUB: &str = "vyrn-hub";
+    /// The sequencer box.
+    pub const BOX: &str = "vyrn-box";
+    /// Voter `i`'s namespace.
+    pub fn voter(i: usize) -> String {
+        format!("vyrn-r{i}")
+    }
+    /// Data box `d`'s namespace.
+    pub fn data(d: u16) -> String {
+        format!("vyrn-d{d}")
+    }
+    /// Path `p`'s bridge in the hub.
+    pub fn path_bridge(p: &str) -> &'static str {
+        if p.eq_ignore_ascii_case("a") {
+            "br1"
+        } else {
+            "br2"
+        }
+    }
+    /// Is the lab up (every namespace there)?
+    pub fn check(voters: usize, databoxes: u16) -> Result<(), String> {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map_err(|e| format!("ip netns list: {e} (iproute2 is needed for --netns)"))?;
+        let have = String::from_utf8_lossy(&out.stdout).to_string();
+        let names: Vec<String> = [HUB.to_string(), BOX.to_string()]
+            .into_iter()
+            .chain((0..voters).map(voter))
+            .chain((0..databoxes).map(data))
+            .collect();
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !have.split_whitespace().any(|w| w == n.as_str()))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "--netns: the lab is not up (no namespace {}): run `deploy/lab/netns.sh up` as root first",
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    }
+    /// Set path `p`'s bridge down (`up` false) or up.
+    pub fn set_path(p: &str, up: bool) -> Result<(), String> {
+        let st = std::process::Command::new("ip")
+            .args(["-n", HUB, "link", "set", path_bridge(p)])
+            .arg(if up { "up" } else { "down" })
+            .status()
+            .map_err(|e| format!("ip: {e}"))?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(format!("ip -n {HUB} link set {}: {st}", path_bridge(p)))
+        }
+    }
+}
+
 /// A role never outlives `vyrn up`: one still running when its `Proc` goes (an error midway,
 /// a panic) is killed and reaped.
 impl Drop for Proc {
@@ -212,13 +285,23 @@ impl Proc {
         args: &[String],
         log: PathBuf,
         metrics: Option<SocketAddr>,
+        ns: Option<&str>,
     ) -> Result<Proc, String> {
         let exe = std::env::current_exe().map_err(|e| format!("own binary: {e}"))?;
         let f = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let f2 = f
             .try_clone()
             .map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut c = Command::new(exe);
+        // In a lab namespace: `ip netns exec NS` enters it and execs the role in the same
+        // process (so the pid, the signals and PR_SET_PDEATHSIG below are the role's).
+        let mut c = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         c.args(args).stdin(Stdio::null()).stdout(f).stderr(f2);
         // Its own process group: a terminal's Ctrl-C reaches `vyrn up` alone, which then stops
         // the roles in order (load, box, the rest). And it dies with `vyrn up`, whatever ends it
@@ -307,10 +390,11 @@ fn up(a: Args) -> Result<bool, String> {
     let home_file = match &a.home {
         Some(h) => h.clone(),
         None => {
-            let d = a.dir.join(if a.data_boxes > 1 {
-                "home-2data"
-            } else {
-                "home"
+            let d = a.dir.join(match (a.netns, a.data_boxes > 1) {
+                (true, true) => "home-netns-2data",
+                (true, false) => "home-netns",
+                (false, true) => "home-2data",
+                (false, false) => "home",
             });
             let f = d.join("home.toml");
             if f.exists() && a.base_port != 47_400 {
@@ -321,8 +405,20 @@ fn up(a: Args) -> Result<bool, String> {
                 );
             }
             if !f.exists() {
-                let p = vyrn_seq::boxcfg::write_dev_home_with(&d, 4, 8, a.base_port, a.data_boxes)
-                    .map_err(|e| format!("writing a dev home in {}: {e}", d.display()))?;
+                let addrs = if a.netns {
+                    vyrn_seq::boxcfg::HomeAddrs::netns_lab()
+                } else {
+                    vyrn_seq::boxcfg::HomeAddrs::loopback()
+                };
+                let p = vyrn_seq::boxcfg::write_dev_home_at(
+                    &d,
+                    4,
+                    8,
+                    a.base_port,
+                    a.data_boxes,
+                    &addrs,
+                )
+                .map_err(|e| format!("writing a dev home in {}: {e}", d.display()))?;
                 println!(
                     "vyrn up: wrote a dev home {} (fresh 0600 keys)",
                     p.display()
@@ -365,6 +461,23 @@ fn up(a: Args) -> Result<bool, String> {
     let port = |k: u16| SocketAddr::from(([127, 0, 0, 1], a.metrics_port + k));
     let n = home.voters;
     let nd = home.databoxes.len() as u16;
+    if a.netns {
+        lab::check(n, nd)?;
+    }
+    // Where each role serves its metrics: loopback, or its own address in the lab (reached from
+    // here over the facility network).
+    let m_at = |ip: std::net::IpAddr, k: u16| {
+        if a.netns {
+            SocketAddr::new(ip, a.metrics_port + k)
+        } else {
+            port(k)
+        }
+    };
+    let m_box = m_at(std::net::IpAddr::V4(home.box_ip), 0);
+    let m_data = |d: u16| m_at(home.databoxes[d as usize].client_addr.ip(), 1 + d);
+    let m_voter = |i: usize| m_at(home.voters_members[i].ctrl_addr.ip(), 1 + nd + i as u16);
+    let ns_voter = |i: usize| a.netns.then(|| lab::voter(i));
+    let ns_data = |d: u16| a.netns.then(|| lab::data(d));
     let stop = vyrn_nic::wait::stop_on_signals();
 
     let mut procs: Vec<Proc> = Vec::new();
@@ -411,16 +524,17 @@ fn up(a: Args) -> Result<bool, String> {
             }
             journals.push((i, d));
         }
-        if let Some(c) = &a.cut_path {
+        if let Some(c) = a.cut_path.as_ref().filter(|_| !a.netns) {
             args.extend(["--lab-cut-path".into(), c.clone()]);
         }
-        let m = port(1 + nd + i as u16);
+        let m = m_voter(i);
         replica_args.push(args.clone());
         procs.push(Proc::spawn(
             &format!("replica {i}"),
             &args,
             run.join(format!("replica-{i}.log")),
             Some(m),
+            ns_voter(i).as_deref(),
         )?);
     }
     for d in 0..nd {
@@ -435,7 +549,8 @@ fn up(a: Args) -> Result<bool, String> {
             &format!("data box {d}"),
             &args,
             run.join(format!("data-{d}.log")),
-            Some(port(1 + d)),
+            Some(m_data(d)),
+            ns_data(d).as_deref(),
         )?);
     }
     println!(
@@ -448,7 +563,8 @@ fn up(a: Args) -> Result<bool, String> {
         "sequencer",
         &seq_args,
         run.join("seq.log"),
-        Some(port(0)),
+        Some(m_box),
+        a.netns.then_some(lab::BOX),
     )?);
     std::thread::sleep(Duration::from_secs(1));
     // The ping phase: one request in flight on the home's first session (request -> answer
@@ -470,7 +586,7 @@ fn up(a: Args) -> Result<bool, String> {
             "vyrn up: ping phase, {} s: one request in flight, request -> answer round trips",
             a.ping_secs
         );
-        let mut p = Proc::spawn("ping", &args, run.join("ping.log"), None)?;
+        let mut p = Proc::spawn("ping", &args, run.join("ping.log"), None, None)?;
         let deadline = Instant::now() + Duration::from_secs(a.ping_secs + 10);
         while Instant::now() < deadline && !p.poll() && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));
@@ -512,6 +628,7 @@ fn up(a: Args) -> Result<bool, String> {
         &load_args,
         run.join("load.log"),
         Some(load_port),
+        None,
     )?);
     let load_i = procs.len() - 1;
     let seq_i = procs.len() - 2;
@@ -525,6 +642,12 @@ fn up(a: Args) -> Result<bool, String> {
     let mut last: HashMap<String, Samples> = HashMap::new();
     let mut restarted = false;
     let mut data_killed = false;
+    // In the lab a path cut is the network's: the path's bridge goes down (healed at the end).
+    let lab_cut: Option<(String, u64)> = a.cut_path.as_ref().filter(|_| a.netns).and_then(|c| {
+        let (p, t) = c.split_once('@')?;
+        Some((p.to_string(), t.parse().ok()?))
+    });
+    let mut lab_cut_done = false;
     loop {
         std::thread::sleep(Duration::from_secs(1));
         let t = t0.elapsed().as_secs_f64();
@@ -720,9 +843,21 @@ fn up(a: Args) -> Result<bool, String> {
                     &format!("replica {i}"),
                     &replica_args[i],
                     run.join(format!("replica-{i}-restarted.log")),
-                    Some(port(1 + nd + i as u16)),
+                    Some(m_voter(i)),
+                    ns_voter(i).as_deref(),
                 )?;
                 procs[i] = fresh;
+            }
+        }
+        if let Some((p, at)) = &lab_cut {
+            if !lab_cut_done && t >= *at as f64 {
+                lab_cut_done = true;
+                lab::set_path(p, false)?;
+                println!(
+                    "vyrn up: path {p}'s network taken down at {t:.0} s (bridge {} in {})",
+                    lab::path_bridge(p),
+                    lab::HUB
+                );
             }
         }
         // The lab's data box failure: SIGKILL, left down (07 §14 "data box down").
@@ -767,6 +902,11 @@ fn up(a: Args) -> Result<bool, String> {
         if !p.poll() {
             p.signal(libc::SIGKILL);
             p.status = p.child.wait().ok();
+        }
+    }
+    if let Some((p, _)) = lab_cut.as_ref().filter(|_| lab_cut_done) {
+        if let Err(e) = lab::set_path(p, true) {
+            println!("vyrn up: healing path {p}: {e}");
         }
     }
     let load_last = last.get("load").cloned().unwrap_or_default();
@@ -902,6 +1042,17 @@ fn report(
                 let _ = writeln!(r, "{}: `{}`\n", p.name, l.trim());
             }
         }
+    }
+    if let Some(c) = &a.cut_path {
+        let how = if a.netns {
+            "its network taken down in the netns lab (the bridge), healed after the run"
+        } else {
+            "every replica stops reading it (`--lab-cut-path`)"
+        };
+        let _ = writeln!(
+            r,
+            "Fault injected (07 §14, path down): path {c} (PATH@SECS), {how}; every replica must raise REP_A_PATH for it and the home trade on the other path with nothing lost.\n"
+        );
     }
     if let Some((i, at)) = a.restart_replica {
         let _ = writeln!(
