@@ -50,6 +50,9 @@ enum Cmd {
     Journal(JournalCmd),
     /// Lab: the order stream on two lossy loopback paths with NACK repair (no box, no replica).
     Paths(cmd::paths::Args),
+    /// Lab: an L2 delay line between two interfaces (the netns lab's metro link where the
+    /// kernel has no `netem`; `deploy/lab/netns.sh`).
+    LabDelay(cmd::lab::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -147,6 +150,7 @@ fn main() -> ExitCode {
         Cmd::Data(a) => cmd::data::run(a),
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Paths(a) => cmd::paths::run(a),
+        Cmd::LabDelay(a) => cmd::lab::run(a),
         Cmd::Config(ConfigCmd::Init {
             dir,
             lanes,

@@ -113,12 +113,14 @@ fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_pa
 }
 
 /// The netns lab (issue 14 item 4): `deploy/lab/netns.sh` builds the home's boxes as network
-/// namespaces on three separate networks — facility, path A, path B — and `vyrn up --netns`
-/// runs every role in its own. The home trades over real (virtual) links: the box binds its
-/// facility address, sends each path's multicast from its own interface on that path's network,
-/// every voter joins on its own; then path B's whole network goes down (its bridge, 07 §14 "path
-/// down" as the wire sees it): every replica raises REP_A_PATH for B, none for A, and the home
-/// trades on with nothing lost. The lab is taken down at the end, whatever happens.
+/// namespaces on three separate networks — facility, path A, path B — each path with a metro
+/// delay of 500 µs one way (`tc netem` where the kernel has it, else `vyrn lab-delay`), and
+/// `vyrn up --netns` runs every role in its own. The home trades over real (virtual) links: the
+/// box binds its facility address, sends each path's multicast from its own interface on that
+/// path's network, every voter joins on its own, every frame crosses the delay; then path B's
+/// whole network goes down (its bridge, 07 §14 "path down" as the wire sees it): every replica
+/// raises REP_A_PATH for B, none for A, and the home trades on with nothing lost. The lab is
+/// taken down at the end, whatever happens.
 #[test]
 fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_network_down() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
@@ -130,12 +132,19 @@ fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_n
         }
     }
     let _ = Command::new(&script).arg("down").output();
-    let built = Command::new(&script).arg("up").output().unwrap();
+    let built = Command::new(&script)
+        .arg("up")
+        .env("DELAY_US", "500")
+        .env("VYRN", env!("CARGO_BIN_EXE_vyrn"))
+        .output()
+        .unwrap();
     assert!(
         built.status.success(),
         "the lab needs root and iproute2 (ip netns, veth, bridge): {built:?}"
     );
-    let _lab = Lab(script.clone());
+    let lab = Lab(script.clone());
+    let how = String::from_utf8_lossy(&built.stdout).into_owned();
+    assert!(how.contains("paths: 500 µs one way"), "{how}");
     let (dir, run, stdout) = up_ok(
         "netns",
         49_300,
@@ -199,6 +208,32 @@ fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_n
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&br.stdout).contains("UP"), "{br:?}");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("path delay: 500 µs one way"), "{report}");
+    // Where the delay was the relay's, every path frame went through it and was held at least
+    // the delay (its own measurement, printed when the lab goes down).
+    drop(lab);
+    if how.contains("vyrn lab-delay") {
+        for net in [1, 2] {
+            let log = std::fs::read_to_string(format!("/run/vyrn-lab/delay-{net}.log")).unwrap();
+            let line = log
+                .lines()
+                .find(|l| l.contains(&format!("x{net}s -> x{net}v:")))
+                .unwrap_or_else(|| panic!("{log}"));
+            let num = |after: &str| -> u64 {
+                line.split(after)
+                    .nth(1)
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            assert!(num(&format!("x{net}v: ")) > 1000, "{line}");
+            assert!(num("held p50 ") >= 500, "{line}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -16,9 +16,12 @@
 # it is on. The addresses are `HomeAddrs::netns_lab()` (seq/src/boxcfg.rs): `vyrn up --netns`
 # writes a home with them and starts every role in its namespace.
 #
-# Metro delay: `DELAY=250us deploy/lab/netns.sh up` puts `tc netem` on the box's path legs
-# (one-way delay on A and B). Kernels without the netem qdisc (sch_netem) say so and go on
-# without delay.
+# Metro delay: `DELAY_US=250 deploy/lab/netns.sh up` delays both replication paths by 250 µs
+# one way, box -> voters and back: with `tc netem` on the box's path legs where the kernel has
+# the netem qdisc (sch_netem); where it has not, each path network is split in two — the box's
+# half (bridge brNs) and the voters' half (brN) — joined by `vyrn lab-delay`, an L2 delay line
+# in the hub (its binary: $VYRN, default `vyrn` on PATH, else target/release/vyrn). `down` stops
+# the delay lines; each prints the hold time it measured into $STATE/delay-N.log.
 #
 # Usage: deploy/lab/netns.sh up | down | status | cut A|B | heal A|B      (as root)
 set -euo pipefail
@@ -27,21 +30,42 @@ HUB=vyrn-hub
 BOX=vyrn-box
 VOTERS=(vyrn-r0 vyrn-r1 vyrn-r2 vyrn-r3)
 DATA=(vyrn-d0 vyrn-d1)
-DELAY="${DELAY:-}"
+DELAY_US="${DELAY_US:-}"
+STATE=/run/vyrn-lab
 
 die() { echo "netns.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (ip netns)"
 command -v ip >/dev/null || die "needs iproute2 (apt-get install iproute2)"
 
-# leg NS NAME NET HOST: a veth from namespace NS (its end named NAME, address 10.77.NET.HOST/24)
-# to the hub's bridge of network NET.
+# leg NS NAME NET HOST [BRIDGE]: a veth from namespace NS (its end named NAME, address
+# 10.77.NET.HOST/24) to the hub's bridge BRIDGE (default brNET, network NET's).
 leg() {
-    local ns=$1 name=$2 net=$3 host=$4
+    local ns=$1 name=$2 net=$3 host=$4 br=${5:-br$3}
     local peer="h${net}-${ns#vyrn-}"
     ip link add "$name" netns "$ns" type veth peer name "$peer" netns "$HUB"
     ip -n "$ns" addr add "10.77.${net}.${host}/24" dev "$name"
     ip -n "$ns" link set "$name" up
-    ip -n "$HUB" link set "$peer" master "br${net}" up
+    ip -n "$HUB" link set "$peer" master "$br" up
+}
+
+bridge() {
+    ip -n "$HUB" link add "$1" type bridge
+    # Flood multicast to every leg: no IGMP querier runs on a lab network.
+    ip -n "$HUB" link set "$1" type bridge mcast_snooping 0
+    ip -n "$HUB" link set "$1" up
+}
+
+# Does this kernel have the netem qdisc?
+netem_ok() {
+    ip netns exec "$HUB" tc qdisc add dev lo root netem delay 1ms 2>/dev/null || return 1
+    ip netns exec "$HUB" tc qdisc del dev lo root 2>/dev/null || true
+}
+
+vyrn_bin() {
+    if [ -n "${VYRN:-}" ]; then echo "$VYRN"
+    elif command -v vyrn >/dev/null; then command -v vyrn
+    else echo "$(cd "$(dirname "$0")/../.." && pwd)/target/release/vyrn"
+    fi
 }
 
 up() {
@@ -51,19 +75,36 @@ up() {
     fi
     ip netns add "$HUB"
     ip -n "$HUB" link set lo up
+    mkdir -p "$STATE"
+    rm -f "$STATE"/delay-*.pid "$STATE"/delay-*.log "$STATE"/paths
     for net in 0 1 2; do
-        ip -n "$HUB" link add "br${net}" type bridge
-        # Flood multicast to every leg: no IGMP querier runs on a lab network.
-        ip -n "$HUB" link set "br${net}" type bridge mcast_snooping 0
-        ip -n "$HUB" link set "br${net}" up
+        bridge "br${net}"
     done
+    local how="no added delay"
+    local relay=0
+    if [ -n "$DELAY_US" ]; then
+        [[ "$DELAY_US" =~ ^[0-9]+$ ]] || die "DELAY_US=$DELAY_US: a whole number of µs"
+        if netem_ok; then
+            how="${DELAY_US} µs one way (tc netem on the box's path legs)"
+        else
+            relay=1
+            how="${DELAY_US} µs one way (vyrn lab-delay: this kernel has no netem qdisc)"
+            bridge br1s
+            bridge br2s
+        fi
+    fi
     for ns in "$BOX" "${VOTERS[@]}" "${DATA[@]}"; do
         ip netns add "$ns"
         ip -n "$ns" link set lo up
     done
     leg "$BOX" f 0 1
-    leg "$BOX" pa 1 1
-    leg "$BOX" pb 2 1
+    if [ "$relay" = 1 ]; then
+        leg "$BOX" pa 1 1 br1s
+        leg "$BOX" pb 2 1 br2s
+    else
+        leg "$BOX" pa 1 1
+        leg "$BOX" pb 2 1
+    fi
     local i=0
     for ns in "${VOTERS[@]}"; do
         leg "$ns" f 0 $((10 + i))
@@ -81,18 +122,48 @@ up() {
     ip addr add 10.77.0.254/24 dev vyrn-lab
     ip link set vyrn-lab up
     ip -n "$HUB" link set h0-lab master br0 up
-    if [ -n "$DELAY" ]; then
+    if [ -n "$DELAY_US" ] && [ "$relay" = 0 ]; then
         for p in pa pb; do
-            if ! ip netns exec "$BOX" tc qdisc add dev "$p" root netem delay "$DELAY" 2>/dev/null; then
-                echo "netns.sh: no netem qdisc in this kernel: the paths run without the ${DELAY} delay"
-                break
-            fi
+            ip netns exec "$BOX" tc qdisc add dev "$p" root netem delay "${DELAY_US}us"
         done
     fi
-    echo "netns.sh: lab up: $BOX, ${VOTERS[*]}, ${DATA[*]} on F 10.77.0.0/24, A 10.77.1.0/24, B 10.77.2.0/24"
+    if [ "$relay" = 1 ]; then
+        local bin
+        bin=$(vyrn_bin)
+        [ -x "$bin" ] || die "DELAY_US needs the vyrn binary for its delay lines: $bin is not there (cargo build --release -p vyrn, or set VYRN)"
+        for net in 1 2; do
+            # The delay line's two ends: one veth into each half of the path's network.
+            ip -n "$HUB" link add "x${net}s" type veth peer name "y${net}s"
+            ip -n "$HUB" link add "x${net}v" type veth peer name "y${net}v"
+            ip -n "$HUB" link set "y${net}s" master "br${net}s" up
+            ip -n "$HUB" link set "y${net}v" master "br${net}" up
+            ip -n "$HUB" link set "x${net}s" up
+            ip -n "$HUB" link set "x${net}v" up
+            ip netns exec "$HUB" "$bin" lab-delay --a "x${net}s" --b "x${net}v" --delay-us "$DELAY_US" \
+                >"$STATE/delay-${net}.log" 2>&1 &
+            echo $! >"$STATE/delay-${net}.pid"
+        done
+        sleep 0.2
+        for net in 1 2; do
+            kill -0 "$(cat "$STATE/delay-${net}.pid")" 2>/dev/null \
+                || die "the delay line of network $net did not start: $(cat "$STATE/delay-${net}.log")"
+        done
+    fi
+    echo "paths: $how" >"$STATE/paths"
+    echo "netns.sh: lab up: $BOX, ${VOTERS[*]}, ${DATA[*]} on F 10.77.0.0/24, A 10.77.1.0/24, B 10.77.2.0/24; paths: $how"
 }
 
 down() {
+    for pidf in "$STATE"/delay-*.pid; do
+        [ -e "$pidf" ] || continue
+        local pid
+        pid=$(cat "$pidf")
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        rm -f "$pidf"
+        grep -h "lab-delay" "${pidf%.pid}.log" 2>/dev/null || true
+    done
+    rm -f "$STATE/paths"
     ip link del vyrn-lab 2>/dev/null || true
     for ns in "$BOX" "${VOTERS[@]}" "${DATA[@]}" "$HUB"; do
         ip netns del "$ns" 2>/dev/null || true
@@ -106,6 +177,7 @@ status() {
         ip -n "$HUB" -br link show "br${net}"
     done
     ip -br addr show vyrn-lab
+    cat "$STATE/paths" 2>/dev/null || true
 }
 
 # cut/heal: take a whole replication path's network down (its bridge) and back: 07 §14 "path

@@ -2,6 +2,7 @@
 //! (`paths`), the operator's tools (`tools`) and the whole home (`up`).
 
 pub mod data;
+pub mod lab;
 pub mod load;
 pub mod paths;
 pub mod replica;

@@ -206,6 +206,8 @@ struct Proc {
 mod lab {
     /// The hub: the three networks' bridges.
     pub const HUB: &str = "vyrn-hub";
+    /// What the lab's script says of its paths (`paths: <delay>`).
+    pub const PATHS_FILE: &str = "/run/vyrn-lab/paths";
     /// The sequencer box.
     pub const BOX: &str = "vyrn-box";
     /// Voter `i`'s namespace.
@@ -954,6 +956,15 @@ fn report(
         a.seed,
         run.display()
     );
+    if a.netns {
+        let paths = std::fs::read_to_string(lab::PATHS_FILE).unwrap_or_default();
+        let _ = writeln!(
+            r,
+            "Lab: every role in its own network namespace (`deploy/lab/netns.sh`): the box at {}, voters at 10.77.0.10–13, data boxes at 10.77.0.20+; path A on 10.77.1.0/24 and path B on 10.77.2.0/24, separate networks; path delay: {}.\n",
+            home.box_ip,
+            paths.trim().trim_start_matches("paths: ").trim_start_matches("paths:").trim()
+        );
+    }
     let load = procs
         .iter()
         .find(|p| p.name == "load")
