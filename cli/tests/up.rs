@@ -237,6 +237,46 @@ fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_n
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--profile ref` (issue 14 item 1): the REF core maps — the box with one pinned core per
+/// tile, each replica, data box and the load on cores of their own. On a machine with the cores
+/// (a REF box) the home must trade and keep its promises; on one without (this 2-core machine,
+/// CI) it is refused before anything starts or is written, naming the cores needed and those
+/// this process may use.
+#[test]
+fn profile_ref_runs_on_a_box_with_the_cores_and_is_refused_clearly_elsewhere() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let cpus = core_affinity::get_core_ids().map_or(0, |v| v.len());
+    if cpus >= 30 {
+        let (dir, _run, stdout) = up_ok(
+            "ref",
+            49_000,
+            &["--profile", "ref", "--duration", "5", "--rate", "5000"],
+        );
+        assert!(stdout.contains("OK: the home traded"), "{stdout}");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vyrn-up-ref-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args(["up", "--profile", "ref", "--duration", "1", "--plain"])
+        .args(["--base-port", "49000", "--metrics-port", "49090", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        err.contains("--profile ref needs 30 cores")
+            && err.contains(&format!("this process may run on {cpus} ")),
+        "{err}"
+    );
+    assert!(
+        !dir.exists(),
+        "nothing is written when the placement is refused"
+    );
+}
+
 /// `--restart-replica` names a replica of the home and a time: a wrong index or a malformed
 /// value is refused before any role starts, with a message that says what is wrong.
 #[test]

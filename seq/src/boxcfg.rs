@@ -1880,6 +1880,7 @@ pub fn write_dev_config(
         base_port,
         None,
         &HomeAddrs::loopback(),
+        None,
     )
 }
 
@@ -2008,6 +2009,58 @@ pub fn write_dev_home_at(
     n_data: u8,
     addrs: &HomeAddrs,
 ) -> std::io::Result<PathBuf> {
+    write_home(dir, lanes, per_lane, base_port, n_data, addrs, None)
+}
+
+/// Tiles a REF box of `lanes` lanes pins, one core each (two substreams): [`ref_tiles`].
+pub fn ref_box_tiles(lanes: u8) -> usize {
+    lanes as usize + 8 + 2
+}
+
+/// A REF home on one big machine (`vyrn up --profile ref`): [`write_dev_home_at`]'s home with
+/// `profile = "ref"` — one pinned core per tile from `core_map` (at least
+/// [`ref_box_tiles`]), 1 ms blocks (BLOCK_NS), 07's heartbeat and rings, lane `l` on
+/// `client_port + l` — and one budget override: `self_fence_us` at its `ref` ceiling, since the
+/// voters' RepAcks cross the kernel's loopback sockets, not REF NICs.
+pub fn write_ref_home(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+    n_data: u8,
+    addrs: &HomeAddrs,
+    core_map: &[usize],
+) -> std::io::Result<PathBuf> {
+    let need = ref_box_tiles(lanes);
+    if core_map.len() < need {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "a REF box with {lanes} lanes pins {need} tiles, one core each; {} given",
+                core_map.len()
+            ),
+        ));
+    }
+    write_home(
+        dir,
+        lanes,
+        per_lane,
+        base_port,
+        n_data,
+        addrs,
+        Some(core_map),
+    )
+}
+
+fn write_home(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+    n_data: u8,
+    addrs: &HomeAddrs,
+    ref_cores: Option<&[usize]>,
+) -> std::io::Result<PathBuf> {
     if base_port == 0 || base_port > u16::MAX - 64 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -2020,7 +2073,15 @@ pub fn write_dev_home_at(
             format!("a dev home has 1 or {DEV_DATABOXES_MAX} data boxes, not {n_data}"),
         ));
     }
-    write_dev(dir, lanes, per_lane, base_port, Some(n_data), addrs)
+    write_dev(
+        dir,
+        lanes,
+        per_lane,
+        base_port,
+        Some(n_data),
+        addrs,
+        ref_cores,
+    )
 }
 
 /// `s` as a TOML basic string, quoted and escaped.
@@ -2051,6 +2112,7 @@ fn write_dev(
     base_port: u16,
     data: Option<u8>,
     addrs: &HomeAddrs,
+    ref_cores: Option<&[usize]>,
 ) -> std::io::Result<PathBuf> {
     let home = data.is_some();
     let n_data = data.unwrap_or(1);
@@ -2083,18 +2145,29 @@ fn write_dev(
     };
     let cores = core_ids();
     let mut c = String::new();
-    let _ = writeln!(
-        c,
-        "# A dev home (missing-chapters §0): tiles multiplexed on few cores.\n\
-         # TOML, read by vyrn_seq::boxcfg (the format: docs/operator.md)."
-    );
+    if ref_cores.is_some() {
+        let _ = writeln!(
+            c,
+            "# A REF home on one machine (missing-chapters §0): one pinned core per tile.\n\
+             # TOML, read by vyrn_seq::boxcfg (the format: docs/operator.md)."
+        );
+    } else {
+        let _ = writeln!(
+            c,
+            "# A dev home (missing-chapters §0): tiles multiplexed on few cores.\n\
+             # TOML, read by vyrn_seq::boxcfg (the format: docs/operator.md)."
+        );
+    }
     let _ = writeln!(c, "[box]");
-    let _ = writeln!(c, "profile = \"dev\"");
+    let profile = if ref_cores.is_some() { "ref" } else { "dev" };
+    let _ = writeln!(c, "profile = \"{profile}\"");
     let _ = writeln!(c, "book = 1\nepoch = 1\nlanes = {lanes}\nvoters = 4");
     // Blocks of 2 ms on a dev box (BLOCK_NS is 1 ms): each block costs a signature, its
     // verification at every voter and Q signatures checked by the box — on the one core a dev
     // box leaves for everything but the hot path, 1 kHz of that starves finality.
-    if home {
+    if ref_cores.is_some() {
+        let _ = writeln!(c, "block_ns = {BLOCK_NS}    # BLOCK_NS (07 §6.2)");
+    } else if home {
         // A dev home: four replicas verify, replay and vote every block on that same core;
         // at 2 ms the finality gate (8 blocks = 16 ms of lag) halted the book ~80 times in a
         // 7 s run of the main command; with Simplex among the four (a view of ~50 ms on two
@@ -2135,19 +2208,37 @@ fn write_dev(
     // dev (issue 11): core_map[0] is the hot core (the response path spins there), the rest
     // hold the cold tiles; the second core of the mask is hot, the first (where the kernel
     // tends to run interrupts and timers) cold.
-    let mut two: Vec<usize> = cores.iter().take(2).copied().collect();
-    two.reverse();
-    let _ = writeln!(
-        c,
-        "core_map = [{}]    # dev: first core hot (response path, spinning), the rest cold",
-        two.iter()
+    let list = |v: &[usize]| {
+        v.iter()
             .map(|x| x.to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    );
-    let _ = writeln!(c, "hot_ring_bytes = {}", 4 << 20);
-    let _ = writeln!(c, "rtx_ring_bytes = {}", 8 << 20);
-    if home {
+    };
+    if let Some(rc) = ref_cores {
+        let _ = writeln!(
+            c,
+            "core_map = [{}]    # ref: one pinned core per tile, in tile order (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX, cert)",
+            list(rc)
+        );
+        let _ = writeln!(
+            c,
+            "self_fence_us = {}    # budget override at the ref ceiling: RepAcks cross loopback sockets, not REF NICs",
+            SELF_FENCE_US_MAX
+        );
+    } else {
+        let mut two: Vec<usize> = cores.iter().take(2).copied().collect();
+        two.reverse();
+        let _ = writeln!(
+            c,
+            "core_map = [{}]    # dev: first core hot (response path, spinning), the rest cold",
+            list(&two)
+        );
+        let _ = writeln!(c, "hot_ring_bytes = {}", 4 << 20);
+        let _ = writeln!(c, "rtx_ring_bytes = {}", 8 << 20);
+    }
+    if ref_cores.is_some() {
+        // 07's heartbeat and rings.
+    } else if home {
         // Measured (docs/benchmarks.md): with four replica processes, the data box and the
         // clients on the one core the hot path leaves, RepAck gaps above 50 ms happened under
         // the open loop and fenced the box for good.
@@ -2161,10 +2252,12 @@ fn write_dev(
             "self_fence_us = 50000    # budget override: voter doubles share this box's 2 cores"
         );
     }
-    let _ = writeln!(
-        c,
-        "hb_us = 1000    # budget override of REP_HB_US (50): fewer idle frames on 2 shared cores"
-    );
+    if ref_cores.is_none() {
+        let _ = writeln!(
+            c,
+            "hb_us = 1000    # budget override of REP_HB_US (50): fewer idle frames on 2 shared cores"
+        );
+    }
     let seq_rel = key("seq")?;
     let _ = writeln!(c, "seq_key_file = {}", toml_str(&seq_rel));
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();

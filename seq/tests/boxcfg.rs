@@ -5,8 +5,8 @@
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use std::path::{Path, PathBuf};
 use vyrn_seq::boxcfg::{
-    bind_addrs, read_seed, startup_checks, write_dev_config, write_dev_home_at, BoxConfig,
-    CfgError, HomeAddrs, HomeConfig, Profile,
+    bind_addrs, read_seed, ref_tiles, startup_checks, write_dev_config, write_dev_home_at,
+    write_ref_home, BoxConfig, CfgError, HomeAddrs, HomeConfig, Profile,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -1273,5 +1273,43 @@ fn the_netns_lab_home_is_written_with_the_lab_addresses() {
         m.seq_order[0].client_addr,
         vyrn_wire::msg::addr_from_socket("10.77.0.1:47000".parse().unwrap())
     );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `vyrn up --profile ref`'s home: profile `ref`, one core per tile from the given map, 1 ms
+/// blocks, 07's heartbeat and rings, lane `l` bound at `client_port + l`; a map too short for
+/// the box's tiles is refused before anything is written.
+#[test]
+fn a_ref_home_pins_one_core_per_tile_and_binds_a_port_per_lane() {
+    let d = tmp("refhome");
+    let cores: Vec<usize> = (2..20).collect();
+    let p = write_ref_home(&d, 8, 2, 47_100, 1, &HomeAddrs::loopback(), &cores).unwrap();
+    let c = BoxConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(c.profile, Profile::Ref);
+    assert_eq!(c.core_map, cores);
+    assert_eq!(ref_tiles(&c), 18);
+    assert_eq!(c.block_ns, 1_000_000);
+    assert_eq!(c.hb_us, None);
+    assert_eq!(c.engine.layout.n_lanes, 8);
+    assert_eq!(c.engine.layout.n_streams, 2);
+    let binds = bind_addrs(&c);
+    assert_eq!(binds.len(), 9, "{binds:?}");
+    for (l, a) in binds[..8].iter().enumerate() {
+        assert_eq!(a.port(), 47_100 + l as u16);
+    }
+    assert_eq!(binds[8].port(), c.ctrl_port);
+    assert!(HomeConfig::load(&p).is_ok());
+    let short = write_ref_home(
+        &d.join("short"),
+        8,
+        2,
+        47_100,
+        1,
+        &HomeAddrs::loopback(),
+        &cores[..17],
+    );
+    let e = short.unwrap_err().to_string();
+    assert!(e.contains("pins 18 tiles, one core each; 17 given"), "{e}");
+    assert!(!d.join("short").join("home.toml").exists());
     let _ = std::fs::remove_dir_all(&d);
 }

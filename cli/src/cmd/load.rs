@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use vyrn_client::loadgen::ping::Ping;
 use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
-use vyrn_client::loadgen::{sessions_homed, LoadConfig, LoadGen};
+use vyrn_client::loadgen::{sessions_routed, LoadConfig, LoadGen};
 use vyrn_client::Driver;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::boxcfg::HomeConfig;
@@ -241,7 +241,18 @@ pub fn run(o: Args) -> ExitCode {
         let home = if multi { cfg.data_home(s.session) } else { 0 };
         (s.session, s.k_seq, s.k_out, home)
     });
-    let mut sessions = match sessions_homed(e.book, keys, seq, boxes, 50_000_000) {
+    // A REF box listens for lane l's sessions on client_port + l (its flow filter, 07 §9.5):
+    // each session sends there unless `--seq` names one address for all.
+    let lane_of: std::collections::HashMap<u32, u8> =
+        e.sessions.iter().map(|s| (s.session, s.lane)).collect();
+    let per_lane = cfg.profile == vyrn_seq::boxcfg::Profile::Ref && o.seq.is_none();
+    let seq_of = |session: u32| -> SocketAddr {
+        match lane_of.get(&session) {
+            Some(&l) if per_lane => SocketAddr::new(seq.ip(), seq.port().saturating_add(l as u16)),
+            _ => seq,
+        }
+    };
+    let mut sessions = match sessions_routed(e.book, keys, seq_of, boxes, 50_000_000) {
         Ok(v) => v,
         Err(err) => {
             eprintln!("vyrn load: sessions: {err:?}");

@@ -90,9 +90,80 @@ pub struct Args {
     /// whole network down (its bridge) instead of a knob in the replicas.
     #[arg(long, conflicts_with = "home")]
     pub netns: bool,
+    /// `dev` (default): a home that fits a 2-core machine — the box's hot path on one core,
+    /// everything else sharing the other. `ref`: the REF core maps on a real box — the box with
+    /// one pinned core per tile (8 lanes: 18 cores), each replica on 2 cores of its own, each data
+    /// box and the load on one, the machine's first 2 cores left to the kernel (30 in all with one
+    /// data box); refused, naming what is missing, where this process's affinity mask lacks them.
+    #[arg(long, value_enum, default_value_t = UpProfile::Dev, conflicts_with = "home")]
+    pub profile: UpProfile,
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
+}
+
+/// `vyrn up --profile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpProfile {
+    /// Fits a 2-core machine.
+    Dev,
+    /// One pinned core per tile (missing-chapters §0), on a machine with the cores for it.
+    Ref,
+}
+
+/// Lanes of a `--profile ref` home (deploy/ref-home.toml's).
+pub const REF_LANES: u8 = 8;
+/// Cores each replica gets on `--profile ref`: its loop, and its Simplex engine and journal writer.
+pub const REF_REPLICA_CORES: usize = 2;
+/// The machine's first cores, left to the kernel, interrupts and `vyrn up` itself (the REF box's
+/// housekeeping cores, `deploy/README.md`).
+pub const REF_HOUSEKEEPING: usize = 2;
+
+/// Where every role of a `--profile ref` home runs: disjoint cores of the affinity mask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefPlacement {
+    /// The box's `core_map`, one per tile in tile order.
+    pub box_cores: Vec<usize>,
+    /// Each replica's cores: its loop first, then its engine's and journal writer's.
+    pub replicas: Vec<Vec<usize>>,
+    /// Each data box's core.
+    pub data: Vec<usize>,
+    /// The load generator's core.
+    pub load: usize,
+}
+
+/// Place a REF home of `lanes` lanes, `voters` replicas and `databoxes` data boxes on `mask`
+/// (this process's CPUs), after [`REF_HOUSEKEEPING`] cores; or say how many cores are missing.
+pub fn ref_placement(
+    mask: &[usize],
+    lanes: u8,
+    voters: usize,
+    databoxes: usize,
+) -> Result<RefPlacement, String> {
+    let mut cpus = mask.to_vec();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let box_n = vyrn_seq::boxcfg::ref_box_tiles(lanes);
+    let need = REF_HOUSEKEEPING + box_n + voters * REF_REPLICA_CORES + databoxes + 1;
+    if cpus.len() < need {
+        return Err(format!(
+            "--profile ref needs {need} cores: {REF_HOUSEKEEPING} left to the kernel, the box's {box_n} tiles ({lanes} lanes + 10), {voters} replicas x {REF_REPLICA_CORES}, {databoxes} data box(es) and the load, 1 each; this process may run on {} ({}). Run it on a REF box, or use the default profile (dev)",
+            cpus.len(),
+            cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+        ));
+    }
+    let mut it = cpus.into_iter().skip(REF_HOUSEKEEPING);
+    let mut take = |k: usize| -> Vec<usize> { it.by_ref().take(k).collect() };
+    let box_cores = take(box_n);
+    let replicas = (0..voters).map(|_| take(REF_REPLICA_CORES)).collect();
+    let data = take(databoxes);
+    let load = take(1)[0];
+    Ok(RefPlacement {
+        box_cores,
+        replicas,
+        data,
+        load,
+    })
 }
 
 fn restart_at(s: &str) -> Result<(usize, u64), String> {
@@ -388,16 +459,33 @@ pub fn run(a: Args) -> ExitCode {
 }
 
 fn up(a: Args) -> Result<bool, String> {
+    // --profile ref: every role's cores, before anything is written or started.
+    let placement = match a.profile {
+        UpProfile::Dev => None,
+        UpProfile::Ref => {
+            let mask: Vec<usize> = core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.id)
+                .collect();
+            Some(ref_placement(&mask, REF_LANES, 4, a.data_boxes as usize)?)
+        }
+    };
     std::fs::create_dir_all(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     let home_file = match &a.home {
         Some(h) => h.clone(),
         None => {
-            let d = a.dir.join(match (a.netns, a.data_boxes > 1) {
-                (true, true) => "home-netns-2data",
-                (true, false) => "home-netns",
-                (false, true) => "home-2data",
-                (false, false) => "home",
-            });
+            let mut name = String::from("home");
+            if a.netns {
+                name.push_str("-netns");
+            }
+            if a.profile == UpProfile::Ref {
+                name.push_str("-ref");
+            }
+            if a.data_boxes > 1 {
+                name.push_str("-2data");
+            }
+            let d = a.dir.join(name);
             let f = d.join("home.toml");
             if f.exists() && a.base_port != 47_400 {
                 println!(
@@ -412,15 +500,26 @@ fn up(a: Args) -> Result<bool, String> {
                 } else {
                     vyrn_seq::boxcfg::HomeAddrs::loopback()
                 };
-                let p = vyrn_seq::boxcfg::write_dev_home_at(
-                    &d,
-                    4,
-                    8,
-                    a.base_port,
-                    a.data_boxes,
-                    &addrs,
-                )
-                .map_err(|e| format!("writing a dev home in {}: {e}", d.display()))?;
+                let p = match &placement {
+                    Some(pl) => vyrn_seq::boxcfg::write_ref_home(
+                        &d,
+                        REF_LANES,
+                        8,
+                        a.base_port,
+                        a.data_boxes,
+                        &addrs,
+                        &pl.box_cores,
+                    ),
+                    None => vyrn_seq::boxcfg::write_dev_home_at(
+                        &d,
+                        4,
+                        8,
+                        a.base_port,
+                        a.data_boxes,
+                        &addrs,
+                    ),
+                }
+                .map_err(|e| format!("writing a home in {}: {e}", d.display()))?;
                 println!(
                     "vyrn up: wrote a dev home {} (fresh 0600 keys)",
                     p.display()
@@ -459,7 +558,28 @@ fn up(a: Args) -> Result<bool, String> {
     }
     let s = |p: &Path| p.display().to_string();
     let hs = s(&home_file);
-    let cold = bx.core_map.get(1).copied();
+    // dev: the cold core for the journal writer and the load; ref: each role its own cores.
+    let cold = match &placement {
+        None => bx.core_map.get(1).copied(),
+        Some(pl) => {
+            if bx.core_map != pl.box_cores {
+                return Err(format!(
+                    "{}: its core_map {:?} is not this machine's REF placement {:?}: remove its directory to write a new one",
+                    home_file.display(),
+                    bx.core_map,
+                    pl.box_cores
+                ));
+            }
+            None
+        }
+    };
+    let list = |v: &[usize]| {
+        v.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let load_core = placement.as_ref().map(|p| p.load).or(cold);
     let port = |k: u16| SocketAddr::from(([127, 0, 0, 1], a.metrics_port + k));
     let n = home.voters;
     let nd = home.databoxes.len() as u16;
@@ -526,6 +646,14 @@ fn up(a: Args) -> Result<bool, String> {
             }
             journals.push((i, d));
         }
+        if let Some(pl) = &placement {
+            let mine = &pl.replicas[i];
+            args.extend(["--cores".into(), list(&mine[..1])]);
+            args.extend(["--consensus-cores".into(), list(&mine[1..])]);
+            if journals.last().is_some_and(|(j, _)| *j == i) {
+                args.extend(["--journal-cores".into(), list(&mine[1..])]);
+            }
+        }
         if let Some(c) = a.cut_path.as_ref().filter(|_| !a.netns) {
             args.extend(["--lab-cut-path".into(), c.clone()]);
         }
@@ -540,13 +668,16 @@ fn up(a: Args) -> Result<bool, String> {
         )?);
     }
     for d in 0..nd {
-        let args = vec![
+        let mut args = vec![
             "data".to_string(),
             "--home".into(),
             hs.clone(),
             "--index".into(),
             d.to_string(),
         ];
+        if let Some(pl) = &placement {
+            args.extend(["--cores".into(), pl.data[d as usize].to_string()]);
+        }
         procs.push(Proc::spawn(
             &format!("data box {d}"),
             &args,
@@ -581,7 +712,7 @@ fn up(a: Args) -> Result<bool, String> {
             a.ping_secs.to_string(),
             "--ping".into(),
         ];
-        if let Some(c) = cold {
+        if let Some(c) = load_core {
             args.extend(["--core".into(), c.to_string()]);
         }
         println!(
@@ -621,7 +752,7 @@ fn up(a: Args) -> Result<bool, String> {
         "--skip".into(),
         "1".into(),
     ];
-    if let Some(c) = cold {
+    if let Some(c) = load_core {
         load_args.extend(["--core".into(), c.to_string()]);
     }
     let load_port = port(1 + nd + n as u16);
@@ -1352,4 +1483,53 @@ fn line_chart(path: &Path, caption: &str, tl: &[Tick], series: &[Series]) -> Res
         .draw()
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--profile ref` on a 64-CPU REF box: the kernel keeps CPUs 0–1, the box takes one per
+    /// tile from 2 (18 with 8 lanes), each replica two, the data box and the load one each —
+    /// all disjoint, from an unsorted mask with a duplicate.
+    #[test]
+    fn a_ref_box_places_every_role_on_its_own_cores() {
+        let mut mask: Vec<usize> = (0..64).rev().collect();
+        mask.push(5);
+        let p = ref_placement(&mask, REF_LANES, 4, 1).unwrap();
+        assert_eq!(p.box_cores, (2..20).collect::<Vec<_>>());
+        assert_eq!(
+            p.replicas,
+            vec![vec![20, 21], vec![22, 23], vec![24, 25], vec![26, 27]]
+        );
+        assert_eq!((p.data.clone(), p.load), (vec![28], 29));
+        let mut all: Vec<usize> = p.box_cores.clone();
+        all.extend(p.replicas.concat());
+        all.extend(&p.data);
+        all.push(p.load);
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "a core given twice");
+        assert!(all.iter().all(|&c| c >= REF_HOUSEKEEPING));
+        // Two data boxes: one more core.
+        let p2 = ref_placement(&mask, REF_LANES, 4, 2).unwrap();
+        assert_eq!((p2.data, p2.load), (vec![28, 29], 30));
+    }
+
+    /// Too few CPUs (this 2-core machine, or 29 of the 30 needed): refused with the count
+    /// needed, the count available and what to do.
+    #[test]
+    fn too_few_cores_for_ref_is_refused_with_what_is_missing() {
+        let e = ref_placement(&[0, 1], REF_LANES, 4, 1).unwrap_err();
+        assert!(e.contains("--profile ref needs 30 cores"), "{e}");
+        assert!(e.contains("this process may run on 2 (0,1)"), "{e}");
+        assert!(e.contains("Run it on a REF box"), "{e}");
+        let e = ref_placement(&(0..29).collect::<Vec<_>>(), REF_LANES, 4, 1).unwrap_err();
+        assert!(
+            e.contains("needs 30 cores") && e.contains("run on 29"),
+            "{e}"
+        );
+        assert!(ref_placement(&(0..30).collect::<Vec<_>>(), REF_LANES, 4, 1).is_ok());
+    }
 }

@@ -416,6 +416,18 @@ pub fn sessions_homed(
     data_boxes: Vec<std::net::SocketAddr>,
     resend_ns: u64,
 ) -> Result<Vec<Session>, crate::ConfigError> {
+    sessions_routed(book, keys, |_| seq, data_boxes, resend_ns)
+}
+
+/// As [`sessions_homed`], each session sending copy 1 to `seq_of(session)`: a REF box listens
+/// for lane `l`'s sessions on `client_port + l` (its flow filter, 07 §9.5).
+pub fn sessions_routed(
+    book: u16,
+    keys: impl IntoIterator<Item = HomedKeys>,
+    seq_of: impl Fn(u32) -> std::net::SocketAddr,
+    data_boxes: Vec<std::net::SocketAddr>,
+    resend_ns: u64,
+) -> Result<Vec<Session>, crate::ConfigError> {
     keys.into_iter()
         .map(|(session, k_seq, k_out, home)| {
             let mut c = crate::SessionConfig::new(
@@ -423,7 +435,7 @@ pub fn sessions_homed(
                 session,
                 k_seq,
                 k_out,
-                seq,
+                seq_of(session),
                 data_boxes.clone(),
                 home,
             );
