@@ -85,6 +85,13 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
         stdout.lines().filter(|l| l.starts_with('[')).count() >= 3,
         "{stdout}"
     );
+    // ... with the journal's write rate (the journaling replica synced during the load).
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with('[') && l.contains(" MB/s") && !l.contains("journal 0.00 MB/s")),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -150,6 +150,8 @@ struct JournalStats {
     synced: AtomicU64,
     identical: AtomicU64,
     errors: AtomicU64,
+    /// Bytes made durable (`JournalCounters::bytes_written`, slot heads included).
+    bytes: AtomicU64,
 }
 
 /// Blocks the writer's queue holds (about 4 s of dev blocks).
@@ -179,9 +181,12 @@ impl NodeJournal {
             let mut cert_dirty = false;
             let mut last = Instant::now();
             let sync = |j: &mut BlockJournal, st: &JournalStats| match j.sync() {
-                Ok(()) => st
-                    .synced
-                    .store(st.appended.load(Ordering::Relaxed), Ordering::Relaxed),
+                Ok(()) => {
+                    st.synced
+                        .store(st.appended.load(Ordering::Relaxed), Ordering::Relaxed);
+                    st.bytes
+                        .store(j.counters().bytes_written, Ordering::Relaxed);
+                }
                 Err(_) => {
                     st.errors.fetch_add(1, Ordering::Relaxed);
                 }
@@ -247,6 +252,11 @@ impl NodeJournal {
     /// Highest height durable (appended before the last successful sync).
     pub fn synced(&self) -> u64 {
         self.stats.synced.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the journal made durable since it opened (blocks and their slot heads).
+    pub fn bytes_written(&self) -> u64 {
+        self.stats.bytes.load(Ordering::Relaxed)
     }
 
     /// Heights the journal already held with the same bytes.

@@ -453,6 +453,12 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             j.appended(),
         );
         e.counter(
+            "vyrn_replica_journal_bytes_total",
+            "bytes made durable in the block journal (blocks and slot heads)",
+            &[],
+            j.bytes_written(),
+        );
+        e.counter(
             "vyrn_replica_journal_errors_total",
             "journal write errors",
             &[],

@@ -770,6 +770,8 @@ fn up(a: Args) -> Result<bool, String> {
     let t0 = Instant::now();
     let mut prev: Option<(f64, Samples)> = None;
     let mut last_rates = (0.0, 0.0, 0.0, 0.0);
+    // The journals' bytes at the previous scrape (the view's journal MB/s).
+    let mut prev_journal: Option<(f64, f64)> = None;
     let mut timeline: Vec<Tick> = Vec::new();
     let mut alarms_seen: Vec<String> = Vec::new();
     let mut last: HashMap<String, Samples> = HashMap::new();
@@ -852,6 +854,12 @@ fn up(a: Args) -> Result<bool, String> {
         }
         let sumr = |name: &str| reps.iter().map(|r| r.sum(name)).sum::<f64>();
         let maxr = |name: &str| reps.iter().map(|r| r.sum(name)).fold(0.0f64, f64::max);
+        let jb = sumr("vyrn_replica_journal_bytes_total");
+        let journal_mbps = match prev_journal {
+            Some((pt, pb)) if t > pt => (jb - pb).max(0.0) / (t - pt) / 1e6,
+            _ => 0.0,
+        };
+        prev_journal = Some((t, jb));
         let mut v = String::new();
         let _ = writeln!(
             v,
@@ -897,14 +905,15 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let _ = writeln!(
             v,
-            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetch requests {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}",
+            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetch requests {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}, {:.2} MB/s",
             sumr("vyrn_replica_holes_total"),
             sumr("vyrn_replica_nacks_total"),
             sumr("vyrn_replica_repaired_total"),
             datas.iter().map(|d| d.sum("vyrn_data_fetch_key_reqs_total") + d.sum("vyrn_data_fetch_range_reqs_total")).sum::<f64>(),
             sumr("vyrn_replica_payloads_unavailable_total"),
             maxr("vyrn_replica_replay_lag_steps"),
-            sumr("vyrn_replica_journal_appended_total")
+            sumr("vyrn_replica_journal_appended_total"),
+            journal_mbps
         );
         let fh: Vec<String> = reps
             .iter()
@@ -952,7 +961,7 @@ fn up(a: Args) -> Result<bool, String> {
             println!("\x1b[H\x1b[2J{v}  (Ctrl-C stops the home and writes the report)");
         } else {
             println!(
-                "[{t:>4.0}s] in {in_ps:.0}/s out {out_ps:.0}/s ack p50/p99 {:.2}/{:.2} ms final {:.0}/{:.0} lag {final_lag:.0} alarms {}",
+                "[{t:>4.0}s] in {in_ps:.0}/s out {out_ps:.0}/s ack p50/p99 {:.2}/{:.2} ms final {:.0}/{:.0} lag {final_lag:.0} journal {journal_mbps:.2} MB/s alarms {}",
                 tick.ack_p50_ms,
                 tick.ack_p99_ms,
                 sq.get("vyrn_seq_final_height"),
