@@ -5,8 +5,9 @@
 //! sockets exactly as the binaries run them. The whole-home tests (`replica/tests/home.rs`) and
 //! the loopback finality bench (`bench/benches/home_finality.rs`) share it.
 //!
-//! Lab knobs: a voter signing a wrong state root, a voter cut off from the data boxes, and a
-//! hostile client whose copy 2 differs from its copy 1.
+//! Lab knobs: a voter signing a wrong state root, a voter cut off from the data boxes, a
+//! hostile client whose copy 2 differs from its copy 1, and loss on the replication paths (the
+//! `nic` lossy wrapper on the box's path senders: every replica sees the same loss).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +47,21 @@ pub struct LoopbackHome {
     /// many packets whose copy 2 differs from copy 1 (07 §14 "client sends two different
     /// copies").
     pub two_copies: u32,
+    /// Loss on both replication paths, from the box's senders ([`PathLoss`]).
+    pub path_loss: Option<PathLoss>,
+}
+
+/// Seeded loss on each replication path as the box sends it (`vyrn_nic::lossy`): each frame
+/// dropped with probability `drop`, held back past the next 3 with probability `reorder`;
+/// independent per path and per stream core.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathLoss {
+    /// Drop probability per path.
+    pub drop: f64,
+    /// Reorder probability per path.
+    pub reorder: f64,
+    /// The generators' seed.
+    pub seed: u64,
 }
 
 /// What a run of a [`LoopbackHome`] left.
@@ -88,6 +104,7 @@ impl LoopbackHome {
             wrong_root: Vec::new(),
             cut_data: Vec::new(),
             two_copies: 0,
+            path_loss: None,
         })
     }
 
@@ -105,7 +122,7 @@ impl LoopbackHome {
             // The engines dial each other before the first block.
             std::thread::sleep(std::time::Duration::from_secs(2));
         }
-        let (running, seq) = start_box(&self.cfg)?;
+        let (running, seq) = start_box_with(&self.cfg, self.path_loss)?;
         let hostile = (self.two_copies > 0).then(|| {
             let (home, n) = (self.home.clone(), self.two_copies);
             std::thread::spawn(move || two_copies(&home, seq, n))
@@ -210,6 +227,15 @@ impl LoopbackHome {
 /// The box of `cfg`, its voters the file's membership (no doubles), on two threads; and the
 /// address clients send to.
 pub fn start_box(cfg: &BoxConfig) -> Result<(RunningBox, SocketAddr), String> {
+    start_box_with(cfg, None)
+}
+
+/// [`start_box`] with `loss` on both replication paths (each stream core's senders wrapped in
+/// the `nic` lossy wrapper, transmit side).
+pub fn start_box_with(
+    cfg: &BoxConfig,
+    loss: Option<PathLoss>,
+) -> Result<(RunningBox, SocketAddr), String> {
     let mut net = NetBox::open(cfg, false).map_err(|e| format!("box sockets: {e}"))?;
     for m in &cfg.voters_members {
         net.register_voter(m.ctrl_addr, m.index, m.vote_key);
@@ -219,8 +245,34 @@ pub fn start_box(cfg: &BoxConfig) -> Result<(RunningBox, SocketAddr), String> {
         threads: 2,
         cores: vec![],
     };
-    let (running, _paths) = net
-        .start(cfg, &map, Clock::new())
+    let Some(l) = loss else {
+        let (running, _paths) = net
+            .start(cfg, &map, Clock::new())
+            .map_err(|e| format!("box start: {e}"))?;
+        return Ok((running, seq));
+    };
+    use vyrn_nic::lossy::{LossConfig, Lossy};
+    use vyrn_nic::pair::{PathMark, PathPair};
+    let mut pairs = Vec::new();
+    for s in 0..cfg.engine.layout.n_streams as u64 {
+        let side = |i: usize| -> Result<Lossy<UdpPort>, String> {
+            let port = UdpPort::open(&UdpConfig::multicast_sender(
+                vyrn_seq::ports::PATH_GROUPS[i],
+                cfg.path_port + i as u16,
+            ))
+            .map_err(|e| format!("path sender: {e}"))?;
+            Lossy::tx_only(
+                port,
+                LossConfig::seeded(l.seed.wrapping_mul(31).wrapping_add(2 * s + i as u64))
+                    .with_drop(l.drop)
+                    .with_reorder(l.reorder, 3),
+            )
+            .map_err(|e| format!("lossy: {e}"))
+        };
+        pairs.push(PathPair::new(side(0)?, side(1)?, PathMark::VYRN));
+    }
+    let running = net
+        .start_on(cfg, &map, Clock::new(), pairs)
         .map_err(|e| format!("box start: {e}"))?;
     Ok((running, seq))
 }

@@ -190,6 +190,9 @@ pub struct RxCounters {
 #[derive(Debug, Clone, Copy)]
 struct Hole {
     to: u64,
+    /// When the hole was seen (its frames' repair time runs from here; never reset).
+    seen: u64,
+    /// When its current request round started (0: due at the next tick).
     opened: u64,
     nacked: Option<u64>,
     /// Retries so far: each waits twice the one before ([`retry_after`]).
@@ -289,6 +292,21 @@ pub struct OrderRx {
     /// B-REP-3: for each frame both paths brought, the time from the first copy to the
     /// second, ns.
     skew: hdrhistogram::Histogram<u64>,
+    /// Hole to filled, ns, for frames a path brought after their hole opened (the other
+    /// path's copy, or a reordered one).
+    fill_path: hdrhistogram::Histogram<u64>,
+    /// Hole to filled, ns, for frames a retransmission or a peer brought (07 §4.10 repair).
+    fill_repair: hdrhistogram::Histogram<u64>,
+}
+
+/// Repair time (07 §4.10 budget: ≤ 100 µs within a facility): per frame that was missing when
+/// a later one arrived, the time from that moment to its arrival, split by what filled it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HoleFill {
+    /// Filled by a path: the other path's copy or a reordered one.
+    pub by_path: PathSkew,
+    /// Filled by a repair: the sequencer's retransmission or a peer's.
+    pub by_repair: PathSkew,
 }
 
 /// B-REP-3 (07 §15): the path skew between A and B as this replica sees it — the time from
@@ -318,6 +336,20 @@ impl OrderRx {
         }
     }
 
+    /// Hole to filled so far (see [`HoleFill`]).
+    pub fn hole_fill(&self) -> HoleFill {
+        let q = |h: &hdrhistogram::Histogram<u64>| PathSkew {
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+            frames: h.len(),
+        };
+        HoleFill {
+            by_path: q(&self.fill_path),
+            by_repair: q(&self.fill_repair),
+        }
+    }
+
     /// A loop for `cfg`'s tenure, expecting frame 1 of each substream next.
     pub fn new(cfg: RxConfig) -> Self {
         let sub = || Sub {
@@ -337,6 +369,10 @@ impl OrderRx {
             counters: RxCounters::default(),
             // 1 ns to 60 s at 2 significant digits (~20 KiB, allocated once here).
             skew: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
+                .expect("constant, valid bounds"),
+            fill_path: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
+                .expect("constant, valid bounds"),
+            fill_repair: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
                 .expect("constant, valid bounds"),
         }
     }
@@ -446,13 +482,22 @@ impl OrderRx {
             self.counters.repaired += 1;
         }
         // Holes: a frame inside one splits it; one past the newest opens the gap before it.
-        Self::close_in_holes(sub, fs);
+        if let Some(seen) = Self::close_in_holes(sub, fs) {
+            // Hole to filled, by the other path (or a reordered copy) or by a repair.
+            let h = if direct {
+                &mut self.fill_path
+            } else {
+                &mut self.fill_repair
+            };
+            let _ = h.record(now.saturating_sub(seen).max(1));
+        }
         let top = sub.high.max(sub.next - 1);
         if fs > top + 1 {
             sub.holes.insert(
                 top + 1,
                 Hole {
                     to: fs - 1,
+                    seen: now,
                     opened: now,
                     nacked: None,
                     retries: 0,
@@ -484,12 +529,11 @@ impl OrderRx {
         RxVerdict::Delivered(n)
     }
 
-    fn close_in_holes(sub: &mut Sub, fs: u64) {
-        let Some((&from, &hole)) = sub.holes.range(..=fs).next_back() else {
-            return;
-        };
+    /// Take `fs` out of the hole holding it; when it was in one, the time that hole was seen.
+    fn close_in_holes(sub: &mut Sub, fs: u64) -> Option<u64> {
+        let (&from, &hole) = sub.holes.range(..=fs).next_back()?;
         if fs > hole.to {
-            return;
+            return None;
         }
         sub.holes.remove(&from);
         if from < fs {
@@ -500,6 +544,7 @@ impl OrderRx {
                 // The last frame of the asked window: ask for the next one at the next tick.
                 Hole {
                     to: hole.to,
+                    seen: hole.seen,
                     opened: 0,
                     nacked: None,
                     retries: 0,
@@ -510,6 +555,7 @@ impl OrderRx {
             };
             sub.holes.insert(fs + 1, rest);
         }
+        Some(hole.seen)
     }
 
     fn reopen(sub: &mut Sub, fs: u64, now: u64) {
@@ -517,6 +563,7 @@ impl OrderRx {
             fs,
             Hole {
                 to: fs,
+                seen: now,
                 opened: now,
                 nacked: None,
                 retries: 0,

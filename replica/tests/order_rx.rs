@@ -591,3 +591,52 @@ fn path_skew_is_measured_between_the_two_copies_of_a_frame() {
     assert!((2990..=3010).contains(&s.p99), "{s:?}");
     assert!((2990..=3010).contains(&s.max), "{s:?}");
 }
+
+/// Repair time (07 §4.10), hole to filled, per missing frame: timed from the moment a later
+/// frame shows it missing to its arrival, split by what filled it — a path (the other path's
+/// copy, a reordered one) or a repair (the sequencer's retransmission on the control port) —
+/// and not for frames that were never missing.
+#[test]
+fn hole_to_filled_is_timed_per_frame_and_split_by_what_filled_it() {
+    use vyrn_replica::order_rx::REPAIR_CHANNEL;
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    assert_eq!(rx.hole_fill().by_path.frames, 0);
+    rx.on_frame(0, &frame(0, 1, 0), MS, &mut o);
+    // Frame 4 arrives on A at 2 ms: 2 and 3 are missing from then.
+    rx.on_frame(0, &frame(0, 4, 0), 2 * MS, &mut o);
+    // B brings 2 at 2 ms + 40 µs (filled by a path).
+    rx.on_frame(1, &frame(0, 2, FLAG_PATH_B), 2 * MS + 40 * US, &mut o);
+    // 3 comes back as a retransmission on the control port at 2 ms + 400 µs (a repair).
+    rx.on_frame(
+        REPAIR_CHANNEL,
+        &frame(0, 3, FLAG_RETRANSMIT),
+        2 * MS + 400 * US,
+        &mut o,
+    );
+    // Late copies of frames already held or delivered are not timed again.
+    rx.on_frame(1, &frame(0, 4, FLAG_PATH_B), 3 * MS, &mut o);
+    rx.on_frame(1, &frame(0, 3, FLAG_PATH_B), 3 * MS, &mut o);
+    assert_eq!(o.delivered.len(), 4);
+    let f = rx.hole_fill();
+    assert_eq!((f.by_path.frames, f.by_repair.frames), (1, 1), "{f:?}");
+    assert!((39_500..=40_500).contains(&f.by_path.p50), "{f:?}");
+    assert!((398_000..=402_000).contains(&f.by_repair.max), "{f:?}");
+    // A hole asked window by window keeps its first time: a frame of the second window is
+    // timed from when the hole was seen, not from when its window was asked.
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    rx.on_frame(0, &frame(1, 1, 0), MS, &mut o);
+    rx.on_frame(0, &frame(1, 600, 0), 2 * MS, &mut o);
+    for fs in 2..600u64 {
+        rx.on_frame(
+            REPAIR_CHANNEL,
+            &frame(1, fs, FLAG_RETRANSMIT),
+            2 * MS + fs * US,
+            &mut o,
+        );
+    }
+    let f = rx.hole_fill();
+    assert_eq!(f.by_repair.frames, 598);
+    assert!(f.by_repair.max >= 595 * US, "{f:?}");
+}

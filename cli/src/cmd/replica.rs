@@ -119,6 +119,17 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             v as f64 / 1e9,
         );
     }
+    let fill = core.order_rx().hole_fill();
+    for (how, f) in [("path", fill.by_path), ("repair", fill.by_repair)] {
+        for (q, v) in [("0.5", f.p50), ("0.99", f.p99), ("1", f.max)] {
+            e.gauge(
+                "vyrn_replica_hole_fill_seconds",
+                "07 §4.10 repair time: a missing frame's hole seen to filled, by a path or by a repair (budget 100 µs in a facility)",
+                &[("how", how), ("quantile", q)],
+                v as f64 / 1e9,
+            );
+        }
+    }
     for (p, path) in ["A", "B"].iter().enumerate() {
         let l = [("path", *path)];
         e.counter(
@@ -729,6 +740,7 @@ fn line(n: &Node) -> String {
     let core = n.core();
     let rx = core.order_rx().counters();
     let skew = core.order_rx().path_skew();
+    let fill = core.order_rx().hole_fill();
     let v = core.verdicts().counters();
     let d = core.data().counters();
     let (dec, rep) = core.replay_lag();
@@ -746,7 +758,8 @@ fn line(n: &Node) -> String {
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
          data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, from the sequencer asked/got {}/{}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
          replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}, \
-         path skew A/B p50/p99/max {:.1}/{:.1}/{:.1} µs over {} frames{}{}",
+         path skew A/B p50/p99/max {:.1}/{:.1}/{:.1} µs over {} frames, \
+         hole to filled p50/p99/max by a path {:.1}/{:.1}/{:.1} µs over {}, by a repair {:.1}/{:.1}/{:.1} µs over {}{}{}",
         rx.first[0],
         rx.first[1],
         rx.dups[0],
@@ -785,6 +798,14 @@ fn line(n: &Node) -> String {
         skew.p99 as f64 / 1e3,
         skew.max as f64 / 1e3,
         skew.frames,
+        fill.by_path.p50 as f64 / 1e3,
+        fill.by_path.p99 as f64 / 1e3,
+        fill.by_path.max as f64 / 1e3,
+        fill.by_path.frames,
+        fill.by_repair.p50 as f64 / 1e3,
+        fill.by_repair.p99 as f64 / 1e3,
+        fill.by_repair.max as f64 / 1e3,
+        fill.by_repair.frames,
         n.journal().map_or(String::new(), |j| format!(
             ", journal synced to {} (appended {}, skipped {}, errors {}), certs {}",
             j.synced(), j.appended(), j.skipped, j.errors(), j.certs()
