@@ -50,6 +50,9 @@ enum Cmd {
     Journal(JournalCmd),
     /// Lab: the order stream on two lossy loopback paths with NACK repair (no box, no replica).
     Paths(cmd::paths::Args),
+    /// The warm standby's finality listener (07 §6.8): the voters' finalize votes and
+    /// certificates, batch-verified; its final height.
+    Standby(cmd::standby::Args),
     /// Lab: an L2 delay line between two interfaces (the netns lab's metro link where the
     /// kernel has no `netem`; `deploy/lab/netns.sh`).
     LabDelay(cmd::lab::Args),
@@ -151,6 +154,7 @@ fn main() -> ExitCode {
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Paths(a) => cmd::paths::run(a),
         Cmd::LabDelay(a) => cmd::lab::run(a),
+        Cmd::Standby(a) => cmd::standby::run(a),
         Cmd::Config(ConfigCmd::Init {
             dir,
             lanes,

@@ -57,6 +57,13 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
         "root certs {roots:?}\n{report}"
     );
     assert!(!report.contains(" 0 root certificates verify"), "{report}");
+    // 07 §6.8: the standby's finality listener heard the voters too (the verdict demands its
+    // final height reach the box's).
+    assert!(
+        report.contains("## The standby's finality listener")
+            && !report.contains("standby: final height 0 "),
+        "{report}"
+    );
     // The ping phase first: one request in flight, its round trips reported.
     assert!(
         report.contains("## Ping") && report.contains("ping request -> answer p50"),

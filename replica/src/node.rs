@@ -623,6 +623,8 @@ struct Io {
     arena: Vec<u8>,
     msgs: Vec<(Sock, SocketAddr, usize, usize)>,
     seq_ctrl: SocketAddr,
+    /// The warm standby's control port (07 §6.8): finalize votes and certificates go there too.
+    standby_ctrl: Option<SocketAddr>,
     peers: Vec<SocketAddr>,
     boxes: Vec<SocketAddr>,
     store: FrameStore,
@@ -971,6 +973,7 @@ impl Node {
                 arena: Vec::with_capacity(1 << 16),
                 msgs: Vec::with_capacity(256),
                 seq_ctrl,
+                standby_ctrl: h.standby_ctrl,
                 peers,
                 boxes,
                 store: FrameStore::with_defaults(STORE_BYTES),
@@ -1220,6 +1223,11 @@ impl Node {
             }
             for o in outs {
                 let mut b = Vec::with_capacity(256);
+                // 07 §6.8: votes and certificates to the sequencer's and the standby's control
+                // ports, so both learn finality at the same hop.
+                let standby = matches!(o, DeskOut::Vote(_) | DeskOut::Cert(_))
+                    .then_some(self.io.standby_ctrl)
+                    .flatten();
                 let ok = match &o {
                     DeskOut::Vote(fv) => fv.encode(&mut b).is_ok(),
                     DeskOut::Cert(c) => {
@@ -1288,6 +1296,12 @@ impl Node {
                         q.extend_from_slice(&b);
                         true
                     });
+                    if let Some(to) = standby {
+                        self.io.queue(Sock::Ctrl, to, |q| {
+                            q.extend_from_slice(&b);
+                            true
+                        });
+                    }
                 }
             }
         } else if ticked {

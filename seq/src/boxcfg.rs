@@ -243,6 +243,8 @@ pub struct HomeConfig {
     /// Sessions' bound addresses known in advance (`[session.N] client_addr`): where a data
     /// box that never had a copy from a session relays 07 §5.7's `DataRedirect`.
     pub session_addrs: BTreeMap<u32, SocketAddr>,
+    /// The warm standby's control port (`[standby] ctrl_addr`, 07 §6.8), if the home has one.
+    pub standby_ctrl: Option<SocketAddr>,
 }
 
 impl HomeConfig {
@@ -291,6 +293,7 @@ impl HomeConfig {
             path_port: c.path_port,
             membership: c.membership,
             session_addrs: c.session_addrs,
+            standby_ctrl: c.standby_ctrl,
         })
     }
 }
@@ -332,6 +335,9 @@ pub struct BoxConfig {
     pub session_key_files: BTreeMap<u32, PathBuf>,
     /// Sessions' bound addresses known in advance (`[session.N] client_addr`, optional).
     pub session_addrs: BTreeMap<u32, SocketAddr>,
+    /// The warm standby's control port (`[standby] ctrl_addr`, 07 §6.8): voters send it their
+    /// finalize votes and certificates too.
+    pub standby_ctrl: Option<SocketAddr>,
     /// The box's client UDP port (`dev`, `consumer`: all lanes; `ref`: lane l listens on
     /// `client_port + l`, the flow filter of 07 §9.5). 0: any free port.
     pub client_port: u16,
@@ -455,8 +461,8 @@ fn sections(file: &Path, text: &str, errs: &mut Vec<CfgError>) -> Option<Vec<Sec
     for (k, v) in root.iter() {
         let name: &str = k.get_ref();
         match v.get_ref() {
-            DeValue::Table(t) if name == "box" => {
-                out.push(section("box".into(), lines.at(v.span().start), t, &lines));
+            DeValue::Table(t) if name == "box" || name == "standby" => {
+                out.push(section(name.into(), lines.at(v.span().start), t, &lines));
             }
             DeValue::Table(t) if ID_SECTIONS.contains(&name) => {
                 for (id, s) in t.iter() {
@@ -1127,6 +1133,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
     let mut session_addrs = BTreeMap::new();
     let mut voter_secs: Vec<VoterAt> = Vec::new();
     let mut databoxes: Vec<(DataBoxMember, usize)> = Vec::new();
+    let mut standby_ctrl: Option<SocketAddr> = None;
     for s in &secs {
         if s.0 == "box" {
             continue;
@@ -1348,6 +1355,13 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                         s.1,
                     ));
                 }
+            }
+            // 07 §6.8: the warm standby's control port, where voters also send their finalize
+            // votes and certificates.
+            "standby" => {
+                let mut k = Keys::new(file, s);
+                standby_ctrl = take_addr(&mut k, "ctrl_addr", true, file, e).map(|x| x.0);
+                k.finish(e);
             }
             _ => e.push(err(file, s.1, format!("unknown section {head}"))),
         }
@@ -1582,6 +1596,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         seq_key_file: seq_key_path,
         session_key_files,
         session_addrs,
+        standby_ctrl,
         client_port: client_port.map_or(0, |x| x.0 as u16),
         ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
         path_port,
@@ -1888,6 +1903,9 @@ pub fn write_dev_config(
 /// control socket at `+ DEV_VOTER_CTRL + i`, its data socket at `+ DEV_VOTER_DATA + i`, the
 /// data box's client port at `+ DEV_DATABOX`, its per-voter sockets from `+ DEV_DATABOX + 1`.
 pub const DEV_VOTER_CTRL: u16 = 10;
+/// A dev home's standby control port: `base_port + DEV_STANDBY` (below the voters', above the
+/// box's control port for up to 8 lanes).
+pub const DEV_STANDBY: u16 = 9;
 /// See [`DEV_VOTER_CTRL`].
 pub const DEV_VOTER_DATA: u16 = 20;
 /// See [`DEV_VOTER_CTRL`].
@@ -2322,6 +2340,18 @@ fn write_dev(
                 );
             }
             let _ = writeln!(c, "vote_key = {}", toml_str(&public(&rel)?));
+        }
+        if base_port + (lanes as u16) < base_port + DEV_STANDBY {
+            let _ = writeln!(
+                c,
+                "\n[standby]    # the warm standby's finality listener (07 §6.8): voters send it their finalize votes and certificates too"
+            );
+            let _ = writeln!(
+                c,
+                "ctrl_addr = \"{}:{}\"",
+                addrs.box_ip,
+                base_port + DEV_STANDBY
+            );
         }
         for d in 0..n_data {
             let port = dev_databox_port(base_port, d);

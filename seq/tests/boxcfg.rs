@@ -1313,3 +1313,53 @@ fn a_ref_home_pins_one_core_per_tile_and_binds_a_port_per_lane() {
     assert!(!d.join("short").join("home.toml").exists());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `[standby] ctrl_addr` (07 §6.8: voters send the standby their finalize votes too): read when
+/// set, absent otherwise; a section without it, with a bad address or with an unknown key is
+/// refused at its line.
+#[test]
+fn the_standby_section_is_read_and_checked() {
+    let d = tmp("standby");
+    let p = write_dev_config(&d, 2, 2, port(10)).unwrap();
+    let good = std::fs::read_to_string(&p).unwrap();
+    assert_eq!(BoxConfig::load(&p).unwrap().standby_ctrl, None);
+    let f = d.join("with.conf");
+    std::fs::write(
+        &f,
+        format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:47009\"\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        BoxConfig::load(&f).unwrap().standby_ctrl,
+        Some("127.0.0.1:47009".parse().unwrap())
+    );
+    rejects(
+        &d,
+        "standby_none",
+        &format!("{good}\n[standby]\n"),
+        "[standby] needs ctrl_addr",
+        "[standby]",
+    );
+    rejects(
+        &d,
+        "standby_zero",
+        &format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:0\"\n"),
+        "needs a real address and a nonzero port",
+        "ctrl_addr = \"127.0.0.1:0\"",
+    );
+    rejects(
+        &d,
+        "standby_key",
+        &format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:47009\"\nport = 3\n"),
+        "port",
+        "port = 3",
+    );
+    // A generated home has one, on the box's address.
+    let h = d.join("home");
+    let hp = vyrn_seq::boxcfg::write_dev_home(&h, 2, 2, 47_000).unwrap();
+    assert_eq!(
+        BoxConfig::load(&hp).unwrap().standby_ctrl,
+        Some("127.0.0.1:47009".parse().unwrap())
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -7,6 +7,7 @@ pub mod load;
 pub mod paths;
 pub mod replica;
 pub mod seq;
+pub mod standby;
 pub mod tools;
 pub mod up;
 

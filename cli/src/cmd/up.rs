@@ -686,6 +686,20 @@ fn up(a: Args) -> Result<bool, String> {
             ns_data(d).as_deref(),
         )?);
     }
+    // 07 §6.8: the warm standby's finality listener, where the home has one.
+    if home.standby_ctrl.is_some() {
+        let mut args = vec!["standby".to_string(), "--home".into(), hs.clone()];
+        if let Some(pl) = &placement {
+            args.extend(["--cores".into(), pl.load.to_string()]);
+        }
+        procs.push(Proc::spawn(
+            "standby",
+            &args,
+            run.join("standby.log"),
+            Some(m_at(std::net::IpAddr::V4(home.box_ip), 2 + nd + n as u16)),
+            a.netns.then_some(lab::BOX),
+        )?);
+    }
     println!(
         "vyrn up: {} replicas and {} data box(es) starting; their Simplex engines dial each other (3 s)",
         n, nd
@@ -897,9 +911,10 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let _ = writeln!(
             v,
-            "  final height {:.0} of {:.0} closed   gate halts {:.0}   fenced {}",
+            "  final height {:.0} of {:.0} closed (standby {:.0})   gate halts {:.0}   fenced {}",
             sq.get("vyrn_seq_final_height"),
             sq.get("vyrn_seq_closed_height"),
+            get("standby").get("vyrn_standby_final_height"),
             sq.get("vyrn_seq_finality_gate_halts_total"),
             sq.get("vyrn_seq_fenced") >= 1.0
         );
@@ -1179,6 +1194,38 @@ fn report(
     let _ = writeln!(r, "```\n");
     if seq.contains("seq_fenced true") {
         problems.push("the box fenced".into());
+    }
+    // 07 §6.8: the standby hears every finalize vote the box hears; its final height must
+    // reach the box's (within the finality gate's 8 blocks: it stops a moment later, or
+    // earlier, than the box).
+    if let Some(p) = procs.iter().find(|p| p.name == "standby") {
+        let text = p.log_text();
+        let sb = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("standby: final height"))
+            .map(str::to_string);
+        let height = |l: &str, key: &str| -> Option<u64> {
+            l.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
+        };
+        let box_final = seq
+            .lines()
+            .find(|l| l.starts_with("control:"))
+            .and_then(|l| height(l, "final height "));
+        let _ = writeln!(
+            r,
+            "## The standby's finality listener (`vyrn standby`, 07 §6.8)\n\nThe voters send their finalize votes and certificates to the standby's control port as to the box's; it batch-verifies them like the box's certificate tile (its replay and promotion, 07 §9, are not built).\n\n```\n{}\n```\n",
+            sb.as_deref().unwrap_or("(no summary)")
+        );
+        match (
+            sb.as_deref().and_then(|l| height(l, "final height ")),
+            box_final,
+        ) {
+            (Some(s), Some(b)) if s + vyrn_wire::consts::FIN_GATE_BLOCKS >= b && s > 0 => {}
+            (s, b) => problems.push(format!(
+                "the standby's final height {s:?} falls short of the box's {b:?}"
+            )),
+        }
     }
     if let Some((d, at)) = a.kill_data {
         let _ = writeln!(
