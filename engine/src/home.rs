@@ -347,7 +347,13 @@ pub struct ReplayEngine {
     recs: Vec<VecDeque<(PacketRecord, Vec<u8>)>>,
     steps: VecDeque<LoggedStep>,
     shuffle: Option<vyrn_wire::corpus::Rng>,
+    /// Payload buffers of records already run, for [`ReplayEngine::buffer`] (no allocation per
+    /// record once warm).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most payload buffers a [`ReplayEngine`] keeps for reuse.
+const SPARE_BUFFERS: usize = 4096;
 
 impl ReplayEngine {
     /// A replay engine at the start of a tenure (LaneSeq 1, step 1).
@@ -358,7 +364,14 @@ impl ReplayEngine {
             steps: VecDeque::new(),
             shuffle: None,
             t: Tiles::new(cfg, 0),
+            spare: Vec::new(),
         }
+    }
+
+    /// An empty buffer for the next record's payload ([`ReplayEngine::push_record`]): one a
+    /// record already run returned, else a new one.
+    pub fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 
     /// Feed a decoded PacketRecord with its joined payload.
@@ -454,6 +467,11 @@ impl ReplayEngine {
                             first_lane_seq: rec.first_lane_seq,
                             err,
                         })?;
+                    if self.spare.len() < SPARE_BUFFERS {
+                        let mut b = payload;
+                        b.clear();
+                        self.spare.push(b);
+                    }
                     progress = true;
                 }
             }

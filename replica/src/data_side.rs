@@ -429,14 +429,19 @@ struct Payload {
 
 #[derive(Debug, Default)]
 struct Store {
-    map: HashMap<PktKey, Payload>,
+    map: HashMap<PktKey, Payload, Seeded>,
     order: VecDeque<(PktKey, u64)>,
     bytes: usize,
     next_gen: u64,
     /// Payloads past the age of the ring that a live record still needs (its block not yet
     /// voted and replayed): out of `order`, dropped when their records are released.
-    pinned: std::collections::HashSet<PktKey>,
+    pinned: std::collections::HashSet<PktKey, Seeded>,
 }
+
+/// The maps keyed by `(session, pkt_seq)` hash with the engine's keyed multiply-fold hasher
+/// (per-process seed: a client cannot precompute colliding keys), several times cheaper than
+/// std's SipHash on these small keys — one lookup or insert per record and per payload.
+type Seeded = vyrn_engine::hash::SeededState;
 
 impl Store {
     fn remove(&mut self, k: &PktKey) -> Option<Payload> {
@@ -573,10 +578,10 @@ pub struct DataSide {
     boxes: Vec<BoxRx>,
     store: Store,
     subs: [Sub; 2],
-    index: HashMap<PktKey, (u8, u64)>,
+    index: HashMap<PktKey, (u8, u64), Seeded>,
     homes: HashMap<u32, u8>,
     /// Per session: the highest `pkt_seq` whose payload was stored (07 §5.7 `resend_from`).
-    hi_seq: HashMap<u32, u32>,
+    hi_seq: HashMap<u32, u32, Seeded>,
     timers: BinaryHeap<Reverse<(u64, u8, u64)>>,
     lists: BTreeMap<u64, ListAsm>,
     next_peer: usize,
@@ -614,9 +619,9 @@ impl DataSide {
             cfg,
             store: Store::default(),
             subs: Default::default(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             homes: HashMap::new(),
-            hi_seq: HashMap::new(),
+            hi_seq: HashMap::default(),
             timers: BinaryHeap::new(),
             lists: BTreeMap::new(),
             next_peer: 0,

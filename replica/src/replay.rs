@@ -187,7 +187,12 @@ impl Replayer {
                     Vec::new()
                 } else {
                     match h.and_then(|h| src.payload(r.session, r.pkt_seq, h)) {
-                        Some(p) => p.to_vec(),
+                        Some(p) => {
+                            // A buffer a replayed record gave back: no allocation per record.
+                            let mut b = self.eng.buffer();
+                            b.extend_from_slice(p);
+                            b
+                        }
                         None => {
                             self.counters.waits += 1;
                             break;
