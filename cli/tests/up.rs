@@ -251,6 +251,32 @@ fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_n
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `vyrn up --netns` with the lab down is refused before any role starts, naming the missing
+/// namespaces and the command that builds them.
+#[test]
+fn netns_without_the_lab_is_refused_with_how_to_build_it() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/lab/netns.sh");
+    let _ = Command::new(&script).arg("down").output();
+    let dir = std::env::temp_dir().join(format!("vyrn-up-nolab-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .args(["up", "--netns", "--duration", "1", "--plain"])
+        .args(["--base-port", "49300", "--metrics-port", "49390", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        err.contains("the lab is not up")
+            && err.contains("vyrn-hub")
+            && err.contains("deploy/lab/netns.sh up"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--profile ref` (issue 14 item 1): the REF core maps — the box with one pinned core per
 /// tile, each replica, data box and the load on cores of their own. On a machine with the cores
 /// (a REF box) the home must trade and keep its promises; on one without (this 2-core machine,

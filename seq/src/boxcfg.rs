@@ -1722,7 +1722,13 @@ pub fn check_membership(
 /// Tiles a `ref` box pins one to a core, in this order: lanes, cut, BBO, stream cores, TX,
 /// hasher, control, RX (the client ports), control RX, cert (`seq::ports`).
 pub fn ref_tiles(cfg: &BoxConfig) -> usize {
-    cfg.engine.layout.n_lanes as usize + 8 + cfg.engine.layout.n_streams as usize
+    tiles_for(cfg.engine.layout.n_lanes, cfg.engine.layout.n_streams)
+}
+
+/// Tiles of a box of `lanes` lanes and `streams` substreams: the lanes, one stream core per
+/// substream, and eight more (cut, BBO, TX, hasher, control, RX, control RX, cert).
+fn tiles_for(lanes: u8, streams: u8) -> usize {
+    lanes as usize + streams as usize + 8
 }
 
 /// The UDP addresses the box binds, as `NetBox::open` binds them: on `[box] ip`, the client
@@ -2032,7 +2038,7 @@ pub fn write_dev_home_at(
 
 /// Tiles a REF box of `lanes` lanes pins, one core each (two substreams): [`ref_tiles`].
 pub fn ref_box_tiles(lanes: u8) -> usize {
-    lanes as usize + 8 + 2
+    tiles_for(lanes, 2)
 }
 
 /// A REF home on one big machine (`vyrn up --profile ref`): [`write_dev_home_at`]'s home with

@@ -122,15 +122,17 @@ impl Raw {
         }
     }
 
-    /// One frame into `buf`, or None when none is waiting.
+    /// One frame into `buf`, or None when none is waiting: `Some(n)` with its real length,
+    /// which is more than `buf.len()` for a frame that did not fit (the caller drops it).
     fn recv(&self, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: recv into `buf` of its length; MSG_TRUNC is not set, so at most that much.
+        // SAFETY: recv into `buf` of its length; with MSG_TRUNC the kernel copies at most that
+        // much and returns the frame's real length.
         let n = unsafe {
             libc::recv(
                 self.fd,
                 buf.as_mut_ptr() as *mut libc::c_void,
                 buf.len(),
-                libc::MSG_DONTWAIT,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
             )
         };
         (n > 0).then_some(n as usize)
@@ -143,7 +145,8 @@ impl Raw {
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_ifindex = self.ifindex;
         sll.sll_halen = 6;
-        sll.sll_addr[..6].copy_from_slice(&frame[..6.min(frame.len())]);
+        let k = frame.len().min(6);
+        sll.sll_addr[..k].copy_from_slice(&frame[..k]);
         // SAFETY: sendto of `frame` with a sockaddr_ll of the size given.
         let n = unsafe {
             libc::sendto(
@@ -216,6 +219,8 @@ struct Line {
     max: usize,
     passed: u64,
     dropped: u64,
+    /// Frames longer than [`FRAME_MAX`]: dropped, never forwarded cut short.
+    oversize: u64,
     send_failed: u64,
     /// Held time of every frame sent, µs.
     hist: hdrhistogram::Histogram<u64>,
@@ -229,6 +234,7 @@ impl Line {
             max,
             passed: 0,
             dropped: 0,
+            oversize: 0,
             send_failed: 0,
             hist: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3)
                 .unwrap_or_else(|_| unreachable!("constant bounds")),
@@ -238,6 +244,10 @@ impl Line {
     /// Read every frame waiting on `from`.
     fn take(&mut self, from: &Raw, buf: &mut [u8]) {
         while let Some(n) = from.recv(buf) {
+            if n > buf.len() {
+                self.oversize += 1;
+                continue;
+            }
             if self.held.len() >= self.max {
                 self.dropped += 1;
                 continue;
@@ -275,9 +285,10 @@ impl Line {
 
     fn summary(&self, dir: &str) -> String {
         format!(
-            "{dir}: {} frames passed, {} dropped (queue full), {} refused by the kernel; held p50 {} µs, p99 {} µs, max {} µs",
+            "{dir}: {} frames passed, {} dropped (queue full), {} too long, {} refused by the kernel; held p50 {} µs, p99 {} µs, max {} µs",
             self.passed,
             self.dropped,
+            self.oversize,
             self.send_failed,
             self.hist.value_at_quantile(0.5),
             self.hist.value_at_quantile(0.99),
