@@ -7,11 +7,15 @@
 //! - **replica**: the whole receive side of a replica (`ReplicaCore`: order RX, the decoder, the
 //!   data side with its own BLAKE3 of every payload and the join, and replay) on the captured
 //!   frames and DATA frames, to the last response;
-//! - and its stages one at a time, as 07 §7.3's budget table counts them (on the REF box each
-//!   has its own cores, so replay runs at the speed of the slowest): **order RX + decoder**
-//!   (the frames alone: the join waits, nothing replays), **data side** (the DATA frames alone:
-//!   parse, the replica's own BLAKE3 of every payload, the store), **replay alone** (the replay
-//!   engine on the live engine's own log and payloads: no decode, no data side).
+//! - and its stages one at a time, on 07 §7.2's core map, as §7.3's budget table counts them
+//!   (on the REF box each has its own cores, so replay runs at the speed of the slowest), each
+//!   fed what its upstream stage hands it, prepared outside the timing: **order RX** (core 1:
+//!   dedupe, holes, RepAck, in-order delivery), **decoder + join + roots** (core 3: the
+//!   decoder, step merge, structural checks, `order_root`, the data join against copy 2 already
+//!   stored, `data_root`, each header's `seq_sig`), **data side** (the data cores: parse, the
+//!   replica's own BLAKE3 of every payload, the store), **replay** (the replay cores: the
+//!   decoded records, hashes, steps and headers through `Replayer`, with the stored payloads,
+//!   to the last response).
 //!
 //! Budget (07 §15 B-REP-7): replay ≥ 1.5× live at peak (REP_REPLAY_SPEEDUP_PEAK). Per message,
 //! medians over rounds; the ratios are what to read: the whole receive side on one thread, and
@@ -22,12 +26,21 @@ use std::collections::HashMap;
 use vyrn_bench::{enabled, measure_with_setup, quick, ratio, rounds};
 use vyrn_engine::home::{EngineSink, LiveEngine, NullEngineSink};
 use vyrn_engine::workload::{Input, Mix, Workload};
-use vyrn_engine::{Capture as EngineLog, EngineConfig, ReplayEngine};
+use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
-use vyrn_replica::verdict::Anchor;
+use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
+use vyrn_replica::decode::{DecodedOut, Decoder};
+use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
+use vyrn_replica::replay::Replayer;
+use vyrn_replica::verdict::{Anchor, Verdicts};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
+use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
+use vyrn_wire::header::BlockHeader;
+use vyrn_wire::msg::ctrl::{DataFetch, HashListReq, Nack, RepAck, RepairReq};
 use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
+use vyrn_wire::msg::PktKey;
+use vyrn_wire::records::{PacketRecord, Step};
 
 struct Quiet;
 impl ReplicaOut for Quiet {}
@@ -37,6 +50,98 @@ struct Count(u64);
 impl EngineSink for Count {
     fn respond(&mut self, _r: &vyrn_engine::resp::RespOut<'_>) {
         self.0 += 1;
+    }
+}
+
+/// Core 1's downstream: counts what order RX delivers.
+struct DropRx(u64);
+impl RxOut for DropRx {
+    fn deliver(&mut self, _stream: u8, _fs: u64, _frame: &[u8], _peer: bool) {
+        self.0 += 1;
+    }
+    fn nack(&mut self, _n: &Nack) {}
+    fn repair(&mut self, _peer: usize, _r: &RepairReq) {}
+    fn ack(&mut self, _a: &RepAck) {}
+    fn alarm(&mut self, _a: RxAlarm) {}
+}
+
+struct NullData;
+impl DataOut for NullData {
+    fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {}
+    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
+    fn seq_data_req(&mut self, _key: PktKey) {}
+    fn hash_list_req(&mut self, _r: &HashListReq) {}
+    fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
+    fn alarm(&mut self, _a: DataAlarm) {}
+}
+
+/// Core 3's work on the decoder's output: the join, the roots, the headers (as `ReplicaCore`
+/// does, less the hand-off to replay).
+struct Core3<'a> {
+    data: &'a mut DataSide,
+    verdicts: &'a mut Verdicts,
+    now: u64,
+    refused: u64,
+    blocks: u64,
+}
+impl DecodedOut for Core3<'_> {
+    fn record(&mut self, _h: u64, at: Pos, r: &PacketRecord) {
+        if self
+            .data
+            .on_record(at.stream, r, self.now, &mut NullData)
+            .is_err()
+        {
+            self.refused += 1;
+        }
+    }
+    fn hash(&mut self, at: Pos, _lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        let key = PktKey {
+            session: rec.session,
+            pkt_seq: rec.pkt_seq,
+        };
+        if self
+            .data
+            .on_hash(at.stream, key, pkt_hash, self.now, &mut NullData)
+            .is_err()
+        {
+            self.refused += 1;
+        }
+    }
+    fn mark(&mut self, stream: u8, height: u64) {
+        if self.data.on_mark(stream, height).is_err() {
+            self.refused += 1;
+        }
+    }
+    fn block(&mut self, b: &BlockRoots) {
+        self.blocks += 1;
+        self.verdicts.on_block(b);
+    }
+    fn header(&mut self, h: &BlockHeader) {
+        self.verdicts.on_header(h);
+    }
+}
+
+/// What the decoder hands replay, captured once.
+enum Ev {
+    Rec(PacketRecord),
+    Hash(u8, u64, u64),
+    Step(Step, Vec<u64>, Vec<u8>),
+    Header(u64, u64),
+}
+#[derive(Default)]
+struct Tap(Vec<Ev>);
+impl DecodedOut for Tap {
+    fn record(&mut self, _h: u64, _at: Pos, r: &PacketRecord) {
+        self.0.push(Ev::Rec(*r));
+    }
+    fn hash(&mut self, _at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        self.0.push(Ev::Hash(lane, rec.first_lane_seq, pkt_hash));
+    }
+    fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
+        self.0.push(Ev::Step(*s, cut.to_vec(), payload.to_vec()));
+    }
+    fn header(&mut self, h: &BlockHeader) {
+        self.0.push(Ev::Header(h.height, h.last_step));
     }
 }
 
@@ -196,23 +301,71 @@ fn main() {
         answers.get(&0).copied().unwrap_or(0)
     );
 
-    // 07 §7.3: each stage alone, against live.
-    let frames_only = measure_with_setup(
-        "stage: order RX + decoder, frames alone (per msg)",
+    // 07 §7.3: each stage alone, against live, on 07 §7.2's cores. Each stage is fed what
+    // its upstream stage hands it (prepared outside the timing) and hands on what its
+    // downstream stage takes.
+    let n_streams = c.cfg.layout.n_streams;
+    let rx_cfg = RxConfig {
+        book: c.cfg.book,
+        epoch: EPOCH,
+        tenure: 0,
+        sender: 0,
+        n_streams,
+        n_peers: 0,
+        timing: Default::default(),
+    };
+    // Core 1: order RX on the replication paths — dedupe, holes, RepAck — delivering in order.
+    let order_rx = measure_with_setup(
+        "stage: order RX, core 1 (per msg)",
         r,
         c.msgs,
-        || ReplicaCore::new(core_cfg.clone()).expect("core"),
-        |mut core| {
-            let mut out = Quiet;
-            let mut sink = Count::default();
+        || OrderRx::new(rx_cfg),
+        |mut rx| {
+            let mut o = DropRx(0);
             for (i, f) in c.frames.iter().enumerate() {
-                core.on_path_frame(0, f, i as u64, &mut out);
-                if i % 16 == 15 {
-                    let _ = core.tick(i as u64, &mut out, &mut sink);
-                }
+                rx.on_frame(0, f, i as u64, &mut o);
             }
-            let _ = core.tick(c.frames.len() as u64, &mut out, &mut sink);
-            core
+            assert_eq!(o.0, c.frames.len() as u64, "order RX delivered every frame");
+            rx
+        },
+    );
+    // The data side as core 3 finds it on a live home: copy 2 stored by the data cores.
+    let stored = || {
+        let mut d = DataSide::new(DataConfig::new(c.cfg.book, EPOCH as u16, 1, 0, n_streams));
+        for (i, f) in c.data.iter().enumerate() {
+            d.on_data_frame(0, f, i as u64, &mut NullData)
+                .expect("data frame");
+        }
+        d
+    };
+    // Core 3: the decoder, step merge, structural checks, `order_root`, the data join,
+    // `data_root`, each header's `seq_sig`.
+    let decoder = measure_with_setup(
+        "stage: decoder + join + roots, core 3 (per msg)",
+        r,
+        c.msgs,
+        || {
+            (
+                Decoder::new(c.cfg.layout, 1).expect("decoder"),
+                stored(),
+                Verdicts::new(c.seq_key, EPOCH, Anchor::default()),
+            )
+        },
+        |(mut dec, mut data, mut verdicts)| {
+            let mut o = Core3 {
+                data: &mut data,
+                verdicts: &mut verdicts,
+                now: 0,
+                refused: 0,
+                blocks: 0,
+            };
+            for (i, f) in c.frames.iter().enumerate() {
+                o.now = i as u64;
+                dec.on_frame(f, i as u64, &mut o);
+            }
+            assert_eq!(o.refused, 0, "every record joined");
+            assert!(o.blocks > 0, "blocks closed");
+            (dec, data, verdicts)
         },
     );
     let data_only = measure_with_setup(
@@ -228,44 +381,51 @@ fn main() {
             core
         },
     );
-    // The live engine's own log: what the decoder hands replay, with the joined payloads.
-    let mut log = EngineLog::default();
+    // Replay (cores 2, 8–49): what the decoder hands it — records, hashes, steps, headers —
+    // with copy 2's payloads from the data side, to the last response.
+    let mut tap = Tap::default();
     {
-        let mut e = LiveEngine::new(c.cfg.clone());
-        for (i, (ts, b)) in c.packets.iter().enumerate() {
-            let _ = e.submit(*ts, *ts, b, &mut log);
-            if i % 4 == 3 {
-                let _ = e.poll(*ts, &mut log);
-            }
+        let mut dec = Decoder::new(c.cfg.layout, 1).expect("decoder");
+        for (i, f) in c.frames.iter().enumerate() {
+            dec.on_frame(f, i as u64, &mut tap);
         }
-        let _ = e.poll(u64::MAX / 2, &mut log);
     }
+    let payloads = stored();
+    let want = answers.get(&0).copied().unwrap_or(0);
     let replay_only = measure_with_setup(
-        "stage: replay engine alone, the decoded log (per msg)",
+        "stage: replay, the decoded stream with its payloads (per msg)",
         r,
         c.msgs,
         || {
-            let mut e = ReplayEngine::new(c.cfg.clone());
-            e.prefault();
-            for (rec, p) in &log.records {
-                e.push_record(*rec, p.clone()).expect("lane");
-            }
-            for st in &log.steps {
-                e.push_step(st.clone());
-            }
-            e
+            let mut p = Replayer::new(c.cfg.clone());
+            p.prefault();
+            p
         },
-        |mut e| {
-            let mut s = NullEngineSink;
-            e.run(None, &mut s).expect("replay");
-            e
+        |mut p| {
+            let mut sink = Count::default();
+            for (i, ev) in tap.0.iter().enumerate() {
+                match ev {
+                    Ev::Rec(rec) => p.on_record(rec),
+                    Ev::Hash(lane, first, h) => p.on_hash(*lane, *first, *h),
+                    Ev::Step(s, cut, pl) => p.on_step(s, cut, pl),
+                    Ev::Header(h, last) => p.on_header(*h, *last),
+                }
+                if i % 64 == 63 {
+                    p.pump(&payloads, &mut sink).expect("replay");
+                }
+            }
+            p.pump(&payloads, &mut sink).expect("replay");
+            p.settle(&mut sink);
+            assert_eq!(sink.0, want, "replay answered as the whole replica did");
+            p
         },
     );
     let speed = |m: &vyrn_bench::Stats| live.p50_ns() / m.p50_ns();
     let stages = [
-        ("order RX + decoder", speed(&frames_only)),
+        ("order RX (core 1)", speed(&order_rx)),
+        ("decoder (core 3)", speed(&decoder)),
         ("data side", speed(&data_only)),
-        ("replay engine", speed(&replay_only)),
+        ("replay", speed(&replay_only)),
     ];
     for (name, x) in stages {
         println!("  stage speed vs live: {name:<20} {x:.2}x");

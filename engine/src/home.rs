@@ -350,6 +350,9 @@ pub struct ReplayEngine {
     /// Payload buffers of records already run, for [`ReplayEngine::buffer`] (no allocation per
     /// record once warm).
     spare: Vec<Vec<u8>>,
+    /// A step's cut and payload buffers once the BBO core ran it, for
+    /// [`ReplayEngine::step_buffers`].
+    spare_steps: Vec<(Vec<u64>, Vec<u8>)>,
 }
 
 /// Most payload buffers a [`ReplayEngine`] keeps for reuse.
@@ -365,13 +368,30 @@ impl ReplayEngine {
             shuffle: None,
             t: Tiles::new(cfg, 0),
             spare: Vec::new(),
+            spare_steps: Vec::new(),
         }
+    }
+
+    /// Fault in the books and the input queues (startup work, as [`LiveEngine`]'s): a replica
+    /// takes no page faults on its first records.
+    pub fn prefault(&mut self) {
+        self.t.prefault();
+        for q in &mut self.recs {
+            q.reserve(1 << 12);
+        }
+        self.steps.reserve(1 << 14);
     }
 
     /// An empty buffer for the next record's payload ([`ReplayEngine::push_record`]): one a
     /// record already run returned, else a new one.
     pub fn buffer(&mut self) -> Vec<u8> {
         self.spare.pop().unwrap_or_default()
+    }
+
+    /// Empty cut and payload buffers for the next step ([`ReplayEngine::push_step`]): a step
+    /// already run gave them back, else new ones.
+    pub fn step_buffers(&mut self) -> (Vec<u64>, Vec<u8>) {
+        self.spare_steps.pop().unwrap_or_default()
     }
 
     /// Feed a decoded PacketRecord with its joined payload.
@@ -496,6 +516,12 @@ impl ReplayEngine {
                         .bbo
                         .replay(&s.as_in(), &mut Queues(&mut self.t.fwd), &mut ad)
                         .map_err(ReplayError::Step)?;
+                    if self.spare_steps.len() < SPARE_BUFFERS {
+                        let (mut cut, mut payload) = (s.cut, s.payload);
+                        cut.clear();
+                        payload.clear();
+                        self.spare_steps.push((cut, payload));
+                    }
                     progress = true;
                 } else {
                     break;

@@ -298,6 +298,12 @@ impl ReplicaCore {
         })
     }
 
+    /// Touch the working set before the first frame (a replica process's startup work, as the
+    /// box's): replay's books and queues, so the hot path takes no page faults once running.
+    pub fn prefault(&mut self) {
+        self.replay.prefault();
+    }
+
     /// Block `height`'s PacketRecords in O-order (substream A, then B; Advance records left
     /// out, as in `data_root`): `f(pkt_hash, packet)` for each, if every one is resolved.
     /// False (and nothing called) otherwise.

@@ -901,6 +901,7 @@ impl Node {
             anchor: Anchor::default(),
         })?;
         core.set_budgets(&cfg.budgets);
+        core.prefault();
         // 07 §7.4: replay takes R(h) at every root height for the root votes.
         if let Some(r) = cfg.simplex.as_ref().and_then(|s| s.roots) {
             core.set_root_blocks(r.root_blocks, &Anchor::default());

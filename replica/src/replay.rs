@@ -91,6 +91,16 @@ impl Replayer {
         }
     }
 
+    /// Touch the working set before the first record (as the live engine does at the box's
+    /// start): the engine's books and queues, and each lane's queue of records waiting for a
+    /// payload, so the first seconds of a tenure take no page faults on the hot path.
+    pub fn prefault(&mut self) {
+        self.eng.prefault();
+        for q in &mut self.waiting {
+            q.reserve(1 << 12);
+        }
+    }
+
     /// Take state roots every `root_blocks` heights (07 §7.4; 0: off). The tenure's chain
     /// starts after `anchor_height`, whose last step is `anchor_step`.
     pub fn set_roots(&mut self, root_blocks: u64, anchor_height: u64, anchor_step: u64) {
@@ -163,13 +173,17 @@ impl Replayer {
     /// A decoded step with its cut and payload.
     pub fn on_step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
         self.decoded_step = self.decoded_step.max(s.step);
+        // Buffers a replayed step gave back: no allocation per step once warm.
+        let (mut c, mut p) = self.eng.step_buffers();
+        c.extend_from_slice(cut);
+        p.extend_from_slice(payload);
         self.eng.push_step(LoggedStep {
             step: s.step,
             kind: s.kind,
             src_lane: s.src_lane,
             src_lane_seq: s.src_lane_seq,
-            cut: cut.to_vec(),
-            payload: payload.to_vec(),
+            cut: c,
+            payload: p,
         });
         self.counters.steps += 1;
     }
