@@ -51,9 +51,10 @@ impl EngineParams {
     }
 }
 
-/// The Simplex configuration of 07 §6.3 for one voter.
-pub type SimplexConfig<B> =
-    simplex::Config<Scheme, RoundRobin<Sha256>, B, Digest, App, App, App, Sequential>;
+/// The Simplex configuration of 07 §6.3 for one voter (the elector is round-robin in every
+/// home; tests script leaders with another, [`config_with`]).
+pub type SimplexConfig<B, L = RoundRobin<Sha256>> =
+    simplex::Config<Scheme, L, B, Digest, App, App, App, Sequential>;
 
 /// Build the configuration of one voter's engine.
 pub fn config<B: Blocker<PublicKey = PublicKey>>(
@@ -62,6 +63,22 @@ pub fn config<B: Blocker<PublicKey = PublicKey>>(
     app: App,
     p: &EngineParams,
 ) -> SimplexConfig<B> {
+    config_with(scheme, blocker, app, p, RoundRobin::<Sha256>::default())
+}
+
+/// [`config`] with another leader elector: the simulator's Twins campaigns script each view's
+/// leader (commonware's `mocks::twins::Elector`) and fall back to round-robin after.
+pub fn config_with<B, L>(
+    scheme: Scheme,
+    blocker: B,
+    app: App,
+    p: &EngineParams,
+    elector: L,
+) -> SimplexConfig<B, L>
+where
+    B: Blocker<PublicKey = PublicKey>,
+    L: simplex::elector::Config<Scheme>,
+{
     let d = p.delta.max(Duration::from_micros(100));
     let floor = match &p.floor {
         Some(f) => simplex::Floor::Finalized(f.clone()),
@@ -69,7 +86,7 @@ pub fn config<B: Blocker<PublicKey = PublicKey>>(
     };
     simplex::Config {
         scheme,
-        elector: RoundRobin::<Sha256>::default(),
+        elector,
         blocker,
         automaton: app.clone(),
         relay: app.clone(),

@@ -153,6 +153,14 @@ pub struct SimConfig {
     /// State roots (07 §7.4): the aggregation engine beside Simplex at every honest voter;
     /// `None` runs Simplex alone.
     pub roots: Option<RootsSim>,
+    /// A scripted Twins prefix (commonware's `mocks::twins` generator, `twins::cases`): every
+    /// engine, honest or twin, elects the scenario's leader view by view, and each
+    /// [`Role::Twins`] voter's halves exchange votes and certificates only with the scenario's
+    /// recipient sets for the message's view; after the prefix, round-robin leaders and
+    /// all-to-all. Certificate fetches (the resolver) are not split. `None`: round-robin
+    /// throughout, twins split by [`VoterSpec::twins`].
+    #[cfg(feature = "mocks")]
+    pub twins_script: Option<commonware_consensus::simplex::mocks::twins::Scenario>,
 }
 
 /// The state-root settings of a simulated home (07 §7.4, scaled down so a short run has many
@@ -186,6 +194,8 @@ impl SimConfig {
             cycle: Duration::from_micros(10),
             scale: 1,
             roots: None,
+            #[cfg(feature = "mocks")]
+            twins_script: None,
         }
     }
 
@@ -549,6 +559,11 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
     let chain = Arc::new(chain(cfg.blocks));
     let end = cfg.blocks * block_ns + cfg.tail.as_nanos() as u64;
     let genesis = vyrn_consensus::genesis_digest(EPOCH, 0, &[0; 32]);
+    let script = Script {
+        #[cfg(feature = "mocks")]
+        scenario: cfg.twins_script.clone(),
+        n,
+    };
 
     let net_cfg = simulated::Config {
         max_size: vyrn_consensus::engine::max_message_size(n as u32),
@@ -627,51 +642,37 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
             let pks = |v: &[usize]| -> Vec<vyrn_consensus::PublicKey> {
                 v.iter().map(|&j| keys[j].public_key()).collect()
             };
-            let (pri, sec) = (pks(&split.primary), pks(&split.secondary));
             // A half sends only to its own peers (of the recipients the engine named), and
-            // hears only from them, until the split heals.
-            let forwarder = {
-                let (pri, sec, healed) = (pri.clone(), sec.clone(), healed.clone());
-                move |origin: simulated::SplitOrigin,
-                      to: &Recipients<vyrn_consensus::PublicKey>,
-                      _: &commonware_runtime::IoBuf| {
-                    if healed.load(std::sync::atomic::Ordering::Relaxed) {
-                        return Some(to.clone());
-                    }
-                    let mine = match origin {
-                        simulated::SplitOrigin::Primary => &pri,
-                        simulated::SplitOrigin::Secondary => &sec,
-                    };
-                    let v: Vec<_> = match to {
-                        Recipients::All => mine.clone(),
-                        Recipients::Some(v) => {
-                            v.iter().filter(|p| mine.contains(p)).cloned().collect()
-                        }
-                        Recipients::One(p) => mine.iter().filter(|m| *m == p).cloned().collect(),
-                    };
-                    (!v.is_empty()).then_some(Recipients::Some(v))
-                }
+            // hears only from them: the fixed split until it heals, or a Twins script's sets
+            // for each message's view.
+            let route = TwinRoute {
+                primary: Arc::new(pks(&split.primary)),
+                secondary: Arc::new(pks(&split.secondary)),
+                healed,
+                #[cfg(feature = "mocks")]
+                script: script.route(&voters),
+                certs: false,
             };
-            let router = move || {
-                let (pri, sec, healed) = (pri.clone(), sec.clone(), healed.clone());
-                move |(from, _): &(vyrn_consensus::PublicKey, commonware_runtime::IoBuf)| {
-                    if healed.load(std::sync::atomic::Ordering::Relaxed) {
-                        return simulated::SplitTarget::Both;
-                    }
-                    match (pri.contains(from), sec.contains(from)) {
-                        (true, true) => simulated::SplitTarget::Both,
-                        (true, false) => simulated::SplitTarget::Primary,
-                        (false, true) => simulated::SplitTarget::Secondary,
-                        (false, false) => simulated::SplitTarget::None,
-                    }
-                }
+            let certs_route = TwinRoute {
+                certs: true,
+                ..route.clone()
             };
-            let (vs_p, vs_s) = votes.0.split_with(forwarder.clone());
-            let (vr_p, vr_s) = votes.1.split_with(ctx.child("split_votes"), router());
-            let (cs_p, cs_s) = certs.0.split_with(forwarder.clone());
-            let (cr_p, cr_s) = certs.1.split_with(ctx.child("split_certs"), router());
-            let (rs_p, rs_s) = resolver.0.split_with(forwarder);
-            let (rr_p, rr_s) = resolver.1.split_with(ctx.child("split_resolver"), router());
+            // Certificate fetches are never split by a script (their view is not on the wire).
+            let resolver_route = TwinRoute {
+                #[cfg(feature = "mocks")]
+                script: None,
+                ..route.clone()
+            };
+            let (vs_p, vs_s) = votes.0.split_with(route.forwarder());
+            let (vr_p, vr_s) = votes.1.split_with(ctx.child("split_votes"), route.router());
+            let (cs_p, cs_s) = certs.0.split_with(certs_route.forwarder());
+            let (cr_p, cr_s) = certs
+                .1
+                .split_with(ctx.child("split_certs"), certs_route.router());
+            let (rs_p, rs_s) = resolver.0.split_with(resolver_route.forwarder());
+            let (rr_p, rr_s) = resolver
+                .1
+                .split_with(ctx.child("split_resolver"), resolver_route.router());
             let me = voters.index_of(&keys[i].public_key()).unwrap_or(i as u8);
             let mut halves = Vec::new();
             let wire = DeskWire {
@@ -697,24 +698,28 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
                 genesis,
                 floor: None,
             };
-            let ecfg = vyrn_consensus::engine::config(
-                scheme.clone(),
-                control.clone(),
-                App::new(link_p, voters.clone(), me),
-                &half_params("primary"),
-            );
-            simplex::Engine::new(ctx.child("twin_primary"), ecfg).start(
+            start_engine(
+                ctx.child("twin_primary"),
+                (
+                    scheme.clone(),
+                    control.clone(),
+                    App::new(link_p, voters.clone(), me),
+                    &half_params("primary"),
+                ),
+                &script,
                 (vs_p, vr_p),
                 (cs_p, cr_p),
                 (rs_p, rr_p),
             );
-            let ecfg = vyrn_consensus::engine::config(
-                scheme,
-                control.clone(),
-                App::new(link_s, voters.clone(), me),
-                &half_params("secondary"),
-            );
-            simplex::Engine::new(ctx.child("twin_secondary"), ecfg).start(
+            start_engine(
+                ctx.child("twin_secondary"),
+                (
+                    scheme,
+                    control.clone(),
+                    App::new(link_s, voters.clone(), me),
+                    &half_params("secondary"),
+                ),
+                &script,
                 (vs_s, vr_s),
                 (cs_s, cr_s),
                 (rs_s, rr_s),
@@ -773,8 +778,14 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
             genesis,
             floor: None,
         };
-        let ecfg = vyrn_consensus::engine::config(scheme, control.clone(), app, &params);
-        simplex::Engine::new(ctx.child("engine"), ecfg).start(votes, certs, resolver);
+        start_engine(
+            ctx.child("engine"),
+            (scheme, control.clone(), app, &params),
+            &script,
+            votes,
+            certs,
+            resolver,
+        );
         let report = Arc::new(Mutex::new(VoterReport::default()));
         reports.push(Some(report.clone()));
         let ledger = SimLedger {
@@ -905,6 +916,206 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
 }
 
 type Channel<S, R> = (S, R);
+
+/// The leader elector of every engine of a run: round-robin (production), or a Twins script's
+/// leaders for its prefix and round-robin after ([`SimConfig::twins_script`]).
+#[derive(Clone)]
+struct Script {
+    #[cfg(feature = "mocks")]
+    scenario: Option<commonware_consensus::simplex::mocks::twins::Scenario>,
+    n: usize,
+}
+
+impl Script {
+    /// How a twin's halves split votes and certificates under the script, if there is one.
+    #[cfg(feature = "mocks")]
+    fn route(&self, voters: &Voters) -> Option<ScriptRoute> {
+        use commonware_consensus::simplex::elector::RoundRobin;
+        let scenario = self.scenario.clone()?;
+        // The term structure as the engine derives it: from the built fallback elector.
+        let built = <RoundRobin<commonware_cryptography::Sha256> as commonware_consensus::simplex::elector::Config<vyrn_consensus::Scheme>>::build(
+            RoundRobin::default(),
+            voters.set(),
+        );
+        let term =
+            commonware_consensus::simplex::elector::Elector::<vyrn_consensus::Scheme>::terms(
+                &built,
+            )
+            .length();
+        Some(ScriptRoute {
+            scenario,
+            term,
+            parts: voters.set().iter().cloned().collect(),
+            scheme: voters.verifier().clone(),
+        })
+    }
+}
+
+/// A Twins script's routing: the recipient sets of each half for the view a message belongs to.
+#[cfg(feature = "mocks")]
+#[derive(Clone)]
+struct ScriptRoute {
+    scenario: commonware_consensus::simplex::mocks::twins::Scenario,
+    term: commonware_consensus::types::TermLength,
+    /// The participants in commonware's order (the scenario's indices).
+    parts: Arc<[vyrn_consensus::PublicKey]>,
+    scheme: vyrn_consensus::Scheme,
+}
+
+#[cfg(feature = "mocks")]
+impl ScriptRoute {
+    fn sets(&self, msg: &commonware_runtime::IoBuf, certs: bool) -> Sets {
+        use commonware_codec::{Decode as _, DecodeExt as _};
+        use commonware_consensus::simplex::types::{Certificate, Vote};
+        use commonware_consensus::Viewable as _;
+        use commonware_cryptography::certificate::Verifier as _;
+        let view = if certs {
+            Certificate::<vyrn_consensus::Scheme, vyrn_consensus::Digest>::decode_cfg(
+                msg.clone(),
+                &self.scheme.certificate_codec_config(),
+            )
+            .ok()
+            .map(|c| c.view())
+        } else {
+            Vote::<vyrn_consensus::Scheme, vyrn_consensus::Digest>::decode(msg.clone())
+                .ok()
+                .map(|v| v.view())
+        };
+        match view {
+            Some(v) => {
+                let (p, s) = self.scenario.partitions(v, self.term, &self.parts);
+                Sets::Split(p, s)
+            }
+            None => Sets::Drop,
+        }
+    }
+}
+
+/// Who a twin's halves exchange a message with.
+enum Sets {
+    /// Everyone (the split healed).
+    All,
+    /// Primary's peers, secondary's peers.
+    Split(
+        Vec<vyrn_consensus::PublicKey>,
+        Vec<vyrn_consensus::PublicKey>,
+    ),
+    /// No one (a message that does not decode; only a script decodes).
+    #[cfg_attr(not(feature = "mocks"), allow(dead_code))]
+    Drop,
+}
+
+/// The network split of a [`Role::Twins`] voter, per channel.
+#[derive(Clone)]
+struct TwinRoute {
+    primary: Arc<Vec<vyrn_consensus::PublicKey>>,
+    secondary: Arc<Vec<vyrn_consensus::PublicKey>>,
+    healed: Arc<std::sync::atomic::AtomicBool>,
+    #[cfg(feature = "mocks")]
+    script: Option<ScriptRoute>,
+    /// The certificates channel (decoded as certificates under a script).
+    #[cfg_attr(not(feature = "mocks"), allow(dead_code))]
+    certs: bool,
+}
+
+impl TwinRoute {
+    fn sets(&self, msg: &commonware_runtime::IoBuf) -> Sets {
+        #[cfg(feature = "mocks")]
+        if let Some(s) = &self.script {
+            return s.sets(msg, self.certs);
+        }
+        let _ = msg;
+        if self.healed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Sets::All;
+        }
+        Sets::Split((*self.primary).clone(), (*self.secondary).clone())
+    }
+
+    /// A half sends only to its own peers, of the recipients the engine named.
+    fn forwarder(
+        &self,
+    ) -> impl Fn(
+        simulated::SplitOrigin,
+        &Recipients<vyrn_consensus::PublicKey>,
+        &commonware_runtime::IoBuf,
+    ) -> Option<Recipients<vyrn_consensus::PublicKey>>
+           + Send
+           + Sync
+           + Clone
+           + 'static {
+        let r = self.clone();
+        move |origin, to, msg| {
+            let (p, s) = match r.sets(msg) {
+                Sets::All => return Some(to.clone()),
+                Sets::Drop => return None,
+                Sets::Split(p, s) => (p, s),
+            };
+            let mine = match origin {
+                simulated::SplitOrigin::Primary => &p,
+                simulated::SplitOrigin::Secondary => &s,
+            };
+            let v: Vec<_> = match to {
+                Recipients::All => mine.clone(),
+                Recipients::Some(v) => v.iter().filter(|p| mine.contains(p)).cloned().collect(),
+                Recipients::One(p) => mine.iter().filter(|m| *m == p).cloned().collect(),
+            };
+            (!v.is_empty()).then_some(Recipients::Some(v))
+        }
+    }
+
+    /// A half hears only from its own peers.
+    fn router(
+        &self,
+    ) -> impl Fn(&(vyrn_consensus::PublicKey, commonware_runtime::IoBuf)) -> simulated::SplitTarget
+           + Send
+           + Sync
+           + 'static {
+        let r = self.clone();
+        move |(from, msg)| match r.sets(msg) {
+            Sets::All => simulated::SplitTarget::Both,
+            Sets::Drop => simulated::SplitTarget::None,
+            Sets::Split(p, s) => match (p.contains(from), s.contains(from)) {
+                (true, true) => simulated::SplitTarget::Both,
+                (true, false) => simulated::SplitTarget::Primary,
+                (false, true) => simulated::SplitTarget::Secondary,
+                (false, false) => simulated::SplitTarget::None,
+            },
+        }
+    }
+}
+
+/// Start one voter's Simplex engine with the run's elector.
+fn start_engine<B, S1, R1, S2, R2, S3, R3>(
+    ctx: deterministic::Context,
+    (scheme, blocker, app, params): (vyrn_consensus::Scheme, B, App, &EngineParams),
+    script: &Script,
+    votes: Channel<S1, R1>,
+    certs: Channel<S2, R2>,
+    resolver: Channel<S3, R3>,
+) where
+    B: commonware_p2p::Blocker<PublicKey = vyrn_consensus::PublicKey>,
+    S1: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
+    R1: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+    S2: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
+    R2: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+    S3: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
+    R3: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+{
+    #[cfg(feature = "mocks")]
+    if let Some(sc) = &script.scenario {
+        let elector = commonware_consensus::simplex::mocks::twins::Elector::new(
+            commonware_consensus::simplex::elector::RoundRobin::<commonware_cryptography::Sha256>::default(),
+            sc,
+            script.n,
+        );
+        let ecfg = vyrn_consensus::engine::config_with(scheme, blocker, app, params, elector);
+        simplex::Engine::new(ctx, ecfg).start(votes, certs, resolver);
+        return;
+    }
+    let _ = script.n;
+    let ecfg = vyrn_consensus::engine::config(scheme, blocker, app, params);
+    simplex::Engine::new(ctx, ecfg).start(votes, certs, resolver);
+}
 
 #[cfg(feature = "mocks")]
 fn byzantine<S1, R1, S2, R2, S3, R3>(
