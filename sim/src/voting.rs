@@ -917,6 +917,14 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
 
 type Channel<S, R> = (S, R);
 
+/// A voter's sending end on one of the three Simplex networks.
+trait NetSender: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey> {}
+impl<T: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>> NetSender for T {}
+
+/// A voter's receiving end on one of the three Simplex networks.
+trait NetReceiver: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey> {}
+impl<T: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>> NetReceiver for T {}
+
 /// The leader elector of every engine of a run: round-robin (production), or a Twins script's
 /// leaders for its prefix and round-robin after ([`SimConfig::twins_script`]).
 #[derive(Clone)]
@@ -1094,12 +1102,12 @@ fn start_engine<B, S1, R1, S2, R2, S3, R3>(
     resolver: Channel<S3, R3>,
 ) where
     B: commonware_p2p::Blocker<PublicKey = vyrn_consensus::PublicKey>,
-    S1: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
-    R1: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
-    S2: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
-    R2: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
-    S3: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
-    R3: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+    S1: NetSender,
+    R1: NetReceiver,
+    S2: NetSender,
+    R2: NetReceiver,
+    S3: NetSender,
+    R3: NetReceiver,
 {
     #[cfg(feature = "mocks")]
     if let Some(sc) = &script.scenario {
@@ -1124,12 +1132,12 @@ fn byzantine<S1, R1, S2, R2, S3, R3>(
     scheme: vyrn_consensus::Scheme,
     (votes, certs, resolver): (Channel<S1, R1>, Channel<S2, R2>, Channel<S3, R3>),
 ) where
-    S1: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
-    R1: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
-    S2: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
-    R2: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
-    S3: commonware_p2p::Sender<PublicKey = vyrn_consensus::PublicKey>,
-    R3: commonware_p2p::Receiver<PublicKey = vyrn_consensus::PublicKey>,
+    S1: NetSender,
+    R1: NetReceiver,
+    S2: NetSender,
+    R2: NetReceiver,
+    S3: NetSender,
+    R3: NetReceiver,
 {
     use commonware_consensus::simplex::elector::RoundRobin;
     use commonware_consensus::simplex::mocks::{conflicter, equivocator, nuller, relay};

@@ -83,6 +83,25 @@ fn twins(seed: u64, primary: &[usize], secondary: &[usize], heal: Option<Duratio
     run(cfg)
 }
 
+/// Liveness with one Byzantine key: every honest voter and the sequencer's listener finalize
+/// nearly all of the 120 blocks.
+fn assert_live(r: &SimReport, what: &str) {
+    for (i, v) in r.voters.iter().enumerate() {
+        if let Some(v) = v {
+            assert!(
+                v.final_height >= 100,
+                "{what}: voter {i} final at {}",
+                v.final_height
+            );
+        }
+    }
+    assert!(
+        r.seq.final_height >= 100,
+        "{what}: sequencer final at {}",
+        r.seq.final_height
+    );
+}
+
 /// Both halves run and vote: the split is real (each half finalizes something on its side or
 /// at least votes), so the test is not vacuous.
 fn assert_twins_ran(r: &SimReport, what: &str) {
@@ -121,21 +140,8 @@ fn twins_never_break_safety_and_liveness_holds_in_every_split_of_the_honest_vote
                 let r = twins(seed, p, s, heal);
                 assert_safe(&r, &what);
                 assert_twins_ran(&r, &what);
-                // Liveness with one Byzantine key: the honest voters finalize nearly all of the
-                // 120 blocks, and so does the sequencer's listener.
-                for i in 0..3 {
-                    let v = r.voters[i].as_ref().unwrap();
-                    assert!(
-                        v.final_height >= 100,
-                        "{what}: voter {i} final at {}",
-                        v.final_height
-                    );
-                }
-                assert!(
-                    r.seq.final_height >= 100,
-                    "{what}: sequencer final at {}",
-                    r.seq.final_height
-                );
+                // Liveness with one Byzantine key.
+                assert_live(&r, &what);
                 let _ = k;
                 evidence += (0..3)
                     .map(|i| r.voters[i].as_ref().unwrap().faults.len())
@@ -233,22 +239,8 @@ fn scripted_twins_from_commonwares_generator_never_break_safety() {
         assert_safe(&r, &what);
         assert_eq!(r.twins[0].0, member);
         assert_twins_ran(&r, &what);
-        // Liveness once the scripted prefix is over: the honest voters and the sequencer's
-        // listener finalize nearly all of the 120 blocks.
-        for (i, v) in r.voters.iter().enumerate() {
-            if let Some(v) = v {
-                assert!(
-                    v.final_height >= 100,
-                    "{what}: voter {i} final at {}",
-                    v.final_height
-                );
-            }
-        }
-        assert!(
-            r.seq.final_height >= 100,
-            "{what}: sequencer final at {}",
-            r.seq.final_height
-        );
+        // Liveness once the scripted prefix is over.
+        assert_live(&r, &what);
         evidence += r
             .voters
             .iter()
