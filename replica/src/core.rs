@@ -249,6 +249,7 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
     }
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
         self.replay.on_step(s, cut, payload);
+        self.replay.note_decoded(s.step, self.now);
     }
     fn block(&mut self, b: &BlockRoots) {
         self.verdicts.on_block(b);
@@ -354,6 +355,11 @@ impl ReplicaCore {
     /// Replay's (decoded, replayed) steps.
     pub fn replay_lag(&self) -> (u64, u64) {
         self.replay.lag()
+    }
+
+    /// Replay lag in time, receipt to applied (07 §7.3).
+    pub fn replay_lag_time(&self) -> crate::replay::ReplayLag {
+        self.replay.lag_time()
     }
 
     /// Take a state root every `root_blocks` heights (07 §7.4; 0: off); the chain starts after
@@ -467,7 +473,9 @@ impl ReplicaCore {
             };
             self.dec.tick(now, &mut b);
         }
-        self.replay.pump(&self.data, sink)
+        let done = self.replay.pump(&self.data, sink);
+        self.replay.note_replayed(now);
+        done
     }
 
     /// Apply the last replayed steps' events (the end of the input, a snapshot point).

@@ -55,6 +55,33 @@ pub struct Replayer {
     replayed_step: u64,
     counters: ReplayCounters,
     roots: RootClock,
+    /// Steps decoded and not yet replayed, with when their frame was decoded (07 §7.3 replay
+    /// lag, receipt to applied), at most [`LAG_PENDING_MAX`].
+    pending: VecDeque<(u64, u64)>,
+    /// Receipt → applied per step, ns.
+    lag_ns: hdrhistogram::Histogram<u64>,
+    /// Steps decoded while [`LAG_PENDING_MAX`] were already timed.
+    untimed: u64,
+}
+
+/// Steps timed for the replay lag at once: a replica far behind (a restart) times the first
+/// ones and counts the rest as [`ReplayLag::untimed`].
+pub const LAG_PENDING_MAX: usize = 1 << 16;
+
+/// Replay lag, receipt to applied (07 §7.3, budget ≤ 2 ms steady state): per step, from the
+/// decoding of the frame that completed it to the engine replaying it, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayLag {
+    /// Median, ns.
+    pub p50: u64,
+    /// 99th percentile, ns.
+    pub p99: u64,
+    /// Largest, ns.
+    pub max: u64,
+    /// Steps timed.
+    pub steps: u64,
+    /// Steps not timed (decoded while [`LAG_PENDING_MAX`] were waiting).
+    pub untimed: u64,
 }
 
 /// Where replay may run to, and the roots it took (07 §7.4).
@@ -88,6 +115,42 @@ impl Replayer {
             replayed_step: 0,
             counters: ReplayCounters::default(),
             roots: RootClock::default(),
+            pending: VecDeque::new(),
+            lag_ns: hdrhistogram::Histogram::new_with_bounds(1, 600_000_000_000, 2)
+                .unwrap_or_else(|_| unreachable!("valid bounds")),
+            untimed: 0,
+        }
+    }
+
+    /// Step `step` completed at `now` (its frame decoded): timed until replay applies it.
+    pub fn note_decoded(&mut self, step: u64, now: u64) {
+        if self.pending.len() < LAG_PENDING_MAX {
+            self.pending.push_back((step, now));
+        } else {
+            self.untimed += 1;
+        }
+    }
+
+    /// Replay ran to its last step at `now`: every timed step it passed gets its lag.
+    pub fn note_replayed(&mut self, now: u64) {
+        while let Some(&(step, t)) = self.pending.front() {
+            if step > self.replayed_step {
+                break;
+            }
+            self.pending.pop_front();
+            let _ = self.lag_ns.record(now.saturating_sub(t).max(1));
+        }
+    }
+
+    /// Replay lag so far (see [`ReplayLag`]).
+    pub fn lag_time(&self) -> ReplayLag {
+        let h = &self.lag_ns;
+        ReplayLag {
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+            steps: h.len(),
+            untimed: self.untimed,
         }
     }
 
@@ -99,6 +162,7 @@ impl Replayer {
         for q in &mut self.waiting {
             q.reserve(1 << 12);
         }
+        self.pending.reserve(1 << 12);
     }
 
     /// Take state roots every `root_blocks` heights (07 §7.4; 0: off). The tenure's chain

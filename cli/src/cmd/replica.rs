@@ -119,6 +119,15 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             v as f64 / 1e9,
         );
     }
+    let lag = core.replay_lag_time();
+    for (q, v) in [("0.5", lag.p50), ("0.99", lag.p99), ("1", lag.max)] {
+        e.gauge(
+            "vyrn_replica_replay_lag_seconds",
+            "07 §7.3 replay lag, receipt to applied: a step's frame decoded to the engine replaying it (budget 2 ms steady state)",
+            &[("quantile", q)],
+            v as f64 / 1e9,
+        );
+    }
     let fill = core.order_rx().hole_fill();
     for (how, f) in [("path", fill.by_path), ("repair", fill.by_repair)] {
         for (q, v) in [("0.5", f.p50), ("0.99", f.p99), ("1", f.max)] {
@@ -744,6 +753,7 @@ fn line(n: &Node) -> String {
     let v = core.verdicts().counters();
     let d = core.data().counters();
     let (dec, rep) = core.replay_lag();
+    let lag = core.replay_lag_time();
     let alarms: Vec<&str> = (0..2u8)
         .filter(|&p| core.order_rx().path_alarm(p))
         .map(|p| {
@@ -757,7 +767,7 @@ fn line(n: &Node) -> String {
     format!(
         "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
          data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, from the sequencer asked/got {}/{}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
-         replay {} responses, step lag {}, seq faults {}, unknown sources {}, tx dropped {}, \
+         replay {} responses, step lag {}, replay lag p50/p99/max {:.2}/{:.2}/{:.2} ms over {} steps, seq faults {}, unknown sources {}, tx dropped {}, \
          path skew A/B p50/p99/max {:.1}/{:.1}/{:.1} µs over {} frames, \
          hole to filled p50/p99/max by a path {:.1}/{:.1}/{:.1} µs over {}, by a repair {:.1}/{:.1}/{:.1} µs over {}{}{}",
         rx.first[0],
@@ -791,6 +801,10 @@ fn line(n: &Node) -> String {
         voter_line(n),
         n.replay().responses,
         dec.saturating_sub(rep),
+        lag.p50 as f64 / 1e6,
+        lag.p99 as f64 / 1e6,
+        lag.max as f64 / 1e6,
+        lag.steps,
         c.seq_faults,
         c.unknown_src,
         c.tx_dropped,

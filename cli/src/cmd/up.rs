@@ -920,13 +920,17 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let _ = writeln!(
             v,
-            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetch requests {:.0}  unavailable {:.0}  replay lag max {:.0} steps  journal blocks {:.0}, {:.2} MB/s",
+            "  replicas: holes {:.0}  NACKs {:.0}  repaired {:.0}  data fetch requests {:.0}  unavailable {:.0}  replay lag max {:.0} steps, p99 {:.2} ms  journal blocks {:.0}, {:.2} MB/s",
             sumr("vyrn_replica_holes_total"),
             sumr("vyrn_replica_nacks_total"),
             sumr("vyrn_replica_repaired_total"),
             datas.iter().map(|d| d.sum("vyrn_data_fetch_key_reqs_total") + d.sum("vyrn_data_fetch_range_reqs_total")).sum::<f64>(),
             sumr("vyrn_replica_payloads_unavailable_total"),
             maxr("vyrn_replica_replay_lag_steps"),
+            reps.iter()
+                .map(|r| r.get("vyrn_replica_replay_lag_seconds{quantile=\"0.99\"}"))
+                .fold(0.0f64, f64::max)
+                * 1e3,
             sumr("vyrn_replica_journal_appended_total"),
             journal_mbps
         );
