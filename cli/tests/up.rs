@@ -56,6 +56,19 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
         roots.iter().all(|&n| n >= 1),
         "root certs {roots:?}\n{report}"
     );
+    // 07 §7.3: each replica's replay lag in time, from its status line.
+    let lags: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
+        .map(|l| l.split('|').nth(5).unwrap().trim())
+        .collect();
+    assert!(
+        lags.len() == 4
+            && lags
+                .iter()
+                .all(|l| l.ends_with(" ms") && l.matches(" / ").count() == 2),
+        "replay lag {lags:?}\n{report}"
+    );
     assert!(!report.contains(" 0 root certificates verify"), "{report}");
     // 07 §6.8: the standby's finality listener heard the voters too (the verdict demands its
     // final height reach the box's).

@@ -1264,7 +1264,7 @@ fn report(
     }
     let _ = writeln!(
         r,
-        "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | exit |\n|---|---|---|---|---|"
+        "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | replay lag p50 / p99 / max (07 §7.3, budget 2 ms) | exit |\n|---|---|---|---|---|---|"
     );
     let mut digests = Vec::new();
     for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
@@ -1290,16 +1290,27 @@ fn report(
                 l[i..].split([',', ' ']).next().map(str::to_string)
             })
             .unwrap_or_else(|| "-".into());
+        // The newest status line: "…, replay lag p50/p99/max A/B/C ms over N steps, …".
+        let lag = text
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let i = l.find("replay lag p50/p99/max ")? + "replay lag p50/p99/max ".len();
+                let v = l[i..].split(' ').next()?;
+                Some(format!("{} ms", v.replace('/', " / ")))
+            })
+            .unwrap_or_else(|| "-".into());
         if text.contains("REP_A_DIVERGE") {
             problems.push(format!("{} raised REP_A_DIVERGE", p.name));
         }
         let _ = writeln!(
             r,
-            "| {} | `{}` | {} | {} | {} |",
+            "| {} | `{}` | {} | {} | {} | {} |",
             p.name,
             d.0,
             d.1,
             roots,
+            lag,
             p.status.map_or("killed".to_string(), |s| s.to_string())
         );
         digests.push(d.0);
