@@ -210,6 +210,44 @@ pub fn verify_with(cert: &RepFinalityCert, voters: &Voters) -> Result<(), CertEr
     Ok(())
 }
 
+/// The Simplex finalization a `REP_FinalityCert` stands for, once it verifies against
+/// `voters` ([`verify_with`]): what an engine starts from when its own journal partition is
+/// gone and the cert journal holds the newest certificate (`simplex::Floor::Finalized`). The
+/// inverse of [`from_finalization`].
+pub fn to_finalization(
+    voters: &Voters,
+    cert: &RepFinalityCert,
+) -> Result<crate::Finalization, CertErr> {
+    verify_with(cert, voters)?;
+    // commonware's certificate: signers as a bitmap over its participant order, signatures in
+    // that order.
+    let mut by_participant = Vec::with_capacity(cert.entries.len());
+    for e in &cert.entries {
+        let p = voters
+            .participant(e.index)
+            .ok_or(CertErr::UnknownSigner(e.index))?;
+        let sig = commonware_cryptography::ed25519::Signature::decode_fixed(e.sig)
+            .map_err(|_| CertErr::BadSignature(e.index))?;
+        by_participant.push((p, sig));
+    }
+    by_participant.sort_unstable_by_key(|(p, _)| *p);
+    let signers = commonware_cryptography::certificate::Signers::new(
+        voters.n() as u32,
+        by_participant.iter().map(|(p, _)| *p),
+    )
+    .map_err(|_| CertErr::Order)?;
+    Ok(crate::Finalization {
+        proposal: cw_proposal(cert.epoch, cert.view, cert.parent_view, &cert.proposal),
+        certificate: commonware_cryptography::ed25519::certificate::Certificate {
+            signers,
+            signatures: by_participant
+                .into_iter()
+                .map(|(_, s)| Lazy::from(s))
+                .collect(),
+        },
+    })
+}
+
 /// A `REP_FinalityCert` from a Simplex finalization whose proposal is `proposal` (the payload
 /// must be its digest): entries in membership order. None when the finalization names a signer
 /// outside the set or carries a signature that is not there.

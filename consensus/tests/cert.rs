@@ -339,3 +339,38 @@ mod props {
         }
     }
 }
+
+/// A verified `REP_FinalityCert` is the Simplex finalization an engine can start from
+/// (`Floor::Finalized`): commonware's own check accepts it, and it converts back to the same
+/// certificate; a certificate that does not verify gives no finalization.
+#[test]
+fn a_certificate_converts_to_the_finalization_commonware_verifies_and_back() {
+    use vyrn_consensus::cert::{from_finalization, to_finalization};
+    let v = voters();
+    let p = proposal(5, 9);
+    // Signers out of commonware's participant order on purpose (membership order differs).
+    for who in [&[0u8, 1, 3][..], &[1, 2, 3], &[0, 1, 2, 3]] {
+        let c = cert(&v, who, 7, &p);
+        let f = to_finalization(&v, &c).expect("a verified certificate");
+        assert!(
+            f.verify(
+                &mut rand::rng(),
+                v.verifier(),
+                &commonware_parallel::Sequential
+            ),
+            "commonware refuses the finalization of {who:?}"
+        );
+        assert_eq!(f.proposal.round.view().get(), 7);
+        assert_eq!(f.proposal.parent.get(), 6);
+        assert_eq!(from_finalization(&v, &f, &p), Some(c));
+    }
+    // Too few signers, a tampered proposal, a broken signature: refused, nothing built.
+    let c = cert(&v, &[0, 1], 7, &p);
+    assert!(matches!(to_finalization(&v, &c), Err(CertErr::TooFew { .. })));
+    let mut c = cert(&v, &[0, 1, 2], 7, &p);
+    c.proposal.last_height = 10;
+    assert!(to_finalization(&v, &c).is_err());
+    let mut c = cert(&v, &[0, 1, 2], 7, &p);
+    c.entries[1].sig[5] ^= 1;
+    assert_eq!(to_finalization(&v, &c).err(), Some(CertErr::BadSignature(1)));
+}
