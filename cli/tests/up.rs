@@ -422,6 +422,67 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// 07 §8.2 + §6.3, a replaced drive: the journaling replica (3) SIGKILLed, its consensus
+/// directory (the Simplex journal partition) removed, started again. Its engine starts from the
+/// newest finality certificate its cert journal verifies (commonware's `Floor::Finalized`), it
+/// votes again, finalizes past that floor, and ends with the others' replay digest.
+#[test]
+fn a_replica_that_lost_its_consensus_partition_starts_from_its_cert_journal() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "lost-consensus",
+        49_750,
+        &[
+            "--duration",
+            "8",
+            "--rate",
+            "2000",
+            "--restart-replica",
+            "3@3",
+            "--lose-consensus",
+        ],
+    );
+    assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    assert!(stdout.contains("consensus directory removed"), "{stdout}");
+    let digests: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
+        .map(|l| l.split('|').nth(2).unwrap().trim())
+        .collect();
+    assert_eq!(digests.len(), 4, "{stdout}");
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+    let log = std::fs::read_to_string(run.join("replica-3-restarted.log")).unwrap();
+    // The number right after the last `key` in `s`.
+    let num_after = |s: &str, key: &str| -> Option<u64> {
+        let tail = &s[s.rfind(key)? + key.len()..];
+        tail.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let floor_line = log
+        .lines()
+        .find(|l| l.contains("consensus floor from the cert journal"))
+        .unwrap_or_else(|| panic!("no floor taken\n{log}"));
+    let floor = num_after(floor_line, "final height ").expect("the floor's height");
+    assert!(floor > 10, "{floor_line}");
+    // Its engine went on from there: the newest status line's final height is past the floor,
+    // with finalize votes of its own.
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("votes out "))
+        .unwrap_or_else(|| panic!("no voter status\n{log}"));
+    let fin = num_after(last, ", final ").expect("final");
+    let votes = num_after(last, "votes out ").expect("votes");
+    assert!(
+        fin > floor + 20,
+        "final {fin} after a floor of {floor}: {last}"
+    );
+    assert!(votes > 0, "{last}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// 07 §14 "data box down": a home with two data boxes, box 0 SIGKILLed 2 s into the load and
 /// left down. The replicas see it silent, gossip DataDown, and once Q agree redirect its
 /// sessions to box 1 (07 §5.7); box 1 relays the DataRedirect to the clients' bound address,

@@ -366,11 +366,17 @@ fn a_certificate_converts_to_the_finalization_commonware_verifies_and_back() {
     }
     // Too few signers, a tampered proposal, a broken signature: refused, nothing built.
     let c = cert(&v, &[0, 1], 7, &p);
-    assert!(matches!(to_finalization(&v, &c), Err(CertErr::TooFew { .. })));
+    assert!(matches!(
+        to_finalization(&v, &c),
+        Err(CertErr::TooFew { .. })
+    ));
     let mut c = cert(&v, &[0, 1, 2], 7, &p);
     c.proposal.last_height = 10;
     assert!(to_finalization(&v, &c).is_err());
     let mut c = cert(&v, &[0, 1, 2], 7, &p);
     c.entries[1].sig[5] ^= 1;
-    assert_eq!(to_finalization(&v, &c).err(), Some(CertErr::BadSignature(1)));
+    assert_eq!(
+        to_finalization(&v, &c).err(),
+        Some(CertErr::BadSignature(1))
+    );
 }

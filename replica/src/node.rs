@@ -953,15 +953,31 @@ impl Node {
             (Some(_), None) => {
                 return Err("the home's vote keys do not form a voting set".to_string())
             }
-            (Some(sc), Some(v)) => Some(
-                crate::voter::SimplexVoter::start(
-                    sc,
-                    v.clone(),
-                    cfg.index as u8,
-                    &cfg.vote_key.to_bytes(),
+            (Some(sc), Some(v)) => {
+                // 07 §8.2: the cert journal's newest verified certificate is the engine's floor.
+                let floor = cfg
+                    .journal
+                    .as_ref()
+                    .and_then(|dirs| crate::voter::newest_floor(dirs, v));
+                if let Some((f, p)) = &floor {
+                    eprintln!(
+                        "replica {}: consensus floor from the cert journal: view {}, final height {}",
+                        cfg.index,
+                        f.proposal.round.view().get(),
+                        p.last_height
+                    );
+                }
+                Some(
+                    crate::voter::SimplexVoter::start(
+                        sc,
+                        v.clone(),
+                        cfg.index as u8,
+                        &cfg.vote_key.to_bytes(),
+                        floor,
+                    )
+                    .map_err(|e| format!("the consensus engine: {e}"))?,
                 )
-                .map_err(|e| format!("the consensus engine: {e}"))?,
-            ),
+            }
         };
         Ok(Node {
             cut: [None; 2],

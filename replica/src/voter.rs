@@ -171,6 +171,10 @@ impl SimplexVoter {
         voters: Voters,
         me: u8,
         seed: &[u8; 32],
+        floor: Option<(
+            vyrn_consensus::Finalization,
+            vyrn_wire::msg::consensus::RepProposal,
+        )>,
     ) -> std::io::Result<Self> {
         if cfg.p2p.len() != voters.n() {
             return Err(std::io::Error::other(format!(
@@ -181,7 +185,13 @@ impl SimplexVoter {
         }
         let epoch = voters.epoch();
         let genesis = vyrn_consensus::genesis_digest(epoch, 0, &[0; 32]);
-        let mut dcfg = DeskConfig::new(me, epoch, 0, genesis);
+        // From a certified floor (the cert journal's newest), the desk builds on its proposal as
+        // on a genesis: the next proposal's parent is the floor's payload, its first height the
+        // floor's last + 1.
+        let mut dcfg = match &floor {
+            Some((f, p)) => DeskConfig::new(me, epoch, p.last_height, f.proposal.payload),
+            None => DeskConfig::new(me, epoch, 0, genesis),
+        };
         dcfg.verify_wait_ns = cfg.verify_wait_ns;
         dcfg.recheck_ns = cfg.recheck_ns;
         if let Some(r) = cfg.roots {
@@ -220,7 +230,7 @@ impl SimplexVoter {
                 delta: cfg.delta,
                 partition: EngineParams::partition_for(&cfg.home, epoch, me),
                 genesis,
-                floor: None,
+                floor: floor.map(|(f, _)| f),
             },
             worker_threads: 1,
             quota_per_s: 10_000,
@@ -414,6 +424,46 @@ impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
         }
         Some(r)
     }
+}
+
+/// The newest `REP_FinalityCert` of `voters`' epoch in the cert journal on `dirs` that
+/// verifies (07 §6.5), as the Simplex finalization the engine starts from and its proposal:
+/// a replica whose engine partition is gone (a replaced drive, a wiped directory) resumes from
+/// its last certified view instead of the epoch's genesis (commonware's `Floor::Finalized`; an
+/// intact partition further on still wins). `None`: no journal, or nothing in it verifies.
+/// Certificates that do not verify are skipped, never trusted.
+pub fn newest_floor(
+    dirs: &[PathBuf],
+    voters: &Voters,
+) -> Option<(
+    vyrn_consensus::Finalization,
+    vyrn_wire::msg::consensus::RepProposal,
+)> {
+    use crate::journal::cert::{CertJournal, CertKind};
+    use vyrn_wire::msg::ctrl::CtrlMsg;
+    let mut j = CertJournal::open_read_only(dirs).ok()?;
+    let mut best: Option<(
+        vyrn_consensus::Finalization,
+        vyrn_wire::msg::consensus::RepProposal,
+    )> = None;
+    for i in 0..j.len() {
+        let Ok((CertKind::Finality, b)) = j.get(i) else {
+            continue;
+        };
+        let Ok(CtrlMsg::FinalityCert(c)) = CtrlMsg::parse(&b) else {
+            continue;
+        };
+        if best
+            .as_ref()
+            .is_some_and(|(f, _)| f.proposal.round.view().get() >= c.view)
+        {
+            continue;
+        }
+        if let Ok(f) = vyrn_consensus::cert::to_finalization(voters, &c) {
+            best = Some((f, c.proposal));
+        }
+    }
+    best
 }
 
 /// What [`verify_cert_journal`] found.

@@ -194,3 +194,80 @@ fn a_read_only_open_serves_the_longer_prefix_and_writes_nothing() {
     assert!(CertJournal::open_read_only(std::slice::from_ref(&absent)).is_err());
     assert!(!absent.exists());
 }
+
+/// 07 §8.2 + §6.3: a replica whose engine partition is gone starts its engine from the newest
+/// certificate in its cert journal that verifies — root certificates, other epochs, unparsable
+/// entries and certificates with a broken signature are passed over, never trusted.
+#[test]
+fn the_engines_floor_is_the_newest_verified_finality_certificate() {
+    use vyrn_consensus::cert::FinalizeSigner;
+    use vyrn_consensus::Voters;
+    use vyrn_replica::voter::newest_floor;
+    use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
+    const EPOCH: u32 = 3;
+    let seeds: Vec<[u8; 32]> = (0..4u8).map(|i| [i + 40; 32]).collect();
+    let keys: Vec<[u8; 32]> = seeds
+        .iter()
+        .map(|s| {
+            ed25519_dalek::SigningKey::from_bytes(s)
+                .verifying_key()
+                .to_bytes()
+        })
+        .collect();
+    let voters = Voters::with_simplex_quorum(EPOCH, &keys).expect("a voter set");
+    let cert = |view: u64, last: u64, epoch: u32| {
+        let p = RepProposal {
+            kind: ProposalKind::Headers,
+            epoch,
+            first_height: last - 2,
+            last_height: last,
+            last_hash: [last as u8; 32],
+            excl_root: [0; 32],
+        };
+        let entries = [0u8, 2, 3]
+            .iter()
+            .map(|&i| CertEntry {
+                index: i,
+                sig: FinalizeSigner::new(&voters, &seeds[i as usize])
+                    .expect("a voter")
+                    .sign(epoch, view, view - 1, &p),
+            })
+            .collect();
+        let c = RepFinalityCert {
+            epoch,
+            view,
+            parent_view: view - 1,
+            proposal: p,
+            entries,
+        };
+        let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+        c.encode(&mut b).expect("encodes");
+        b
+    };
+    let t = TestDir::new("cert-floor");
+    let dirs = t.drives(2);
+    assert!(
+        newest_floor(&dirs, &voters).is_none(),
+        "an empty journal has no floor"
+    );
+    {
+        let mut c = open(&dirs);
+        c.append(CertKind::Finality, &cert(5, 9, EPOCH)).unwrap();
+        c.append(CertKind::Finality, &cert(8, 15, EPOCH)).unwrap();
+        // Newer, but each refused: another epoch, a broken signature, not a certificate.
+        c.append(CertKind::Finality, &cert(20, 40, EPOCH + 1))
+            .unwrap();
+        let mut bad = cert(21, 42, EPOCH);
+        let n = bad.len();
+        bad[n - 3] ^= 1;
+        c.append(CertKind::Finality, &bad).unwrap();
+        c.append(CertKind::Finality, &[0x13, 1, 2, 3]).unwrap();
+        c.append(CertKind::Root, &payload(1)).unwrap();
+        c.append(CertKind::Finality, &cert(7, 12, EPOCH)).unwrap();
+        c.sync().unwrap();
+    }
+    let (f, p) = newest_floor(&dirs, &voters).expect("a floor");
+    assert_eq!(f.proposal.round.view().get(), 8);
+    assert_eq!((p.first_height, p.last_height), (13, 15));
+    assert_eq!(f.proposal.payload, vyrn_consensus::payload_digest(&p));
+}

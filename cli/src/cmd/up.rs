@@ -73,6 +73,12 @@ pub struct Args {
     /// fetch) to the same replay digest as the others by the end.
     #[arg(long, value_name = "I@SECS", value_parser = restart_at)]
     pub restart_replica: Option<(usize, u64)>,
+    /// With `--restart-replica`: remove the replica's consensus directory (its Simplex journal
+    /// partition) before it starts again, as a replaced drive would. A replica with a block
+    /// journal starts its engine from its cert journal's newest certificate (07 §8.2); the
+    /// dev home journals on its last replica.
+    #[arg(long, requires = "restart_replica")]
+    pub lose_consensus: bool,
     /// Data boxes of a generated home (1 or 2; with 2, sessions alternate between them and each
     /// is the other's backup home, 07 §5.7). Its own home directory (`home-2data`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
@@ -999,6 +1005,12 @@ fn up(a: Args) -> Result<bool, String> {
                 procs[i].signal(libc::SIGKILL);
                 procs[i].status = procs[i].child.wait().ok();
                 println!("vyrn up: replica {i} killed (SIGKILL) at {t:.0} s; restarting it in 1 s");
+                if a.lose_consensus {
+                    let d = run.join(format!("consensus-{i}"));
+                    std::fs::remove_dir_all(&d)
+                        .map_err(|e| format!("removing {}: {e}", d.display()))?;
+                    println!("vyrn up: replica {i}'s consensus directory removed (a lost drive)");
+                }
                 std::thread::sleep(Duration::from_secs(1));
                 let fresh = Proc::spawn(
                     &format!("replica {i}"),
