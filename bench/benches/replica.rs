@@ -14,7 +14,7 @@
 //!   decoder, step merge, structural checks, `order_root`, the data join against copy 2 already
 //!   stored, `data_root`, each header's `seq_sig`), **data side** (the data cores: parse, the
 //!   replica's own BLAKE3 of every payload, the store), **replay** (the replay cores: the
-//!   decoded records, hashes, steps and headers through `Replayer`, with the stored payloads,
+//!   decoded records, hashes, steps and closed blocks through `Replayer`, with the stored payloads,
 //!   to the last response).
 //!
 //! Budget (07 §15 B-REP-7): replay ≥ 1.5× live at peak (REP_REPLAY_SPEEDUP_PEAK). Per message,
@@ -126,7 +126,7 @@ enum Ev {
     Rec(PacketRecord),
     Hash(u8, u64, u64),
     Step(Step, Vec<u64>, Vec<u8>),
-    Header(u64, u64),
+    Block(u64, u64),
 }
 #[derive(Default)]
 struct Tap(Vec<Ev>);
@@ -140,8 +140,8 @@ impl DecodedOut for Tap {
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
         self.0.push(Ev::Step(*s, cut.to_vec(), payload.to_vec()));
     }
-    fn header(&mut self, h: &BlockHeader) {
-        self.0.push(Ev::Header(h.height, h.last_step));
+    fn block(&mut self, b: &BlockRoots) {
+        self.0.push(Ev::Block(b.height, b.last_step));
     }
 }
 
@@ -408,7 +408,7 @@ fn main() {
                     Ev::Rec(rec) => p.on_record(rec),
                     Ev::Hash(lane, first, h) => p.on_hash(*lane, *first, *h),
                     Ev::Step(s, cut, pl) => p.on_step(s, cut, pl),
-                    Ev::Header(h, last) => p.on_header(*h, *last),
+                    Ev::Block(h, last) => p.on_block(*h, *last),
                 }
                 if i % 64 == 63 {
                     p.pump(&payloads, &mut sink).expect("replay");

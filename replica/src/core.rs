@@ -253,15 +253,14 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
     }
     fn block(&mut self, b: &BlockRoots) {
         self.verdicts.on_block(b);
+        self.replay.on_block(b.height, b.last_step);
         self.out.block(b);
     }
     fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
         self.out.order_bytes(stream, height, bytes);
     }
     fn header(&mut self, h: &BlockHeader) {
-        if self.verdicts.on_header(h) {
-            self.replay.on_header(h.height, h.last_step);
-        }
+        self.verdicts.on_header(h);
         self.out.header(h);
     }
     fn fault(&mut self, f: &Fault) {

@@ -9,14 +9,16 @@
 //! brings it), so a key that two different packets share (a packet the box logged ahead of its
 //! session's sequence, then the real one) still joins the right bytes. Advance records carry no
 //! payload and go at once. Replay lag is the distance, in steps, between what was decoded and
-//! what was replayed ([`Replayer::lag`]).
+//! what was replayed ([`Replayer::lag`]), and in time, receipt to applied ([`Replayer::lag_time`]).
 //!
 //! **State roots** (07 §7.4): with roots on ([`Replayer::set_roots`]), replay stops at the last
-//! step of every root height `h` (from its signed header), takes `R(h)` — the engine's state
-//! commitment with every lane at exactly that step's cut — and goes on. It never runs past a
-//! step whose block it does not know yet: every step up to the last one of the newest
-//! contiguous header is safe, so a root height's state is taken exactly once, at the same point
-//! at every replica.
+//! step of every root height `h` (the end of the block as the decoder closed it), takes `R(h)` —
+//! the engine's state commitment with every lane at exactly that step's cut — and goes on. It
+//! never runs past the end of a root height's block before knowing it: while the open block is a
+//! root height, replay stops at the end of the block before; through any other block it runs as
+//! far as its input allows. So a root height's state is taken exactly once, at the same point at
+//! every replica, and replay does not wait for headers (a dev home's replay lag was half a block
+//! while it did).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -84,21 +86,45 @@ pub struct ReplayLag {
     pub untimed: u64,
 }
 
-/// Where replay may run to, and the roots it took (07 §7.4).
+/// Where replay may run to, and the roots it took (07 §7.4). The clock follows the blocks the
+/// decoder closes (both substreams' BlockMarks passed, every step delivered), not the signed
+/// headers, which come later (the order hasher signs after the block's last full hash): replay
+/// runs freely through a block that is not a root height, stops at the end of the block before
+/// a root height until that block's end is decoded, and takes `R(h)` there.
 #[derive(Debug, Default)]
 struct RootClock {
     /// REP_ROOT_BLOCKS; 0: roots off, replay runs as far as its input allows.
     root_blocks: u64,
-    /// Headers (height → last step) above the contiguous prefix.
+    /// Decoded blocks (height → last step) above the contiguous prefix.
     ahead: BTreeMap<u64, u64>,
-    /// The next height of the contiguous prefix.
-    next: u64,
-    /// The last step of the newest contiguous header: replay may run to here.
-    safe_step: u64,
+    /// The newest height of the contiguous prefix of decoded blocks (the anchor at first).
+    closed: u64,
+    /// Its last step.
+    closed_step: u64,
     /// Root heights of the prefix whose root is not taken yet: (h, last_step).
     due: VecDeque<(u64, u64)>,
     /// Roots taken, newest kept.
     taken: BTreeMap<u64, Hash>,
+}
+
+impl RootClock {
+    /// How far replay may run now. Every step decoded so far belongs to the open block (the
+    /// one after `closed`) or an earlier one: the decoder delivers a step of the block after
+    /// only once both substreams passed this one's BlockMark and its steps are out, which
+    /// closes it (07 §3.8 merge by StepId).
+    fn bound(&self) -> u64 {
+        match self.due.front() {
+            Some(&(_, last_step)) => last_step,
+            None if vyrn_wire::msg::consensus::is_root_height(
+                self.closed + 1,
+                self.root_blocks,
+            ) =>
+            {
+                self.closed_step
+            }
+            None => u64::MAX,
+        }
+    }
 }
 
 /// Roots kept for the voter (it asks within seconds; a stalled voter re-asks none older).
@@ -170,27 +196,27 @@ impl Replayer {
     pub fn set_roots(&mut self, root_blocks: u64, anchor_height: u64, anchor_step: u64) {
         self.roots = RootClock {
             root_blocks,
-            next: anchor_height + 1,
-            safe_step: anchor_step,
+            closed: anchor_height,
+            closed_step: anchor_step,
             ..RootClock::default()
         };
     }
 
-    /// A header whose signature checked: height and last step (its block's end).
-    pub fn on_header(&mut self, height: u64, last_step: u64) {
+    /// A block the decoder closed: height and last step (its end, 07 §3.8).
+    pub fn on_block(&mut self, height: u64, last_step: u64) {
         let c = &mut self.roots;
-        if c.root_blocks == 0 || height < c.next {
+        if c.root_blocks == 0 || height <= c.closed {
             return;
         }
         if c.ahead.len() < 1 << 16 {
             c.ahead.insert(height, last_step);
         }
-        while let Some(ls) = c.ahead.remove(&c.next) {
-            if vyrn_wire::msg::consensus::is_root_height(c.next, c.root_blocks) {
-                c.due.push_back((c.next, ls));
+        while let Some(ls) = c.ahead.remove(&(c.closed + 1)) {
+            c.closed += 1;
+            c.closed_step = c.closed_step.max(ls);
+            if vyrn_wire::msg::consensus::is_root_height(c.closed, c.root_blocks) {
+                c.due.push_back((c.closed, ls));
             }
-            c.safe_step = c.safe_step.max(ls);
-            c.next += 1;
         }
     }
 
@@ -286,7 +312,7 @@ impl Replayer {
             self.eng.run(None, sink)?
         } else {
             loop {
-                let bound = self.roots.due.front().map_or(self.roots.safe_step, |d| d.1);
+                let bound = self.roots.bound();
                 let done = self.eng.run(Some(bound), sink)?;
                 match self.roots.due.front() {
                     Some(&(h, ls)) if done >= ls => {

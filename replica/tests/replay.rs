@@ -193,37 +193,46 @@ fn replay_from_the_wire_matches_what_the_box_sent_byte_for_byte() {
     }
 }
 
-/// Feeds two replayers at once, with headers (for the root clock).
+/// Feeds three replayers at once, with the decoder's closed blocks (for the root clock).
 struct Tap2<'a> {
     a: &'a mut Replayer,
     b: &'a mut Replayer,
+    c: &'a mut Replayer,
     headers: u64,
 }
 
 impl DecodedOut for Tap2<'_> {
     fn record(&mut self, _h: u64, _at: Pos, r: &PacketRecord) {
-        self.a.on_record(r);
-        self.b.on_record(r);
+        for p in [&mut *self.a, &mut *self.b, &mut *self.c] {
+            p.on_record(r);
+        }
     }
     fn hash(&mut self, _at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
-        self.a.on_hash(lane, rec.first_lane_seq, pkt_hash);
-        self.b.on_hash(lane, rec.first_lane_seq, pkt_hash);
+        for p in [&mut *self.a, &mut *self.b, &mut *self.c] {
+            p.on_hash(lane, rec.first_lane_seq, pkt_hash);
+        }
     }
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
-        self.a.on_step(s, cut, payload);
-        self.b.on_step(s, cut, payload);
+        for p in [&mut *self.a, &mut *self.b, &mut *self.c] {
+            p.on_step(s, cut, payload);
+        }
     }
-    fn header(&mut self, h: &vyrn_wire::header::BlockHeader) {
+    fn block(&mut self, b: &vyrn_wire::decoder::BlockRoots) {
+        for p in [&mut *self.a, &mut *self.b, &mut *self.c] {
+            p.on_block(b.height, b.last_step);
+        }
+    }
+    fn header(&mut self, _h: &vyrn_wire::header::BlockHeader) {
         self.headers += 1;
-        self.a.on_header(h.height, h.last_step);
-        self.b.on_header(h.height, h.last_step);
     }
 }
 
 /// 07 §7.4: `R(h)` is the state after block h — taken at the same point whatever the pace of
-/// replay. Two replays of one wire, one pumped every round and one every 37 rounds (so it
-/// runs far past root heights in one pump), take the same roots at every root height; roots
-/// move with the state; and stopping at root heights changes none of replay's answers.
+/// replay. Three replays of one wire — pumped every round (running through each block as its
+/// steps come), every 37 rounds (far past root heights in one pump), and once at the very end
+/// (every block's end known before anything runs: exact by construction) — take the same roots
+/// at every root height; roots move with the state; and stopping at root heights changes none
+/// of replay's answers.
 #[test]
 fn state_roots_are_taken_at_block_ends_whatever_the_pace_of_replay() {
     const RB: u64 = 8;
@@ -232,15 +241,19 @@ fn state_roots_are_taken_at_block_ends_whatever_the_pace_of_replay() {
     let mut dec = Decoder::new(e.layout, 1).unwrap();
     let mut fast = Replayer::new(e.clone());
     let mut slow = Replayer::new(e.clone());
+    let mut last = Replayer::new(e.clone());
     fast.set_roots(RB, 0, 0);
     slow.set_roots(RB, 0, 0);
+    last.set_roots(RB, 0, 0);
     let (mut out_fast, mut out_slow) = (Responses::default(), Responses::default());
+    let mut out_last = Responses::default();
     let mut headers = 0;
     for round in 0..4000 {
         let frames = rig.round(round < 3000);
         let mut tap = Tap2 {
             a: &mut fast,
             b: &mut slow,
+            c: &mut last,
             headers: 0,
         };
         for f in frames {
@@ -254,8 +267,10 @@ fn state_roots_are_taken_at_block_ends_whatever_the_pace_of_replay() {
     }
     let (store, live) = (rig.store, rig.live);
     slow.pump(&store, &mut out_slow).unwrap();
+    last.pump(&store, &mut out_last).unwrap();
     fast.settle(&mut out_fast);
     slow.settle(&mut out_slow);
+    last.settle(&mut out_last);
     assert!(headers > 4 * RB, "{headers} headers");
     let roots: Vec<(u64, [u8; 32])> = (0..headers + 1)
         .filter(|h| (h + 1) % RB == 0)
@@ -267,6 +282,11 @@ fn state_roots_are_taken_at_block_ends_whatever_the_pace_of_replay() {
             slow.root(h),
             Some(r),
             "R({h}) depends on the pace of replay"
+        );
+        assert_eq!(
+            last.root(h),
+            Some(r),
+            "R({h}) differs from the replay that knew every block's end first"
         );
     }
     // Not a root height: none taken.
