@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use vyrn_bench::{enabled, measure_with_setup, quick, ratio, rounds};
 use vyrn_engine::home::{EngineSink, LiveEngine, NullEngineSink};
-use vyrn_engine::workload::{Input, Mix, Workload};
+use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
 use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
@@ -33,12 +33,10 @@ use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
 use vyrn_replica::verdict::{Anchor, Verdicts};
-use vyrn_seq::testkit::{SimBox, WireEvent};
-use vyrn_seq::SeqConfig;
+use vyrn_seq::testkit::capture::capture;
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::ctrl::{DataFetch, HashListReq, Nack, RepAck, RepairReq};
-use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::{PacketRecord, Step};
 
@@ -145,78 +143,7 @@ impl DecodedOut for Tap {
     }
 }
 
-/// The capture: packets as received (ts, bytes), the box's frames in order, DATA frames.
-struct Capture {
-    cfg: EngineConfig,
-    seq_key: ed25519_dalek::VerifyingKey,
-    packets: Vec<(u64, Vec<u8>)>,
-    frames: Vec<Vec<u8>>,
-    data: Vec<Vec<u8>>,
-    msgs: u64,
-}
-
 const EPOCH: u32 = 3;
-
-fn capture(n: usize) -> Capture {
-    let e = EngineConfig::test_home(4, 8);
-    let mut home = SimBox::new(SeqConfig {
-        engine: e.clone(),
-        epoch: EPOCH,
-        block_ns: 100_000,
-        seq_key: [6; 32],
-        voters: 4,
-        rtx_ring_bytes: 64 << 20,
-    });
-    let mut w = Workload::new(&e, 5, Mix::clean());
-    let tiles = home.tiles();
-    let mut c = Capture {
-        cfg: e.clone(),
-        seq_key: home.seq_public(),
-        packets: Vec::new(),
-        frames: Vec::new(),
-        data: Vec::new(),
-        msgs: 0,
-    };
-    let mut now = 0;
-    let mut data_seq = 0u64;
-    let mut i = 0;
-    while i < n + 2000 {
-        i += 1;
-        if i <= n {
-            if let Input::Packet { rx_ts, bytes } = w.next_input() {
-                c.msgs += bytes[2] as u64;
-                data_seq += 1;
-                let mut b =
-                    DataFrameBuilder::new(DataKind::Data, e.book, EPOCH as u16, data_seq, 0);
-                let _ = b.push(&bytes);
-                c.data.push(b.as_bytes().to_vec());
-                c.packets.push((rx_ts, bytes.clone()));
-                home.receive(rx_ts, bytes);
-            }
-            now = now.max(w.now());
-        } else {
-            now += 1_000;
-        }
-        for &t in &tiles {
-            home.poll(t, now);
-        }
-        for ev in home.drain_wire() {
-            if let WireEvent::Frame { bytes, path: 0, .. } = ev {
-                c.frames.push(bytes);
-            }
-        }
-        // A stand-in finalizer: every frame acked, every closed block voted (no halt, no fence).
-        let sent = [home.words().sent(0), home.words().sent(1)];
-        let closed = home.closed_height();
-        for v in 0..4 {
-            home.on_ack(v, sent, now);
-            for h in closed.saturating_sub(4)..=closed {
-                home.on_vote(v, h);
-            }
-        }
-    }
-    c
-}
 
 fn main() {
     if !enabled("replica") {
@@ -224,7 +151,8 @@ fn main() {
     }
     let n = if quick() { 2_000 } else { 40_000 };
     let r = rounds(if quick() { 3 } else { 15 });
-    let c = capture(n);
+    let cfg = EngineConfig::test_home(4, 8);
+    let c = capture(&cfg, EPOCH, 100_000, 5, Mix::clean(), n);
     println!(
         "B-REP-7 at the replica: {} packets ({} msgs), {} frames, {} DATA frames",
         c.packets.len(),
@@ -237,7 +165,7 @@ fn main() {
         r,
         c.msgs,
         || {
-            let mut e = LiveEngine::new(c.cfg.clone());
+            let mut e = LiveEngine::new(cfg.clone());
             e.prefault();
             e
         },
@@ -254,7 +182,7 @@ fn main() {
         },
     );
     let core_cfg = CoreConfig {
-        engine: c.cfg.clone(),
+        engine: cfg.clone(),
         epoch: EPOCH,
         tenure: 0,
         sender: 0,
@@ -304,9 +232,9 @@ fn main() {
     // 07 §7.3: each stage alone, against live, on 07 §7.2's cores. Each stage is fed what
     // its upstream stage hands it (prepared outside the timing) and hands on what its
     // downstream stage takes.
-    let n_streams = c.cfg.layout.n_streams;
+    let n_streams = cfg.layout.n_streams;
     let rx_cfg = RxConfig {
-        book: c.cfg.book,
+        book: cfg.book,
         epoch: EPOCH,
         tenure: 0,
         sender: 0,
@@ -331,7 +259,7 @@ fn main() {
     );
     // The data side as core 3 finds it on a live home: copy 2 stored by the data cores.
     let stored = || {
-        let mut d = DataSide::new(DataConfig::new(c.cfg.book, EPOCH as u16, 1, 0, n_streams));
+        let mut d = DataSide::new(DataConfig::new(cfg.book, EPOCH as u16, 1, 0, n_streams));
         for (i, f) in c.data.iter().enumerate() {
             d.on_data_frame(0, f, i as u64, &mut NullData)
                 .expect("data frame");
@@ -346,7 +274,7 @@ fn main() {
         c.msgs,
         || {
             (
-                Decoder::new(c.cfg.layout, 1).expect("decoder"),
+                Decoder::new(cfg.layout, 1).expect("decoder"),
                 stored(),
                 Verdicts::new(c.seq_key, EPOCH, Anchor::default()),
             )
@@ -385,7 +313,7 @@ fn main() {
     // with copy 2's payloads from the data side, to the last response.
     let mut tap = Tap::default();
     {
-        let mut dec = Decoder::new(c.cfg.layout, 1).expect("decoder");
+        let mut dec = Decoder::new(cfg.layout, 1).expect("decoder");
         for (i, f) in c.frames.iter().enumerate() {
             dec.on_frame(f, i as u64, &mut tap);
         }
@@ -397,7 +325,7 @@ fn main() {
         r,
         c.msgs,
         || {
-            let mut p = Replayer::new(c.cfg.clone());
+            let mut p = Replayer::new(cfg.clone());
             p.prefault();
             p
         },

@@ -37,6 +37,14 @@ fn up_ok(tag: &str, base: u16, args: &[&str]) -> (PathBuf, PathBuf, String) {
     (dir, run, stdout)
 }
 
+/// Column `col` of each replica's row of the report's Replicas table in `text`.
+fn replica_column(text: &str, col: usize) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
+        .map(|l| l.split('|').nth(col).unwrap().trim())
+        .collect()
+}
+
 #[test]
 fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
@@ -46,10 +54,9 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
     // State roots (07 §7.4) certify in the run: a dev home roots once a second, the run is
     // longer than 3 s, so each replica formed root certificates and the journal holds them.
-    let roots: Vec<u64> = report
-        .lines()
-        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
-        .map(|l| l.split('|').nth(4).unwrap().trim().parse().unwrap_or(0))
+    let roots: Vec<u64> = replica_column(&report, 4)
+        .iter()
+        .map(|c| c.parse().unwrap_or(0))
         .collect();
     assert_eq!(roots.len(), 4, "{report}");
     assert!(
@@ -57,11 +64,7 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
         "root certs {roots:?}\n{report}"
     );
     // 07 §7.3: each replica's replay lag in time, from its status line.
-    let lags: Vec<&str> = report
-        .lines()
-        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
-        .map(|l| l.split('|').nth(5).unwrap().trim())
-        .collect();
+    let lags = replica_column(&report, 5);
     assert!(
         lags.len() == 4
             && lags
@@ -399,11 +402,7 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
         ],
     );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
-    let digests: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
-        .map(|l| l.split('|').nth(2).unwrap().trim())
-        .collect();
+    let digests = replica_column(&stdout, 2);
     assert_eq!(digests.len(), 4, "{stdout}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     assert!(run.join("replica-1-restarted.log").exists());
@@ -444,11 +443,7 @@ fn a_replica_that_lost_its_consensus_partition_starts_from_its_cert_journal() {
     );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
     assert!(stdout.contains("consensus directory removed"), "{stdout}");
-    let digests: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
-        .map(|l| l.split('|').nth(2).unwrap().trim())
-        .collect();
+    let digests = replica_column(&stdout, 2);
     assert_eq!(digests.len(), 4, "{stdout}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     let log = std::fs::read_to_string(run.join("replica-3-restarted.log")).unwrap();

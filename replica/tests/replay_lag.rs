@@ -3,13 +3,11 @@
 //! tick whose replay applied it.
 
 use vyrn_engine::home::EngineSink;
-use vyrn_engine::workload::{Input, Mix, Workload};
+use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
 use vyrn_replica::verdict::Anchor;
-use vyrn_seq::testkit::{SimBox, WireEvent};
-use vyrn_seq::SeqConfig;
-use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
+use vyrn_seq::testkit::capture::capture;
 
 struct Quiet;
 impl ReplicaOut for Quiet {}
@@ -24,62 +22,11 @@ impl EngineSink for Count {
 
 const EPOCH: u32 = 5;
 
-/// The real box (production tiles, seeded) on `n` clean-mix packets: its path-A frames and copy
-/// 2 of every packet in DATA frames.
-fn capture(
-    e: &EngineConfig,
-    n: usize,
-) -> (ed25519_dalek::VerifyingKey, Vec<Vec<u8>>, Vec<Vec<u8>>) {
-    let mut home = SimBox::new(SeqConfig {
-        engine: e.clone(),
-        epoch: EPOCH,
-        block_ns: 100_000,
-        seq_key: [9; 32],
-        voters: 4,
-        rtx_ring_bytes: 8 << 20,
-    });
-    let mut w = Workload::new(e, 11, Mix::clean());
-    let tiles = home.tiles();
-    let (mut frames, mut data) = (Vec::new(), Vec::new());
-    let (mut now, mut data_seq) = (0u64, 0u64);
-    for i in 0..n + 2000 {
-        if i < n {
-            if let Input::Packet { rx_ts, bytes } = w.next_input() {
-                data_seq += 1;
-                let mut b =
-                    DataFrameBuilder::new(DataKind::Data, e.book, EPOCH as u16, data_seq, 0);
-                let _ = b.push(&bytes);
-                data.push(b.as_bytes().to_vec());
-                home.receive(rx_ts, bytes);
-            }
-            now = now.max(w.now());
-        } else {
-            now += 1_000;
-        }
-        for &t in &tiles {
-            home.poll(t, now);
-        }
-        for ev in home.drain_wire() {
-            if let WireEvent::Frame { bytes, path: 0, .. } = ev {
-                frames.push(bytes);
-            }
-        }
-        let sent = [home.words().sent(0), home.words().sent(1)];
-        let closed = home.closed_height();
-        for v in 0..4 {
-            home.on_ack(v, sent, now);
-            for h in closed.saturating_sub(4)..=closed {
-                home.on_vote(v, h);
-            }
-        }
-    }
-    (home.seq_public(), frames, data)
-}
-
 #[test]
 fn replay_lag_is_timed_from_a_steps_frame_to_the_tick_that_replays_it() {
     let e = EngineConfig::test_home(4, 8);
-    let (seq_key, frames, data) = capture(&e, 600);
+    let c = capture(&e, EPOCH, 100_000, 11, Mix::clean(), 600);
+    let (seq_key, frames, data) = (c.seq_key, c.frames, c.data);
     assert!(frames.len() > 100, "{} frames", frames.len());
     let mut core = ReplicaCore::new(CoreConfig {
         engine: e.clone(),

@@ -1,0 +1,90 @@
+//! A recorded run of the real box for replica-side tests and benches: a seeded workload through
+//! [`SimBox`] (production tiles, seeded scheduler), every frame of path A in order, copy 2 of
+//! every packet in its own DATA frame (as one data box would push it), and the packets as
+//! received. A stand-in finalizer acks every frame and votes every closed block, so the box
+//! never halts or fences.
+
+use super::{SimBox, WireEvent};
+use crate::shm::SeqConfig;
+use vyrn_engine::workload::{Input, Mix, Workload};
+use vyrn_engine::EngineConfig;
+use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
+
+/// What [`capture`] recorded.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    /// The sequencer's verifying key (the headers' `seq_sig`).
+    pub seq_key: ed25519_dalek::VerifyingKey,
+    /// The packets as the box received them: (rx_ts, bytes).
+    pub packets: Vec<(u64, Vec<u8>)>,
+    /// Path A's frames, in the order written.
+    pub frames: Vec<Vec<u8>>,
+    /// One DATA frame per packet, `data_seq` from 1.
+    pub data: Vec<Vec<u8>>,
+    /// Messages in the packets.
+    pub msgs: u64,
+}
+
+/// Run `n` packets of `mix` (workload seed `seed`) through a box of `engine` in `epoch` with
+/// `block_ns` blocks, then 2,000 idle polls 1 µs apart so every block closes.
+pub fn capture(
+    engine: &EngineConfig,
+    epoch: u32,
+    block_ns: u64,
+    seed: u64,
+    mix: Mix,
+    n: usize,
+) -> Capture {
+    let mut home = SimBox::new(SeqConfig {
+        engine: engine.clone(),
+        epoch,
+        block_ns,
+        seq_key: [6; 32],
+        voters: 4,
+        rtx_ring_bytes: 64 << 20,
+    });
+    let mut w = Workload::new(engine, seed, mix);
+    let tiles = home.tiles();
+    let mut c = Capture {
+        seq_key: home.seq_public(),
+        packets: Vec::new(),
+        frames: Vec::new(),
+        data: Vec::new(),
+        msgs: 0,
+    };
+    let (mut now, mut data_seq) = (0u64, 0u64);
+    for i in 0..n + 2000 {
+        if i < n {
+            if let Input::Packet { rx_ts, bytes } = w.next_input() {
+                c.msgs += u64::from(bytes.get(2).copied().unwrap_or(0));
+                data_seq += 1;
+                let mut b =
+                    DataFrameBuilder::new(DataKind::Data, engine.book, epoch as u16, data_seq, 0);
+                let _ = b.push(&bytes);
+                c.data.push(b.as_bytes().to_vec());
+                c.packets.push((rx_ts, bytes.clone()));
+                home.receive(rx_ts, bytes);
+            }
+            now = now.max(w.now());
+        } else {
+            now += 1_000;
+        }
+        for &t in &tiles {
+            home.poll(t, now);
+        }
+        for ev in home.drain_wire() {
+            if let WireEvent::Frame { bytes, path: 0, .. } = ev {
+                c.frames.push(bytes);
+            }
+        }
+        let sent = [home.words().sent(0), home.words().sent(1)];
+        let closed = home.closed_height();
+        for v in 0..4 {
+            home.on_ack(v, sent, now);
+            for h in closed.saturating_sub(4)..=closed {
+                home.on_vote(v, h);
+            }
+        }
+    }
+    c
+}
