@@ -24,10 +24,10 @@
 use std::collections::HashMap;
 
 use vyrn_bench::{enabled, measure_with_setup, quick, ratio, rounds};
-use vyrn_engine::home::{EngineSink, LiveEngine, NullEngineSink};
+use vyrn_engine::home::{CountingSink, LiveEngine, NullEngineSink};
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
-use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
+use vyrn_replica::core::{CoreConfig, NullOut, ReplicaCore};
 use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
 use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
@@ -39,17 +39,6 @@ use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::ctrl::{DataFetch, HashListReq, Nack, RepAck, RepairReq};
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::{PacketRecord, Step};
-
-struct Quiet;
-impl ReplicaOut for Quiet {}
-
-#[derive(Default)]
-struct Count(u64);
-impl EngineSink for Count {
-    fn respond(&mut self, _r: &vyrn_engine::resp::RespOut<'_>) {
-        self.0 += 1;
-    }
-}
 
 /// Core 1's downstream: counts what order RX delivers.
 struct DropRx(u64);
@@ -198,8 +187,8 @@ fn main() {
         c.msgs,
         || ReplicaCore::new(core_cfg.clone()).expect("core"),
         |mut core| {
-            let mut out = Quiet;
-            let mut sink = Count::default();
+            let mut out = NullOut;
+            let mut sink = CountingSink::default();
             let mut d = 0;
             for (i, f) in c.frames.iter().enumerate() {
                 // Copy 2 runs a little ahead of the frames, as on a live home.
@@ -302,7 +291,7 @@ fn main() {
         c.msgs,
         || ReplicaCore::new(core_cfg.clone()).expect("core"),
         |mut core| {
-            let mut out = Quiet;
+            let mut out = NullOut;
             for (i, d) in c.data.iter().enumerate() {
                 core.on_data_frame(0, d, i as u64, &mut out);
             }
@@ -330,7 +319,7 @@ fn main() {
             p
         },
         |mut p| {
-            let mut sink = Count::default();
+            let mut sink = CountingSink::default();
             for (i, ev) in tap.0.iter().enumerate() {
                 match ev {
                     Ev::Rec(rec) => p.on_record(rec),

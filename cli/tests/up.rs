@@ -37,6 +37,15 @@ fn up_ok(tag: &str, base: u16, args: &[&str]) -> (PathBuf, PathBuf, String) {
     (dir, run, stdout)
 }
 
+/// The number right after the last `key` in `s` (a counter in a status line).
+fn num_after(s: &str, key: &str) -> Option<u64> {
+    let tail = &s[s.rfind(key)? + key.len()..];
+    tail.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Column `col` of each replica's row of the report's Replicas table in `text`.
 fn replica_column(text: &str, col: usize) -> Vec<&str> {
     text.lines()
@@ -447,14 +456,6 @@ fn a_replica_that_lost_its_consensus_partition_starts_from_its_cert_journal() {
     assert_eq!(digests.len(), 4, "{stdout}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     let log = std::fs::read_to_string(run.join("replica-3-restarted.log")).unwrap();
-    // The number right after the last `key` in `s`.
-    let num_after = |s: &str, key: &str| -> Option<u64> {
-        let tail = &s[s.rfind(key)? + key.len()..];
-        tail.split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
     let floor_line = log
         .lines()
         .find(|l| l.contains("consensus floor from the cert journal"))
@@ -504,12 +505,7 @@ fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
     assert!(stdout.contains("data box 0 killed"), "{stdout}");
     // Box 1 relayed the redirects of box 0's sessions (half of the home's 32).
     let data1 = std::fs::read_to_string(run.join("data-1.log")).unwrap();
-    let relayed: u64 = data1
-        .rsplit("redirects relayed ")
-        .next()
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let relayed = num_after(&data1, "redirects relayed ").unwrap_or(0);
     // (More when a scheduling stall made box 1 down by quorum first and its own sessions
     // moved to box 0: they are redirected back here too.)
     assert!(relayed >= 16, "{data1}");

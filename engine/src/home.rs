@@ -32,6 +32,15 @@ pub trait EngineSink {
 pub struct NullEngineSink;
 impl EngineSink for NullEngineSink {}
 
+/// A sink that counts the responses and keeps nothing (benches and tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CountingSink(pub u64);
+impl EngineSink for CountingSink {
+    fn respond(&mut self, _r: &RespOut<'_>) {
+        self.0 += 1;
+    }
+}
+
 struct LaneAdapter<'a, S: EngineSink> {
     sink: &'a mut S,
     fwd: &'a mut VecDeque<Fwd>,

@@ -62,6 +62,11 @@ pub trait ReplicaOut {
     fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {}
 }
 
+/// Sends and raises nothing (benches and tests that look at the core's own state).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullOut;
+impl ReplicaOut for NullOut {}
+
 /// Counters of the core's own (each piece keeps its own too).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CoreCounters {

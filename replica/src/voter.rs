@@ -442,28 +442,23 @@ pub fn newest_floor(
     use crate::journal::cert::{CertJournal, CertKind};
     use vyrn_wire::msg::ctrl::CtrlMsg;
     let mut j = CertJournal::open_read_only(dirs).ok()?;
-    let mut best: Option<(
-        vyrn_consensus::Finalization,
-        vyrn_wire::msg::consensus::RepProposal,
-    )> = None;
-    for i in 0..j.len() {
-        let Ok((CertKind::Finality, b)) = j.get(i) else {
-            continue;
-        };
-        let Ok(CtrlMsg::FinalityCert(c)) = CtrlMsg::parse(&b) else {
-            continue;
-        };
-        if best
-            .as_ref()
-            .is_some_and(|(f, _)| f.proposal.round.view().get() >= c.view)
-        {
-            continue;
-        }
-        if let Ok(f) = vyrn_consensus::cert::to_finalization(voters, &c) {
-            best = Some((f, c.proposal));
-        }
-    }
-    best
+    // Parse every entry (cheap), then check signatures newest view first and stop at the first
+    // that verifies: a long journal costs one verification, not one per certificate.
+    let mut certs: Vec<_> = (0..j.len())
+        .filter_map(|i| match j.get(i) {
+            Ok((CertKind::Finality, b)) => match CtrlMsg::parse(&b) {
+                Ok(CtrlMsg::FinalityCert(c)) => Some(c),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    certs.sort_unstable_by_key(|c| std::cmp::Reverse(c.view));
+    certs.iter().find_map(|c| {
+        vyrn_consensus::cert::to_finalization(voters, c)
+            .ok()
+            .map(|f| (f, c.proposal))
+    })
 }
 
 /// What [`verify_cert_journal`] found.

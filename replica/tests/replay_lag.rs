@@ -2,23 +2,12 @@
 //! measures it: every step is timed from the decoding of the frame that completed it to the
 //! tick whose replay applied it.
 
-use vyrn_engine::home::EngineSink;
+use vyrn_engine::home::CountingSink;
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
-use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
+use vyrn_replica::core::{CoreConfig, NullOut, ReplicaCore};
 use vyrn_replica::verdict::Anchor;
 use vyrn_seq::testkit::capture::capture;
-
-struct Quiet;
-impl ReplicaOut for Quiet {}
-
-#[derive(Default)]
-struct Count(u64);
-impl EngineSink for Count {
-    fn respond(&mut self, _r: &vyrn_engine::resp::RespOut<'_>) {
-        self.0 += 1;
-    }
-}
 
 const EPOCH: u32 = 5;
 
@@ -39,7 +28,7 @@ fn replay_lag_is_timed_from_a_steps_frame_to_the_tick_that_replays_it() {
         anchor: Anchor::default(),
     })
     .expect("core");
-    let (mut out, mut sink) = (Quiet, Count::default());
+    let (mut out, mut sink) = (NullOut, CountingSink::default());
     // Copy 2 first, then every frame at t0; nothing ticks (so nothing replays) until t1.
     for d in &data {
         core.on_data_frame(0, d, 0, &mut out);
