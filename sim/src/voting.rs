@@ -992,7 +992,7 @@ impl ScriptRoute {
         match view {
             Some(v) => {
                 let (p, s) = self.scenario.partitions(v, self.term, &self.parts);
-                Sets::Split(p, s)
+                Sets::Split(Arc::new(p), Arc::new(s))
             }
             None => Sets::Drop,
         }
@@ -1005,8 +1005,8 @@ enum Sets {
     All,
     /// Primary's peers, secondary's peers.
     Split(
-        Vec<vyrn_consensus::PublicKey>,
-        Vec<vyrn_consensus::PublicKey>,
+        Arc<Vec<vyrn_consensus::PublicKey>>,
+        Arc<Vec<vyrn_consensus::PublicKey>>,
     ),
     /// No one (a message that does not decode; only a script decodes).
     #[cfg_attr(not(feature = "mocks"), allow(dead_code))]
@@ -1036,7 +1036,7 @@ impl TwinRoute {
         if self.healed.load(std::sync::atomic::Ordering::Relaxed) {
             return Sets::All;
         }
-        Sets::Split((*self.primary).clone(), (*self.secondary).clone())
+        Sets::Split(self.primary.clone(), self.secondary.clone())
     }
 
     /// A half sends only to its own peers, of the recipients the engine named.
@@ -1063,7 +1063,7 @@ impl TwinRoute {
                 simulated::SplitOrigin::Secondary => &s,
             };
             let v: Vec<_> = match to {
-                Recipients::All => mine.clone(),
+                Recipients::All => mine.to_vec(),
                 Recipients::Some(v) => v.iter().filter(|p| mine.contains(p)).cloned().collect(),
                 Recipients::One(p) => mine.iter().filter(|m| *m == p).cloned().collect(),
             };
