@@ -23,10 +23,14 @@
 
 use std::collections::HashMap;
 
+use std::collections::VecDeque;
 use vyrn_bench::{enabled, measure_with_setup, quick, ratio, rounds};
+use vyrn_engine::bbo::{BboSink, OpQueues};
 use vyrn_engine::home::{CountingSink, LiveEngine, NullEngineSink};
+use vyrn_engine::lane::LaneSink;
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
+use vyrn_engine::{Bbo, Capture, Fwd, Lane, LaneEvent, RespOut, StepOut};
 use vyrn_replica::core::{CoreConfig, NullOut, ReplicaCore};
 use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
 use vyrn_replica::decode::{DecodedOut, Decoder};
@@ -138,6 +142,11 @@ fn main() {
     if !enabled("replica") {
         return;
     }
+    // `VYRN_BENCH_STAGE=replay` (comma-separated parts of names): the baseline and only the
+    // stages named (profiling one stage).
+    let on = |name: &str| {
+        std::env::var("VYRN_BENCH_STAGE").map_or(true, |v| v.split(',').any(|p| name.contains(p)))
+    };
     let n = if quick() { 2_000 } else { 40_000 };
     let r = rounds(if quick() { 3 } else { 15 });
     let cfg = EngineConfig::test_home(4, 8);
@@ -181,42 +190,46 @@ fn main() {
         anchor: Anchor::default(),
     };
     let mut answers = HashMap::new();
-    let replica = measure_with_setup(
-        "replica: order RX + decode + data side + replay (per msg)",
-        r,
-        c.msgs,
-        || ReplicaCore::new(core_cfg.clone()).expect("core"),
-        |mut core| {
-            let mut out = NullOut;
-            let mut sink = CountingSink::default();
-            let mut d = 0;
-            for (i, f) in c.frames.iter().enumerate() {
-                // Copy 2 runs a little ahead of the frames, as on a live home.
-                while d < c.data.len() && d < i * 2 + 64 {
-                    core.on_data_frame(0, &c.data[d], i as u64, &mut out);
+    let replica = on("whole").then(|| {
+        measure_with_setup(
+            "replica: order RX + decode + data side + replay (per msg)",
+            r,
+            c.msgs,
+            || ReplicaCore::new(core_cfg.clone()).expect("core"),
+            |mut core| {
+                let mut out = NullOut;
+                let mut sink = CountingSink::default();
+                let mut d = 0;
+                for (i, f) in c.frames.iter().enumerate() {
+                    // Copy 2 runs a little ahead of the frames, as on a live home.
+                    while d < c.data.len() && d < i * 2 + 64 {
+                        core.on_data_frame(0, &c.data[d], i as u64, &mut out);
+                        d += 1;
+                    }
+                    core.on_path_frame(0, f, i as u64, &mut out);
+                    if i % 16 == 15 {
+                        let _ = core.tick(i as u64, &mut out, &mut sink);
+                    }
+                }
+                while d < c.data.len() {
+                    core.on_data_frame(0, &c.data[d], 0, &mut out);
                     d += 1;
                 }
-                core.on_path_frame(0, f, i as u64, &mut out);
-                if i % 16 == 15 {
-                    let _ = core.tick(i as u64, &mut out, &mut sink);
-                }
-            }
-            while d < c.data.len() {
-                core.on_data_frame(0, &c.data[d], 0, &mut out);
-                d += 1;
-            }
-            let _ = core.tick(c.frames.len() as u64, &mut out, &mut sink);
-            core.settle(&mut sink);
-            answers.insert(0, sink.0);
-            core
-        },
-    );
-    ratio(&replica, &live);
-    println!(
-        "  replay speed from the wire vs live = {:.2}x (B-REP-7: ≥ 1.5x at peak); {} answers replayed per round",
-        live.p50_ns() / replica.p50_ns(),
-        answers.get(&0).copied().unwrap_or(0)
-    );
+                let _ = core.tick(c.frames.len() as u64, &mut out, &mut sink);
+                core.settle(&mut sink);
+                answers.insert(0, sink.0);
+                core
+            },
+        )
+    });
+    if let Some(replica) = &replica {
+        ratio(replica, &live);
+        println!(
+            "  replay speed from the wire vs live = {:.2}x (B-REP-7: ≥ 1.5x at peak); {} answers replayed per round",
+            live.p50_ns() / replica.p50_ns(),
+            answers.get(&0).copied().unwrap_or(0)
+        );
+    }
 
     // 07 §7.3: each stage alone, against live, on 07 §7.2's cores. Each stage is fed what
     // its upstream stage hands it (prepared outside the timing) and hands on what its
@@ -232,20 +245,22 @@ fn main() {
         timing: Default::default(),
     };
     // Core 1: order RX on the replication paths — dedupe, holes, RepAck — delivering in order.
-    let order_rx = measure_with_setup(
-        "stage: order RX, core 1 (per msg)",
-        r,
-        c.msgs,
-        || OrderRx::new(rx_cfg),
-        |mut rx| {
-            let mut o = DropRx(0);
-            for (i, f) in c.frames.iter().enumerate() {
-                rx.on_frame(0, f, i as u64, &mut o);
-            }
-            assert_eq!(o.0, c.frames.len() as u64, "order RX delivered every frame");
-            rx
-        },
-    );
+    let order_rx = on("order_rx").then(|| {
+        measure_with_setup(
+            "stage: order RX, core 1 (per msg)",
+            r,
+            c.msgs,
+            || OrderRx::new(rx_cfg),
+            |mut rx| {
+                let mut o = DropRx(0);
+                for (i, f) in c.frames.iter().enumerate() {
+                    rx.on_frame(0, f, i as u64, &mut o);
+                }
+                assert_eq!(o.0, c.frames.len() as u64, "order RX delivered every frame");
+                rx
+            },
+        )
+    });
     // The data side as core 3 finds it on a live home: copy 2 stored by the data cores.
     let stored = || {
         let mut d = DataSide::new(DataConfig::new(cfg.book, EPOCH as u16, 1, 0, n_streams));
@@ -257,47 +272,51 @@ fn main() {
     };
     // Core 3: the decoder, step merge, structural checks, `order_root`, the data join,
     // `data_root`, each header's `seq_sig`.
-    let decoder = measure_with_setup(
-        "stage: decoder + join + roots, core 3 (per msg)",
-        r,
-        c.msgs,
-        || {
-            (
-                Decoder::new(cfg.layout, 1).expect("decoder"),
-                stored(),
-                Verdicts::new(c.seq_key, EPOCH, Anchor::default()),
-            )
-        },
-        |(mut dec, mut data, mut verdicts)| {
-            let mut o = Core3 {
-                data: &mut data,
-                verdicts: &mut verdicts,
-                now: 0,
-                refused: 0,
-                blocks: 0,
-            };
-            for (i, f) in c.frames.iter().enumerate() {
-                o.now = i as u64;
-                dec.on_frame(f, i as u64, &mut o);
-            }
-            assert_eq!(o.refused, 0, "every record joined");
-            assert!(o.blocks > 0, "blocks closed");
-            (dec, data, verdicts)
-        },
-    );
-    let data_only = measure_with_setup(
-        "stage: data side, DATA frames alone (per msg)",
-        r,
-        c.msgs,
-        || ReplicaCore::new(core_cfg.clone()).expect("core"),
-        |mut core| {
-            let mut out = NullOut;
-            for (i, d) in c.data.iter().enumerate() {
-                core.on_data_frame(0, d, i as u64, &mut out);
-            }
-            core
-        },
-    );
+    let decoder = on("decoder").then(|| {
+        measure_with_setup(
+            "stage: decoder + join + roots, core 3 (per msg)",
+            r,
+            c.msgs,
+            || {
+                (
+                    Decoder::new(cfg.layout, 1).expect("decoder"),
+                    stored(),
+                    Verdicts::new(c.seq_key, EPOCH, Anchor::default()),
+                )
+            },
+            |(mut dec, mut data, mut verdicts)| {
+                let mut o = Core3 {
+                    data: &mut data,
+                    verdicts: &mut verdicts,
+                    now: 0,
+                    refused: 0,
+                    blocks: 0,
+                };
+                for (i, f) in c.frames.iter().enumerate() {
+                    o.now = i as u64;
+                    dec.on_frame(f, i as u64, &mut o);
+                }
+                assert_eq!(o.refused, 0, "every record joined");
+                assert!(o.blocks > 0, "blocks closed");
+                (dec, data, verdicts)
+            },
+        )
+    });
+    let data_only = on("data").then(|| {
+        measure_with_setup(
+            "stage: data side, DATA frames alone (per msg)",
+            r,
+            c.msgs,
+            || ReplicaCore::new(core_cfg.clone()).expect("core"),
+            |mut core| {
+                let mut out = NullOut;
+                for (i, d) in c.data.iter().enumerate() {
+                    core.on_data_frame(0, d, i as u64, &mut out);
+                }
+                core
+            },
+        )
+    });
     // Replay (cores 2, 8–49): what the decoder hands it — records, hashes, steps, headers —
     // with copy 2's payloads from the data side, to the last response.
     let mut tap = Tap::default();
@@ -309,43 +328,58 @@ fn main() {
     }
     let payloads = stored();
     let want = answers.get(&0).copied().unwrap_or(0);
-    let replay_only = measure_with_setup(
-        "stage: replay, the decoded stream with its payloads (per msg)",
-        r,
-        c.msgs,
-        || {
-            let mut p = Replayer::new(cfg.clone());
-            p.prefault();
-            p
-        },
-        |mut p| {
-            let mut sink = CountingSink::default();
-            for (i, ev) in tap.0.iter().enumerate() {
-                match ev {
-                    Ev::Rec(rec) => p.on_record(rec),
-                    Ev::Hash(lane, first, h) => p.on_hash(*lane, *first, *h),
-                    Ev::Step(s, cut, pl) => p.on_step(s, cut, pl),
-                    Ev::Block(h, last) => p.on_block(*h, *last),
+    let replay_only = on("replay").then(|| {
+        measure_with_setup(
+            "stage: replay, the decoded stream with its payloads (per msg)",
+            r,
+            c.msgs,
+            || {
+                let mut p = Replayer::new(cfg.clone());
+                p.prefault();
+                p
+            },
+            |mut p| {
+                let mut sink = CountingSink::default();
+                for (i, ev) in tap.0.iter().enumerate() {
+                    match ev {
+                        Ev::Rec(rec) => p.on_record(rec),
+                        Ev::Hash(lane, first, h) => p.on_hash(*lane, *first, *h),
+                        Ev::Step(s, cut, pl) => p.on_step(s, cut, pl),
+                        Ev::Block(h, last) => p.on_block(*h, *last),
+                    }
+                    if i % 64 == 63 {
+                        p.pump(&payloads, &mut sink).expect("replay");
+                    }
                 }
-                if i % 64 == 63 {
-                    p.pump(&payloads, &mut sink).expect("replay");
+                p.pump(&payloads, &mut sink).expect("replay");
+                p.settle(&mut sink);
+                if replica.is_some() {
+                    assert_eq!(sink.0, want, "replay answered as the whole replica did");
                 }
-            }
-            p.pump(&payloads, &mut sink).expect("replay");
-            p.settle(&mut sink);
-            assert_eq!(sink.0, want, "replay answered as the whole replica did");
-            p
-        },
-    );
+                p
+            },
+        )
+    });
+    // 07 §7.3 counts replay per core: the replay BBO core does the live BBO core's work (both
+    // run `Bbo::execute`; live chooses each step's op, replay pops the one its StepRecord
+    // names), a replay lane does a live lane's without the NIC, the `tag_seq` MAC and the
+    // full hash. Each core alone, live against replay, on one live run's log.
+    let per_core = on("core").then(|| per_core(&cfg, &c, r, &payloads));
     let speed = |m: &vyrn_bench::Stats| live.p50_ns() / m.p50_ns();
-    let stages = [
-        ("order RX (core 1)", speed(&order_rx)),
-        ("decoder (core 3)", speed(&decoder)),
-        ("data side", speed(&data_only)),
-        ("replay", speed(&replay_only)),
-    ];
-    for (name, x) in stages {
+    let stages: Vec<(&str, f64)> = [
+        ("order RX (core 1)", &order_rx),
+        ("decoder (core 3)", &decoder),
+        ("data side", &data_only),
+        ("replay", &replay_only),
+    ]
+    .into_iter()
+    .filter_map(|(name, m)| m.as_ref().map(|m| (name, speed(m))))
+    .collect();
+    for &(name, x) in &stages {
         println!("  stage speed vs live: {name:<20} {x:.2}x");
+    }
+    if stages.is_empty() {
+        return;
     }
     let (slowest, bound) =
         stages
@@ -355,4 +389,162 @@ fn main() {
     println!(
         "  pipeline bound (each stage on its own cores, 07 §7.2): {bound:.2}x, set by the {slowest} (B-REP-7: ≥ 1.5x at peak)"
     );
+    if let Some((bbo, lanes)) = per_core {
+        println!(
+            "  per core, replay vs live at the same load: BBO core {bbo:.2}x, lanes {lanes:.2}x; \
+             at 07 §7.3's live load at peak (0.60 on both): BBO core {:.2}x, lanes {:.2}x",
+            bbo / 0.6,
+            lanes / 0.6
+        );
+    }
+}
+
+/// Counts what a core emits (each engine core's output goes to a ring in the box and the
+/// replica alike; counting keeps both sides' cost equal and small).
+#[derive(Default)]
+struct CoreCount(u64);
+impl BboSink for CoreCount {
+    fn step(&mut self, _s: &StepOut<'_>) {
+        self.0 += 1;
+    }
+    fn event(&mut self, _lane: u8, _ev: &LaneEvent) {
+        self.0 += 1;
+    }
+}
+impl LaneSink for CoreCount {
+    fn record(&mut self, _rec: &PacketRecord, _enc: &[u8], _payload: &[u8]) {}
+    fn hash(&mut self, _lane: u8, _first: u64, _full: &[u8; 32]) {}
+    fn forward(&mut self, _f: &Fwd) {
+        self.0 += 1;
+    }
+    fn respond(&mut self, _r: &RespOut<'_>) {
+        self.0 += 1;
+    }
+}
+
+/// The lane → BBO rings, filled with every op a live run forwarded.
+struct Ops(Vec<VecDeque<Fwd>>);
+impl OpQueues for Ops {
+    fn head(&self, lane: usize) -> Option<&Fwd> {
+        self.0.get(lane).and_then(|q| q.front())
+    }
+    fn pop(&mut self, lane: usize) -> Option<Fwd> {
+        self.0.get_mut(lane).and_then(|q| q.pop_front())
+    }
+}
+
+/// 07 §7.3 per core, live against replay on one live run's log (the same packets): the BBO
+/// core (live: `Bbo::poll` at each logged step's cut, choosing the same op; replay:
+/// `Bbo::replay` of the logged step) and the lanes (live: `Lane::on_packet` with the MAC and
+/// the full hash; replay: the join's read of copy 2 from the data side's store and
+/// `Lane::replay_packet`), each lane applying the BBO core's events before each record as its
+/// `fills_applied` says. Returns the speeds (live time / replay time) of the BBO core and the
+/// lanes.
+fn per_core(
+    cfg: &EngineConfig,
+    c: &vyrn_seq::testkit::capture::Capture,
+    r: usize,
+    payloads: &DataSide,
+) -> (f64, f64) {
+    let mut log = Capture::default();
+    let mut e = LiveEngine::new(cfg.clone());
+    for (i, (ts, b)) in c.packets.iter().enumerate() {
+        let _ = e.submit(*ts, *ts, b, &mut log);
+        if i % 4 == 3 {
+            let _ = e.poll(*ts, &mut log);
+        }
+    }
+    let _ = e.poll(u64::MAX / 2, &mut log);
+    e.settle(&mut log);
+    let n = cfg.layout.n_lanes as usize;
+    let ops = || {
+        let mut q = Ops((0..n).map(|_| VecDeque::new()).collect());
+        for f in &log.forwards {
+            q.0[f.lane as usize].push_back(*f);
+        }
+        q
+    };
+    let bbo = |name: &str, live: bool| {
+        measure_with_setup(
+            name,
+            r,
+            c.msgs,
+            || (Bbo::new(cfg), ops()),
+            |(mut b, mut q)| {
+                let mut out = CoreCount::default();
+                for s in &log.steps {
+                    if live {
+                        let got = b.poll(0, &s.cut, &mut q, &mut out).expect("live step");
+                        assert_eq!(got, Some(s.step), "live chose the logged step");
+                    } else {
+                        b.replay(&s.as_in(), &mut q, &mut out)
+                            .expect("replayed step");
+                    }
+                }
+                assert!(q.0.iter().all(|q| q.is_empty()), "every op executed");
+                (b, q, out.0)
+            },
+        )
+    };
+    let bbo_live = bbo("core: BBO, live (poll at each logged cut) (per msg)", true);
+    let bbo_replay = bbo("core: BBO, replay (each logged step) (per msg)", false);
+    let responses: usize = log.responses.values().map(|v| v.len()).sum();
+    // 0: live; 1: replay, reading copy 2 from the data side's store; 2: replay, the payload in
+    // hand (the lane's own work).
+    let lanes = |name: &str, mode: u8| {
+        measure_with_setup(
+            name,
+            r,
+            c.msgs,
+            || {
+                let mut ls: Vec<Lane> = (0..n as u8).map(|l| Lane::new(cfg, l)).collect();
+                ls.iter_mut().for_each(Lane::prefault);
+                ls
+            },
+            |mut ls| {
+                let mut out = CoreCount::default();
+                let mut applied = vec![0usize; n];
+                let mut answers = 0u64;
+                for (rec, p) in &log.records {
+                    let l = rec.lane as usize;
+                    let evs = &log.events[l];
+                    while applied[l] < evs.len() && evs[applied[l]].step <= rec.fills_applied {
+                        ls[l].on_event(&evs[applied[l]], &mut out);
+                        applied[l] += 1;
+                    }
+                    if mode == 0 {
+                        ls[l]
+                            .on_packet(rec.rx_ts, rec.rx_ts, p, &mut out)
+                            .expect("live");
+                    } else if mode == 2 {
+                        ls[l].replay_packet(rec, p, &mut out).expect("replay");
+                    } else {
+                        let key = PktKey {
+                            session: rec.session,
+                            pkt_seq: rec.pkt_seq,
+                        };
+                        let (bytes, _) = payloads.payload_hashed(key).expect("copy 2 held");
+                        ls[l].replay_packet(rec, bytes, &mut out).expect("replay");
+                    }
+                }
+                for (l, lane) in ls.iter_mut().enumerate() {
+                    for ev in &log.events[l][applied[l]..] {
+                        lane.on_event(ev, &mut out);
+                    }
+                    lane.flush_hashes(&mut out);
+                    answers += lane.counters().responses;
+                }
+                assert_eq!(answers as usize, responses, "every answer produced");
+                (ls, out.0)
+            },
+        )
+    };
+    let lanes_live = lanes("core: lanes, live (MAC, full hash) (per msg)", 0);
+    let lanes_replay = lanes("core: lanes, replay (the join's read, no MAC) (per msg)", 1);
+    let lanes_own = lanes("core: lanes, replay, payload in hand (per msg)", 2);
+    ratio(&lanes_own, &lanes_live);
+    (
+        bbo_live.p50_ns() / bbo_replay.p50_ns(),
+        lanes_live.p50_ns() / lanes_replay.p50_ns(),
+    )
 }

@@ -347,14 +347,41 @@ pub enum ReplayError {
     },
 }
 
+/// Where replay finds a keyed record's payload (07 §5.4, the data join): the copy of
+/// `(session, pkt_seq)` whose 8-byte hash is the record's `pkt_hash`. Replay reads it in place,
+/// when the lane runs the record: no copy, no buffer per record.
+pub trait Payloads {
+    /// The payload of `(session, pkt_seq)` whose 8-byte hash is `pkt_hash`, if held.
+    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]>;
+}
+
+/// No stored payloads: every record was fed with its own ([`ReplayEngine::push_record`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoPayloads;
+impl Payloads for NoPayloads {
+    fn payload(&self, _: u32, _: u32, _: u64) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// A queued record's payload: its own bytes, or a key into [`Payloads`] once its `pkt_hash` is
+/// known.
+#[derive(Debug)]
+enum Input {
+    Owned(Vec<u8>),
+    Keyed(Option<u64>),
+}
+
 /// The replay engine (07 §7.1): decoded PacketRecords with their payloads replace the NIC,
 /// StepRecord cuts replace the cut core. Both dependencies of §7.1 are honoured; everything
 /// else may run in any order, so the result does not depend on the schedule.
 #[derive(Debug)]
 pub struct ReplayEngine {
     pub(crate) t: Tiles,
-    recs: Vec<VecDeque<(PacketRecord, Vec<u8>)>>,
+    recs: Vec<VecDeque<(PacketRecord, Input)>>,
     steps: VecDeque<LoggedStep>,
+    /// Lane passes that found the head record's payload not yet held.
+    waits: u64,
     shuffle: Option<vyrn_wire::corpus::Rng>,
     /// Payload buffers of records already run, for [`ReplayEngine::buffer`] (no allocation per
     /// record once warm).
@@ -374,6 +401,7 @@ impl ReplayEngine {
         ReplayEngine {
             recs: (0..n).map(|_| VecDeque::new()).collect(),
             steps: VecDeque::new(),
+            waits: 0,
             shuffle: None,
             t: Tiles::new(cfg, 0),
             spare: Vec::new(),
@@ -409,8 +437,50 @@ impl ReplayEngine {
             .recs
             .get_mut(rec.lane as usize)
             .ok_or(ReplayError::NoLane(rec.lane))?;
-        q.push_back((rec, payload));
+        q.push_back((rec, Input::Owned(payload)));
         Ok(())
+    }
+
+    /// Feed a decoded PacketRecord whose payload replay takes from [`Payloads`] once
+    /// [`ReplayEngine::set_hash`] names its `pkt_hash` (an Advance record carries none and goes
+    /// as it is).
+    pub fn push_keyed(&mut self, rec: PacketRecord) -> Result<(), ReplayError> {
+        let q = self
+            .recs
+            .get_mut(rec.lane as usize)
+            .ok_or(ReplayError::NoLane(rec.lane))?;
+        let input = if rec.is_advance() {
+            Input::Owned(Vec::new())
+        } else {
+            Input::Keyed(None)
+        };
+        q.push_back((rec, input));
+        Ok(())
+    }
+
+    /// A HashRun's `pkt_hash` for the keyed record of `lane` starting at `first_lane_seq` (the
+    /// first one still without its hash).
+    ///
+    /// A lane's records wait in its order, `first_lane_seq` never decreasing (an Advance record
+    /// shares its number with the next), so the record is found by binary search: a linear scan
+    /// per hash was a third of the whole receive side's time (`--bench replica`, 2026-12-03).
+    pub fn set_hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
+        if let Some(q) = self.recs.get_mut(lane as usize) {
+            let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
+            if let Some(e) = q
+                .range_mut(from..)
+                .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
+                .find(|(_, i)| matches!(i, Input::Keyed(None)))
+            {
+                e.1 = Input::Keyed(Some(pkt_hash));
+            }
+        }
+    }
+
+    /// Lane passes that found the head record's payload not yet held (waiting for the data
+    /// side or its hash).
+    pub fn waits(&self) -> u64 {
+        self.waits
     }
 
     /// Feed a decoded StepRecord.
@@ -437,6 +507,16 @@ impl ReplayEngine {
         until: Option<u64>,
         sink: &mut impl EngineSink,
     ) -> Result<u64, ReplayError> {
+        self.run_with(until, &NoPayloads, sink)
+    }
+
+    /// [`ReplayEngine::run`], taking keyed records' payloads from `src` in place.
+    pub fn run_with(
+        &mut self,
+        until: Option<u64>,
+        src: &impl Payloads,
+        sink: &mut impl EngineSink,
+    ) -> Result<u64, ReplayError> {
         let mut full = true;
         loop {
             let mut progress = false;
@@ -449,7 +529,9 @@ impl ReplayEngine {
                     1 + rng.below(4) as usize,
                     rng.below(4) as usize,
                 ),
-                _ => (u64::MAX, usize::MAX, 1),
+                // A full pass runs every step that is ready: one step per pass walked every
+                // lane once per step (`--bench replica`, 2026-12-03).
+                _ => (u64::MAX, usize::MAX, usize::MAX),
             };
             let done = self.t.bbo.done();
             if until.is_some_and(|u| done >= u) {
@@ -463,7 +545,13 @@ impl ReplayEngine {
                     continue;
                 }
                 let mut budget = per_lane;
-                while let Some((rec, _)) = self.recs[l].front() {
+                // Stopping after `until`, a lane runs only as far as the next step's cut.
+                let bound = match until {
+                    Some(_) => self.steps.front().map_or(0, |s| s.cut[l]),
+                    None => u64::MAX,
+                };
+                let q = &mut self.recs[l];
+                while let Some((rec, input)) = q.front() {
                     if budget == 0 {
                         break;
                     }
@@ -472,12 +560,23 @@ impl ReplayEngine {
                         break;
                     }
                     let last = rec.first_lane_seq + rec.count.max(1) as u64 - 1;
-                    if until.is_some() && last > self.steps.front().map_or(0, |s| s.cut[l]) {
+                    if last > bound {
                         break;
                     }
-                    let Some((rec, payload)) = self.recs[l].pop_front() else {
-                        break;
+                    // A keyed record's payload, read in place (07 §5.4 join).
+                    let payload: &[u8] = match input {
+                        Input::Owned(b) => b,
+                        Input::Keyed(h) => {
+                            match h.and_then(|h| src.payload(rec.session, rec.pkt_seq, h)) {
+                                Some(p) => p,
+                                None => {
+                                    self.waits += 1;
+                                    break;
+                                }
+                            }
+                        }
                     };
+                    let rec = *rec;
                     apply_events(
                         &mut self.t.lanes[l],
                         &mut self.t.events[l],
@@ -490,16 +589,17 @@ impl ReplayEngine {
                         fwd: &mut self.t.fwd[l],
                     };
                     self.t.lanes[l]
-                        .replay_packet(&rec, &payload, &mut ad)
+                        .replay_packet(&rec, payload, &mut ad)
                         .map_err(|err| ReplayError::Lane {
                             lane: l as u8,
                             first_lane_seq: rec.first_lane_seq,
                             err,
                         })?;
-                    if self.spare.len() < SPARE_BUFFERS {
-                        let mut b = payload;
-                        b.clear();
-                        self.spare.push(b);
+                    if let Some((_, Input::Owned(mut b))) = q.pop_front() {
+                        if b.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
+                            b.clear();
+                            self.spare.push(b);
+                        }
                     }
                     progress = true;
                 }

@@ -27,32 +27,29 @@ use vyrn_engine::EngineConfig;
 use vyrn_wire::header::Hash;
 use vyrn_wire::records::{PacketRecord, Step};
 
-/// Where replay finds a packet's bytes (the data side's store).
-pub trait PayloadSource {
-    /// The payload of `(session, pkt_seq)` whose 8-byte hash is `pkt_hash`, if held.
-    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]>;
-}
+/// Where replay finds a packet's bytes (the data side's store): the engine reads them in place
+/// when the record's lane runs it.
+pub use vyrn_engine::home::Payloads as PayloadSource;
 
 /// Counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReplayCounters {
-    /// Records fed to the engine.
+    /// Records queued for the engine (each runs once its payload is known).
     pub records: u64,
     /// Steps fed to the engine.
     pub steps: u64,
     /// Steps replayed.
     pub replayed: u64,
-    /// Pumps that found the head record of a lane without its payload (waiting for the data
-    /// side or its hash).
+    /// Lane passes that found the head record of a lane without its payload (waiting for the
+    /// data side or its hash).
     pub waits: u64,
 }
 
 /// The replay of one tenure.
 #[derive(Debug)]
 pub struct Replayer {
+    /// The engine, holding each lane's records in order until their payload is known.
     eng: ReplayEngine,
-    /// Per lane, in order: records not yet fed, with their `pkt_hash` once known.
-    waiting: Vec<VecDeque<(PacketRecord, Option<u64>)>>,
     decoded_step: u64,
     replayed_step: u64,
     counters: ReplayCounters,
@@ -133,10 +130,8 @@ const ROOTS_KEPT: usize = 64;
 impl Replayer {
     /// Replay for the home of `cfg` (its sessions and keys), from the tenure's start.
     pub fn new(cfg: EngineConfig) -> Self {
-        let n = cfg.layout.n_lanes as usize;
         Replayer {
             eng: ReplayEngine::new(cfg),
-            waiting: (0..n).map(|_| VecDeque::new()).collect(),
             decoded_step: 0,
             replayed_step: 0,
             counters: ReplayCounters::default(),
@@ -181,13 +176,10 @@ impl Replayer {
     }
 
     /// Touch the working set before the first record (as the live engine does at the box's
-    /// start): the engine's books and queues, and each lane's queue of records waiting for a
+    /// start): the engine's books and queues, with each lane's queue of records waiting for a
     /// payload, so the first seconds of a tenure take no page faults on the hot path.
     pub fn prefault(&mut self) {
         self.eng.prefault();
-        for q in &mut self.waiting {
-            q.reserve(1 << 12);
-        }
         self.pending.reserve(1 << 12);
     }
 
@@ -227,7 +219,10 @@ impl Replayer {
 
     /// Counters.
     pub fn counters(&self) -> ReplayCounters {
-        self.counters
+        ReplayCounters {
+            waits: self.eng.waits(),
+            ..self.counters
+        }
     }
 
     /// Steps decoded and replayed: the lag is their difference (07 §7.3).
@@ -235,29 +230,17 @@ impl Replayer {
         (self.decoded_step, self.replayed_step)
     }
 
-    /// A decoded PacketRecord (in its lane's order).
+    /// A decoded PacketRecord (in its lane's order); its payload is read when its HashRun
+    /// names the `pkt_hash` and the data side holds that copy.
     pub fn on_record(&mut self, r: &PacketRecord) {
-        if let Some(q) = self.waiting.get_mut(r.lane as usize) {
-            q.push_back((*r, None));
+        if self.eng.push_keyed(*r).is_ok() {
+            self.counters.records += 1;
         }
     }
 
     /// A HashRun's `pkt_hash` for the record of `lane` starting at `first_lane_seq`.
-    ///
-    /// A lane's records wait in its order, `first_lane_seq` never decreasing (an advance record
-    /// shares its number with the next), so the record is found by binary search: a linear scan
-    /// per hash was a third of the whole receive side's time (`--bench replica`, 2026-12-03).
     pub fn on_hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
-        if let Some(q) = self.waiting.get_mut(lane as usize) {
-            let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
-            if let Some(e) = q
-                .range_mut(from..)
-                .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
-                .find(|(_, h)| h.is_none())
-            {
-                e.1 = Some(pkt_hash);
-            }
-        }
+        self.eng.set_hash(lane, first_lane_seq, pkt_hash);
     }
 
     /// A decoded step with its cut and payload.
@@ -278,42 +261,20 @@ impl Replayer {
         self.counters.steps += 1;
     }
 
-    /// Feed every head record whose payload is known, then run the engine as far as its input
-    /// allows; responses and fills go to `sink`. Returns the last step replayed.
+    /// Run the engine as far as its input allows, each lane's head record going once its
+    /// payload is known; responses and fills go to `sink`. Returns the last step replayed.
     pub fn pump(
         &mut self,
         src: &impl PayloadSource,
         sink: &mut impl EngineSink,
     ) -> Result<u64, ReplayError> {
-        for q in &mut self.waiting {
-            while let Some(&(r, h)) = q.front() {
-                let payload: Vec<u8> = if r.is_advance() {
-                    Vec::new()
-                } else {
-                    match h.and_then(|h| src.payload(r.session, r.pkt_seq, h)) {
-                        Some(p) => {
-                            // A buffer a replayed record gave back: no allocation per record.
-                            let mut b = self.eng.buffer();
-                            b.extend_from_slice(p);
-                            b
-                        }
-                        None => {
-                            self.counters.waits += 1;
-                            break;
-                        }
-                    }
-                };
-                q.pop_front();
-                self.eng.push_record(r, payload)?;
-                self.counters.records += 1;
-            }
-        }
         let done = if self.roots.root_blocks == 0 {
-            self.eng.run(None, sink)?
+            self.eng.run_with(None, src, sink)?
         } else {
             loop {
-                let bound = self.roots.bound();
-                let done = self.eng.run(Some(bound), sink)?;
+                // No root due: as far as the input allows, lanes not held to each step's cut.
+                let bound = Some(self.roots.bound()).filter(|&b| b != u64::MAX);
+                let done = self.eng.run_with(bound, src, sink)?;
                 match self.roots.due.front() {
                     Some(&(h, ls)) if done >= ls => {
                         // The state after block h: every lane at exactly its cut.
