@@ -195,7 +195,12 @@ fn main() {
             "replica: order RX + decode + data side + replay (per msg)",
             r,
             c.msgs,
-            || ReplicaCore::new(core_cfg.clone()).expect("core"),
+            || {
+                // As a replica process starts (`vyrn-replica`'s node): books and queues faulted in.
+                let mut core = ReplicaCore::new(core_cfg.clone()).expect("core");
+                core.prefault();
+                core
+            },
             |mut core| {
                 let mut out = NullOut;
                 let mut sink = CountingSink::default();
@@ -264,6 +269,7 @@ fn main() {
     // The data side as core 3 finds it on a live home: copy 2 stored by the data cores.
     let stored = || {
         let mut d = DataSide::new(DataConfig::new(cfg.book, EPOCH as u16, 1, 0, n_streams));
+        d.prefault();
         for (i, f) in c.data.iter().enumerate() {
             d.on_data_frame(0, f, i as u64, &mut NullData)
                 .expect("data frame");
@@ -307,7 +313,12 @@ fn main() {
             "stage: data side, DATA frames alone (per msg)",
             r,
             c.msgs,
-            || ReplicaCore::new(core_cfg.clone()).expect("core"),
+            || {
+                // As a replica process starts (`vyrn-replica`'s node): books and queues faulted in.
+                let mut core = ReplicaCore::new(core_cfg.clone()).expect("core");
+                core.prefault();
+                core
+            },
             |mut core| {
                 let mut out = NullOut;
                 for (i, d) in c.data.iter().enumerate() {

@@ -307,6 +307,7 @@ impl ReplicaCore {
     /// box's): replay's books and queues, so the hot path takes no page faults once running.
     pub fn prefault(&mut self) {
         self.replay.prefault();
+        self.data.prefault();
     }
 
     /// Block `height`'s PacketRecords in O-order (substream A, then B; Advance records left

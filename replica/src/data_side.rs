@@ -427,9 +427,18 @@ struct Payload {
     gen: u64,
 }
 
+/// The payload store: a slab of payloads in arrival order with a small index `(session,
+/// pkt_seq) → slot`. The index's buckets are 12 bytes, so a home's worth of keys stays in
+/// cache; a lookup touches the index and one slot, and slots are filled in the order copy 2
+/// arrives — the order the join and replay read them. (A map holding the payloads themselves
+/// had 80-byte buckets: each of a record's lookups — the join, the hash, replay's read — missed
+/// cache, ~200 ns per record in replay alone, `--bench replica` 2026-12-03.)
 #[derive(Debug, Default)]
 struct Store {
-    map: HashMap<PktKey, Payload, Seeded>,
+    map: HashMap<PktKey, u32, Seeded>,
+    slots: Vec<Option<Payload>>,
+    /// Empty slots, reused newest first.
+    free: Vec<u32>,
     order: VecDeque<(PktKey, u64)>,
     bytes: usize,
     next_gen: u64,
@@ -444,8 +453,41 @@ struct Store {
 type Seeded = vyrn_engine::hash::SeededState;
 
 impl Store {
+    fn get(&self, k: &PktKey) -> Option<&Payload> {
+        let &i = self.map.get(k)?;
+        self.slots.get(i as usize)?.as_ref()
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Store `p` as `k`'s payload (replacing any).
+    fn insert(&mut self, k: PktKey, p: Payload) {
+        self.bytes += p.bytes.len();
+        if let Some(&i) = self.map.get(&k) {
+            if let Some(old) = self.slots[i as usize].replace(p) {
+                self.bytes -= old.bytes.len();
+            }
+            return;
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(p);
+                i
+            }
+            None => {
+                self.slots.push(Some(p));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.map.insert(k, i);
+    }
+
     fn remove(&mut self, k: &PktKey) -> Option<Payload> {
-        let p = self.map.remove(k)?;
+        let i = self.map.remove(k)?;
+        let p = self.slots.get_mut(i as usize)?.take()?;
+        self.free.push(i);
         self.bytes -= p.bytes.len();
         Some(p)
     }
@@ -453,7 +495,7 @@ impl Store {
     /// Pop the oldest live entry (stale order entries of replaced payloads are skipped).
     fn pop_oldest(&mut self) -> Option<Payload> {
         while let Some((k, gen)) = self.order.pop_front() {
-            if self.map.get(&k).is_some_and(|p| p.gen == gen) {
+            if self.get(&k).is_some_and(|p| p.gen == gen) {
                 return self.remove(&k);
             }
         }
@@ -463,7 +505,7 @@ impl Store {
     /// The oldest live entry's key and time.
     fn oldest(&mut self) -> Option<(PktKey, u64)> {
         while let Some(&(k, gen)) = self.order.front() {
-            match self.map.get(&k) {
+            match self.get(&k) {
                 Some(p) if p.gen == gen => return Some((k, p.t)),
                 _ => {
                     self.order.pop_front();
@@ -471,6 +513,13 @@ impl Store {
             }
         }
         None
+    }
+
+    /// Room for `n` payloads before any grows (startup work: no page faults on the hot path).
+    fn reserve(&mut self, n: usize) {
+        self.map.reserve(n);
+        self.slots.reserve(n);
+        self.order.reserve(n);
     }
 }
 
@@ -582,6 +631,10 @@ pub struct DataSide {
     homes: HashMap<u32, u8>,
     /// Per session: the highest `pkt_seq` whose payload was stored (07 §5.7 `resend_from`).
     hi_seq: HashMap<u32, u32, Seeded>,
+    /// Records' first timers `(due, stream, rid)`, in due order: a record's due is its frame's
+    /// time plus REP_DATA_WAIT_US, so they come in order and a queue takes them in O(1).
+    arms: VecDeque<(u64, u8, u64)>,
+    /// Re-armed timers (and a first one out of order).
     timers: BinaryHeap<Reverse<(u64, u8, u64)>>,
     lists: BTreeMap<u64, ListAsm>,
     next_peer: usize,
@@ -589,6 +642,18 @@ pub struct DataSide {
     c: DataCounters,
     /// Key fetches left in this pacing step, and when the step began.
     fetch_budget: (u64, u64),
+}
+
+/// Packets a data side prefaults for ([`DataSide::prefault`]): a second of a dev home's load,
+/// 4.7 MB of slots.
+const PREFAULT_PKTS: usize = 1 << 16;
+
+/// Fault in a queue's pages for `n` entries without keeping any.
+fn touch<T: Clone>(q: &mut VecDeque<T>, n: usize, v: T) {
+    if q.is_empty() {
+        q.resize(n, v);
+        q.clear();
+    }
 }
 
 /// The join of one record with one payload (07 §5.4).
@@ -622,12 +687,34 @@ impl DataSide {
             index: HashMap::default(),
             homes: HashMap::new(),
             hi_seq: HashMap::default(),
+            arms: VecDeque::new(),
             timers: BinaryHeap::new(),
             lists: BTreeMap::new(),
             next_peer: 0,
             live_records: 0,
             c: DataCounters::default(),
             fetch_budget: (FETCH_KEYS_PER_STEP, 0),
+        }
+    }
+
+    /// Touch the working set before the first packet (startup work, as the engines do): the
+    /// store's slots and index, the record queues and the timers, sized for `REP_PREFAULT_PKTS`
+    /// packets or the store's bound if smaller, so the first seconds take no page faults and no
+    /// growth copies on the hot path.
+    pub fn prefault(&mut self) {
+        let n = self.cfg.store_max_pkts.min(PREFAULT_PKTS);
+        let st = &mut self.store;
+        st.reserve(n);
+        if st.slots.is_empty() {
+            st.slots.resize_with(n, || None);
+            // Slots are handed out from the front, in arrival order.
+            st.free.extend((0..n as u32).rev());
+        }
+        touch(&mut st.order, n, (PktKey::default(), 0));
+        touch(&mut self.arms, n, (0, 0, 0));
+        self.index.reserve(n);
+        for sub in &mut self.subs {
+            sub.recs.reserve(n);
         }
     }
 
@@ -661,17 +748,17 @@ impl DataSide {
 
     /// The stored payload of `key`, as received.
     pub fn payload(&self, key: PktKey) -> Option<&[u8]> {
-        self.store.map.get(&key).map(|p| &p.bytes[..])
+        self.store.get(&key).map(|p| &p.bytes[..])
     }
 
     /// The stored payload of `key` with the full hash this replica computed when it stored it.
     pub fn payload_hashed(&self, key: PktKey) -> Option<(&[u8], &Hash)> {
-        self.store.map.get(&key).map(|p| (&p.bytes[..], &p.full))
+        self.store.get(&key).map(|p| (&p.bytes[..], &p.full))
     }
 
     /// Payloads and payload bytes held.
     pub fn store_len(&self) -> (usize, usize) {
-        (self.store.map.len(), self.store.bytes)
+        (self.store.len(), self.store.bytes)
     }
 
     // -- data frames (07 §5.3) ----------------------------------------------------------------
@@ -858,7 +945,7 @@ impl DataSide {
             gen: 0,
         };
         let head = self.index.get(&key).copied();
-        if let Some(old) = self.store.map.get(&key) {
+        if let Some(old) = self.store.get(&key) {
             if old.full == full {
                 return Err(PktRefused::Duplicate);
             }
@@ -943,8 +1030,8 @@ impl DataSide {
 
     fn insert(&mut self, key: PktKey, mut p: Payload) {
         let len = p.bytes.len();
-        while !self.store.map.is_empty()
-            && (self.store.map.len() >= self.cfg.store_max_pkts
+        while self.store.len() > 0
+            && (self.store.len() >= self.cfg.store_max_pkts
                 || self.store.bytes + len > self.cfg.store_max_bytes)
         {
             if self.store.pop_oldest().is_none() {
@@ -955,8 +1042,7 @@ impl DataSide {
         p.gen = self.store.next_gen;
         self.store.next_gen += 1;
         self.store.order.push_back((key, p.gen));
-        self.store.bytes += len;
-        self.store.map.insert(key, p);
+        self.store.insert(key, p);
         self.c.pkts_stored += 1;
         let hi = self.hi_seq.entry(key.session).or_insert(0);
         *hi = (*hi).max(key.pkt_seq);
@@ -1020,7 +1106,7 @@ impl DataSide {
         if matches!(r.state, RecState::Advance | RecState::Resolved) {
             return r.state;
         }
-        let Some(p) = self.store.map.get(&r.key) else {
+        let Some(p) = self.store.get(&r.key) else {
             return r.state;
         };
         let was = r.state;
@@ -1122,7 +1208,11 @@ impl DataSide {
         let due = rec.due;
         sub.recs.push_back(rec);
         self.index.insert(key, (stream, rid));
-        self.timers.push(Reverse((due, stream, rid)));
+        if self.arms.back().is_none_or(|&(d, _, _)| d <= due) {
+            self.arms.push_back((due, stream, rid));
+        } else {
+            self.timers.push(Reverse((due, stream, rid)));
+        }
         Ok(self.join_one(stream, rid, order_t, out))
     }
 
@@ -1308,11 +1398,22 @@ impl DataSide {
                 });
             }
         }
-        while let Some(&Reverse((due, s, rid))) = self.timers.peek() {
+        loop {
+            // The earlier of the two timer queues' heads.
+            let (from_arms, (due, s, rid)) = match (self.arms.front(), self.timers.peek()) {
+                (Some(&a), Some(&Reverse(h))) if a <= h => (true, a),
+                (_, Some(&Reverse(h))) => (false, h),
+                (Some(&a), None) => (true, a),
+                (None, None) => break,
+            };
             if due > now {
                 break;
             }
-            self.timers.pop();
+            if from_arms {
+                self.arms.pop_front();
+            } else {
+                self.timers.pop();
+            }
             let Some(r) = self.subs[s as usize].get(rid) else {
                 continue;
             };
@@ -1402,7 +1503,7 @@ impl DataSide {
                     Some(r)
                         if r.pkt_hash.is_some()
                             && r.full.is_some()
-                            && self.store.map.get(&r.key).map(|p| p.full) == r.full => {}
+                            && self.store.get(&r.key).map(|p| p.full) == r.full => {}
                     _ => return false,
                 }
             }
@@ -1410,7 +1511,7 @@ impl DataSide {
         for (s, &(a, z)) in ranges.iter().enumerate().take(ns) {
             for rid in a..z {
                 if let Some(r) = self.subs[s].get(rid).filter(|r| !r.advance) {
-                    if let (Some(h), Some(p)) = (r.pkt_hash, self.store.map.get(&r.key)) {
+                    if let (Some(h), Some(p)) = (r.pkt_hash, self.store.get(&r.key)) {
                         f(h, &p.bytes);
                     }
                 }
@@ -1608,5 +1709,99 @@ impl DataSide {
             }
             self.fire(s, rid, now, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pay(n: usize, t: u64) -> Payload {
+        Payload {
+            bytes: vec![7; n].into(),
+            full: [n as u8; 32],
+            count: 1,
+            origin: Source::Box(0),
+            t,
+            gen: 0,
+        }
+    }
+
+    fn key(s: u32) -> PktKey {
+        PktKey {
+            session: 1,
+            pkt_seq: s,
+        }
+    }
+
+    /// The slab store: slots reused, a replaced key keeps one entry, bytes counted exactly,
+    /// the oldest taken first (stale order entries skipped).
+    #[test]
+    fn the_store_reuses_slots_and_counts_bytes() {
+        let mut st = Store::default();
+        for s in 1..=3 {
+            let mut p = pay(10 * s as usize, s as u64);
+            p.gen = s as u64;
+            st.order.push_back((key(s), s as u64));
+            st.insert(key(s), p);
+        }
+        assert_eq!((st.len(), st.bytes), (3, 60));
+        let gone = st.remove(&key(2)).expect("held");
+        assert_eq!(gone.bytes.len(), 20);
+        assert!(st.get(&key(2)).is_none());
+        assert_eq!((st.len(), st.bytes), (2, 40));
+        // The freed slot is taken again; the slab does not grow.
+        st.insert(key(4), pay(5, 4));
+        assert_eq!((st.slots.len(), st.len(), st.bytes), (3, 3, 45));
+        // Replacing a key's payload keeps one entry.
+        st.insert(key(4), pay(8, 4));
+        assert_eq!((st.len(), st.bytes), (3, 48));
+        assert_eq!(st.get(&key(4)).map(|p| p.bytes.len()), Some(8));
+        // Oldest first; key 2's order entry is stale (removed) and skipped.
+        assert_eq!(st.oldest().map(|(k, _)| k), Some(key(1)));
+        assert_eq!(st.pop_oldest().map(|p| p.t), Some(1));
+        assert_eq!(st.pop_oldest().map(|p| p.t), Some(3));
+        assert!(st.pop_oldest().is_none(), "key 4 was never in the age order");
+        assert_eq!((st.len(), st.bytes), (1, 8));
+    }
+
+    #[derive(Default)]
+    struct Fetches(Vec<DataFetch>);
+    impl DataOut for Fetches {
+        fn data_fetch(&mut self, _d: u8, f: &DataFetch) {
+            self.0.push(*f);
+        }
+        fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
+        fn seq_data_req(&mut self, _key: PktKey) {}
+        fn hash_list_req(&mut self, _r: &HashListReq) {}
+        fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
+        fn alarm(&mut self, _a: DataAlarm) {}
+    }
+
+    /// First timers go to the in-order queue; one armed out of order (an earlier frame time)
+    /// goes to the heap and still fires first, at its time.
+    #[test]
+    fn a_record_timer_armed_out_of_order_fires_at_its_time() {
+        let mut cfg = DataConfig::new(1, 3, 1, 0, 1);
+        cfg.timing.wait_ns = 100;
+        let mut d = DataSide::new(cfg);
+        d.prefault();
+        d.set_home(1, 0);
+        let rec = |pkt_seq| PacketRecord {
+            lane: 0,
+            count: 1,
+            session: 1,
+            pkt_seq,
+            ..PacketRecord::default()
+        };
+        let mut out = Fetches::default();
+        d.on_record(0, &rec(1), 1_000, &mut out).expect("record");
+        d.on_record(0, &rec(2), 500, &mut out).expect("record");
+        assert_eq!((d.arms.len(), d.timers.len()), (1, 1));
+        d.tick(700, &mut out);
+        assert_eq!(out.0.len(), 1, "only the record due at 600 was fetched");
+        d.tick(1_100, &mut out);
+        assert_eq!(out.0.len(), 2, "then the one due at 1,100");
+        assert!(d.arms.is_empty() && d.timers.len() <= 2);
     }
 }
