@@ -85,6 +85,9 @@ pub struct Budgets {
     pub data: crate::data_side::DataTiming,
     /// REP_HASHLAG_FAULT_NS.
     pub hashlag_fault_ns: u64,
+    /// REP_PEER_RING_MS, ns: how long the peer frame store keeps a frame in memory (older ones
+    /// are served from the order journal, if this replica journals).
+    pub peer_ring_ns: u64,
 }
 
 impl Default for Budgets {
@@ -94,6 +97,7 @@ impl Default for Budgets {
             rx: Default::default(),
             data: Default::default(),
             hashlag_fault_ns: vyrn_wire::consts::REP_HASHLAG_FAULT_NS,
+            peer_ring_ns: vyrn_wire::consts::REP_PEER_RING_MS * 1_000_000,
         }
     }
 }

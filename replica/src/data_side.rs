@@ -1761,7 +1761,10 @@ mod tests {
         assert_eq!(st.oldest().map(|(k, _)| k), Some(key(1)));
         assert_eq!(st.pop_oldest().map(|p| p.t), Some(1));
         assert_eq!(st.pop_oldest().map(|p| p.t), Some(3));
-        assert!(st.pop_oldest().is_none(), "key 4 was never in the age order");
+        assert!(
+            st.pop_oldest().is_none(),
+            "key 4 was never in the age order"
+        );
         assert_eq!((st.len(), st.bytes), (1, 8));
     }
 

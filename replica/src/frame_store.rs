@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 
+use crate::order_journal::OrderJournal;
 use vyrn_wire::consts::{REP_PEER_RING_MS, REP_PEER_RTX_MAX_FPS};
 use vyrn_wire::frame::{FLAGS_OFFSET, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;
@@ -48,6 +49,8 @@ pub struct StoreCounters {
     pub capped: u64,
     /// Frames asked for and not held.
     pub missing: u64,
+    /// Frames sent from the order journal (older than the memory store).
+    pub from_journal: u64,
 }
 
 #[derive(Debug)]
@@ -100,6 +103,9 @@ pub struct FrameStore {
     last_refill: u64,
     scratch: Vec<u8>,
     counters: StoreCounters,
+    /// The order journal behind the memory store (07 §4.10 "and then from their NVMe order
+    /// journal"), if this replica journals.
+    journal: Option<OrderJournal>,
 }
 
 impl FrameStore {
@@ -114,6 +120,7 @@ impl FrameStore {
             last_refill: 0,
             scratch: Vec::with_capacity(9216),
             counters: StoreCounters::default(),
+            journal: None,
         }
     }
 
@@ -124,6 +131,23 @@ impl FrameStore {
             REP_PEER_RING_MS * 1_000_000,
             REP_PEER_RTX_MAX_FPS,
         )
+    }
+
+    /// Keep every stored frame in `j` too, and serve from it what memory no longer holds.
+    pub fn set_journal(&mut self, j: OrderJournal) {
+        self.journal = Some(j);
+    }
+
+    /// The order journal, if any.
+    pub fn journal(&self) -> Option<&OrderJournal> {
+        self.journal.as_ref()
+    }
+
+    /// Write the order journal's buffered frames (every tick of the node).
+    pub fn flush(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.flush();
+        }
     }
 
     /// Counters.
@@ -137,8 +161,12 @@ impl FrameStore {
         Some((l.idx.front()?.0, l.idx.back()?.0))
     }
 
-    /// Keep frame `seq` of `stream` (delivered in order by order RX) at `now`.
+    /// Keep frame `seq` of `stream` (delivered in order by order RX) at `now` (and append it to
+    /// the order journal, if any).
     pub fn store(&mut self, stream: u8, seq: u64, frame: &[u8], now: u64) -> bool {
+        if let Some(j) = self.journal.as_mut() {
+            j.append(stream, seq, frame);
+        }
         let Some(l) = self.logs.get_mut(stream as usize & 1) else {
             return false;
         };
@@ -194,7 +222,36 @@ impl FrameStore {
         let (from, to) = (r.from_seq, r.to_seq.max(r.from_seq));
         // At most one burst's worth per request: a request for a huge range costs bounded work.
         let span = (to - from).min(SERVE_BURST * 4);
-        for seq in from..=from + span {
+        let end = from + span;
+        // Older than memory holds: the order journal, in one read per segment.
+        let mut seq = from;
+        let mem_first = l.idx.front().map_or(u64::MAX, |f| f.0);
+        if let Some(j) = self.journal.as_mut() {
+            let j_to = end.min(mem_first.saturating_sub(1));
+            if from <= j_to {
+                let (tokens, scratch) = (&mut self.tokens, &mut self.scratch);
+                let mut sent = 0;
+                let got = j.read(r.stream, from, j_to, |_, f| {
+                    if *tokens == 0 {
+                        out.capped += 1;
+                        return;
+                    }
+                    *tokens -= 1;
+                    scratch.clear();
+                    scratch.extend_from_slice(f);
+                    if let Some(b) = scratch.get_mut(FLAGS_OFFSET) {
+                        *b |= FLAG_PEER_REPAIRED;
+                    }
+                    send(scratch);
+                    sent += 1;
+                });
+                out.sent += sent;
+                out.missing += (j_to - from + 1) - got;
+                self.counters.from_journal += sent;
+                seq = j_to + 1;
+            }
+        }
+        for seq in seq..=end {
             let Some(f) = l.get(seq) else {
                 out.missing += 1;
                 continue;

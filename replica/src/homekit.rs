@@ -49,6 +49,11 @@ pub struct LoopbackHome {
     pub two_copies: u32,
     /// Loss on both replication paths, from the box's senders ([`PathLoss`]).
     pub path_loss: Option<PathLoss>,
+    /// The replicas' budgets ([`Budgets::dev`] unless a test changes them).
+    pub budgets: Budgets,
+    /// Replicas that journal (block, cert and order journal in `journal-I` of the home's
+    /// directory).
+    pub journal: Vec<usize>,
 }
 
 /// Seeded loss on each replication path as the box sends it (`vyrn_nic::lossy`): each frame
@@ -105,6 +110,8 @@ impl LoopbackHome {
             cut_data: Vec::new(),
             two_copies: 0,
             path_loss: None,
+            budgets: Budgets::dev(),
+            journal: Vec::new(),
         })
     }
 
@@ -172,8 +179,11 @@ impl LoopbackHome {
             home: self.home.clone(),
             index: i,
             vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
-            budgets: Budgets::dev(),
-            journal: None,
+            budgets: self.budgets,
+            journal: self
+                .journal
+                .contains(&i)
+                .then(|| vec![self.dir.join(format!("journal-{i}"))]),
             journal_backend: Default::default(),
             journal_sync_ns: 0,
             journal_cores: None,

@@ -3,7 +3,7 @@
 //! mirrored cert journal, the two indexes, the retention ring and startup recovery
 //! ([`journal`]); order RX over both paths with holes, NACKs, peer repair requests, RepAcks
 //! and the path alarms ([`order_rx`]); the peer frame store that serves `RepairReq`s
-//! ([`frame_store`]); the decoder tile with block heights and the sequencer-fault record
+//! ([`frame_store`]) from memory and then from the order journal ([`order_journal`]); the decoder tile with block heights and the sequencer-fault record
 //! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]); replay from
 //! the wire (07 §7.1, [`replay`]); the data side — data frames, the replica's own hashes, the
 //! join, fetches, mismatches and `data_root` (07 §5.3–§5.6, [`data_side`]); all of them composed
@@ -19,6 +19,7 @@ pub mod frame_store;
 pub mod homekit;
 pub mod journal;
 pub mod node;
+pub mod order_journal;
 pub mod order_rx;
 pub mod record;
 pub mod replay;

@@ -69,6 +69,9 @@ pub const PATH_GROUPS: [std::net::Ipv4Addr; 2] = vyrn_seq::ports::PATH_GROUPS;
 const RX_BATCH: usize = 64;
 /// Datagrams per `sendmmsg`.
 const TX_BATCH: usize = 64;
+/// How often the order journal's buffered frames are written out, ns.
+const ORDER_FLUSH_NS: u64 = 5_000_000;
+
 /// The peer frame store per substream (07 §4.10: REP_PEER_RING_MS of frames; a dev home's
 /// rate fits in 16 MiB; pages are touched only as frames come).
 const STORE_BYTES: usize = 16 << 20;
@@ -812,6 +815,8 @@ pub struct Node {
     sink: ReplaySink,
     epoch: u32,
     last_tick: u64,
+    /// When the order journal's buffer was last written out ([`ORDER_FLUSH_NS`]).
+    last_order_flush: u64,
     /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
     held: std::collections::VecDeque<(u64, u64)>,
     journal: Option<NodeJournal>,
@@ -935,6 +940,34 @@ impl Node {
         for s in &h.engine.sessions {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
+        // 07 §4.10: peers serve repairs from memory (REP_PEER_RING_MS) and then from their order
+        // journal — a journaling replica keeps every frame it delivers on its first drive.
+        let mut store = FrameStore::new(
+            STORE_BYTES,
+            cfg.budgets.peer_ring_ns,
+            vyrn_wire::consts::REP_PEER_RTX_MAX_FPS,
+        );
+        if let Some(d0) = cfg.journal.as_ref().and_then(|d| d.first()) {
+            let dir = d0
+                .join(crate::order_journal::ORDER_DIR)
+                .join(format!("e{}-t0", h.epoch));
+            let oj = crate::order_journal::OrderJournal::open(
+                crate::order_journal::OrderJournalConfig::new(dir),
+            )
+            .map_err(|e| e.to_string())?;
+            let c = oj.counters();
+            if c.recovered > 0 || c.truncated_bytes > 0 {
+                eprintln!(
+                    "replica {}: order journal recovered {} frames (spans {:?} {:?}), cut {} bytes",
+                    cfg.index,
+                    c.recovered,
+                    oj.span(0),
+                    oj.span(1),
+                    c.truncated_bytes
+                );
+            }
+            store.set_journal(oj);
+        }
         // The voting set: the home's REP_Membership when it names one (07 §13.1, checked at
         // load), else the `[voter.N]` sections' keys.
         let voters = match &h.membership {
@@ -993,7 +1026,7 @@ impl Node {
                 standby_ctrl: h.standby_ctrl,
                 peers,
                 boxes,
-                store: FrameStore::with_defaults(STORE_BYTES),
+                store,
                 headers: Vec::with_capacity(64),
                 keep: journal.is_some(),
                 pending_hdr: Default::default(),
@@ -1012,6 +1045,7 @@ impl Node {
             sink: ReplaySink::default(),
             epoch: h.epoch,
             last_tick: 0,
+            last_order_flush: 0,
             held: Default::default(),
             journal,
             diverge: None,
@@ -1063,6 +1097,11 @@ impl Node {
     /// The peer frame store's counters.
     pub fn store(&self) -> crate::frame_store::StoreCounters {
         self.io.store.counters()
+    }
+
+    /// The order journal's counters, if this replica journals.
+    pub fn order_journal(&self) -> Option<crate::order_journal::OrderJournalCounters> {
+        self.io.store.journal().map(|j| j.counters())
     }
 
     /// Lab fault injection (07 §14 "path down", issue 14's end-to-end runs): from `from_ns` on
@@ -1213,6 +1252,12 @@ impl Node {
                     None => self.io.c.unknown_src += 1,
                 }
             }
+        }
+        // The order journal's buffered frames go to disk every ORDER_FLUSH_NS (a read that needs
+        // newer ones flushes itself).
+        if now.saturating_sub(self.last_order_flush) >= ORDER_FLUSH_NS {
+            self.last_order_flush = now;
+            self.io.store.flush();
         }
         // The core's timers at most every 10 µs, and after any input.
         let ticked = work > 0 || now.saturating_sub(self.last_tick) >= 10_000;

@@ -491,6 +491,33 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             j.certs(),
         );
     }
+    if let Some(o) = n.order_journal() {
+        // 07 §4.10: the order journal behind the peer frame store.
+        for (name, help, v) in [
+            (
+                "vyrn_replica_order_journal_frames_total",
+                "frames appended to the order journal",
+                o.appended,
+            ),
+            (
+                "vyrn_replica_order_journal_served_total",
+                "frames served to peers from the order journal (older than the memory store)",
+                n.store().from_journal,
+            ),
+            (
+                "vyrn_replica_order_journal_corrupt_total",
+                "order journal entries that failed their CRC on a read (not served)",
+                o.corrupt,
+            ),
+            (
+                "vyrn_replica_order_journal_errors_total",
+                "order journal I/O errors",
+                o.io_errors,
+            ),
+        ] {
+            e.counter(name, help, &[], v);
+        }
+    }
     published.own(&mut e);
     e.render()
 }

@@ -645,7 +645,12 @@ impl BlockJournal {
             match parse_seg_name(&name) {
                 Some(n) if is_file => segs.push((n, e.path())),
                 _ => {
-                    if name != backend::ODIRECT_PROBE {
+                    // The drive's other tenants: the O_DIRECT probe, the cert journal's copy and
+                    // the order journal (drive 0) are not foreign.
+                    let sibling = name == backend::ODIRECT_PROBE
+                        || name == cert::CERT_FILE
+                        || name == crate::order_journal::ORDER_DIR;
+                    if !sibling {
                         self.counters.foreign_files += 1;
                         report.foreign.push(e.path());
                     }
