@@ -383,6 +383,12 @@ impl ReplicaCore {
         self.replay.root(h)
     }
 
+    /// Frames `range` of `stream` come from this replica's own order journal (see
+    /// [`OrderRx::expect_local`]).
+    pub fn expect_local(&mut self, stream: u8, range: Option<(u64, u64)>) {
+        self.rx.expect_local(stream, range);
+    }
+
     /// A datagram off replication path `path` at `now`; every frame it unblocks is decoded.
     pub fn on_path_frame(
         &mut self,

@@ -143,6 +143,11 @@ impl FrameStore {
         self.journal.as_ref()
     }
 
+    /// The order journal, to read (a restarted replica's own frames).
+    pub fn journal_mut(&mut self) -> Option<&mut OrderJournal> {
+        self.journal.as_mut()
+    }
+
     /// Write the order journal's buffered frames (every tick of the node).
     pub fn flush(&mut self) {
         if let Some(j) = self.journal.as_mut() {

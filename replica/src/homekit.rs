@@ -87,6 +87,14 @@ pub struct HomeRun {
     pub close_to_final: [u64; 4],
 }
 
+/// A home's directory goes with it: its journals (each drive preallocates a 256 MB segment)
+/// would otherwise fill a test machine's disk over a few dozen runs.
+impl Drop for LoopbackHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 impl LoopbackHome {
     /// A dev home of 2 lanes × 4 sessions in a fresh temporary directory named by `tag`, its
     /// ports from `base`. Blocks of 5 ms with the interim voter, 20 ms with Simplex (a view

@@ -69,6 +69,9 @@ pub const PATH_GROUPS: [std::net::Ipv4Addr; 2] = vyrn_seq::ports::PATH_GROUPS;
 const RX_BATCH: usize = 64;
 /// Datagrams per `sendmmsg`.
 const TX_BATCH: usize = 64;
+/// Frames a restarted replica takes from its own order journal per substream per poll.
+const OWN_BATCH: u64 = 128;
+
 /// How often the order journal's buffered frames are written out, ns.
 const ORDER_FLUSH_NS: u64 = 5_000_000;
 
@@ -354,6 +357,8 @@ pub struct NodeCounters {
     pub durable_marks: u64,
     /// NackTooOld answers.
     pub too_old: u64,
+    /// Frames a restarted replica took from its own order journal (not from the network).
+    pub own_journal_frames: u64,
     /// Frames the sequencer retransmitted to this replica's control port (07 §4.10).
     pub rtx_in: u64,
     /// Blocks the decoder completed.
@@ -817,6 +822,12 @@ pub struct Node {
     last_tick: u64,
     /// When the order journal's buffer was last written out ([`ORDER_FLUSH_NS`]).
     last_order_flush: u64,
+    /// A restarted replica's own order journal, per substream: the next frame to take from it
+    /// and the last it held at start (07 §4.10; the network fills the rest).
+    own: [(u64, u64); 2],
+    /// Frames taken from `own` for one poll (reused).
+    own_buf: Vec<u8>,
+    own_ends: Vec<usize>,
     /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
     held: std::collections::VecDeque<(u64, u64)>,
     journal: Option<NodeJournal>,
@@ -942,6 +953,8 @@ impl Node {
         }
         // 07 §4.10: peers serve repairs from memory (REP_PEER_RING_MS) and then from their order
         // journal — a journaling replica keeps every frame it delivers on its first drive.
+        // Nothing of its own to read unless the order journal held frames at start.
+        let mut own = [(1, 0); 2];
         let mut store = FrameStore::new(
             STORE_BYTES,
             cfg.budgets.peer_ring_ns,
@@ -965,6 +978,10 @@ impl Node {
                     oj.span(1),
                     c.truncated_bytes
                 );
+            }
+            own = [0, 1].map(|s| oj.span(s).map_or((1, 0), |(a, b)| (a, b)));
+            for (s, &(first, last)) in own.iter().enumerate() {
+                core.expect_local(s as u8, (first <= last).then_some((first, last)));
             }
             store.set_journal(oj);
         }
@@ -1046,6 +1063,9 @@ impl Node {
             epoch: h.epoch,
             last_tick: 0,
             last_order_flush: 0,
+            own,
+            own_buf: Vec::new(),
+            own_ends: Vec::new(),
             held: Default::default(),
             journal,
             diverge: None,
@@ -1092,6 +1112,61 @@ impl Node {
     /// Replay's digest and counts.
     pub fn replay(&self) -> &ReplaySink {
         &self.sink
+    }
+
+    /// A restarted replica takes the frames its own order journal held at start before asking
+    /// anyone: [`OWN_BATCH`] per substream per poll, through order RX as a repair (no path
+    /// statistics; the block's `order_root` checks them as every frame). What the journal does
+    /// not hold — the downtime, and anything older than its ring — the network repairs as
+    /// before. Returns the frames taken.
+    fn feed_own_journal(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        for s in 0..2u8 {
+            let (next, last) = self.own[s as usize];
+            if next > last {
+                continue;
+            }
+            let to = last.min(next + OWN_BATCH - 1);
+            self.own_buf.clear();
+            self.own_ends.clear();
+            let (buf, ends) = (&mut self.own_buf, &mut self.own_ends);
+            let got = self.io.store.journal_mut().map_or(0, |j| {
+                j.read(s, next, to, |_, f| {
+                    buf.extend_from_slice(f);
+                    ends.push(buf.len());
+                })
+            });
+            // A frame the journal cannot serve now ends the feed of this substream: the
+            // network repairs from there.
+            self.own[s as usize] = if got == to - next + 1 {
+                (to + 1, last)
+            } else {
+                (1, 0)
+            };
+            if self.own[s as usize].0 > self.own[s as usize].1 {
+                self.core.expect_local(s, None);
+            }
+            let mut start = 0;
+            for i in 0..self.own_ends.len() {
+                let end = self.own_ends[i];
+                self.core.on_path_frame(
+                    REPAIR_CHANNEL,
+                    &self.own_buf[start..end],
+                    now,
+                    &mut self.io,
+                );
+                start = end;
+            }
+            self.io.c.own_journal_frames += got;
+            n += got as usize;
+            if self.own[s as usize].0 > self.own[s as usize].1 && got > 0 {
+                eprintln!(
+                    "{}: substream {s}: took {} frames from its own order journal",
+                    self.io.name, self.io.c.own_journal_frames
+                );
+            }
+        }
+        n
     }
 
     /// The peer frame store's counters.
@@ -1253,6 +1328,9 @@ impl Node {
                 }
             }
         }
+        // A restarted replica's own frames, a batch per poll after the sockets were read: a
+        // backlog fed before reading them let the kernel drop live frames meanwhile.
+        work += self.feed_own_journal(now);
         // The order journal's buffered frames go to disk every ORDER_FLUSH_NS (a read that needs
         // newer ones flushes itself).
         if now.saturating_sub(self.last_order_flush) >= ORDER_FLUSH_NS {

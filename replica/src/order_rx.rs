@@ -243,6 +243,9 @@ struct Sub {
     high: u64,
     /// Frames the sequencer no longer holds start above this (NackTooOld): below, peers only.
     seq_gone_below: u64,
+    /// Frames of this range come from this replica's own order journal (a restart): that part
+    /// of a hole is not asked of anyone ([`OrderRx::expect_local`]).
+    local: Option<(u64, u64)>,
     /// Per frame_seq in the last PATH_WINDOW: which paths brought it (bit per path), in a ring.
     seen: Vec<u8>,
     /// Per slot of `seen`: when the first path's copy came (B-REP-3's path skew).
@@ -622,6 +625,16 @@ impl OrderRx {
         }
     }
 
+    /// Frames `range` of `stream` will be delivered from this replica's own order journal (a
+    /// restart, 07 §4.10): that part of a hole is not asked of the sequencer or peers, so what
+    /// the journal lacks — the downtime above it — is asked at once, while the peers still hold
+    /// it. `None`: nothing local (the feed ended; anything still missing is asked as usual).
+    pub fn expect_local(&mut self, stream: u8, range: Option<(u64, u64)>) {
+        if let Some(sub) = self.subs.get_mut(stream as usize) {
+            sub.local = range;
+        }
+    }
+
     /// NackTooOld from the sequencer for `stream`: frames below `oldest_seq` come from peers
     /// only from now on (07 §4.10).
     pub fn on_too_old(&mut self, stream: u8, oldest_seq: u64) {
@@ -637,8 +650,18 @@ impl OrderRx {
         let t = self.cfg.timing;
         for st in 0..self.cfg.n_streams.min(2) as usize {
             let gone = self.subs[st].seq_gone_below;
+            let local = self.subs[st].local;
             let mut to_nack: Vec<(u64, u64, bool)> = Vec::new();
             for (&from, h) in self.subs[st].holes.iter_mut() {
+                // The part of the hole this replica's own journal will fill is not asked: a
+                // hole starting inside the local range is asked from above it.
+                let from = match local {
+                    Some((lo, hi)) if from >= lo && from <= hi => hi.saturating_add(1),
+                    _ => from,
+                };
+                if from > h.to {
+                    continue;
+                }
                 let due = match h.nacked {
                     None => now.saturating_sub(h.opened) >= t.hole_wait_ns,
                     Some(at) => now.saturating_sub(at) >= retry_after(t.nack_retry_ns, h.retries),

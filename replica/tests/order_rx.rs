@@ -640,3 +640,37 @@ fn hole_to_filled_is_timed_per_frame_and_split_by_what_filled_it() {
     assert_eq!(f.by_repair.frames, 598);
     assert!(f.by_repair.max >= 595 * US, "{f:?}");
 }
+
+/// A restarted replica's own order journal holds frames 1..=40 (07 §4.10): the hole up to the
+/// live stream is asked only above them — the downtime, at once — and, once the local feed
+/// ends, anything still missing is asked as usual.
+#[test]
+fn a_hole_the_own_journal_covers_is_asked_only_above_it() {
+    use vyrn_replica::order_rx::REPAIR_CHANNEL;
+    let mut rx = OrderRx::new(cfg(2));
+    let mut o = Out::default();
+    rx.expect_local(0, Some((1, 40)));
+    // Live frames start at 60: the hole 1..=59.
+    rx.on_frame(0, &frame(0, 60, 0), 0, &mut o);
+    rx.tick(10 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1);
+    assert_eq!((o.nacks[0].from_seq, o.nacks[0].to_seq), (41, 59));
+    // The feed delivers 1..=40 (as repairs): the hole is 41..=59, asked again on its retry.
+    for fs in 1..=40 {
+        rx.on_frame(REPAIR_CHANNEL, &frame(0, fs, 0), 20 * US, &mut o);
+    }
+    rx.tick(200 * US, &mut o);
+    assert!(o.nacks.iter().all(|n| n.from_seq >= 41), "{:?}", o.nacks);
+    // A feed that stopped short (the journal held less than it said): once it is over, the rest
+    // is asked from the bottom of the hole.
+    let mut rx = OrderRx::new(cfg(2));
+    let mut o = Out::default();
+    rx.expect_local(0, Some((1, 40)));
+    rx.on_frame(0, &frame(0, 60, 0), 0, &mut o);
+    for fs in 1..=10 {
+        rx.on_frame(REPAIR_CHANNEL, &frame(0, fs, 0), US, &mut o);
+    }
+    rx.expect_local(0, None);
+    rx.tick(10 * US, &mut o);
+    assert_eq!(o.nacks.last().map(|n| n.from_seq), Some(11));
+}

@@ -505,6 +505,11 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
                 n.store().from_journal,
             ),
             (
+                "vyrn_replica_own_journal_frames_total",
+                "frames a restarted replica took from its own order journal instead of the network",
+                n.counters().own_journal_frames,
+            ),
+            (
                 "vyrn_replica_order_journal_corrupt_total",
                 "order journal entries that failed their CRC on a read (not served)",
                 o.corrupt,
