@@ -189,18 +189,19 @@ fn main() {
         n_peers: 0,
         anchor: Anchor::default(),
     };
+    // As a replica process starts (`vyrn-replica`'s node): books and queues faulted in.
+    let fresh_core = || {
+        let mut core = ReplicaCore::new(core_cfg.clone()).expect("core");
+        core.prefault();
+        core
+    };
     let mut answers = HashMap::new();
     let replica = on("whole").then(|| {
         measure_with_setup(
             "replica: order RX + decode + data side + replay (per msg)",
             r,
             c.msgs,
-            || {
-                // As a replica process starts (`vyrn-replica`'s node): books and queues faulted in.
-                let mut core = ReplicaCore::new(core_cfg.clone()).expect("core");
-                core.prefault();
-                core
-            },
+            fresh_core,
             |mut core| {
                 let mut out = NullOut;
                 let mut sink = CountingSink::default();
@@ -313,12 +314,7 @@ fn main() {
             "stage: data side, DATA frames alone (per msg)",
             r,
             c.msgs,
-            || {
-                // As a replica process starts (`vyrn-replica`'s node): books and queues faulted in.
-                let mut core = ReplicaCore::new(core_cfg.clone()).expect("core");
-                core.prefault();
-                core
-            },
+            fresh_core,
             |mut core| {
                 let mut out = NullOut;
                 for (i, d) in c.data.iter().enumerate() {

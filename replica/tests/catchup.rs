@@ -1,56 +1,104 @@
 //! Catch-up past the box's frame ring and the peers' memory (07 §4.10: peers serve a
 //! `RepairReq` "from their in-memory frame store (REP_PEER_RING_MS) and then from their NVMe
-//! order journal"). A whole home on loopback — the box with a 64 KiB retransmit ring, three
-//! journaling replicas whose memory keeps frames 200 ms — trades for 2.5 s before the fourth
-//! replica starts. Every frame it missed is older than the box's ring (`NackTooOld`) and the
-//! peers' memory, so only their order journals hold it: it must repair the whole stream from
-//! them and end with the others' replay, byte for byte.
+//! order journal"). Whole homes on loopback whose box keeps a 64 KiB retransmit ring and whose
+//! replicas keep frames 200 ms in memory: a replica started 2.5 s late repairs the whole stream
+//! from its peers' order journals, and a journaling replica restarted takes back its own frames
+//! from its own journal before asking anyone. Each ends with the others' replay, byte for byte.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
+use vyrn_client::loadgen::LoadCounts;
+use vyrn_data::databox::DataBox;
 use vyrn_replica::homekit::{load_from, start_box_with, LoopbackHome};
+use vyrn_replica::node::Node;
+use vyrn_seq::ports::RunningBox;
 
 /// The homes of this file run one at a time (two whole homes at once on a 2-core machine
 /// stretch a restart past the peers' memory).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+type Replica = JoinHandle<Result<Node, String>>;
+
+/// A dev home whose box keeps a 64 KiB retransmit ring and whose replicas keep frames in memory
+/// 200 ms; replicas `journal` journal.
+fn lab_home(tag: &str, base: u16, journal: Vec<usize>) -> LoopbackHome {
+    let mut h = LoopbackHome::new(tag, base, false).expect("dev home");
+    h.cfg.rtx_ring_bytes = 64 << 10;
+    h.budgets.peer_ring_ns = 200_000_000;
+    h.journal = journal;
+    h
+}
+
+/// The box, the data box and 4 s of load at 2,000 msgs/s (the replicas are the caller's).
+struct Traffic {
+    data: JoinHandle<DataBox>,
+    running: RunningBox,
+    load: JoinHandle<Result<LoadCounts, String>>,
+}
+
+impl Traffic {
+    fn start(h: &LoopbackHome, stop: &Arc<AtomicBool>) -> Traffic {
+        let data = h.spawn_databox(stop.clone()).expect("data box");
+        let (running, seq) = start_box_with(&h.cfg, None).expect("box");
+        let home = h.home.clone();
+        let load = std::thread::spawn(move || load_from(&home, seq, 2000, 4, 1500, 7, 0));
+        Traffic {
+            data,
+            running,
+            load,
+        }
+    }
+
+    /// After the load, 1.5 s more for repairs; then everything stops. The replicas, stopped,
+    /// in the order given.
+    fn finish(self, stop: &AtomicBool, replicas: Vec<Replica>) -> Vec<Node> {
+        let counts = self.load.join().expect("load thread").expect("load");
+        std::thread::sleep(Duration::from_millis(1500));
+        stop.store(true, Ordering::Relaxed);
+        let nodes = replicas
+            .into_iter()
+            .map(|j| j.join().expect("replica thread").expect("replica"))
+            .collect();
+        let _ = self.data.join();
+        self.running.runner.stop();
+        assert!(counts.answered > 1000, "the home traded: {counts:?}");
+        nodes
+    }
+}
+
+/// `n` replayed the whole stream exactly as `first` did.
+fn same_replay(n: &Node, first: &Node) {
+    assert!(n.replay().responses > 1000);
+    assert_eq!(n.replay().responses, first.replay().responses);
+    assert_eq!(
+        n.replay().digest(),
+        first.replay().digest(),
+        "replays differ"
+    );
+}
+
+/// The fourth replica starts 2.5 s into the load. Every frame it missed is older than the
+/// box's ring (`NackTooOld`) and the peers' memory, so only the three others' order journals
+/// hold it: it must repair the whole stream from them. Without the journals it repairs nothing.
 #[test]
 fn a_replica_started_late_catches_up_from_its_peers_order_journals() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut h = LoopbackHome::new("catchup", 49_900, false).expect("dev home");
-    h.cfg.rtx_ring_bytes = 64 << 10;
-    h.budgets.peer_ring_ns = 200_000_000;
-    h.journal = vec![0, 1, 2];
+    let h = lab_home("catchup", 49_900, vec![0, 1, 2]);
     let stop = Arc::new(AtomicBool::new(false));
-    let early: Vec<_> = (0..3)
+    let mut reps: Vec<Replica> = (0..3)
         .map(|i| h.spawn_replica(i, stop.clone()).expect("replica"))
         .collect();
-    let data = h.spawn_databox(stop.clone()).expect("data box");
-    let (running, seq) = start_box_with(&h.cfg, None).expect("box");
-    let load = {
-        let home = h.home.clone();
-        std::thread::spawn(move || load_from(&home, seq, 2000, 4, 1500, 7, 0))
-    };
+    let t = Traffic::start(&h, &stop);
     std::thread::sleep(Duration::from_millis(2500));
-    let late = h.spawn_replica(3, stop.clone()).expect("late replica");
-    let counts = load.join().expect("load thread").expect("load");
-    // Time for the late replica to finish what it repairs.
-    std::thread::sleep(Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    let nodes: Vec<_> = early
-        .into_iter()
-        .map(|j| j.join().expect("replica thread").expect("replica"))
-        .collect();
-    let late = late.join().expect("replica thread").expect("late replica");
-    let _ = data.join();
-    running.runner.stop();
+    reps.push(h.spawn_replica(3, stop.clone()).expect("late replica"));
+    let mut nodes = t.finish(&stop, reps);
+    let late = nodes.pop().expect("the late replica");
 
-    assert!(counts.answered > 1000, "the home traded: {counts:?}");
-    let first = &nodes[0];
     for n in &nodes[1..] {
-        assert_eq!(n.replay().digest(), first.replay().digest());
+        assert_eq!(n.replay().digest(), nodes[0].replay().digest());
     }
     // The late replica was told its first frames had left the box's ring, and repaired them
     // from its peers.
@@ -66,63 +114,35 @@ fn a_replica_started_late_catches_up_from_its_peers_order_journals() {
         assert!(o.appended > 1000, "{o:?}");
         assert_eq!((o.corrupt, o.io_errors), (0, 0), "{o:?}");
     }
-    // And it replayed the whole stream as the others did.
-    assert!(late.replay().responses > 1000);
-    assert_eq!(late.replay().responses, first.replay().responses);
-    assert_eq!(
-        late.replay().digest(),
-        first.replay().digest(),
-        "the late replica's replay differs"
-    );
+    same_replay(&late, &nodes[0]);
 }
 
 /// A journaling replica stopped 2.5 s into the load and started again 100 ms later takes the
 /// frames it had from its own order journal, not from the network: it asks its peers only for
 /// what it lacks (its downtime, and whatever it had not received when it stopped), so they serve
 /// fewer frames than it took back from its own journal — without the local feed they would
-/// serve the whole stream from frame 1 (the box's ring is 64 KiB, so it cannot). It ends with
-/// the others' replay.
+/// serve the whole stream from frame 1 (the box's ring is 64 KiB, so it cannot).
 #[test]
 fn a_restarted_replica_takes_its_own_frames_from_its_order_journal() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut h = LoopbackHome::new("ownjournal", 49_960, false).expect("dev home");
-    h.cfg.rtx_ring_bytes = 64 << 10;
-    h.budgets.peer_ring_ns = 200_000_000;
-    h.journal = vec![0, 1, 2, 3];
+    let h = lab_home("ownjournal", 49_960, vec![0, 1, 2, 3]);
     let stop = Arc::new(AtomicBool::new(false));
     let stop3 = Arc::new(AtomicBool::new(false));
-    let peers: Vec<_> = (0..3)
+    let mut reps: Vec<Replica> = (0..3)
         .map(|i| h.spawn_replica(i, stop.clone()).expect("replica"))
         .collect();
     let first3 = h.spawn_replica(3, stop3.clone()).expect("replica 3");
-    let data = h.spawn_databox(stop.clone()).expect("data box");
-    let (running, seq) = start_box_with(&h.cfg, None).expect("box");
-    let load = {
-        let home = h.home.clone();
-        std::thread::spawn(move || load_from(&home, seq, 2000, 4, 1500, 7, 0))
-    };
+    let t = Traffic::start(&h, &stop);
     std::thread::sleep(Duration::from_millis(2500));
     stop3.store(true, Ordering::Relaxed);
     let before = first3.join().expect("replica thread").expect("replica 3");
     let had = before.order_journal().expect("journaling").appended;
     drop(before);
     std::thread::sleep(Duration::from_millis(100));
-    let again = h.spawn_replica(3, stop.clone()).expect("replica 3 again");
-    let counts = load.join().expect("load thread").expect("load");
-    std::thread::sleep(Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    let nodes: Vec<_> = peers
-        .into_iter()
-        .map(|j| j.join().expect("replica thread").expect("replica"))
-        .collect();
-    let again = again
-        .join()
-        .expect("replica thread")
-        .expect("replica 3 again");
-    let _ = data.join();
-    running.runner.stop();
+    reps.push(h.spawn_replica(3, stop.clone()).expect("replica 3 again"));
+    let mut nodes = t.finish(&stop, reps);
+    let again = nodes.pop().expect("replica 3 again");
 
-    assert!(counts.answered > 1000, "the home traded: {counts:?}");
     assert!(
         had > 1000,
         "replica 3 journaled {had} frames before it stopped"
@@ -137,12 +157,5 @@ fn a_restarted_replica_takes_its_own_frames_from_its_order_journal() {
     // The peers served only what it lacked.
     let served: u64 = nodes.iter().map(|n| n.store().sent).sum();
     assert!(served < had, "peers served {served} frames, it had {had}");
-    let first = &nodes[0];
-    assert!(again.replay().responses > 1000);
-    assert_eq!(again.replay().responses, first.replay().responses);
-    assert_eq!(
-        again.replay().digest(),
-        first.replay().digest(),
-        "the restarted replica's replay differs"
-    );
+    same_replay(&again, &nodes[0]);
 }

@@ -1,25 +1,14 @@
 //! The peer frame store (07 §4.10): frames kept by age and bytes, served to `RepairReq`s with
 //! `flags.peer_repaired`, at most REP_PEER_RTX_MAX_FPS.
 
+mod common;
+
 use vyrn_replica::frame_store::FrameStore;
-use vyrn_wire::frame::{build_frame, FrameHeader, FrameKind, FLAG_PEER_REPAIRED};
+use vyrn_wire::frame::{FrameHeader, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;
 
 fn frame(stream: u8, fs: u64, body: usize) -> Vec<u8> {
-    let h = FrameHeader {
-        kind: FrameKind::Order,
-        book: 1,
-        epoch16: 7,
-        frame_seq: fs,
-        flags: 0,
-        tenure: 0,
-        body_len: body as u16,
-        sender: 0,
-        stream,
-    };
-    let mut out = Vec::new();
-    build_frame(&h, &vec![fs as u8; body], &mut out);
-    out
+    common::order_frame(stream, fs, &vec![fs as u8; body])
 }
 
 fn req(stream: u8, from: u64, to: u64) -> RepairReq {

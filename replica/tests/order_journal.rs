@@ -7,26 +7,13 @@ mod common;
 use common::TestDir;
 use vyrn_replica::frame_store::FrameStore;
 use vyrn_replica::order_journal::{OrderJournal, OrderJournalConfig, ENTRY_HDR};
-use vyrn_wire::frame::{build_frame, same_frame, FrameHeader, FrameKind, FLAG_PEER_REPAIRED};
+use vyrn_wire::frame::{same_frame, FrameHeader, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;
 
 fn frame(stream: u8, fs: u64) -> Vec<u8> {
     // Sizes vary, so entries straddle segment ends at different places.
     let body = 40 + (fs as usize * 37) % 300;
-    let h = FrameHeader {
-        kind: FrameKind::Order,
-        book: 1,
-        epoch16: 7,
-        frame_seq: fs,
-        flags: 0,
-        tenure: 0,
-        body_len: body as u16,
-        sender: 0,
-        stream,
-    };
-    let mut out = Vec::new();
-    build_frame(&h, &vec![(fs as u8) ^ stream; body], &mut out);
-    out
+    common::order_frame(stream, fs, &vec![(fs as u8) ^ stream; body])
 }
 
 fn cfg(d: &TestDir, segment_bytes: u64, max_bytes: u64) -> OrderJournalConfig {

@@ -146,3 +146,22 @@ pub fn must(r: Result<impl Sized, JournalError>) {
         panic!("{e}");
     }
 }
+
+/// An ORDER frame of book 1, epoch 7, tenure 0 with `body` (the peer frame store and order
+/// journal tests).
+pub fn order_frame(stream: u8, fs: u64, body: &[u8]) -> Vec<u8> {
+    let h = vyrn_wire::frame::FrameHeader {
+        kind: vyrn_wire::frame::FrameKind::Order,
+        book: 1,
+        epoch16: 7,
+        frame_seq: fs,
+        flags: 0,
+        tenure: 0,
+        body_len: body.len() as u16,
+        sender: 0,
+        stream,
+    };
+    let mut out = Vec::new();
+    vyrn_wire::frame::build_frame(&h, body, &mut out);
+    out
+}
