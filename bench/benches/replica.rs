@@ -37,7 +37,7 @@ use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
 use vyrn_replica::verdict::{Anchor, Verdicts};
-use vyrn_seq::testkit::capture::capture;
+use vyrn_seq::testkit::capture::{capture, capture_batched};
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::ctrl::{DataFetch, HashListReq, Nack, RepAck, RepairReq};
@@ -74,13 +74,16 @@ struct Core3<'a> {
     now: u64,
     refused: u64,
     blocks: u64,
+    /// 0: the decoder alone; 1: and the join and the roots; 2: and each header's `seq_sig`.
+    parts: u8,
 }
 impl DecodedOut for Core3<'_> {
     fn record(&mut self, _h: u64, at: Pos, r: &PacketRecord) {
-        if self
-            .data
-            .on_record(at.stream, r, self.now, &mut NullData)
-            .is_err()
+        if self.parts > 0
+            && self
+                .data
+                .on_record(at.stream, r, self.now, &mut NullData)
+                .is_err()
         {
             self.refused += 1;
         }
@@ -90,25 +93,30 @@ impl DecodedOut for Core3<'_> {
             session: rec.session,
             pkt_seq: rec.pkt_seq,
         };
-        if self
-            .data
-            .on_hash(at.stream, key, pkt_hash, self.now, &mut NullData)
-            .is_err()
+        if self.parts > 0
+            && self
+                .data
+                .on_hash(at.stream, key, pkt_hash, self.now, &mut NullData)
+                .is_err()
         {
             self.refused += 1;
         }
     }
     fn mark(&mut self, stream: u8, height: u64) {
-        if self.data.on_mark(stream, height).is_err() {
+        if self.parts > 0 && self.data.on_mark(stream, height).is_err() {
             self.refused += 1;
         }
     }
     fn block(&mut self, b: &BlockRoots) {
         self.blocks += 1;
-        self.verdicts.on_block(b);
+        if self.parts > 0 {
+            self.verdicts.on_block(b);
+        }
     }
     fn header(&mut self, h: &BlockHeader) {
-        self.verdicts.on_header(h);
+        if self.parts > 1 {
+            self.verdicts.on_header(h);
+        }
     }
 }
 
@@ -142,20 +150,46 @@ fn main() {
     if !enabled("replica") {
         return;
     }
+    let r = rounds(if quick() { 3 } else { 15 });
+    let cfg = EngineConfig::test_home(4, 8);
+    // `VYRN_BENCH_SHAPE=peak` or `light` (default both).
+    let shapes = std::env::var("VYRN_BENCH_SHAPE").unwrap_or_else(|_| "peak,light".into());
+    for shape in shapes.split(',') {
+        match shape {
+            // 07 §3.13's peak: 10 msgs per packet, ORDER frames full (~8 packets each), 1 kHz
+            // blocks (07 §6.1). The tiles are polled once per 16 packets received.
+            "peak" => {
+                let n = if quick() { 400 } else { 8_000 };
+                let c = capture_batched(&cfg, EPOCH, 1_000_000, 5, Mix::peak(), n, 16);
+                run("peak mix", &cfg, &c, r);
+            }
+            // A lightly loaded box: 1 msg per packet, the tiles polled after every packet (a
+            // frame or two per packet), 100 µs blocks.
+            "light" => {
+                let n = if quick() { 2_000 } else { 40_000 };
+                let c = capture(&cfg, EPOCH, 100_000, 5, Mix::clean(), n);
+                run("light load", &cfg, &c, r);
+            }
+            other => eprintln!("VYRN_BENCH_SHAPE: no shape {other:?} (peak, light)"),
+        }
+    }
+}
+
+/// Every part of the bench on one capture.
+fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture, r: usize) {
     // `VYRN_BENCH_STAGE=replay` (comma-separated parts of names): the baseline and only the
     // stages named (profiling one stage).
     let on = |name: &str| {
         std::env::var("VYRN_BENCH_STAGE").map_or(true, |v| v.split(',').any(|p| name.contains(p)))
     };
-    let n = if quick() { 2_000 } else { 40_000 };
-    let r = rounds(if quick() { 3 } else { 15 });
-    let cfg = EngineConfig::test_home(4, 8);
-    let c = capture(&cfg, EPOCH, 100_000, 5, Mix::clean(), n);
+    let bytes: usize = c.frames.iter().map(|f| f.len()).sum();
     println!(
-        "B-REP-7 at the replica: {} packets ({} msgs), {} frames, {} DATA frames",
+        "\nB-REP-7 at the replica, {shape}: {} packets ({} msgs), {} frames ({:.1} msgs and {:.0} bytes a frame), {} DATA frames",
         c.packets.len(),
         c.msgs,
         c.frames.len(),
+        c.msgs as f64 / c.frames.len().max(1) as f64,
+        bytes as f64 / c.frames.len().max(1) as f64,
         c.data.len()
     );
     let live = measure_with_setup(
@@ -278,10 +312,11 @@ fn main() {
         d
     };
     // Core 3: the decoder, step merge, structural checks, `order_root`, the data join,
-    // `data_root`, each header's `seq_sig`.
-    let decoder = on("decoder").then(|| {
+    // `data_root`, each header's `seq_sig` — and the same without the header checks, and the
+    // decoder alone, to split its time.
+    let core3 = |name: &str, parts: u8| {
         measure_with_setup(
-            "stage: decoder + join + roots, core 3 (per msg)",
+            name,
             r,
             c.msgs,
             || {
@@ -298,6 +333,7 @@ fn main() {
                     now: 0,
                     refused: 0,
                     blocks: 0,
+                    parts,
                 };
                 for (i, f) in c.frames.iter().enumerate() {
                     o.now = i as u64;
@@ -308,7 +344,18 @@ fn main() {
                 (dec, data, verdicts)
             },
         )
+    };
+    let decoder = on("decoder").then(|| {
+        core3(
+            "stage: decoder + join + roots + seq_sig, core 3 (per msg)",
+            2,
+        )
     });
+    let core3_less_sig =
+        on("decoder").then(|| core3("  core 3 less the headers' seq_sig (per msg)", 1));
+    if on("decoder") {
+        core3("  core 3: the decoder alone (per msg)", 0);
+    }
     let data_only = on("data").then(|| {
         measure_with_setup(
             "stage: data side, DATA frames alone (per msg)",
@@ -371,7 +418,7 @@ fn main() {
     // run `Bbo::execute`; live chooses each step's op, replay pops the one its StepRecord
     // names), a replay lane does a live lane's without the NIC, the `tag_seq` MAC and the
     // full hash. Each core alone, live against replay, on one live run's log.
-    let per_core = on("core").then(|| per_core(&cfg, &c, r, &payloads));
+    let per_core = on("core").then(|| per_core(cfg, c, r, &payloads));
     let speed = |m: &vyrn_bench::Stats| live.p50_ns() / m.p50_ns();
     let stages: Vec<(&str, f64)> = [
         ("order RX (core 1)", &order_rx),
@@ -396,13 +443,29 @@ fn main() {
     println!(
         "  pipeline bound (each stage on its own cores, 07 §7.2): {bound:.2}x, set by the {slowest} (B-REP-7: ≥ 1.5x at peak)"
     );
-    if let Some((bbo, lanes)) = per_core {
+    if let Some((bbo_live_ns, bbo, lanes)) = per_core {
         println!(
             "  per core, replay vs live at the same load: BBO core {bbo:.2}x, lanes {lanes:.2}x; \
              at 07 §7.3's live load at peak (0.60 on both): BBO core {:.2}x, lanes {:.2}x",
             bbo / 0.6,
             lanes / 0.6
         );
+        // The serial cores of 07 §7.2 (order RX, core 3) keep pace with the live box's serial
+        // bound, its BBO core, which runs at 0.60 load at peak: live spends bbo_live_ns / 0.6
+        // of time per message.
+        for (name, m) in [
+            ("order RX (core 1)", &order_rx),
+            ("core 3", &decoder),
+            ("core 3 less seq_sig", &core3_less_sig),
+        ] {
+            if let Some(m) = m {
+                println!(
+                    "  {name} vs the live BBO core's time at peak ({:.1} ns/msg): {:.2}x",
+                    bbo_live_ns / 0.6,
+                    bbo_live_ns / 0.6 / m.p50_ns()
+                );
+            }
+        }
     }
 }
 
@@ -445,14 +508,14 @@ impl OpQueues for Ops {
 /// `Bbo::replay` of the logged step) and the lanes (live: `Lane::on_packet` with the MAC and
 /// the full hash; replay: the join's read of copy 2 from the data side's store and
 /// `Lane::replay_packet`), each lane applying the BBO core's events before each record as its
-/// `fills_applied` says. Returns the speeds (live time / replay time) of the BBO core and the
-/// lanes.
+/// `fills_applied` says. Returns the live BBO core's time per message and the speeds (live
+/// time / replay time) of the BBO core and the lanes.
 fn per_core(
     cfg: &EngineConfig,
     c: &vyrn_seq::testkit::capture::Capture,
     r: usize,
     payloads: &DataSide,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let mut log = Capture::default();
     let mut e = LiveEngine::new(cfg.clone());
     for (i, (ts, b)) in c.packets.iter().enumerate() {
@@ -551,6 +614,7 @@ fn per_core(
     let lanes_own = lanes("core: lanes, replay, payload in hand (per msg)", 2);
     ratio(&lanes_own, &lanes_live);
     (
+        bbo_live.p50_ns(),
         bbo_live.p50_ns() / bbo_replay.p50_ns(),
         lanes_live.p50_ns() / lanes_replay.p50_ns(),
     )

@@ -4,6 +4,7 @@
 
 use crate::bbo::{control, ControlReq};
 use crate::config::EngineConfig;
+use vyrn_wire::consts::MAX_MSGS_PER_PKT;
 use vyrn_wire::corpus::Rng;
 use vyrn_wire::msg::client::{siphash128, SipKey, MSG_FLAG_SELL, REQ_FLAG_RESEND};
 
@@ -24,6 +25,8 @@ pub struct Mix {
     pub cancel: u64,
     /// IOCs among messages.
     pub ioc: u64,
+    /// Fewest messages per packet (the count is uniform in `min_msgs..=max_msgs`).
+    pub min_msgs: u8,
     /// Most messages per packet.
     pub max_msgs: u8,
 }
@@ -39,6 +42,7 @@ impl Mix {
             risk: 30,
             cancel: 200,
             ioc: 100,
+            min_msgs: 1,
             max_msgs: 4,
         }
     }
@@ -53,7 +57,17 @@ impl Mix {
             risk: 0,
             cancel: 150,
             ioc: 100,
+            min_msgs: 1,
             max_msgs: 1,
+        }
+    }
+
+    /// Clean trading in the peak's shape (07 §3.13: 10 msgs per packet): every packet full.
+    pub fn peak() -> Self {
+        Mix {
+            min_msgs: MAX_MSGS_PER_PKT as u8,
+            max_msgs: MAX_MSGS_PER_PKT as u8,
+            ..Mix::clean()
         }
     }
 }
@@ -256,7 +270,8 @@ impl Workload {
             }
             return Input::Packet { rx_ts, bytes: b };
         }
-        let n = 1 + self.rng.below(m.max_msgs.max(1) as u64) as u8;
+        let lo = m.min_msgs.clamp(1, m.max_msgs.max(1));
+        let n = lo + self.rng.below(u64::from(m.max_msgs.max(1) - lo) + 1) as u8;
         let seq = self.sessions[si].next_pkt;
         let b = self.packet(si, seq, n);
         let s = &mut self.sessions[si];

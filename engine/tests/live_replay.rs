@@ -494,3 +494,33 @@ fn keyed_records_wait_for_their_hash_and_payload_and_replay_the_same() {
         assert_eq!(r.state_root(), run.root, "seed {seed}: same state");
     }
 }
+
+/// The peak's shape (07 §3.13: 10 msgs per packet): every packet full, and replay answers it
+/// as live does. The light mixes' draws are unchanged by the fewest-messages bound (their
+/// packets still carry 1..=max_msgs).
+#[test]
+fn the_peak_mix_fills_every_packet_and_replays_the_same() {
+    let cfg = cfg_for(3);
+    let mut w = Workload::new(&cfg, 3, Mix::peak());
+    let mut packets = 0;
+    for _ in 0..500 {
+        if let Input::Packet { bytes, .. } = w.next_input() {
+            assert_eq!(bytes[2], 10, "a full packet");
+            packets += 1;
+        }
+    }
+    assert!(packets > 400);
+    let mut w = Workload::new(&cfg, 3, Mix::everything());
+    let counts: std::collections::BTreeSet<u8> = (0..500)
+        .filter_map(|_| match w.next_input() {
+            Input::Packet { bytes, .. } => Some(bytes[2]),
+            _ => None,
+        })
+        .collect();
+    assert!(counts.contains(&1) && counts.iter().all(|&n| n <= 4));
+    for seed in 0..6 {
+        let run = live_run(seed, 300, Mix::peak());
+        let (_, cap) = replay(&run, (seed % 2 == 1).then_some(seed ^ 0x5A5A));
+        assert_same(seed, &run.live, &cap);
+    }
+}

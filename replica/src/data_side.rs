@@ -445,6 +445,70 @@ struct Store {
     /// Payloads past the age of the ring that a live record still needs (its block not yet
     /// voted and replayed): out of `order`, dropped when their records are released.
     pinned: std::collections::HashSet<PktKey, Seeded>,
+    /// The newest payloads of each session by `pkt_seq`, in front of `map`.
+    recent: Recent,
+}
+
+/// Entries per session in [`Recent`]: a few ms of one busy session's packets.
+const RECENT_SLOTS: usize = 256;
+/// Sessions [`Recent`] keeps a table for (2 KiB each); the rest use the map alone.
+const RECENT_SESSIONS_MAX: usize = 4096;
+
+/// A direct-mapped table per session, `pkt_seq mod RECENT_SLOTS → (pkt_seq, slot + 1)`, in
+/// front of the store's map. A session's `pkt_seq`s come in order, so the join (core 3) and
+/// replay's reads walk each session's table in order: one cache line per 8 records where the
+/// map's probe touches its control bytes and a bucket at random, two misses a record (`--bench
+/// replica`, core 3 at the peak mix, 2026-12-03). Every entry names the slot its key has in
+/// `map` (kept so by [`Store::insert`] and [`Store::remove`]); a key that is not here may still
+/// be in `map`.
+#[derive(Debug, Default)]
+struct Recent {
+    at: HashMap<u32, u32, Seeded>,
+    /// Session `at[s]`'s table is `rings[at[s] * RECENT_SLOTS..][..RECENT_SLOTS]`.
+    rings: Vec<(u32, u32)>,
+}
+
+impl Recent {
+    fn get(&self, k: &PktKey) -> Option<u32> {
+        let &r = self.at.get(&k.session)?;
+        let (seq, s) = *self.rings.get(Self::at(r, k))?;
+        (s != 0 && seq == k.pkt_seq).then(|| s - 1)
+    }
+
+    fn put(&mut self, k: &PktKey, slot: u32) {
+        let Some(s1) = slot.checked_add(1) else {
+            return;
+        };
+        let r = match self.at.get(&k.session) {
+            Some(&r) => r,
+            None if self.at.len() < RECENT_SESSIONS_MAX => {
+                let r = self.at.len() as u32;
+                // A new session's table (its first payload; capacity reserved at prefault).
+                self.rings.resize(self.rings.len() + RECENT_SLOTS, (0, 0));
+                self.at.insert(k.session, r);
+                r
+            }
+            None => return,
+        };
+        if let Some(e) = self.rings.get_mut(Self::at(r, k)) {
+            *e = (k.pkt_seq, s1);
+        }
+    }
+
+    fn at(r: u32, k: &PktKey) -> usize {
+        r as usize * RECENT_SLOTS + k.pkt_seq as usize % RECENT_SLOTS
+    }
+
+    /// `k` left slot `slot`.
+    fn clear(&mut self, k: &PktKey, slot: u32) {
+        if let Some(&r) = self.at.get(&k.session) {
+            if let Some(e) = self.rings.get_mut(Self::at(r, k)) {
+                if *e == (k.pkt_seq, slot.wrapping_add(1)) {
+                    *e = (0, 0);
+                }
+            }
+        }
+    }
 }
 
 /// The maps keyed by `(session, pkt_seq)` hash with the engine's keyed multiply-fold hasher
@@ -452,9 +516,103 @@ struct Store {
 /// std's SipHash on these small keys — one lookup or insert per record and per payload.
 type Seeded = vyrn_engine::hash::SeededState;
 
+/// The newest live record of each key, `(session, pkt_seq) → (stream, rid)`: a direct-mapped
+/// table per session (`pkt_seq mod RECENT_SLOTS`) with a map for the keys whose entry is taken
+/// (more than RECENT_SLOTS live records of one session, or sessions past
+/// RECENT_SESSIONS_MAX). Core 3 inserts one key per record; a session's keys come in order,
+/// so the inserts walk its table in order instead of writing a random bucket of a map sized for
+/// every live record (a cache miss per record, `--bench replica`, core 3 at the peak mix,
+/// 2026-12-03). A key is in the table or the map, never both.
+#[derive(Debug, Default)]
+struct RecIndex {
+    at: HashMap<u32, u32, Seeded>,
+    /// `(pkt_seq, stream + 1, rid)`; stream 0 marks an empty entry.
+    rings: Vec<(u32, u8, u64)>,
+    spill: HashMap<PktKey, (u8, u64), Seeded>,
+}
+
+impl RecIndex {
+    fn pos(&self, k: &PktKey) -> Option<usize> {
+        let &r = self.at.get(&k.session)?;
+        Some(r as usize * RECENT_SLOTS + k.pkt_seq as usize % RECENT_SLOTS)
+    }
+
+    fn get(&self, k: &PktKey) -> Option<(u8, u64)> {
+        if let Some(&(seq, s1, rid)) = self.pos(k).and_then(|p| self.rings.get(p)) {
+            if s1 != 0 && seq == k.pkt_seq {
+                return Some((s1 - 1, rid));
+            }
+        }
+        self.spill.get(k).copied()
+    }
+
+    /// Insert, returning the key's previous value.
+    fn insert(&mut self, k: PktKey, v: (u8, u64)) -> Option<(u8, u64)> {
+        let pos = match self.pos(&k) {
+            Some(p) => Some(p),
+            None if self.at.len() < RECENT_SESSIONS_MAX => {
+                let r = self.at.len() as u32;
+                self.rings
+                    .resize(self.rings.len() + RECENT_SLOTS, (0, 0, 0));
+                self.at.insert(k.session, r);
+                self.pos(&k)
+            }
+            None => None,
+        };
+        if let Some(e) = pos.and_then(|p| self.rings.get_mut(p)) {
+            if e.1 != 0 && e.0 == k.pkt_seq {
+                let old = (e.1 - 1, e.2);
+                *e = (k.pkt_seq, v.0.wrapping_add(1), v.1);
+                return Some(old);
+            }
+            if e.1 == 0 && v.0 < u8::MAX {
+                let old = if self.spill.is_empty() {
+                    None
+                } else {
+                    self.spill.remove(&k)
+                };
+                *e = (k.pkt_seq, v.0 + 1, v.1);
+                return old;
+            }
+        }
+        self.spill.insert(k, v)
+    }
+
+    /// Remove `k` if its value is `v`; true if it was.
+    fn remove_if(&mut self, k: &PktKey, v: (u8, u64)) -> bool {
+        if let Some(e) = self.pos(k).and_then(|p| self.rings.get_mut(p)) {
+            if e.1 != 0 && e.0 == k.pkt_seq {
+                let hit = (e.1 - 1, e.2) == v;
+                if hit {
+                    *e = (0, 0, 0);
+                }
+                return hit;
+            }
+        }
+        if self.spill.get(k) == Some(&v) {
+            self.spill.remove(k);
+            return true;
+        }
+        false
+    }
+
+    fn contains_key(&self, k: &PktKey) -> bool {
+        self.get(k).is_some()
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.spill.reserve(n / 16);
+        self.rings.reserve(PREFAULT_SESSIONS * RECENT_SLOTS);
+        self.at.reserve(PREFAULT_SESSIONS);
+    }
+}
+
 impl Store {
     fn get(&self, k: &PktKey) -> Option<&Payload> {
-        let &i = self.map.get(k)?;
+        let i = match self.recent.get(k) {
+            Some(i) => i,
+            None => *self.map.get(k)?,
+        };
         self.slots.get(i as usize)?.as_ref()
     }
 
@@ -482,10 +640,12 @@ impl Store {
             }
         };
         self.map.insert(k, i);
+        self.recent.put(&k, i);
     }
 
     fn remove(&mut self, k: &PktKey) -> Option<Payload> {
         let i = self.map.remove(k)?;
+        self.recent.clear(k, i);
         let p = self.slots.get_mut(i as usize)?.take()?;
         self.free.push(i);
         self.bytes -= p.bytes.len();
@@ -520,6 +680,8 @@ impl Store {
         self.map.reserve(n);
         self.slots.reserve(n);
         self.order.reserve(n);
+        self.recent.rings.reserve(PREFAULT_SESSIONS * RECENT_SLOTS);
+        self.recent.at.reserve(PREFAULT_SESSIONS);
     }
 }
 
@@ -535,7 +697,7 @@ struct Rec {
     /// Fetch sources asked: 0 none, 1 home, 2 peer, 3.. the sequencer.
     stage: u8,
     /// The HashList entry this record's full hash must equal (07 §5.6 row 2).
-    expect: Option<Hash>,
+    expect: Option<Box<Hash>>,
     /// The previous live record of the same key in this substream.
     prev: Option<u64>,
     /// When its armed timer is due (older timer entries are stale).
@@ -627,7 +789,7 @@ pub struct DataSide {
     boxes: Vec<BoxRx>,
     store: Store,
     subs: [Sub; 2],
-    index: HashMap<PktKey, (u8, u64), Seeded>,
+    index: RecIndex,
     homes: HashMap<u32, u8>,
     /// Per session: the highest `pkt_seq` whose payload was stored (07 §5.7 `resend_from`).
     hi_seq: HashMap<u32, u32, Seeded>,
@@ -647,6 +809,8 @@ pub struct DataSide {
 /// Packets a data side prefaults for ([`DataSide::prefault`]): a second of a dev home's load,
 /// 4.7 MB of slots.
 const PREFAULT_PKTS: usize = 1 << 16;
+/// Sessions whose [`Recent`] tables a data side reserves room for at start.
+const PREFAULT_SESSIONS: usize = 1024;
 
 /// Fault in a queue's pages for `n` entries without keeping any.
 fn touch<T: Clone>(q: &mut VecDeque<T>, n: usize, v: T) {
@@ -664,7 +828,7 @@ fn judge(r: &Rec, p: &Payload) -> RecState {
     match r.pkt_hash {
         None => RecState::Unhashed,
         Some(h) if pkt_hash_of(&p.full) != h => RecState::Mismatch,
-        Some(_) if r.expect.is_some_and(|e| e != p.full) => RecState::Mismatch,
+        Some(_) if r.expect.as_deref().is_some_and(|e| *e != p.full) => RecState::Mismatch,
         Some(_) => RecState::Resolved,
     }
 }
@@ -684,7 +848,7 @@ impl DataSide {
             cfg,
             store: Store::default(),
             subs: Default::default(),
-            index: HashMap::default(),
+            index: RecIndex::default(),
             homes: HashMap::new(),
             hi_seq: HashMap::default(),
             arms: VecDeque::new(),
@@ -944,7 +1108,7 @@ impl DataSide {
             t: now,
             gen: 0,
         };
-        let head = self.index.get(&key).copied();
+        let head = self.index.get(&key);
         if let Some(old) = self.store.get(&key) {
             if old.full == full {
                 return Err(PktRefused::Duplicate);
@@ -1085,7 +1249,7 @@ impl DataSide {
 
     /// Join every live record of `key` with the stored payload. Returns the newest's state.
     fn join_key(&mut self, key: PktKey, now: u64, out: &mut impl DataOut) -> RecState {
-        let mut cur = self.index.get(&key).copied();
+        let mut cur = self.index.get(&key);
         let mut newest = None;
         while let Some((s, rid)) = cur {
             let st = self.join_one(s, rid, now, out);
@@ -1199,15 +1363,14 @@ impl DataSide {
             sub.recs.push_back(rec);
             return Ok(RecState::Advance);
         }
-        if let Some(&(s, prev)) = self.index.get(&key) {
+        let due = rec.due;
+        if let Some((s, prev)) = self.index.insert(key, (stream, rid)) {
             if s == stream && sub.get(prev).is_some() {
                 rec.prev = Some(prev);
                 self.c.dup_key_records += 1;
             }
         }
-        let due = rec.due;
         sub.recs.push_back(rec);
-        self.index.insert(key, (stream, rid));
         if self.arms.back().is_none_or(|&(d, _, _)| d <= due) {
             self.arms.push_back((due, stream, rid));
         } else {
@@ -1246,7 +1409,7 @@ impl DataSide {
         }
         let sub = &mut self.subs[stream as usize];
         let mut cur = match self.index.get(&key) {
-            Some(&(s, rid)) if s == stream => Some(rid),
+            Some((s, rid)) if s == stream => Some(rid),
             _ => None,
         };
         let mut target = None;
@@ -1281,7 +1444,7 @@ impl DataSide {
 
     /// The state of the newest record of `key`.
     pub fn rec_state(&self, key: PktKey) -> Option<RecState> {
-        let &(s, rid) = self.index.get(&key)?;
+        let (s, rid) = self.index.get(&key)?;
         self.subs[s as usize].get(rid).map(|r| r.state)
     }
 
@@ -1296,12 +1459,9 @@ impl DataSide {
                 while sub.base < end {
                     let Some(r) = sub.recs.pop_front() else { break };
                     let here = (si as u8, sub.base);
-                    if self.index.get(&r.key).is_some_and(|&x| x == here) {
-                        self.index.remove(&r.key);
-                        if self.store.pinned.remove(&r.key) {
-                            self.store.remove(&r.key);
-                            self.c.evicted_age += 1;
-                        }
+                    if self.index.remove_if(&r.key, here) && self.store.pinned.remove(&r.key) {
+                        self.store.remove(&r.key);
+                        self.c.evicted_age += 1;
                     }
                     sub.base += 1;
                     self.live_records -= 1;
@@ -1695,7 +1855,7 @@ impl DataSide {
                 }
                 let Some(&e) = list.get(i) else { break };
                 i += 1;
-                r.expect = Some(e);
+                r.expect = Some(Box::new(e));
                 if r.full != Some(e) {
                     differ.push((s as u8, rid));
                 }
@@ -1806,5 +1966,101 @@ mod tests {
         d.tick(1_100, &mut out);
         assert_eq!(out.0.len(), 2, "then the one due at 1,100");
         assert!(d.arms.is_empty() && d.timers.len() <= 2);
+    }
+
+    /// A small deterministic generator for the model tests.
+    struct Xs(u64);
+    impl Xs {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// The record index against a map: keys of a few sessions spread over several times
+    /// RECENT_SLOTS `pkt_seq`s (entries taken, keys spilled, freed entries reused) and more
+    /// sessions than RECENT_SESSIONS_MAX (the rest in the map alone): every get, replace and
+    /// conditional remove answers as the map does.
+    #[test]
+    fn the_record_index_answers_as_a_map() {
+        let mut ix = RecIndex::default();
+        let mut model: HashMap<PktKey, (u8, u64)> = HashMap::new();
+        let mut g = Xs(0x9e37_79b9_7f4a_7c15);
+        // A few busy sessions, then a crowd past the table limit.
+        let session = |g: &mut Xs| {
+            if g.below(4) == 0 {
+                10_000 + g.below(RECENT_SESSIONS_MAX as u64 + 64) as u32
+            } else {
+                g.below(4) as u32
+            }
+        };
+        for i in 0..200_000u64 {
+            let k = PktKey {
+                session: session(&mut g),
+                pkt_seq: g.below(RECENT_SLOTS as u64 * 3) as u32,
+            };
+            match g.below(3) {
+                0 => {
+                    let v = (g.below(2) as u8, i);
+                    assert_eq!(ix.insert(k, v), model.insert(k, v), "insert {k:?}");
+                }
+                1 => {
+                    // Remove with the right value most times, a wrong one sometimes.
+                    let v = match model.get(&k) {
+                        Some(&v) if g.below(4) > 0 => v,
+                        _ => (0, i),
+                    };
+                    let want = model.get(&k) == Some(&v);
+                    if want {
+                        model.remove(&k);
+                    }
+                    assert_eq!(ix.remove_if(&k, v), want, "remove {k:?}");
+                }
+                _ => assert_eq!(ix.get(&k), model.get(&k).copied(), "get {k:?}"),
+            }
+        }
+        for (k, v) in &model {
+            assert_eq!(ix.get(k), Some(*v));
+        }
+        assert!(ix.at.len() <= RECENT_SESSIONS_MAX);
+        assert!(!ix.spill.is_empty(), "the test reached the spill map");
+    }
+
+    /// The store against a map of which payload each key holds: the per-session table in
+    /// front of the map never names a slot that was freed and handed to another key, nor a
+    /// key whose entry another key took.
+    #[test]
+    fn the_stores_recent_table_never_names_another_keys_slot() {
+        let mut st = Store::default();
+        let mut model: HashMap<PktKey, usize> = HashMap::new();
+        let mut g = Xs(0x2545_f491_4f6c_dd1d);
+        for i in 0..100_000usize {
+            let k = PktKey {
+                session: g.below(3) as u32,
+                pkt_seq: g.below(RECENT_SLOTS as u64 * 4) as u32,
+            };
+            match g.below(3) {
+                0 => {
+                    // Each payload's length names it.
+                    st.insert(k, pay(i % 1000 + 1, 0));
+                    model.insert(k, i % 1000 + 1);
+                }
+                1 => {
+                    assert_eq!(
+                        st.remove(&k).map(|p| p.bytes.len()),
+                        model.remove(&k),
+                        "remove {k:?}"
+                    );
+                }
+                _ => assert_eq!(
+                    st.get(&k).map(|p| p.bytes.len()),
+                    model.get(&k).copied(),
+                    "get {k:?}"
+                ),
+            }
+        }
+        assert_eq!(st.len(), model.len());
     }
 }

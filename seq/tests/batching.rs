@@ -86,3 +86,26 @@ fn a_burst_is_taken_in_one_poll_per_tile_and_coalesced() {
         .count();
     assert!(resps >= 40, "{resps} responses");
 }
+
+/// The recorded runs the replica's bench replays: a box polled once per 16 packets (a loaded
+/// box) writes the same packets in far fewer, fuller frames than one polled after every
+/// packet (the bench's 8,000-packet run: ~6 packets a frame, HASH and HEADER frames counted;
+/// 07 §3.13's peak has ~8 per ORDER frame).
+#[test]
+fn a_batched_capture_fills_its_frames() {
+    use vyrn_seq::testkit::capture::{capture, capture_batched};
+    let e = EngineConfig::test_home(4, 8);
+    let light = capture(&e, 3, 1_000_000, 5, Mix::peak(), 400);
+    let loaded = capture_batched(&e, 3, 1_000_000, 5, Mix::peak(), 400, 16);
+    assert_eq!(light.packets, loaded.packets);
+    assert_eq!(light.data, loaded.data);
+    assert_eq!(loaded.msgs, 4_000, "every packet full");
+    println!(
+        "frames: polled per packet {}, per 16 packets {}",
+        light.frames.len(),
+        loaded.frames.len()
+    );
+    assert!(loaded.frames.len() * 3 < light.frames.len());
+    // Fewer frames than packets, with a short run's idle tail (heartbeats, the last headers).
+    assert!(loaded.frames.len() < 250, "{} frames", loaded.frames.len());
+}

@@ -26,7 +26,8 @@ pub struct Capture {
 }
 
 /// Run `n` packets of `mix` (workload seed `seed`) through a box of `engine` in `epoch` with
-/// `block_ns` blocks, then 2,000 idle polls 1 µs apart so every block closes.
+/// `block_ns` blocks, then 2,000 idle polls 1 µs apart so every block closes. The tiles are
+/// polled after every packet: a lightly loaded box, a frame or two per packet.
 pub fn capture(
     engine: &EngineConfig,
     epoch: u32,
@@ -35,6 +36,22 @@ pub fn capture(
     mix: Mix,
     n: usize,
 ) -> Capture {
+    capture_batched(engine, epoch, block_ns, seed, mix, n, 1)
+}
+
+/// [`capture`] with the tiles polled once per `batch` packets received: a loaded box, whose
+/// stream cores find many records per flush and fill their frames (07 §3.13 at peak: ~8
+/// packets per ORDER frame).
+pub fn capture_batched(
+    engine: &EngineConfig,
+    epoch: u32,
+    block_ns: u64,
+    seed: u64,
+    mix: Mix,
+    n: usize,
+    batch: usize,
+) -> Capture {
+    let batch = batch.max(1);
     let mut home = SimBox::new(SeqConfig {
         engine: engine.clone(),
         epoch,
@@ -63,9 +80,15 @@ pub fn capture(
                 let _ = b.push(&bytes);
                 c.data.push(b.as_bytes().to_vec());
                 c.packets.push((rx_ts, bytes.clone()));
-                home.receive(rx_ts, bytes);
+                assert!(
+                    home.receive(rx_ts, bytes),
+                    "capture: the lane took the packet"
+                );
             }
             now = now.max(w.now());
+            if (i + 1) % batch != 0 && i + 1 < n {
+                continue;
+            }
         } else {
             now += 1_000;
         }
