@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use vyrn_wire::consts::{REP_DATA_RING_S, REP_DATA_SILENCE_MS, REP_DATA_WAIT_US};
 use vyrn_wire::error::Malformed;
 use vyrn_wire::header::{data_root, empty_root, DataRootHasher, Hash};
-use vyrn_wire::msg::client::{pkt_hash_of, ReqReject, Request};
+use vyrn_wire::msg::client::{pkt_hash_of, ReqReject, Request, REQ_MAX_LEN};
 use vyrn_wire::msg::ctrl::{DataFetch, HashList, HashListReq, HASH_LIST_PART_MAX};
 use vyrn_wire::msg::data::{DataFrame, DataKind};
 use vyrn_wire::msg::PktKey;
@@ -417,14 +417,76 @@ pub enum RootCheck {
     Contradiction,
 }
 
+/// A client packet held inline: at most REQ_MAX_LEN bytes, all `Request::parse` accepts. The
+/// store's slots are fixed-size, so storing a payload allocates nothing (a boxed copy per
+/// packet was an allocation and, on a fresh page, a page fault per message on the data path,
+/// `--bench replica` at the peak mix, 2026-12-03).
+#[derive(Clone)]
+struct PktBuf {
+    len: u8,
+    buf: [u8; REQ_MAX_LEN],
+}
+
+impl PktBuf {
+    /// `b` held inline; `None` past REQ_MAX_LEN.
+    fn new(b: &[u8]) -> Option<Self> {
+        let mut buf = [0; REQ_MAX_LEN];
+        buf.get_mut(..b.len())?.copy_from_slice(b);
+        Some(PktBuf {
+            len: u8::try_from(b.len()).ok()?,
+            buf,
+        })
+    }
+}
+
+impl std::ops::Deref for PktBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for PktBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PktBuf({} bytes)", self.len)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Payload {
-    bytes: Box<[u8]>,
+    bytes: PktBuf,
     full: Hash,
     count: u8,
     origin: Source,
     t: u64,
     gen: u64,
+}
+
+/// A stored payload's slot: what the join reads (the count and full hash), apart from the
+/// bytes, which only replay and the repair servers read. The join walks ~64-byte slots, not
+/// ~270-byte ones (the bytes inline in the slot made core 3 1.4× slower at the peak mix,
+/// `--bench replica`, 2026-12-03).
+#[derive(Debug, Clone)]
+struct Stored {
+    full: Hash,
+    count: u8,
+    len: u8,
+    origin: Source,
+    t: u64,
+    gen: u64,
+}
+
+/// A stored payload as the store hands it out: its slot and its bytes.
+struct PayloadRef<'a> {
+    m: &'a Stored,
+    bytes: &'a [u8],
+}
+
+impl std::ops::Deref for PayloadRef<'_> {
+    type Target = Stored;
+    fn deref(&self) -> &Stored {
+        self.m
+    }
 }
 
 /// The payload store: a slab of payloads in arrival order with a small index `(session,
@@ -436,7 +498,9 @@ struct Payload {
 #[derive(Debug, Default)]
 struct Store {
     map: HashMap<PktKey, u32, Seeded>,
-    slots: Vec<Option<Payload>>,
+    slots: Vec<Option<Stored>>,
+    /// Each slot's bytes (the first `len`), beside `slots`.
+    bufs: Vec<[u8; REQ_MAX_LEN]>,
     /// Empty slots, reused newest first.
     free: Vec<u32>,
     order: VecDeque<(PktKey, u64)>,
@@ -608,12 +672,16 @@ impl RecIndex {
 }
 
 impl Store {
-    fn get(&self, k: &PktKey) -> Option<&Payload> {
+    fn get(&self, k: &PktKey) -> Option<PayloadRef<'_>> {
         let i = match self.recent.get(k) {
             Some(i) => i,
             None => *self.map.get(k)?,
-        };
-        self.slots.get(i as usize)?.as_ref()
+        } as usize;
+        let m = self.slots.get(i)?.as_ref()?;
+        Some(PayloadRef {
+            m,
+            bytes: self.bufs.get(i)?.get(..m.len as usize)?,
+        })
     }
 
     fn len(&self) -> usize {
@@ -623,19 +691,30 @@ impl Store {
     /// Store `p` as `k`'s payload (replacing any).
     fn insert(&mut self, k: PktKey, p: Payload) {
         self.bytes += p.bytes.len();
+        let m = Stored {
+            full: p.full,
+            count: p.count,
+            len: p.bytes.len,
+            origin: p.origin,
+            t: p.t,
+            gen: p.gen,
+        };
         if let Some(&i) = self.map.get(&k) {
-            if let Some(old) = self.slots[i as usize].replace(p) {
-                self.bytes -= old.bytes.len();
+            if let Some(old) = self.slots[i as usize].replace(m) {
+                self.bytes -= old.len as usize;
             }
+            self.bufs[i as usize] = p.bytes.buf;
             return;
         }
         let i = match self.free.pop() {
             Some(i) => {
-                self.slots[i as usize] = Some(p);
+                self.slots[i as usize] = Some(m);
+                self.bufs[i as usize] = p.bytes.buf;
                 i
             }
             None => {
-                self.slots.push(Some(p));
+                self.slots.push(Some(m));
+                self.bufs.push(p.bytes.buf);
                 (self.slots.len() - 1) as u32
             }
         };
@@ -646,10 +725,20 @@ impl Store {
     fn remove(&mut self, k: &PktKey) -> Option<Payload> {
         let i = self.map.remove(k)?;
         self.recent.clear(k, i);
-        let p = self.slots.get_mut(i as usize)?.take()?;
+        let m = self.slots.get_mut(i as usize)?.take()?;
         self.free.push(i);
-        self.bytes -= p.bytes.len();
-        Some(p)
+        self.bytes -= m.len as usize;
+        Some(Payload {
+            bytes: PktBuf {
+                len: m.len,
+                buf: *self.bufs.get(i as usize)?,
+            },
+            full: m.full,
+            count: m.count,
+            origin: m.origin,
+            t: m.t,
+            gen: m.gen,
+        })
     }
 
     /// Pop the oldest live entry (stale order entries of replaced payloads are skipped).
@@ -679,6 +768,7 @@ impl Store {
     fn reserve(&mut self, n: usize) {
         self.map.reserve(n);
         self.slots.reserve(n);
+        self.bufs.reserve(n);
         self.order.reserve(n);
         self.recent.rings.reserve(PREFAULT_SESSIONS * RECENT_SLOTS);
         self.recent.at.reserve(PREFAULT_SESSIONS);
@@ -821,14 +911,14 @@ fn touch<T: Clone>(q: &mut VecDeque<T>, n: usize, v: T) {
 }
 
 /// The join of one record with one payload (07 §5.4).
-fn judge(r: &Rec, p: &Payload) -> RecState {
-    if p.count != r.count {
+fn judge(r: &Rec, count: u8, full: &Hash) -> RecState {
+    if count != r.count {
         return RecState::Mismatch;
     }
     match r.pkt_hash {
         None => RecState::Unhashed,
-        Some(h) if pkt_hash_of(&p.full) != h => RecState::Mismatch,
-        Some(_) if r.expect.as_deref().is_some_and(|e| *e != p.full) => RecState::Mismatch,
+        Some(h) if pkt_hash_of(full) != h => RecState::Mismatch,
+        Some(_) if r.expect.as_deref().is_some_and(|e| e != full) => RecState::Mismatch,
         Some(_) => RecState::Resolved,
     }
 }
@@ -871,14 +961,30 @@ impl DataSide {
         st.reserve(n);
         if st.slots.is_empty() {
             st.slots.resize_with(n, || None);
+            st.bufs.resize(n, [0; REQ_MAX_LEN]);
             // Slots are handed out from the front, in arrival order.
             st.free.extend((0..n as u32).rev());
         }
         touch(&mut st.order, n, (PktKey::default(), 0));
         touch(&mut self.arms, n, (0, 0, 0));
         self.index.reserve(n);
+        self.hi_seq.reserve(PREFAULT_SESSIONS);
+        let blank = Rec {
+            key: PktKey::default(),
+            count: 0,
+            advance: true,
+            pkt_hash: None,
+            state: RecState::Advance,
+            full: None,
+            stage: 0,
+            expect: None,
+            prev: None,
+            due: 0,
+        };
         for sub in &mut self.subs {
-            sub.recs.reserve(n);
+            // Touched, not only reserved: the first pass through the queue takes no page
+            // faults (they were ~8 % of core 3's time in `--bench replica`).
+            touch(&mut sub.recs, n, blank.clone());
         }
     }
 
@@ -912,12 +1018,12 @@ impl DataSide {
 
     /// The stored payload of `key`, as received.
     pub fn payload(&self, key: PktKey) -> Option<&[u8]> {
-        self.store.get(&key).map(|p| &p.bytes[..])
+        self.store.get(&key).map(|p| p.bytes)
     }
 
     /// The stored payload of `key` with the full hash this replica computed when it stored it.
     pub fn payload_hashed(&self, key: PktKey) -> Option<(&[u8], &Hash)> {
-        self.store.get(&key).map(|p| (&p.bytes[..], &p.full))
+        self.store.get(&key).map(|p| (p.bytes, &p.m.full))
     }
 
     /// Payloads and payload bytes held.
@@ -1101,7 +1207,8 @@ impl DataSide {
         // 07 §5.4: the replica's own full hash, never a data box's.
         let full = req.full_hash();
         let p = Payload {
-            bytes: pkt.into(),
+            // `Request::parse` accepted it, so it fits.
+            bytes: PktBuf::new(pkt).ok_or(PktRefused::Malformed(ReqReject::BadLen))?,
             full,
             count: req.count() as u8,
             origin: src,
@@ -1136,7 +1243,7 @@ impl DataSide {
                 RecState::Mismatch if src == Source::Seq => {}
                 _ => return Err(PktRefused::Unsolicited),
             }
-            let ok = match judge(r, &p) {
+            let ok = match judge(r, p.count, &p.full) {
                 RecState::Mismatch => false,
                 RecState::Unhashed => r.state != RecState::Mismatch,
                 _ => true,
@@ -1168,7 +1275,7 @@ impl DataSide {
         if !matches!(r.state, RecState::Mismatch | RecState::Unavailable) || r.pkt_hash.is_none() {
             return Err(PktRefused::Unsolicited);
         }
-        if judge(r, &p) != RecState::Resolved {
+        if judge(r, p.count, &p.full) != RecState::Resolved {
             return Err(PktRefused::Wrong);
         }
         let seq_hash = p.full;
@@ -1274,7 +1381,7 @@ impl DataSide {
             return r.state;
         };
         let was = r.state;
-        let st = judge(r, p);
+        let st = judge(r, p.count, &p.full);
         match st {
             RecState::Mismatch => {
                 if was != RecState::Mismatch {
@@ -1672,7 +1779,7 @@ impl DataSide {
             for rid in a..z {
                 if let Some(r) = self.subs[s].get(rid).filter(|r| !r.advance) {
                     if let (Some(h), Some(p)) = (r.pkt_hash, self.store.get(&r.key)) {
-                        f(h, &p.bytes);
+                        f(h, p.bytes);
                     }
                 }
             }
@@ -1878,7 +1985,7 @@ mod tests {
 
     fn pay(n: usize, t: u64) -> Payload {
         Payload {
-            bytes: vec![7; n].into(),
+            bytes: PktBuf::new(&vec![7; n]).expect("a packet's length"),
             full: [n as u8; 32],
             count: 1,
             origin: Source::Box(0),
@@ -2044,8 +2151,8 @@ mod tests {
             match g.below(3) {
                 0 => {
                     // Each payload's length names it.
-                    st.insert(k, pay(i % 1000 + 1, 0));
-                    model.insert(k, i % 1000 + 1);
+                    st.insert(k, pay(i % REQ_MAX_LEN + 1, 0));
+                    model.insert(k, i % REQ_MAX_LEN + 1);
                 }
                 1 => {
                     assert_eq!(

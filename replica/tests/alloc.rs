@@ -1,0 +1,147 @@
+//! Hot-path rule for the data side (07 §5.3–§5.4): no allocation per message. A counting
+//! allocator watches only the data side's calls — DATA frames stored (the data cores' work)
+//! and the decoder's records and HashRuns joined (core 3's) — over the replica bench's peak
+//! capture, after each session's first packet (a session's first payload may size its tables).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use vyrn_engine::workload::Mix;
+use vyrn_engine::EngineConfig;
+use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
+use vyrn_replica::decode::{DecodedOut, Decoder};
+use vyrn_seq::testkit::capture::capture_batched;
+use vyrn_wire::decoder::{Awaiting, Pos};
+use vyrn_wire::msg::ctrl::{DataFetch, HashListReq};
+use vyrn_wire::msg::PktKey;
+use vyrn_wire::records::PacketRecord;
+
+struct Counting;
+
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; the counter is a thread-local `Cell` touched only
+// by the allocating thread, and counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if ON.with(|o| o.get()) {
+            COUNT.with(|c| c.set(c.get() + 1));
+        }
+        // SAFETY: the caller's contract for `alloc` is passed through unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` was allocated by `System` with layout `l` (every allocation goes there).
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if ON.with(|o| o.get()) {
+            COUNT.with(|c| c.set(c.get() + 1));
+        }
+        // SAFETY: as for `dealloc`; `n` is the caller's new size.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// Allocations made by `f`.
+fn counted<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = COUNT.with(Cell::get);
+    ON.with(|o| o.set(true));
+    let r = f();
+    ON.with(|o| o.set(false));
+    (r, COUNT.with(Cell::get) - before)
+}
+
+struct NullData;
+impl DataOut for NullData {
+    fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {}
+    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
+    fn seq_data_req(&mut self, _key: PktKey) {}
+    fn hash_list_req(&mut self, _r: &HashListReq) {}
+    fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
+    fn alarm(&mut self, _a: DataAlarm) {}
+}
+
+/// Core 3's join: each record and HashRun entry into the data side, counted; the decoder's own
+/// work is not.
+struct Join<'a> {
+    data: &'a mut DataSide,
+    allocs: u64,
+    records: u64,
+    hashes: u64,
+}
+impl DecodedOut for Join<'_> {
+    fn record(&mut self, _h: u64, at: Pos, r: &PacketRecord) {
+        let (res, n) = counted(|| self.data.on_record(at.stream, r, 0, &mut NullData));
+        res.expect("record");
+        self.allocs += n;
+        self.records += 1;
+    }
+    fn hash(&mut self, at: Pos, _lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        let key = PktKey {
+            session: rec.session,
+            pkt_seq: rec.pkt_seq,
+        };
+        let (res, n) = counted(|| {
+            self.data
+                .on_hash(at.stream, key, pkt_hash, 0, &mut NullData)
+        });
+        res.expect("hash");
+        self.allocs += n;
+        self.hashes += 1;
+    }
+    fn mark(&mut self, stream: u8, height: u64) {
+        self.data.on_mark(stream, height).expect("mark");
+    }
+}
+
+#[test]
+fn the_data_side_stores_and_joins_without_allocating() {
+    let cfg = EngineConfig::test_home(4, 8);
+    let c = capture_batched(&cfg, 3, 1_000_000, 5, Mix::peak(), 1_200, 16);
+    let n_streams = cfg.layout.n_streams;
+    let mut d = DataSide::new(DataConfig::new(cfg.book, 3, 1, 0, n_streams));
+    d.prefault();
+    // Every session's first packet first (its tables sized), then the rest, counted.
+    let warm = 64;
+    for (i, f) in c.data[..warm].iter().enumerate() {
+        d.on_data_frame(0, f, i as u64, &mut NullData)
+            .expect("data frame");
+    }
+    let mut allocs = 0;
+    for (i, f) in c.data[warm..].iter().enumerate() {
+        let (res, n) = counted(|| d.on_data_frame(0, f, (warm + i) as u64, &mut NullData));
+        res.expect("data frame");
+        allocs += n;
+    }
+    assert_eq!(
+        allocs,
+        0,
+        "storing {} payloads allocated",
+        c.data.len() - warm
+    );
+    let (held, _) = d.store_len();
+    assert_eq!(held, c.data.len(), "every payload stored");
+
+    let mut dec = Decoder::new(cfg.layout, 1).expect("decoder");
+    let mut j = Join {
+        data: &mut d,
+        allocs: 0,
+        records: 0,
+        hashes: 0,
+    };
+    for (i, f) in c.frames.iter().enumerate() {
+        dec.on_frame(f, i as u64, &mut j);
+    }
+    assert!(j.records >= c.packets.len() as u64 && j.hashes > 0);
+    assert_eq!(
+        j.allocs, 0,
+        "joining {} records and {} hashes allocated",
+        j.records, j.hashes
+    );
+}
