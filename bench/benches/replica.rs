@@ -32,7 +32,7 @@ use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
 use vyrn_engine::{Bbo, Capture, Fwd, Lane, LaneEvent, RespOut, StepOut};
 use vyrn_replica::core::{CoreConfig, NullOut, ReplicaCore};
-use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
+use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
 use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
@@ -40,7 +40,7 @@ use vyrn_replica::verdict::{Anchor, Verdicts};
 use vyrn_seq::testkit::capture::{capture, capture_batched};
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
 use vyrn_wire::header::BlockHeader;
-use vyrn_wire::msg::ctrl::{DataFetch, HashListReq, Nack, RepAck, RepairReq};
+use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::{PacketRecord, Step};
 
@@ -54,16 +54,6 @@ impl RxOut for DropRx {
     fn repair(&mut self, _peer: usize, _r: &RepairReq) {}
     fn ack(&mut self, _a: &RepAck) {}
     fn alarm(&mut self, _a: RxAlarm) {}
-}
-
-struct NullData;
-impl DataOut for NullData {
-    fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {}
-    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
-    fn seq_data_req(&mut self, _key: PktKey) {}
-    fn hash_list_req(&mut self, _r: &HashListReq) {}
-    fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
-    fn alarm(&mut self, _a: DataAlarm) {}
 }
 
 /// Core 3's work on the decoder's output: the join, the roots, the headers (as `ReplicaCore`

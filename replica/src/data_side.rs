@@ -280,10 +280,9 @@ pub struct CopyMismatch {
 pub trait DataOut {
     /// A `DataFetch` to data box `d` (a `data_seq` range, 07 §5.3; or a key, §5.5 source 1).
     fn data_fetch(&mut self, d: u8, f: &DataFetch);
-    /// `PeerDataFetch` of `key` to peer replica `peer` (07 §5.5 source 2; no wire message yet).
+    /// `PeerDataFetch` of `key` to peer replica `peer` (07 §5.5 source 2).
     fn peer_data_fetch(&mut self, peer: usize, key: PktKey);
-    /// `SeqDataReq` of `key` to the sequencer's control core (07 §5.5 source 3; no wire
-    /// message yet).
+    /// `SeqDataReq` of `key` to the sequencer's control core (07 §5.5 source 3).
     fn seq_data_req(&mut self, key: PktKey);
     /// `HashListReq` to the order hasher (07 §5.6 row 2).
     fn hash_list_req(&mut self, r: &HashListReq);
@@ -291,6 +290,18 @@ pub trait DataOut {
     fn copy_mismatch(&mut self, e: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]);
     /// An alarm.
     fn alarm(&mut self, a: DataAlarm);
+}
+
+/// Sends and raises nothing (benches and tests that look at the data side's own state).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullDataOut;
+impl DataOut for NullDataOut {
+    fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {}
+    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
+    fn seq_data_req(&mut self, _key: PktKey) {}
+    fn hash_list_req(&mut self, _r: &HashListReq) {}
+    fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
+    fn alarm(&mut self, _a: DataAlarm) {}
 }
 
 /// Counters (one writer: the tile).

@@ -3,69 +3,18 @@
 //! and the decoder's records and HashRuns joined (core 3's) — over the replica bench's peak
 //! capture, after each session's first packet (a session's first payload may size its tables).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
-use vyrn_replica::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide};
+use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
 use vyrn_replica::decode::{DecodedOut, Decoder};
+use vyrn_seq::testkit::alloc::{counted, Counting};
 use vyrn_seq::testkit::capture::capture_batched;
 use vyrn_wire::decoder::{Awaiting, Pos};
-use vyrn_wire::msg::ctrl::{DataFetch, HashListReq};
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::PacketRecord;
 
-struct Counting;
-
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a thread-local `Cell` touched only
-// by the allocating thread, and counting allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ON.with(|o| o.get()) {
-            COUNT.with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: the caller's contract for `alloc` is passed through unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` was allocated by `System` with layout `l` (every allocation goes there).
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ON.with(|o| o.get()) {
-            COUNT.with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: as for `dealloc`; `n` is the caller's new size.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
 static A: Counting = Counting;
-
-/// Allocations made by `f`.
-fn counted<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = COUNT.with(Cell::get);
-    ON.with(|o| o.set(true));
-    let r = f();
-    ON.with(|o| o.set(false));
-    (r, COUNT.with(Cell::get) - before)
-}
-
-struct NullData;
-impl DataOut for NullData {
-    fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {}
-    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
-    fn seq_data_req(&mut self, _key: PktKey) {}
-    fn hash_list_req(&mut self, _r: &HashListReq) {}
-    fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
-    fn alarm(&mut self, _a: DataAlarm) {}
-}
 
 /// Core 3's join: each record and HashRun entry into the data side, counted; the decoder's own
 /// work is not.

@@ -3,42 +3,11 @@
 //! logged; no per-frame `FrameInfo`) over a steady load; what is left is per block (the
 //! BlockMark's section and the block's record list for the order hasher), not per message.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
+use vyrn_seq::testkit::alloc::{self, set_counting, Counting};
 use vyrn_seq::testkit::{SimBox, Tile};
 use vyrn_seq::SeqConfig;
-
-struct Counting;
-
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a thread-local `Cell` touched only
-// by the allocating thread, and counting allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ON.with(|o| o.get()) {
-            COUNT.with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: the caller's contract for `alloc` is passed through unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` was allocated by `System` with layout `l` (every allocation goes there).
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ON.with(|o| o.get()) {
-            COUNT.with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: as for `dealloc`; `n` is the caller's new size.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
 
 #[global_allocator]
 static A: Counting = Counting;
@@ -77,13 +46,13 @@ fn stream_cores_allocate_per_block_not_per_message() {
             for &t in &others {
                 home.poll(t, now);
             }
-            ON.with(|o| o.set(count));
+            set_counting(count);
             home.poll(Tile::Stream(0), now);
             home.poll(Tile::Stream(1), now);
-            ON.with(|o| o.set(false));
+            set_counting(false);
             home.drain_wire();
         }
-        (now, COUNT.with(|c| c.get()))
+        (now, alloc::count())
     };
     // Warm up: rings, queues and the frame ring reach their steady size (1 MiB ring: frames
     // start coming back for reuse).

@@ -4,6 +4,7 @@
 //! paths failable on demand — the wire-order invariant checker ([`check`]), and the voter
 //! doubles ([`VoterDouble`], [`doubles`]) that stand in for the replicas until they exist.
 
+pub mod alloc;
 pub mod capture;
 pub mod check;
 pub mod doubles;
