@@ -92,7 +92,7 @@ impl DecodedOut for Core3<'_> {
             self.refused += 1;
         }
     }
-    fn mark(&mut self, stream: u8, height: u64) {
+    fn mark(&mut self, stream: u8, height: u64, _last_step: u64) {
         if self.parts > 0 && self.data.on_mark(stream, height).is_err() {
             self.refused += 1;
         }

@@ -24,6 +24,7 @@ use crate::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide, S
 use crate::decode::{DecodedOut, Decoder, Fault};
 use crate::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxVerdict};
 use crate::replay::Replayer;
+use crate::replay_tile::{ReplayTile, ReplayTx, ReportingSink};
 use crate::verdict::{Anchor, Verdicts, VerifyOutcome};
 
 /// Everything a replica sends or raises.
@@ -148,11 +149,21 @@ pub struct ReplicaCore {
     dec: Decoder,
     data: DataSide,
     verdicts: Verdicts,
-    replay: Replayer,
+    replay: ReplayPart,
     /// Frames order RX delivered in order, waiting for the decoder: bytes back to back in one
     /// reused buffer (no allocation per frame once warm), with their ends.
     delivered: Delivered,
     counters: CoreCounters,
+}
+
+/// Where replay runs: inline (one thread for every stage: the multiplexed form), or on its own
+/// tile fed over a ring (`replay_tile`: 07 §7.2's replay cores).
+#[derive(Debug)]
+// One per core, built once: the size does not matter, an indirection on the hot path would.
+#[allow(clippy::large_enum_variant)]
+enum ReplayPart {
+    Inline(Replayer),
+    Tile(ReplayTx),
 }
 
 #[derive(Debug, Default)]
@@ -187,26 +198,49 @@ impl<O: ReplicaOut> RxOut for RxBridge<'_, O> {
     }
 }
 
-struct DataBridge<'a, O: ReplicaOut>(&'a mut O);
+/// The data side's output: sends to `out`; resolved payloads to replay's ring when replay runs
+/// on its own tile.
+struct DataBridge<'a, O: ReplicaOut> {
+    out: &'a mut O,
+    tx: Option<&'a mut ReplayTx>,
+}
+
+impl<'a, O: ReplicaOut> DataBridge<'a, O> {
+    fn new(out: &'a mut O, replay: &'a mut ReplayPart) -> Self {
+        DataBridge {
+            out,
+            tx: match replay {
+                ReplayPart::Tile(t) => Some(t),
+                ReplayPart::Inline(_) => None,
+            },
+        }
+    }
+}
 
 impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
     fn data_fetch(&mut self, d: u8, f: &DataFetch) {
-        self.0.data_fetch(d, f);
+        self.out.data_fetch(d, f);
     }
     fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {
-        self.0.peer_data_fetch(peer, key);
+        self.out.peer_data_fetch(peer, key);
     }
     fn seq_data_req(&mut self, key: PktKey) {
-        self.0.seq_data_req(key);
+        self.out.seq_data_req(key);
     }
     fn hash_list_req(&mut self, r: &HashListReq) {
-        self.0.hash_list_req(r);
+        self.out.hash_list_req(r);
     }
     fn copy_mismatch(&mut self, m: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]) {
-        self.0.copy_mismatch(m, seq_pkt, data_pkt);
+        self.out.copy_mismatch(m, seq_pkt, data_pkt);
     }
     fn alarm(&mut self, a: DataAlarm) {
-        self.0.data_alarm(a);
+        self.out.data_alarm(a);
+    }
+    #[inline]
+    fn resolved(&mut self, key: PktKey, pkt_hash: u64, bytes: &[u8]) {
+        if let Some(t) = self.tx.as_deref_mut() {
+            t.payload(key, pkt_hash, bytes);
+        }
     }
 }
 
@@ -214,7 +248,7 @@ impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
 struct DecBridge<'a, O: ReplicaOut> {
     data: &'a mut DataSide,
     verdicts: &'a mut Verdicts,
-    replay: &'a mut Replayer,
+    replay: &'a mut ReplayPart,
     out: &'a mut O,
     now: u64,
     refused: &'a mut u64,
@@ -224,12 +258,20 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
     fn record(&mut self, _h: u64, at: Pos, r: &PacketRecord) {
         if self
             .data
-            .on_record(at.stream, r, self.now, &mut DataBridge(self.out))
+            .on_record(
+                at.stream,
+                r,
+                self.now,
+                &mut DataBridge::new(self.out, self.replay),
+            )
             .is_err()
         {
             *self.refused += 1;
         }
-        self.replay.on_record(r);
+        match self.replay {
+            ReplayPart::Inline(p) => p.on_record(r),
+            ReplayPart::Tile(t) => t.record(r),
+        }
     }
     fn hash(&mut self, at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
         let key = PktKey {
@@ -243,26 +285,43 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
                 key,
                 pkt_hash,
                 self.now,
-                &mut DataBridge(self.out),
+                &mut DataBridge::new(self.out, self.replay),
             )
             .is_err()
         {
             *self.refused += 1;
         }
-        self.replay.on_hash(lane, rec.first_lane_seq, pkt_hash);
+        match self.replay {
+            ReplayPart::Inline(p) => p.on_hash(lane, rec.first_lane_seq, pkt_hash),
+            ReplayPart::Tile(t) => t.hash(lane, rec.first_lane_seq, pkt_hash),
+        }
     }
-    fn mark(&mut self, stream: u8, height: u64) {
+    fn mark(&mut self, stream: u8, height: u64, last_step: u64) {
         if self.data.on_mark(stream, height).is_err() {
             *self.refused += 1;
         }
+        // 07 §7.4: replay's root clock learns a block's end from its first mark — a step of the
+        // next block can be delivered before the other substream's mark closes this one.
+        match self.replay {
+            ReplayPart::Inline(p) => p.on_block(height, last_step),
+            ReplayPart::Tile(t) => t.block(height, last_step),
+        }
     }
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
-        self.replay.on_step(s, cut, payload);
-        self.replay.note_decoded(s.step, self.now);
+        match self.replay {
+            ReplayPart::Inline(p) => {
+                p.on_step(s, cut, payload);
+                p.note_decoded(s.step, self.now);
+            }
+            ReplayPart::Tile(t) => t.step(s, cut, payload, self.now),
+        }
     }
     fn block(&mut self, b: &BlockRoots) {
         self.verdicts.on_block(b);
-        self.replay.on_block(b.height, b.last_step);
+        match self.replay {
+            ReplayPart::Inline(p) => p.on_block(b.height, b.last_step),
+            ReplayPart::Tile(t) => t.block(b.height, b.last_step),
+        }
         self.out.block(b);
     }
     fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
@@ -279,8 +338,25 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
 }
 
 impl ReplicaCore {
-    /// A core for `cfg`'s home and tenure.
+    /// A core for `cfg`'s home and tenure, replay inline (every stage on the caller's thread).
     pub fn new(cfg: CoreConfig) -> Result<Self, &'static str> {
+        let replay = ReplayPart::Inline(Replayer::new(cfg.engine.clone()));
+        Self::with_replay(cfg, replay)
+    }
+
+    /// A core for `cfg`'s home and tenure whose replay runs on its own tile, fed over a ring of
+    /// `ring_bytes` ([`crate::replay_tile`]): poll the tile on its own thread
+    /// ([`crate::replay_tile::spawn`], 07 §7.2's replay cores) or in turn with the core.
+    pub fn new_split<S: ReportingSink>(
+        cfg: CoreConfig,
+        ring_bytes: usize,
+        sink: S,
+    ) -> Result<(Self, ReplayTile<S>), &'static str> {
+        let (tx, tile) = crate::replay_tile::pair(cfg.engine.clone(), ring_bytes, sink);
+        Ok((Self::with_replay(cfg, ReplayPart::Tile(tx))?, tile))
+    }
+
+    fn with_replay(cfg: CoreConfig, replay: ReplayPart) -> Result<Self, &'static str> {
         let lay: Layout = cfg.engine.layout;
         Ok(ReplicaCore {
             rx: OrderRx::new(RxConfig {
@@ -301,7 +377,7 @@ impl ReplicaCore {
                 lay.n_streams,
             )),
             verdicts: Verdicts::new(cfg.seq_key, cfg.epoch, cfg.anchor),
-            replay: Replayer::new(cfg.engine),
+            replay,
             delivered: Delivered::default(),
             counters: CoreCounters::default(),
         })
@@ -310,8 +386,34 @@ impl ReplicaCore {
     /// Touch the working set before the first frame (a replica process's startup work, as the
     /// box's): replay's books and queues, so the hot path takes no page faults once running.
     pub fn prefault(&mut self) {
-        self.replay.prefault();
+        if let ReplayPart::Inline(p) = &mut self.replay {
+            p.prefault();
+        }
         self.data.prefault();
+    }
+
+    /// Replay's end of the ring when replay runs on its own tile.
+    pub fn replay_tx(&self) -> Option<&ReplayTx> {
+        match &self.replay {
+            ReplayPart::Tile(t) => Some(t),
+            ReplayPart::Inline(_) => None,
+        }
+    }
+
+    /// Push what the stages staged for the replay tile (nothing when replay is inline).
+    fn flush(&mut self) {
+        if let ReplayPart::Tile(t) = &mut self.replay {
+            t.flush();
+        }
+    }
+
+    /// Push what is staged for the replay tile; true when nothing is left staged (always,
+    /// inline). A runner stopping the tile's thread pushes the rest first.
+    pub fn flush_replay(&mut self) -> bool {
+        match &mut self.replay {
+            ReplayPart::Tile(t) => t.flush(),
+            ReplayPart::Inline(_) => true,
+        }
     }
 
     /// Block `height`'s PacketRecords in O-order (substream A, then B; Advance records left
@@ -363,24 +465,39 @@ impl ReplicaCore {
 
     /// Replay's (decoded, replayed) steps.
     pub fn replay_lag(&self) -> (u64, u64) {
-        self.replay.lag()
+        match &self.replay {
+            ReplayPart::Inline(p) => p.lag(),
+            ReplayPart::Tile(t) => t.lag(),
+        }
     }
 
-    /// Replay lag in time, receipt to applied (07 §7.3).
+    /// Replay lag in time, receipt to applied (07 §7.3); from the replay tile's last report
+    /// when it runs on its own.
     pub fn replay_lag_time(&self) -> crate::replay::ReplayLag {
-        self.replay.lag_time()
+        match &self.replay {
+            ReplayPart::Inline(p) => p.lag_time(),
+            ReplayPart::Tile(t) => t.progress().lag,
+        }
     }
 
     /// Take a state root every `root_blocks` heights (07 §7.4; 0: off); the chain starts after
     /// `anchor`.
     pub fn set_root_blocks(&mut self, root_blocks: u64, anchor: &crate::verdict::Anchor) {
-        self.replay
-            .set_roots(root_blocks, anchor.height, anchor.last_step);
+        match &mut self.replay {
+            ReplayPart::Inline(p) => p.set_roots(root_blocks, anchor.height, anchor.last_step),
+            ReplayPart::Tile(t) => {
+                t.set_roots(root_blocks, anchor.height, anchor.last_step);
+                t.flush();
+            }
+        }
     }
 
-    /// `R(h)` if replay took it.
+    /// `R(h)` if replay took it (and, on its own tile, reported it).
     pub fn root(&self, h: u64) -> Option<Hash> {
-        self.replay.root(h)
+        match &self.replay {
+            ReplayPart::Inline(p) => p.root(h),
+            ReplayPart::Tile(t) => t.root(h),
+        }
     }
 
     /// Frames `range` of `stream` come from this replica's own order journal (see
@@ -407,6 +524,7 @@ impl ReplicaCore {
             },
         );
         self.decode_delivered(now, out);
+        self.flush();
         v
     }
 
@@ -441,19 +559,33 @@ impl ReplicaCore {
         now: u64,
         out: &mut impl ReplicaOut,
     ) -> bool {
-        self.data
-            .on_data_frame(src_box, bytes, now, &mut DataBridge(out))
-            .is_ok()
+        let ok = self
+            .data
+            .on_data_frame(
+                src_box,
+                bytes,
+                now,
+                &mut DataBridge::new(out, &mut self.replay),
+            )
+            .is_ok();
+        self.flush();
+        ok
     }
 
     /// A fetched packet (a data box's FETCH_RESP packet, a peer's, the sequencer's).
     pub fn on_fetched(&mut self, src: Source, pkt: &[u8], now: u64, out: &mut impl ReplicaOut) {
-        let _ = self.data.on_fetched(src, pkt, now, &mut DataBridge(out));
+        let _ = self
+            .data
+            .on_fetched(src, pkt, now, &mut DataBridge::new(out, &mut self.replay));
+        self.flush();
     }
 
     /// A HashList part from the sequencer's order hasher (07 §5.6).
     pub fn on_hash_list(&mut self, l: &HashList, now: u64, out: &mut impl ReplicaOut) {
-        let _ = self.data.on_hash_list(l, now, &mut DataBridge(out));
+        let _ = self
+            .data
+            .on_hash_list(l, now, &mut DataBridge::new(out, &mut self.replay));
+        self.flush();
     }
 
     /// NackTooOld from the sequencer.
@@ -476,7 +608,8 @@ impl ReplicaCore {
             },
         );
         self.decode_delivered(now, out);
-        self.data.tick(now, &mut DataBridge(out));
+        self.data
+            .tick(now, &mut DataBridge::new(out, &mut self.replay));
         {
             let mut b = DecBridge {
                 data: &mut self.data,
@@ -488,14 +621,34 @@ impl ReplicaCore {
             };
             self.dec.tick(now, &mut b);
         }
-        let done = self.replay.pump(&self.data, sink);
-        self.replay.note_replayed(now);
-        done
+        match &mut self.replay {
+            ReplayPart::Inline(p) => {
+                let done = p.pump(&self.data, sink);
+                p.note_replayed(now);
+                done
+            }
+            ReplayPart::Tile(t) => {
+                t.flush();
+                t.drain_back();
+                match t.failed() {
+                    Some(e) => Err(e.clone()),
+                    None => Ok(t.lag().1),
+                }
+            }
+        }
     }
 
-    /// Apply the last replayed steps' events (the end of the input, a snapshot point).
+    /// Apply the last replayed steps' events (the end of the input, a snapshot point). On its
+    /// own tile, replay is asked to (`sink` unused: the tile has its own); the answer is
+    /// [`ReplayTx::settled`].
     pub fn settle(&mut self, sink: &mut impl EngineSink) {
-        self.replay.settle(sink);
+        match &mut self.replay {
+            ReplayPart::Inline(p) => p.settle(sink),
+            ReplayPart::Tile(t) => {
+                t.settle();
+                t.flush();
+            }
+        }
     }
 
     /// The vote's check of a proposal `first ..= last` with last header hash `last_hash`
@@ -514,7 +667,7 @@ impl ReplicaCore {
             last_hash,
             now,
             &mut self.data,
-            &mut DataBridge(out),
+            &mut DataBridge::new(out, &mut self.replay),
         )
     }
 }

@@ -290,6 +290,11 @@ pub trait DataOut {
     fn copy_mismatch(&mut self, e: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]);
     /// An alarm.
     fn alarm(&mut self, a: DataAlarm);
+    /// A record of `key` resolved (07 §5.4): `bytes` is the copy whose full hash judged equal
+    /// to its `pkt_hash`. Replay on its own core takes its payloads from here
+    /// (`replay_tile`); inline replay reads the store in place and ignores it.
+    #[inline]
+    fn resolved(&mut self, _key: PktKey, _pkt_hash: u64, _bytes: &[u8]) {}
 }
 
 /// Sends and raises nothing (benches and tests that look at the data side's own state).
@@ -1412,6 +1417,9 @@ impl DataSide {
                 r.state = RecState::Resolved;
                 r.full = Some(p.full);
                 self.c.resolved += 1;
+                if let Some(h) = r.pkt_hash {
+                    out.resolved(r.key, h, p.bytes);
+                }
             }
             _ => {
                 r.state = st;

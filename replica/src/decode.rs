@@ -36,8 +36,10 @@ pub trait DecodedOut {
     fn hash(&mut self, at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {}
     /// A complete step, in StepId order.
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {}
-    /// Substream `stream` passed `BlockMark(height)`: its records of the block are all out.
-    fn mark(&mut self, stream: u8, height: u64) {}
+    /// Substream `stream` passed `BlockMark(height)` (the block ends at `last_step`): its
+    /// records of the block are all out. The first substream's mark of a height comes before
+    /// any step of the next block is delivered (a step comes after its home substream's mark).
+    fn mark(&mut self, stream: u8, height: u64, last_step: u64) {}
     /// ORDER section bytes of `stream` belonging to block `height` (for the journal).
     fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {}
     /// A block whose marks both passed and whose steps were all delivered, with its roots.
@@ -94,7 +96,7 @@ impl<O: DecodedOut> Sink for Adapter<'_, O> {
     fn mark(&mut self, at: Pos, m: &BlockMark, _lane_bounds: &[u64]) {
         let o = &mut self.open[at.stream as usize & 1];
         *o = (*o).max(m.height + 1);
-        self.out.mark(at.stream, m.height);
+        self.out.mark(at.stream, m.height, m.last_step);
     }
     fn block(&mut self, b: &BlockRoots) {
         self.counters.blocks += 1;

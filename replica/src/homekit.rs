@@ -54,6 +54,11 @@ pub struct LoopbackHome {
     /// Replicas that journal (block, cert and order journal in `journal-I` of the home's
     /// directory).
     pub journal: Vec<usize>,
+    /// Replicas whose replay runs on its own tile, polled in turn with the core
+    /// (`replay_tile`).
+    pub replay_tile: Vec<usize>,
+    /// Replicas whose replay tile runs on its own thread.
+    pub replay_thread: Vec<usize>,
 }
 
 /// Seeded loss on each replication path as the box sends it (`vyrn_nic::lossy`): each frame
@@ -115,6 +120,8 @@ impl LoopbackHome {
             cfg,
             home,
             wrong_root: Vec::new(),
+            replay_tile: Vec::new(),
+            replay_thread: Vec::new(),
             cut_data: Vec::new(),
             two_copies: 0,
             path_loss: None,
@@ -205,13 +212,18 @@ impl LoopbackHome {
                 s.lab_wrong_root = self.wrong_root.contains(&i);
                 s
             }),
+            replay_tile: self.replay_tile.contains(&i) || self.replay_thread.contains(&i),
         };
         let mut node = Node::open(&cfg)?;
         if self.cut_data.contains(&i) {
             node.cut_data(0);
         }
+        let t0 = Instant::now();
+        if self.replay_thread.contains(&i) {
+            node.start_replay_thread(move || t0.elapsed().as_nanos() as u64 + 1_000_000, None)
+                .map_err(|e| format!("replay thread: {e}"))?;
+        }
         Ok(std::thread::spawn(move || {
-            let t0 = Instant::now();
             node.run(
                 || t0.elapsed().as_nanos() as u64 + 1_000_000,
                 || stop.load(Ordering::Relaxed),

@@ -60,6 +60,7 @@ use crate::decode::Fault;
 use crate::frame_store::FrameStore;
 use crate::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
 use crate::order_rx::{RxAlarm, REPAIR_CHANNEL};
+use crate::replay_tile::ReplayTile;
 use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
 use vyrn_consensus::DeskOut;
 
@@ -108,6 +109,10 @@ pub struct NodeConfig {
     pub journal_cores: Option<Vec<usize>>,
     /// The Simplex voter (07 §6.3); `None`: the interim voter (in-process tests only).
     pub simplex: Option<crate::voter::SimplexCfg>,
+    /// Replay on its own tile (07 §7.2's replay cores, [`crate::replay_tile`]): polled in turn
+    /// with the core until [`Node::start_replay_thread`] moves it to its own thread. False:
+    /// replay inline, every stage on the node's thread (a shared 2-core box).
+    pub replay_tile: bool,
 }
 
 /// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
@@ -428,7 +433,7 @@ impl Tokens {
 /// digest is a multiset hash — the sum, lane by lane mod 2^64, of each first-copy response's
 /// BLAKE3 — so it does not depend on the order in which replay interleaves sessions (which
 /// follows the order payloads arrived in), only on the responses themselves.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ReplaySink {
     digest: [u64; 4],
     /// First-copy responses replayed.
@@ -445,6 +450,32 @@ impl ReplaySink {
             h[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
         }
         h
+    }
+}
+
+impl crate::replay_tile::ReportingSink for ReplaySink {
+    fn report(&self) -> crate::replay_tile::SinkReport {
+        crate::replay_tile::SinkReport {
+            responses: self.responses,
+            events: self.events,
+            digest: self.digest(),
+        }
+    }
+}
+
+impl From<crate::replay_tile::SinkReport> for ReplaySink {
+    fn from(r: crate::replay_tile::SinkReport) -> Self {
+        let mut digest = [0u64; 4];
+        for (i, d) in digest.iter_mut().enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&r.digest[8 * i..8 * i + 8]);
+            *d = u64::from_le_bytes(w);
+        }
+        ReplaySink {
+            digest,
+            responses: r.responses,
+            events: r.events,
+        }
     }
 }
 
@@ -818,6 +849,10 @@ pub struct Node {
     /// The Simplex voter (07 §6.3), in place of the interim one when configured.
     simplex: Option<crate::voter::SimplexVoter>,
     sink: ReplaySink,
+    /// Replay's tile, polled in turn with the core (`replay_tile`, before its thread starts).
+    tile: Option<ReplayTile<ReplaySink>>,
+    /// Replay's tile on its own thread.
+    replay_thread: Option<ReplayThread>,
     epoch: u32,
     last_tick: u64,
     /// When the order journal's buffer was last written out ([`ORDER_FLUSH_NS`]).
@@ -842,6 +877,14 @@ pub struct Node {
     /// The home's sessions (07 §5.7 moves those of a failed data box).
     sessions: Vec<u32>,
 }
+
+type ReplayThread = (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<ReplayTile<ReplaySink>>,
+);
+
+/// Payload copies the replay tile's slab holds before it grows (a few ms of the peak mix).
+const REPLAY_COPIES: usize = 1 << 14;
 
 /// How often a diverged replica repeats its `Diverge` to the sequencer.
 const DIVERGE_REPEAT_NS: u64 = 100_000_000;
@@ -906,7 +949,7 @@ impl Node {
         let mut dc = UdpConfig::new(data_addr).with_batch(RX_BATCH);
         dc.recv_buffer = Some(8 << 20);
         let data = open(dc, "data socket")?;
-        let mut core = ReplicaCore::new(CoreConfig {
+        let cc = CoreConfig {
             engine: h.engine.clone(),
             epoch: h.epoch,
             tenure: 0,
@@ -915,7 +958,18 @@ impl Node {
             n_boxes: h.databoxes.len().max(1) as u8,
             n_peers: peers.len(),
             anchor: Anchor::default(),
-        })?;
+        };
+        let (mut core, tile) = if cfg.replay_tile {
+            let (core, mut tile) = ReplicaCore::new_split(
+                cc,
+                crate::replay_tile::REPLAY_RING_BYTES,
+                ReplaySink::default(),
+            )?;
+            tile.prefault(REPLAY_COPIES);
+            (core, Some(tile))
+        } else {
+            (ReplicaCore::new(cc)?, None)
+        };
         core.set_budgets(&cfg.budgets);
         core.prefault();
         // 07 §7.4: replay takes R(h) at every root height for the root votes.
@@ -1060,6 +1114,8 @@ impl Node {
             voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
             simplex,
             sink: ReplaySink::default(),
+            tile,
+            replay_thread: None,
             epoch: h.epoch,
             last_tick: 0,
             last_order_flush: 0,
@@ -1109,9 +1165,51 @@ impl Node {
         self.simplex.as_ref().map_or(self.voter.voted, |v| v.voted)
     }
 
-    /// Replay's digest and counts.
-    pub fn replay(&self) -> &ReplaySink {
-        &self.sink
+    /// Replay's digest and counts: replay's own when it runs on its tile (as the tile last
+    /// reported it while its thread runs).
+    pub fn replay(&self) -> ReplaySink {
+        if let Some(t) = &self.tile {
+            return t.sink().clone();
+        }
+        match self.core.replay_tx() {
+            Some(tx) => tx.progress().sink.into(),
+            None => self.sink.clone(),
+        }
+    }
+
+    /// Move replay's tile to its own thread (07 §7.2's replay cores), pinned to `core` if
+    /// given; `clock` must be the clock `poll` is given (replay lag is measured across the two).
+    /// Nothing to do when replay runs inline or already has its thread.
+    pub fn start_replay_thread(
+        &mut self,
+        clock: impl Fn() -> u64 + Send + 'static,
+        core: Option<usize>,
+    ) -> std::io::Result<()> {
+        let Some(tile) = self.tile.take() else {
+            return Ok(());
+        };
+        let idle = if core.is_some() {
+            crate::replay_tile::Idle::Spin
+        } else {
+            crate::replay_tile::Idle::Backoff
+        };
+        self.replay_thread = Some(crate::replay_tile::spawn(tile, clock, core, idle)?);
+        Ok(())
+    }
+
+    /// Stop replay's thread, if it runs, and take its tile back (what it replayed stays).
+    pub fn stop_replay_thread(&mut self) {
+        if let Some((stop, h)) = self.replay_thread.take() {
+            // What the front staged behind a full ring goes in first (the thread drains it).
+            let t0 = Instant::now();
+            while !self.core.flush_replay() && t0.elapsed() < Duration::from_secs(5) {
+                std::thread::yield_now();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            if let Ok(t) = h.join() {
+                self.tile = Some(t);
+            }
+        }
     }
 
     /// A restarted replica takes the frames its own order journal held at start before asking
@@ -1342,6 +1440,9 @@ impl Node {
         if ticked {
             self.last_tick = now;
             self.core.tick(now, &mut self.io, &mut self.sink)?;
+            if let Some(t) = self.tile.as_mut() {
+                t.poll(now);
+            }
             self.data_failover(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 match self.simplex.as_mut() {
@@ -1605,8 +1706,15 @@ impl Node {
                 vyrn_nic::wait::wait_readable(&[], BATCH_NS);
             }
         }
+        self.stop_replay_thread();
         self.sync_journal();
         Ok(())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop_replay_thread();
     }
 }
 

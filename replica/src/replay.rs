@@ -217,6 +217,15 @@ impl Replayer {
         self.roots.taken.get(&h).copied()
     }
 
+    /// The oldest root taken above height `h`, if any (the replay tile reports each once).
+    pub fn root_after(&self, h: u64) -> Option<(u64, Hash)> {
+        self.roots
+            .taken
+            .range(h.saturating_add(1)..)
+            .next()
+            .map(|(&h, &r)| (h, r))
+    }
+
     /// Counters.
     pub fn counters(&self) -> ReplayCounters {
         ReplayCounters {

@@ -44,7 +44,7 @@ impl DecodedOut for Join<'_> {
         self.allocs += n;
         self.hashes += 1;
     }
-    fn mark(&mut self, stream: u8, height: u64) {
+    fn mark(&mut self, stream: u8, height: u64, _last_step: u64) {
         self.data.on_mark(stream, height).expect("mark");
     }
 }

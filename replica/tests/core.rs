@@ -1,7 +1,10 @@
 //! The replica core (`ReplicaCore`) on the real box's frames over two lossy, reordering paths,
 //! NACKs answered from the box's log, copy 2 in DATA frames with some lost (fetched back from the
 //! data box by `data_seq`): every completed block verifies, RepAcks follow the contiguous
-//! frames, and replay reproduces every response the box sent, byte for byte.
+//! frames, and replay reproduces every response the box sent, byte for byte — with replay
+//! inline, and with replay on its own tile (`replay_tile`) polled in turn with the core, on its
+//! own thread, and behind a ring too small for a frame's worth (07 §7.2): every runner replays
+//! the same responses and takes the same state roots.
 
 mod boxrun;
 
@@ -13,6 +16,7 @@ use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
 use vyrn_replica::decode::Fault;
+use vyrn_replica::replay_tile::{Idle, ReplayTile, ReportingSink};
 use vyrn_replica::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
@@ -59,8 +63,53 @@ impl ReplicaOut for Out {
     }
 }
 
+impl ReportingSink for Responses {}
+
+/// How replay runs beside the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    /// Inline: every stage on the test's thread (`ReplicaCore::new`).
+    Inline,
+    /// Its own tile, polled after each core tick on the same thread (with `ring` bytes).
+    Turns { ring: usize },
+    /// Its own tile on its own thread.
+    Thread,
+}
+
+/// What a run replayed: first-copy responses by key, and the roots taken.
+struct Replayed {
+    by_key: HashMap<(u32, u64), Vec<u8>>,
+    roots: Vec<(u64, [u8; 32])>,
+}
+
 #[test]
 fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
+    follow(Runner::Inline);
+}
+
+#[test]
+fn replay_on_its_own_tile_replays_what_inline_replay_does() {
+    let inline = follow(Runner::Inline);
+    for runner in [
+        Runner::Turns { ring: 1 << 22 },
+        // Smaller than one frame's records: the front stages, nothing is lost.
+        Runner::Turns { ring: 256 },
+        Runner::Thread,
+    ] {
+        let split = follow(runner);
+        assert_eq!(
+            split.by_key, inline.by_key,
+            "{runner:?}: the same responses"
+        );
+        assert!(inline.roots.len() >= 5, "{} roots", inline.roots.len());
+        assert_eq!(
+            split.roots, inline.roots,
+            "{runner:?}: the same state roots"
+        );
+    }
+}
+
+fn follow(runner: Runner) -> Replayed {
     let e = EngineConfig::test_home(4, 4);
     let epoch = 4u32;
     let mut home = SimBox::new(SeqConfig {
@@ -71,7 +120,7 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
         voters: 4,
         rtx_ring_bytes: 8 << 20,
     });
-    let mut core = ReplicaCore::new(CoreConfig {
+    let cc = CoreConfig {
         engine: e.clone(),
         epoch,
         tenure: 0,
@@ -80,8 +129,22 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
         n_boxes: 1,
         n_peers: 0,
         anchor: Anchor::default(),
-    })
-    .unwrap();
+    };
+    let (mut core, mut tile, mut thread) = match runner {
+        Runner::Inline => (ReplicaCore::new(cc).unwrap(), None, None),
+        Runner::Turns { ring } => {
+            let (c, t) = ReplicaCore::new_split(cc, ring, Responses::default()).unwrap();
+            (c, Some(t), None)
+        }
+        Runner::Thread => {
+            let (c, mut t) = ReplicaCore::new_split(cc, 1 << 22, Responses::default()).unwrap();
+            t.prefault(1 << 10);
+            let th = vyrn_replica::replay_tile::spawn(t, clock, None, Idle::Backoff).unwrap();
+            (c, None, Some(th))
+        }
+    };
+    // 07 §7.4: a state root every 8 heights (the split runner must take the same ones).
+    core.set_root_blocks(8, &Anchor::default());
     for s in &e.sessions {
         core.data_mut().set_home(s.session, 0);
     }
@@ -152,6 +215,9 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
             core.on_path_frame(p, &b, now, &mut out);
         }
         core.tick(now, &mut out, &mut resp).expect("replay");
+        if let Some(t) = tile.as_mut() {
+            t.poll(now);
+        }
         // The sequencer answers NACKs from its ring; the data box answers DataFetch::Range.
         for n in out.nacks.drain(..) {
             for fs in n.from_seq..=n.to_seq {
@@ -174,6 +240,7 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
         finalize(&mut home, core.order_rx().contiguous(), now);
     }
     core.settle(&mut resp);
+    let mut resp = settle(&mut core, &mut out, resp, tile, thread.take(), now);
     assert!(out.faults.is_empty(), "{:?}", out.faults);
     assert!(data_lost > 10, "{data_lost} data frames lost");
     let c = core.order_rx().counters();
@@ -201,4 +268,58 @@ fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
     assert_eq!(resp.by_key.len(), live.len());
     let (dec, rep) = core.replay_lag();
     assert_eq!(dec, rep);
+    let roots = (1..=last)
+        .filter_map(|h| core.root(h).map(|r| (h, r)))
+        .collect();
+    Replayed {
+        by_key: std::mem::take(&mut resp.by_key),
+        roots,
+    }
+}
+
+fn clock() -> u64 {
+    0
+}
+
+type Thread = (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<ReplayTile<Responses>>,
+);
+
+/// The end of the input: inline, `resp` has every answer; on a tile, wait for its settle report
+/// and take its sink back.
+fn settle(
+    core: &mut ReplicaCore,
+    out: &mut Out,
+    resp: Responses,
+    mut tile: Option<ReplayTile<Responses>>,
+    thread: Option<Thread>,
+    now: u64,
+) -> Responses {
+    if tile.is_none() && thread.is_none() {
+        return resp;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while core.replay_tx().unwrap().settled() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the tile settles");
+        match tile.as_mut() {
+            Some(t) => {
+                t.poll(now);
+            }
+            None => std::thread::yield_now(),
+        }
+        core.tick(now, out, &mut Responses::default())
+            .expect("replay");
+    }
+    let t = match (tile, thread) {
+        (Some(t), _) => t,
+        (None, Some((stop, h))) => {
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            h.join().expect("the replay thread")
+        }
+        (None, None) => unreachable!(),
+    };
+    assert_eq!(t.counters().malformed, 0);
+    assert_eq!(t.copies(), 0, "every payload copy read and freed");
+    t.into_sink()
 }

@@ -86,7 +86,7 @@ impl DecodedOut for Core {
             .expect("hash taken");
         self.replay.on_hash(lane, rec.first_lane_seq, pkt_hash);
     }
-    fn mark(&mut self, stream: u8, height: u64) {
+    fn mark(&mut self, stream: u8, height: u64, _last_step: u64) {
         self.data.on_mark(stream, height).expect("mark taken");
     }
     fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {

@@ -460,6 +460,39 @@ impl<T> Consumer<T> {
         n
     }
 
+    /// Pop up to `out.len()` items into `out`, in order, publishing the head once; returns how
+    /// many (`out[..n]`). A block copy for `Copy` items (a byte ring's consumer takes a batch
+    /// of bytes without a call per byte).
+    #[inline]
+    pub fn pop_slice(&mut self, out: &mut [T]) -> usize
+    where
+        T: Copy,
+    {
+        let n = self.ready_for(out.len()).min(out.len());
+        if n == 0 {
+            return 0;
+        }
+        let start = self.head & self.mask;
+        let first = n.min(self.capacity() - start);
+        let shared = &*self.shared;
+        let (a, b) = out[..n].split_at_mut(first);
+        for (run, dst) in [
+            (&shared.buf[start..start + first], a),
+            (&shared.buf[..n - first], b),
+        ] {
+            for (slot, d) in run.iter().zip(dst.iter_mut()) {
+                *d = slot.with(|p| {
+                    // SAFETY: the slot is one of the `n` items ready (acquired `tail`), read once
+                    // (`T: Copy`, nothing to drop): the private head moves past all `n` below.
+                    unsafe { p.cast::<T>().read() }
+                });
+            }
+        }
+        self.head = self.head.wrapping_add(n);
+        self.publish();
+        n
+    }
+
     /// An iterator over up to `max` items that are ready now. Items are removed as the iterator
     /// yields them; the head is published once, when the iterator is dropped (or, if it is
     /// leaked, by the next pop or when the consumer is dropped). Items not yielded stay in the
@@ -644,6 +677,22 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(c.pop_batch(&mut out, usize::MAX), 4);
         assert_eq!(out, [3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn pop_slice_copies_across_the_wrap_and_publishes_the_head() {
+        let (mut p, mut c) = channel::<u8>(8);
+        let mut out = [0u8; 16];
+        assert_eq!(c.pop_slice(&mut out), 0, "empty");
+        assert_eq!(p.push_batch(&[1, 2, 3, 4, 5, 6]), 6);
+        assert_eq!(c.pop_slice(&mut out[..4]), 4);
+        assert_eq!(out[..4], [1, 2, 3, 4]);
+        // Head published: the producer sees the 4 freed slots (the batch wraps).
+        assert_eq!(p.push_batch(&[7, 8, 9, 10, 11, 12]), 6);
+        assert_eq!(p.push_batch(&[13]), 0, "full");
+        assert_eq!(c.pop_slice(&mut out), 8);
+        assert_eq!(out[..8], [5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(c.pop_slice(&mut out), 0);
     }
 
     #[test]

@@ -69,6 +69,14 @@ pub struct Args {
     /// Cores of the journal's writer thread.
     #[arg(long, value_name = "LIST", value_parser = cores)]
     pub journal_cores: Option<Cores>,
+    /// Run replay on its own thread (07 §7.2's replay cores), fed over a ring from the thread
+    /// that runs order RX, the decoder and the data side. Off: every stage on one thread (a
+    /// shared 2-core box).
+    #[arg(long)]
+    pub replay_thread: bool,
+    /// Pin the replay thread to this core (it then spins when idle; implies --replay-thread).
+    #[arg(long, value_name = "CORE")]
+    pub replay_core: Option<usize>,
     /// The Simplex engine's journal directory (default: `consensus-N` next to the home file).
     #[arg(long, value_name = "DIR")]
     pub consensus_dir: Option<PathBuf>,
@@ -622,6 +630,7 @@ pub fn run(o: Args) -> ExitCode {
         journal_sync_ns: o.journal_sync_ms * 1_000_000,
         journal_cores: o.journal_cores.clone().map(|c| c.0),
         simplex: (!o.interim_voter).then(|| simplex.clone()),
+        replay_tile: o.replay_thread || o.replay_core.is_some(),
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
@@ -692,6 +701,20 @@ pub fn run(o: Args) -> ExitCode {
         published.set(render(&node, &published));
     }
     let t0 = Instant::now();
+    if cfg.replay_tile {
+        if let Err(e) = node.start_replay_thread(
+            move || t0.elapsed().as_nanos() as u64 + 1_000_000,
+            o.replay_core,
+        ) {
+            eprintln!("vyrn replica {}: replay thread: {e}", o.index);
+            return ExitCode::from(2);
+        }
+        println!(
+            "{name}: replay on its own thread{}",
+            o.replay_core
+                .map_or(String::new(), |c| format!(", pinned to core {c}"))
+        );
+    }
     if let Some((path, at)) = o.lab_cut_path {
         // `poll` runs on t0's clock + 1 ms (below).
         node.cut_path(path, at * 1_000_000_000 + 1_000_000);

@@ -1,0 +1,822 @@
+//! Replay on its own core (07 §7.2: "replay cores"; 07 §7.1 replay from the wire).
+//!
+//! The replica's receive side is two tiles joined by SPSC rings: the **front** (order RX, the
+//! decoder, the data side and the verdict: [`crate::core::ReplicaCore`]) and the **replay
+//! tile** ([`ReplayTile`]: the engine in replay mode). The front hands replay what it decoded,
+//! in decode order, over one byte ring ([`ReplayTx`]):
+//!
+//! * each PacketRecord, each HashRun's `pkt_hash`, each step with its cut and payload (and when
+//!   its frame was decoded, for the replay lag of 07 §7.3), each closed block (the root clock of
+//!   07 §7.4);
+//! * each payload **copied once its record resolves** (07 §5.4: the stored copy of the key
+//!   whose full BLAKE3 the data side judged equal to the record's `pkt_hash`, count equal), so
+//!   replay never reads the data side's store, which stays the front's alone (one writer, no
+//!   lock). A payload the data side judged a mismatch is never handed over: replay waits for
+//!   the copy that resolves the record (the sequencer's, 07 §5.6), where reading the store in
+//!   place would take any copy whose 8-byte hash matched.
+//!
+//! Replay hands back, over a second ring, every state root it takes (07 §7.4, the root votes
+//! read them at the front), its progress (the last step replayed, which bounds what the front
+//! may forget; the lag; what the sink saw) and a divergence if replay stops (INV-DET).
+//!
+//! Both runners poll the same two tiles: one thread for both (`ReplicaCore` with replay
+//! inline, the multiplexed form a 2-core box runs, or the two tiles polled in turn), or one
+//! thread each ([`spawn`]: the pinned form of 07 §7.2, replay on its own core).
+//!
+//! **Hot path.** Neither side allocates once warm: the front encodes into a reused staging
+//! buffer and pushes it to the ring in one batch per call ([`ReplayTx::flush`]); a full ring
+//! leaves the rest staged (never blocks the front, never drops: the staging buffer grows only
+//! while replay is behind by more than the ring). The tile copies payloads into a slab of
+//! fixed slots ([`REQ_MAX_LEN`] bytes each) indexed by `(session, pkt_seq, pkt_hash)`, freed in
+//! arrival order once every record that needed the copy has read it. No lock, no syscall: the
+//! rings are `vyrn_rings::spsc`.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use vyrn_engine::hash::SeededState;
+use vyrn_engine::home::{EngineSink, Payloads, ReplayError};
+use vyrn_engine::EngineConfig;
+use vyrn_rings::spsc;
+use vyrn_wire::header::Hash;
+use vyrn_wire::msg::client::REQ_MAX_LEN;
+use vyrn_wire::msg::PktKey;
+use vyrn_wire::records::{PacketRecord, Step, StepKind};
+
+use crate::replay::{ReplayCounters, ReplayLag, Replayer};
+
+/// The front → replay ring, bytes (4 MiB: ~40 ms of the peak mix's records and payloads).
+pub const REPLAY_RING_BYTES: usize = 1 << 22;
+/// The replay → front ring, reports.
+pub const REPLAY_BACK_SLOTS: usize = 1 << 10;
+/// The tile's parse buffer: far more than the longest message (a step: 64 lanes' cut and a
+/// payload within one ORDER frame).
+const INBUF_BYTES: usize = 1 << 18;
+/// The tile reports its lag (an hdrhistogram read) at most this often, ns.
+const LAG_REPORT_NS: u64 = 1_000_000;
+
+// Message tags on the front → replay ring (little-endian fields, private to this module).
+const T_RECORD: u8 = 1;
+const T_HASH: u8 = 2;
+const T_STEP: u8 = 3;
+const T_BLOCK: u8 = 4;
+const T_PAYLOAD: u8 = 5;
+const T_ROOTS: u8 = 6;
+const T_SETTLE: u8 = 7;
+
+/// Bytes of a PacketRecord message, tag included.
+const RECORD_LEN: usize = 1 + 3 + 4 + 2 + 4 + 8 * 3;
+/// Bytes of a HashRun message.
+const HASH_LEN: usize = 1 + 1 + 8 + 8;
+/// Bytes of a block message.
+const BLOCK_LEN: usize = 1 + 8 + 8;
+/// Bytes of a roots message.
+const ROOTS_LEN: usize = 1 + 8 * 3;
+/// A step message's fixed part: tag, step, kind, src_lane, src_lane_seq, decoded at, cut
+/// length (u16), payload length (u16).
+const STEP_FIXED: usize = 1 + 8 + 1 + 1 + 8 + 8 + 2 + 2;
+/// A payload message's fixed part: tag, session, pkt_seq, pkt_hash, length.
+const PAYLOAD_FIXED: usize = 1 + 4 + 4 + 8 + 1;
+
+/// What the replay tile reports back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Back {
+    /// `R(h)` taken (07 §7.4).
+    Root(u64, Hash),
+    /// Progress.
+    Progress(ReplayProgress),
+    /// Replay stopped on a divergence (INV-DET); nothing more follows.
+    Failed(ReplayError),
+    /// Every event of the steps replayed so far applied ([`ReplayTx::settle`]).
+    Settled(ReplayProgress),
+}
+
+/// The replay tile's progress as it last reported it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayProgress {
+    /// The last step replayed.
+    pub replayed: u64,
+    /// The last step decoded that reached the tile.
+    pub decoded: u64,
+    /// Replay lag, receipt to applied (07 §7.3).
+    pub lag: ReplayLag,
+    /// Replay's counters.
+    pub counters: ReplayCounters,
+    /// What the sink saw.
+    pub sink: SinkReport,
+    /// Payload copies held by the tile now.
+    pub copies: u64,
+}
+
+/// What a sink reports across the ring (the replica's digest sink fills it; others need not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkReport {
+    /// First-copy responses.
+    pub responses: u64,
+    /// Lane events.
+    pub events: u64,
+    /// The sink's digest.
+    pub digest: Hash,
+}
+
+/// A sink that can say what it saw, for [`ReplayProgress::sink`].
+pub trait ReportingSink: EngineSink {
+    /// A snapshot (default: nothing).
+    fn report(&self) -> SinkReport {
+        SinkReport::default()
+    }
+}
+
+/// Counters of the front's end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxCounters {
+    /// Bytes pushed to the ring.
+    pub bytes: u64,
+    /// Payload copies handed over.
+    pub payloads: u64,
+    /// Flushes that left bytes staged (the ring was full: replay behind by a ring).
+    pub ring_full: u64,
+    /// Most bytes staged at once.
+    pub staged_max: u64,
+    /// Payloads longer than REQ_MAX_LEN (never: the data side stores none).
+    pub payloads_refused: u64,
+}
+
+/// The front's end: what replay is fed, and what it reported back.
+#[derive(Debug)]
+pub struct ReplayTx {
+    tx: spsc::Producer<u8>,
+    /// Encoded, not yet pushed: `stage[staged_from..]`.
+    stage: Vec<u8>,
+    staged_from: usize,
+    back: spsc::Consumer<Back>,
+    roots: BTreeMap<u64, Hash>,
+    progress: ReplayProgress,
+    settled: u64,
+    failed: Option<ReplayError>,
+    decoded: u64,
+    c: TxCounters,
+}
+
+/// Roots kept at the front for the voter (as replay keeps them inline).
+const ROOTS_KEPT: usize = 64;
+
+impl ReplayTx {
+    fn put_u64(&mut self, v: u64) {
+        self.stage.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// A decoded PacketRecord, in its lane's order.
+    pub fn record(&mut self, r: &PacketRecord) {
+        let mut m = [0u8; RECORD_LEN];
+        m[0] = T_RECORD;
+        m[1] = r.lane;
+        m[2] = r.count;
+        m[3] = r.flags;
+        m[4..8].copy_from_slice(&r.session.to_le_bytes());
+        m[8..10].copy_from_slice(&r.slot.to_le_bytes());
+        m[10..14].copy_from_slice(&r.pkt_seq.to_le_bytes());
+        m[14..22].copy_from_slice(&r.rx_ts.to_le_bytes());
+        m[22..30].copy_from_slice(&r.first_lane_seq.to_le_bytes());
+        m[30..38].copy_from_slice(&r.fills_applied.to_le_bytes());
+        self.stage.extend_from_slice(&m);
+    }
+
+    /// A HashRun's `pkt_hash` for the record of `lane` starting at `first_lane_seq`.
+    pub fn hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
+        let mut m = [0u8; HASH_LEN];
+        m[0] = T_HASH;
+        m[1] = lane;
+        m[2..10].copy_from_slice(&first_lane_seq.to_le_bytes());
+        m[10..18].copy_from_slice(&pkt_hash.to_le_bytes());
+        self.stage.extend_from_slice(&m);
+    }
+
+    /// A decoded step with its cut and payload, its frame decoded at `now`.
+    pub fn step(&mut self, st: &Step, cut: &[u64], payload: &[u8], now: u64) {
+        self.decoded = self.decoded.max(st.step);
+        let (Ok(nc), Ok(np)) = (u16::try_from(cut.len()), u16::try_from(payload.len())) else {
+            // The decoder bounds both (lanes ≤ 64, a step's payload within a frame).
+            return;
+        };
+        self.stage.push(T_STEP);
+        self.put_u64(st.step);
+        self.stage.push(st.kind as u8);
+        self.stage.push(st.src_lane);
+        self.put_u64(st.src_lane_seq);
+        self.put_u64(now);
+        self.stage.extend_from_slice(&nc.to_le_bytes());
+        self.stage.extend_from_slice(&np.to_le_bytes());
+        for &c in cut {
+            self.put_u64(c);
+        }
+        self.stage.extend_from_slice(payload);
+    }
+
+    /// A block the decoder closed: height and last step.
+    pub fn block(&mut self, height: u64, last_step: u64) {
+        self.stage.push(T_BLOCK);
+        self.put_u64(height);
+        self.put_u64(last_step);
+    }
+
+    /// The copy of `key` that resolved a record with `pkt_hash` (07 §5.4).
+    pub fn payload(&mut self, key: PktKey, pkt_hash: u64, bytes: &[u8]) {
+        let Some(len) = u8::try_from(bytes.len())
+            .ok()
+            .filter(|_| bytes.len() <= REQ_MAX_LEN)
+        else {
+            self.c.payloads_refused += 1;
+            return;
+        };
+        self.c.payloads += 1;
+        self.stage.push(T_PAYLOAD);
+        self.stage.extend_from_slice(&key.session.to_le_bytes());
+        self.stage.extend_from_slice(&key.pkt_seq.to_le_bytes());
+        self.put_u64(pkt_hash);
+        self.stage.push(len);
+        self.stage.extend_from_slice(bytes);
+    }
+
+    /// Take state roots every `root_blocks` heights after the anchor (07 §7.4).
+    pub fn set_roots(&mut self, root_blocks: u64, anchor_height: u64, anchor_step: u64) {
+        self.stage.push(T_ROOTS);
+        self.put_u64(root_blocks);
+        self.put_u64(anchor_height);
+        self.put_u64(anchor_step);
+    }
+
+    /// Ask replay to apply every event of the steps replayed so far (the end of the input);
+    /// [`ReplayTx::settled`] counts the answers.
+    pub fn settle(&mut self) {
+        self.stage.push(T_SETTLE);
+    }
+
+    /// Push what is staged, as much as the ring takes; true when nothing is left staged.
+    pub fn flush(&mut self) -> bool {
+        let pending = self.stage.len() - self.staged_from;
+        if pending == 0 {
+            return true;
+        }
+        self.c.staged_max = self.c.staged_max.max(pending as u64);
+        let n = self.tx.push_batch(&self.stage[self.staged_from..]);
+        self.c.bytes += n as u64;
+        self.staged_from += n;
+        if self.staged_from == self.stage.len() {
+            self.stage.clear();
+            self.staged_from = 0;
+            true
+        } else {
+            self.c.ring_full += 1;
+            // Keep the staging buffer from creeping: move the rest down once half is sent.
+            if self.staged_from > self.stage.len() / 2 {
+                self.stage.drain(..self.staged_from);
+                self.staged_from = 0;
+            }
+            false
+        }
+    }
+
+    /// Read what replay reported.
+    pub fn drain_back(&mut self) {
+        while let Some(b) = self.back.pop() {
+            match b {
+                Back::Root(h, r) => {
+                    self.roots.insert(h, r);
+                    while self.roots.len() > ROOTS_KEPT {
+                        self.roots.pop_first();
+                    }
+                }
+                Back::Progress(p) => self.progress = p,
+                Back::Settled(p) => {
+                    self.progress = p;
+                    self.settled += 1;
+                }
+                Back::Failed(e) => self.failed = Some(e),
+            }
+        }
+    }
+
+    /// `R(h)` if replay took it and reported it.
+    pub fn root(&self, h: u64) -> Option<Hash> {
+        self.roots.get(&h).copied()
+    }
+
+    /// Replay's progress as last reported.
+    pub fn progress(&self) -> &ReplayProgress {
+        &self.progress
+    }
+
+    /// (decoded, replayed) steps: decoded as the front handed them over, replayed as reported.
+    pub fn lag(&self) -> (u64, u64) {
+        (self.decoded, self.progress.replayed)
+    }
+
+    /// The divergence replay stopped on, if it did.
+    pub fn failed(&self) -> Option<&ReplayError> {
+        self.failed.as_ref()
+    }
+
+    /// Settle answers received.
+    pub fn settled(&self) -> u64 {
+        self.settled
+    }
+
+    /// Bytes staged, not yet in the ring.
+    pub fn staged(&self) -> usize {
+        self.stage.len() - self.staged_from
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> TxCounters {
+        self.c
+    }
+}
+
+/// A payload copy on the replay side.
+#[derive(Debug)]
+struct Copy_ {
+    key: (u32, u32, u64),
+    len: u8,
+    /// Records that resolved to this copy (each payload message adds one).
+    refs: u32,
+    /// Records that read it (the engine reads a record's payload once, when it runs it).
+    reads: Cell<u32>,
+}
+
+/// Payload copies by `(session, pkt_seq, pkt_hash)`, freed in arrival order once read.
+#[derive(Debug, Default)]
+struct Copies {
+    map: HashMap<(u32, u32, u64), u32, SeededState>,
+    slots: Vec<Copy_>,
+    bufs: Vec<[u8; REQ_MAX_LEN]>,
+    free: Vec<u32>,
+    fifo: VecDeque<u32>,
+}
+
+impl Copies {
+    fn reserve(&mut self, n: usize) {
+        self.map.reserve(n);
+        self.slots.reserve(n);
+        self.bufs.reserve(n);
+        self.free.reserve(n);
+        self.fifo.reserve(n);
+    }
+
+    fn insert(&mut self, key: (u32, u32, u64), bytes: &[u8]) {
+        if let Some(&i) = self.map.get(&key) {
+            // A second record of the same key and hash (a resend the box logged twice).
+            self.slots[i as usize].refs += 1;
+            return;
+        }
+        let c = Copy_ {
+            key,
+            len: bytes.len() as u8,
+            refs: 1,
+            reads: Cell::new(0),
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = c;
+                i
+            }
+            None => {
+                self.slots.push(c);
+                self.bufs.push([0; REQ_MAX_LEN]);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.bufs[i as usize][..bytes.len()].copy_from_slice(bytes);
+        self.map.insert(key, i);
+        self.fifo.push_back(i);
+    }
+
+    /// Free the oldest copies every record has read.
+    fn sweep(&mut self) {
+        while let Some(&i) = self.fifo.front() {
+            let c = &self.slots[i as usize];
+            if c.reads.get() < c.refs {
+                break;
+            }
+            self.map.remove(&c.key);
+            self.fifo.pop_front();
+            self.free.push(i);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.fifo.len()
+    }
+}
+
+impl Payloads for Copies {
+    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
+        let &i = self.map.get(&(session, pkt_seq, pkt_hash))?;
+        let c = &self.slots[i as usize];
+        // The engine runs the record as soon as its payload is found (`run_with`).
+        c.reads.set(c.reads.get() + 1);
+        Some(&self.bufs[i as usize][..c.len as usize])
+    }
+}
+
+/// Counters of the replay tile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TileCounters {
+    /// Messages taken off the ring.
+    pub msgs: u64,
+    /// Bytes taken off the ring.
+    pub bytes: u64,
+    /// Malformed messages (never, from this module's encoder; counted, replay stops reading).
+    pub malformed: u64,
+    /// Reports dropped because the back ring was full (progress only; roots wait).
+    pub reports_dropped: u64,
+}
+
+/// The replay tile: the engine in replay mode fed from the ring.
+#[derive(Debug)]
+pub struct ReplayTile<S: ReportingSink> {
+    rx: spsc::Consumer<u8>,
+    /// Bytes off the ring, `inbuf[..filled]` not yet parsed (a message may straddle two pops).
+    inbuf: Box<[u8]>,
+    filled: usize,
+    replay: Replayer,
+    copies: Copies,
+    back: spsc::Producer<Back>,
+    /// Roots taken but not yet reported (the back ring was full).
+    roots_out: VecDeque<(u64, Hash)>,
+    last_root: u64,
+    sink: S,
+    last_lag: u64,
+    lag: ReplayLag,
+    reported: u64,
+    decoded: u64,
+    failed: bool,
+    c: TileCounters,
+}
+
+/// A front end and a replay tile joined by rings of `ring_bytes` (rounded up to a power of two)
+/// for the home of `cfg`, answers to `sink`.
+pub fn pair<S: ReportingSink>(
+    cfg: EngineConfig,
+    ring_bytes: usize,
+    sink: S,
+) -> (ReplayTx, ReplayTile<S>) {
+    let (tx, rx) = spsc::channel::<u8>(ring_bytes.next_power_of_two().max(1 << 8));
+    let (btx, brx) = spsc::channel::<Back>(REPLAY_BACK_SLOTS);
+    let stage = Vec::with_capacity(1 << 16);
+    (
+        ReplayTx {
+            tx,
+            stage,
+            staged_from: 0,
+            back: brx,
+            roots: BTreeMap::new(),
+            progress: ReplayProgress::default(),
+            settled: 0,
+            failed: None,
+            decoded: 0,
+            c: TxCounters::default(),
+        },
+        ReplayTile {
+            rx,
+            inbuf: vec![0u8; INBUF_BYTES].into_boxed_slice(),
+            filled: 0,
+            replay: Replayer::new(cfg),
+            copies: Copies::default(),
+            back: btx,
+            roots_out: VecDeque::new(),
+            last_root: 0,
+            sink,
+            last_lag: 0,
+            lag: ReplayLag::default(),
+            reported: u64::MAX,
+            decoded: 0,
+            failed: false,
+            c: TileCounters::default(),
+        },
+    )
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+/// Why a message could not be parsed.
+enum Parse {
+    /// Not all of it is here yet.
+    Short,
+    /// Not a message of this module.
+    Bad,
+}
+
+impl<S: ReportingSink> ReplayTile<S> {
+    /// Touch the working set before the first record: the engine's books and queues, and room
+    /// for `copies` payload copies.
+    pub fn prefault(&mut self, copies: usize) {
+        self.replay.prefault();
+        self.copies.reserve(copies);
+        for _ in 0..copies {
+            self.copies.bufs.push([0; REQ_MAX_LEN]);
+            self.copies.slots.push(Copy_ {
+                key: (0, 0, 0),
+                len: 0,
+                refs: 0,
+                reads: Cell::new(0),
+            });
+        }
+        self.copies.free.extend((0..copies as u32).rev());
+    }
+
+    /// The sink.
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// The sink, taken back.
+    pub fn into_sink(self) -> S {
+        self.sink
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> TileCounters {
+        self.c
+    }
+
+    /// Replay's counters.
+    pub fn replay_counters(&self) -> ReplayCounters {
+        self.replay.counters()
+    }
+
+    /// Payload copies held now.
+    pub fn copies(&self) -> usize {
+        self.copies.len()
+    }
+
+    /// One step: take what the ring holds, replay as far as the input allows, report. True when
+    /// it did any work. After a divergence it does nothing more (reported once).
+    pub fn poll(&mut self, now: u64) -> bool {
+        if self.failed {
+            return false;
+        }
+        let n = self.rx.pop_slice(&mut self.inbuf[self.filled..]);
+        self.filled += n;
+        self.c.bytes += n as u64;
+        let mut at = 0;
+        let mut settle = false;
+        while at < self.filled {
+            match self.parse(at, &mut settle) {
+                Ok(len) => {
+                    at += len;
+                    self.c.msgs += 1;
+                }
+                Err(Parse::Short) if at > 0 || self.filled < self.inbuf.len() => break,
+                Err(_) => {
+                    // Only this module writes the ring: a bad tag (or a message longer than
+                    // the buffer) is a bug, not input. Stop rather than replay a corrupt stream.
+                    self.c.malformed += 1;
+                    self.fail(ReplayError::Stalled {
+                        step: self.replay.lag().1,
+                    });
+                    return true;
+                }
+            }
+        }
+        self.inbuf.copy_within(at..self.filled, 0);
+        self.filled -= at;
+        let was = self.replay.lag().1;
+        if let Err(e) = self.replay.pump(&self.copies, &mut self.sink) {
+            self.fail(e);
+            return true;
+        }
+        self.replay.note_replayed(now);
+        self.copies.sweep();
+        let done = self.replay.lag().1;
+        self.take_roots();
+        if settle {
+            self.replay.settle(&mut self.sink);
+            self.lag = self.replay.lag_time();
+            let p = self.progress();
+            self.push_back(Back::Settled(p), true);
+        } else if done != self.reported || now.saturating_sub(self.last_lag) >= LAG_REPORT_NS {
+            if now.saturating_sub(self.last_lag) >= LAG_REPORT_NS {
+                self.last_lag = now;
+                self.lag = self.replay.lag_time();
+            }
+            self.reported = done;
+            let p = self.progress();
+            self.push_back(Back::Progress(p), false);
+        }
+        n > 0 || done != was
+    }
+
+    fn progress(&self) -> ReplayProgress {
+        ReplayProgress {
+            replayed: self.replay.lag().1,
+            decoded: self.decoded,
+            lag: self.lag,
+            counters: self.replay.counters(),
+            sink: self.sink.report(),
+            copies: self.copies.len() as u64,
+        }
+    }
+
+    fn fail(&mut self, e: ReplayError) {
+        self.failed = true;
+        // Must reach the front: wait for room (the front drains the back ring every tick).
+        let mut b = Back::Failed(e);
+        while let Err(x) = self.back.push(b) {
+            b = x;
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+    }
+
+    fn push_back(&mut self, b: Back, must: bool) {
+        if let Err(b) = self.back.push(b) {
+            if must {
+                let mut b = b;
+                while let Err(x) = self.back.push(b) {
+                    b = x;
+                    std::thread::yield_now();
+                }
+            } else {
+                self.c.reports_dropped += 1;
+            }
+        }
+    }
+
+    fn take_roots(&mut self) {
+        // Roots are rare (every REP_ROOT_BLOCKS heights): the map is small.
+        let mut h = self.last_root;
+        while let Some((nh, r)) = self.replay.root_after(h) {
+            self.roots_out.push_back((nh, r));
+            h = nh;
+        }
+        self.last_root = h;
+        while let Some(&(h, r)) = self.roots_out.front() {
+            if self.back.push(Back::Root(h, r)).is_err() {
+                break;
+            }
+            self.roots_out.pop_front();
+        }
+    }
+
+    /// Parse and apply the message at `inbuf[at..]`; its length.
+    fn parse(&mut self, at: usize, settle: &mut bool) -> Result<usize, Parse> {
+        let b = &self.inbuf[at..self.filled];
+        let need = |n: usize| {
+            if b.len() < n {
+                Err(Parse::Short)
+            } else {
+                Ok(())
+            }
+        };
+        match b[0] {
+            T_RECORD => {
+                need(RECORD_LEN)?;
+                let r = PacketRecord {
+                    lane: b[1],
+                    count: b[2],
+                    flags: b[3],
+                    session: u32_at(b, 4),
+                    slot: u16_at(b, 8),
+                    pkt_seq: u32_at(b, 10),
+                    rx_ts: u64_at(b, 14),
+                    first_lane_seq: u64_at(b, 22),
+                    fills_applied: u64_at(b, 30),
+                };
+                self.replay.on_record(&r);
+                Ok(RECORD_LEN)
+            }
+            T_HASH => {
+                need(HASH_LEN)?;
+                self.replay.on_hash(b[1], u64_at(b, 2), u64_at(b, 10));
+                Ok(HASH_LEN)
+            }
+            T_STEP => {
+                need(STEP_FIXED)?;
+                let nc = u16_at(b, 27) as usize;
+                let np = u16_at(b, 29) as usize;
+                let len = STEP_FIXED + 8 * nc + np;
+                need(len)?;
+                let kind = StepKind::from_u8(b[9]).ok_or(Parse::Bad)?;
+                let st = Step {
+                    step: u64_at(b, 1),
+                    kind,
+                    src_lane: b[10],
+                    src_lane_seq: u64_at(b, 11),
+                    home: 0,
+                    spans: false,
+                };
+                let now = u64_at(b, 19);
+                let mut cut = [0u64; 64];
+                if nc > cut.len() {
+                    return Err(Parse::Bad);
+                }
+                for (i, c) in cut[..nc].iter_mut().enumerate() {
+                    *c = u64_at(b, STEP_FIXED + 8 * i);
+                }
+                let payload = &b[STEP_FIXED + 8 * nc..len];
+                self.decoded = self.decoded.max(st.step);
+                self.replay.on_step(&st, &cut[..nc], payload);
+                self.replay.note_decoded(st.step, now);
+                Ok(len)
+            }
+            T_BLOCK => {
+                need(BLOCK_LEN)?;
+                self.replay.on_block(u64_at(b, 1), u64_at(b, 9));
+                Ok(BLOCK_LEN)
+            }
+            T_PAYLOAD => {
+                need(PAYLOAD_FIXED)?;
+                let n = b[17] as usize;
+                need(PAYLOAD_FIXED + n)?;
+                if n > REQ_MAX_LEN {
+                    return Err(Parse::Bad);
+                }
+                let key = (u32_at(b, 1), u32_at(b, 5), u64_at(b, 9));
+                self.copies
+                    .insert(key, &b[PAYLOAD_FIXED..PAYLOAD_FIXED + n]);
+                Ok(PAYLOAD_FIXED + n)
+            }
+            T_ROOTS => {
+                need(ROOTS_LEN)?;
+                self.replay
+                    .set_roots(u64_at(b, 1), u64_at(b, 9), u64_at(b, 17));
+                self.last_root = u64_at(b, 9);
+                Ok(ROOTS_LEN)
+            }
+            T_SETTLE => {
+                *settle = true;
+                Ok(1)
+            }
+            _ => Err(Parse::Bad),
+        }
+    }
+}
+
+/// How the replay thread waits when there is nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Spin (a dedicated core: 07 §7.2's map).
+    Spin,
+    /// Yield, then sleep briefly after a run of idle polls (a shared box).
+    Backoff,
+}
+
+/// A replay tile on its own thread: returns the stop flag and the thread's handle, whose join
+/// gives the tile back. `core`: the core to pin it to (`None`: not pinned).
+pub fn spawn<S: ReportingSink + Send + 'static>(
+    mut tile: ReplayTile<S>,
+    clock: impl Fn() -> u64 + Send + 'static,
+    core: Option<usize>,
+    idle: Idle,
+) -> std::io::Result<(Arc<AtomicBool>, std::thread::JoinHandle<ReplayTile<S>>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let h = std::thread::Builder::new()
+        .name("vyrn-replay".into())
+        .spawn(move || {
+            if let Some(c) = core {
+                pin_to(c);
+            }
+            let mut idle_polls = 0u32;
+            while !s.load(Ordering::Acquire) {
+                if tile.poll(clock()) {
+                    idle_polls = 0;
+                    continue;
+                }
+                idle_polls = idle_polls.saturating_add(1);
+                match idle {
+                    Idle::Spin => std::hint::spin_loop(),
+                    Idle::Backoff if idle_polls < 64 => std::hint::spin_loop(),
+                    Idle::Backoff if idle_polls < 256 => std::thread::yield_now(),
+                    Idle::Backoff => std::thread::sleep(std::time::Duration::from_micros(20)),
+                }
+            }
+            // What is left in the ring (the front stopped feeding).
+            while tile.poll(clock()) {}
+            tile
+        })?;
+    Ok((stop, h))
+}
+
+/// Pin the calling thread to `core` (best effort, as the sequencer's runner pins its tiles: a
+/// core outside the process's set is left alone).
+fn pin_to(core: usize) {
+    let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+}
