@@ -6,7 +6,12 @@
 //! - **baseline**: the live engine (`LiveEngine`: lanes, cut, BBO) on the same packets;
 //! - **replica**: the whole receive side of a replica (`ReplicaCore`: order RX, the decoder, the
 //!   data side with its own BLAKE3 of every payload and the join, and replay) on the captured
-//!   frames and DATA frames, to the last response;
+//!   frames and DATA frames, to the last response; copy 2 runs 64 packets ahead of the frames'
+//!   records;
+//! - **replay on its own thread** (07 §7.2's replay cores, `replay_tile`): the front (order RX,
+//!   the decoder, the data side) on the bench's thread hands replay its input over an SPSC ring,
+//!   the replay tile runs on a second thread; and each of the two tiles alone (`split`: the
+//!   front into a ring that holds the whole capture, then the tile draining it);
 //! - and its stages one at a time, on 07 §7.2's core map, as §7.3's budget table counts them
 //!   (on the REF box each has its own cores, so replay runs at the speed of the slowest), each
 //!   fed what its upstream stage hands it, prepared outside the timing: **order RX** (core 1:
@@ -36,6 +41,7 @@ use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
 use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
+use vyrn_replica::replay_tile::{spawn, Idle, REPLAY_RING_BYTES};
 use vyrn_replica::verdict::{Anchor, Verdicts};
 use vyrn_seq::testkit::capture::{capture, capture_batched};
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
@@ -219,6 +225,11 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
         core.prefault();
         core
     };
+    // Copy 2 runs a little ahead of the ORDER frames, as on a live home (the client sends both
+    // copies at once; the data box relays in microseconds, the order stream waits for the
+    // box's flush): 64 packets ahead of the frames' records, at the capture's packets per frame.
+    let (n_data, n_frames) = (c.data.len(), c.frames.len().max(1));
+    let ahead = move |i: usize| (i + 1) * n_data / n_frames + 64;
     let mut answers = HashMap::new();
     let replica = on("whole").then(|| {
         measure_with_setup(
@@ -232,7 +243,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 let mut d = 0;
                 for (i, f) in c.frames.iter().enumerate() {
                     // Copy 2 runs a little ahead of the frames, as on a live home.
-                    while d < c.data.len() && d < i * 2 + 64 {
+                    while d < c.data.len() && d < ahead(i) {
                         core.on_data_frame(0, &c.data[d], i as u64, &mut out);
                         d += 1;
                     }
@@ -252,6 +263,148 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             },
         )
     });
+    // 07 §7.2: replay on its own core. The front (order RX, the decoder, the data side) on
+    // this thread hands replay its input over a ring; the replay tile runs on a second thread,
+    // spinning; the round ends when replay has answered the last response.
+    let threaded = on("thread").then(|| {
+        measure_with_setup(
+            "replica, replay on its own thread: front and replay tile on two threads (per msg)",
+            r,
+            c.msgs,
+            || {
+                let (mut core, mut tile) = ReplicaCore::new_split(
+                    core_cfg.clone(),
+                    REPLAY_RING_BYTES,
+                    CountingSink::default(),
+                )
+                .expect("core");
+                core.prefault();
+                tile.prefault(1 << 14);
+                let th = spawn(tile, || 0, None, Idle::Spin).expect("replay thread");
+                (core, th)
+            },
+            |(mut core, (stop, th))| {
+                let mut out = NullOut;
+                let mut none = CountingSink::default();
+                let mut d = 0;
+                for (i, f) in c.frames.iter().enumerate() {
+                    while d < c.data.len() && d < ahead(i) {
+                        core.on_data_frame(0, &c.data[d], i as u64, &mut out);
+                        d += 1;
+                    }
+                    core.on_path_frame(0, f, i as u64, &mut out);
+                    if i % 16 == 15 {
+                        let _ = core.tick(i as u64, &mut out, &mut none);
+                    }
+                }
+                while d < c.data.len() {
+                    core.on_data_frame(0, &c.data[d], 0, &mut out);
+                    d += 1;
+                }
+                let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
+                core.settle(&mut none);
+                while core.replay_tx().is_some_and(|t| t.settled() == 0) {
+                    let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
+                    std::hint::spin_loop();
+                }
+                stop.store(true, std::sync::atomic::Ordering::Release);
+                let tile = th.join().expect("replay thread");
+                answers.insert(1, tile.sink().0);
+                (core, tile)
+            },
+        )
+    });
+    // The two tiles of that split, each alone: the front into a ring that holds the whole
+    // capture (nothing drains it), then the replay tile draining that ring.
+    let feed_front = |core: &mut ReplicaCore| {
+        let mut out = NullOut;
+        let mut none = CountingSink::default();
+        let mut d = 0;
+        for (i, f) in c.frames.iter().enumerate() {
+            while d < c.data.len() && d < ahead(i) {
+                core.on_data_frame(0, &c.data[d], i as u64, &mut out);
+                d += 1;
+            }
+            core.on_path_frame(0, f, i as u64, &mut out);
+            if i % 16 == 15 {
+                let _ = core.tick(i as u64, &mut out, &mut none);
+            }
+        }
+        while d < c.data.len() {
+            core.on_data_frame(0, &c.data[d], 0, &mut out);
+            d += 1;
+        }
+        let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
+        core.settle(&mut none);
+    };
+    let split_fresh = || {
+        let (mut core, mut tile) =
+            ReplicaCore::new_split(core_cfg.clone(), 1 << 27, CountingSink::default())
+                .expect("core");
+        core.prefault();
+        tile.prefault(1 << 14);
+        (core, tile)
+    };
+    let front = on("split").then(|| {
+        measure_with_setup(
+            "  front alone: order RX + decode + data side, into the ring (per msg)",
+            r,
+            c.msgs,
+            split_fresh,
+            |(mut core, tile)| {
+                feed_front(&mut core);
+                assert_eq!(core.replay_tx().map(|t| t.staged()), Some(0));
+                (core, tile)
+            },
+        )
+    });
+    let tile_alone = on("split").then(|| {
+        measure_with_setup(
+            "  replay tile alone, from the full ring (per msg)",
+            r,
+            c.msgs,
+            || {
+                let (mut core, tile) = split_fresh();
+                feed_front(&mut core);
+                (core, tile)
+            },
+            |(core, mut tile)| {
+                while tile.poll(0) {}
+                answers.insert(2, tile.sink().0);
+                (core, tile)
+            },
+        )
+    });
+    if let (Some(a), Some(b)) = (answers.get(&0), answers.get(&2)) {
+        assert_eq!(a, b, "the replay tile alone answered as inline replay did");
+    }
+    if let (Some(a), Some(b)) = (answers.get(&0), answers.get(&1)) {
+        assert_eq!(
+            a, b,
+            "replay on its own thread answered as inline replay did"
+        );
+    }
+    if let (Some(f), Some(t)) = (&front, &tile_alone) {
+        println!(
+            "  the split's tiles alone vs live: front {:.2}x, replay tile {:.2}x (the pair's bound on two cores: {:.2}x)",
+            live.p50_ns() / f.p50_ns(),
+            live.p50_ns() / t.p50_ns(),
+            live.p50_ns() / f.p50_ns().max(t.p50_ns())
+        );
+    }
+    if let Some(t) = &threaded {
+        ratio(t, &live);
+        println!(
+            "  replay speed from the wire vs live, replay on its own thread (2 threads vs live's 1) = {:.2}x",
+            live.p50_ns() / t.p50_ns()
+        );
+        if let Some(one) = &replica {
+            println!(
+                "  replay on its own thread vs every stage on one thread = {:.2}x",
+                one.p50_ns() / t.p50_ns()
+            );
+        }
+    }
     if let Some(replica) = &replica {
         ratio(replica, &live);
         println!(

@@ -150,10 +150,10 @@ impl Tiles {
             l.prefault();
         }
         for q in self.events.iter_mut() {
-            q.reserve(1 << 14);
+            touch(q, 1 << 14);
         }
         for q in self.fwd.iter_mut() {
-            q.reserve(1 << 12);
+            touch(q, 1 << 12);
         }
     }
 
@@ -414,9 +414,9 @@ impl ReplayEngine {
     pub fn prefault(&mut self) {
         self.t.prefault();
         for q in &mut self.recs {
-            q.reserve(1 << 12);
+            touch(q, 1 << 12);
         }
-        self.steps.reserve(1 << 14);
+        touch(&mut self.steps, 1 << 14);
     }
 
     /// An empty buffer for the next record's payload ([`ReplayEngine::push_record`]): one a
@@ -707,4 +707,20 @@ impl EngineSink for Capture {
             .or_default()
             .push((r.bytes.to_vec(), r.gate));
     }
+}
+
+/// Room for `n` entries in an empty queue, its pages faulted in (a reservation alone maps them
+/// on first use: a fresh replay engine took page faults in its first milliseconds of the peak
+/// mix, `--bench replica`, 2026-12-03). A queue in use is only reserved.
+fn touch<T>(q: &mut VecDeque<T>, n: usize) {
+    if !q.is_empty() || q.capacity() >= n {
+        q.reserve(n);
+        return;
+    }
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    for slot in v.spare_capacity_mut() {
+        *slot = std::mem::MaybeUninit::zeroed();
+    }
+    // `From<Vec>` keeps the buffer (no copy, no reallocation).
+    *q = VecDeque::from(std::hint::black_box(v));
 }

@@ -54,6 +54,8 @@ pub const REPLAY_BACK_SLOTS: usize = 1 << 10;
 /// The tile's parse buffer: far more than the longest message (a step: 64 lanes' cut and a
 /// payload within one ORDER frame).
 const INBUF_BYTES: usize = 1 << 18;
+/// Bytes parsed between two replay passes (~40 PacketRecords with their payloads).
+const PARSE_CHUNK: usize = 4 << 10;
 /// The tile reports its lag (an hdrhistogram read) at most this often, ns.
 const LAG_REPORT_NS: u64 = 1_000_000;
 
@@ -74,9 +76,12 @@ const HASH_LEN: usize = 1 + 1 + 8 + 8;
 const BLOCK_LEN: usize = 1 + 8 + 8;
 /// Bytes of a roots message.
 const ROOTS_LEN: usize = 1 + 8 * 3;
-/// A step message's fixed part: tag, step, kind, src_lane, src_lane_seq, decoded at, cut
-/// length (u16), payload length (u16).
-const STEP_FIXED: usize = 1 + 8 + 1 + 1 + 8 + 8 + 2 + 2;
+/// A step message's fixed part: tag, step, kind, src_lane, src_lane_seq, decoded at, lanes
+/// (u16), payload length (u16), the mask of lanes whose cut moved (u64); the moved lanes' cut
+/// values follow, then the payload.
+const STEP_FIXED: usize = 1 + 8 + 1 + 1 + 8 + 8 + 2 + 2 + 8;
+/// Most lanes a cut has (the layouts' bound).
+const CUT_MAX: usize = 64;
 /// A payload message's fixed part: tag, session, pkt_seq, pkt_hash, length.
 const PAYLOAD_FIXED: usize = 1 + 4 + 4 + 8 + 1;
 
@@ -129,6 +134,16 @@ pub trait ReportingSink: EngineSink {
     }
 }
 
+/// The engine's counting sink reports its count as responses (benches).
+impl ReportingSink for vyrn_engine::home::CountingSink {
+    fn report(&self) -> SinkReport {
+        SinkReport {
+            responses: self.0,
+            ..SinkReport::default()
+        }
+    }
+}
+
 /// Counters of the front's end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxCounters {
@@ -157,6 +172,8 @@ pub struct ReplayTx {
     settled: u64,
     failed: Option<ReplayError>,
     decoded: u64,
+    /// The cut of the last step sent (steps carry only the lanes that moved).
+    last_cut: [u64; CUT_MAX],
     c: TxCounters,
 }
 
@@ -198,19 +215,36 @@ impl ReplayTx {
     pub fn step(&mut self, st: &Step, cut: &[u64], payload: &[u8], now: u64) {
         self.decoded = self.decoded.max(st.step);
         let (Ok(nc), Ok(np)) = (u16::try_from(cut.len()), u16::try_from(payload.len())) else {
-            // The decoder bounds both (lanes ≤ 64, a step's payload within a frame).
             return;
         };
-        self.stage.push(T_STEP);
-        self.put_u64(st.step);
-        self.stage.push(st.kind as u8);
-        self.stage.push(st.src_lane);
-        self.put_u64(st.src_lane_seq);
-        self.put_u64(now);
-        self.stage.extend_from_slice(&nc.to_le_bytes());
-        self.stage.extend_from_slice(&np.to_le_bytes());
-        for &c in cut {
-            self.put_u64(c);
+        if cut.len() > CUT_MAX {
+            // The decoder's layouts have at most 64 lanes.
+            return;
+        }
+        // Only the lanes whose cut moved since the last step (a step moves one or two).
+        let mut mask = 0u64;
+        for (i, (&c, l)) in cut.iter().zip(self.last_cut.iter_mut()).enumerate() {
+            if c != *l {
+                mask |= 1 << i;
+                *l = c;
+            }
+        }
+        let mut m = [0u8; STEP_FIXED];
+        m[0] = T_STEP;
+        m[1..9].copy_from_slice(&st.step.to_le_bytes());
+        m[9] = st.kind as u8;
+        m[10] = st.src_lane;
+        m[11..19].copy_from_slice(&st.src_lane_seq.to_le_bytes());
+        m[19..27].copy_from_slice(&now.to_le_bytes());
+        m[27..29].copy_from_slice(&nc.to_le_bytes());
+        m[29..31].copy_from_slice(&np.to_le_bytes());
+        m[31..39].copy_from_slice(&mask.to_le_bytes());
+        self.stage.extend_from_slice(&m);
+        let mut bits = mask;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.put_u64(cut[i]);
         }
         self.stage.extend_from_slice(payload);
     }
@@ -359,6 +393,11 @@ struct Copies {
 impl Copies {
     fn reserve(&mut self, n: usize) {
         self.map.reserve(n);
+        // Fault the table in (a reservation maps its pages on first use).
+        for i in 0..n as u32 {
+            self.map.insert((u32::MAX, i, u64::MAX), i);
+        }
+        self.map.clear();
         self.slots.reserve(n);
         self.bufs.reserve(n);
         self.free.reserve(n);
@@ -452,6 +491,8 @@ pub struct ReplayTile<S: ReportingSink> {
     lag: ReplayLag,
     reported: u64,
     decoded: u64,
+    /// The cut of the last step received.
+    cut: [u64; CUT_MAX],
     failed: bool,
     c: TileCounters,
 }
@@ -477,6 +518,7 @@ pub fn pair<S: ReportingSink>(
             settled: 0,
             failed: None,
             decoded: 0,
+            last_cut: [0; CUT_MAX],
             c: TxCounters::default(),
         },
         ReplayTile {
@@ -493,6 +535,7 @@ pub fn pair<S: ReportingSink>(
             lag: ReplayLag::default(),
             reported: u64::MAX,
             decoded: 0,
+            cut: [0; CUT_MAX],
             failed: false,
             c: TileCounters::default(),
         },
@@ -575,33 +618,45 @@ impl<S: ReportingSink> ReplayTile<S> {
         let n = self.rx.pop_slice(&mut self.inbuf[self.filled..]);
         self.filled += n;
         self.c.bytes += n as u64;
+        let was = self.replay.lag().1;
         let mut at = 0;
         let mut settle = false;
-        while at < self.filled {
-            match self.parse(at, &mut settle) {
-                Ok(len) => {
-                    at += len;
-                    self.c.msgs += 1;
+        // Parse a chunk, replay it, and on: a backlog parsed whole before replaying would queue
+        // a ring's worth of records in the engine (its queues grow, the working set leaves the
+        // cache: 1.8× slower per message in `--bench replica`, 2026-12-03).
+        let mut more = true;
+        while more {
+            let end = at + PARSE_CHUNK;
+            while at < self.filled && at < end {
+                match self.parse(at, &mut settle) {
+                    Ok(len) => {
+                        at += len;
+                        self.c.msgs += 1;
+                    }
+                    Err(Parse::Short) if at > 0 || self.filled < self.inbuf.len() => {
+                        more = false;
+                        break;
+                    }
+                    Err(_) => {
+                        // Only this module writes the ring: a bad tag (or a message longer than
+                        // the buffer) is a bug, not input. Stop rather than replay a corrupt
+                        // stream.
+                        self.c.malformed += 1;
+                        self.fail(ReplayError::Stalled {
+                            step: self.replay.lag().1,
+                        });
+                        return true;
+                    }
                 }
-                Err(Parse::Short) if at > 0 || self.filled < self.inbuf.len() => break,
-                Err(_) => {
-                    // Only this module writes the ring: a bad tag (or a message longer than
-                    // the buffer) is a bug, not input. Stop rather than replay a corrupt stream.
-                    self.c.malformed += 1;
-                    self.fail(ReplayError::Stalled {
-                        step: self.replay.lag().1,
-                    });
-                    return true;
-                }
+            }
+            more &= at < self.filled;
+            if let Err(e) = self.replay.pump(&self.copies, &mut self.sink) {
+                self.fail(e);
+                return true;
             }
         }
         self.inbuf.copy_within(at..self.filled, 0);
         self.filled -= at;
-        let was = self.replay.lag().1;
-        if let Err(e) = self.replay.pump(&self.copies, &mut self.sink) {
-            self.fail(e);
-            return true;
-        }
         self.replay.note_replayed(now);
         self.copies.sweep();
         let done = self.replay.lag().1;
@@ -711,9 +766,14 @@ impl<S: ReportingSink> ReplayTile<S> {
                 need(STEP_FIXED)?;
                 let nc = u16_at(b, 27) as usize;
                 let np = u16_at(b, 29) as usize;
-                let len = STEP_FIXED + 8 * nc + np;
+                let mask = u64_at(b, 31);
+                let moved = mask.count_ones() as usize;
+                let len = STEP_FIXED + 8 * moved + np;
                 need(len)?;
                 let kind = StepKind::from_u8(b[9]).ok_or(Parse::Bad)?;
+                if nc > CUT_MAX || (nc < 64 && mask >> nc != 0) {
+                    return Err(Parse::Bad);
+                }
                 let st = Step {
                     step: u64_at(b, 1),
                     kind,
@@ -723,16 +783,17 @@ impl<S: ReportingSink> ReplayTile<S> {
                     spans: false,
                 };
                 let now = u64_at(b, 19);
-                let mut cut = [0u64; 64];
-                if nc > cut.len() {
-                    return Err(Parse::Bad);
+                let mut bits = mask;
+                let mut at = STEP_FIXED;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    self.cut[i] = u64_at(b, at);
+                    at += 8;
                 }
-                for (i, c) in cut[..nc].iter_mut().enumerate() {
-                    *c = u64_at(b, STEP_FIXED + 8 * i);
-                }
-                let payload = &b[STEP_FIXED + 8 * nc..len];
+                let payload = &b[at..len];
                 self.decoded = self.decoded.max(st.step);
-                self.replay.on_step(&st, &cut[..nc], payload);
+                self.replay.on_step(&st, &self.cut[..nc], payload);
                 self.replay.note_decoded(st.step, now);
                 Ok(len)
             }
