@@ -632,7 +632,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
         if let Some(&(name, x)) = map.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
             println!(
                 "  B-REP-7 on 07 §7.2's map, each stage on its own cores: {x:.2}x, set by the {name} \
-                 (≥ 1.5x at peak; the replica process runs every stage on one thread today)"
+                 (≥ 1.5x at peak; the replica process runs them on one thread, or two with replay on its own)"
             );
         }
     }
