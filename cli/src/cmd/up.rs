@@ -52,6 +52,9 @@ pub struct Args {
     /// journals overloaded the shared core, docs/benchmarks.md).
     #[arg(long)]
     pub journal_all: bool,
+    /// Every replica runs replay on its own thread (`vyrn replica --replay-thread`, 07 §7.2).
+    #[arg(long)]
+    pub replay_thread: bool,
     /// A line a second instead of the full-screen view (for logs and CI; the default when
     /// stdout is not a terminal).
     #[arg(long)]
@@ -659,6 +662,9 @@ fn up(a: Args) -> Result<bool, String> {
             if journals.last().is_some_and(|(j, _)| *j == i) {
                 args.extend(["--journal-cores".into(), list(&mine[1..])]);
             }
+        }
+        if a.replay_thread {
+            args.push("--replay-thread".into());
         }
         if let Some(c) = a.cut_path.as_ref().filter(|_| !a.netns) {
             args.extend(["--lab-cut-path".into(), c.clone()]);
