@@ -230,6 +230,28 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     // box's flush): 64 packets ahead of the frames' records, at the capture's packets per frame.
     let (n_data, n_frames) = (c.data.len(), c.frames.len().max(1));
     let ahead = move |i: usize| (i + 1) * n_data / n_frames + 64;
+    // The capture into a core as a replica receives it (the tiles ticked once per 16 frames),
+    // then the end of the input; answers to `sink` when replay runs inline.
+    let feed = |core: &mut ReplicaCore, sink: &mut CountingSink| {
+        let mut out = NullOut;
+        let mut d = 0;
+        for (i, f) in c.frames.iter().enumerate() {
+            while d < c.data.len() && d < ahead(i) {
+                core.on_data_frame(0, &c.data[d], i as u64, &mut out);
+                d += 1;
+            }
+            core.on_path_frame(0, f, i as u64, &mut out);
+            if i % 16 == 15 {
+                let _ = core.tick(i as u64, &mut out, sink);
+            }
+        }
+        while d < c.data.len() {
+            core.on_data_frame(0, &c.data[d], 0, &mut out);
+            d += 1;
+        }
+        let _ = core.tick(c.frames.len() as u64, &mut out, sink);
+        core.settle(sink);
+    };
     let mut answers = HashMap::new();
     let replica = on("whole").then(|| {
         measure_with_setup(
@@ -238,26 +260,8 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             c.msgs,
             fresh_core,
             |mut core| {
-                let mut out = NullOut;
                 let mut sink = CountingSink::default();
-                let mut d = 0;
-                for (i, f) in c.frames.iter().enumerate() {
-                    // Copy 2 runs a little ahead of the frames, as on a live home.
-                    while d < c.data.len() && d < ahead(i) {
-                        core.on_data_frame(0, &c.data[d], i as u64, &mut out);
-                        d += 1;
-                    }
-                    core.on_path_frame(0, f, i as u64, &mut out);
-                    if i % 16 == 15 {
-                        let _ = core.tick(i as u64, &mut out, &mut sink);
-                    }
-                }
-                while d < c.data.len() {
-                    core.on_data_frame(0, &c.data[d], 0, &mut out);
-                    d += 1;
-                }
-                let _ = core.tick(c.frames.len() as u64, &mut out, &mut sink);
-                core.settle(&mut sink);
+                feed(&mut core, &mut sink);
                 answers.insert(0, sink.0);
                 core
             },
@@ -286,23 +290,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             |(mut core, (stop, th))| {
                 let mut out = NullOut;
                 let mut none = CountingSink::default();
-                let mut d = 0;
-                for (i, f) in c.frames.iter().enumerate() {
-                    while d < c.data.len() && d < ahead(i) {
-                        core.on_data_frame(0, &c.data[d], i as u64, &mut out);
-                        d += 1;
-                    }
-                    core.on_path_frame(0, f, i as u64, &mut out);
-                    if i % 16 == 15 {
-                        let _ = core.tick(i as u64, &mut out, &mut none);
-                    }
-                }
-                while d < c.data.len() {
-                    core.on_data_frame(0, &c.data[d], 0, &mut out);
-                    d += 1;
-                }
-                let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
-                core.settle(&mut none);
+                feed(&mut core, &mut none);
                 while core.replay_tx().is_some_and(|t| t.settled() == 0) {
                     let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
                     std::hint::spin_loop();
@@ -316,27 +304,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     });
     // The two tiles of that split, each alone: the front into a ring that holds the whole
     // capture (nothing drains it), then the replay tile draining that ring.
-    let feed_front = |core: &mut ReplicaCore| {
-        let mut out = NullOut;
-        let mut none = CountingSink::default();
-        let mut d = 0;
-        for (i, f) in c.frames.iter().enumerate() {
-            while d < c.data.len() && d < ahead(i) {
-                core.on_data_frame(0, &c.data[d], i as u64, &mut out);
-                d += 1;
-            }
-            core.on_path_frame(0, f, i as u64, &mut out);
-            if i % 16 == 15 {
-                let _ = core.tick(i as u64, &mut out, &mut none);
-            }
-        }
-        while d < c.data.len() {
-            core.on_data_frame(0, &c.data[d], 0, &mut out);
-            d += 1;
-        }
-        let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
-        core.settle(&mut none);
-    };
+    let feed_front = |core: &mut ReplicaCore| feed(core, &mut CountingSink::default());
     let split_fresh = || {
         let (mut core, mut tile) =
             ReplicaCore::new_split(core_cfg.clone(), 1 << 27, CountingSink::default())
