@@ -345,6 +345,12 @@ pub enum ReplayError {
         /// The step waiting.
         step: u64,
     },
+    /// Replay's input could not be read (a replica's replay ring carried a message that does
+    /// not parse): replay stops rather than run a corrupt stream.
+    Input {
+        /// The last step replayed.
+        step: u64,
+    },
 }
 
 /// Where replay finds a keyed record's payload (07 §5.4, the data join): the copy of

@@ -317,11 +317,8 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
         }
     }
     fn block(&mut self, b: &BlockRoots) {
+        // Replay learned the block's end from its first BlockMark (`mark`).
         self.verdicts.on_block(b);
-        match self.replay {
-            ReplayPart::Inline(p) => p.on_block(b.height, b.last_step),
-            ReplayPart::Tile(t) => t.block(b.height, b.last_step),
-        }
         self.out.block(b);
     }
     fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {

@@ -12,7 +12,7 @@
 //! what was replayed ([`Replayer::lag`]), and in time, receipt to applied ([`Replayer::lag_time`]).
 //!
 //! **State roots** (07 §7.4): with roots on ([`Replayer::set_roots`]), replay stops at the last
-//! step of every root height `h` (the end of the block as the decoder closed it), takes `R(h)` —
+//! step of every root height `h` (the block's end, as its first BlockMark gives it), takes `R(h)` —
 //! the engine's state commitment with every lane at exactly that step's cut — and goes on. It
 //! never runs past the end of a root height's block before knowing it: while the open block is a
 //! root height, replay stops at the end of the block before; through any other block it runs as
@@ -83,9 +83,9 @@ pub struct ReplayLag {
     pub untimed: u64,
 }
 
-/// Where replay may run to, and the roots it took (07 §7.4). The clock follows the blocks the
-/// decoder closes (both substreams' BlockMarks passed, every step delivered), not the signed
-/// headers, which come later (the order hasher signs after the block's last full hash): replay
+/// Where replay may run to, and the roots it took (07 §7.4). The clock follows each block's end
+/// as its first BlockMark gives it (either substream's: both carry the same `last_step`), not
+/// the signed headers, which come later (the order hasher signs after the block's last full hash): replay
 /// runs freely through a block that is not a root height, stops at the end of the block before
 /// a root height until that block's end is decoded, and takes `R(h)` there.
 #[derive(Debug, Default)]
@@ -106,9 +106,11 @@ struct RootClock {
 
 impl RootClock {
     /// How far replay may run now. Every step decoded so far belongs to the open block (the
-    /// one after `closed`) or an earlier one: the decoder delivers a step of the block after
-    /// only once both substreams passed this one's BlockMark and its steps are out, which
-    /// closes it (07 §3.8 merge by StepId).
+    /// one after `closed`) or an earlier one: a step comes after its home substream's BlockMark
+    /// of the block before (07 §3.8), so that block's end is known before any of its steps.
+    /// (Waiting for both substreams' marks — the decoder's closed block — was not enough: a
+    /// step of the next block can be delivered before the other substream's mark, and `R(h)`
+    /// then depended on when that frame arrived.)
     fn bound(&self) -> u64 {
         match self.due.front() {
             Some(&(_, last_step)) => last_step,
@@ -194,7 +196,7 @@ impl Replayer {
         };
     }
 
-    /// A block the decoder closed: height and last step (its end, 07 §3.8).
+    /// A block's end: height and last step (its first BlockMark, 07 §3.9; repeats are ignored).
     pub fn on_block(&mut self, height: u64, last_step: u64) {
         let c = &mut self.roots;
         if c.root_blocks == 0 || height <= c.closed {

@@ -6,7 +6,7 @@
 //! in decode order, over one byte ring ([`ReplayTx`]):
 //!
 //! * each PacketRecord, each HashRun's `pkt_hash`, each step with its cut and payload (and when
-//!   its frame was decoded, for the replay lag of 07 §7.3), each closed block (the root clock of
+//!   its frame was decoded, for the replay lag of 07 §7.3), each block's end (the root clock of
 //!   07 §7.4);
 //! * each payload **copied once its record resolves** (07 §5.4: the stored copy of the key
 //!   whose full BLAKE3 the data side judged equal to the record's `pkt_hash`, count equal), so
@@ -249,7 +249,7 @@ impl ReplayTx {
         self.stage.extend_from_slice(payload);
     }
 
-    /// A block the decoder closed: height and last step.
+    /// A block's end (its first BlockMark): height and last step.
     pub fn block(&mut self, height: u64, last_step: u64) {
         self.stage.push(T_BLOCK);
         self.put_u64(height);
@@ -467,9 +467,11 @@ pub struct TileCounters {
     pub msgs: u64,
     /// Bytes taken off the ring.
     pub bytes: u64,
-    /// Malformed messages (never, from this module's encoder; counted, replay stops reading).
+    /// Malformed messages (never, from this module's encoder): counted, and replay stops with
+    /// [`ReplayError::Input`].
     pub malformed: u64,
-    /// Reports dropped because the back ring was full (progress only; roots wait).
+    /// Progress reports dropped because the back ring was full (roots, settles and a
+    /// divergence wait for room).
     pub reports_dropped: u64,
 }
 
@@ -483,8 +485,10 @@ pub struct ReplayTile<S: ReportingSink> {
     replay: Replayer,
     copies: Copies,
     back: spsc::Producer<Back>,
-    /// Roots taken but not yet reported (the back ring was full).
-    roots_out: VecDeque<(u64, Hash)>,
+    /// Reports that must reach the front (roots, settles, a divergence), waiting for room on
+    /// the back ring: retried every poll, never spun on (a stopped front must not hang the
+    /// tile's thread).
+    must: VecDeque<Back>,
     last_root: u64,
     sink: S,
     last_lag: u64,
@@ -528,7 +532,7 @@ pub fn pair<S: ReportingSink>(
             replay: Replayer::new(cfg),
             copies: Copies::default(),
             back: btx,
-            roots_out: VecDeque::new(),
+            must: VecDeque::new(),
             last_root: 0,
             sink,
             last_lag: 0,
@@ -612,8 +616,9 @@ impl<S: ReportingSink> ReplayTile<S> {
     /// One step: take what the ring holds, replay as far as the input allows, report. True when
     /// it did any work. After a divergence it does nothing more (reported once).
     pub fn poll(&mut self, now: u64) -> bool {
+        let sent = self.send_must();
         if self.failed {
-            return false;
+            return sent;
         }
         let n = self.rx.pop_slice(&mut self.inbuf[self.filled..]);
         self.filled += n;
@@ -642,7 +647,7 @@ impl<S: ReportingSink> ReplayTile<S> {
                         // the buffer) is a bug, not input. Stop rather than replay a corrupt
                         // stream.
                         self.c.malformed += 1;
-                        self.fail(ReplayError::Stalled {
+                        self.fail(ReplayError::Input {
                             step: self.replay.lag().1,
                         });
                         return true;
@@ -665,7 +670,8 @@ impl<S: ReportingSink> ReplayTile<S> {
             self.replay.settle(&mut self.sink);
             self.lag = self.replay.lag_time();
             let p = self.progress();
-            self.push_back(Back::Settled(p), true);
+            self.must.push_back(Back::Settled(p));
+            self.send_must();
         } else if done != self.reported || now.saturating_sub(self.last_lag) >= LAG_REPORT_NS {
             if now.saturating_sub(self.last_lag) >= LAG_REPORT_NS {
                 self.last_lag = now;
@@ -673,7 +679,9 @@ impl<S: ReportingSink> ReplayTile<S> {
             }
             self.reported = done;
             let p = self.progress();
-            self.push_back(Back::Progress(p), false);
+            if self.must.is_empty() && self.back.push(Back::Progress(p)).is_err() {
+                self.c.reports_dropped += 1;
+            }
         }
         n > 0 || done != was
     }
@@ -691,43 +699,33 @@ impl<S: ReportingSink> ReplayTile<S> {
 
     fn fail(&mut self, e: ReplayError) {
         self.failed = true;
-        // Must reach the front: wait for room (the front drains the back ring every tick).
-        let mut b = Back::Failed(e);
-        while let Err(x) = self.back.push(b) {
-            b = x;
-            std::hint::spin_loop();
-            std::thread::yield_now();
-        }
+        self.must.push_back(Back::Failed(e));
+        self.send_must();
     }
 
-    fn push_back(&mut self, b: Back, must: bool) {
-        if let Err(b) = self.back.push(b) {
-            if must {
-                let mut b = b;
-                while let Err(x) = self.back.push(b) {
-                    b = x;
-                    std::thread::yield_now();
-                }
-            } else {
-                self.c.reports_dropped += 1;
+    /// Push the reports that must reach the front, oldest first, while the back ring has room;
+    /// true when any went.
+    fn send_must(&mut self) -> bool {
+        let mut sent = false;
+        while let Some(b) = self.must.pop_front() {
+            if let Err(b) = self.back.push(b) {
+                self.must.push_front(b);
+                break;
             }
+            sent = true;
         }
+        sent
     }
 
     fn take_roots(&mut self) {
         // Roots are rare (every REP_ROOT_BLOCKS heights): the map is small.
         let mut h = self.last_root;
         while let Some((nh, r)) = self.replay.root_after(h) {
-            self.roots_out.push_back((nh, r));
+            self.must.push_back(Back::Root(nh, r));
             h = nh;
         }
         self.last_root = h;
-        while let Some(&(h, r)) = self.roots_out.front() {
-            if self.back.push(Back::Root(h, r)).is_err() {
-                break;
-            }
-            self.roots_out.pop_front();
-        }
+        self.send_must();
     }
 
     /// Parse and apply the message at `inbuf[at..]`; its length.
@@ -882,4 +880,88 @@ pub fn spawn<S: ReportingSink + Send + 'static>(
 /// core outside the process's set is left alone).
 fn pin_to(core: usize) {
     let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vyrn_engine::home::CountingSink;
+
+    fn tiles() -> (ReplayTx, ReplayTile<CountingSink>) {
+        pair(
+            EngineConfig::test_home(4, 4),
+            1 << 12,
+            CountingSink::default(),
+        )
+    }
+
+    #[test]
+    fn a_bad_tag_stops_replay_with_a_typed_error_and_a_counter_not_a_panic() {
+        let (mut tx, mut tile) = tiles();
+        tx.block(1, 0);
+        tx.stage.push(0xEE);
+        assert!(tx.flush());
+        assert!(tile.poll(1));
+        assert_eq!(tile.counters().malformed, 1);
+        assert_eq!(
+            tile.counters().msgs,
+            1,
+            "the good message before it was taken"
+        );
+        tx.drain_back();
+        assert_eq!(tx.failed(), Some(&ReplayError::Input { step: 0 }));
+        // Stopped for good: nothing more is read.
+        tx.block(2, 0);
+        tx.flush();
+        assert!(!tile.poll(2));
+        assert_eq!(tile.counters().msgs, 1);
+    }
+
+    #[test]
+    fn a_message_split_across_pops_waits_for_its_rest() {
+        let (mut tx, mut tile) = tiles();
+        let rec = PacketRecord {
+            lane: 1,
+            count: 1,
+            flags: 0,
+            session: 7,
+            slot: 3,
+            pkt_seq: 9,
+            rx_ts: 5,
+            first_lane_seq: 1,
+            fills_applied: 0,
+        };
+        tx.record(&rec);
+        let all = std::mem::take(&mut tx.stage);
+        assert_eq!(all.len(), RECORD_LEN);
+        assert_eq!(tx.tx.push_batch(&all[..10]), 10);
+        tile.poll(1);
+        assert_eq!((tile.counters().msgs, tile.counters().malformed), (0, 0));
+        assert_eq!(tx.tx.push_batch(&all[10..]), RECORD_LEN - 10);
+        tile.poll(2);
+        assert_eq!((tile.counters().msgs, tile.counters().malformed), (1, 0));
+        assert_eq!(tile.replay_counters().records, 1);
+    }
+
+    #[test]
+    fn a_full_back_ring_never_hangs_the_tile_and_loses_no_divergence() {
+        let (mut tx, mut tile) = tiles();
+        // The front never drains: a progress report per poll (the lag clock) fills the ring.
+        let mut now = 0;
+        for _ in 0..REPLAY_BACK_SLOTS + 16 {
+            now += LAG_REPORT_NS;
+            tile.poll(now);
+        }
+        assert!(tile.counters().reports_dropped > 0, "{:?}", tile.counters());
+        tx.stage.push(0xEE);
+        tx.flush();
+        // Returns with the ring still full (it used to spin until the front drained).
+        tile.poll(now + 1);
+        assert_eq!(tile.counters().malformed, 1);
+        tx.drain_back();
+        assert_eq!(tx.failed(), None, "no room yet");
+        assert!(tile.poll(now + 2), "the divergence goes once there is room");
+        tx.drain_back();
+        assert_eq!(tx.failed(), Some(&ReplayError::Input { step: 0 }));
+    }
 }

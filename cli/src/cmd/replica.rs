@@ -357,6 +357,34 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         &[],
         n.voted() as f64,
     );
+    // Replay on its own thread (--replay-thread): the ring between the front and replay.
+    if let Some(tx) = core.replay_tx() {
+        let c = tx.counters();
+        e.counter(
+            "vyrn_replica_replay_ring_bytes_total",
+            "bytes the front handed replay over its ring (--replay-thread)",
+            &[],
+            c.bytes,
+        );
+        e.counter(
+            "vyrn_replica_replay_ring_full_total",
+            "front pushes that found replay's ring full and staged the rest (--replay-thread)",
+            &[],
+            c.ring_full,
+        );
+        e.gauge(
+            "vyrn_replica_replay_staged_bytes",
+            "bytes staged at the front behind a full replay ring (--replay-thread)",
+            &[],
+            tx.staged() as f64,
+        );
+        e.gauge(
+            "vyrn_replica_replay_copies",
+            "payload copies the replay thread holds for records not yet replayed (--replay-thread)",
+            &[],
+            tx.progress().copies as f64,
+        );
+    }
     let (dec, rep) = core.replay_lag();
     e.gauge(
         "vyrn_replica_replay_lag_steps",
