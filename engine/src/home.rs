@@ -483,6 +483,37 @@ impl ReplayEngine {
         }
     }
 
+    /// The payload chosen for the keyed record of `lane` starting at `first_lane_seq` (the first
+    /// one still without its payload), copied into a reused buffer: the caller judged it (07
+    /// §5.4's join), so replay reads it as it is, with no [`Payloads`] lookup and no HashRun.
+    /// False when no such record waits (the caller fed the payload before its record).
+    pub fn set_payload(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) -> bool {
+        let Some(q) = self.recs.get_mut(lane as usize) else {
+            return false;
+        };
+        let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
+        let Some(e) = q
+            .range_mut(from..)
+            .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
+            .find(|(_, i)| matches!(i, Input::Keyed(_)))
+        else {
+            return false;
+        };
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.extend_from_slice(bytes);
+        e.1 = Input::Owned(b);
+        true
+    }
+
+    /// Keep `n` payload buffers of `cap` bytes ready for [`ReplayEngine::buffer`] and
+    /// [`ReplayEngine::set_payload`] (startup work: no allocation on the first records).
+    pub fn reserve_buffers(&mut self, n: usize, cap: usize) {
+        let n = n.min(SPARE_BUFFERS);
+        while self.spare.len() < n {
+            self.spare.push(Vec::with_capacity(cap));
+        }
+    }
+
     /// Lane passes that found the head record's payload not yet held (waiting for the data
     /// side or its hash).
     pub fn waits(&self) -> u64 {

@@ -237,9 +237,9 @@ impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
         self.out.data_alarm(a);
     }
     #[inline]
-    fn resolved(&mut self, key: PktKey, pkt_hash: u64, bytes: &[u8]) {
+    fn resolved(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) {
         if let Some(t) = self.tx.as_deref_mut() {
-            t.payload(key, pkt_hash, bytes);
+            t.payload(lane, first_lane_seq, bytes);
         }
     }
 }
@@ -291,9 +291,9 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
         {
             *self.refused += 1;
         }
-        match self.replay {
-            ReplayPart::Inline(p) => p.on_hash(lane, rec.first_lane_seq, pkt_hash),
-            ReplayPart::Tile(t) => t.hash(lane, rec.first_lane_seq, pkt_hash),
+        // The replay tile needs no hash: the join hands it each record's chosen payload.
+        if let ReplayPart::Inline(p) = self.replay {
+            p.on_hash(lane, rec.first_lane_seq, pkt_hash);
         }
     }
     fn mark(&mut self, stream: u8, height: u64, last_step: u64) {

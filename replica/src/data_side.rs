@@ -290,11 +290,13 @@ pub trait DataOut {
     fn copy_mismatch(&mut self, e: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]);
     /// An alarm.
     fn alarm(&mut self, a: DataAlarm);
-    /// A record of `key` resolved (07 §5.4): `bytes` is the copy whose full hash judged equal
-    /// to its `pkt_hash`. Replay on its own core takes its payloads from here
-    /// (`replay_tile`); inline replay reads the store in place and ignores it.
+    /// The record of `lane` starting at `first_lane_seq` resolved (07 §5.4): `bytes` is the
+    /// copy whose full hash judged equal to its `pkt_hash`, count equal. Called once per record,
+    /// after its HashRun (a record resolves only once its `pkt_hash` is known). Replay on its
+    /// own core takes its payloads from here (`replay_tile`); inline replay reads the store in
+    /// place and ignores it.
     #[inline]
-    fn resolved(&mut self, _key: PktKey, _pkt_hash: u64, _bytes: &[u8]) {}
+    fn resolved(&mut self, _lane: u8, _first_lane_seq: u64, _bytes: &[u8]) {}
 }
 
 /// Sends and raises nothing (benches and tests that look at the data side's own state).
@@ -794,6 +796,9 @@ impl Store {
 #[derive(Debug, Clone)]
 struct Rec {
     key: PktKey,
+    /// The record's lane and first LaneSeq (where replay queues it, for [`DataOut::resolved`]).
+    first_lane_seq: u64,
+    lane: u8,
     count: u8,
     advance: bool,
     pkt_hash: Option<u64>,
@@ -987,6 +992,8 @@ impl DataSide {
         self.hi_seq.reserve(PREFAULT_SESSIONS);
         let blank = Rec {
             key: PktKey::default(),
+            first_lane_seq: 0,
+            lane: 0,
             count: 0,
             advance: true,
             pkt_hash: None,
@@ -1417,8 +1424,8 @@ impl DataSide {
                 r.state = RecState::Resolved;
                 r.full = Some(p.full);
                 self.c.resolved += 1;
-                if let Some(h) = r.pkt_hash {
-                    out.resolved(r.key, h, p.bytes);
+                if r.pkt_hash.is_some() {
+                    out.resolved(r.lane, r.first_lane_seq, p.bytes);
                 }
             }
             _ => {
@@ -1470,6 +1477,8 @@ impl DataSide {
         let rid = sub.end();
         let mut rec = Rec {
             key,
+            first_lane_seq: r.first_lane_seq,
+            lane: r.lane,
             count: r.count,
             advance,
             pkt_hash: None,

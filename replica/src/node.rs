@@ -883,8 +883,9 @@ type ReplayThread = (
     std::thread::JoinHandle<ReplayTile<ReplaySink>>,
 );
 
-/// Payload copies the replay tile's slab holds before it grows (a few ms of the peak mix).
-const REPLAY_COPIES: usize = 1 << 14;
+/// Payload buffers the replay tile keeps ready (the engine reuses at most 4,096: a few ms of
+/// the peak mix resolved and not yet replayed).
+const REPLAY_COPIES: usize = 1 << 12;
 
 /// How often a diverged replica repeats its `Diverge` to the sequencer.
 const DIVERGE_REPEAT_NS: u64 = 100_000_000;

@@ -254,6 +254,23 @@ impl Replayer {
         self.eng.set_hash(lane, first_lane_seq, pkt_hash);
     }
 
+    /// The payload the join chose for the record of `lane` starting at `first_lane_seq` (07
+    /// §5.4; the replay tile's input): read as it is, no HashRun needed. False when no such
+    /// record waits.
+    pub fn on_payload(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) -> bool {
+        self.eng.set_payload(lane, first_lane_seq, bytes)
+    }
+
+    /// Keep `n` payload buffers of `cap` bytes ready (startup work, [`Replayer::on_payload`]).
+    pub fn reserve_buffers(&mut self, n: usize, cap: usize) {
+        self.eng.reserve_buffers(n, cap);
+    }
+
+    /// Records and steps fed and not yet replayed.
+    pub fn backlog(&self) -> (usize, usize) {
+        self.eng.backlog()
+    }
+
     /// A decoded step with its cut and payload.
     pub fn on_step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
         self.decoded_step = self.decoded_step.max(s.step);

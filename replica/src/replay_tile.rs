@@ -5,15 +5,15 @@
 //! tile** ([`ReplayTile`]: the engine in replay mode). The front hands replay what it decoded,
 //! in decode order, over one byte ring ([`ReplayTx`]):
 //!
-//! * each PacketRecord, each HashRun's `pkt_hash`, each step with its cut and payload (and when
-//!   its frame was decoded, for the replay lag of 07 §7.3), each block's end (the root clock of
-//!   07 §7.4);
-//! * each payload **copied once its record resolves** (07 §5.4: the stored copy of the key
-//!   whose full BLAKE3 the data side judged equal to the record's `pkt_hash`, count equal), so
-//!   replay never reads the data side's store, which stays the front's alone (one writer, no
-//!   lock). A payload the data side judged a mismatch is never handed over: replay waits for
-//!   the copy that resolves the record (the sequencer's, 07 §5.6), where reading the store in
-//!   place would take any copy whose 8-byte hash matched.
+//! * each PacketRecord, each step with its cut and payload (and when its frame was decoded, for
+//!   the replay lag of 07 §7.3), each block's end (the root clock of 07 §7.4);
+//! * each record's payload **copied once the record resolves** (07 §5.4: the stored copy of
+//!   the key whose full BLAKE3 the data side judged equal to the record's `pkt_hash`, count
+//!   equal), addressed to the record itself — its lane and first LaneSeq — so replay never
+//!   reads the data side's store, which stays the front's alone (one writer, no lock), and
+//!   needs neither the HashRuns nor a map of copies. A payload the data side judged a mismatch
+//!   is never handed over: replay waits for the copy that resolves the record (the
+//!   sequencer's, 07 §5.6).
 //!
 //! Replay hands back, over a second ring, every state root it takes (07 §7.4, the root votes
 //! read them at the front), its progress (the last step replayed, which bounds what the front
@@ -26,23 +26,20 @@
 //! **Hot path.** Neither side allocates once warm: the front encodes into a reused staging
 //! buffer and pushes it to the ring in one batch per call ([`ReplayTx::flush`]); a full ring
 //! leaves the rest staged (never blocks the front, never drops: the staging buffer grows only
-//! while replay is behind by more than the ring). The tile copies payloads into a slab of
-//! fixed slots ([`REQ_MAX_LEN`] bytes each) indexed by `(session, pkt_seq, pkt_hash)`, freed in
-//! arrival order once every record that needed the copy has read it. No lock, no syscall: the
-//! rings are `vyrn_rings::spsc`.
+//! while replay is behind by more than the ring). The tile copies each payload into a buffer
+//! the engine reuses once the record ran (`ReplayEngine::set_payload`; a map of copies keyed by
+//! `(session, pkt_seq, pkt_hash)` cost ~10 % of the tile, `--bench replica`, 2026-12-04). No
+//! lock, no syscall: the rings are `vyrn_rings::spsc`.
 
-use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use vyrn_engine::hash::SeededState;
-use vyrn_engine::home::{EngineSink, Payloads, ReplayError};
+use vyrn_engine::home::{EngineSink, NoPayloads, ReplayError};
 use vyrn_engine::EngineConfig;
 use vyrn_rings::spsc;
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
-use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::{PacketRecord, Step, StepKind};
 
 use crate::replay::{ReplayCounters, ReplayLag, Replayer};
@@ -61,7 +58,6 @@ const LAG_REPORT_NS: u64 = 1_000_000;
 
 // Message tags on the front → replay ring (little-endian fields, private to this module).
 const T_RECORD: u8 = 1;
-const T_HASH: u8 = 2;
 const T_STEP: u8 = 3;
 const T_BLOCK: u8 = 4;
 const T_PAYLOAD: u8 = 5;
@@ -70,8 +66,6 @@ const T_SETTLE: u8 = 7;
 
 /// Bytes of a PacketRecord message, tag included.
 const RECORD_LEN: usize = 1 + 3 + 4 + 2 + 4 + 8 * 3;
-/// Bytes of a HashRun message.
-const HASH_LEN: usize = 1 + 1 + 8 + 8;
 /// Bytes of a block message.
 const BLOCK_LEN: usize = 1 + 8 + 8;
 /// Bytes of a roots message.
@@ -82,8 +76,8 @@ const ROOTS_LEN: usize = 1 + 8 * 3;
 const STEP_FIXED: usize = 1 + 8 + 1 + 1 + 8 + 8 + 2 + 2 + 8;
 /// Most lanes a cut has (the layouts' bound).
 const CUT_MAX: usize = 64;
-/// A payload message's fixed part: tag, session, pkt_seq, pkt_hash, length.
-const PAYLOAD_FIXED: usize = 1 + 4 + 4 + 8 + 1;
+/// A payload message's fixed part: tag, lane, first_lane_seq, length.
+const PAYLOAD_FIXED: usize = 1 + 1 + 8 + 1;
 
 /// What the replay tile reports back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,8 +105,8 @@ pub struct ReplayProgress {
     pub counters: ReplayCounters,
     /// What the sink saw.
     pub sink: SinkReport,
-    /// Payload copies held by the tile now.
-    pub copies: u64,
+    /// Records waiting in replay's lanes now (for their payload, or for their turn).
+    pub waiting: u64,
 }
 
 /// What a sink reports across the ring (the replica's digest sink fills it; others need not).
@@ -201,16 +195,6 @@ impl ReplayTx {
         self.stage.extend_from_slice(&m);
     }
 
-    /// A HashRun's `pkt_hash` for the record of `lane` starting at `first_lane_seq`.
-    pub fn hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
-        let mut m = [0u8; HASH_LEN];
-        m[0] = T_HASH;
-        m[1] = lane;
-        m[2..10].copy_from_slice(&first_lane_seq.to_le_bytes());
-        m[10..18].copy_from_slice(&pkt_hash.to_le_bytes());
-        self.stage.extend_from_slice(&m);
-    }
-
     /// A decoded step with its cut and payload, its frame decoded at `now`.
     pub fn step(&mut self, st: &Step, cut: &[u64], payload: &[u8], now: u64) {
         self.decoded = self.decoded.max(st.step);
@@ -256,8 +240,9 @@ impl ReplayTx {
         self.put_u64(last_step);
     }
 
-    /// The copy of `key` that resolved a record with `pkt_hash` (07 §5.4).
-    pub fn payload(&mut self, key: PktKey, pkt_hash: u64, bytes: &[u8]) {
+    /// The copy that resolved the record of `lane` starting at `first_lane_seq` (07 §5.4),
+    /// after that record ([`ReplayTx::record`]).
+    pub fn payload(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) {
         let Some(len) = u8::try_from(bytes.len())
             .ok()
             .filter(|_| bytes.len() <= REQ_MAX_LEN)
@@ -266,11 +251,12 @@ impl ReplayTx {
             return;
         };
         self.c.payloads += 1;
-        self.stage.push(T_PAYLOAD);
-        self.stage.extend_from_slice(&key.session.to_le_bytes());
-        self.stage.extend_from_slice(&key.pkt_seq.to_le_bytes());
-        self.put_u64(pkt_hash);
-        self.stage.push(len);
+        let mut m = [0u8; PAYLOAD_FIXED];
+        m[0] = T_PAYLOAD;
+        m[1] = lane;
+        m[2..10].copy_from_slice(&first_lane_seq.to_le_bytes());
+        m[10] = len;
+        self.stage.extend_from_slice(&m);
         self.stage.extend_from_slice(bytes);
     }
 
@@ -369,97 +355,6 @@ impl ReplayTx {
     }
 }
 
-/// A payload copy on the replay side.
-#[derive(Debug)]
-struct Copy_ {
-    key: (u32, u32, u64),
-    len: u8,
-    /// Records that resolved to this copy (each payload message adds one).
-    refs: u32,
-    /// Records that read it (the engine reads a record's payload once, when it runs it).
-    reads: Cell<u32>,
-}
-
-/// Payload copies by `(session, pkt_seq, pkt_hash)`, freed in arrival order once read.
-#[derive(Debug, Default)]
-struct Copies {
-    map: HashMap<(u32, u32, u64), u32, SeededState>,
-    slots: Vec<Copy_>,
-    bufs: Vec<[u8; REQ_MAX_LEN]>,
-    free: Vec<u32>,
-    fifo: VecDeque<u32>,
-}
-
-impl Copies {
-    fn reserve(&mut self, n: usize) {
-        self.map.reserve(n);
-        // Fault the table in (a reservation maps its pages on first use).
-        for i in 0..n as u32 {
-            self.map.insert((u32::MAX, i, u64::MAX), i);
-        }
-        self.map.clear();
-        self.slots.reserve(n);
-        self.bufs.reserve(n);
-        self.free.reserve(n);
-        self.fifo.reserve(n);
-    }
-
-    fn insert(&mut self, key: (u32, u32, u64), bytes: &[u8]) {
-        if let Some(&i) = self.map.get(&key) {
-            // A second record of the same key and hash (a resend the box logged twice).
-            self.slots[i as usize].refs += 1;
-            return;
-        }
-        let c = Copy_ {
-            key,
-            len: bytes.len() as u8,
-            refs: 1,
-            reads: Cell::new(0),
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = c;
-                i
-            }
-            None => {
-                self.slots.push(c);
-                self.bufs.push([0; REQ_MAX_LEN]);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.bufs[i as usize][..bytes.len()].copy_from_slice(bytes);
-        self.map.insert(key, i);
-        self.fifo.push_back(i);
-    }
-
-    /// Free the oldest copies every record has read.
-    fn sweep(&mut self) {
-        while let Some(&i) = self.fifo.front() {
-            let c = &self.slots[i as usize];
-            if c.reads.get() < c.refs {
-                break;
-            }
-            self.map.remove(&c.key);
-            self.fifo.pop_front();
-            self.free.push(i);
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.fifo.len()
-    }
-}
-
-impl Payloads for Copies {
-    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
-        let &i = self.map.get(&(session, pkt_seq, pkt_hash))?;
-        let c = &self.slots[i as usize];
-        // The engine runs the record as soon as its payload is found (`run_with`).
-        c.reads.set(c.reads.get() + 1);
-        Some(&self.bufs[i as usize][..c.len as usize])
-    }
-}
-
 /// Counters of the replay tile.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TileCounters {
@@ -470,6 +365,9 @@ pub struct TileCounters {
     /// Malformed messages (never, from this module's encoder): counted, and replay stops with
     /// [`ReplayError::Input`].
     pub malformed: u64,
+    /// Payloads for no waiting record (never: the front sends a record before its payload):
+    /// counted, and replay stops with [`ReplayError::Input`] (that record would wait forever).
+    pub orphans: u64,
     /// Progress reports dropped because the back ring was full (roots, settles and a
     /// divergence wait for room).
     pub reports_dropped: u64,
@@ -483,7 +381,6 @@ pub struct ReplayTile<S: ReportingSink> {
     inbuf: Box<[u8]>,
     filled: usize,
     replay: Replayer,
-    copies: Copies,
     back: spsc::Producer<Back>,
     /// Reports that must reach the front (roots, settles, a divergence), waiting for room on
     /// the back ring: retried every poll, never spun on (a stopped front must not hang the
@@ -530,7 +427,6 @@ pub fn pair<S: ReportingSink>(
             inbuf: vec![0u8; INBUF_BYTES].into_boxed_slice(),
             filled: 0,
             replay: Replayer::new(cfg),
-            copies: Copies::default(),
             back: btx,
             must: VecDeque::new(),
             last_root: 0,
@@ -568,24 +464,16 @@ enum Parse {
     Short,
     /// Not a message of this module.
     Bad,
+    /// A payload for no waiting record.
+    Orphan,
 }
 
 impl<S: ReportingSink> ReplayTile<S> {
-    /// Touch the working set before the first record: the engine's books and queues, and room
-    /// for `copies` payload copies.
+    /// Touch the working set before the first record: the engine's books and queues, and
+    /// `copies` payload buffers.
     pub fn prefault(&mut self, copies: usize) {
         self.replay.prefault();
-        self.copies.reserve(copies);
-        for _ in 0..copies {
-            self.copies.bufs.push([0; REQ_MAX_LEN]);
-            self.copies.slots.push(Copy_ {
-                key: (0, 0, 0),
-                len: 0,
-                refs: 0,
-                reads: Cell::new(0),
-            });
-        }
-        self.copies.free.extend((0..copies as u32).rev());
+        self.replay.reserve_buffers(copies, REQ_MAX_LEN);
     }
 
     /// The sink.
@@ -608,9 +496,9 @@ impl<S: ReportingSink> ReplayTile<S> {
         self.replay.counters()
     }
 
-    /// Payload copies held now.
-    pub fn copies(&self) -> usize {
-        self.copies.len()
+    /// Records waiting in replay's lanes now (for a payload or their turn; 0 once drained).
+    pub fn waiting(&self) -> usize {
+        self.replay.backlog().0
     }
 
     /// One step: take what the ring holds, replay as far as the input allows, report. True when
@@ -642,11 +530,15 @@ impl<S: ReportingSink> ReplayTile<S> {
                         more = false;
                         break;
                     }
-                    Err(_) => {
+                    Err(e) => {
                         // Only this module writes the ring: a bad tag (or a message longer than
-                        // the buffer) is a bug, not input. Stop rather than replay a corrupt
-                        // stream.
-                        self.c.malformed += 1;
+                        // the buffer, or a payload for no record) is a bug, not input. Stop
+                        // rather than replay a corrupt stream.
+                        if matches!(e, Parse::Orphan) {
+                            self.c.orphans += 1;
+                        } else {
+                            self.c.malformed += 1;
+                        }
                         self.fail(ReplayError::Input {
                             step: self.replay.lag().1,
                         });
@@ -655,7 +547,7 @@ impl<S: ReportingSink> ReplayTile<S> {
                 }
             }
             more &= at < self.filled;
-            if let Err(e) = self.replay.pump(&self.copies, &mut self.sink) {
+            if let Err(e) = self.replay.pump(&NoPayloads, &mut self.sink) {
                 self.fail(e);
                 return true;
             }
@@ -663,7 +555,6 @@ impl<S: ReportingSink> ReplayTile<S> {
         self.inbuf.copy_within(at..self.filled, 0);
         self.filled -= at;
         self.replay.note_replayed(now);
-        self.copies.sweep();
         let done = self.replay.lag().1;
         self.take_roots();
         if settle {
@@ -693,7 +584,7 @@ impl<S: ReportingSink> ReplayTile<S> {
             lag: self.lag,
             counters: self.replay.counters(),
             sink: self.sink.report(),
-            copies: self.copies.len() as u64,
+            waiting: self.replay.backlog().0 as u64,
         }
     }
 
@@ -755,11 +646,6 @@ impl<S: ReportingSink> ReplayTile<S> {
                 self.replay.on_record(&r);
                 Ok(RECORD_LEN)
             }
-            T_HASH => {
-                need(HASH_LEN)?;
-                self.replay.on_hash(b[1], u64_at(b, 2), u64_at(b, 10));
-                Ok(HASH_LEN)
-            }
             T_STEP => {
                 need(STEP_FIXED)?;
                 let nc = u16_at(b, 27) as usize;
@@ -802,14 +688,17 @@ impl<S: ReportingSink> ReplayTile<S> {
             }
             T_PAYLOAD => {
                 need(PAYLOAD_FIXED)?;
-                let n = b[17] as usize;
+                let n = b[10] as usize;
                 need(PAYLOAD_FIXED + n)?;
                 if n > REQ_MAX_LEN {
                     return Err(Parse::Bad);
                 }
-                let key = (u32_at(b, 1), u32_at(b, 5), u64_at(b, 9));
-                self.copies
-                    .insert(key, &b[PAYLOAD_FIXED..PAYLOAD_FIXED + n]);
+                if !self
+                    .replay
+                    .on_payload(b[1], u64_at(b, 2), &b[PAYLOAD_FIXED..PAYLOAD_FIXED + n])
+                {
+                    return Err(Parse::Orphan);
+                }
                 Ok(PAYLOAD_FIXED + n)
             }
             T_ROOTS => {
@@ -941,6 +830,41 @@ mod tests {
         tile.poll(2);
         assert_eq!((tile.counters().msgs, tile.counters().malformed), (1, 0));
         assert_eq!(tile.replay_counters().records, 1);
+    }
+
+    #[test]
+    fn a_payload_goes_to_its_record_and_one_for_no_record_stops_replay() {
+        let (mut tx, mut tile) = tiles();
+        let rec = |first_lane_seq| PacketRecord {
+            lane: 2,
+            count: 1,
+            flags: 0,
+            session: 7,
+            slot: 3,
+            pkt_seq: first_lane_seq as u32,
+            rx_ts: 5,
+            first_lane_seq,
+            // Waits for step 100's events: the records stay queued, never run.
+            fills_applied: 100,
+        };
+        tx.record(&rec(1));
+        tx.record(&rec(2));
+        // The second record's payload first: each goes to the record it names.
+        tx.payload(2, 2, b"second");
+        tx.payload(2, 1, b"first");
+        assert!(tx.flush());
+        tile.poll(1);
+        assert_eq!((tile.counters().msgs, tile.counters().orphans), (4, 0));
+        assert_eq!(tile.waiting(), 2);
+        tx.drain_back();
+        assert_eq!(tx.failed(), None);
+        // A payload for a record replay never got would leave that record waiting forever.
+        tx.payload(2, 9, b"none");
+        tx.flush();
+        assert!(tile.poll(2));
+        assert_eq!(tile.counters().orphans, 1);
+        tx.drain_back();
+        assert!(matches!(tx.failed(), Some(ReplayError::Input { .. })));
     }
 
     #[test]

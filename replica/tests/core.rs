@@ -320,6 +320,6 @@ fn settle(
         (None, None) => unreachable!(),
     };
     assert_eq!(t.counters().malformed, 0);
-    assert_eq!(t.copies(), 0, "every payload copy read and freed");
+    assert_eq!(t.waiting(), 0, "every record replayed, none left waiting");
     t.into_sink()
 }

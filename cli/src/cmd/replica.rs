@@ -379,10 +379,10 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             tx.staged() as f64,
         );
         e.gauge(
-            "vyrn_replica_replay_copies",
-            "payload copies the replay thread holds for records not yet replayed (--replay-thread)",
+            "vyrn_replica_replay_records_waiting",
+            "records queued in the replay thread's lanes, for their payload or their turn (--replay-thread)",
             &[],
-            tx.progress().copies as f64,
+            tx.progress().waiting as f64,
         );
     }
     let (dec, rep) = core.replay_lag();
