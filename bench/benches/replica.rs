@@ -41,9 +41,10 @@ use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
 use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
+use vyrn_replica::replay_split::{SplitSlots, WorkerIdle, Workers};
 use vyrn_replica::replay_tile::{spawn, Idle, REPLAY_RING_BYTES};
 use vyrn_replica::verdict::{Anchor, Verdicts};
-use vyrn_seq::testkit::capture::{capture, capture_batched};
+use vyrn_seq::testkit::capture::{capture, capture_batched, capture_pipelined};
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
@@ -159,6 +160,15 @@ fn main() {
                 let c = capture_batched(&cfg, EPOCH, 1_000_000, 5, Mix::peak(), n, 16);
                 run("peak mix", &cfg, &c, r);
             }
+            // The peak mix again, captured with the box's lanes running beside its BBO core (the
+            // cut core, then the lanes, then the BBO core each round): records'
+            // `fills_applied` lag by a batch, the slack the replay lanes and replay BBO core
+            // overlap in (`capture_pipelined`).
+            "pipe" => {
+                let n = if quick() { 400 } else { 8_000 };
+                let c = capture_pipelined(&cfg, EPOCH, 1_000_000, 5, Mix::peak(), n, 16);
+                run("peak mix, lanes beside the BBO core", &cfg, &c, r);
+            }
             // A lightly loaded box: 1 msg per packet, the tiles polled after every packet (a
             // frame or two per packet), 100 µs blocks.
             "light" => {
@@ -166,7 +176,7 @@ fn main() {
                 let c = capture(&cfg, EPOCH, 100_000, 5, Mix::clean(), n);
                 run("light load", &cfg, &c, r);
             }
-            other => eprintln!("VYRN_BENCH_SHAPE: no shape {other:?} (peak, light)"),
+            other => eprintln!("VYRN_BENCH_SHAPE: no shape {other:?} (peak, pipe, light)"),
         }
     }
 }
@@ -302,6 +312,59 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             },
         )
     });
+    // 07 §7.2's map in the process: the front on this thread, the replay BBO core (the tile)
+    // and the replay lanes on threads of their own — three threads, on however many cores the
+    // box has (this VM: two, so the three share them and wait as a shared box's do).
+    let threaded_lanes = on("lanes").then(|| {
+        measure_with_setup(
+            "replica, front + replay BBO core + replay lanes on three threads (per msg)",
+            r,
+            c.msgs,
+            || {
+                let (mut core, mut tile) = ReplicaCore::new_split_lanes(
+                    core_cfg.clone(),
+                    REPLAY_RING_BYTES,
+                    CountingSink::default(),
+                    Workers::Threads {
+                        n: 1,
+                        cores: Vec::new(),
+                        idle: WorkerIdle::Backoff,
+                    },
+                    SplitSlots::default(),
+                )
+                .expect("core");
+                core.prefault();
+                tile.prefault(1 << 14);
+                let th = spawn(tile, || 0, None, Idle::Backoff).expect("replay thread");
+                (core, th)
+            },
+            |(mut core, (stop, th))| {
+                let mut out = NullOut;
+                let mut none = CountingSink::default();
+                feed(&mut core, &mut none);
+                while core.replay_tx().is_some_and(|t| t.settled() == 0) {
+                    let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
+                    std::thread::yield_now();
+                }
+                stop.store(true, std::sync::atomic::Ordering::Release);
+                let tile = th.join().expect("replay thread");
+                answers.insert(5, tile.report().responses);
+                (core, tile)
+            },
+        )
+    });
+    if let Some(t) = &threaded_lanes {
+        println!(
+            "  replay speed from the wire vs live, 07 §7.2's map on three threads: {:.2}x",
+            live.p50_ns() / t.p50_ns()
+        );
+    }
+    if let (Some(a), Some(b)) = (answers.get(&0), answers.get(&5)) {
+        assert_eq!(
+            a, b,
+            "the three-thread replica answered as inline replay did"
+        );
+    }
     // The two tiles of that split, each alone: the front into a ring that holds the whole
     // capture (nothing drains it), then the replay tile draining that ring.
     let feed_front = |core: &mut ReplicaCore| feed(core, &mut CountingSink::default());
@@ -343,6 +406,75 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             },
         )
     });
+    // 07 §7.2 further: the tile as the replay BBO core, its lanes on a worker — polled in turn
+    // by the tile (one thread: the split's own cost), or on a thread of its own (two threads).
+    let lanes_fresh = |workers: Workers| {
+        let (mut core, mut tile) = ReplicaCore::new_split_lanes(
+            core_cfg.clone(),
+            1 << 27,
+            CountingSink::default(),
+            workers,
+            SplitSlots::default(),
+        )
+        .expect("core");
+        core.prefault();
+        tile.prefault(1 << 14);
+        feed_front(&mut core);
+        (core, tile)
+    };
+    let lanes_turn = on("lanes").then(|| {
+        measure_with_setup(
+            "  replay tile split, BBO core + lanes polled in turn (one thread), from the full ring (per msg)",
+            r,
+            c.msgs,
+            || lanes_fresh(Workers::Inline(1)),
+            |(core, mut tile)| {
+                while tile.poll(0) {}
+                answers.insert(3, tile.report().responses);
+                (core, tile)
+            },
+        )
+    });
+    let lanes_thread = on("lanes").then(|| {
+        measure_with_setup(
+            "  replay tile split, BBO core on this thread + lanes on a second, from the full ring (per msg)",
+            r,
+            c.msgs,
+            || {
+                lanes_fresh(Workers::Threads {
+                    n: 1,
+                    cores: Vec::new(),
+                    idle: WorkerIdle::Spin,
+                })
+            },
+            |(core, mut tile)| {
+                while tile.poll(0) {}
+                answers.insert(4, tile.report().responses);
+                (core, tile)
+            },
+        )
+    });
+    for k in [3, 4] {
+        if let (Some(a), Some(b)) = (answers.get(&0), answers.get(&k)) {
+            assert_eq!(a, b, "the split replay tile answered as inline replay did");
+        }
+    }
+    if let Some(t) = &lanes_turn {
+        println!(
+            "  the split on one thread vs live: {:.2}x (its own cost: rings, words, handovers)",
+            live.p50_ns() / t.p50_ns()
+        );
+    }
+    if let Some(t) = &lanes_thread {
+        println!(
+            "  replay from the ring, BBO core and lanes on two threads: {:.2}x live{}",
+            live.p50_ns() / t.p50_ns(),
+            tile_alone.as_ref().map_or(String::new(), |a| format!(
+                ", {:.2}x the one-thread tile",
+                a.p50_ns() / t.p50_ns()
+            ))
+        );
+    }
     if let (Some(a), Some(b)) = (answers.get(&0), answers.get(&2)) {
         assert_eq!(a, b, "the replay tile alone answered as inline replay did");
     }
@@ -492,6 +624,37 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
         }
     }
     let payloads = stored();
+    // `VYRN_BENCH_SLACK=1`: how far ahead of the steps that need them the capture's records
+    // may run (first step whose cut covers the record less its `fills_applied`): the slack
+    // replay's lanes and BBO core can overlap in, by log2 bucket.
+    if std::env::var("VYRN_BENCH_SLACK").is_ok() {
+        let mut steps: Vec<(u64, Vec<u64>)> = Vec::new();
+        let mut recs = Vec::new();
+        for ev in &tap.0 {
+            match ev {
+                Ev::Step(s, cut, _) => steps.push((s.step, cut.clone())),
+                Ev::Rec(r) => recs.push(*r),
+                _ => {}
+            }
+        }
+        steps.sort_by_key(|x| x.0);
+        let mut hist = std::collections::BTreeMap::new();
+        for r in &recs {
+            let last = r.first_lane_seq + r.count.max(1) as u64 - 1;
+            let i = steps.partition_point(|(_, c)| c[r.lane as usize] < last);
+            let c = steps.get(i).map_or(u64::MAX, |x| x.0);
+            let d = c as i64 - r.fills_applied as i64;
+            let b = if d <= 0 {
+                d
+            } else {
+                64 - (d as u64).leading_zeros() as i64
+            };
+            *hist.entry(b).or_insert(0u64) += 1;
+        }
+        eprintln!(
+            "SLACK (first step needing the record - its fills_applied, log2 buckets): {hist:?}"
+        );
+    }
     let want = answers.get(&0).copied().unwrap_or(0);
     let replay_only = on("replay").then(|| {
         measure_with_setup(

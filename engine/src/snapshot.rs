@@ -404,6 +404,27 @@ pub(crate) fn commit(p: &Parts<'_>) -> [u8; 32] {
     state_root(&v)
 }
 
+/// The state commitment of an engine whose lanes and BBO core ran apart (replay split across
+/// threads, the replica's replay lanes and replay BBO core of 07 §7.2), gathered at one point:
+/// every lane at the cut of the BBO core's last step, `fwd[l]` the ops lane `l` published that
+/// no step took yet, `events[l]` the events lane `l` has not applied yet. The same bytes as
+/// [`crate::home::Tiles::state_root`] for the same state.
+pub fn state_root_of(
+    cfg: &EngineConfig,
+    lanes: &[Lane],
+    bbo: &Bbo,
+    fwd: &[VecDeque<Fwd>],
+    events: &[VecDeque<LaneEvent>],
+) -> [u8; 32] {
+    commit(&Parts {
+        cfg,
+        lanes,
+        bbo,
+        fwd,
+        events,
+    })
+}
+
 /// Write a REP_Snapshot file.
 pub(crate) fn write(p: &Parts<'_>, meta: &SnapMeta, rep: &ReplicationState) -> Vec<u8> {
     let secs = sections(p, rep);

@@ -353,6 +353,21 @@ impl ReplicaCore {
         Ok((Self::with_replay(cfg, ReplayPart::Tile(tx))?, tile))
     }
 
+    /// [`ReplicaCore::new_split`] with the tile's engine split across cores too: the tile is
+    /// the replay BBO core, the lanes run on `workers` ([`crate::replay_split`], 07 §7.2).
+    pub fn new_split_lanes<S: ReportingSink + Default + Send + 'static>(
+        cfg: CoreConfig,
+        ring_bytes: usize,
+        sink: S,
+        workers: crate::replay_split::Workers,
+        slots: crate::replay_split::SplitSlots,
+    ) -> Result<(Self, ReplayTile<S>), &'static str> {
+        let (tx, tile) =
+            crate::replay_tile::pair_split(cfg.engine.clone(), ring_bytes, sink, workers, slots)
+                .map_err(|_| "cannot start the replay lane threads")?;
+        Ok((Self::with_replay(cfg, ReplayPart::Tile(tx))?, tile))
+    }
+
     fn with_replay(cfg: CoreConfig, replay: ReplayPart) -> Result<Self, &'static str> {
         let lay: Layout = cfg.engine.layout;
         Ok(ReplicaCore {

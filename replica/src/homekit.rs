@@ -213,6 +213,8 @@ impl LoopbackHome {
                 s
             }),
             replay_tile: self.replay_tile.contains(&i) || self.replay_thread.contains(&i),
+            replay_lanes: 0,
+            replay_lane_cores: Vec::new(),
         };
         let mut node = Node::open(&cfg)?;
         if self.cut_data.contains(&i) {

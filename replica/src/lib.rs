@@ -23,6 +23,7 @@ pub mod order_journal;
 pub mod order_rx;
 pub mod record;
 pub mod replay;
+pub mod replay_split;
 pub mod replay_tile;
 pub mod verdict;
 pub mod voter;

@@ -113,6 +113,12 @@ pub struct NodeConfig {
     /// with the core until [`Node::start_replay_thread`] moves it to its own thread. False:
     /// replay inline, every stage on the node's thread (a shared 2-core box).
     pub replay_tile: bool,
+    /// With `replay_tile`: the replay engine split too (07 §7.2), the tile the replay BBO core
+    /// and the lanes on this many threads of their own ([`crate::replay_split`]); 0: the tile
+    /// runs the lanes itself.
+    pub replay_lanes: usize,
+    /// Cores to pin the replay lane threads to (one each, in order; they then spin when idle).
+    pub replay_lane_cores: Vec<usize>,
 }
 
 /// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
@@ -961,11 +967,30 @@ impl Node {
             anchor: Anchor::default(),
         };
         let (mut core, tile) = if cfg.replay_tile {
-            let (core, mut tile) = ReplicaCore::new_split(
-                cc,
-                crate::replay_tile::REPLAY_RING_BYTES,
-                ReplaySink::default(),
-            )?;
+            let (core, mut tile) = if cfg.replay_lanes > 0 {
+                let idle = if cfg.replay_lane_cores.is_empty() {
+                    crate::replay_split::WorkerIdle::Backoff
+                } else {
+                    crate::replay_split::WorkerIdle::Spin
+                };
+                ReplicaCore::new_split_lanes(
+                    cc,
+                    crate::replay_tile::REPLAY_RING_BYTES,
+                    ReplaySink::default(),
+                    crate::replay_split::Workers::Threads {
+                        n: cfg.replay_lanes,
+                        cores: cfg.replay_lane_cores.clone(),
+                        idle,
+                    },
+                    crate::replay_split::SplitSlots::default(),
+                )?
+            } else {
+                ReplicaCore::new_split(
+                    cc,
+                    crate::replay_tile::REPLAY_RING_BYTES,
+                    ReplaySink::default(),
+                )?
+            };
             tile.prefault(REPLAY_COPIES);
             (core, Some(tile))
         } else {
@@ -1170,7 +1195,8 @@ impl Node {
     /// reported it while its thread runs).
     pub fn replay(&self) -> ReplaySink {
         if let Some(t) = &self.tile {
-            return t.sink().clone();
+            // With the engine split, the lanes' sinks hold the answers: the merged report.
+            return t.report().into();
         }
         match self.core.replay_tx() {
             Some(tx) => tx.progress().sink.into(),

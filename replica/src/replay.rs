@@ -23,6 +23,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use vyrn_engine::home::{EngineSink, LoggedStep, ReplayEngine, ReplayError};
+
+use crate::replay_split::{SplitEngine, SplitSlots, WorkerSink, Workers};
+use crate::replay_tile::SinkReport;
 use vyrn_engine::EngineConfig;
 use vyrn_wire::header::Hash;
 use vyrn_wire::records::{PacketRecord, Step};
@@ -45,11 +48,22 @@ pub struct ReplayCounters {
     pub waits: u64,
 }
 
+/// The engine replay drives: lanes and BBO core on one thread, or split across cores
+/// (`replay_split`).
+// One per replica, never moved on the hot path: the one-thread engine stays inline (no
+// pointer to chase per call), the rarer split one is boxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Eng {
+    One(ReplayEngine),
+    Split(Box<SplitEngine>),
+}
+
 /// The replay of one tenure.
 #[derive(Debug)]
 pub struct Replayer {
     /// The engine, holding each lane's records in order until their payload is known.
-    eng: ReplayEngine,
+    eng: Eng,
     decoded_step: u64,
     replayed_step: u64,
     counters: ReplayCounters,
@@ -132,8 +146,26 @@ const ROOTS_KEPT: usize = 64;
 impl Replayer {
     /// Replay for the home of `cfg` (its sessions and keys), from the tenure's start.
     pub fn new(cfg: EngineConfig) -> Self {
+        Self::with(Eng::One(ReplayEngine::new(cfg)))
+    }
+
+    /// Replay with the engine split across cores (07 §7.2): this thread the replay BBO core and
+    /// driver, the lanes on `workers`, each worker's responses and events to a sink from
+    /// `make_sink`. Its payloads come only through [`Replayer::on_payload`].
+    pub fn new_split(
+        cfg: EngineConfig,
+        workers: Workers,
+        slots: SplitSlots,
+        make_sink: &dyn Fn() -> Box<dyn WorkerSink>,
+    ) -> std::io::Result<Self> {
+        Ok(Self::with(Eng::Split(Box::new(SplitEngine::new(
+            cfg, workers, slots, make_sink,
+        )?))))
+    }
+
+    fn with(eng: Eng) -> Self {
         Replayer {
-            eng: ReplayEngine::new(cfg),
+            eng,
             decoded_step: 0,
             replayed_step: 0,
             counters: ReplayCounters::default(),
@@ -181,7 +213,10 @@ impl Replayer {
     /// start): the engine's books and queues, with each lane's queue of records waiting for a
     /// payload, so the first seconds of a tenure take no page faults on the hot path.
     pub fn prefault(&mut self) {
-        self.eng.prefault();
+        match &mut self.eng {
+            Eng::One(e) => e.prefault(),
+            Eng::Split(e) => e.prefault(0),
+        }
         self.pending.reserve(1 << 12);
     }
 
@@ -231,7 +266,10 @@ impl Replayer {
     /// Counters.
     pub fn counters(&self) -> ReplayCounters {
         ReplayCounters {
-            waits: self.eng.waits(),
+            waits: match &self.eng {
+                Eng::One(e) => e.waits(),
+                Eng::Split(e) => e.waits(),
+            },
             ..self.counters
         }
     }
@@ -244,48 +282,96 @@ impl Replayer {
     /// A decoded PacketRecord (in its lane's order); its payload is read when its HashRun
     /// names the `pkt_hash` and the data side holds that copy.
     pub fn on_record(&mut self, r: &PacketRecord) {
-        if self.eng.push_keyed(*r).is_ok() {
+        let ok = match &mut self.eng {
+            Eng::One(e) => e.push_keyed(*r).is_ok(),
+            Eng::Split(e) => e.push_keyed(*r).is_ok(),
+        };
+        if ok {
             self.counters.records += 1;
         }
     }
 
     /// A HashRun's `pkt_hash` for the record of `lane` starting at `first_lane_seq`.
     pub fn on_hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
-        self.eng.set_hash(lane, first_lane_seq, pkt_hash);
+        // The split engine takes its payloads only as chosen by the join (`on_payload`).
+        if let Eng::One(e) = &mut self.eng {
+            e.set_hash(lane, first_lane_seq, pkt_hash);
+        }
     }
 
     /// The payload the join chose for the record of `lane` starting at `first_lane_seq` (07
     /// §5.4; the replay tile's input): read as it is, no HashRun needed. False when no such
     /// record waits.
     pub fn on_payload(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) -> bool {
-        self.eng.set_payload(lane, first_lane_seq, bytes)
+        match &mut self.eng {
+            Eng::One(e) => e.set_payload(lane, first_lane_seq, bytes),
+            Eng::Split(e) => e.set_payload(lane, first_lane_seq, bytes),
+        }
     }
 
     /// Keep `n` payload buffers of `cap` bytes ready (startup work, [`Replayer::on_payload`]).
     pub fn reserve_buffers(&mut self, n: usize, cap: usize) {
-        self.eng.reserve_buffers(n, cap);
+        match &mut self.eng {
+            Eng::One(e) => e.reserve_buffers(n, cap),
+            Eng::Split(e) => e.prefault(n),
+        }
     }
 
     /// Records and steps fed and not yet replayed.
     pub fn backlog(&self) -> (usize, usize) {
-        self.eng.backlog()
+        match &self.eng {
+            Eng::One(e) => e.backlog(),
+            Eng::Split(e) => e.backlog(),
+        }
+    }
+
+    /// What the split engine's lane sinks reported, summed (None: one engine, its sink is the
+    /// caller's).
+    pub fn lane_report(&self) -> Option<SinkReport> {
+        match &self.eng {
+            Eng::One(_) => None,
+            Eng::Split(e) => Some(e.report()),
+        }
+    }
+
+    /// Stop a split engine's lane workers and take their sinks back (none when not split).
+    pub fn into_lane_sinks(self) -> Vec<Box<dyn WorkerSink>> {
+        match self.eng {
+            Eng::One(_) => Vec::new(),
+            Eng::Split(e) => e.into_sinks(),
+        }
+    }
+
+    /// The split engine's counters, if split.
+    pub fn split_counters(&self) -> Option<crate::replay_split::SplitCounters> {
+        match &self.eng {
+            Eng::One(_) => None,
+            Eng::Split(e) => Some(e.counters()),
+        }
     }
 
     /// A decoded step with its cut and payload.
     pub fn on_step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
         self.decoded_step = self.decoded_step.max(s.step);
         // Buffers a replayed step gave back: no allocation per step once warm.
-        let (mut c, mut p) = self.eng.step_buffers();
+        let (mut c, mut p) = match &mut self.eng {
+            Eng::One(e) => e.step_buffers(),
+            Eng::Split(e) => e.step_buffers(),
+        };
         c.extend_from_slice(cut);
         p.extend_from_slice(payload);
-        self.eng.push_step(LoggedStep {
+        let st = LoggedStep {
             step: s.step,
             kind: s.kind,
             src_lane: s.src_lane,
             src_lane_seq: s.src_lane_seq,
             cut: c,
             payload: p,
-        });
+        };
+        match &mut self.eng {
+            Eng::One(e) => e.push_step(st),
+            Eng::Split(e) => e.push_step(st),
+        }
         self.counters.steps += 1;
     }
 
@@ -297,16 +383,20 @@ impl Replayer {
         sink: &mut impl EngineSink,
     ) -> Result<u64, ReplayError> {
         let done = if self.roots.root_blocks == 0 {
-            self.eng.run_with(None, src, sink)?
+            self.run_eng(None, src, sink)?
         } else {
             loop {
                 // No root due: as far as the input allows, lanes not held to each step's cut.
                 let bound = Some(self.roots.bound()).filter(|&b| b != u64::MAX);
-                let done = self.eng.run_with(bound, src, sink)?;
+                let done = self.run_eng(bound, src, sink)?;
                 match self.roots.due.front() {
                     Some(&(h, ls)) if done >= ls => {
                         // The state after block h: every lane at exactly its cut.
-                        self.roots.taken.insert(h, self.eng.state_root());
+                        let r = match &mut self.eng {
+                            Eng::One(e) => e.state_root(),
+                            Eng::Split(e) => e.state_root()?,
+                        };
+                        self.roots.taken.insert(h, r);
                         while self.roots.taken.len() > ROOTS_KEPT {
                             self.roots.taken.pop_first();
                         }
@@ -321,12 +411,71 @@ impl Replayer {
         Ok(done)
     }
 
+    fn settle_split(&mut self, sink: &mut impl EngineSink) -> Result<(), ReplayError> {
+        loop {
+            let before = self.moved();
+            // Run while anything moves (the lanes work beside this thread); a standstill of
+            // 50 µs is checked with the workers (`sync`: each answers after a poll that ran
+            // nothing) — a check per round trip alone was a cross-thread wait per window.
+            let mut still = std::time::Instant::now();
+            loop {
+                let b = self.moved();
+                self.pump(&vyrn_engine::home::NoPayloads, sink)?;
+                if self.moved() != b {
+                    still = std::time::Instant::now();
+                } else if still.elapsed() > std::time::Duration::from_micros(50) {
+                    break;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            if let Eng::Split(e) = &mut self.eng {
+                e.sync()?;
+            }
+            self.pump(&vyrn_engine::home::NoPayloads, sink)?;
+            if self.moved() == before {
+                break;
+            }
+        }
+        match &mut self.eng {
+            Eng::Split(e) => e.settle(),
+            Eng::One(_) => Ok(()),
+        }
+    }
+
+    fn moved(&self) -> (u64, u64) {
+        match &self.eng {
+            Eng::Split(e) => e.moved(),
+            Eng::One(e) => (e.bbo().done(), 0),
+        }
+    }
+
+    fn run_eng(
+        &mut self,
+        until: Option<u64>,
+        src: &impl PayloadSource,
+        sink: &mut impl EngineSink,
+    ) -> Result<u64, ReplayError> {
+        match &mut self.eng {
+            Eng::One(e) => e.run_with(until, src, sink),
+            Eng::Split(e) => e.run(until, sink),
+        }
+    }
+
     /// Apply every event of the steps replayed so far (the end of the input, or a snapshot
     /// point, 07 §7.5). Until then a lane applies a step's events when its next record comes
     /// (dependency 1 of §7.1: a record runs after exactly the events its `fills_applied`
     /// names, no more), so the answers those events produce surface then.
     pub fn settle(&mut self, sink: &mut impl EngineSink) {
-        self.eng.settle(sink);
+        match &mut self.eng {
+            Eng::One(e) => e.settle(sink),
+            // A lane that fails while settling reports it through the next `pump`.
+            Eng::Split(_) => {
+                // Worker threads run on their own: first to a standstill (with the root clock's
+                // bounds, as `pump`), then the events. A failure surfaces at the next `pump`.
+                let _ = self.settle_split(sink);
+            }
+        }
     }
 }
 

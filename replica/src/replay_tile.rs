@@ -120,6 +120,24 @@ pub struct SinkReport {
     pub digest: Hash,
 }
 
+impl SinkReport {
+    /// Add what another sink saw (the replay lanes' sinks, `replay_split`): counts add, and the
+    /// digest — a multiset sum of 64-bit words — adds word by word.
+    pub fn merge(&mut self, o: &SinkReport) {
+        self.responses += o.responses;
+        self.events += o.events;
+        for i in 0..4 {
+            let w = |d: &Hash| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&d[8 * i..8 * i + 8]);
+                u64::from_le_bytes(b)
+            };
+            let sum = w(&self.digest).wrapping_add(w(&o.digest));
+            self.digest[8 * i..8 * i + 8].copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+}
+
 /// A sink that can say what it saw, for [`ReplayProgress::sink`].
 pub trait ReportingSink: EngineSink {
     /// A snapshot (default: nothing).
@@ -405,6 +423,32 @@ pub fn pair<S: ReportingSink>(
     ring_bytes: usize,
     sink: S,
 ) -> (ReplayTx, ReplayTile<S>) {
+    pair_with(Replayer::new(cfg), ring_bytes, sink)
+}
+
+/// [`pair`] with the tile's engine split across cores (07 §7.2: the tile is the replay BBO
+/// core, the lanes run on `workers`, `replay_split`); the lanes' answers go to sinks of type
+/// `S` made fresh for each worker, and the tile's reports sum them with `sink`'s.
+pub fn pair_split<S: ReportingSink + Default + Send + 'static>(
+    cfg: EngineConfig,
+    ring_bytes: usize,
+    sink: S,
+    workers: crate::replay_split::Workers,
+    slots: crate::replay_split::SplitSlots,
+) -> std::io::Result<(ReplayTx, ReplayTile<S>)> {
+    let make = || -> Box<dyn crate::replay_split::WorkerSink> { Box::new(S::default()) };
+    Ok(pair_with(
+        Replayer::new_split(cfg, workers, slots, &make)?,
+        ring_bytes,
+        sink,
+    ))
+}
+
+fn pair_with<S: ReportingSink>(
+    replay: Replayer,
+    ring_bytes: usize,
+    sink: S,
+) -> (ReplayTx, ReplayTile<S>) {
     let (tx, rx) = spsc::channel::<u8>(ring_bytes.next_power_of_two().max(1 << 8));
     let (btx, brx) = spsc::channel::<Back>(REPLAY_BACK_SLOTS);
     let stage = Vec::with_capacity(1 << 16);
@@ -426,7 +470,7 @@ pub fn pair<S: ReportingSink>(
             rx,
             inbuf: vec![0u8; INBUF_BYTES].into_boxed_slice(),
             filled: 0,
-            replay: Replayer::new(cfg),
+            replay,
             back: btx,
             must: VecDeque::new(),
             last_root: 0,
@@ -476,7 +520,21 @@ impl<S: ReportingSink> ReplayTile<S> {
         self.replay.reserve_buffers(copies, REQ_MAX_LEN);
     }
 
-    /// The sink.
+    /// What the sink saw, with the split engine's lane sinks when split.
+    pub fn report(&self) -> SinkReport {
+        let mut r = self.sink.report();
+        if let Some(l) = self.replay.lane_report() {
+            r.merge(&l);
+        }
+        r
+    }
+
+    /// The split engine's counters, if the engine is split.
+    pub fn split_counters(&self) -> Option<crate::replay_split::SplitCounters> {
+        self.replay.split_counters()
+    }
+
+    /// The sink (the BBO core's side only when the engine is split: see [`ReplayTile::report`]).
     pub fn sink(&self) -> &S {
         &self.sink
     }
@@ -484,6 +542,11 @@ impl<S: ReportingSink> ReplayTile<S> {
     /// The sink, taken back.
     pub fn into_sink(self) -> S {
         self.sink
+    }
+
+    /// The sink and, when the engine is split, the lane workers' sinks (workers stopped).
+    pub fn into_sinks(self) -> (S, Vec<Box<dyn crate::replay_split::WorkerSink>>) {
+        (self.sink, self.replay.into_lane_sinks())
     }
 
     /// Counters.
@@ -583,7 +646,7 @@ impl<S: ReportingSink> ReplayTile<S> {
             decoded: self.decoded,
             lag: self.lag,
             counters: self.replay.counters(),
-            sink: self.sink.report(),
+            sink: self.report(),
             waiting: self.replay.backlog().0 as u64,
         }
     }

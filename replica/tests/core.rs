@@ -16,7 +16,8 @@ use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
 use vyrn_replica::decode::Fault;
-use vyrn_replica::replay_tile::{Idle, ReplayTile, ReportingSink};
+use vyrn_replica::replay_split::{SplitCounters, SplitSlots, WorkerIdle, Workers};
+use vyrn_replica::replay_tile::{Idle, ReplayTile, ReportingSink, SinkReport};
 use vyrn_replica::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
@@ -63,7 +64,15 @@ impl ReplicaOut for Out {
     }
 }
 
-impl ReportingSink for Responses {}
+impl ReportingSink for Responses {
+    fn report(&self) -> SinkReport {
+        SinkReport {
+            responses: self.by_key.len() as u64,
+            events: self.events,
+            ..SinkReport::default()
+        }
+    }
+}
 
 /// How replay runs beside the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,12 +83,18 @@ enum Runner {
     Turns { ring: usize },
     /// Its own tile on its own thread.
     Thread,
+    /// Its own tile in turn, the engine split (07 §7.2: the tile the replay BBO core, the lanes
+    /// on `workers` workers polled by the tile).
+    LanesInTurn { workers: usize, tiny: bool },
+    /// Its own tile on its own thread, the lanes on `workers` threads of their own.
+    LanesThreads { workers: usize },
 }
 
 /// What a run replayed: first-copy responses by key, and the roots taken.
 struct Replayed {
     by_key: HashMap<(u32, u64), Vec<u8>>,
     roots: Vec<(u64, [u8; 32])>,
+    split: Option<SplitCounters>,
 }
 
 #[test]
@@ -95,8 +110,26 @@ fn replay_on_its_own_tile_replays_what_inline_replay_does() {
         // Smaller than one frame's records: the front stages, nothing is lost.
         Runner::Turns { ring: 256 },
         Runner::Thread,
+        Runner::LanesInTurn {
+            workers: 1,
+            tiny: false,
+        },
+        Runner::LanesInTurn {
+            workers: 3,
+            tiny: false,
+        },
+        // Rings of two between the BBO core and each lane: ops and events wait staged.
+        Runner::LanesInTurn {
+            workers: 2,
+            tiny: true,
+        },
+        Runner::LanesThreads { workers: 2 },
     ] {
         let split = follow(runner);
+        if let Runner::LanesInTurn { tiny: true, .. } = runner {
+            let c = split.split.expect("split");
+            assert!(c.events_staged > 0, "{c:?}: events waited for room");
+        }
         assert_eq!(
             split.by_key, inline.by_key,
             "{runner:?}: the same responses"
@@ -138,6 +171,43 @@ fn follow(runner: Runner) -> Replayed {
         }
         Runner::Thread => {
             let (c, mut t) = ReplicaCore::new_split(cc, 1 << 22, Responses::default()).unwrap();
+            t.prefault(1 << 10);
+            let th = vyrn_replica::replay_tile::spawn(t, clock, None, Idle::Backoff).unwrap();
+            (c, None, Some(th))
+        }
+        Runner::LanesInTurn { workers, tiny } => {
+            let slots = if tiny {
+                SplitSlots {
+                    lane_in: 2,
+                    fwd: 2,
+                    ev: 2,
+                }
+            } else {
+                SplitSlots::default()
+            };
+            let (c, t) = ReplicaCore::new_split_lanes(
+                cc,
+                1 << 22,
+                Responses::default(),
+                Workers::Inline(workers),
+                slots,
+            )
+            .unwrap();
+            (c, Some(t), None)
+        }
+        Runner::LanesThreads { workers } => {
+            let (c, mut t) = ReplicaCore::new_split_lanes(
+                cc,
+                1 << 22,
+                Responses::default(),
+                Workers::Threads {
+                    n: workers,
+                    cores: Vec::new(),
+                    idle: WorkerIdle::Backoff,
+                },
+                SplitSlots::default(),
+            )
+            .unwrap();
             t.prefault(1 << 10);
             let th = vyrn_replica::replay_tile::spawn(t, clock, None, Idle::Backoff).unwrap();
             (c, None, Some(th))
@@ -240,7 +310,7 @@ fn follow(runner: Runner) -> Replayed {
         finalize(&mut home, core.order_rx().contiguous(), now);
     }
     core.settle(&mut resp);
-    let mut resp = settle(&mut core, &mut out, resp, tile, thread.take(), now);
+    let (mut resp, split) = settle(&mut core, &mut out, resp, tile, thread.take(), now);
     assert!(out.faults.is_empty(), "{:?}", out.faults);
     assert!(data_lost > 10, "{data_lost} data frames lost");
     let c = core.order_rx().counters();
@@ -274,6 +344,7 @@ fn follow(runner: Runner) -> Replayed {
     Replayed {
         by_key: std::mem::take(&mut resp.by_key),
         roots,
+        split,
     }
 }
 
@@ -295,9 +366,9 @@ fn settle(
     mut tile: Option<ReplayTile<Responses>>,
     thread: Option<Thread>,
     now: u64,
-) -> Responses {
+) -> (Responses, Option<SplitCounters>) {
     if tile.is_none() && thread.is_none() {
-        return resp;
+        return (resp, None);
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while core.replay_tx().unwrap().settled() == 0 {
@@ -321,5 +392,26 @@ fn settle(
     };
     assert_eq!(t.counters().malformed, 0);
     assert_eq!(t.waiting(), 0, "every record replayed, none left waiting");
-    t.into_sink()
+    let split = t.split_counters();
+    let report = t.report();
+    let (mut sink, lanes) = t.into_sinks();
+    if let Some(c) = split {
+        // The lanes ran on their workers: their sinks hold the answers.
+        assert!(c.steps > 1000 && c.handovers >= 5, "{c:?}");
+        assert!(!lanes.is_empty());
+        assert!(
+            sink.by_key.is_empty(),
+            "the BBO core's side answers nothing"
+        );
+        for l in lanes {
+            let r = l.into_any().downcast::<Responses>().expect("Responses");
+            sink.events += r.events;
+            sink.by_key.extend(r.by_key);
+        }
+        assert_eq!(
+            report.events, sink.events,
+            "the lanes' reports reached the tile"
+        );
+    }
+    (sink, split)
 }

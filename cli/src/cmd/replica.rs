@@ -77,6 +77,13 @@ pub struct Args {
     /// Pin the replay thread to this core (it then spins when idle; implies --replay-thread).
     #[arg(long, value_name = "CORE")]
     pub replay_core: Option<usize>,
+    /// Split replay further (07 §7.2): the replay thread is the replay BBO core, pinned to
+    /// --replay-core, and the lanes run on threads of their own, one pinned to each core of
+    /// this list; every one spins (the two sides wait on each other for every window of
+    /// steps: dedicated cores only — on a shared box it is far slower than one replay thread,
+    /// docs/benchmarks.md).
+    #[arg(long, value_name = "LIST", value_parser = cores, requires = "replay_core")]
+    pub replay_lane_cores: Option<Cores>,
     /// The Simplex engine's journal directory (default: `consensus-N` next to the home file).
     #[arg(long, value_name = "DIR")]
     pub consensus_dir: Option<PathBuf>,
@@ -659,6 +666,8 @@ pub fn run(o: Args) -> ExitCode {
         journal_cores: o.journal_cores.clone().map(|c| c.0),
         simplex: (!o.interim_voter).then(|| simplex.clone()),
         replay_tile: o.replay_thread || o.replay_core.is_some(),
+        replay_lanes: o.replay_lane_cores.as_ref().map_or(0, |c| c.0.len()),
+        replay_lane_cores: o.replay_lane_cores.clone().map(|c| c.0).unwrap_or_default(),
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
@@ -738,9 +747,16 @@ pub fn run(o: Args) -> ExitCode {
             return ExitCode::from(2);
         }
         println!(
-            "{name}: replay on its own thread{}",
+            "{name}: replay on its own thread{}{}",
             o.replay_core
-                .map_or(String::new(), |c| format!(", pinned to core {c}"))
+                .map_or(String::new(), |c| format!(", pinned to core {c}")),
+            o.replay_lane_cores
+                .as_ref()
+                .map_or(String::new(), |c| format!(
+                    "; its lanes on {} thread(s) of their own, cores {:?}",
+                    c.0.len(),
+                    c.0
+                ))
         );
     }
     if let Some((path, at)) = o.lab_cut_path {

@@ -51,6 +51,38 @@ pub fn capture_batched(
     n: usize,
     batch: usize,
 ) -> Capture {
+    run(engine, epoch, block_ns, seed, mix, n, batch, false)
+}
+
+/// [`capture_batched`] with the tiles polled cut core first, then the lanes, then the BBO
+/// core and the rest: each round the BBO core works through the ops the cut published in the
+/// round before while the lanes take the next batch — as on a box whose lanes and BBO core run
+/// on their own cores at once. Each record's `fills_applied` then lags the ops the next steps
+/// need by a batch, the slack a replica's replay lanes and replay BBO core overlap in (07
+/// §7.1's two dependencies); the strictly alternating capture leaves none.
+pub fn capture_pipelined(
+    engine: &EngineConfig,
+    epoch: u32,
+    block_ns: u64,
+    seed: u64,
+    mix: Mix,
+    n: usize,
+    batch: usize,
+) -> Capture {
+    run(engine, epoch, block_ns, seed, mix, n, batch, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    engine: &EngineConfig,
+    epoch: u32,
+    block_ns: u64,
+    seed: u64,
+    mix: Mix,
+    n: usize,
+    batch: usize,
+    pipelined: bool,
+) -> Capture {
     let batch = batch.max(1);
     let mut home = SimBox::new(SeqConfig {
         engine: engine.clone(),
@@ -61,7 +93,16 @@ pub fn capture_batched(
         rtx_ring_bytes: 64 << 20,
     });
     let mut w = Workload::new(engine, seed, mix);
-    let tiles = home.tiles();
+    let mut tiles = home.tiles();
+    if pipelined {
+        use crate::testkit::Tile;
+        tiles.sort_by_key(|t| match t {
+            Tile::Cut => 0,
+            Tile::Lane(_) => 1,
+            Tile::Bbo => 2,
+            _ => 3,
+        });
+    }
     let mut c = Capture {
         seq_key: home.seq_public(),
         packets: Vec::new(),
