@@ -12,6 +12,10 @@
 //!   the decoder, the data side) on the bench's thread hands replay its input over an SPSC ring,
 //!   the replay tile runs on a second thread; and each of the two tiles alone (`split`: the
 //!   front into a ring that holds the whole capture, then the tile draining it);
+//! - **replay split further** (`lanes`, `replay_split`): the tile as the replay BBO core with the
+//!   lanes on a worker — polled in turn (one thread: the split's own cost) or on a thread of
+//!   its own — from the full ring, and the three of 07 §7.2's map in the process: the front,
+//!   the replay BBO core and the replay lanes on three threads;
 //! - and its stages one at a time, on 07 §7.2's core map, as §7.3's budget table counts them
 //!   (on the REF box each has its own cores, so replay runs at the speed of the slowest), each
 //!   fed what its upstream stage hands it, prepared outside the timing: **order RX** (core 1:
@@ -149,8 +153,8 @@ fn main() {
     }
     let r = rounds(if quick() { 3 } else { 15 });
     let cfg = EngineConfig::test_home(4, 8);
-    // `VYRN_BENCH_SHAPE=peak` or `light` (default both).
-    let shapes = std::env::var("VYRN_BENCH_SHAPE").unwrap_or_else(|_| "peak,light".into());
+    // `VYRN_BENCH_SHAPE=peak`, `pipe` or `light` (default all three).
+    let shapes = std::env::var("VYRN_BENCH_SHAPE").unwrap_or_else(|_| "peak,pipe,light".into());
     for shape in shapes.split(',') {
         match shape {
             // 07 §3.13's peak: 10 msgs per packet, ORDER frames full (~8 packets each), 1 kHz
@@ -651,8 +655,8 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             };
             *hist.entry(b).or_insert(0u64) += 1;
         }
-        eprintln!(
-            "SLACK (first step needing the record - its fills_applied, log2 buckets): {hist:?}"
+        println!(
+            "  slack, the first step needing a record less its fills_applied (log2 buckets: records): {hist:?}"
         );
     }
     let want = answers.get(&0).copied().unwrap_or(0);
