@@ -46,7 +46,7 @@ use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
 use vyrn_replica::replay_split::{SplitSlots, WorkerIdle, Workers};
-use vyrn_replica::replay_tile::{spawn, Idle, REPLAY_RING_BYTES};
+use vyrn_replica::replay_tile::{spawn, Idle, ReplayTile, REPLAY_RING_BYTES};
 use vyrn_replica::verdict::{Anchor, Verdicts};
 use vyrn_seq::testkit::capture::{capture, capture_batched, capture_pipelined};
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
@@ -284,6 +284,24 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     // 07 §7.2: replay on its own core. The front (order RX, the decoder, the data side) on
     // this thread hands replay its input over a ring; the replay tile runs on a second thread,
     // spinning; the round ends when replay has answered the last response.
+    // A threaded round's end: the front fed everything; wait for replay's settle report (the
+    // front yields while it waits: on two cores a spinning front starves a third thread), then
+    // stop the thread and take the tile back.
+    let finish = |core: &mut ReplicaCore,
+                  (stop, th): (
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<ReplayTile<CountingSink>>,
+    )| {
+        let mut out = NullOut;
+        let mut none = CountingSink::default();
+        feed(core, &mut none);
+        while core.replay_tx().is_some_and(|t| t.settled() == 0) {
+            let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
+            std::thread::yield_now();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        th.join().expect("replay thread")
+    };
     let threaded = on("thread").then(|| {
         measure_with_setup(
             "replica, replay on its own thread: front and replay tile on two threads (per msg)",
@@ -301,17 +319,9 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 let th = spawn(tile, || 0, None, Idle::Spin).expect("replay thread");
                 (core, th)
             },
-            |(mut core, (stop, th))| {
-                let mut out = NullOut;
-                let mut none = CountingSink::default();
-                feed(&mut core, &mut none);
-                while core.replay_tx().is_some_and(|t| t.settled() == 0) {
-                    let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
-                    std::hint::spin_loop();
-                }
-                stop.store(true, std::sync::atomic::Ordering::Release);
-                let tile = th.join().expect("replay thread");
-                answers.insert(1, tile.sink().0);
+            |(mut core, th)| {
+                let tile = finish(&mut core, th);
+                answers.insert(1, tile.report().responses);
                 (core, tile)
             },
         )
@@ -342,16 +352,8 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 let th = spawn(tile, || 0, None, Idle::Backoff).expect("replay thread");
                 (core, th)
             },
-            |(mut core, (stop, th))| {
-                let mut out = NullOut;
-                let mut none = CountingSink::default();
-                feed(&mut core, &mut none);
-                while core.replay_tx().is_some_and(|t| t.settled() == 0) {
-                    let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
-                    std::thread::yield_now();
-                }
-                stop.store(true, std::sync::atomic::Ordering::Release);
-                let tile = th.join().expect("replay thread");
+            |(mut core, th)| {
+                let tile = finish(&mut core, th);
                 answers.insert(5, tile.report().responses);
                 (core, tile)
             },

@@ -62,9 +62,14 @@ impl<S: EngineSink> LaneSink for LaneAdapter<'_, S> {
     }
 }
 
-struct BboAdapter<'a, S: EngineSink> {
-    sink: &'a mut S,
-    events: &'a mut [VecDeque<LaneEvent>],
+/// The BBO core's output as a replay keeps it: StepRecords to the sink, each lane's events
+/// queued for the lane (here, and staged for the lanes' rings in a replica's split replay).
+#[derive(Debug)]
+pub struct BboAdapter<'a, S: EngineSink> {
+    /// StepRecords.
+    pub sink: &'a mut S,
+    /// Per lane, its events in step order.
+    pub events: &'a mut [VecDeque<LaneEvent>],
 }
 
 impl<S: EngineSink> BboSink for BboAdapter<'_, S> {
@@ -76,7 +81,24 @@ impl<S: EngineSink> BboSink for BboAdapter<'_, S> {
     }
 }
 
-struct Queues<'a>(&'a mut [VecDeque<Fwd>]);
+/// Per-lane queues of forwarded ops as the BBO core reads them (a replay that keeps the lane →
+/// BBO rings' contents in `VecDeque`s, here and in a replica's split replay).
+#[derive(Debug)]
+pub struct Queues<'a>(pub &'a mut [VecDeque<Fwd>]);
+
+/// The first record of a lane's queue (kept in LaneSeq order, `first_lane_seq` never
+/// decreasing: an Advance record shares its number with the next) that starts at
+/// `first_lane_seq` and satisfies `want`: a binary search, then the few that share the number.
+pub fn find_waiting<T>(
+    q: &mut VecDeque<(PacketRecord, T)>,
+    first_lane_seq: u64,
+    want: impl Fn(&PacketRecord, &T) -> bool,
+) -> Option<&mut (PacketRecord, T)> {
+    let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
+    q.range_mut(from..)
+        .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
+        .find(|(r, t)| want(r, t))
+}
 
 impl OpQueues for Queues<'_> {
     fn head(&self, lane: usize) -> Option<&Fwd> {
@@ -472,11 +494,7 @@ impl ReplayEngine {
     /// per hash was a third of the whole receive side's time (`--bench replica`, 2026-12-03).
     pub fn set_hash(&mut self, lane: u8, first_lane_seq: u64, pkt_hash: u64) {
         if let Some(q) = self.recs.get_mut(lane as usize) {
-            let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
-            if let Some(e) = q
-                .range_mut(from..)
-                .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
-                .find(|(_, i)| matches!(i, Input::Keyed(None)))
+            if let Some(e) = find_waiting(q, first_lane_seq, |_, i| matches!(i, Input::Keyed(None)))
             {
                 e.1 = Input::Keyed(Some(pkt_hash));
             }
@@ -491,12 +509,7 @@ impl ReplayEngine {
         let Some(q) = self.recs.get_mut(lane as usize) else {
             return false;
         };
-        let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
-        let Some(e) = q
-            .range_mut(from..)
-            .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
-            .find(|(_, i)| matches!(i, Input::Keyed(_)))
-        else {
+        let Some(e) = find_waiting(q, first_lane_seq, |_, i| matches!(i, Input::Keyed(_))) else {
             return false;
         };
         let mut b = self.spare.pop().unwrap_or_default();

@@ -39,8 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use vyrn_engine::bbo::{BboSink, OpQueues, StepOut};
-use vyrn_engine::home::{EngineSink, LoggedStep, ReplayError};
+use vyrn_engine::home::{find_waiting, BboAdapter, EngineSink, LoggedStep, Queues, ReplayError};
 use vyrn_engine::lane::LaneSink;
 use vyrn_engine::resp::RespOut;
 use vyrn_engine::{Bbo, EngineConfig, Fwd, Lane, LaneEvent};
@@ -702,12 +701,7 @@ impl SplitEngine {
         let Some(q) = self.recs.get_mut(lane as usize) else {
             return false;
         };
-        let from = q.partition_point(|(r, _)| r.first_lane_seq < first_lane_seq);
-        let Some(e) = q
-            .range_mut(from..)
-            .take_while(|(r, _)| r.first_lane_seq == first_lane_seq)
-            .find(|(r, p)| p.is_none() && !r.is_advance())
-        else {
+        let Some(e) = find_waiting(q, first_lane_seq, |r, p| p.is_none() && !r.is_advance()) else {
             return false;
         };
         let mut b = self.spare.pop().unwrap_or_default();
@@ -905,9 +899,11 @@ impl SplitEngine {
                     }
                 }
                 let s = self.steps.pop_front().unwrap_or_else(|| unreachable!());
-                let mut ad = BboOut {
+                // Events staged per lane, out in one batch per pass (`flush_events`, before the
+                // step word moves).
+                let mut ad = BboAdapter {
                     sink,
-                    ev_stage: &mut self.ev_stage,
+                    events: &mut self.ev_stage,
                 };
                 if let Err(e) = self
                     .bbo
@@ -1086,35 +1082,6 @@ impl Drop for SplitEngine {
                 }
             }
         }
-    }
-}
-
-/// The BBO core's output: StepRecords to the sink, events to the lanes' rings.
-struct BboOut<'a, S: EngineSink> {
-    sink: &'a mut S,
-    ev_stage: &'a mut [VecDeque<LaneEvent>],
-}
-
-impl<S: EngineSink> BboSink for BboOut<'_, S> {
-    fn step(&mut self, s: &StepOut<'_>) {
-        self.sink.step(s);
-    }
-    fn event(&mut self, lane: u8, ev: &LaneEvent) {
-        // Out in one batch per lane per pass (`flush_events`, before the step word moves).
-        if let Some(st) = self.ev_stage.get_mut(lane as usize) {
-            st.push_back(*ev);
-        }
-    }
-}
-
-struct Queues<'a>(&'a mut [VecDeque<Fwd>]);
-
-impl OpQueues for Queues<'_> {
-    fn head(&self, lane: usize) -> Option<&Fwd> {
-        self.0.get(lane).and_then(|q| q.front())
-    }
-    fn pop(&mut self, lane: usize) -> Option<Fwd> {
-        self.0.get_mut(lane).and_then(|q| q.pop_front())
     }
 }
 
