@@ -41,7 +41,7 @@ use vyrn_seq::ports::{core_map_of, CoreMap, NetBox};
 use vyrn_seq::runner::Clock;
 use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 
-/// The client port of the bench's box (the README's main command uses 47400).
+/// The client port of the bench's box (the README's main command uses 27400).
 const BASE_PORT: u16 = 47_600;
 
 /// The cores: the box's hot core and the cold one (the client's), as the dev config places them.

@@ -74,7 +74,7 @@ enum ConfigCmd {
         #[arg(long)]
         box_only: bool,
         /// The first of the home's loopback ports (the box's client port; the rest follow).
-        #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
+        #[arg(long, default_value_t = 27_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
         base_port: u16,
     },
     /// Load a file and print every problem with its line, or a summary.

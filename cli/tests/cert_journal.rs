@@ -44,7 +44,7 @@ fn cert(signers: &[(u8, FinalizeSigner)], epoch: u32, h: u64) -> Vec<u8> {
 fn certificates_in_the_journal_verify_against_the_membership_and_bad_ones_are_named() {
     let dir = std::env::temp_dir().join(format!("vyrn-certj-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let conf = write_dev_home(&dir, 2, 2, 48_600).unwrap();
+    let conf = write_dev_home(&dir, 2, 2, 28_600).unwrap();
     let home = HomeConfig::load(&conf).unwrap();
     let m = home.membership.clone().expect("membership");
     let voters = Voters::from_membership(&m, home.epoch).unwrap();
@@ -219,7 +219,7 @@ const RB: u64 = 50;
 fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
     let dir = std::env::temp_dir().join(format!("vyrn-certj-roots-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let conf = write_dev_home(&dir, 2, 2, 48_640).unwrap();
+    let conf = write_dev_home(&dir, 2, 2, 28_640).unwrap();
     let home = HomeConfig::load(&conf).unwrap();
     assert_eq!(
         vyrn_replica::voter::RootSettings::dev(home.block_ns).root_blocks,

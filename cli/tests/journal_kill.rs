@@ -43,7 +43,7 @@ fn replica_proc(
 fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_corrupt() {
     // The in-process home the replica crate's whole-home tests share (`homekit`): 5 ms blocks,
     // the interim voter.
-    let h = LoopbackHome::new("kill", 48_400, false).expect("dev home");
+    let h = LoopbackHome::new("kill", 28_400, false).expect("dev home");
     let (dir, conf, cfg, home) = (h.dir.clone(), h.file.clone(), &h.cfg, &h.home);
     let drives = [dir.join("j3-0"), dir.join("j3-1")];
     let drives_arg = format!("{},{}", drives[0].display(), drives[1].display());

@@ -85,14 +85,14 @@ fn every_role_serves_its_metrics_and_alarms() {
             "--sessions-per-lane",
             "2",
             "--base-port",
-            "49200",
+            "29200",
         ])
         .arg(&dir)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let conf = dir.join("home.toml");
-    let port = |k: u16| -> SocketAddr { SocketAddr::from(([127, 0, 0, 1], 49_290 + k)) };
+    let port = |k: u16| -> SocketAddr { SocketAddr::from(([127, 0, 0, 1], 29_290 + k)) };
     let quiet = |c: &mut Command| {
         c.stdout(Stdio::null()).stderr(Stdio::null());
     };

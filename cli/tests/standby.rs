@@ -17,7 +17,7 @@ use vyrn_wire::msg::ctrl::FinalizeVote;
 fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
     let dir = std::env::temp_dir().join(format!("vyrn-standby-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let file = write_dev_home(&dir, 2, 2, 49_100).unwrap();
+    let file = write_dev_home(&dir, 2, 2, 29_100).unwrap();
     let home = HomeConfig::load(&file).unwrap();
     let at = home.standby_ctrl.expect("a dev home has a standby");
     let child = Command::new(env!("CARGO_BIN_EXE_vyrn"))
@@ -98,7 +98,7 @@ fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
 fn a_home_without_a_standby_is_refused() {
     let dir = std::env::temp_dir().join(format!("vyrn-standby-none-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let file = write_dev_home(&dir, 2, 2, 49_150).unwrap();
+    let file = write_dev_home(&dir, 2, 2, 29_150).unwrap();
     let text = std::fs::read_to_string(&file).unwrap();
     let cut = text.split("\n[standby]").collect::<Vec<_>>();
     let rest = cut[1].split_once("\n\n").map_or("", |x| x.1);

@@ -57,7 +57,7 @@ fn replica_column(text: &str, col: usize) -> Vec<&str> {
 #[test]
 fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
-    let (dir, run, stdout) = up_ok("main", 49_400, &["--duration", "3", "--rate", "1000"]);
+    let (dir, run, stdout) = up_ok("main", 29_400, &["--duration", "3", "--rate", "1000"]);
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
@@ -134,7 +134,7 @@ fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_pa
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, _run, stdout) = up_ok(
         "cut",
-        49_600,
+        29_600,
         &["--duration", "4", "--rate", "1000", "--cut-path", "B@2"],
     );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
@@ -186,7 +186,7 @@ fn in_the_netns_lab_a_home_trades_across_separate_networks_and_survives_a_path_n
     assert!(how.contains("paths: 500 µs one way"), "{how}");
     let (dir, run, stdout) = up_ok(
         "netns",
-        49_300,
+        29_300,
         &[
             "--netns",
             "--duration",
@@ -287,7 +287,7 @@ fn netns_without_the_lab_is_refused_with_how_to_build_it() {
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
         .args(["up", "--netns", "--duration", "1", "--plain"])
-        .args(["--base-port", "49300", "--metrics-port", "49390", "--dir"])
+        .args(["--base-port", "29300", "--metrics-port", "29390", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -314,7 +314,7 @@ fn profile_ref_runs_on_a_box_with_the_cores_and_is_refused_clearly_elsewhere() {
     if cpus >= 30 {
         let (dir, _run, stdout) = up_ok(
             "ref",
-            49_000,
+            29_000,
             &["--profile", "ref", "--duration", "5", "--rate", "5000"],
         );
         assert!(stdout.contains("OK: the home traded"), "{stdout}");
@@ -325,7 +325,7 @@ fn profile_ref_runs_on_a_box_with_the_cores_and_is_refused_clearly_elsewhere() {
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
         .args(["up", "--profile", "ref", "--duration", "1", "--plain"])
-        .args(["--base-port", "49000", "--metrics-port", "49090", "--dir"])
+        .args(["--base-port", "29000", "--metrics-port", "29090", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -357,7 +357,7 @@ fn a_restart_of_a_replica_the_home_lacks_is_refused() {
             "--restart-replica",
             "9@1",
         ])
-        .args(["--base-port", "49600", "--metrics-port", "49690", "--dir"])
+        .args(["--base-port", "29600", "--metrics-port", "29690", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -370,7 +370,7 @@ fn a_restart_of_a_replica_the_home_lacks_is_refused() {
     // Killing a data box needs a backup: a one-box home refuses it.
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
         .args(["up", "--duration", "1", "--plain", "--kill-data", "0@1"])
-        .args(["--base-port", "49600", "--metrics-port", "49690", "--dir"])
+        .args(["--base-port", "29600", "--metrics-port", "29690", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -400,7 +400,7 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, run, stdout) = up_ok(
         "restart",
-        49_700,
+        29_700,
         &[
             "--duration",
             "8",
@@ -439,7 +439,7 @@ fn a_replica_that_lost_its_consensus_partition_starts_from_its_cert_journal() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, run, stdout) = up_ok(
         "lost-consensus",
-        49_750,
+        29_750,
         &[
             "--duration",
             "8",
@@ -489,7 +489,7 @@ fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, run, stdout) = up_ok(
         "kill-data",
-        49_800,
+        29_800,
         &[
             "--duration",
             "6",

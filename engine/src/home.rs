@@ -373,6 +373,15 @@ pub enum ReplayError {
         /// The last step replayed.
         step: u64,
     },
+    /// A replay split across threads (a replica's replay lanes apart from its BBO core) broke
+    /// its own contract: a lane worker died, a root found a lane off its cut, or the lanes
+    /// stopped answering. Replay stops rather than commit a state it cannot vouch for.
+    Split {
+        /// The last step replayed.
+        step: u64,
+        /// What.
+        what: &'static str,
+    },
 }
 
 /// Where replay finds a keyed record's payload (07 §5.4, the data join): the copy of

@@ -433,7 +433,8 @@ impl Replayer {
                 e.sync()?;
             }
             self.pump(&vyrn_engine::home::NoPayloads, sink)?;
-            if self.moved() == before {
+            let now = self.moved();
+            if now == before && now.2 == 0 {
                 break;
             }
         }
@@ -443,10 +444,18 @@ impl Replayer {
         }
     }
 
-    fn moved(&self) -> (u64, u64) {
+    fn moved(&self) -> (u64, u64, usize) {
         match &self.eng {
             Eng::Split(e) => e.moved(),
-            Eng::One(e) => (e.bbo().done(), 0),
+            Eng::One(e) => (e.bbo().done(), 0, 0),
+        }
+    }
+
+    /// The error replay stopped on, if it did (the split engine records one a settle met).
+    pub fn failed(&self) -> Option<ReplayError> {
+        match &self.eng {
+            Eng::Split(e) => e.failed(),
+            Eng::One(_) => None,
         }
     }
 

@@ -124,8 +124,10 @@ enum Req {
 
 /// Worker → driver.
 enum WMsg {
-    Lanes(Vec<(u8, Lane, VecDeque<LaneEvent>)>),
-    Settled,
+    /// The lanes, with what the sink saw (a report that must not be dropped).
+    Lanes(Vec<(u8, Lane, VecDeque<LaneEvent>)>, SinkReport),
+    /// Settled, with what the sink saw.
+    Settled(SinkReport),
     /// A poll after the `Sync` ran nothing.
     Synced,
     Report(SinkReport),
@@ -159,6 +161,9 @@ pub struct LaneWorker {
     sink: Box<dyn WorkerSink>,
     want_handover: bool,
     want_sync: bool,
+    /// A settle to apply once a poll finds nothing to run (the one-thread engine runs every
+    /// record it can before it settles).
+    want_settle: Option<u64>,
     handed: bool,
     failed: bool,
     since_report: u32,
@@ -284,25 +289,7 @@ impl LaneWorker {
                     }
                     self.handed = false;
                 }
-                Req::Settle(upto) => {
-                    // Every event of steps ≤ upto is in the ring: the driver sends this only
-                    // once its staging is empty and its step word is past `upto`.
-                    for wl in &mut self.lanes {
-                        while let Some(e) = wl.ev_rx.pop() {
-                            wl.events.push_back(e);
-                        }
-                        if let Some(lane) = wl.lane.as_mut() {
-                            let mut ad = WAdapter {
-                                sink: &mut *self.sink,
-                                stage: &mut wl.fwd_stage,
-                            };
-                            apply_events(lane, &mut wl.events, upto, &mut ad);
-                        }
-                    }
-                    self.publish();
-                    self.report();
-                    self.send(WMsg::Settled);
-                }
+                Req::Settle(upto) => self.want_settle = Some(upto),
             }
         }
         if self.failed || self.handed {
@@ -322,8 +309,9 @@ impl LaneWorker {
                 }
                 self.want_handover = false;
                 self.handed = true;
-                self.report();
-                self.send(WMsg::Lanes(v));
+                self.since_report = 0;
+                let r = self.sink.report();
+                self.send(WMsg::Lanes(v, r));
                 return true;
             }
             return work;
@@ -386,9 +374,32 @@ impl LaneWorker {
             // Idle after work: say what the sink saw.
             self.report();
         }
-        if self.want_sync && ran == 0 && self.lanes.iter().all(|w| w.fwd_stage.is_empty()) {
+        let still = ran == 0 && self.lanes.iter().all(|w| w.fwd_stage.is_empty());
+        if self.want_sync && still {
             self.want_sync = false;
             self.send(WMsg::Synced);
+        }
+        if let (Some(upto), true) = (self.want_settle, still) {
+            // Every event of steps ≤ upto is in the ring (the driver sends this only once its
+            // staging is empty and its step word is past `upto`), and no record can run: now
+            // the events, as the one-thread engine's settle applies them after its last run.
+            self.want_settle = None;
+            for wl in &mut self.lanes {
+                while let Some(e) = wl.ev_rx.pop() {
+                    wl.events.push_back(e);
+                }
+                if let Some(lane) = wl.lane.as_mut() {
+                    let mut ad = WAdapter {
+                        sink: &mut *self.sink,
+                        stage: &mut wl.fwd_stage,
+                    };
+                    apply_events(lane, &mut wl.events, upto, &mut ad);
+                }
+            }
+            self.publish();
+            let r = self.sink.report();
+            self.send(WMsg::Settled(r));
+            work = true;
         }
         work
     }
@@ -451,7 +462,7 @@ pub struct SplitCounters {
     pub records: u64,
     /// Steps run by the BBO core.
     pub steps: u64,
-    /// Events the rings had no room for (staged at the driver).
+    /// Passes that left a lane's events staged at the driver (its ring was full).
     pub events_staged: u64,
     /// State roots gathered (lanes handed over and back).
     pub handovers: u64,
@@ -494,6 +505,11 @@ impl std::fmt::Debug for SplitEngine {
             .finish()
     }
 }
+
+/// Longest the driver waits for its lanes to answer a handover, a sync or a settle.
+const WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+const _: () = assert!(REQ_MAX_LEN <= u8::MAX as usize, "a LaneIn's length is a u8");
 
 /// Payload buffers kept for reuse.
 const SPARE_BUFFERS: usize = 4096;
@@ -567,6 +583,7 @@ impl SplitEngine {
                 sink: make_sink(),
                 want_handover: false,
                 want_sync: false,
+                want_settle: None,
                 handed: false,
                 failed: false,
                 since_report: 0,
@@ -698,6 +715,10 @@ impl SplitEngine {
     /// The payload the join chose for the record of `lane` starting at `first_lane_seq` (the
     /// first one still without it). False when no such record waits.
     pub fn set_payload(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) -> bool {
+        // The front never sends more (`ReplayTx::payload`); a record cut short would diverge.
+        if bytes.len() > REQ_MAX_LEN {
+            return false;
+        }
         let Some(q) = self.recs.get_mut(lane as usize) else {
             return false;
         };
@@ -720,6 +741,11 @@ impl SplitEngine {
         self.steps.push_back(s);
     }
 
+    /// The error the split stopped on, if any.
+    pub fn failed(&self) -> Option<ReplayError> {
+        self.failed.clone()
+    }
+
     fn check(&self) -> Result<(), ReplayError> {
         match &self.failed {
             Some(e) => Err(e.clone()),
@@ -737,8 +763,9 @@ impl SplitEngine {
                 Run::Thread(h) => {
                     if h.as_ref().is_some_and(|h| h.is_finished()) {
                         // A worker thread never returns while running: it panicked.
-                        self.failed.get_or_insert(ReplayError::Input {
+                        self.failed.get_or_insert(ReplayError::Split {
                             step: self.bbo.done(),
+                            what: "a replay lane thread died",
                         });
                     }
                 }
@@ -749,6 +776,14 @@ impl SplitEngine {
                     WMsg::Report(r) => w.report = r,
                     WMsg::Failed(e) => {
                         self.failed.get_or_insert(e);
+                    }
+                    WMsg::Lanes(v, r) => {
+                        w.report = r;
+                        got.push(WMsg::Lanes(v, r));
+                    }
+                    WMsg::Settled(r) => {
+                        w.report = r;
+                        got.push(WMsg::Settled(r));
                     }
                     m => got.push(m),
                 }
@@ -928,6 +963,8 @@ impl SplitEngine {
             if progress {
                 self.sh.done.store(self.bbo.done(), Ordering::Release);
             }
+            // Handovers, settles and syncs are answered only while their caller waits.
+            debug_assert!(got.is_empty(), "an answer nobody asked for");
             let inline = self.workers.iter().any(|w| matches!(w.run, Run::Inline(_)));
             if !progress || !inline {
                 break;
@@ -937,38 +974,84 @@ impl SplitEngine {
     }
 
     /// Wait (polling inline workers, yielding to threaded ones) until `f` holds of the messages
-    /// gathered.
-    fn wait_for(&mut self, mut f: impl FnMut(&[WMsg]) -> bool) -> Result<Vec<WMsg>, ReplayError> {
+    /// gathered. Staged events go out meanwhile only when `flush` (never during a handover: an
+    /// event pushed after a worker emptied its ring would be in neither the lanes handed over
+    /// nor the stage). Lanes silent for [`WAIT_MAX`] stop replay with a typed error.
+    fn wait_for(
+        &mut self,
+        flush: bool,
+        mut f: impl FnMut(&[WMsg]) -> bool,
+    ) -> Result<Vec<WMsg>, ReplayError> {
         let mut got = Vec::new();
+        let t0 = std::time::Instant::now();
         loop {
-            self.flush_events();
+            if flush {
+                self.flush_events();
+            }
+            self.drain_fwd();
             self.service(&mut got)?;
             if f(&got) {
                 return Ok(got);
             }
+            if t0.elapsed() > WAIT_MAX {
+                return Err(self.fail_split("the replay lanes stopped answering"));
+            }
             std::thread::yield_now();
         }
+    }
+
+    fn fail_split(&mut self, what: &'static str) -> ReplayError {
+        let e = ReplayError::Split {
+            step: self.bbo.done(),
+            what,
+        };
+        self.failed.get_or_insert(e.clone());
+        e
+    }
+
+    fn request(&mut self, w: usize, r: Req) -> Result<(), ReplayError> {
+        // At most a few requests are ever in flight (the ring holds 16).
+        if self.workers[w].req.push(r).is_err() {
+            return Err(self.fail_split("a replay lane worker's request ring is full"));
+        }
+        Ok(())
+    }
+
+    /// Push every staged event to the lanes' rings (the workers drain them).
+    fn flush_all_events(&mut self) -> Result<(), ReplayError> {
+        let t0 = std::time::Instant::now();
+        while self.ev_stage.iter().any(|s| !s.is_empty()) {
+            let mut got = Vec::new();
+            self.flush_events();
+            self.service(&mut got)?;
+            if t0.elapsed() > WAIT_MAX {
+                return Err(self.fail_split("the replay lanes stopped taking events"));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
     }
 
     /// The state commitment after the BBO core's last step (07 §7.4), every lane at exactly
     /// that step's cut (the caller ran with `until` = that step, so the holds put them there).
     pub fn state_root(&mut self) -> Result<[u8; 32], ReplayError> {
         self.check()?;
-        for w in &mut self.workers {
-            // The request ring is deep enough for the few requests ever in flight.
-            let _ = w.req.push(Req::Handover);
+        // Every event of the steps run goes to the rings first; then nothing is pushed while
+        // the lanes are handed over (the BBO core does not run meanwhile).
+        self.flush_all_events()?;
+        for w in 0..self.workers.len() {
+            self.request(w, Req::Handover)?;
         }
         let nw = self.workers.len();
-        let got =
-            self.wait_for(|g| g.iter().filter(|m| matches!(m, WMsg::Lanes(_))).count() == nw)?;
+        let got = self.wait_for(false, |g| {
+            g.iter().filter(|m| matches!(m, WMsg::Lanes(..))).count() == nw
+        })?;
         let n = self.cfg.layout.n_lanes as usize;
         let mut lanes: Vec<Option<(Lane, VecDeque<LaneEvent>)>> = (0..n).map(|_| None).collect();
-        let mut by_worker: Vec<Vec<u8>> = vec![Vec::new(); nw];
         for m in got {
-            if let WMsg::Lanes(v) = m {
+            if let WMsg::Lanes(v, _) = m {
                 for (id, lane, ev) in v {
                     if let Some(slot) = lanes.get_mut(id as usize) {
-                        by_worker[self.owner[id as usize]].push(id);
                         *slot = Some((lane, ev));
                     }
                 }
@@ -976,49 +1059,54 @@ impl SplitEngine {
         }
         self.drain_fwd();
         if lanes.iter().any(|x| x.is_none()) {
-            let e = ReplayError::Input {
-                step: self.bbo.done(),
-            };
-            self.failed = Some(e.clone());
-            return Err(e);
+            return Err(self.fail_split("a replay lane was not handed over"));
         }
-        let (ls, mut evs): (Vec<Lane>, Vec<VecDeque<LaneEvent>>) =
-            lanes.into_iter().flatten().unzip();
-        // Events still staged at the driver are the lanes' too (none: the wait flushed them).
-        for (l, st) in self.ev_stage.iter().enumerate() {
-            evs[l].extend(st.iter().copied());
-        }
+        let (ls, evs): (Vec<Lane>, Vec<VecDeque<LaneEvent>>) = lanes.into_iter().flatten().unzip();
+        // 07 §7.4: the state after the step, every lane at exactly its cut (the holds put them
+        // there; a lane past it would make the root depend on the schedule).
+        let at_cut = ls
+            .iter()
+            .zip(self.bbo.cut())
+            .all(|(lane, &c)| lane.published() == c);
         let root = vyrn_engine::snapshot::state_root_of(&self.cfg, &ls, &self.bbo, &self.fwd, &evs);
-        for (l, st) in self.ev_stage.iter().enumerate() {
-            let keep = evs[l].len() - st.len();
-            evs[l].truncate(keep);
-        }
         let mut back: Vec<Vec<(u8, Lane, VecDeque<LaneEvent>)>> =
             (0..nw).map(|_| Vec::new()).collect();
         for (l, (lane, ev)) in ls.into_iter().zip(evs).enumerate() {
             back[self.owner[l]].push((l as u8, lane, ev));
         }
-        for (w, v) in self.workers.iter_mut().zip(back) {
-            let _ = w.req.push(Req::Return(v));
+        for (w, v) in back.into_iter().enumerate() {
+            self.request(w, Req::Return(v))?;
+        }
+        if !at_cut {
+            return Err(self.fail_split("a replay lane was off the root's cut"));
         }
         self.c.handovers += 1;
         Ok(root)
     }
 
-    /// What has moved so far (the BBO core's last step, records handed to lanes): a caller
-    /// that runs, [`SplitEngine::sync`]s and runs again is done when this did not change.
-    pub fn moved(&self) -> (u64, u64) {
-        (self.bbo.done(), self.c.records)
+    /// What has moved so far (the BBO core's last step, records handed to lanes, events still
+    /// staged): a caller that runs, [`SplitEngine::sync`]s and runs again is at a standstill
+    /// when this did not change and no event is staged (a staged event pushed later could
+    /// let a lane run a record).
+    pub fn moved(&self) -> (u64, u64, usize) {
+        (
+            self.bbo.done(),
+            self.c.records,
+            self.ev_stage.iter().map(|s| s.len()).sum(),
+        )
     }
 
     /// Wait until every worker has polled once and found nothing to run (the end of the
     /// input: with worker threads, [`SplitEngine::run`] returns without waiting for them).
     pub fn sync(&mut self) -> Result<(), ReplayError> {
-        for w in &mut self.workers {
-            let _ = w.req.push(Req::Sync);
+        self.check()?;
+        for w in 0..self.workers.len() {
+            self.request(w, Req::Sync)?;
         }
         let nw = self.workers.len();
-        self.wait_for(|g| g.iter().filter(|m| matches!(m, WMsg::Synced)).count() == nw)?;
+        self.wait_for(true, |g| {
+            g.iter().filter(|m| matches!(m, WMsg::Synced)).count() == nw
+        })?;
         Ok(())
     }
 
@@ -1027,21 +1115,16 @@ impl SplitEngine {
     pub fn settle(&mut self) -> Result<(), ReplayError> {
         self.check()?;
         // Every lane's events through the last step must be in its ring first.
-        while self.ev_stage.iter().any(|s| !s.is_empty()) {
-            let mut got = Vec::new();
-            self.flush_events();
-            self.service(&mut got)?;
-            std::thread::yield_now();
-        }
+        self.flush_all_events()?;
         let upto = self.bbo.done();
-        for w in &mut self.workers {
-            let _ = w.req.push(Req::Settle(upto));
+        for w in 0..self.workers.len() {
+            self.request(w, Req::Settle(upto))?;
         }
         let nw = self.workers.len();
-        self.wait_for(|g| g.iter().filter(|m| matches!(m, WMsg::Settled)).count() == nw)?;
-        // Their reports came before their answers.
-        let mut got = Vec::new();
-        self.service(&mut got)?;
+        // Each answer carries its worker's report (`service` keeps it).
+        self.wait_for(true, |g| {
+            g.iter().filter(|m| matches!(m, WMsg::Settled(_))).count() == nw
+        })?;
         Ok(())
     }
 

@@ -622,6 +622,13 @@ impl<S: ReportingSink> ReplayTile<S> {
         self.take_roots();
         if settle {
             self.replay.settle(&mut self.sink);
+            if let Some(e) = self.replay.failed() {
+                // The lanes failed while settling: the divergence, not a settle.
+                self.fail(e);
+                return true;
+            }
+            // A split replay runs to a standstill in its settle: roots it took there go first.
+            self.take_roots();
             self.lag = self.replay.lag_time();
             let p = self.progress();
             self.must.push_back(Back::Settled(p));

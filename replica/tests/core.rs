@@ -87,7 +87,7 @@ enum Runner {
     /// on `workers` workers polled by the tile).
     LanesInTurn { workers: usize, tiny: bool },
     /// Its own tile on its own thread, the lanes on `workers` threads of their own.
-    LanesThreads { workers: usize },
+    LanesThreads { workers: usize, tiny: bool },
 }
 
 /// What a run replayed: first-copy responses by key, and the roots taken.
@@ -123,7 +123,15 @@ fn replay_on_its_own_tile_replays_what_inline_replay_does() {
             workers: 2,
             tiny: true,
         },
-        Runner::LanesThreads { workers: 2 },
+        Runner::LanesThreads {
+            workers: 2,
+            tiny: false,
+        },
+        // Threads with rings of a few slots: the handover and the settle meet staged events.
+        Runner::LanesThreads {
+            workers: 1,
+            tiny: true,
+        },
     ] {
         let split = follow(runner);
         if let Runner::LanesInTurn { tiny: true, .. } = runner {
@@ -195,7 +203,7 @@ fn follow(runner: Runner) -> Replayed {
             .unwrap();
             (c, Some(t), None)
         }
-        Runner::LanesThreads { workers } => {
+        Runner::LanesThreads { workers, tiny } => {
             let (c, mut t) = ReplicaCore::new_split_lanes(
                 cc,
                 1 << 22,
@@ -205,7 +213,15 @@ fn follow(runner: Runner) -> Replayed {
                     cores: Vec::new(),
                     idle: WorkerIdle::Backoff,
                 },
-                SplitSlots::default(),
+                if tiny {
+                    SplitSlots {
+                        lane_in: 4,
+                        fwd: 4,
+                        ev: 4,
+                    }
+                } else {
+                    SplitSlots::default()
+                },
             )
             .unwrap();
             t.prefault(1 << 10);

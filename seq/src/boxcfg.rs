@@ -19,14 +19,14 @@
 //! epoch = 1
 //! lanes = 2
 //! voters = 4
-//! client_port = 47400
-//! ctrl_port = 47402
+//! client_port = 27400
+//! ctrl_port = 27402
 //! core_map = [1, 0]        # the hot core first
 //! seq_key_file = "keys/seq.key"
 //! seq_pub = "<64 hex>"     # required in a file every role reads (HomeConfig)
 //!
 //! [voter.0]                # one per voter, 0..voters
-//! ctrl_addr = "127.0.0.1:47410"
+//! ctrl_addr = "127.0.0.1:27410"
 //! vote_key = "<64 hex>"
 //!
 //! [account.1000000]
@@ -39,7 +39,7 @@
 //! lane = 0
 //! slot = 0
 //! key_file = "keys/session-1.key"
-//! client_addr = "127.0.0.1:47458"   # optional: its bound address (07 §5.7 DataRedirect)
+//! client_addr = "127.0.0.1:27458"   # optional: its bound address (07 §5.7 DataRedirect)
 //! ```
 //!
 //! A TOML syntax error (a duplicate key or table included) is one error at the line the parser

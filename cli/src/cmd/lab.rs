@@ -363,7 +363,7 @@ mod tests {
     /// An IPv4 UDP frame whose checksum the relay fills in must carry the checksum RFC 768
     /// gives: the one's-complement sum over the pseudo-header and the datagram, checked here by
     /// the receiver's rule (the sum with the checksum in place folds to 0xffff). Worked example:
-    /// 10.77.1.1:40000 -> 239.255.75.1:47440, payload "vyrn".
+    /// 10.77.1.1:40000 -> 239.255.75.1:27440, payload "vyrn".
     #[test]
     fn the_relay_fills_in_a_checksum_a_receiver_accepts() {
         let mut f = vec![0u8; 14 + 20 + 8 + 4];

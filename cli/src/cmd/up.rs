@@ -60,7 +60,7 @@ pub struct Args {
     #[arg(long)]
     pub plain: bool,
     /// First of the metrics ports (box, data boxes, replicas, load follow).
-    #[arg(long, default_value_t = 47_490, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
+    #[arg(long, default_value_t = 27_490, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub metrics_port: u16,
     /// Seconds of ping before the open loop: one request in flight, request -> answer round
     /// trips (0: none).
@@ -107,7 +107,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = UpProfile::Dev, conflicts_with = "home")]
     pub profile: UpProfile,
     /// First port of a generated home (its client port; the rest follow, up to +60).
-    #[arg(long, default_value_t = 47_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
+    #[arg(long, default_value_t = 27_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
 }
 
@@ -496,7 +496,7 @@ fn up(a: Args) -> Result<bool, String> {
             }
             let d = a.dir.join(name);
             let f = d.join("home.toml");
-            if f.exists() && a.base_port != 47_400 {
+            if f.exists() && a.base_port != 27_400 {
                 println!(
                     "vyrn up: {} exists: its ports stand (--base-port applies to a new home; remove {} to write one)",
                     f.display(),
