@@ -428,8 +428,19 @@ pub struct ReplayEngine {
     spare_steps: Vec<(Vec<u64>, Vec<u8>)>,
 }
 
-/// Most payload buffers a [`ReplayEngine`] keeps for reuse.
-const SPARE_BUFFERS: usize = 4096;
+/// Most payload buffers (and step buffers) a replay keeps for reuse.
+pub const SPARE_BUFFERS: usize = 4096;
+
+/// Keep a run step's cut and payload buffers for the next step (no allocation per step once
+/// warm), up to [`SPARE_BUFFERS`].
+pub fn recycle_step(spare: &mut Vec<(Vec<u64>, Vec<u8>)>, s: LoggedStep) {
+    if spare.len() < SPARE_BUFFERS {
+        let (mut cut, mut payload) = (s.cut, s.payload);
+        cut.clear();
+        payload.clear();
+        spare.push((cut, payload));
+    }
+}
 
 impl ReplayEngine {
     /// A replay engine at the start of a tenure (LaneSeq 1, step 1).
@@ -684,12 +695,7 @@ impl ReplayEngine {
                         .bbo
                         .replay(&s.as_in(), &mut Queues(&mut self.t.fwd), &mut ad)
                         .map_err(ReplayError::Step)?;
-                    if self.spare_steps.len() < SPARE_BUFFERS {
-                        let (mut cut, mut payload) = (s.cut, s.payload);
-                        cut.clear();
-                        payload.clear();
-                        self.spare_steps.push((cut, payload));
-                    }
+                    recycle_step(&mut self.spare_steps, s);
                     progress = true;
                 } else {
                     break;

@@ -39,7 +39,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use vyrn_engine::home::{find_waiting, BboAdapter, EngineSink, LoggedStep, Queues, ReplayError};
+use vyrn_engine::home::{
+    find_waiting, recycle_step, BboAdapter, EngineSink, LoggedStep, Queues, ReplayError,
+    SPARE_BUFFERS,
+};
 use vyrn_engine::lane::LaneSink;
 use vyrn_engine::resp::RespOut;
 use vyrn_engine::{Bbo, EngineConfig, Fwd, Lane, LaneEvent};
@@ -511,9 +514,6 @@ const WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 const _: () = assert!(REQ_MAX_LEN <= u8::MAX as usize, "a LaneIn's length is a u8");
 
-/// Payload buffers kept for reuse.
-const SPARE_BUFFERS: usize = 4096;
-
 impl SplitEngine {
     /// Replay for `cfg` with its lanes on `workers` (lane `l` on worker `l mod n`), each with a
     /// sink from `make_sink`.
@@ -949,12 +949,7 @@ impl SplitEngine {
                     return Err(e);
                 }
                 self.c.steps += 1;
-                if self.spare_steps.len() < SPARE_BUFFERS {
-                    let (mut cut, mut payload) = (s.cut, s.payload);
-                    cut.clear();
-                    payload.clear();
-                    self.spare_steps.push((cut, payload));
-                }
+                recycle_step(&mut self.spare_steps, s);
                 progress = true;
             }
             // The steps' events to the rings (what does not fit stays staged, its lane's
