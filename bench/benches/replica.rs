@@ -45,7 +45,7 @@ use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
 use vyrn_replica::decode::{DecodedOut, Decoder};
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
-use vyrn_replica::replay_split::{SplitSlots, WorkerIdle, Workers};
+use vyrn_replica::replay_split::{SplitSlots, Workers};
 use vyrn_replica::replay_tile::{spawn, Idle, ReplayTile, REPLAY_RING_BYTES};
 use vyrn_replica::verdict::{Anchor, Verdicts};
 use vyrn_seq::testkit::capture::{capture, capture_batched, capture_pipelined};
@@ -342,7 +342,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                     Workers::Threads {
                         n: 1,
                         cores: Vec::new(),
-                        idle: WorkerIdle::Backoff,
+                        idle: Idle::Backoff,
                     },
                     SplitSlots::default(),
                 )
@@ -450,7 +450,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 lanes_fresh(Workers::Threads {
                     n: 1,
                     cores: Vec::new(),
-                    idle: WorkerIdle::Spin,
+                    idle: Idle::Spin,
                 })
             },
             |(core, mut tile)| {

@@ -969,9 +969,9 @@ impl Node {
         let (mut core, tile) = if cfg.replay_tile {
             let (core, mut tile) = if cfg.replay_lanes > 0 {
                 let idle = if cfg.replay_lane_cores.is_empty() {
-                    crate::replay_split::WorkerIdle::Backoff
+                    crate::replay_tile::Idle::Backoff
                 } else {
-                    crate::replay_split::WorkerIdle::Spin
+                    crate::replay_tile::Idle::Spin
                 };
                 ReplicaCore::new_split_lanes(
                     cc,

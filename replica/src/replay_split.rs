@@ -50,7 +50,7 @@ use vyrn_rings::spsc;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
 use vyrn_wire::records::PacketRecord;
 
-use crate::replay_tile::{ReportingSink, SinkReport};
+use crate::replay_tile::{poll_until, Idle, ReportingSink, SinkReport};
 
 /// Ring sizes between the driver and one lane (each rounded up to a power of two).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -425,15 +425,6 @@ struct Worker {
     lanes: usize,
 }
 
-/// How the worker threads wait when idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerIdle {
-    /// Spin (a dedicated core).
-    Spin,
-    /// Spin a while, yield, then sleep 200 µs at a time (a shared box).
-    Backoff,
-}
-
 /// Where the lane workers run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Workers {
@@ -445,8 +436,8 @@ pub enum Workers {
         n: usize,
         /// Cores to pin them to.
         cores: Vec<usize>,
-        /// How they wait when idle.
-        idle: WorkerIdle,
+        /// How they wait when idle (as the replay thread does).
+        idle: Idle,
     },
 }
 
@@ -598,30 +589,7 @@ impl SplitEngine {
                     let h = std::thread::Builder::new()
                         .name(format!("vyrn-rlane{i}"))
                         .spawn(move || {
-                            if let Some(c) = core {
-                                let _ =
-                                    core_affinity::set_for_current(core_affinity::CoreId { id: c });
-                            }
-                            let mut idle_polls = 0u32;
-                            while !stop.stop.load(Ordering::Acquire) {
-                                if w.poll() {
-                                    idle_polls = 0;
-                                    continue;
-                                }
-                                idle_polls = idle_polls.saturating_add(1);
-                                match idle {
-                                    WorkerIdle::Spin => std::hint::spin_loop(),
-                                    WorkerIdle::Backoff if idle_polls < 64 => {
-                                        std::hint::spin_loop()
-                                    }
-                                    WorkerIdle::Backoff if idle_polls < 256 => {
-                                        std::thread::yield_now()
-                                    }
-                                    WorkerIdle::Backoff => {
-                                        std::thread::sleep(std::time::Duration::from_micros(200))
-                                    }
-                                }
-                            }
+                            poll_until(&stop.stop, core, idle, || w.poll());
                             w
                         })?;
                     Run::Thread(Some(h))
@@ -1222,7 +1190,7 @@ mod tests {
             Workers::Threads {
                 n: 2,
                 cores: Vec::new(),
-                idle: WorkerIdle::Backoff,
+                idle: Idle::Backoff,
             },
             SplitSlots::default(),
             &sink,

@@ -809,30 +809,41 @@ pub fn spawn<S: ReportingSink + Send + 'static>(
     let h = std::thread::Builder::new()
         .name("vyrn-replay".into())
         .spawn(move || {
-            if let Some(c) = core {
-                pin_to(c);
-            }
-            let mut idle_polls = 0u32;
-            while !s.load(Ordering::Acquire) {
-                if tile.poll(clock()) {
-                    idle_polls = 0;
-                    continue;
-                }
-                idle_polls = idle_polls.saturating_add(1);
-                match idle {
-                    Idle::Spin => std::hint::spin_loop(),
-                    Idle::Backoff if idle_polls < 64 => std::hint::spin_loop(),
-                    Idle::Backoff if idle_polls < 256 => std::thread::yield_now(),
-                    // 200 µs: a shared box's replay thread wakes 5k times a second when idle
-                    // (20 µs slowed the other roles' threads on two cores).
-                    Idle::Backoff => std::thread::sleep(std::time::Duration::from_micros(200)),
-                }
-            }
+            poll_until(&s, core, idle, || tile.poll(clock()));
             // What is left in the ring (the front stopped feeding).
             while tile.poll(clock()) {}
             tile
         })?;
     Ok((stop, h))
+}
+
+/// A tile thread's loop (the replay thread's, and the replay lanes' in `replay_split`): pinned
+/// to `core` if given, `poll` until `stop`, waiting as `idle` says when a poll did nothing.
+pub(crate) fn poll_until(
+    stop: &AtomicBool,
+    core: Option<usize>,
+    idle: Idle,
+    mut poll: impl FnMut() -> bool,
+) {
+    if let Some(c) = core {
+        pin_to(c);
+    }
+    let mut idle_polls = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        if poll() {
+            idle_polls = 0;
+            continue;
+        }
+        idle_polls = idle_polls.saturating_add(1);
+        match idle {
+            Idle::Spin => std::hint::spin_loop(),
+            Idle::Backoff if idle_polls < 64 => std::hint::spin_loop(),
+            Idle::Backoff if idle_polls < 256 => std::thread::yield_now(),
+            // 200 µs: a shared box's replay thread wakes 5k times a second when idle
+            // (20 µs slowed the other roles' threads on two cores).
+            Idle::Backoff => std::thread::sleep(std::time::Duration::from_micros(200)),
+        }
+    }
 }
 
 /// Pin the calling thread to `core` (best effort, as the sequencer's runner pins its tiles: a

@@ -16,7 +16,7 @@ use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
 use vyrn_replica::decode::Fault;
-use vyrn_replica::replay_split::{SplitCounters, SplitSlots, WorkerIdle, Workers};
+use vyrn_replica::replay_split::{SplitCounters, SplitSlots, Workers};
 use vyrn_replica::replay_tile::{Idle, ReplayTile, ReportingSink, SinkReport};
 use vyrn_replica::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
@@ -211,7 +211,7 @@ fn follow(runner: Runner) -> Replayed {
                 Workers::Threads {
                     n: workers,
                     cores: Vec::new(),
-                    idle: WorkerIdle::Backoff,
+                    idle: Idle::Backoff,
                 },
                 if tiny {
                     SplitSlots {
