@@ -873,7 +873,12 @@ fn per_core(
             r,
             c.msgs,
             || {
-                let mut ls: Vec<Lane> = (0..n as u8).map(|l| Lane::new(cfg, l)).collect();
+                let new = if mode == 0 {
+                    Lane::new
+                } else {
+                    Lane::for_replay
+                };
+                let mut ls: Vec<Lane> = (0..n as u8).map(|l| new(cfg, l)).collect();
                 ls.iter_mut().for_each(Lane::prefault);
                 ls
             },

@@ -140,10 +140,10 @@ pub struct Tiles {
 }
 
 impl Tiles {
-    fn new(cfg: EngineConfig, ring_cap: usize) -> Self {
+    fn new(cfg: EngineConfig, ring_cap: usize, lane: fn(&EngineConfig, u8) -> Lane) -> Self {
         let n = cfg.layout.n_lanes as usize;
         Tiles {
-            lanes: (0..n as u8).map(|l| Lane::new(&cfg, l)).collect(),
+            lanes: (0..n as u8).map(|l| lane(&cfg, l)).collect(),
             bbo: Bbo::new(&cfg),
             fwd: (0..n).map(|_| VecDeque::with_capacity(ring_cap)).collect(),
             events: (0..n).map(|_| VecDeque::with_capacity(ring_cap)).collect(),
@@ -232,7 +232,7 @@ impl LiveEngine {
         LiveEngine {
             cut: CutCore::new(cfg.layout, 0),
             route,
-            t: Tiles::new(cfg, 1024),
+            t: Tiles::new(cfg, 1024, Lane::new),
         }
     }
 
@@ -451,7 +451,7 @@ impl ReplayEngine {
             steps: VecDeque::new(),
             waits: 0,
             shuffle: None,
-            t: Tiles::new(cfg, 0),
+            t: Tiles::new(cfg, 0, Lane::for_replay),
             spare: Vec::new(),
             spare_steps: Vec::new(),
         }

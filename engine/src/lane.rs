@@ -248,12 +248,36 @@ pub struct Lane {
     hot: HotRing,
     rb: RespBuilder,
     resend_buf: Box<[u8; RESP_MAX_BYTES]>,
-    pend: Vec<Pending>,
+    /// Pending responses, built in place: `pend_order[..n_pend]` holds their slots in
+    /// `pend` oldest first; the other slots are free. No response is moved or zeroed.
+    pend: Box<[Pending; PEND_MAX]>,
+    pend_order: [u8; PEND_MAX],
+    n_pend: usize,
+    /// Tag responses under `K_out` (live); a replay lane leaves the tag to whoever sends
+    /// (07 §7.3: a replay lane does no TX work).
+    tag_out: bool,
     hashes: HashBatch,
     counters: LaneCounters,
 }
 
 impl Lane {
+    /// Replay lane `id` of `cfg` (07 §7.1): as [`Lane::new`], but its responses are not
+    /// tagged — 16 zero bytes stand in the tag's place, in what it answers and in its hot
+    /// ring; a sender tags them under `K_out` ([`crate::resp::tag`], [`crate::resp::as_resend`]
+    /// as a live lane's resends do). 07 §7.3 budgets a replay lane without TX work, and §8.5
+    /// stores replay's responses with no tag.
+    pub fn for_replay(cfg: &EngineConfig, id: u8) -> Self {
+        let mut l = Lane::new(cfg, id);
+        l.tag_out = false;
+        l
+    }
+
+    /// Whether this lane tags its responses (a live lane) or leaves the tag to the sender (a
+    /// replay lane).
+    pub fn tags_responses(&self) -> bool {
+        self.tag_out
+    }
+
     /// Lane `id` of `cfg`: LaneSeqs from 1, fills_applied 0.
     pub fn new(cfg: &EngineConfig, id: u8) -> Self {
         let mut sessions = vec![None; MAX_SESSIONS_PER_LANE];
@@ -295,19 +319,15 @@ impl Lane {
             });
             by_session.insert(s.session, s.slot);
         }
-        let mut pend = Vec::with_capacity(PEND_MAX);
-        for _ in 0..PEND_MAX {
-            pend.push(Pending {
-                slot: 0,
-                pkt_seq: 0,
-                gate: Gate::LaneCut {
-                    lane: id,
-                    lane_seq: 0,
-                },
-                b: RespBuilder::default(),
-            });
-        }
-        pend.clear();
+        let pend = Box::new(std::array::from_fn(|_| Pending {
+            slot: 0,
+            pkt_seq: 0,
+            gate: Gate::LaneCut {
+                lane: id,
+                lane_seq: 0,
+            },
+            b: RespBuilder::default(),
+        }));
         Lane {
             id,
             book: cfg.book,
@@ -333,6 +353,9 @@ impl Lane {
             rb: RespBuilder::default(),
             resend_buf: Box::new([0; RESP_MAX_BYTES]),
             pend,
+            pend_order: [0; PEND_MAX],
+            n_pend: 0,
+            tag_out: true,
             hashes: HashBatch {
                 buf: Box::new([[0; REQ_MAX_LEN - REQ_TAG_BYTES]; REP_HASH_BATCH]),
                 len: [0; REP_HASH_BATCH],
@@ -692,8 +715,8 @@ impl Lane {
         };
         let resp_seq = s.next_resp;
         s.next_resp += 1;
-        let (session, k_out, tx) = (s.session, s.k_out, s.tx);
-        let bytes = self.rb.finish(resp_seq, &k_out);
+        let (session, tx) = (s.session, s.tx);
+        let bytes = self.rb.finish(resp_seq, self.tag_out.then_some(&s.k_out));
         self.hot.push(slot, pkt_seq, bytes);
         self.counters.responses += 1;
         sink.respond(&RespOut {
@@ -720,8 +743,9 @@ impl Lane {
             lane_seq,
         };
         let (hot, buf, counters) = (&self.hot, &mut self.resend_buf, &mut self.counters);
+        let k_out = self.tag_out.then_some(&sess.k_out);
         let found = hot.find(slot, pkt_seq, |stored| {
-            let b = as_resend(stored, &sess.k_out, buf);
+            let b = as_resend(stored, k_out, buf);
             let resp_seq = u64::from_le_bytes(b[8..16].try_into().unwrap_or([0; 8]));
             counters.resent += 1;
             sink.respond(&RespOut {
@@ -936,40 +960,50 @@ impl Lane {
         r: &Record,
         sink: &mut impl LaneSink,
     ) {
-        let ix = match self
-            .pend
-            .iter()
-            .position(|p| p.slot == slot && p.pkt_seq == pkt_seq && !p.b.is_full())
-        {
-            Some(i) => i,
+        let open = self.pend_order[..self.n_pend].iter().copied().find(|&i| {
+            let p = &self.pend[i as usize];
+            p.slot == slot && p.pkt_seq == pkt_seq && !p.b.is_full()
+        });
+        let ix = match open {
+            Some(i) => i as usize,
             None => {
-                if self.pend.len() == PEND_MAX {
+                if self.n_pend == PEND_MAX {
                     self.flush_one(0, sink);
                 }
+                // The lowest slot not in use (at most PEND_MAX − 1 are).
+                let free = (0..PEND_MAX)
+                    .find(|&i| !self.pend_order[..self.n_pend].contains(&(i as u8)))
+                    .unwrap_or(0);
                 let session = self.sessions[slot as usize].map_or(0, |s| s.session);
-                let mut b = RespBuilder::default();
-                b.start(session, pkt_seq);
-                self.pend.push(Pending {
-                    slot,
-                    pkt_seq,
-                    gate,
-                    b,
-                });
-                self.pend.len() - 1
+                let p = &mut self.pend[free];
+                p.slot = slot;
+                p.pkt_seq = pkt_seq;
+                p.gate = gate;
+                p.b.start(session, pkt_seq);
+                self.pend_order[self.n_pend] = free as u8;
+                self.n_pend += 1;
+                free
             }
         };
         self.pend[ix].b.push(r);
     }
 
+    /// Send the `i`-th oldest pending response.
     fn flush_one(&mut self, i: usize, sink: &mut impl LaneSink) {
-        let mut p = self.pend.remove(i);
+        if i >= self.n_pend {
+            return;
+        }
+        let ix = self.pend_order[i] as usize;
+        self.pend_order.copy_within(i + 1..self.n_pend, i);
+        self.n_pend -= 1;
+        let p = &mut self.pend[ix];
         let Some(s) = self.sessions[p.slot as usize].as_mut() else {
             return;
         };
         let resp_seq = s.next_resp;
         s.next_resp += 1;
-        let (session, k_out, tx) = (s.session, s.k_out, s.tx);
-        let bytes = p.b.finish(resp_seq, &k_out);
+        let (session, tx) = (s.session, s.tx);
+        let bytes = p.b.finish(resp_seq, self.tag_out.then_some(&s.k_out));
         self.hot.push(p.slot, p.pkt_seq, bytes);
         self.counters.responses += 1;
         sink.respond(&RespOut {
@@ -984,7 +1018,7 @@ impl Lane {
     }
 
     fn flush_pending(&mut self, sink: &mut impl LaneSink) {
-        while !self.pend.is_empty() {
+        while self.n_pend > 0 {
             self.flush_one(0, sink);
         }
     }

@@ -52,7 +52,9 @@ pub struct RespOut<'a> {
     pub gate: Gate,
     /// The TX core of the session's client port (07 §4.1).
     pub tx: u8,
-    /// The wire bytes, tag included.
+    /// The wire bytes. A live lane's carry their tag under `K_out`; a replay lane's carry 16
+    /// zero bytes in its place: the tag is TX work, computed where a packet is sent (07 §7.3
+    /// "no TX", §8.5 "no tag is stored"; [`tag`] or [`as_resend`] adds it).
     pub bytes: &'a [u8],
 }
 
@@ -112,25 +114,48 @@ impl RespBuilder {
         true
     }
 
-    /// Finish with `resp_seq` and the tag under `k_out`; returns the wire bytes.
-    pub fn finish(&mut self, resp_seq: u64, k_out: &SipKey) -> &[u8] {
+    /// Finish with `resp_seq` and the tag under `k_out` (`None`: 16 zero bytes in the tag's
+    /// place, a replay lane's untagged packet); returns the wire bytes.
+    pub fn finish(&mut self, resp_seq: u64, k_out: Option<&SipKey>) -> &[u8] {
         self.buf[8..16].copy_from_slice(&resp_seq.to_le_bytes());
         self.buf[16] = self.n as u8;
         self.buf[17] = 0;
         let body = RESP_HDR_BYTES + self.n * RESP_RECORD_BYTES;
-        let tag = siphash128(k_out, &self.buf[..body]);
+        let tag = match k_out {
+            Some(k) => siphash128(k, &self.buf[..body]),
+            None => [0; RESP_TAG_BYTES],
+        };
         self.buf[body..body + RESP_TAG_BYTES].copy_from_slice(&tag);
         &self.buf[..body + RESP_TAG_BYTES]
     }
 }
 
-/// Copy `stored` into `out` as a resend: `flags.resend` set and the tag recomputed.
-pub fn as_resend<'a>(stored: &[u8], k_out: &SipKey, out: &'a mut [u8; RESP_MAX_BYTES]) -> &'a [u8] {
+/// Tag a finished response packet under `k_out` in place (its last 16 bytes): what a sender
+/// does to a replay lane's untagged packet (07 §8.5: rebuilt, then tagged with `K_out`).
+/// A packet shorter than its tag is left as it is.
+pub fn tag(bytes: &mut [u8], k_out: &SipKey) {
+    let Some(body) = bytes.len().checked_sub(RESP_TAG_BYTES) else {
+        return;
+    };
+    let t = siphash128(k_out, &bytes[..body]);
+    bytes[body..].copy_from_slice(&t);
+}
+
+/// Copy `stored` into `out` as a resend: `flags.resend` set and the tag recomputed under
+/// `k_out` (`None`: zeroed, a replay lane's untagged resend).
+pub fn as_resend<'a>(
+    stored: &[u8],
+    k_out: Option<&SipKey>,
+    out: &'a mut [u8; RESP_MAX_BYTES],
+) -> &'a [u8] {
     let n = stored.len();
     out[..n].copy_from_slice(stored);
     out[17] = RESP_FLAG_RESEND;
     let body = n - RESP_TAG_BYTES;
-    let tag = siphash128(k_out, &out[..body]);
+    let tag = match k_out {
+        Some(k) => siphash128(k, &out[..body]),
+        None => [0; RESP_TAG_BYTES],
+    };
     out[body..n].copy_from_slice(&tag);
     &out[..n]
 }

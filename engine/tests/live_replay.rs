@@ -83,7 +83,17 @@ fn replay(run: &Run, schedule: Option<u64>) -> (ReplayEngine, Capture) {
     (r, cap)
 }
 
-fn assert_same(seed: u64, a: &Capture, b: &Capture) {
+/// Live's responses (`a`) against replay's (`b`), byte for byte: replay leaves the 16 tag bytes
+/// zero (07 §7.3, §8.5), so each of its packets must carry a zero tag and, tagged under the
+/// session's `K_out` as a sender would, equal live's packet.
+fn assert_same(cfg: &EngineConfig, seed: u64, a: &Capture, b: &Capture) {
+    let k_out = |s: u32| {
+        cfg.sessions
+            .iter()
+            .find(|x| x.session == s)
+            .expect("session")
+            .k_out
+    };
     assert_eq!(
         a.responses.len(),
         b.responses.len(),
@@ -100,7 +110,14 @@ fn assert_same(seed: u64, a: &Capture, b: &Capture) {
             "seed {seed}: session {s} response count"
         );
         for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
-            assert_eq!(x, y, "seed {seed}: session {s} response {i}");
+            let (mut bytes, gate) = y.clone();
+            let n = bytes.len();
+            assert!(
+                n >= 16 && bytes[n - 16..].iter().all(|&b| b == 0),
+                "seed {seed}: session {s} response {i}: replay tagged it"
+            );
+            vyrn_engine::resp::tag(&mut bytes, &k_out(*s));
+            assert_eq!(x, &(bytes, gate), "seed {seed}: session {s} response {i}");
         }
     }
     assert_eq!(a.events, b.events, "seed {seed}: event (fill) streams");
@@ -124,7 +141,7 @@ fn live_and_replay_agree_over_many_seeds() {
         // Odd seeds replay in a random interleaving of lanes and BBO core: only the two
         // dependencies of 07 §7.1 may order the work.
         let (r, cap) = replay(&run, (seed % 2 == 1).then_some(seed ^ 0xA5A5));
-        assert_same(seed, &run.live, &cap);
+        assert_same(&run.cfg, seed, &run.live, &cap);
         assert_eq!(r.state_root(), run.root, "seed {seed}: state commitment");
         run.engine.bbo().book().check().expect("book invariants");
         for s in &run.live.steps {
@@ -490,7 +507,7 @@ fn keyed_records_wait_for_their_hash_and_payload_and_replay_the_same() {
         r.check_drained().expect("every step replayed");
         assert_eq!(r.backlog(), (0, 0), "seed {seed}: every record ran");
         r.settle(&mut cap);
-        assert_same(seed, &run.live, &cap);
+        assert_same(&run.cfg, seed, &run.live, &cap);
         assert_eq!(r.state_root(), run.root, "seed {seed}: same state");
     }
 }
@@ -521,6 +538,6 @@ fn the_peak_mix_fills_every_packet_and_replays_the_same() {
     for seed in 0..6 {
         let run = live_run(seed, 300, Mix::peak());
         let (_, cap) = replay(&run, (seed % 2 == 1).then_some(seed ^ 0x5A5A));
-        assert_same(seed, &run.live, &cap);
+        assert_same(&run.cfg, seed, &run.live, &cap);
     }
 }

@@ -540,7 +540,7 @@ impl SplitEngine {
             ev_tx.push(etx);
             fwd_rx.push(frx);
             owner.push(l % nw);
-            let mut lane = Lane::new(&cfg, l as u8);
+            let mut lane = Lane::for_replay(&cfg, l as u8);
             lane.prefault();
             wlanes[l % nw].push(WLane {
                 id: l as u8,

@@ -10,7 +10,7 @@ mod boxrun;
 
 use std::collections::HashMap;
 
-use boxrun::{finalize, first_copy_key, Responses};
+use boxrun::{as_sent, finalize, first_copy_key, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
@@ -348,10 +348,11 @@ fn follow(runner: Runner) -> Replayed {
     );
     // Replay: every response of the box, byte for byte.
     assert!(live.len() > 1000);
+    let sent = as_sent(&e, &resp.by_key);
     for (k, b) in &live {
-        assert_eq!(resp.by_key.get(k), Some(b), "response {k:?}");
+        assert_eq!(sent.get(k), Some(b), "response {k:?}");
     }
-    assert_eq!(resp.by_key.len(), live.len());
+    assert_eq!(sent.len(), live.len());
     let (dec, rep) = core.replay_lag();
     assert_eq!(dec, rep);
     let roots = (1..=last)

@@ -340,7 +340,7 @@ impl Control {
                 self.notified[i].final_height = fin;
                 self.counters.final_notices += 1;
             }
-            let bytes = self.rb.finish(NOTICE_RESP_SEQ, &k_out);
+            let bytes = self.rb.finish(NOTICE_RESP_SEQ, Some(&k_out));
             sh.notice(session, bytes);
             self.counters.notice_packets += 1;
         }

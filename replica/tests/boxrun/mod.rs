@@ -30,6 +30,33 @@ impl EngineSink for Responses {
     }
 }
 
+/// Replay's first copies as the box sent them. Replay leaves the 16 tag bytes zero (07 §7.3: a
+/// replay lane does no TX work; §8.5: the tag is computed where a packet is sent), so each must
+/// carry a zero tag; it is tagged here under its session's `K_out`, as a sender would.
+pub fn as_sent(
+    e: &vyrn_engine::EngineConfig,
+    by_key: &HashMap<(u32, u64), Vec<u8>>,
+) -> HashMap<(u32, u64), Vec<u8>> {
+    by_key
+        .iter()
+        .map(|(k, b)| {
+            let n = b.len();
+            assert!(
+                n >= 16 && b[n - 16..].iter().all(|&x| x == 0),
+                "response {k:?}: replay tagged it"
+            );
+            let s = e
+                .sessions
+                .iter()
+                .find(|s| s.session == k.0)
+                .expect("session");
+            let mut b = b.clone();
+            vyrn_engine::resp::tag(&mut b, &s.k_out);
+            (*k, b)
+        })
+        .collect()
+}
+
 /// A response packet's (session, resp_seq), if it is a first copy (flags.resend, byte 17, clear).
 pub fn first_copy_key(b: &[u8]) -> Option<(u32, u64)> {
     (b.len() >= 24 && b[17] & 1 == 0).then(|| {
