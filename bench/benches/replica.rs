@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use vyrn_bench::{enabled, measure_with_setup, quick, ratio, rounds};
 use vyrn_engine::bbo::{BboSink, OpQueues};
-use vyrn_engine::home::{CountingSink, LiveEngine, NullEngineSink};
+use vyrn_engine::home::{LiveEngine, NullEngineSink};
 use vyrn_engine::lane::LaneSink;
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
@@ -43,6 +43,7 @@ use vyrn_engine::{Bbo, Capture, Fwd, Lane, LaneEvent, RespOut, StepOut};
 use vyrn_replica::core::{CoreConfig, NullOut, ReplicaCore};
 use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
 use vyrn_replica::decode::{DecodedOut, Decoder};
+use vyrn_replica::node::ReplaySink;
 use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut};
 use vyrn_replica::replay::Replayer;
 use vyrn_replica::replay_split::{SplitSlots, Workers};
@@ -246,7 +247,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     let ahead = move |i: usize| (i + 1) * n_data / n_frames + 64;
     // The capture into a core as a replica receives it (the tiles ticked once per 16 frames),
     // then the end of the input; answers to `sink` when replay runs inline.
-    let feed = |core: &mut ReplicaCore, sink: &mut CountingSink| {
+    let feed = |core: &mut ReplicaCore, sink: &mut ReplaySink| {
         let mut out = NullOut;
         let mut d = 0;
         for (i, f) in c.frames.iter().enumerate() {
@@ -274,9 +275,9 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             c.msgs,
             fresh_core,
             |mut core| {
-                let mut sink = CountingSink::default();
+                let mut sink = ReplaySink::default();
                 feed(&mut core, &mut sink);
-                answers.insert(0, sink.0);
+                answers.insert(0, sink.responses);
                 core
             },
         )
@@ -290,10 +291,10 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     let finish = |core: &mut ReplicaCore,
                   (stop, th): (
         std::sync::Arc<std::sync::atomic::AtomicBool>,
-        std::thread::JoinHandle<ReplayTile<CountingSink>>,
+        std::thread::JoinHandle<ReplayTile<ReplaySink>>,
     )| {
         let mut out = NullOut;
-        let mut none = CountingSink::default();
+        let mut none = ReplaySink::default();
         feed(core, &mut none);
         while core.replay_tx().is_some_and(|t| t.settled() == 0) {
             let _ = core.tick(c.frames.len() as u64, &mut out, &mut none);
@@ -311,7 +312,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 let (mut core, mut tile) = ReplicaCore::new_split(
                     core_cfg.clone(),
                     REPLAY_RING_BYTES,
-                    CountingSink::default(),
+                    ReplaySink::default(),
                 )
                 .expect("core");
                 core.prefault();
@@ -338,7 +339,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 let (mut core, mut tile) = ReplicaCore::new_split_lanes(
                     core_cfg.clone(),
                     REPLAY_RING_BYTES,
-                    CountingSink::default(),
+                    ReplaySink::default(),
                     Workers::Threads {
                         n: 1,
                         cores: Vec::new(),
@@ -373,11 +374,10 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     }
     // The two tiles of that split, each alone: the front into a ring that holds the whole
     // capture (nothing drains it), then the replay tile draining that ring.
-    let feed_front = |core: &mut ReplicaCore| feed(core, &mut CountingSink::default());
+    let feed_front = |core: &mut ReplicaCore| feed(core, &mut ReplaySink::default());
     let split_fresh = || {
         let (mut core, mut tile) =
-            ReplicaCore::new_split(core_cfg.clone(), 1 << 27, CountingSink::default())
-                .expect("core");
+            ReplicaCore::new_split(core_cfg.clone(), 1 << 27, ReplaySink::default()).expect("core");
         core.prefault();
         tile.prefault(1 << 14);
         (core, tile)
@@ -407,7 +407,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
             },
             |(core, mut tile)| {
                 while tile.poll(0) {}
-                answers.insert(2, tile.sink().0);
+                answers.insert(2, tile.sink().responses);
                 (core, tile)
             },
         )
@@ -418,7 +418,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
         let (mut core, mut tile) = ReplicaCore::new_split_lanes(
             core_cfg.clone(),
             1 << 27,
-            CountingSink::default(),
+            ReplaySink::default(),
             workers,
             SplitSlots::default(),
         )
@@ -673,7 +673,7 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 p
             },
             |mut p| {
-                let mut sink = CountingSink::default();
+                let mut sink = ReplaySink::default();
                 for (i, ev) in tap.0.iter().enumerate() {
                     match ev {
                         Ev::Rec(rec) => p.on_record(rec),
@@ -688,7 +688,10 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
                 p.pump(&payloads, &mut sink).expect("replay");
                 p.settle(&mut sink);
                 if replica.is_some() {
-                    assert_eq!(sink.0, want, "replay answered as the whole replica did");
+                    assert_eq!(
+                        sink.responses, want,
+                        "replay answered as the whole replica did"
+                    );
                 }
                 p
             },

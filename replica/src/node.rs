@@ -436,9 +436,16 @@ impl Tokens {
 }
 
 /// Replay's answers folded into one digest (every replica of a home prints the same one). The
-/// digest is a multiset hash — the sum, lane by lane mod 2^64, of each first-copy response's
-/// BLAKE3 — so it does not depend on the order in which replay interleaves sessions (which
-/// follows the order payloads arrived in), only on the responses themselves.
+/// digest is a multiset hash, so it does not depend on the order in which replay interleaves
+/// sessions (which follows the order payloads arrived in), only on the responses themselves:
+/// each first-copy response is hashed to 64 bits (`foldhash`'s quality hasher with a fixed seed,
+/// one pass over its bytes) and the digest's four words are, mod 2^64, the sum of those hashes,
+/// the sum of their squares, the sum of the responses' lengths and their count.
+///
+/// It runs on the replay thread for every response, so it is cheap and not cryptographic: it
+/// shows an operator that the replicas replayed the same answers (a divergence by accident or
+/// bug); the state roots (07 §7.4) are the signed check. BLAKE3 of each response cost the replay
+/// thread more than replay itself at the peak mix (`--bench replica`, docs/benchmarks.md).
 #[derive(Debug, Default, Clone)]
 pub struct ReplaySink {
     digest: [u64; 4],
@@ -448,6 +455,10 @@ pub struct ReplaySink {
     pub events: u64,
 }
 
+/// The replay digest's hasher: fixed seed, the same at every replica (and pinned version).
+const DIGEST_HASH: foldhash::quality::FixedState =
+    foldhash::quality::FixedState::with_seed(0x7679_726e_5245_5350);
+
 impl ReplaySink {
     /// The multiset digest of every first-copy response replayed so far.
     pub fn digest(&self) -> Hash {
@@ -456,6 +467,17 @@ impl ReplaySink {
             h[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
         }
         h
+    }
+
+    /// Fold one response's bytes into the digest.
+    fn add(&mut self, bytes: &[u8]) {
+        use std::hash::BuildHasher;
+        let h = DIGEST_HASH.hash_one(bytes);
+        let d = &mut self.digest;
+        d[0] = d[0].wrapping_add(h);
+        d[1] = d[1].wrapping_add(h.wrapping_mul(h));
+        d[2] = d[2].wrapping_add(bytes.len() as u64);
+        d[3] = d[3].wrapping_add(1);
     }
 }
 
@@ -489,12 +511,7 @@ impl EngineSink for ReplaySink {
     fn respond(&mut self, r: &RespOut<'_>) {
         if !r.resend {
             self.responses += 1;
-            let h = blake3::hash(r.bytes);
-            for (i, d) in self.digest.iter_mut().enumerate() {
-                let lane =
-                    u64::from_le_bytes(h.as_bytes()[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
-                *d = d.wrapping_add(lane);
-            }
+            self.add(r.bytes);
         }
     }
     fn event(&mut self, _lane: u8, _ev: &LaneEvent) {
@@ -1841,5 +1858,64 @@ fn on_ctrl(
             });
         }
         _ => io.c.ctrl_bad += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vyrn_engine::resp::Gate;
+
+    fn respond(s: &mut ReplaySink, bytes: &[u8], resend: bool) {
+        s.respond(&RespOut {
+            session: 1,
+            echo_pkt_seq: 1,
+            resp_seq: 1,
+            resend,
+            gate: Gate::LaneCut {
+                lane: 0,
+                lane_seq: 1,
+            },
+            tx: 0,
+            bytes,
+        });
+    }
+
+    /// The replay digest is a multiset hash: the same responses in any order give the same
+    /// digest, a changed byte, a lost response or a duplicate changes it, resends do not count,
+    /// and two sinks' reports merge to the digest of one sink fed both (the split replay's
+    /// lanes report apart).
+    #[test]
+    fn the_replay_digest_is_order_free_and_sees_every_byte() {
+        let resps: Vec<Vec<u8>> = (0..50u8)
+            .map(|i| (0..40 + i as usize).map(|j| i ^ j as u8).collect())
+            .collect();
+        let mut a = ReplaySink::default();
+        resps.iter().for_each(|r| respond(&mut a, r, false));
+        let mut b = ReplaySink::default();
+        resps.iter().rev().for_each(|r| respond(&mut b, r, false));
+        respond(&mut b, &resps[3], true);
+        assert_eq!(a.digest(), b.digest());
+        assert_eq!(a.responses, 50);
+        assert_ne!(a.digest(), ReplaySink::default().digest());
+
+        let mut flipped = resps.clone();
+        flipped[7][5] ^= 1;
+        let mut c = ReplaySink::default();
+        flipped.iter().for_each(|r| respond(&mut c, r, false));
+        assert_ne!(a.digest(), c.digest(), "one bit");
+        let mut d = ReplaySink::default();
+        resps[1..].iter().for_each(|r| respond(&mut d, r, false));
+        assert_ne!(a.digest(), d.digest(), "one lost");
+        respond(&mut d, &resps[2], false);
+        assert_ne!(a.digest(), d.digest(), "one lost, another twice");
+
+        let (mut x, mut y) = (ReplaySink::default(), ReplaySink::default());
+        resps[..20].iter().for_each(|r| respond(&mut x, r, false));
+        resps[20..].iter().for_each(|r| respond(&mut y, r, false));
+        use crate::replay_tile::ReportingSink;
+        let mut m = x.report();
+        m.merge(&y.report());
+        assert_eq!(ReplaySink::from(m).digest(), a.digest());
     }
 }
