@@ -10,7 +10,7 @@ use core::fmt;
 
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::client::{
-    siphash128, ReqReject, Request, SipKey, REQ_HDR_BYTES, REQ_MAX_LEN, REQ_TAG_BYTES,
+    siphash128, ReqReject, Request, SipKey, REQ_HDR_BYTES, REQ_TAG_BYTES,
 };
 
 /// Why a client packet was not stored: one variant, and one counter, per drop reason
@@ -231,18 +231,12 @@ impl Mac {
 }
 
 /// Full hash (07 §5.2 step 4, missing-chapters §2): BLAKE3-256 over bytes `0..16+16n` with the
-/// tag excluded and byte 3 (flags) read as 0. One stack copy, then the one-shot `blake3::hash`
-/// (cheaper than three `Hasher::update` calls for a 48–192 byte packet). `pkt` must have
-/// passed [`Parse`]; a shorter slice hashes whatever bytes it has.
+/// tag excluded and byte 3 (flags) read as 0 (`vyrn_wire`'s one-shot
+/// [`full_hash_signed`](vyrn_wire::msg::client::full_hash_signed)). `pkt` must have passed
+/// [`Parse`]; a shorter slice hashes whatever bytes it has.
 #[inline]
 pub fn full_hash(pkt: &[u8]) -> Hash {
-    let n = pkt.len().saturating_sub(REQ_TAG_BYTES).min(REQ_MAX_LEN);
-    let mut buf = [0u8; REQ_MAX_LEN];
-    buf[..n].copy_from_slice(&pkt[..n]);
-    if n > 3 {
-        buf[3] = 0;
-    }
-    *blake3::hash(&buf[..n]).as_bytes()
+    vyrn_wire::msg::client::full_hash_signed(&pkt[..pkt.len().saturating_sub(REQ_TAG_BYTES)])
 }
 
 /// True when two parsed packets hash alike: bytes `0..16+16n` equal with byte 3 ignored (so

@@ -171,11 +171,15 @@ impl Tiles {
         for l in self.lanes.iter_mut() {
             l.prefault();
         }
+        // Queues sized to what they hold in a poll, not more: a ring's write position sweeps its
+        // whole buffer, so a 16K-event queue (768 KiB a lane) missed the cache on every line it
+        // wrote; at 1K a queue stays in L2 (the replay tile 70–72 → 62–64 ns/msg at the peak
+        // mix, `--bench replica`, 2026-12-04). A deeper backlog grows the queue once.
         for q in self.events.iter_mut() {
-            touch(q, 1 << 14);
+            touch(q, 1 << 10);
         }
         for q in self.fwd.iter_mut() {
-            touch(q, 1 << 12);
+            touch(q, 1 << 10);
         }
     }
 
@@ -462,9 +466,9 @@ impl ReplayEngine {
     pub fn prefault(&mut self) {
         self.t.prefault();
         for q in &mut self.recs {
-            touch(q, 1 << 12);
+            touch(q, 1 << 10);
         }
-        touch(&mut self.steps, 1 << 14);
+        touch(&mut self.steps, 1 << 11);
     }
 
     /// An empty buffer for the next record's payload ([`ReplayEngine::push_record`]): one a

@@ -105,11 +105,15 @@ impl RespBuilder {
         if self.is_full() {
             return false;
         }
-        let Ok(b) = r.to_bytes() else {
+        let off = RESP_HDR_BYTES + self.n * RESP_RECORD_BYTES;
+        let Ok(slot) =
+            <&mut [u8; RESP_RECORD_BYTES]>::try_from(&mut self.buf[off..off + RESP_RECORD_BYTES])
+        else {
             return false;
         };
-        let off = RESP_HDR_BYTES + self.n * RESP_RECORD_BYTES;
-        self.buf[off..off + RESP_RECORD_BYTES].copy_from_slice(&b);
+        if r.write_to(slot).is_err() {
+            return false;
+        }
         self.n += 1;
         true
     }

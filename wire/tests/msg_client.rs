@@ -353,7 +353,19 @@ mod msg {
             let x = rec.to_bytes().unwrap();
             assert_eq!(x[0], rec.rec_type());
             assert_eq!(Record::parse(&x), Ok(rec));
+            // Written in place over any earlier bytes: the same 32 bytes, every one written.
+            let mut slot = [0xA5u8; 32];
+            rec.write_to(&mut slot).unwrap();
+            assert_eq!(slot, x, "{rec:?}");
         }
+        // A record `parse` would refuse is not written, and the slot keeps its bytes.
+        let bad = Record::Ack {
+            msg_index: 200,
+            client_tag: 1,
+        };
+        let mut slot = [0x5Au8; 32];
+        assert!(bad.write_to(&mut slot).is_err());
+        assert_eq!(slot, [0x5A; 32]);
         // Unsolicited-only packets carry echo_pkt_seq 0.
         let w = Response {
             session: 9,
