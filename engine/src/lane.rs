@@ -201,6 +201,9 @@ pub struct InFlight {
 
 const PEND_MAX: usize = 8;
 
+/// The in-flight queue's starting capacity (ops forwarded and not yet Done).
+const INFLIGHT_START: usize = 1 << 10;
+
 #[derive(Debug)]
 struct Pending {
     slot: u16,
@@ -334,7 +337,10 @@ impl Lane {
             sessions,
             by_session,
             accts,
-            inflight: VecDeque::with_capacity(cfg.lane_max_orders),
+            // Ops in flight are few (forwarded, not yet Done): a queue sized to
+            // `lane_max_orders` swept 512 KiB per lane and missed the cache on its writes (the
+            // engine's other queues, `home::Tiles::prefault`); a deeper one grows once.
+            inflight: VecDeque::with_capacity(cfg.lane_max_orders.min(INFLIGHT_START)),
             next_lane_seq: 1,
             applied: 0,
             enc: LaneState {
