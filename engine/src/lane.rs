@@ -251,8 +251,9 @@ pub struct Lane {
     hot: HotRing,
     rb: RespBuilder,
     resend_buf: Box<[u8; RESP_MAX_BYTES]>,
-    /// Pending responses, built in place: `pend_order[..n_pend]` holds their slots in
-    /// `pend` oldest first; the other slots are free. No response is moved or zeroed.
+    /// Pending responses, built in place: `pend_order` is a permutation of `pend`'s slots,
+    /// `[..n_pend]` the ones in use oldest first, `[n_pend..]` the free ones. No response is
+    /// moved or zeroed.
     pend: Box<[Pending; PEND_MAX]>,
     pend_order: [u8; PEND_MAX],
     n_pend: usize,
@@ -273,12 +274,6 @@ impl Lane {
         let mut l = Lane::new(cfg, id);
         l.tag_out = false;
         l
-    }
-
-    /// Whether this lane tags its responses (a live lane) or leaves the tag to the sender (a
-    /// replay lane).
-    pub fn tags_responses(&self) -> bool {
-        self.tag_out
     }
 
     /// Lane `id` of `cfg`: LaneSeqs from 1, fills_applied 0.
@@ -359,7 +354,7 @@ impl Lane {
             rb: RespBuilder::default(),
             resend_buf: Box::new([0; RESP_MAX_BYTES]),
             pend,
-            pend_order: [0; PEND_MAX],
+            pend_order: std::array::from_fn(|i| i as u8),
             n_pend: 0,
             tag_out: true,
             hashes: HashBatch {
@@ -976,17 +971,13 @@ impl Lane {
                 if self.n_pend == PEND_MAX {
                     self.flush_one(0, sink);
                 }
-                // The lowest slot not in use (at most PEND_MAX − 1 are).
-                let free = (0..PEND_MAX)
-                    .find(|&i| !self.pend_order[..self.n_pend].contains(&(i as u8)))
-                    .unwrap_or(0);
+                let free = self.pend_order[self.n_pend] as usize;
                 let session = self.sessions[slot as usize].map_or(0, |s| s.session);
                 let p = &mut self.pend[free];
                 p.slot = slot;
                 p.pkt_seq = pkt_seq;
                 p.gate = gate;
                 p.b.start(session, pkt_seq);
-                self.pend_order[self.n_pend] = free as u8;
                 self.n_pend += 1;
                 free
             }
@@ -1000,7 +991,8 @@ impl Lane {
             return;
         }
         let ix = self.pend_order[i] as usize;
-        self.pend_order.copy_within(i + 1..self.n_pend, i);
+        // Slot `ix` leaves the in-use run and becomes the first free one.
+        self.pend_order[i..self.n_pend].rotate_left(1);
         self.n_pend -= 1;
         let p = &mut self.pend[ix];
         let Some(s) = self.sessions[p.slot as usize].as_mut() else {
@@ -1192,4 +1184,66 @@ pub(crate) fn kind_from(v: u8) -> Result<OpKind, SnapError> {
         3 => OpKind::Cancel,
         _ => return Err(SnapError::Content("op kind")),
     })
+}
+
+#[cfg(test)]
+mod pend_tests {
+    use super::*;
+    use vyrn_wire::msg::client::Response;
+
+    #[derive(Default)]
+    struct Out(Vec<Vec<u8>>);
+    impl LaneSink for Out {
+        fn record(&mut self, _: &PacketRecord, _: &[u8], _: &[u8]) {}
+        fn hash(&mut self, _: u8, _: u64, _: &[u8; 32]) {}
+        fn forward(&mut self, _: &Fwd) {}
+        fn respond(&mut self, r: &RespOut<'_>) {
+            self.0.push(r.bytes.to_vec());
+        }
+    }
+
+    /// Pending responses reuse their slots in place: more open packets than PEND_MAX send the
+    /// oldest first, a record joins its own packet's open response, and every response goes
+    /// out once, with resp_seq in send order and exactly its own records.
+    #[test]
+    fn pending_responses_go_out_oldest_first_each_with_its_own_records() {
+        let cfg = EngineConfig::test_home(1, 2);
+        let mut lane = Lane::new(&cfg, 0);
+        let (slot, session) = (0u16, cfg.sessions[0].session);
+        let k_out = cfg.sessions[0].k_out;
+        let gate = Gate::LaneCut {
+            lane: 0,
+            lane_seq: 1,
+        };
+        let ack = |tag: u32| Record::Ack {
+            msg_index: 0,
+            client_tag: tag,
+        };
+        let mut out = Out::default();
+        // Packets 1..=12, each with one Ack (client_tag = pkt_seq); packet 3 gets a second
+        // record while still open, after packets 4..=8 opened.
+        for p in 1..=12u32 {
+            lane.pend_push(slot, p, gate, &ack(p), &mut out);
+            if p == 8 {
+                lane.pend_push(slot, 3, gate, &ack(300), &mut out);
+            }
+        }
+        // PEND_MAX (8) open at most: packets 9..=12 pushed out 1..=4 in order.
+        assert_eq!(out.0.len(), 4);
+        lane.flush_pending(&mut out);
+        assert_eq!(out.0.len(), 12);
+        for (i, b) in out.0.iter().enumerate() {
+            let r = Response::parse(b, &k_out).expect("tagged, well formed");
+            assert_eq!(r.session, session);
+            assert_eq!(r.echo_pkt_seq, i as u32 + 1, "oldest first");
+            assert_eq!(r.resp_seq, i as u64 + 1);
+            let want: Vec<Record> = if r.echo_pkt_seq == 3 {
+                vec![ack(3), ack(300)]
+            } else {
+                vec![ack(r.echo_pkt_seq)]
+            };
+            assert_eq!(r.records, want, "packet {}", r.echo_pkt_seq);
+        }
+        assert_eq!(lane.n_pend, 0);
+    }
 }

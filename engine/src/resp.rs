@@ -125,13 +125,15 @@ impl RespBuilder {
         self.buf[16] = self.n as u8;
         self.buf[17] = 0;
         let body = RESP_HDR_BYTES + self.n * RESP_RECORD_BYTES;
-        let tag = match k_out {
-            Some(k) => siphash128(k, &self.buf[..body]),
-            None => [0; RESP_TAG_BYTES],
-        };
+        let tag = tag_of(k_out, &self.buf[..body]);
         self.buf[body..body + RESP_TAG_BYTES].copy_from_slice(&tag);
         &self.buf[..body + RESP_TAG_BYTES]
     }
+}
+
+/// A response body's tag under `k_out`; 16 zero bytes without a key (a replay lane's).
+fn tag_of(k_out: Option<&SipKey>, body: &[u8]) -> [u8; RESP_TAG_BYTES] {
+    k_out.map_or([0; RESP_TAG_BYTES], |k| siphash128(k, body))
 }
 
 /// Tag a finished response packet under `k_out` in place (its last 16 bytes): what a sender
@@ -141,7 +143,7 @@ pub fn tag(bytes: &mut [u8], k_out: &SipKey) {
     let Some(body) = bytes.len().checked_sub(RESP_TAG_BYTES) else {
         return;
     };
-    let t = siphash128(k_out, &bytes[..body]);
+    let t = tag_of(Some(k_out), &bytes[..body]);
     bytes[body..].copy_from_slice(&t);
 }
 
@@ -156,10 +158,7 @@ pub fn as_resend<'a>(
     out[..n].copy_from_slice(stored);
     out[17] = RESP_FLAG_RESEND;
     let body = n - RESP_TAG_BYTES;
-    let tag = match k_out {
-        Some(k) => siphash128(k, &out[..body]),
-        None => [0; RESP_TAG_BYTES],
-    };
+    let tag = tag_of(k_out, &out[..body]);
     out[body..n].copy_from_slice(&tag);
     &out[..n]
 }

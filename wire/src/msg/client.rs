@@ -334,7 +334,7 @@ impl<'a> Request<'a> {
     }
     /// The packet's full hash (see [`full_hash`]).
     pub fn full_hash(&self) -> Hash {
-        full_hash_unchecked(self.signed_part())
+        full_hash_signed(self.signed_part())
     }
     /// `pkt_hash`: the first 8 bytes of the full hash as a little-endian u64 (wire-decisions 25).
     pub fn pkt_hash(&self) -> u64 {
@@ -358,10 +358,6 @@ pub fn full_hash_signed(signed: &[u8]) -> Hash {
     *blake3::hash(&buf[..n]).as_bytes()
 }
 
-fn full_hash_unchecked(signed: &[u8]) -> Hash {
-    full_hash_signed(signed)
-}
-
 /// `pkt_hash` from a full hash: `u64::from_le_bytes(full_hash[0..8])`.
 pub fn pkt_hash_of(full: &Hash) -> u64 {
     let mut a = [0u8; 8];
@@ -383,7 +379,7 @@ pub fn full_hash(pkt: &[u8]) -> Result<Hash, ReqReject> {
     if pkt.len() != req_len(count) {
         return Err(ReqReject::BadLen);
     }
-    Ok(full_hash_unchecked(&pkt[..pkt.len() - REQ_TAG_BYTES]))
+    Ok(full_hash_signed(&pkt[..pkt.len() - REQ_TAG_BYTES]))
 }
 
 /// `pkt_hash` of a request packet: the first 8 bytes of [`full_hash`], little-endian.
