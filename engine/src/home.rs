@@ -8,6 +8,7 @@ use crate::config::EngineConfig;
 use crate::cut::CutCore;
 use crate::lane::{Lane, LaneDrop, LaneReplayError, LaneSink, Verdict};
 use crate::resp::RespOut;
+use crate::stepq::StepQueue;
 use std::collections::{HashMap, VecDeque};
 use vyrn_wire::records::{PacketRecord, StepKind};
 
@@ -173,13 +174,14 @@ impl Tiles {
         }
         // Queues sized to what they hold in a poll, not more: a ring's write position sweeps its
         // whole buffer, so a 16K-event queue (768 KiB a lane) missed the cache on every line it
-        // wrote; at 1K a queue stays in L2 (the replay tile 70–72 → 62–64 ns/msg at the peak
-        // mix, `--bench replica`, 2026-12-04). A deeper backlog grows the queue once.
+        // wrote; at 1K a queue stayed in L2 (the replay tile 70–72 → 62–64 ns/msg at the peak
+        // mix, `--bench replica`, 2026-12-04); [`QUEUE_START`] is smaller still. A deeper
+        // backlog grows a queue once.
         for q in self.events.iter_mut() {
-            touch(q, 1 << 10);
+            touch(q, QUEUE_START);
         }
         for q in self.fwd.iter_mut() {
-            touch(q, 1 << 10);
+            touch(q, QUEUE_START);
         }
     }
 
@@ -420,31 +422,26 @@ enum Input {
 pub struct ReplayEngine {
     pub(crate) t: Tiles,
     recs: Vec<VecDeque<(PacketRecord, Input)>>,
-    steps: VecDeque<LoggedStep>,
+    steps: StepQueue,
     /// Lane passes that found the head record's payload not yet held.
     waits: u64,
     shuffle: Option<vyrn_wire::corpus::Rng>,
     /// Payload buffers of records already run, for [`ReplayEngine::buffer`] (no allocation per
     /// record once warm).
     spare: Vec<Vec<u8>>,
-    /// A step's cut and payload buffers once the BBO core ran it, for
-    /// [`ReplayEngine::step_buffers`].
-    spare_steps: Vec<(Vec<u64>, Vec<u8>)>,
 }
 
-/// Most payload buffers (and step buffers) a replay keeps for reuse.
+/// Most payload buffers a replay keeps for reuse.
 pub const SPARE_BUFFERS: usize = 4096;
 
-/// Keep a run step's cut and payload buffers for the next step (no allocation per step once
-/// warm), up to [`SPARE_BUFFERS`].
-pub fn recycle_step(spare: &mut Vec<(Vec<u64>, Vec<u8>)>, s: LoggedStep) {
-    if spare.len() < SPARE_BUFFERS {
-        let (mut cut, mut payload) = (s.cut, s.payload);
-        cut.clear();
-        payload.clear();
-        spare.push((cut, payload));
-    }
-}
+/// Entries each lane's event and op queue starts with (a deeper backlog grows it once): small
+/// enough that the ring a queue's write position sweeps stays in L1/L2 (64-byte events: 16 KiB a
+/// lane). 1K → 256 made the replay tile alone ~4 % faster at the peak mix (`--bench replica`,
+/// 2026-12-04).
+pub const QUEUE_START: usize = 1 << 8;
+
+/// Steps a replay's queue has room for from the start ([`StepQueue::prefault`]).
+pub const STEPS_PREFAULT: usize = 1 << 11;
 
 impl ReplayEngine {
     /// A replay engine at the start of a tenure (LaneSeq 1, step 1).
@@ -452,12 +449,11 @@ impl ReplayEngine {
         let n = cfg.layout.n_lanes as usize;
         ReplayEngine {
             recs: (0..n).map(|_| VecDeque::new()).collect(),
-            steps: VecDeque::new(),
+            steps: StepQueue::new(n),
             waits: 0,
             shuffle: None,
             t: Tiles::new(cfg, 0, Lane::for_replay),
             spare: Vec::new(),
-            spare_steps: Vec::new(),
         }
     }
 
@@ -468,19 +464,13 @@ impl ReplayEngine {
         for q in &mut self.recs {
             touch(q, 1 << 10);
         }
-        touch(&mut self.steps, 1 << 11);
+        self.steps.prefault(STEPS_PREFAULT);
     }
 
     /// An empty buffer for the next record's payload ([`ReplayEngine::push_record`]): one a
     /// record already run returned, else a new one.
     pub fn buffer(&mut self) -> Vec<u8> {
         self.spare.pop().unwrap_or_default()
-    }
-
-    /// Empty cut and payload buffers for the next step ([`ReplayEngine::push_step`]): a step
-    /// already run gave them back, else new ones.
-    pub fn step_buffers(&mut self) -> (Vec<u64>, Vec<u8>) {
-        self.spare_steps.pop().unwrap_or_default()
     }
 
     /// Feed a decoded PacketRecord with its joined payload.
@@ -559,7 +549,12 @@ impl ReplayEngine {
 
     /// Feed a decoded StepRecord.
     pub fn push_step(&mut self, s: LoggedStep) {
-        self.steps.push_back(s);
+        self.steps.push(&s.as_in());
+    }
+
+    /// Feed a decoded StepRecord, copied into the queue (no buffer of its own).
+    pub fn push_step_in(&mut self, s: &StepIn<'_>) {
+        self.steps.push(s);
     }
 
     /// Run lanes and the BBO core in a seeded random interleaving (tests: the result must not
@@ -690,16 +685,15 @@ impl ReplayEngine {
                     .zip(&self.t.lanes)
                     .all(|(&c, lane)| lane.published() >= c);
                 if ready {
-                    let s = self.steps.pop_front().unwrap_or_else(|| unreachable!());
                     let mut ad = BboAdapter {
                         sink,
                         events: &mut self.t.events,
                     };
                     self.t
                         .bbo
-                        .replay(&s.as_in(), &mut Queues(&mut self.t.fwd), &mut ad)
+                        .replay(&s, &mut Queues(&mut self.t.fwd), &mut ad)
                         .map_err(ReplayError::Step)?;
-                    recycle_step(&mut self.spare_steps, s);
+                    self.steps.pop();
                     progress = true;
                 } else {
                     break;

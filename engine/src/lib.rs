@@ -24,6 +24,7 @@ pub mod home;
 pub mod lane;
 pub mod resp;
 pub mod snapshot;
+pub mod stepq;
 pub mod workload;
 
 pub use bbo::{Bbo, ControlReq, Fwd, LaneEvent, Outcome, StepIn, StepOut};

@@ -212,7 +212,8 @@ impl HotRing {
     /// < `MAX_SESSIONS_PER_LANE`).
     pub fn new(bytes: usize, slots: &[u16]) -> Self {
         let bytes = bytes.max(RESP_MAX_BYTES * 2);
-        let n = bytes / RESP_MIN_BYTES + 1;
+        // A power of two: an entry's place is a mask, not a division (three per response).
+        let n = (bytes / RESP_MIN_BYTES + 1).next_power_of_two();
         let max_slot = slots.iter().copied().max().map_or(0, |m| m as usize + 1);
         let mut row = vec![u32::MAX; max_slot];
         for (i, &s) in slots.iter().enumerate() {
@@ -286,9 +287,13 @@ impl HotRing {
         self.floor.get(slot as usize).copied().unwrap_or(0)
     }
 
+    /// Entry `i`'s place (the entries are a power of two).
+    fn at(&self, i: u64) -> usize {
+        (i & (self.entries.len() as u64 - 1)) as usize
+    }
+
     fn evict_one(&mut self) {
-        let n = self.entries.len() as u64;
-        let e = self.entries[(self.tail % n) as usize];
+        let e = self.entries[self.at(self.tail)];
         if let Some(f) = self.floor.get_mut(e.slot as usize) {
             *f = (*f).max(e.pkt_seq.saturating_add(1));
         }
@@ -304,16 +309,14 @@ impl HotRing {
             // Wrap: every entry at or past the old write point is from the previous lap and
             // the oldest held; they go first.
             let old = self.write;
-            while self.tail < self.head
-                && self.entries[(self.tail % n) as usize].off as usize >= old
-            {
+            while self.tail < self.head && self.entries[self.at(self.tail)].off as usize >= old {
                 self.evict_one();
             }
             self.write = 0;
         }
         let (lo, hi) = (self.write, self.write + len);
         while self.tail < self.head {
-            let e = self.entries[(self.tail % n) as usize];
+            let e = self.entries[self.at(self.tail)];
             let (eo, eh) = (e.off as usize, e.off as usize + e.len as usize);
             if self.head - self.tail >= n || (eo < hi && lo < eh) {
                 self.evict_one();
@@ -327,7 +330,8 @@ impl HotRing {
             Some(c) if self.index[c].pkt_seq == pkt_seq => self.index[c].newest,
             _ => NONE,
         };
-        self.entries[(self.head % n) as usize] = Entry {
+        let at = self.at(self.head);
+        self.entries[at] = Entry {
             off: lo as u32,
             len: len as u16,
             slot,
@@ -347,7 +351,6 @@ impl HotRing {
     /// Every held response of `(slot, pkt_seq)`, newest first, into `f` (a client orders
     /// resends by `resp_seq`). Returns how many.
     pub fn find(&self, slot: u16, pkt_seq: u32, mut f: impl FnMut(&[u8])) -> usize {
-        let n = self.entries.len() as u64;
         let Some(c) = self.cell(slot, pkt_seq) else {
             return 0;
         };
@@ -357,7 +360,7 @@ impl HotRing {
         let mut k = 0;
         let mut i = self.index[c].newest;
         while i != NONE && i >= self.tail {
-            let e = self.entries[(i % n) as usize];
+            let e = self.entries[self.at(i)];
             if e.slot != slot || e.pkt_seq != pkt_seq {
                 break;
             }

@@ -22,7 +22,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use vyrn_engine::home::{EngineSink, LoggedStep, ReplayEngine, ReplayError};
+use vyrn_engine::bbo::StepIn;
+use vyrn_engine::home::{EngineSink, ReplayEngine, ReplayError};
 
 use crate::replay_split::{SplitEngine, SplitSlots, WorkerSink, Workers};
 use crate::replay_tile::SinkReport;
@@ -353,24 +354,18 @@ impl Replayer {
     /// A decoded step with its cut and payload.
     pub fn on_step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
         self.decoded_step = self.decoded_step.max(s.step);
-        // Buffers a replayed step gave back: no allocation per step once warm.
-        let (mut c, mut p) = match &mut self.eng {
-            Eng::One(e) => e.step_buffers(),
-            Eng::Split(e) => e.step_buffers(),
-        };
-        c.extend_from_slice(cut);
-        p.extend_from_slice(payload);
-        let st = LoggedStep {
+        // Copied into the queue's own slot: no allocation per step once warm.
+        let st = StepIn {
             step: s.step,
             kind: s.kind,
             src_lane: s.src_lane,
             src_lane_seq: s.src_lane_seq,
-            cut: c,
-            payload: p,
+            cut,
+            payload,
         };
         match &mut self.eng {
-            Eng::One(e) => e.push_step(st),
-            Eng::Split(e) => e.push_step(st),
+            Eng::One(e) => e.push_step_in(&st),
+            Eng::Split(e) => e.push_step_in(&st),
         }
         self.counters.steps += 1;
     }

@@ -39,12 +39,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use vyrn_engine::home::{
-    find_waiting, recycle_step, BboAdapter, EngineSink, LoggedStep, Queues, ReplayError,
-    SPARE_BUFFERS,
-};
+use vyrn_engine::bbo::StepIn;
+use vyrn_engine::home::{find_waiting, BboAdapter, EngineSink, Queues, ReplayError, SPARE_BUFFERS};
 use vyrn_engine::lane::LaneSink;
 use vyrn_engine::resp::RespOut;
+use vyrn_engine::stepq::StepQueue;
 use vyrn_engine::{Bbo, EngineConfig, Fwd, Lane, LaneEvent};
 use vyrn_rings::spsc;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
@@ -475,8 +474,7 @@ pub struct SplitEngine {
     ev_stage: Vec<VecDeque<LaneEvent>>,
     fwd_rx: Vec<spsc::Consumer<Fwd>>,
     fwd: Vec<VecDeque<Fwd>>,
-    steps: VecDeque<LoggedStep>,
-    spare_steps: Vec<(Vec<u64>, Vec<u8>)>,
+    steps: StepQueue,
     workers: Vec<Worker>,
     /// Which worker holds each lane.
     owner: Vec<usize>,
@@ -614,8 +612,11 @@ impl SplitEngine {
             fwd: (0..n_lanes)
                 .map(|_| VecDeque::with_capacity(1 << 12))
                 .collect(),
-            steps: VecDeque::with_capacity(1 << 14),
-            spare_steps: Vec::new(),
+            steps: {
+                let mut q = StepQueue::new(n_lanes);
+                q.prefault(1 << 14);
+                q
+            },
             workers: ws,
             owner,
             hold: vec![u64::MAX; n_lanes],
@@ -699,14 +700,9 @@ impl SplitEngine {
         true
     }
 
-    /// Empty cut and payload buffers for the next step.
-    pub fn step_buffers(&mut self) -> (Vec<u64>, Vec<u8>) {
-        self.spare_steps.pop().unwrap_or_default()
-    }
-
-    /// A decoded StepRecord.
-    pub fn push_step(&mut self, s: LoggedStep) {
-        self.steps.push_back(s);
+    /// A decoded StepRecord, copied into the queue.
+    pub fn push_step_in(&mut self, s: &StepIn<'_>) {
+        self.steps.push(s);
     }
 
     /// The error the split stopped on, if any.
@@ -901,23 +897,19 @@ impl SplitEngine {
                         q.push_back(f);
                     }
                 }
-                let s = self.steps.pop_front().unwrap_or_else(|| unreachable!());
                 // Events staged per lane, out in one batch per pass (`flush_events`, before the
                 // step word moves).
                 let mut ad = BboAdapter {
                     sink,
                     events: &mut self.ev_stage,
                 };
-                if let Err(e) = self
-                    .bbo
-                    .replay(&s.as_in(), &mut Queues(&mut self.fwd), &mut ad)
-                {
+                if let Err(e) = self.bbo.replay(&s, &mut Queues(&mut self.fwd), &mut ad) {
                     let e = ReplayError::Step(e);
                     self.failed = Some(e.clone());
                     return Err(e);
                 }
                 self.c.steps += 1;
-                recycle_step(&mut self.spare_steps, s);
+                self.steps.pop();
                 progress = true;
             }
             // The steps' events to the rings (what does not fit stays staged, its lane's
