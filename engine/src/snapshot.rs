@@ -465,6 +465,17 @@ pub(crate) fn write(p: &Parts<'_>, meta: &SnapMeta, rep: &ReplicationState) -> V
     out
 }
 
+/// Write `header_hash(height)` into a snapshot's header (07 §7.5, offset 72). Replay writes
+/// the state before the block's header is known; the node fills this in once it is. The file
+/// hash (BLAKE3 of header and table, computed on read) changes with it; no section does.
+pub fn set_header_hash(file: &mut [u8], header_hash: &[u8; 32]) -> Result<(), SnapError> {
+    if file.len() < SNAP_HDR_BYTES || &file[..8] != SNAP_MAGIC {
+        return Err(SnapError::Magic);
+    }
+    file[72..104].copy_from_slice(header_hash);
+    Ok(())
+}
+
 /// A snapshot's sections: `(id, bytes)` in id order.
 pub type Sections<'a> = Vec<(u16, &'a [u8])>;
 

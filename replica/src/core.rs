@@ -492,6 +492,28 @@ impl ReplicaCore {
         }
     }
 
+    /// Take a REP_Snapshot at the root heights `p` names (07 §7.5). Replay inline only: a
+    /// replay tile is set before it runs ([`crate::replay_tile::ReplayTile::set_snapshots`]).
+    /// False when replay is on a tile.
+    pub fn set_snapshots(&mut self, p: crate::replay::SnapPolicy) -> bool {
+        match &mut self.replay {
+            ReplayPart::Inline(r) => {
+                r.set_snapshots(p);
+                true
+            }
+            ReplayPart::Tile(_) => false,
+        }
+    }
+
+    /// The oldest snapshot replay took and nobody took yet: `(height, REP_Snapshot file)`, its
+    /// `header_hash` still zero ([`vyrn_engine::snapshot::set_header_hash`]).
+    pub fn take_snapshot(&mut self) -> Option<(u64, Vec<u8>)> {
+        match &mut self.replay {
+            ReplayPart::Inline(r) => r.take_snapshot(),
+            ReplayPart::Tile(t) => t.take_snapshot(),
+        }
+    }
+
     /// Take a state root every `root_blocks` heights (07 §7.4; 0: off); the chain starts after
     /// `anchor`.
     pub fn set_root_blocks(&mut self, root_blocks: u64, anchor: &crate::verdict::Anchor) {

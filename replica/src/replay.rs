@@ -47,7 +47,52 @@ pub struct ReplayCounters {
     /// Lane passes that found the head record of a lane without its payload (waiting for the
     /// data side or its hash).
     pub waits: u64,
+    /// REP_Snapshots taken (07 §7.5, [`Replayer::set_snapshots`]).
+    pub snapshots: u64,
+    /// Snapshot heights passed without one: the split engine does not write snapshots, or the
+    /// owner had not taken the last [`SNAPS_KEPT`] yet.
+    pub snapshots_skipped: u64,
 }
+
+/// 07 §7.5's schedule: a snapshot at root height `h` when `(h + 1) % every == offset` (the
+/// participant's index × `every / n`, so the n participants take theirs at different heights
+/// and at most one pauses at a time). `every` 0: none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapPolicy {
+    /// Blocks between one participant's snapshots (REP_SNAP_INTERVAL_S × blocks a second:
+    /// 60,000 at 1 kHz).
+    pub every: u64,
+    /// This participant's offset in blocks.
+    pub offset: u64,
+    /// The epoch written in the header.
+    pub epoch: u32,
+    /// Section 7 as the node knows it (tenure, membership hash); the root gate's cursor is set
+    /// to the snapshot's own height (its certified root is what a loader checks).
+    pub replication: vyrn_engine::snapshot::ReplicationState,
+}
+
+impl SnapPolicy {
+    /// Participant `idx` of `n` (07 §7.5: offset `idx × every / n`).
+    pub fn for_participant(every: u64, idx: u64, n: u64, epoch: u32) -> Self {
+        SnapPolicy {
+            every,
+            offset: match (every, n) {
+                (0, _) | (_, 0) => 0,
+                _ => (idx % n) * (every / n),
+            },
+            epoch,
+            replication: Default::default(),
+        }
+    }
+
+    /// Is root height `h` a snapshot height?
+    pub fn at(&self, h: u64) -> bool {
+        self.every != 0 && h.wrapping_add(1) % self.every == self.offset % self.every
+    }
+}
+
+/// Snapshots replay holds until its owner takes them ([`Replayer::take_snapshot`]).
+pub const SNAPS_KEPT: usize = 4;
 
 /// The engine replay drives: lanes and BBO core on one thread, or split across cores
 /// (`replay_split`).
@@ -69,6 +114,9 @@ pub struct Replayer {
     replayed_step: u64,
     counters: ReplayCounters,
     roots: RootClock,
+    snap: SnapPolicy,
+    /// Snapshots taken, `(height, REP_Snapshot file)`, oldest first, for the owner.
+    snaps: VecDeque<(u64, Vec<u8>)>,
     /// Steps decoded and not yet replayed, with when their frame was decoded (07 §7.3 replay
     /// lag, receipt to applied), at most [`LAG_PENDING_MAX`].
     pending: VecDeque<(u64, u64)>,
@@ -171,6 +219,8 @@ impl Replayer {
             replayed_step: 0,
             counters: ReplayCounters::default(),
             roots: RootClock::default(),
+            snap: SnapPolicy::default(),
+            snaps: VecDeque::new(),
             pending: VecDeque::new(),
             lag_ns: hdrhistogram::Histogram::new_with_bounds(1, 600_000_000_000, 2)
                 .unwrap_or_else(|_| unreachable!("valid bounds")),
@@ -230,6 +280,43 @@ impl Replayer {
             closed_step: anchor_step,
             ..RootClock::default()
         };
+    }
+
+    /// Take a REP_Snapshot at the root heights `p` names (07 §7.5; they must be root heights:
+    /// `p.every / n` a multiple of the root interval). Off by default.
+    pub fn set_snapshots(&mut self, p: SnapPolicy) {
+        self.snap = p;
+    }
+
+    /// The oldest snapshot taken and not yet handed out: `(height, file)`. Its `header_hash`
+    /// field is zero — replay does not see headers; [`vyrn_engine::snapshot::set_header_hash`]
+    /// fills it once the header is known.
+    pub fn take_snapshot(&mut self) -> Option<(u64, Vec<u8>)> {
+        self.snaps.pop_front()
+    }
+
+    /// The state after block `h`, written (the engine stands exactly at `h`'s last step).
+    fn take_snap(&mut self, h: u64) {
+        let Eng::One(e) = &self.eng else {
+            // The split engine's lanes are on their workers: not written (documented).
+            self.counters.snapshots_skipped += 1;
+            return;
+        };
+        if self.snaps.len() >= SNAPS_KEPT {
+            self.counters.snapshots_skipped += 1;
+            return;
+        }
+        let meta = vyrn_engine::snapshot::SnapMeta {
+            epoch: self.snap.epoch,
+            height: h,
+            header_hash: [0; 32],
+        };
+        let rep = vyrn_engine::snapshot::ReplicationState {
+            root_gate_cursor: h,
+            ..self.snap.replication.clone()
+        };
+        self.snaps.push_back((h, e.snapshot(&meta, &rep)));
+        self.counters.snapshots += 1;
     }
 
     /// A block's end: height and last step (its first BlockMark, 07 §3.9; repeats are ignored).
@@ -391,6 +478,9 @@ impl Replayer {
                             Eng::One(e) => e.state_root(),
                             Eng::Split(e) => e.state_root()?,
                         };
+                        if self.snap.at(h) {
+                            self.take_snap(h);
+                        }
                         self.roots.taken.insert(h, r);
                         while self.roots.taken.len() > ROOTS_KEPT {
                             self.roots.taken.pop_first();

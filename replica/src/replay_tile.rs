@@ -90,6 +90,8 @@ pub enum Back {
     Failed(ReplayError),
     /// Every event of the steps replayed so far applied ([`ReplayTx::settle`]).
     Settled(ReplayProgress),
+    /// A REP_Snapshot taken at this root height (07 §7.5; rare: boxed, off the hot path).
+    Snapshot(u64, Box<Vec<u8>>),
 }
 
 /// The replay tile's progress as it last reported it.
@@ -169,6 +171,8 @@ pub struct TxCounters {
     pub staged_max: u64,
     /// Payloads longer than REQ_MAX_LEN (never: the data side stores none).
     pub payloads_refused: u64,
+    /// Snapshots dropped because the owner had not taken the last few (the oldest goes).
+    pub snapshots_dropped: u64,
 }
 
 /// The front's end: what replay is fed, and what it reported back.
@@ -180,6 +184,8 @@ pub struct ReplayTx {
     staged_from: usize,
     back: spsc::Consumer<Back>,
     roots: BTreeMap<u64, Hash>,
+    /// Snapshots replay reported, oldest first, until the owner takes them.
+    snaps: VecDeque<(u64, Vec<u8>)>,
     progress: ReplayProgress,
     settled: u64,
     failed: Option<ReplayError>,
@@ -317,6 +323,11 @@ impl ReplayTx {
         }
     }
 
+    /// The oldest snapshot replay reported and nobody took yet (07 §7.5): `(height, file)`.
+    pub fn take_snapshot(&mut self) -> Option<(u64, Vec<u8>)> {
+        self.snaps.pop_front()
+    }
+
     /// Read what replay reported.
     pub fn drain_back(&mut self) {
         while let Some(b) = self.back.pop() {
@@ -333,6 +344,13 @@ impl ReplayTx {
                     self.settled += 1;
                 }
                 Back::Failed(e) => self.failed = Some(e),
+                Back::Snapshot(h, file) => {
+                    if self.snaps.len() >= crate::replay::SNAPS_KEPT {
+                        self.snaps.pop_front();
+                        self.c.snapshots_dropped += 1;
+                    }
+                    self.snaps.push_back((h, *file));
+                }
             }
         }
     }
@@ -459,6 +477,7 @@ fn pair_with<S: ReportingSink>(
             staged_from: 0,
             back: brx,
             roots: BTreeMap::new(),
+            snaps: VecDeque::new(),
             progress: ReplayProgress::default(),
             settled: 0,
             failed: None,
@@ -557,6 +576,11 @@ impl<S: ReportingSink> ReplayTile<S> {
     /// Replay's counters.
     pub fn replay_counters(&self) -> ReplayCounters {
         self.replay.counters()
+    }
+
+    /// Take REP_Snapshots at the root heights `p` names (07 §7.5): set before the tile runs.
+    pub fn set_snapshots(&mut self, p: crate::replay::SnapPolicy) {
+        self.replay.set_snapshots(p);
     }
 
     /// Records waiting in replay's lanes now (for a payload or their turn; 0 once drained).
@@ -684,6 +708,10 @@ impl<S: ReportingSink> ReplayTile<S> {
         while let Some((nh, r)) = self.replay.root_after(h) {
             self.must.push_back(Back::Root(nh, r));
             h = nh;
+        }
+        // Snapshots taken at those roots (07 §7.5), whole, for the front to write.
+        while let Some((sh, file)) = self.replay.take_snapshot() {
+            self.must.push_back(Back::Snapshot(sh, Box::new(file)));
         }
         self.last_root = h;
         self.send_must();

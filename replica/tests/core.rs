@@ -16,6 +16,7 @@ use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
 use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
 use vyrn_replica::decode::Fault;
+use vyrn_replica::replay::SnapPolicy;
 use vyrn_replica::replay_split::{SplitCounters, SplitSlots, Workers};
 use vyrn_replica::replay_tile::{Idle, ReplayTile, ReportingSink, SinkReport};
 use vyrn_replica::verdict::{Anchor, VerifyOutcome};
@@ -94,12 +95,63 @@ enum Runner {
 struct Replayed {
     by_key: HashMap<(u32, u64), Vec<u8>>,
     roots: Vec<(u64, [u8; 32])>,
+    /// REP_Snapshots taken (07 §7.5), `(height, file)`.
+    snaps: Vec<(u64, Vec<u8>)>,
     split: Option<SplitCounters>,
+}
+
+/// 07 §7.5's schedule in this home: participant 1 of 4, every 32 blocks (offset 8), so at the
+/// root heights (every 8) 7, 39, 71, …
+fn snap_policy() -> SnapPolicy {
+    SnapPolicy::for_participant(32, 1, 4, 4)
 }
 
 #[test]
 fn the_core_follows_the_box_over_lossy_paths_and_a_lossy_data_tier() {
     follow(Runner::Inline);
+}
+
+/// 07 §7.5: replay writes a REP_Snapshot at each of its participant's snapshot heights, each
+/// the state its certified root commits: it restores to an engine whose state root is `R(h)`;
+/// the header hash can be filled in after; a flipped byte in any section is refused.
+#[test]
+fn replay_takes_a_snapshot_at_its_heights_that_restores_to_its_root() {
+    let r = follow(Runner::Inline);
+    let p = snap_policy();
+    let roots: HashMap<u64, [u8; 32]> = r.roots.iter().copied().collect();
+    let want: Vec<u64> = r
+        .roots
+        .iter()
+        .map(|&(h, _)| h)
+        .filter(|&h| p.at(h))
+        .collect();
+    assert!(want.len() >= 2, "snapshot heights {want:?}");
+    assert_eq!(r.snaps.iter().map(|s| s.0).collect::<Vec<_>>(), want);
+    let e = EngineConfig::test_home(4, 4);
+    for (h, file) in &r.snaps {
+        let (eng, hdr) = vyrn_engine::snapshot::restore(e.clone(), file).expect("restores");
+        assert_eq!(hdr.meta.height, *h);
+        assert_eq!(hdr.meta.epoch, 4);
+        assert_eq!(Some(&hdr.state_root), roots.get(h), "R({h})");
+        assert_eq!(eng.state_root(), hdr.state_root);
+        assert_eq!(hdr.replication.root_gate_cursor, *h);
+        // The node fills in header_hash(h) once the header is known.
+        let mut f = file.clone();
+        vyrn_engine::snapshot::set_header_hash(&mut f, &[7; 32]).unwrap();
+        let (hdr2, _) = vyrn_engine::snapshot::read(&f).expect("reads");
+        assert_eq!(hdr2.meta.header_hash, [7; 32]);
+        assert_ne!(hdr2.file_hash, hdr.file_hash);
+        // A flipped byte past the header (the table or a section) is refused, never loaded.
+        for at in [200, file.len() / 2, file.len() - 1] {
+            let mut bad = file.clone();
+            bad[at] ^= 1;
+            assert!(
+                vyrn_engine::snapshot::restore(e.clone(), &bad).is_err(),
+                "byte {at} of {}",
+                file.len()
+            );
+        }
+    }
 }
 
 #[test]
@@ -147,6 +199,18 @@ fn replay_on_its_own_tile_replays_what_inline_replay_does() {
             split.roots, inline.roots,
             "{runner:?}: the same state roots"
         );
+        // The same snapshots, byte for byte, from replay on its tile; the split engine (lanes
+        // on workers) writes none.
+        match runner {
+            Runner::Turns { .. } | Runner::Thread => {
+                assert!(!inline.snaps.is_empty());
+                assert!(
+                    split.snaps == inline.snaps,
+                    "{runner:?}: the same snapshots"
+                );
+            }
+            _ => assert!(split.snaps.is_empty(), "{runner:?}: no snapshot"),
+        }
     }
 }
 
@@ -172,13 +236,19 @@ fn follow(runner: Runner) -> Replayed {
         anchor: Anchor::default(),
     };
     let (mut core, mut tile, mut thread) = match runner {
-        Runner::Inline => (ReplicaCore::new(cc).unwrap(), None, None),
+        Runner::Inline => {
+            let mut c = ReplicaCore::new(cc).unwrap();
+            assert!(c.set_snapshots(snap_policy()));
+            (c, None, None)
+        }
         Runner::Turns { ring } => {
-            let (c, t) = ReplicaCore::new_split(cc, ring, Responses::default()).unwrap();
+            let (c, mut t) = ReplicaCore::new_split(cc, ring, Responses::default()).unwrap();
+            t.set_snapshots(snap_policy());
             (c, Some(t), None)
         }
         Runner::Thread => {
             let (c, mut t) = ReplicaCore::new_split(cc, 1 << 22, Responses::default()).unwrap();
+            t.set_snapshots(snap_policy());
             t.prefault(1 << 10);
             let th = vyrn_replica::replay_tile::spawn(t, clock, None, Idle::Backoff).unwrap();
             (c, None, Some(th))
@@ -243,6 +313,7 @@ fn follow(runner: Runner) -> Replayed {
     let mut frames: HashMap<(u8, u64), Vec<u8>> = HashMap::new();
     let mut data_frames: HashMap<u64, Vec<u8>> = HashMap::new();
     let mut late: Vec<(u64, u8, Vec<u8>)> = Vec::new();
+    let mut snaps = Vec::new();
     let mut rng = 0x1234_5678_9abc_def1u64;
     let mut next = move || {
         rng ^= rng << 13;
@@ -304,6 +375,7 @@ fn follow(runner: Runner) -> Replayed {
         if let Some(t) = tile.as_mut() {
             t.poll(now);
         }
+        snaps.extend(std::iter::from_fn(|| core.take_snapshot()));
         // The sequencer answers NACKs from its ring; the data box answers DataFetch::Range.
         for n in out.nacks.drain(..) {
             for fs in n.from_seq..=n.to_seq {
@@ -327,6 +399,10 @@ fn follow(runner: Runner) -> Replayed {
     }
     core.settle(&mut resp);
     let (mut resp, split) = settle(&mut core, &mut out, resp, tile, thread.take(), now);
+    snaps.extend(std::iter::from_fn(|| core.take_snapshot()));
+    if let Some(tx) = core.replay_tx() {
+        assert_eq!(tx.counters().snapshots_dropped, 0);
+    }
     assert!(out.faults.is_empty(), "{:?}", out.faults);
     assert!(data_lost > 10, "{data_lost} data frames lost");
     let c = core.order_rx().counters();
@@ -361,6 +437,7 @@ fn follow(runner: Runner) -> Replayed {
     Replayed {
         by_key: std::mem::take(&mut resp.by_key),
         roots,
+        snaps,
         split,
     }
 }
