@@ -82,6 +82,11 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
         "replay lag {lags:?}\n{report}"
     );
     assert!(!report.contains(" 0 root certificates verify"), "{report}");
+    // 07 §7.5: the journaling replica's snapshot area is audited; nothing in it is refused.
+    assert!(
+        report.contains("snapshots (07 §7.5): ") && report.contains(", 0 refused"),
+        "{report}"
+    );
     // 07 §6.8: the standby's finality listener heard the voters too (the verdict demands its
     // final height reach the box's).
     assert!(
@@ -452,6 +457,19 @@ fn a_replica_that_lost_its_consensus_partition_starts_from_its_cert_journal() {
     );
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
     assert!(stdout.contains("consensus directory removed"), "{stdout}");
+    // 07 §7.5: the journaling replica wrote snapshots (each voter every two root periods, at
+    // its own offset), before and after its restart, and each verifies against the state
+    // root its root certificate certifies: loadable, none refused.
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let snaps = report
+        .lines()
+        .find(|l| l.contains("snapshots (07 §7.5): "))
+        .unwrap_or_else(|| panic!("no snapshot audit\n{report}"));
+    assert!(
+        num_after(snaps, "snapshots (07 §7.5): ").is_some_and(|n| n >= 1)
+            && snaps.contains(", 0 refused"),
+        "{snaps}"
+    );
     let digests = replica_column(&stdout, 2);
     assert_eq!(digests.len(), 4, "{stdout}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");

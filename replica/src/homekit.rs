@@ -215,6 +215,7 @@ impl LoopbackHome {
             replay_tile: self.replay_tile.contains(&i) || self.replay_thread.contains(&i),
             replay_lanes: 0,
             replay_lane_cores: Vec::new(),
+            snapshot_blocks: 0,
         };
         let mut node = Node::open(&cfg)?;
         if self.cut_data.contains(&i) {

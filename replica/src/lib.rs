@@ -25,5 +25,6 @@ pub mod record;
 pub mod replay;
 pub mod replay_split;
 pub mod replay_tile;
+pub mod snapshots;
 pub mod verdict;
 pub mod voter;

@@ -119,7 +119,26 @@ pub struct NodeConfig {
     pub replay_lanes: usize,
     /// Cores to pin the replay lane threads to (one each, in order; they then spin when idle).
     pub replay_lane_cores: Vec<usize>,
+    /// 07 §7.5: take a REP_Snapshot every this many blocks (this voter's offset is its index ×
+    /// this / voters; a multiple of voters × REP_ROOT_BLOCKS), written to the first journal
+    /// drive's `snapshots/`. 0: none. Needs a journal and state roots.
+    pub snapshot_blocks: u64,
 }
+
+/// The snapshots of a replica process (07 §7.5): taken by replay, written here once their
+/// block's header hash is known ([`crate::snapshots`]).
+#[derive(Debug)]
+struct NodeSnaps {
+    dir: crate::snapshots::SnapshotDir,
+    policy: crate::replay::SnapPolicy,
+    /// Taken, waiting for `header_hash(h)`, oldest first (at most [`SNAPS_PENDING`]).
+    pending: std::collections::VecDeque<(u64, Vec<u8>)>,
+    /// Header hashes of snapshot heights seen (at most [`SNAPS_PENDING`] × 4).
+    headers: std::collections::BTreeMap<u64, vyrn_wire::header::Hash>,
+}
+
+/// Snapshots that wait for their header before the oldest is dropped (counted).
+const SNAPS_PENDING: usize = 4;
 
 /// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
 /// (a replica that stopped voting keeps no unbounded backlog).
@@ -394,6 +413,12 @@ pub struct NodeCounters {
     pub peer_data_missing: u64,
     /// Peers' `PeerDataFetch` over PEER_DATA_MAX_PPS (not answered).
     pub peer_data_capped: u64,
+    /// REP_Snapshots written to the snapshot area (07 §7.5).
+    pub snapshots_written: u64,
+    /// The newest snapshot's height.
+    pub snapshot_height: u64,
+    /// Snapshots not written: the write failed, or their header never came.
+    pub snapshot_errors: u64,
 }
 
 /// Payloads a replica serves its peers per second (07 §5.5 names REP_SEQ_DATA_MAX_PPS for the
@@ -899,6 +924,8 @@ pub struct Node {
     data_cut: Option<u64>,
     /// The home's sessions (07 §5.7 moves those of a failed data box).
     sessions: Vec<u32>,
+    /// 07 §7.5's snapshots (`snapshot_blocks`).
+    snaps: Option<NodeSnaps>,
 }
 
 type ReplayThread = (
@@ -983,7 +1010,7 @@ impl Node {
             n_peers: peers.len(),
             anchor: Anchor::default(),
         };
-        let (mut core, tile) = if cfg.replay_tile {
+        let (mut core, mut tile) = if cfg.replay_tile {
             let (core, mut tile) = if cfg.replay_lanes > 0 {
                 let idle = if cfg.replay_lane_cores.is_empty() {
                     crate::replay_tile::Idle::Backoff
@@ -1016,9 +1043,52 @@ impl Node {
         core.set_budgets(&cfg.budgets);
         core.prefault();
         // 07 §7.4: replay takes R(h) at every root height for the root votes.
-        if let Some(r) = cfg.simplex.as_ref().and_then(|s| s.roots) {
-            core.set_root_blocks(r.root_blocks, &Anchor::default());
+        let root_blocks = cfg
+            .simplex
+            .as_ref()
+            .and_then(|s| s.roots)
+            .map(|r| r.root_blocks);
+        if let Some(rb) = root_blocks {
+            core.set_root_blocks(rb, &Anchor::default());
         }
+        // 07 §7.5: snapshots at this voter's heights, written to the first journal drive.
+        let snaps = match (
+            cfg.snapshot_blocks,
+            cfg.journal.as_ref().and_then(|d| d.first()),
+        ) {
+            (0, _) => None,
+            (_, None) => return Err("snapshots need a journal (--journal)".into()),
+            (every, Some(d0)) => {
+                let n = h.voters.max(1) as u64;
+                let rb = root_blocks.ok_or("snapshots need state roots (the Simplex voter)")?;
+                if every % (n * rb) != 0 {
+                    return Err(format!(
+                        "snapshot interval {every} blocks: not a multiple of voters × REP_ROOT_BLOCKS = {} (07 §7.5: snapshots fall on root heights)",
+                        n * rb
+                    ));
+                }
+                let policy =
+                    crate::replay::SnapPolicy::for_participant(every, cfg.index as u64, n, h.epoch);
+                let set = match tile.as_mut() {
+                    Some(t) => {
+                        t.set_snapshots(policy.clone());
+                        true
+                    }
+                    None => core.set_snapshots(policy.clone()),
+                };
+                if !set {
+                    return Err("snapshots: replay is on a tile the node does not hold".into());
+                }
+                let dir = crate::snapshots::SnapshotDir::open(&d0.join("snapshots"))
+                    .map_err(|e| format!("snapshot area: {e}"))?;
+                Some(NodeSnaps {
+                    dir,
+                    policy,
+                    pending: Default::default(),
+                    headers: Default::default(),
+                })
+            }
+        };
         // 07 §8.2: the block journal, recovered and verified before anything is received.
         let journal = match &cfg.journal {
             None => None,
@@ -1170,7 +1240,51 @@ impl Node {
             diverge: None,
             data_cut: None,
             sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
+            snaps,
         })
+    }
+
+    /// Write the snapshots replay took whose block header is known (07 §7.5: `header_hash(h)`
+    /// goes in the file's header); rare (one per snapshot interval), off the per-packet path.
+    fn write_snapshots(&mut self) {
+        let Some(sn) = self.snaps.as_mut() else {
+            return;
+        };
+        while let Some(t) = self.core.take_snapshot() {
+            sn.pending.push_back(t);
+            if sn.pending.len() > SNAPS_PENDING {
+                // Its header never came: not written (counted), the newer ones go on.
+                sn.pending.pop_front();
+                self.io.c.snapshot_errors += 1;
+            }
+        }
+        while let Some(hash) = sn
+            .pending
+            .front()
+            .and_then(|(h, _)| sn.headers.get(h).copied())
+        {
+            let Some((h, mut file)) = sn.pending.pop_front() else {
+                break;
+            };
+            let written = vyrn_engine::snapshot::set_header_hash(&mut file, &hash)
+                .map_err(|e| e.to_string())
+                .and_then(|()| sn.dir.write(h, &file).map_err(|e| e.to_string()));
+            match written {
+                Ok(_) => {
+                    self.io.c.snapshots_written += 1;
+                    self.io.c.snapshot_height = h;
+                }
+                Err(e) => {
+                    self.io.c.snapshot_errors += 1;
+                    eprintln!("{}: snapshot at height {h} not written: {e}", self.io.name);
+                }
+            }
+        }
+    }
+
+    /// The snapshot area, if snapshots are on.
+    pub fn snapshot_dir(&self) -> Option<&std::path::Path> {
+        self.snaps.as_ref().map(|s| s.dir.path())
     }
 
     /// The four sockets, for a loop that blocks until one is readable.
@@ -1496,7 +1610,14 @@ impl Node {
                 if self.held.len() < 1 << 16 {
                     self.held.push_back((h, last_step));
                 }
+                if let Some(sn) = self.snaps.as_mut().filter(|sn| sn.policy.at(h)) {
+                    sn.headers.insert(h, hash);
+                    while sn.headers.len() > 4 * SNAPS_PENDING {
+                        sn.headers.pop_first();
+                    }
+                }
             }
+            self.write_snapshots();
         }
         if let Some(v) = self.simplex.as_mut() {
             // The desk answers on every round (the engine waits on it), the verdict's timers

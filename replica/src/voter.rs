@@ -474,6 +474,9 @@ pub struct CertAudit {
     pub roots_ok: u64,
     /// The highest root height a verified root certificate covers.
     pub root_height: u64,
+    /// Each certified root: height → `R(h)` (what a snapshot's state root must equal, 07
+    /// §7.5 "Loading").
+    pub roots: std::collections::BTreeMap<u64, vyrn_wire::header::Hash>,
     /// Entries of other kinds (seal extensions), not checked here.
     pub other: u64,
 }
@@ -519,6 +522,7 @@ pub fn verify_cert_journal(
                         Ok(()) => {
                             a.roots_ok += 1;
                             a.root_height = a.root_height.max(c.h);
+                            a.roots.insert(c.h, c.root);
                         }
                         Err(e) => a.bad.push((i, format!("root certificate: {e}"))),
                     }

@@ -84,6 +84,12 @@ pub struct Args {
     /// docs/benchmarks.md).
     #[arg(long, value_name = "LIST", value_parser = cores, requires = "replay_core")]
     pub replay_lane_cores: Option<Cores>,
+    /// 07 §7.5: a REP_Snapshot every this many blocks, written to the first journal drive's
+    /// `snapshots/` (this voter's at its index × N / voters; N a multiple of voters ×
+    /// REP_ROOT_BLOCKS). Default with --journal: REP_SNAP_INTERVAL_S (60 s) of blocks, rounded
+    /// up to that multiple; 0: none.
+    #[arg(long, value_name = "N")]
+    pub snapshot_blocks: Option<u64>,
     /// The Simplex engine's journal directory (default: `consensus-N` next to the home file).
     #[arg(long, value_name = "DIR")]
     pub consensus_dir: Option<PathBuf>,
@@ -464,6 +470,24 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         );
         // 07 §7.4: state roots.
         e.counter(
+            "vyrn_replica_snapshots_written_total",
+            "REP_Snapshots written to the snapshot area (07 §7.5)",
+            &[],
+            c.snapshots_written,
+        );
+        e.gauge(
+            "vyrn_replica_snapshot_height",
+            "height of the newest snapshot written (07 §7.5)",
+            &[],
+            c.snapshot_height as f64,
+        );
+        e.counter(
+            "vyrn_replica_snapshot_errors_total",
+            "snapshots not written: the write failed or their header never came",
+            &[],
+            c.snapshot_errors,
+        );
+        e.counter(
             "vyrn_replica_roots_proposed_total",
             "state roots R(h) this replica's replay took and signed",
             &[],
@@ -581,6 +605,61 @@ fn backend(s: &str) -> Result<BackendChoice, String> {
 
 /// REP_ROOT_BLOCKS of the home's profile (07 §7.4; a dev home roots once a second of its
 /// blocks: every 50 of 20 ms).
+/// `--snapshot-blocks`, or 07 §7.5's default: REP_SNAP_INTERVAL_S of blocks, rounded up to a
+/// multiple of voters × REP_ROOT_BLOCKS (so every voter's snapshots fall on root heights);
+/// none without a journal or without the Simplex voter's state roots.
+fn snapshot_blocks(o: &Args, h: &HomeConfig) -> u64 {
+    if o.journal.is_none() || o.interim_voter {
+        return o.snapshot_blocks.unwrap_or(0);
+    }
+    o.snapshot_blocks.unwrap_or_else(|| {
+        let unit = (h.voters.max(1) as u64) * root_blocks(h).max(1);
+        let blocks = vyrn_wire::consts::REP_SNAP_INTERVAL_S * 1_000_000_000 / h.block_ns.max(1);
+        blocks.div_ceil(unit) * unit
+    })
+}
+
+/// 07 §7.5 "Loading": the snapshots on a replica's journal drives (`snapshots/` on the first),
+/// each checked section by section, its commitment recomputed and compared with the certified
+/// `R(h)` from the cert journal on the first two drives. `None` where there is no snapshot area.
+pub fn snapshot_audit(
+    h: &HomeConfig,
+    dirs: &[PathBuf],
+) -> Option<Result<vyrn_replica::snapshots::SnapAudit, String>> {
+    let area = dirs.first()?.join("snapshots");
+    if !area.exists() {
+        return None;
+    }
+    let roots = match &h.membership {
+        Some(m) => match vyrn_replica::voter::verify_cert_journal(
+            &dirs[..2.min(dirs.len())],
+            m,
+            root_blocks(h),
+        ) {
+            Ok(a) => a.roots,
+            Err(e) => return Some(Err(e)),
+        },
+        None => Default::default(),
+    };
+    Some(vyrn_replica::snapshots::audit(&area, &h.engine, &roots).map_err(|e| e.to_string()))
+}
+
+/// [`snapshot_audit`] in a line.
+pub fn snapshot_line(a: &vyrn_replica::snapshots::SnapAudit) -> String {
+    format!(
+        "{} verify against their root certificates{}, {} not yet certified, {} refused{}",
+        a.ok.len(),
+        a.ok.first()
+            .map_or(String::new(), |h| format!(" (newest at height {h})")),
+        a.uncertified.len(),
+        a.bad.len(),
+        a.bad
+            .iter()
+            .map(|(p, why)| format!("; {}: {why}", p.display()))
+            .collect::<String>()
+    )
+}
+
 pub fn root_blocks(h: &HomeConfig) -> u64 {
     if h.profile == Profile::Dev {
         vyrn_replica::voter::RootSettings::dev(h.block_ns).root_blocks
@@ -655,6 +734,7 @@ pub fn run(o: Args) -> ExitCode {
     }
     simplex.cores = o.consensus_cores.clone().map(|c| c.0);
     simplex.lab_wrong_root = o.lab_wrong_root;
+    let snapshot_blocks = snapshot_blocks(&o, &home);
     let cfg = NodeConfig {
         home,
         index: o.index,
@@ -668,6 +748,7 @@ pub fn run(o: Args) -> ExitCode {
         replay_tile: o.replay_thread || o.replay_core.is_some(),
         replay_lanes: o.replay_lane_cores.as_ref().map_or(0, |c| c.0.len()),
         replay_lane_cores: o.replay_lane_cores.clone().map(|c| c.0).unwrap_or_default(),
+        snapshot_blocks,
     };
     let mut node = match Node::open(&cfg) {
         Ok(n) => n,
@@ -723,6 +804,18 @@ pub fn run(o: Args) -> ExitCode {
             r.refused.len(),
             r.truncated.len(),
             r.failed_drives
+        );
+    }
+    if let (Some(dirs), true) = (&o.journal, cfg.snapshot_blocks > 0) {
+        match snapshot_audit(&cfg.home, dirs) {
+            Some(Ok(a)) => println!("{name}: snapshots (07 §7.5): {}", snapshot_line(&a)),
+            Some(Err(e)) => println!("{name}: snapshots (07 §7.5): not checked: {e}"),
+            None => {}
+        }
+        println!(
+            "{name}: a snapshot every {} blocks, this voter's at offset {} (07 §7.5)",
+            cfg.snapshot_blocks,
+            o.index as u64 * (cfg.snapshot_blocks / cfg.home.voters.max(1) as u64)
         );
     }
     let stop = vyrn_nic::wait::stop_on_signals();

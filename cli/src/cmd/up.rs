@@ -649,6 +649,10 @@ fn up(a: Args) -> Result<bool, String> {
                 format!("{},{}", s(&d[0]), s(&d[1])),
                 "--journal-backend".into(),
                 "std".into(),
+                // 07 §7.5's snapshots, every two root periods per voter (60 s of blocks would
+                // never come in a run of seconds): each journaling replica writes a few.
+                "--snapshot-blocks".into(),
+                (2 * n as u64 * super::replica::root_blocks(&home)).to_string(),
             ]);
             if let Some(c) = cold {
                 args.extend(["--journal-cores".into(), c.to_string()]);
@@ -1369,6 +1373,26 @@ fn report(
                     unreadable,
                     certs.as_ref().map_or("not checked".to_string(), |c| format!("{} finality and {} root certificates verify, {} bad", c.ok, c.roots_ok, c.bad.len()))
                 );
+                let snaps = super::replica::snapshot_audit(home, d);
+                match &snaps {
+                    Some(Ok(a)) => {
+                        let _ = writeln!(
+                            r,
+                            "  - snapshots (07 §7.5): {}",
+                            super::replica::snapshot_line(a)
+                        );
+                    }
+                    Some(Err(e)) => {
+                        let _ = writeln!(r, "  - snapshots (07 §7.5): not checked: {e}");
+                    }
+                    None => {}
+                }
+                if snaps
+                    .as_ref()
+                    .is_some_and(|a| a.as_ref().map_or(true, |a| !a.bad.is_empty()))
+                {
+                    problems.push(format!("replica {i}'s snapshots do not verify"));
+                }
                 if !rep.refused.is_empty()
                     || unreadable > 0
                     || hs.is_empty()
