@@ -176,6 +176,9 @@ enum ToWriter {
     /// A certificate for the cert journal: a `REP_FinalityCert`'s bytes (type byte included)
     /// or a `REP_RootCert`'s (07 §7.4).
     Cert(crate::journal::cert::CertKind, Vec<u8>),
+    /// A REP_Snapshot of height h for the snapshot area (07 §7.5; 07 §7.2's storage core
+    /// writes it, so its fsync never stalls order RX).
+    Snapshot(crate::snapshots::SnapshotDir, u64, Vec<u8>),
 }
 
 /// The writer thread's figures.
@@ -188,6 +191,10 @@ struct JournalStats {
     errors: AtomicU64,
     /// Bytes made durable (`JournalCounters::bytes_written`, slot heads included).
     bytes: AtomicU64,
+    /// Snapshots written, the newest one's height, and writes that failed.
+    snapshots: AtomicU64,
+    snapshot_height: AtomicU64,
+    snapshot_errors: AtomicU64,
 }
 
 /// Blocks the writer's queue holds (about 4 s of dev blocks).
@@ -248,6 +255,16 @@ impl NodeJournal {
                         }
                         Err(_) => {
                             st.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
+                    Ok(ToWriter::Snapshot(d, h, b)) => match d.write(h, &b) {
+                        Ok(_) => {
+                            st.snapshots.fetch_add(1, Ordering::Relaxed);
+                            st.snapshot_height.store(h, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            st.snapshot_errors.fetch_add(1, Ordering::Relaxed);
+                            eprintln!("snapshot at height {h} not written: {e}");
                         }
                     },
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
@@ -313,6 +330,27 @@ impl NodeJournal {
         if !ok {
             self.skipped += 1;
         }
+    }
+
+    /// A snapshot for the writer to put in `dir` (07 §7.5); false when its queue is full.
+    fn submit_snapshot(
+        &mut self,
+        dir: crate::snapshots::SnapshotDir,
+        h: u64,
+        file: Vec<u8>,
+    ) -> bool {
+        self.tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(ToWriter::Snapshot(dir, h, file)).is_ok())
+    }
+
+    /// Snapshots the writer wrote, the newest one's height, and its failed writes.
+    pub fn snapshots(&self) -> (u64, u64, u64) {
+        (
+            self.stats.snapshots.load(Ordering::Relaxed),
+            self.stats.snapshot_height.load(Ordering::Relaxed),
+            self.stats.snapshot_errors.load(Ordering::Relaxed),
+        )
     }
 
     /// A certificate's bytes for the cert journal (07 §8.2).
@@ -1244,8 +1282,9 @@ impl Node {
         })
     }
 
-    /// Write the snapshots replay took whose block header is known (07 §7.5: `header_hash(h)`
-    /// goes in the file's header); rare (one per snapshot interval), off the per-packet path.
+    /// Hand the snapshots replay took whose block header is known (07 §7.5: `header_hash(h)`
+    /// goes in the file's header) to the journal's writer thread; rare (one per snapshot
+    /// interval), off the per-packet path.
     fn write_snapshots(&mut self) {
         let Some(sn) = self.snaps.as_mut() else {
             return;
@@ -1266,18 +1305,15 @@ impl Node {
             let Some((h, mut file)) = sn.pending.pop_front() else {
                 break;
             };
-            let written = vyrn_engine::snapshot::set_header_hash(&mut file, &hash)
-                .map_err(|e| e.to_string())
-                .and_then(|()| sn.dir.write(h, &file).map_err(|e| e.to_string()));
-            match written {
-                Ok(_) => {
-                    self.io.c.snapshots_written += 1;
-                    self.io.c.snapshot_height = h;
-                }
-                Err(e) => {
-                    self.io.c.snapshot_errors += 1;
-                    eprintln!("{}: snapshot at height {h} not written: {e}", self.io.name);
-                }
+            // The journal's writer thread writes it (07 §7.2's storage core): its fsync never
+            // stalls this thread.
+            let handed = vyrn_engine::snapshot::set_header_hash(&mut file, &hash).is_ok()
+                && self
+                    .journal
+                    .as_mut()
+                    .is_some_and(|j| j.submit_snapshot(sn.dir.clone(), h, file));
+            if !handed {
+                self.io.c.snapshot_errors += 1;
             }
         }
     }
@@ -1304,7 +1340,14 @@ impl Node {
 
     /// Counters of the process side.
     pub fn counters(&self) -> NodeCounters {
-        self.io.c
+        let mut c = self.io.c;
+        if let Some(j) = &self.journal {
+            let (n, h, errors) = j.snapshots();
+            c.snapshots_written = n;
+            c.snapshot_height = h;
+            c.snapshot_errors += errors;
+        }
+        c
     }
 
     /// The interim voter.

@@ -12,9 +12,9 @@
 //! (`vyrn_engine::snapshot::restore`), then compares it with the certified `R(h)` from the cert
 //! journal. A file that fails any check is reported, never loaded.
 //!
-//! Not yet: catch-up from a snapshot (07 §7.6 — a restarted replica still replays its tenure
-//! from the start), and the write on 07 §7.2's storage core (the node's thread writes it: a dev
-//! home's snapshot is a few KiB).
+//! The node hands each file to its journal's writer thread (07 §7.2's storage core), so the
+//! fsync never stalls order RX. Not yet: catch-up from a snapshot (07 §7.6 — a restarted
+//! replica still replays its tenure from the start).
 
 use std::collections::BTreeMap;
 use std::io::Write;
