@@ -1105,8 +1105,12 @@ impl Node {
                         n * rb
                     ));
                 }
-                let policy =
+                let mut policy =
                     crate::replay::SnapPolicy::for_participant(every, cfg.index as u64, n, h.epoch);
+                // Section 7: the REP_Membership in force (its body digest, 07 §13.1).
+                if let Some(m) = &h.membership {
+                    policy.replication.membership_hash = m.body_digest();
+                }
                 let set = match tile.as_mut() {
                     Some(t) => {
                         t.set_snapshots(policy.clone());
