@@ -476,6 +476,16 @@ pub fn set_header_hash(file: &mut [u8], header_hash: &[u8; 32]) -> Result<(), Sn
     Ok(())
 }
 
+/// The `state_root` field of a snapshot this engine wrote (07 §7.5, offset 40): the commitment
+/// taken with it, so a root height that is also a snapshot height serializes the state once.
+/// `None` for a file too short or not a REP_Snapshot (nothing is verified: see [`read`]).
+pub fn state_root_in(file: &[u8]) -> Option<[u8; 32]> {
+    if file.get(..8)? != SNAP_MAGIC {
+        return None;
+    }
+    file.get(40..72)?.try_into().ok()
+}
+
 /// A snapshot's sections: `(id, bytes)` in id order.
 pub type Sections<'a> = Vec<(u16, &'a [u8])>;
 

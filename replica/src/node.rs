@@ -135,6 +135,8 @@ struct NodeSnaps {
     pending: std::collections::VecDeque<(u64, Vec<u8>)>,
     /// Header hashes of snapshot heights seen (at most [`SNAPS_PENDING`] × 4).
     headers: std::collections::BTreeMap<u64, vyrn_wire::header::Hash>,
+    /// The area's audit at start (07 §7.5 "Loading"), or why it could not run.
+    found: Result<crate::snapshots::SnapAudit, String>,
 }
 
 /// Snapshots that wait for their header before the oldest is dropped (counted).
@@ -457,6 +459,8 @@ pub struct NodeCounters {
     pub snapshot_height: u64,
     /// Snapshots not written: the write failed, or their header never came.
     pub snapshot_errors: u64,
+    /// Snapshots in the area refused by the audit at start (never loaded).
+    pub snapshots_refused: u64,
 }
 
 /// Payloads a replica serves its peers per second (07 §5.5 names REP_SEQ_DATA_MAX_PPS for the
@@ -1090,7 +1094,7 @@ impl Node {
             core.set_root_blocks(rb, &Anchor::default());
         }
         // 07 §7.5: snapshots at this voter's heights, written to the first journal drive.
-        let snaps = match (
+        let mut snaps = match (
             cfg.snapshot_blocks,
             cfg.journal.as_ref().and_then(|d| d.first()),
         ) {
@@ -1128,6 +1132,7 @@ impl Node {
                     policy,
                     pending: Default::default(),
                     headers: Default::default(),
+                    found: Ok(Default::default()),
                 })
             }
         };
@@ -1157,6 +1162,22 @@ impl Node {
                 ))
             }
         };
+        // 07 §7.5 "Loading": what a restart finds in the snapshot area, each file against the
+        // root its certificate certifies (the cert journal read-only: recovered above).
+        if let (Some(sn), Some(dirs)) = (snaps.as_mut(), cfg.journal.as_deref()) {
+            sn.found = match &h.membership {
+                Some(m) => crate::voter::verify_cert_journal(
+                    &dirs[..2.min(dirs.len())],
+                    m,
+                    root_blocks.unwrap_or(0),
+                )
+                .map(|c| c.roots),
+                None => Ok(Default::default()),
+            }
+            .and_then(|roots| {
+                crate::snapshots::audit(sn.dir.path(), &h.engine, &roots).map_err(|e| e.to_string())
+            });
+        }
         for s in &h.engine.sessions {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
@@ -1322,9 +1343,14 @@ impl Node {
         }
     }
 
-    /// The snapshot area, if snapshots are on.
-    pub fn snapshot_dir(&self) -> Option<&std::path::Path> {
-        self.snaps.as_ref().map(|s| s.dir.path())
+    /// With snapshots on: their schedule, and what the audit at start found in the area.
+    pub fn snapshots(
+        &self,
+    ) -> Option<(
+        &crate::replay::SnapPolicy,
+        &Result<crate::snapshots::SnapAudit, String>,
+    )> {
+        self.snaps.as_ref().map(|s| (&s.policy, &s.found))
     }
 
     /// The four sockets, for a loop that blocks until one is readable.
@@ -1350,6 +1376,9 @@ impl Node {
             c.snapshots_written = n;
             c.snapshot_height = h;
             c.snapshot_errors += errors;
+        }
+        if let Some(Ok(a)) = self.snaps.as_ref().map(|s| &s.found) {
+            c.snapshots_refused = a.bad.len() as u64;
         }
         c
     }

@@ -295,16 +295,17 @@ impl Replayer {
         self.snaps.pop_front()
     }
 
-    /// The state after block `h`, written (the engine stands exactly at `h`'s last step).
-    fn take_snap(&mut self, h: u64) {
+    /// The state after block `h`, written (the engine stands exactly at `h`'s last step);
+    /// returns its state root, `R(h)`, when it was.
+    fn take_snap(&mut self, h: u64) -> Option<Hash> {
         let Eng::One(e) = &self.eng else {
             // The split engine's lanes are on their workers: not written (documented).
             self.counters.snapshots_skipped += 1;
-            return;
+            return None;
         };
         if self.snaps.len() >= SNAPS_KEPT {
             self.counters.snapshots_skipped += 1;
-            return;
+            return None;
         }
         let meta = vyrn_engine::snapshot::SnapMeta {
             epoch: self.snap.epoch,
@@ -315,8 +316,11 @@ impl Replayer {
             root_gate_cursor: h,
             ..self.snap.replication.clone()
         };
-        self.snaps.push_back((h, e.snapshot(&meta, &rep)));
+        let file = e.snapshot(&meta, &rep);
+        let root = vyrn_engine::snapshot::state_root_in(&file)?;
+        self.snaps.push_back((h, file));
         self.counters.snapshots += 1;
+        Some(root)
     }
 
     /// A block's end: height and last step (its first BlockMark, 07 §3.9; repeats are ignored).
@@ -474,13 +478,18 @@ impl Replayer {
                 match self.roots.due.front() {
                     Some(&(h, ls)) if done >= ls => {
                         // The state after block h: every lane at exactly its cut.
-                        let r = match &mut self.eng {
-                            Eng::One(e) => e.state_root(),
-                            Eng::Split(e) => e.state_root()?,
+                        // At a snapshot height the snapshot's header carries R(h): the state
+                        // is serialized once, not for the root and again for the file.
+                        let snapped = if self.snap.at(h) {
+                            self.take_snap(h)
+                        } else {
+                            None
                         };
-                        if self.snap.at(h) {
-                            self.take_snap(h);
-                        }
+                        let r = match (snapped, &mut self.eng) {
+                            (Some(r), _) => r,
+                            (None, Eng::One(e)) => e.state_root(),
+                            (None, Eng::Split(e)) => e.state_root()?,
+                        };
                         self.roots.taken.insert(h, r);
                         while self.roots.taken.len() > ROOTS_KEPT {
                             self.roots.taken.pop_first();

@@ -103,6 +103,25 @@ pub struct SnapAudit {
     pub bad: Vec<(PathBuf, String)>,
 }
 
+impl SnapAudit {
+    /// What an operator reads: how many load, the newest, and each refused file with why.
+    pub fn line(&self) -> String {
+        format!(
+            "{} verify against their root certificates{}, {} not yet certified, {} refused{}",
+            self.ok.len(),
+            self.ok
+                .first()
+                .map_or(String::new(), |h| format!(" (newest at height {h})")),
+            self.uncertified.len(),
+            self.bad.len(),
+            self.bad
+                .iter()
+                .map(|(p, why)| format!("; {}: {why}", p.display()))
+                .collect::<String>()
+        )
+    }
+}
+
 /// Check every snapshot in `dir` for `cfg` against the certified roots `certified` (height →
 /// `R(h)`, from root certificates that verify).
 pub fn audit(
@@ -115,7 +134,14 @@ pub fn audit(
         return Ok(a);
     }
     for (h, path) in SnapshotDir::open(dir)?.list()? {
-        let bytes = std::fs::read(&path)?;
+        // One unreadable file is refused; the others are still checked.
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                a.bad.push((path, format!("unreadable: {e}")));
+                continue;
+            }
+        };
         match vyrn_engine::snapshot::restore(cfg.clone(), &bytes) {
             Err(e) => a.bad.push((path, format!("{e}"))),
             Ok((_, hdr)) if hdr.meta.height != h => a.bad.push((
@@ -195,6 +221,14 @@ mod tests {
         let a = audit(&tmp, &engine(), &roots).unwrap();
         assert!(a.ok.is_empty(), "{a:?}");
         assert_eq!(a.bad.len(), 3, "{a:?}");
+        // An unreadable entry (here a directory under a snapshot's name) is refused on its own;
+        // the rest are still checked.
+        std::fs::create_dir(d.dir.join(file_name(200))).unwrap();
+        let b = audit(&tmp, &engine(), &roots).unwrap();
+        assert_eq!(b.bad.len(), a.bad.len() + 1, "{b:?}");
+        assert!(b.bad[0].1.starts_with("unreadable"), "{b:?}");
+        assert!(b.line().contains("4 refused"), "{}", b.line());
+        std::fs::remove_dir(d.dir.join(file_name(200))).unwrap();
         // No temporary file is left behind.
         assert!(std::fs::read_dir(&tmp).unwrap().all(|e| !e
             .unwrap()

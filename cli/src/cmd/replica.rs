@@ -481,6 +481,12 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             &[],
             c.snapshot_height as f64,
         );
+        e.gauge(
+            "vyrn_replica_snapshots_refused",
+            "snapshots in the area refused at start: a bad section, a commitment that does not recompute, a root not the certified one (07 §7.5)",
+            &[],
+            c.snapshots_refused as f64,
+        );
         e.counter(
             "vyrn_replica_snapshot_errors_total",
             "snapshots not written: the write failed or their header never came",
@@ -617,47 +623,6 @@ fn snapshot_blocks(o: &Args, h: &HomeConfig) -> u64 {
         let blocks = vyrn_wire::consts::REP_SNAP_INTERVAL_S * 1_000_000_000 / h.block_ns.max(1);
         blocks.div_ceil(unit) * unit
     })
-}
-
-/// 07 §7.5 "Loading": the snapshots on a replica's journal drives (`snapshots/` on the first),
-/// each checked section by section, its commitment recomputed and compared with the certified
-/// `R(h)` from the cert journal on the first two drives. `None` where there is no snapshot area.
-pub fn snapshot_audit(
-    h: &HomeConfig,
-    dirs: &[PathBuf],
-) -> Option<Result<vyrn_replica::snapshots::SnapAudit, String>> {
-    let area = dirs.first()?.join("snapshots");
-    if !area.exists() {
-        return None;
-    }
-    let roots = match &h.membership {
-        Some(m) => match vyrn_replica::voter::verify_cert_journal(
-            &dirs[..2.min(dirs.len())],
-            m,
-            root_blocks(h),
-        ) {
-            Ok(a) => a.roots,
-            Err(e) => return Some(Err(e)),
-        },
-        None => Default::default(),
-    };
-    Some(vyrn_replica::snapshots::audit(&area, &h.engine, &roots).map_err(|e| e.to_string()))
-}
-
-/// [`snapshot_audit`] in a line.
-pub fn snapshot_line(a: &vyrn_replica::snapshots::SnapAudit) -> String {
-    format!(
-        "{} verify against their root certificates{}, {} not yet certified, {} refused{}",
-        a.ok.len(),
-        a.ok.first()
-            .map_or(String::new(), |h| format!(" (newest at height {h})")),
-        a.uncertified.len(),
-        a.bad.len(),
-        a.bad
-            .iter()
-            .map(|(p, why)| format!("; {}: {why}", p.display()))
-            .collect::<String>()
-    )
 }
 
 pub fn root_blocks(h: &HomeConfig) -> u64 {
@@ -806,16 +771,14 @@ pub fn run(o: Args) -> ExitCode {
             r.failed_drives
         );
     }
-    if let (Some(dirs), true) = (&o.journal, cfg.snapshot_blocks > 0) {
-        match snapshot_audit(&cfg.home, dirs) {
-            Some(Ok(a)) => println!("{name}: snapshots (07 §7.5): {}", snapshot_line(&a)),
-            Some(Err(e)) => println!("{name}: snapshots (07 §7.5): not checked: {e}"),
-            None => {}
+    if let Some((p, found)) = node.snapshots() {
+        match found {
+            Ok(a) => println!("{name}: snapshots (07 §7.5): {}", a.line()),
+            Err(e) => println!("{name}: snapshots (07 §7.5): not checked: {e}"),
         }
         println!(
             "{name}: a snapshot every {} blocks, this voter's at offset {} (07 §7.5)",
-            cfg.snapshot_blocks,
-            o.index as u64 * (cfg.snapshot_blocks / cfg.home.voters.max(1) as u64)
+            p.every, p.offset
         );
     }
     let stop = vyrn_nic::wait::stop_on_signals();

@@ -1373,14 +1373,17 @@ fn report(
                     unreadable,
                     certs.as_ref().map_or("not checked".to_string(), |c| format!("{} finality and {} root certificates verify, {} bad", c.ok, c.roots_ok, c.bad.len()))
                 );
-                let snaps = super::replica::snapshot_audit(home, d);
+                // 07 §7.5 "Loading": each snapshot against the roots the certificates above
+                // certify (checked once, here).
+                let area = d[0].join("snapshots");
+                let snaps = area.exists().then(|| {
+                    let roots = certs.as_ref().map(|c| c.roots.clone()).unwrap_or_default();
+                    vyrn_replica::snapshots::audit(&area, &home.engine, &roots)
+                        .map_err(|e| e.to_string())
+                });
                 match &snaps {
                     Some(Ok(a)) => {
-                        let _ = writeln!(
-                            r,
-                            "  - snapshots (07 §7.5): {}",
-                            super::replica::snapshot_line(a)
-                        );
+                        let _ = writeln!(r, "  - snapshots (07 §7.5): {}", a.line());
                     }
                     Some(Err(e)) => {
                         let _ = writeln!(r, "  - snapshots (07 §7.5): not checked: {e}");
