@@ -156,6 +156,45 @@ fn with_one_replication_path_cut_trading_goes_on_and_the_replicas_raise_rep_a_pa
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A misbehaving client (`docs/wire.md` "What the box logs"): beside the load, one session sends
+/// resends of 2- and 10-message packets, packets ahead of sequence (BAD_SEQ) and their fill-ins,
+/// exact and conflicting duplicates under one `pkt_seq`, refused messages, and 16-message,
+/// count-0 and reserved-bit packets no lane logs — every role stays up, every block is voted and
+/// final (every fill of the load final, the box's final height with its closed one), the four
+/// replicas replay the same responses, and the session's next valid packet is answered.
+#[test]
+fn a_misbehaving_client_does_not_stop_finality() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "misbehave",
+        29_850,
+        &["--duration", "5", "--rate", "1000", "--misbehave"],
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("OK: the home traded"), "{report}");
+    assert!(
+        report.contains("## Misbehaving client")
+            && report.contains("misbehave: the session's next valid packet"),
+        "{report}"
+    );
+    // It sent every kind, many times: "misbehave: N rounds, N packets sent (new N, duplicates
+    // N, ahead of sequence N, unloggable N), …".
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("misbehave: ") && l.contains(" rounds, "))
+        .unwrap_or_else(|| panic!("{report}"));
+    let rounds = num_after(line.split(" rounds").next().unwrap(), "misbehave: ").unwrap_or(0);
+    let dups = num_after(line.split(", ahead").next().unwrap(), "duplicates ").unwrap_or(0);
+    let gaps = num_after(line.split(", unloggable").next().unwrap(), "sequence ").unwrap_or(0);
+    assert!(rounds >= 20 && dups >= 100 && gaps >= 20, "{line}");
+    // Equal replay digests: one value in the digest column for all four.
+    let digests = replica_column(&report, 2);
+    assert_eq!(digests.len(), 4, "{report}");
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+    assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The netns lab (issue 14 item 4): `deploy/lab/netns.sh` builds the home's boxes as network
 /// namespaces on three separate networks — facility, path A, path B — each path with a metro
 /// delay of 500 µs one way (`tc netem` where the kernel has it, else `vyrn lab-delay`), and

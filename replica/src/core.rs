@@ -41,9 +41,9 @@ pub trait ReplicaOut {
     /// A fetch from data box `d`.
     fn data_fetch(&mut self, d: u8, f: &DataFetch) {}
     /// A payload fetch from a peer.
-    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {}
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey, pkt_hash: u64) {}
     /// A payload request to the sequencer.
-    fn seq_data_req(&mut self, key: PktKey) {}
+    fn seq_data_req(&mut self, key: PktKey, pkt_hash: u64) {}
     /// A HashList request to the sequencer's order hasher.
     fn hash_list_req(&mut self, r: &HashListReq) {}
     /// CopyMismatch evidence (07 §5.6).
@@ -221,11 +221,11 @@ impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
     fn data_fetch(&mut self, d: u8, f: &DataFetch) {
         self.out.data_fetch(d, f);
     }
-    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {
-        self.out.peer_data_fetch(peer, key);
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey, pkt_hash: u64) {
+        self.out.peer_data_fetch(peer, key, pkt_hash);
     }
-    fn seq_data_req(&mut self, key: PktKey) {
-        self.out.seq_data_req(key);
+    fn seq_data_req(&mut self, key: PktKey, pkt_hash: u64) {
+        self.out.seq_data_req(key, pkt_hash);
     }
     fn hash_list_req(&mut self, r: &HashListReq) {
         self.out.hash_list_req(r);

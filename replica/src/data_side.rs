@@ -66,6 +66,12 @@ pub const FETCH_KEYS_PER_STEP: u64 = 256;
 /// said nothing (the payload may reach a data box late; 07 §5.5 gives no source after the
 /// sequencer): its block waits, it is not forgotten.
 pub const UNAVAILABLE_RETRY_NS: u64 = 100_000_000;
+/// Distinct copies a data box may add for one key beside its first without a record asking for
+/// them: the records a box logs under one `(session, pkt_seq)` each carry the hash of the packet
+/// they name (`docs/wire.md` "What the box logs"), so each needs its own copy; past this many
+/// unasked ones the client is hostile, and a record's own copy is stored when it comes (from
+/// the sequencer's retention, 07 §5.5 source 3), bounded by the records.
+pub const EXTRA_COPIES_MAX: usize = 3;
 /// Most data boxes (`n_data` is 4 or 5, 07 §5.1; the index is a u8).
 pub const BOXES_MAX: usize = 16;
 
@@ -280,10 +286,12 @@ pub struct CopyMismatch {
 pub trait DataOut {
     /// A `DataFetch` to data box `d` (a `data_seq` range, 07 §5.3; or a key, §5.5 source 1).
     fn data_fetch(&mut self, d: u8, f: &DataFetch);
-    /// `PeerDataFetch` of `key` to peer replica `peer` (07 §5.5 source 2).
-    fn peer_data_fetch(&mut self, peer: usize, key: PktKey);
-    /// `SeqDataReq` of `key` to the sequencer's control core (07 §5.5 source 3).
-    fn seq_data_req(&mut self, key: PktKey);
+    /// `PeerDataFetch` of `key` to peer replica `peer` (07 §5.5 source 2); `pkt_hash` names the
+    /// copy (0 before the record's HashRun).
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey, pkt_hash: u64);
+    /// `SeqDataReq` of `key` to the sequencer's control core (07 §5.5 source 3); `pkt_hash`
+    /// names the copy (0 before the record's HashRun).
+    fn seq_data_req(&mut self, key: PktKey, pkt_hash: u64);
     /// `HashListReq` to the order hasher (07 §5.6 row 2).
     fn hash_list_req(&mut self, r: &HashListReq);
     /// `CopyMismatch` evidence with both packets (07 §5.6): to the sequencer's control core.
@@ -304,8 +312,8 @@ pub trait DataOut {
 pub struct NullDataOut;
 impl DataOut for NullDataOut {
     fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {}
-    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
-    fn seq_data_req(&mut self, _key: PktKey) {}
+    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey, _h: u64) {}
+    fn seq_data_req(&mut self, _key: PktKey, _h: u64) {}
     fn hash_list_req(&mut self, _r: &HashListReq) {}
     fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
     fn alarm(&mut self, _a: DataAlarm) {}
@@ -385,6 +393,11 @@ pub struct DataCounters {
     pub copy_mismatch: u64,
     /// Wrong copies from a peer replaced by the sequencer's (no evidence: not the client's).
     pub peer_copy_replaced: u64,
+    /// Distinct copies stored beside a key's first (a conflicting duplicate, or a client's
+    /// copies that differ).
+    pub copies_extra: u64,
+    /// Distinct copies refused past [`EXTRA_COPIES_MAX`] for one key.
+    pub copies_refused: u64,
     /// HashListReqs sent.
     pub hash_list_reqs: u64,
     /// HashList parts taken.
@@ -518,7 +531,14 @@ impl std::ops::Deref for PayloadRef<'_> {
 /// cache, ~200 ns per record in replay alone, `--bench replica` 2026-12-03.)
 #[derive(Debug, Default)]
 struct Store {
+    /// Each key's first copy.
     map: HashMap<PktKey, u32, Seeded>,
+    /// The other distinct copies of a key, at most [`EXTRA_COPIES_MAX`] (a conflicting duplicate
+    /// the box logged, or a client whose two copies differ: `docs/wire.md` "What the box
+    /// logs"). Empty unless a client misbehaves.
+    extra: HashMap<PktKey, Vec<u32>, Seeded>,
+    /// Copies held in `extra`.
+    n_extra: usize,
     slots: Vec<Option<Stored>>,
     /// Each slot's bytes (the first `len`), beside `slots`.
     bufs: Vec<[u8; REQ_MAX_LEN]>,
@@ -692,12 +712,42 @@ impl RecIndex {
     }
 }
 
+/// A free slot of the store holding `m` and the bytes `b` (the store's fields apart, so a map
+/// entry can stay borrowed).
+fn alloc_slot(
+    free: &mut Vec<u32>,
+    slots: &mut Vec<Option<Stored>>,
+    bufs: &mut Vec<[u8; REQ_MAX_LEN]>,
+    m: Stored,
+    b: &[u8],
+) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            slots[i as usize] = Some(m);
+            bufs[i as usize][..b.len()].copy_from_slice(b);
+            i
+        }
+        None => {
+            slots.push(Some(m));
+            let mut buf = [0; REQ_MAX_LEN];
+            buf[..b.len()].copy_from_slice(b);
+            bufs.push(buf);
+            (slots.len() - 1) as u32
+        }
+    }
+}
+
 impl Store {
-    fn get(&self, k: &PktKey) -> Option<PayloadRef<'_>> {
-        let i = match self.recent.get(k) {
-            Some(i) => i,
-            None => *self.map.get(k)?,
-        } as usize;
+    /// The slot of `k`'s first copy.
+    fn primary(&self, k: &PktKey) -> Option<u32> {
+        match self.recent.get(k) {
+            Some(i) => Some(i),
+            None => self.map.get(k).copied(),
+        }
+    }
+
+    fn slot(&self, i: u32) -> Option<PayloadRef<'_>> {
+        let i = i as usize;
         let m = self.slots.get(i)?.as_ref()?;
         Some(PayloadRef {
             m,
@@ -705,8 +755,97 @@ impl Store {
         })
     }
 
+    /// `k`'s first copy.
+    fn get(&self, k: &PktKey) -> Option<PayloadRef<'_>> {
+        self.slot(self.primary(k)?)
+    }
+
+    /// Every copy of `k`, the first one first.
+    fn copies<'a>(&'a self, k: &PktKey) -> impl Iterator<Item = (u32, PayloadRef<'a>)> + 'a {
+        let first = self.primary(k);
+        let more = if self.extra.is_empty() {
+            None
+        } else {
+            self.extra.get(k)
+        };
+        first
+            .into_iter()
+            .chain(more.into_iter().flatten().copied())
+            .filter_map(|i| Some((i, self.slot(i)?)))
+    }
+
+    /// The copy of `k` whose 8-byte hash is `h` (07 §5.4: the join's key is the record's
+    /// `pkt_hash` and its `(session, pkt_seq)`).
+    fn get_hashed(&self, k: &PktKey, h: u64) -> Option<PayloadRef<'_>> {
+        let p = self.get(k)?;
+        if pkt_hash_of(&p.full) == h {
+            return Some(p);
+        }
+        self.copies(k)
+            .skip(1)
+            .find(|(_, q)| pkt_hash_of(&q.full) == h)
+            .map(|(_, q)| q)
+    }
+
+    /// The copy of `k` whose full hash is `full`.
+    fn get_full(&self, k: &PktKey, full: &Hash) -> Option<PayloadRef<'_>> {
+        self.copies(k)
+            .find(|(_, q)| q.full == *full)
+            .map(|(_, q)| q)
+    }
+
+    /// The copy a record of `k` reads: the one with its hash once it has one, else the first.
+    fn get_for(&self, k: &PktKey, h: Option<u64>) -> Option<PayloadRef<'_>> {
+        match h {
+            Some(h) => self.get_hashed(k, h),
+            None => self.get(k),
+        }
+    }
+
     fn len(&self) -> usize {
-        self.map.len()
+        self.map.len() + self.n_extra
+    }
+
+    /// A free slot holding `m` and the bytes `b`.
+    fn alloc(&mut self, m: Stored, b: &[u8]) -> u32 {
+        alloc_slot(&mut self.free, &mut self.slots, &mut self.bufs, m, b)
+    }
+
+    /// Another distinct copy of `k`, beside its first.
+    fn insert_extra(&mut self, k: PktKey, p: Payload<&[u8]>) {
+        let b = &p.bytes[..p.bytes.len().min(REQ_MAX_LEN)];
+        self.bytes += b.len();
+        let m = Stored {
+            full: p.full,
+            count: p.count,
+            len: b.len() as u8,
+            origin: p.origin,
+            t: p.t,
+            gen: p.gen,
+        };
+        let i = self.alloc(m, b);
+        self.extra.entry(k).or_default().push(i);
+        self.n_extra += 1;
+    }
+
+    /// Overwrite slot `i` (a copy of some key) with `p`, its index entries kept.
+    fn replace(&mut self, i: u32, p: Payload<&[u8]>) {
+        let b = &p.bytes[..p.bytes.len().min(REQ_MAX_LEN)];
+        let m = Stored {
+            full: p.full,
+            count: p.count,
+            len: b.len() as u8,
+            origin: p.origin,
+            t: p.t,
+            gen: p.gen,
+        };
+        if let Some(old) = self.slots.get_mut(i as usize).and_then(|s| s.replace(m)) {
+            self.bytes -= old.len as usize;
+        }
+        self.bytes += b.len();
+        if let Some(buf) = self.bufs.get_mut(i as usize) {
+            buf[..b.len()].copy_from_slice(b);
+        }
     }
 
     /// Store `p` as `k`'s payload (replacing any).
@@ -736,27 +875,35 @@ impl Store {
             }
             std::collections::hash_map::Entry::Vacant(e) => e,
         };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(m);
-                self.bufs[i as usize][..b.len()].copy_from_slice(b);
-                i
-            }
-            None => {
-                self.slots.push(Some(m));
-                let mut buf = [0; REQ_MAX_LEN];
-                buf[..b.len()].copy_from_slice(b);
-                self.bufs.push(buf);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let i = alloc_slot(&mut self.free, &mut self.slots, &mut self.bufs, m, b);
         e.insert(i);
         self.recent.put(&k, i);
     }
 
-    fn remove(&mut self, k: &PktKey) -> Option<Payload> {
-        let i = self.map.remove(k)?;
-        self.recent.clear(k, i);
+    /// Take slot `i`, a copy of `k`, out of the store; the first extra copy of `k` becomes its
+    /// first when `i` was.
+    fn remove_slot(&mut self, k: &PktKey, i: u32) -> Option<Payload> {
+        if self.primary(k) == Some(i) {
+            self.map.remove(k);
+            self.recent.clear(k, i);
+            if let Some(v) = self.extra.get_mut(k) {
+                let j = v.remove(0);
+                if v.is_empty() {
+                    self.extra.remove(k);
+                }
+                self.n_extra -= 1;
+                self.map.insert(*k, j);
+                self.recent.put(k, j);
+            }
+        } else {
+            let v = self.extra.get_mut(k)?;
+            let at = v.iter().position(|&j| j == i)?;
+            v.remove(at);
+            if v.is_empty() {
+                self.extra.remove(k);
+            }
+            self.n_extra -= 1;
+        }
         let m = self.slots.get_mut(i as usize)?.take()?;
         self.free.push(i);
         self.bytes -= m.len as usize;
@@ -773,11 +920,32 @@ impl Store {
         })
     }
 
+    /// Take `k`'s first copy out of the store (its next copy, if any, becomes the first).
+    #[cfg(test)]
+    fn remove(&mut self, k: &PktKey) -> Option<Payload> {
+        let i = self.primary(k)?;
+        self.remove_slot(k, i)
+    }
+
+    /// Take every copy of `k` out of the store.
+    fn remove_all(&mut self, k: &PktKey) {
+        while let Some(i) = self.primary(k) {
+            if self.remove_slot(k, i).is_none() {
+                break;
+            }
+        }
+    }
+
+    /// The slot of the copy of `k` stored as generation `gen`.
+    fn slot_of_gen(&self, k: &PktKey, gen: u64) -> Option<u32> {
+        self.copies(k).find(|(_, p)| p.gen == gen).map(|(i, _)| i)
+    }
+
     /// Pop the oldest live entry (stale order entries of replaced payloads are skipped).
     fn pop_oldest(&mut self) -> Option<Payload> {
         while let Some((k, gen)) = self.order.pop_front() {
-            if self.get(&k).is_some_and(|p| p.gen == gen) {
-                return self.remove(&k);
+            if let Some(i) = self.slot_of_gen(&k, gen) {
+                return self.remove_slot(&k, i);
             }
         }
         None
@@ -786,9 +954,9 @@ impl Store {
     /// The oldest live entry's key and time.
     fn oldest(&mut self) -> Option<(PktKey, u64)> {
         while let Some(&(k, gen)) = self.order.front() {
-            match self.get(&k) {
-                Some(p) if p.gen == gen => return Some((k, p.t)),
-                _ => {
+            match self.slot_of_gen(&k, gen).and_then(|i| self.slot(i)) {
+                Some(p) => return Some((k, p.t)),
+                None => {
                     self.order.pop_front();
                 }
             }
@@ -945,9 +1113,17 @@ fn touch<T: Clone>(q: &mut VecDeque<T>, n: usize, v: T) {
     }
 }
 
-/// The join of one record with one payload (07 §5.4).
+/// The count a packet answered at packet level is logged with (a duplicate, a resend, a
+/// conflicting duplicate, `BAD_SEQ`): one LaneSeq for its one answer, whatever its messages
+/// (`docs/wire.md` "What the box logs"; `vyrn_engine::lane`).
+pub const PKT_LEVEL_COUNT: u8 = 1;
+
+/// The join of one record with one payload (07 §5.4): key (the caller's lookup), 8-byte hash,
+/// and the count — the payload's message count, or [`PKT_LEVEL_COUNT`] for a packet the box
+/// answered at packet level. Replay checks which of the two it was (the lane recomputes the
+/// verdict and refuses a record whose numbering differs, `LaneReplayError::Numbering`).
 fn judge(r: &Rec, count: u8, full: &Hash) -> RecState {
-    if count != r.count {
+    if count != r.count && r.count != PKT_LEVEL_COUNT {
         return RecState::Mismatch;
     }
     match r.pkt_hash {
@@ -1053,14 +1229,29 @@ impl DataSide {
             .unwrap_or_default()
     }
 
-    /// The stored payload of `key`, as received.
+    /// The stored payload of `key`, as received (its first copy).
     pub fn payload(&self, key: PktKey) -> Option<&[u8]> {
         self.store.get(&key).map(|p| p.bytes)
+    }
+
+    /// The stored copy of `key` whose 8-byte hash is `pkt_hash` (its first copy for 0, an
+    /// asker that has no HashRun yet).
+    pub fn payload_for(&self, key: PktKey, pkt_hash: u64) -> Option<&[u8]> {
+        let h = (pkt_hash != 0).then_some(pkt_hash);
+        self.store.get_for(&key, h).map(|p| p.bytes)
     }
 
     /// The stored payload of `key` with the full hash this replica computed when it stored it.
     pub fn payload_hashed(&self, key: PktKey) -> Option<(&[u8], &Hash)> {
         self.store.get(&key).map(|p| (p.bytes, &p.m.full))
+    }
+
+    /// The stored copy of `key` whose 8-byte hash is `pkt_hash` (07 §5.4), with the full hash
+    /// this replica computed when it stored it.
+    pub fn payload_with_hash(&self, key: PktKey, pkt_hash: u64) -> Option<(&[u8], &Hash)> {
+        self.store
+            .get_hashed(&key, pkt_hash)
+            .map(|p| (p.bytes, &p.m.full))
     }
 
     /// Payloads and payload bytes held.
@@ -1176,9 +1367,12 @@ impl DataSide {
     }
 
     fn open_gap(&mut self, d: u8, from: u64, to: u64, out: &mut impl DataOut) {
+        if from > to {
+            return;
+        }
         self.c.gaps += 1;
         let mut from = from;
-        if to - from + 1 > GAP_FRAMES_MAX {
+        if to - from >= GAP_FRAMES_MAX {
             from = to - GAP_FRAMES_MAX + 1;
             self.c.gap_clamped += 1;
         }
@@ -1188,11 +1382,16 @@ impl DataSide {
             self.c.gaps_dropped += 1;
         }
         b.gaps.push_back((from, to));
+        // At most GAP_FRAMES_MAX / FETCH_RANGE_FRAMES requests, whatever the sender's numbers
+        // (a `data_seq` near u64::MAX must not wrap the walk: issue F1 of the security review).
         let mut a = from;
-        while a <= to {
-            let z = to.min(a + FETCH_RANGE_FRAMES - 1);
+        loop {
+            let z = to.min(a.saturating_add(FETCH_RANGE_FRAMES - 1));
             self.c.gap_fetches += 1;
             out.data_fetch(d, &DataFetch::Range { from: a, to: z });
+            if z >= to {
+                break;
+            }
             a = z + 1;
         }
     }
@@ -1259,39 +1458,74 @@ impl DataSide {
         };
         let head = self.index.get(&key);
         if let Some(old) = self.store.get(&key) {
-            if old.full == full {
+            let (old_full, old_origin) = (old.full, old.origin);
+            if self.store.get_full(&key, &full).is_some() {
                 return Err(PktRefused::Duplicate);
             }
-            // A different copy: only the sequencer's settles a mismatch (07 §5.6).
-            let Some((s, rid)) = head else {
-                return Err(PktRefused::Duplicate);
-            };
-            if src != Source::Seq {
+            let ph = pkt_hash_of(&full);
+            if self.store.get_hashed(&key, ph).is_some() {
+                // The same 8-byte hash, another full hash (07 §5.6 row 2): only the
+                // sequencer's copy settles it.
+                if src != Source::Seq {
+                    return Err(PktRefused::Duplicate);
+                }
+                return self.settle(head, p, now, out);
+            }
+            // Another packet under this key (a conflicting duplicate the box logged, or the
+            // client's two copies differ, 07 §5.6 row 1): kept beside the first, so every
+            // record of the key finds the copy with its own hash.
+            if let Source::Peer(_) | Source::Seq = src {
+                // A fetched copy answers an unresolved record with its hash (07 §5.5).
+                if !self.wants(head, src, p.count, &full, true) {
+                    return Err(if self.wants_any(head, src) {
+                        PktRefused::Wrong
+                    } else {
+                        PktRefused::Unsolicited
+                    });
+                }
+                self.c.fetched_ok += 1;
+            }
+            // Unasked copies from a data box are bounded per key; a copy a record asked for
+            // is bounded by the records (one each).
+            let unasked = matches!(src, Source::Box(_))
+                && !self.wants(head, Source::Seq, p.count, &full, true);
+            if unasked && self.store.extra.get(&key).map_or(0, Vec::len) >= EXTRA_COPIES_MAX {
+                self.c.copies_refused += 1;
                 return Err(PktRefused::Duplicate);
             }
-            return self.settle(s, rid, p, now, out);
+            if src == Source::Seq && matches!(old_origin, Source::Box(_)) {
+                // The sequencer's copy differs from the data box's: the client's evidence.
+                let mut first = [0u8; REQ_MAX_LEN];
+                let n = self.store.get(&key).map_or(0, |o| {
+                    first[..o.bytes.len()].copy_from_slice(o.bytes);
+                    o.bytes.len()
+                });
+                let e = CopyMismatch {
+                    session: key.session,
+                    pkt_seq: key.pkt_seq,
+                    seq_hash: full,
+                    data_hash: old_full,
+                };
+                self.c.copy_mismatch += 1;
+                out.copy_mismatch(&e, pkt, &first[..n]);
+            } else if src == Source::Seq && matches!(old_origin, Source::Peer(_)) {
+                // A wrong copy from a peer: not the client's, no evidence.
+                self.c.peer_copy_replaced += 1;
+            }
+            self.insert_copy(key, p, true);
+            return Ok(self.join_from(head, now, out));
         }
         if let Source::Peer(_) | Source::Seq = src {
             // A fetched packet answers an unresolved record and passes its checks (07 §5.5).
-            let Some((s, rid)) = head else {
+            if head.is_none() {
                 return Err(PktRefused::Unsolicited);
-            };
-            let r = self.subs[s as usize]
-                .get(rid)
-                .ok_or(PktRefused::Unsolicited)?;
-            match r.state {
-                RecState::Missing | RecState::Unavailable => {}
-                // Only the sequencer's copy settles a mismatch (07 §5.6).
-                RecState::Mismatch if src == Source::Seq => {}
-                _ => return Err(PktRefused::Unsolicited),
             }
-            let ok = match judge(r, p.count, &p.full) {
-                RecState::Mismatch => false,
-                RecState::Unhashed => r.state != RecState::Mismatch,
-                _ => true,
-            };
-            if !ok {
-                return Err(PktRefused::Wrong);
+            if !self.wants(head, src, p.count, &full, false) {
+                return Err(if self.wants_any(head, src) {
+                    PktRefused::Wrong
+                } else {
+                    PktRefused::Unsolicited
+                });
             }
             self.c.fetched_ok += 1;
         }
@@ -1300,49 +1534,111 @@ impl DataSide {
         Ok(self.join_from(head, now, out))
     }
 
-    /// The sequencer's copy of `key`, different from the one stored: canonical if it matches
-    /// the record (07 §5.6), then `CopyMismatch` evidence when the replaced copy was the data
-    /// box's.
+    /// The records of a key, newest first, from its index entry.
+    fn chain(&self, head: Option<(u8, u64)>) -> impl Iterator<Item = &Rec> + '_ {
+        let mut cur = head;
+        std::iter::from_fn(move || {
+            let (s, rid) = cur?;
+            let r = self.subs[s as usize].get(rid)?;
+            cur = r.prev.map(|p| (s, p));
+            Some(r)
+        })
+    }
+
+    /// Whether a record of the key still waits for a fetched copy from `src`: missing or
+    /// unavailable, or in mismatch when `src` is the sequencer (only its copy settles one, 07
+    /// §5.6).
+    fn waits_for(r: &Rec, src: Source) -> bool {
+        match r.state {
+            RecState::Missing | RecState::Unavailable => true,
+            RecState::Mismatch => src == Source::Seq,
+            _ => false,
+        }
+    }
+
+    /// Whether any record of the key waits for a fetched copy from `src`.
+    fn wants_any(&self, head: Option<(u8, u64)>, src: Source) -> bool {
+        self.chain(head).any(|r| Self::waits_for(r, src))
+    }
+
+    /// Whether a record of the key that waits for a copy from `src` takes this one (its count and
+    /// hash judged; `hashed`: only by a record whose HashRun is in and matches).
+    fn wants(
+        &self,
+        head: Option<(u8, u64)>,
+        src: Source,
+        count: u8,
+        full: &Hash,
+        hashed: bool,
+    ) -> bool {
+        self.chain(head).any(|r| {
+            Self::waits_for(r, src)
+                && match judge(r, count, full) {
+                    RecState::Resolved => true,
+                    RecState::Unhashed => !hashed && r.state != RecState::Mismatch,
+                    _ => false,
+                }
+        })
+    }
+
+    /// The sequencer's copy of a key whose stored copy has the same 8-byte hash and another
+    /// full hash (07 §5.6 row 2): canonical if a record in mismatch takes it, then
+    /// `CopyMismatch` evidence when the replaced copy was the data box's.
     fn settle(
         &mut self,
-        s: u8,
-        rid: u64,
+        head: Option<(u8, u64)>,
         p: Payload<&[u8]>,
         now: u64,
         out: &mut impl DataOut,
     ) -> Result<RecState, PktRefused> {
-        let r = self.subs[s as usize]
-            .get(rid)
-            .ok_or(PktRefused::Unsolicited)?;
-        let key = r.key;
-        if !matches!(r.state, RecState::Mismatch | RecState::Unavailable) || r.pkt_hash.is_none() {
+        if !self.wants_any(head, Source::Seq) {
             return Err(PktRefused::Unsolicited);
         }
-        if judge(r, p.count, &p.full) != RecState::Resolved {
+        if !self.wants(head, Source::Seq, p.count, &p.full, true) {
             return Err(PktRefused::Wrong);
         }
-        let seq_hash = p.full;
-        let old = self.store.remove(&key);
-        match old {
-            Some(old) if matches!(old.origin, Source::Box(_)) => {
-                let e = CopyMismatch {
-                    session: key.session,
-                    pkt_seq: key.pkt_seq,
-                    seq_hash,
-                    data_hash: old.full,
-                };
-                self.c.copy_mismatch += 1;
-                out.copy_mismatch(&e, p.bytes, &old.bytes);
-            }
-            Some(_) => self.c.peer_copy_replaced += 1,
-            None => {}
+        let req = Request::parse(p.bytes).map_err(PktRefused::Malformed)?;
+        let key = PktKey {
+            session: req.session(),
+            pkt_seq: req.pkt_seq(),
+        };
+        let ph = pkt_hash_of(&p.full);
+        let Some((i, old)) = self
+            .store
+            .copies(&key)
+            .find(|(_, q)| pkt_hash_of(&q.full) == ph)
+            .map(|(i, q)| (i, (q.full, q.origin, q.bytes.to_vec())))
+        else {
+            return Err(PktRefused::Unsolicited);
+        };
+        let (old_full, old_origin, old_bytes) = old;
+        if matches!(old_origin, Source::Box(_)) {
+            let e = CopyMismatch {
+                session: key.session,
+                pkt_seq: key.pkt_seq,
+                seq_hash: p.full,
+                data_hash: old_full,
+            };
+            self.c.copy_mismatch += 1;
+            out.copy_mismatch(&e, p.bytes, &old_bytes);
+        } else {
+            self.c.peer_copy_replaced += 1;
         }
         self.c.fetched_ok += 1;
-        self.insert(key, p);
+        let mut p = p;
+        p.gen = self.store.next_gen;
+        self.store.next_gen += 1;
+        self.store.order.push_back((key, p.gen));
+        self.store.replace(i, p);
         Ok(self.join_key(key, now, out))
     }
 
-    fn insert(&mut self, key: PktKey, mut p: Payload<&[u8]>) {
+    fn insert(&mut self, key: PktKey, p: Payload<&[u8]>) {
+        self.insert_copy(key, p, false);
+    }
+
+    /// Store `p` as `key`'s first copy, or (`extra`) as another distinct copy beside it.
+    fn insert_copy(&mut self, key: PktKey, mut p: Payload<&[u8]>, extra: bool) {
         let len = p.bytes.len();
         while self.store.len() > 0
             && (self.store.len() >= self.cfg.store_max_pkts
@@ -1356,7 +1652,12 @@ impl DataSide {
         p.gen = self.store.next_gen;
         self.store.next_gen += 1;
         self.store.order.push_back((key, p.gen));
-        self.store.insert(key, p);
+        if extra && self.store.get(&key).is_some() {
+            self.store.insert_extra(key, p);
+            self.c.copies_extra += 1;
+        } else {
+            self.store.insert(key, p);
+        }
         self.c.pkts_stored += 1;
         let hi = self.hi_seq.entry(key.session).or_insert(0);
         *hi = (*hi).max(key.pkt_seq);
@@ -1425,7 +1726,12 @@ impl DataSide {
         if matches!(r.state, RecState::Advance | RecState::Resolved) {
             return r.state;
         }
-        let Some(p) = self.store.get(&r.key) else {
+        // The copy with the record's hash; else the first, which judges as a mismatch.
+        let Some(p) = self
+            .store
+            .get_for(&r.key, r.pkt_hash)
+            .or_else(|| self.store.get(&r.key))
+        else {
             return r.state;
         };
         let was = r.state;
@@ -1433,7 +1739,7 @@ impl DataSide {
         match st {
             RecState::Mismatch => {
                 if was != RecState::Mismatch {
-                    if p.count != r.count {
+                    if p.count != r.count && r.count != PKT_LEVEL_COUNT {
                         self.c.mismatch_count += 1;
                     } else {
                         self.c.mismatch_hash += 1;
@@ -1620,7 +1926,7 @@ impl DataSide {
                     let Some(r) = sub.recs.pop_front() else { break };
                     let here = (si as u8, sub.base);
                     if self.index.remove_if(&r.key, here) && self.store.pinned.remove(&r.key) {
-                        self.store.remove(&r.key);
+                        self.store.remove_all(&r.key);
                         self.c.evicted_age += 1;
                     }
                     sub.base += 1;
@@ -1673,14 +1979,14 @@ impl DataSide {
                         let peer = self.next_peer % n_peers;
                         self.next_peer = self.next_peer.wrapping_add(1);
                         self.c.fetch_peer += 1;
-                        out.peer_data_fetch(peer, key);
+                        out.peer_data_fetch(peer, key, r.pkt_hash.unwrap_or(0));
                         break;
                     }
                 }
                 st if st < 2 + SEQ_TRIES => {
                     r.stage = st + 1;
                     self.c.fetch_seq += 1;
-                    out.seq_data_req(key);
+                    out.seq_data_req(key, r.pkt_hash.unwrap_or(0));
                     break;
                 }
                 _ => {
@@ -1822,8 +2128,8 @@ impl DataSide {
                     // The stored copy must be the one this record resolved to.
                     Some(r)
                         if r.pkt_hash.is_some()
-                            && r.full.is_some()
-                            && self.store.get(&r.key).map(|p| p.full) == r.full => {}
+                            && r.full
+                                .is_some_and(|f| self.store.get_full(&r.key, &f).is_some()) => {}
                     _ => return false,
                 }
             }
@@ -1831,7 +2137,8 @@ impl DataSide {
         for (s, &(a, z)) in ranges.iter().enumerate().take(ns) {
             for rid in a..z {
                 if let Some(r) = self.subs[s].get(rid).filter(|r| !r.advance) {
-                    if let (Some(h), Some(p)) = (r.pkt_hash, self.store.get(&r.key)) {
+                    let p = r.full.and_then(|full| self.store.get_full(&r.key, &full));
+                    if let (Some(h), Some(p)) = (r.pkt_hash, p) {
                         f(h, p.bytes);
                     }
                 }
@@ -2094,8 +2401,8 @@ mod tests {
         fn data_fetch(&mut self, _d: u8, f: &DataFetch) {
             self.0.push(*f);
         }
-        fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {}
-        fn seq_data_req(&mut self, _key: PktKey) {}
+        fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey, _h: u64) {}
+        fn seq_data_req(&mut self, _key: PktKey, _h: u64) {}
         fn hash_list_req(&mut self, _r: &HashListReq) {}
         fn copy_mismatch(&mut self, _e: &CopyMismatch, _s: &[u8], _d: &[u8]) {}
         fn alarm(&mut self, _a: DataAlarm) {}

@@ -832,22 +832,24 @@ impl ReplicaOut for Io {
             self.queue(Sock::Data, to, |b| f.encode(b).is_ok());
         }
     }
-    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey, pkt_hash: u64) {
         // 07 §5.5 source 2: one peer, round robin (the data side chose it).
         if let Some(&to) = self.peers.get(peer) {
             let m = vyrn_wire::msg::ctrl::PeerDataFetch {
                 session: key.session,
                 pkt_seq: key.pkt_seq,
+                pkt_hash,
             };
             self.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
             self.c.peer_data_asked += 1;
         }
     }
-    fn seq_data_req(&mut self, key: PktKey) {
+    fn seq_data_req(&mut self, key: PktKey, pkt_hash: u64) {
         // 07 §5.5 source 3: the sequencer's control core, from its lanes' retention.
         let m = vyrn_wire::msg::ctrl::SeqDataReq {
             session: key.session,
             pkt_seq: key.pkt_seq,
+            pkt_hash,
         };
         let to = self.seq_ctrl;
         self.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
@@ -2018,7 +2020,7 @@ fn on_ctrl(
                 session: f.session,
                 pkt_seq: f.pkt_seq,
             };
-            let Some(pkt) = core.data().payload(key) else {
+            let Some(pkt) = core.data().payload_for(key, f.pkt_hash) else {
                 io.c.peer_data_missing += 1;
                 return;
             };

@@ -582,12 +582,12 @@ impl Replayer {
     }
 }
 
-/// The data side is where replay finds its payloads: the stored copy of the key, if its 8-byte
-/// hash is the record's.
+/// The data side is where replay finds its payloads: the stored copy of the key whose 8-byte
+/// hash is the record's (a key can hold several copies, `docs/wire.md` "What the box logs").
 impl PayloadSource for crate::data_side::DataSide {
     fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
         // The hash the data side computed when it stored the copy: no second BLAKE3.
-        let (p, full) = self.payload_hashed(vyrn_wire::msg::PktKey { session, pkt_seq })?;
-        (vyrn_wire::msg::client::pkt_hash_of(full) == pkt_hash).then_some(p)
+        let key = vyrn_wire::msg::PktKey { session, pkt_seq };
+        self.payload_with_hash(key, pkt_hash).map(|(p, _)| p)
     }
 }

@@ -48,7 +48,7 @@ impl ReplicaOut for Out {
     fn data_fetch(&mut self, _d: u8, f: &DataFetch) {
         self.fetches.push(*f);
     }
-    fn seq_data_req(&mut self, _k: vyrn_wire::msg::PktKey) {
+    fn seq_data_req(&mut self, _k: vyrn_wire::msg::PktKey, _h: u64) {
         self.other += 1;
     }
     fn copy_mismatch(&mut self, _m: &vyrn_replica::data_side::CopyMismatch, _s: &[u8], _d: &[u8]) {

@@ -40,10 +40,10 @@ impl DataOut for Asks {
     fn data_fetch(&mut self, _d: u8, _f: &DataFetch) {
         self.fetches += 1;
     }
-    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey) {
+    fn peer_data_fetch(&mut self, _peer: usize, _key: PktKey, _h: u64) {
         self.fetches += 1;
     }
-    fn seq_data_req(&mut self, _key: PktKey) {
+    fn seq_data_req(&mut self, _key: PktKey, _h: u64) {
         self.fetches += 1;
     }
     fn hash_list_req(&mut self, _r: &HashListReq) {

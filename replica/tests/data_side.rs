@@ -50,10 +50,10 @@ impl DataOut for Out {
     fn data_fetch(&mut self, d: u8, f: &DataFetch) {
         self.0.push(Ev::Fetch(d, *f));
     }
-    fn peer_data_fetch(&mut self, peer: usize, key: PktKey) {
+    fn peer_data_fetch(&mut self, peer: usize, key: PktKey, _h: u64) {
         self.0.push(Ev::Peer(peer, key));
     }
-    fn seq_data_req(&mut self, key: PktKey) {
+    fn seq_data_req(&mut self, key: PktKey, _h: u64) {
         self.0.push(Ev::Seq(key));
     }
     fn hash_list_req(&mut self, r: &HashListReq) {
@@ -339,15 +339,13 @@ fn unhashed_join_then_hash_mismatch_settled_by_the_sequencer() {
             mismatch: 1
         }
     );
-    // Neither another box copy nor a peer's copy settles it; a wrong sequencer copy is refused.
-    assert!(d
-        .on_data_frame(0, &frame(DataKind::Data, 2, 0, &[&seq_copy]), 11, &mut o)
-        .is_ok());
-    assert_eq!(d.rec_state(key(5, 9)), Some(RecState::Mismatch));
+    // A peer's copy does not settle it (only the sequencer's, 07 §5.6); a wrong sequencer copy
+    // is refused.
     assert_eq!(
         d.on_fetched(Source::Peer(0), &seq_copy, 12, &mut o),
-        Err(PktRefused::Duplicate)
+        Err(PktRefused::Unsolicited)
     );
+    assert_eq!(d.rec_state(key(5, 9)), Some(RecState::Mismatch));
     assert_eq!(
         d.on_fetched(Source::Seq, &other, 12, &mut o),
         Err(PktRefused::Wrong)
@@ -368,7 +366,9 @@ fn unhashed_join_then_hash_mismatch_settled_by_the_sequencer() {
         o.take(),
         vec![Ev::Mismatch(want, seq_copy.clone(), data_copy.clone())]
     );
-    assert_eq!(d.payload(key(5, 9)), Some(&seq_copy[..]));
+    // Both copies are held: the data box's first, the record reads the one with its hash.
+    assert_eq!(d.payload_for(key(5, 9), h), Some(&seq_copy[..]));
+    assert_eq!(d.payload(key(5, 9)), Some(&data_copy[..]));
     assert_eq!(d.block_payloads(1), BlockPayloads::Ready);
     let mut r = DataRootHasher::default();
     r.push(&full_hash(&seq_copy).unwrap());
@@ -379,6 +379,38 @@ fn unhashed_join_then_hash_mismatch_settled_by_the_sequencer() {
     );
     let c = d.counters();
     assert_eq!((c.mismatch_hash, c.copy_mismatch, c.fetch_seq), (1, 1, 1));
+}
+
+/// A second data-box copy whose 8-byte hash is the record's resolves a mismatch: the join's key
+/// is `(session, pkt_seq)` and `pkt_hash` (07 §5.4), and a key can hold several copies
+/// (`docs/wire.md` "What the box logs"). Not the client's evidence: no CopyMismatch.
+#[test]
+fn a_data_box_copy_with_the_records_hash_resolves_a_mismatch() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    let first = pkt(5, 9, 1, 1);
+    let second = pkt(5, 9, 1, 2);
+    d.on_record(0, &rec(5, 9, 1), 0, &mut o).unwrap();
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&first]), 5, &mut o)
+        .unwrap();
+    let h = pkt_hash(&second).unwrap();
+    assert_eq!(
+        d.on_hash(0, key(5, 9), h, 10, &mut o),
+        Ok(RecState::Mismatch)
+    );
+    assert_eq!(o.take(), vec![Ev::Seq(key(5, 9))]);
+    d.on_data_frame(0, &frame(DataKind::Data, 2, 0, &[&second]), 11, &mut o)
+        .unwrap();
+    assert_eq!(d.rec_state(key(5, 9)), Some(RecState::Resolved));
+    assert!(
+        o.take().is_empty(),
+        "no evidence for a data box's own copies"
+    );
+    assert_eq!(d.payload_for(key(5, 9), h), Some(&second[..]));
+    // The same copy again is a duplicate.
+    let _ = d.on_data_frame(0, &frame(DataKind::Data, 3, 0, &[&second]), 12, &mut o);
+    assert_eq!(d.counters().pkts_refused[4], 1);
+    assert_eq!(d.counters().copies_extra, 1);
 }
 
 #[test]
@@ -1043,4 +1075,156 @@ fn resend_from_is_the_lowest_unresolved_or_the_next_unseen() {
     assert_eq!(d.resend_from(11), 1, "another session is its own");
     d.set_home(10, 1);
     assert_eq!(d.home(10), Some(1), "moved to its backup home");
+}
+
+/// `docs/wire.md` "What the box logs": a packet answered at packet level (a resend, a
+/// duplicate, BAD_SEQ) is logged with count 1 whatever its messages; its record joins the copy
+/// with its own hash. Several records of one key — the new packet, its resend, a packet ahead
+/// of sequence later filled in — resolve together, for 2- and 10-message packets.
+#[test]
+fn packet_level_records_of_multi_message_packets_resolve() {
+    for n in [2usize, 10] {
+        let mut d = DataSide::new(cfg(1));
+        let mut o = Out::default();
+        let p = pkt(3, 5, n, 0);
+        let h = pkt_hash(&p).unwrap();
+        d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&p]), 0, &mut o)
+            .unwrap();
+        // BAD_SEQ first (count 1), then the packet new (count n), then its resend (count 1).
+        for (i, count) in [1u8, n as u8, 1].into_iter().enumerate() {
+            d.on_record(0, &rec(3, 5, count), 10 + i as u64, &mut o)
+                .unwrap();
+        }
+        for i in 0..3 {
+            assert_eq!(
+                d.on_hash(0, key(3, 5), h, 20 + i, &mut o),
+                Ok(RecState::Resolved),
+                "{n} messages, record {i}"
+            );
+        }
+        d.on_mark(0, 1).unwrap();
+        assert_eq!(d.block_payloads(1), BlockPayloads::Ready, "{n} messages");
+        assert!(o.take().is_empty(), "nothing fetched");
+        let c = d.counters();
+        assert_eq!((c.resolved, c.mismatch_count), (3, 0));
+        // A record of another count that is not 1 still mismatches (07 §5.4).
+        d.on_record(0, &rec(3, 5, 3), 30, &mut o).unwrap();
+        assert_eq!(
+            d.on_hash(0, key(3, 5), h, 31, &mut o),
+            Ok(RecState::Mismatch)
+        );
+        assert_eq!(d.counters().mismatch_count, 1);
+    }
+}
+
+/// A conflicting duplicate: the box logged two packets under one `(session, pkt_seq)`; the data
+/// box forwarded the first only (07 §5.2). The second record's copy comes from the sequencer by
+/// key and hash; both records resolve, each with its own copy, and `data_root` covers both.
+#[test]
+fn a_conflicting_duplicate_resolves_with_its_own_copy() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    let first = pkt(6, 2, 3, 0);
+    let second = pkt(6, 2, 2, 1);
+    let (h1, h2) = (pkt_hash(&first).unwrap(), pkt_hash(&second).unwrap());
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&first]), 0, &mut o)
+        .unwrap();
+    d.on_record(0, &rec(6, 2, 3), 1, &mut o).unwrap();
+    d.on_record(0, &rec(6, 2, 1), 2, &mut o).unwrap();
+    assert_eq!(
+        d.on_hash(0, key(6, 2), h1, 3, &mut o),
+        Ok(RecState::Resolved)
+    );
+    // The second record's hash: the held copy is not its own → the sequencer, named by hash.
+    assert_eq!(
+        d.on_hash(0, key(6, 2), h2, 4, &mut o),
+        Ok(RecState::Mismatch)
+    );
+    assert_eq!(o.take(), vec![Ev::Seq(key(6, 2))]);
+    d.on_mark(0, 1).unwrap();
+    assert!(matches!(
+        d.block_payloads(1),
+        BlockPayloads::Pending { mismatch: 1, .. }
+    ));
+    // A third copy nobody logged, from the sequencer: refused.
+    assert_eq!(
+        d.on_fetched(Source::Seq, &pkt(6, 2, 1, 7), 5, &mut o),
+        Err(PktRefused::Wrong)
+    );
+    assert_eq!(
+        d.on_fetched(Source::Seq, &second, 6, &mut o),
+        Ok(RecState::Resolved)
+    );
+    assert_eq!(d.block_payloads(1), BlockPayloads::Ready);
+    // Each record reads its own copy; the key's first copy is still the data box's.
+    assert_eq!(d.payload_for(key(6, 2), h1), Some(&first[..]));
+    assert_eq!(d.payload_for(key(6, 2), h2), Some(&second[..]));
+    assert_eq!(d.payload(key(6, 2)), Some(&first[..]));
+    let mut r = DataRootHasher::default();
+    r.push(&full_hash(&first).unwrap());
+    r.push(&full_hash(&second).unwrap());
+    assert_eq!(
+        d.data_root(1).unwrap().data_root,
+        data_root(&r.finish(), &empty_root())
+    );
+    // The block's packets for the journal: each record's own copy, in order.
+    let mut got = Vec::new();
+    assert!(d.block_packets(1, |h, b| got.push((h, b.to_vec()))));
+    assert_eq!(got, vec![(h1, first.clone()), (h2, second.clone())]);
+    // Unasked distinct copies from a data box are bounded per key.
+    for salt in 10..20 {
+        let _ = d.on_data_frame(
+            0,
+            &frame(DataKind::FetchResp, 0, 0, &[&pkt(6, 2, 1, salt)]),
+            7,
+            &mut o,
+        );
+    }
+    let c = d.counters();
+    assert_eq!(c.copies_refused, 10 - EXTRA_COPIES_MAX as u64 + 1);
+    assert_eq!(d.store_len().0, 1 + EXTRA_COPIES_MAX);
+}
+
+/// Security review F1: one 24-byte DATA_HB with `data_seq = u64::MAX` — as the first frame of a
+/// box, and after others — never loops on the sender's number: the first is a bounded history
+/// gap (the newest GAP_FRAMES_MAX frames, in FETCH_RANGE_FRAMES requests), the second is refused
+/// as too far ahead; nothing panics.
+#[test]
+fn a_heartbeat_at_the_end_of_data_seq_asks_a_bounded_range() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    d.on_data_frame(0, &frame(DataKind::DataHb, u64::MAX, 0, &[]), 0, &mut o)
+        .unwrap();
+    let asks = o.take_fetches();
+    assert_eq!(asks.len() as u64, GAP_FRAMES_MAX / FETCH_RANGE_FRAMES);
+    assert_eq!(
+        asks.last(),
+        Some(&Ev::Fetch(
+            0,
+            range(u64::MAX - FETCH_RANGE_FRAMES + 1, u64::MAX)
+        ))
+    );
+    assert_eq!(d.counters().gap_clamped, 1);
+    // Box 1: some frames, then the heartbeat at u64::MAX — refused, nothing asked.
+    for s in 1..=3 {
+        d.on_data_frame(1, &frame(DataKind::Data, s, 1, &[]), 1, &mut o)
+            .unwrap();
+    }
+    assert_eq!(
+        d.on_data_frame(1, &frame(DataKind::DataHb, u64::MAX, 1, &[]), 2, &mut o),
+        Err(DataRefused::TooFarAhead)
+    );
+    assert!(o.take_fetches().is_empty());
+    // A heartbeat exactly at the bound is a gap of GAP_FRAMES_MAX frames at most.
+    d.on_data_frame(
+        1,
+        &frame(DataKind::DataHb, 3 + DATA_AHEAD_MAX, 1, &[]),
+        3,
+        &mut o,
+    )
+    .unwrap();
+    assert_eq!(
+        o.take_fetches().len() as u64,
+        GAP_FRAMES_MAX / FETCH_RANGE_FRAMES
+    );
 }

@@ -551,6 +551,7 @@ impl Task for CtrlRxTile {
                     let ask = crate::retain::SeqDataAsk {
                         session: q.session,
                         pkt_seq: q.pkt_seq,
+                        pkt_hash: q.pkt_hash,
                         src,
                     };
                     if let Some(r) = self.data_asks.get_mut(lane as usize) {

@@ -553,11 +553,22 @@ impl Task for LaneTile {
             took += 1;
             let bytes = &pkt.bytes[..pkt.len as usize];
             let v = self.lane.on_packet(now, pkt.rx_ts, bytes, &mut self.ports);
-            // 07 §5.5 source 3: the bytes this lane matched, for a replica's SeqDataReq.
-            let fresh = matches!(v, Ok(Verdict::New | Verdict::Shed | Verdict::Gap));
-            if let (true, Some(session), Some(seq)) = (fresh, session_of(bytes), bytes.get(8..12)) {
+            // 07 §5.5 source 3: the bytes of every packet this lane logged, for a replica's
+            // SeqDataReq (`docs/wire.md` "What the box logs"): a new or shed packet by its key,
+            // a packet answered at packet level by its key and 8-byte hash (several can share
+            // a key).
+            let keep = match v {
+                Ok(Verdict::New | Verdict::Shed) => Some(None),
+                Ok(Verdict::Duplicate | Verdict::Gap) => {
+                    let full = vyrn_wire::msg::client::full_hash(bytes).ok();
+                    Some(full.map(|h| vyrn_wire::msg::client::pkt_hash_of(&h)))
+                }
+                Err(_) => None,
+            };
+            if let (Some(h), Some(session), Some(seq)) = (keep, session_of(bytes), bytes.get(8..12))
+            {
                 let seq = u32::from_le_bytes([seq[0], seq[1], seq[2], seq[3]]);
-                self.retain.put(session, seq, bytes);
+                self.retain.put(session, seq, bytes, h);
                 if self.retain.stored % 1024 == 0 {
                     self.retain_stats.stored.fetch_add(1024, Ordering::Relaxed);
                 }
@@ -583,7 +594,7 @@ impl Task for LaneTile {
             };
             busy = true;
             let st = &self.retain_stats;
-            match self.retain.get(ask.session, ask.pkt_seq) {
+            match self.retain.get(ask.session, ask.pkt_seq, ask.pkt_hash) {
                 Some(pkt) => {
                     st.hits.fetch_add(1, Ordering::Relaxed);
                     if let Some(a) = crate::retain::SeqDataAnswer::new(&ask, pkt) {

@@ -266,6 +266,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         let q = vyrn_wire::msg::ctrl::SeqDataReq {
             session: s0,
             pkt_seq: seq,
+            pkt_hash: vyrn_wire::msg::client::pkt_hash(&placed).unwrap_or(0),
         }
         .to_bytes()
         .unwrap();

@@ -12,11 +12,12 @@ fn golden_bytes() {
     let f = PeerDataFetch {
         session: 0x1001,
         pkt_seq: 7,
+        pkt_hash: 0x0807_0605_0403_0201,
     };
     assert_eq!(
         f.to_bytes().unwrap(),
-        [0x17, 0x01, 0x10, 0, 0, 7, 0, 0, 0],
-        "type, session u32 LE, pkt_seq u32 LE"
+        [0x17, 0x01, 0x10, 0, 0, 7, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+        "type, session u32 LE, pkt_seq u32 LE, pkt_hash u64 LE"
     );
     let d = PeerData {
         session: 0x1001,
@@ -35,6 +36,7 @@ fn refusals() {
     let bad = PeerDataFetch {
         session: 1,
         pkt_seq: 0,
+        pkt_hash: 0,
     };
     assert_eq!(
         bad.to_bytes(),
@@ -42,9 +44,11 @@ fn refusals() {
         "pkt_seq starts at 1"
     );
     assert_eq!(
-        PeerDataFetch::parse(&[0x17, 1, 0, 0, 0, 0, 0, 0, 0]),
+        PeerDataFetch::parse(&[0x17, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
         Err(Malformed::BadValue)
     );
+    // The layout before the hash (9 bytes) is short now.
+    assert!(PeerDataFetch::parse(&[0x17, 1, 0, 0, 0, 1, 0, 0, 0]).is_err());
     let empty = PeerData {
         session: 1,
         pkt_seq: 1,
@@ -78,17 +82,20 @@ fn refusals() {
     ok.push(0);
     assert!(PeerData::parse(&ok).is_err(), "trailing bytes");
     assert_eq!(
-        PeerDataFetch::parse(&[0x18, 1, 0, 0, 0, 1, 0, 0, 0]),
+        PeerDataFetch::parse(&[0x18, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
         Err(Malformed::BadKind)
     );
 }
 
 proptest! {
     #[test]
-    fn round_trips(session in any::<u32>(), pkt_seq in 1u32.., pkt in proptest::collection::vec(any::<u8>(), 1..=REQ_MAX_LEN)) {
-        let f = PeerDataFetch { session, pkt_seq };
+    fn round_trips(session in any::<u32>(), pkt_seq in 1u32.., pkt_hash in any::<u64>(), pkt in proptest::collection::vec(any::<u8>(), 1..=REQ_MAX_LEN)) {
+        let f = PeerDataFetch { session, pkt_seq, pkt_hash };
         let b = f.to_bytes().unwrap();
+        prop_assert_eq!(b.len(), 17);
         prop_assert_eq!(CtrlMsg::parse(&b).unwrap(), CtrlMsg::PeerDataFetch(f));
+        let q = SeqDataReq { session, pkt_seq, pkt_hash };
+        prop_assert_eq!(CtrlMsg::parse(&q.to_bytes().unwrap()).unwrap(), CtrlMsg::SeqDataReq(q));
         let d = PeerData { session, pkt_seq, pkt };
         let b = d.to_bytes().unwrap();
         prop_assert_eq!(b.len(), 11 + d.pkt.len());
@@ -105,8 +112,12 @@ fn seq_data_golden_bytes_and_refusals() {
     let q = SeqDataReq {
         session: 0x1001,
         pkt_seq: 7,
+        pkt_hash: 0x0807_0605_0403_0201,
     };
-    assert_eq!(q.to_bytes().unwrap(), [0x19, 0x01, 0x10, 0, 0, 7, 0, 0, 0]);
+    assert_eq!(
+        q.to_bytes().unwrap(),
+        [0x19, 0x01, 0x10, 0, 0, 7, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+    );
     let d = SeqData {
         session: 0x1001,
         pkt_seq: 7,
@@ -137,7 +148,8 @@ fn seq_data_golden_bytes_and_refusals() {
     assert_eq!(
         SeqDataReq {
             session: 1,
-            pkt_seq: 0
+            pkt_seq: 0,
+            pkt_hash: 0
         }
         .to_bytes(),
         Err(Malformed::BadValue)

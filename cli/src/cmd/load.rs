@@ -76,6 +76,16 @@ pub struct Args {
     /// distributions, updated once a second (open loop only).
     #[arg(long, value_name = "IP:PORT")]
     pub metrics: Option<SocketAddr>,
+    /// A misbehaving client on one session (the first after `--skip`): resends of multi-message
+    /// packets, packets ahead of sequence, exact and conflicting duplicates, refused messages and
+    /// packets no lane logs, `--rounds-per-s` rounds a second for `--secs` (`docs/wire.md` "What
+    /// the box logs"); then the session's next valid packet, which must be answered (exit 1 if
+    /// not).
+    #[arg(long, conflicts_with = "ping")]
+    pub misbehave: bool,
+    /// Rounds a second in `--misbehave` (13 packets each).
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "misbehave")]
+    pub rounds_per_s: u64,
 }
 
 /// The generator's counts and latency quantiles (cumulative over the run) in Prometheus form.
@@ -252,6 +262,15 @@ pub fn run(o: Args) -> ExitCode {
             _ => seq,
         }
     };
+    if o.misbehave {
+        let Some(s) = e.sessions.get(o.skip) else {
+            return ExitCode::from(2);
+        };
+        let home = if multi { cfg.data_home(s.session) } else { 0 };
+        let copy2 = boxes.get(home as usize).copied().unwrap_or(data);
+        let stop = vyrn_nic::wait::stop_on_signals();
+        return misbehave(&o, e.book, s, seq_of(s.session), copy2, stop);
+    }
     let mut sessions = match sessions_routed(e.book, keys, seq_of, boxes, 50_000_000) {
         Ok(v) => v,
         Err(err) => {
@@ -352,6 +371,120 @@ pub fn run(o: Args) -> ExitCode {
     }
     let copy2 = sink.map_or(0, |s| s.count);
     finish(load.summary(), &driver, copy2, load.counts.answered, seq)
+}
+
+/// `--misbehave`: the script of `vyrn_client::loadgen::misbehave` on one session, copy 1 to the
+/// box and copy 2 to its data home, answers read and counted; then the session's next valid
+/// packet, answered without a `Reject` (up to five tries a second apart: a finality gate that
+/// halted the book for a moment answers `BOOK_HALTED`, 07 §6.8).
+fn misbehave(
+    o: &Args,
+    book: u16,
+    s: &vyrn_engine::config::SessionCfg,
+    seq: SocketAddr,
+    data: SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> ExitCode {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    use vyrn_client::loadgen::misbehave::{Expect, Script};
+    use vyrn_client::packet::ResponseView;
+    use vyrn_wire::msg::client::Record;
+    let sock = match std::net::UdpSocket::bind(if seq.ip().is_loopback() {
+        "127.0.0.1:0"
+    } else {
+        "0.0.0.0:0"
+    }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("vyrn load: --misbehave: socket: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(2)));
+    let mut script = Script::new(book, s.session, s.k_seq, 1);
+    let (mut sent, mut answers, mut rejects, mut resent, mut bad) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut by_kind = [0u64; 4];
+    let mut buf = [0u8; 2048];
+    let mut read = |until: Instant, want: Option<u32>| -> Option<Vec<Record>> {
+        loop {
+            match sock.recv(&mut buf) {
+                Ok(n) => match ResponseView::parse(&buf[..n], &s.k_out, s.session) {
+                    Ok(v) => {
+                        answers += 1;
+                        resent += v.resend as u64;
+                        rejects += v
+                            .records()
+                            .iter()
+                            .filter(|r| matches!(r, Record::Reject { .. }))
+                            .count() as u64;
+                        if want.is_some_and(|w| w == v.echo_pkt_seq && !v.resend) {
+                            return Some(v.records().to_vec());
+                        }
+                    }
+                    Err(_) => bad += 1,
+                },
+                Err(_) if Instant::now() >= until => return None,
+                Err(_) => {}
+            }
+        }
+    };
+    println!(
+        "vyrn load: misbehaving client on session {}, {} rounds/s for {} s, copy 1 to {seq}, copy 2 to {data}",
+        s.session, o.rounds_per_s, o.secs
+    );
+    let t0 = Instant::now();
+    let period = Duration::from_nanos(1_000_000_000 / o.rounds_per_s.max(1));
+    let mut rounds = 0u64;
+    while t0.elapsed() < Duration::from_secs(o.secs) && !stop.load(Ordering::Relaxed) {
+        for p in script.round() {
+            let i = match p.expect {
+                Expect::New => 0,
+                Expect::Duplicate => 1,
+                Expect::Gap => 2,
+                Expect::Dropped => 3,
+            };
+            by_kind[i] += 1;
+            let _ = sock.send_to(&p.bytes, seq);
+            let _ = sock.send_to(&p.bytes, data);
+            sent += 1;
+        }
+        rounds += 1;
+        read(t0 + period * rounds as u32, None);
+    }
+    let mut verdict = None;
+    for _ in 0..5 {
+        let v = script.valid();
+        let pkt_seq = u32::from_le_bytes([v[8], v[9], v[10], v[11]]);
+        let _ = sock.send_to(&v, seq);
+        let _ = sock.send_to(&v, data);
+        sent += 1;
+        match read(Instant::now() + Duration::from_secs(1), Some(pkt_seq)) {
+            Some(recs) if !recs.iter().any(|r| matches!(r, Record::Reject { .. })) => {
+                verdict = Some((pkt_seq, recs));
+                break;
+            }
+            Some(recs) => {
+                println!("vyrn load: next valid packet {pkt_seq} answered {recs:?}; again")
+            }
+            None => println!("vyrn load: next valid packet {pkt_seq} not answered; again"),
+        }
+    }
+    println!("--- summary");
+    println!(
+        "misbehave: {rounds} rounds, {sent} packets sent (new {}, duplicates {}, ahead of sequence {}, unloggable {}), {answers} answers ({resent} resends, {rejects} reject records, {bad} unreadable)",
+        by_kind[0], by_kind[1], by_kind[2], by_kind[3]
+    );
+    match verdict {
+        Some((p, recs)) => {
+            println!("misbehave: the session's next valid packet {p} answered: {recs:?}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            println!("misbehave: FAILED: the session's next valid packet was not answered without a Reject");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// The end of a run, either mode: the summary, the driver's counters, and exit 1 if nothing was

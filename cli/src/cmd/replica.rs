@@ -287,6 +287,14 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         &[],
         d.box_down,
     );
+    for (what, v) in [("extra", d.copies_extra), ("refused", d.copies_refused)] {
+        e.counter(
+            "vyrn_replica_payload_copies_total",
+            "distinct copies of one (session, pkt_seq) held beside its first (a conflicting duplicate the box logged, or a client whose two copies differ), and unasked ones refused past EXTRA_COPIES_MAX (docs/wire.md \"What the box logs\")",
+            &[("what", what)],
+            v,
+        );
+    }
     e.counter(
         "vyrn_replica_data_down_gossip_total",
         "DataDown gossip (07 §5.7), by direction: rounds sent, messages taken from peers",

@@ -109,6 +109,12 @@ pub struct Args {
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 27_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
+    /// Run a misbehaving client beside the load on the home's second session (`vyrn load
+    /// --misbehave`: resends of multi-message packets, packets ahead of sequence, exact and
+    /// conflicting duplicates, refused messages, packets no lane logs); the verdict then also
+    /// needs its next valid packet answered (`docs/wire.md` "What the box logs").
+    #[arg(long)]
+    pub misbehave: bool,
 }
 
 /// `vyrn up --profile`.
@@ -280,6 +286,12 @@ struct Proc {
     status: Option<std::process::ExitStatus>,
     /// Killed on purpose by a lab fault and left down (`--kill-data`): not a failure.
     lab_killed: bool,
+}
+
+/// A client process (the load generator, the misbehaving client): it ends by itself, so its exit
+/// is not a role failing.
+fn is_client(name: &str) -> bool {
+    name == "load" || name == "misbehave"
 }
 
 /// The netns lab's namespaces (`deploy/lab/netns.sh`).
@@ -778,9 +790,10 @@ fn up(a: Args) -> Result<bool, String> {
         // every fill has both): the verdict counts them.
         "--drain-ms".into(),
         "5000".into(),
-        // The first session is the ping phase's (a session's pkt_seq is one client's).
+        // The first session is the ping phase's (a session's pkt_seq is one client's), the
+        // second the misbehaving client's with `--misbehave`.
         "--skip".into(),
-        "1".into(),
+        (if a.misbehave { "2" } else { "1" }).into(),
     ];
     if let Some(c) = load_core {
         load_args.extend(["--core".into(), c.to_string()]);
@@ -795,6 +808,31 @@ fn up(a: Args) -> Result<bool, String> {
     )?);
     let load_i = procs.len() - 1;
     let seq_i = procs.len() - 2;
+    if a.misbehave {
+        let secs = if a.duration == 0 {
+            u32::MAX as u64
+        } else {
+            a.duration.saturating_sub(2).max(1)
+        };
+        let args = vec![
+            "load".to_string(),
+            "--home".into(),
+            hs.clone(),
+            "--misbehave".into(),
+            "--skip".into(),
+            "1".into(),
+            "--secs".into(),
+            secs.to_string(),
+        ];
+        println!("vyrn up: a misbehaving client on the home's second session for {secs} s");
+        procs.push(Proc::spawn(
+            "misbehave",
+            &args,
+            run.join("misbehave.log"),
+            None,
+            None,
+        )?);
+    }
 
     let view = !a.plain && std::io::stdout().is_terminal();
     let t0 = Instant::now();
@@ -986,7 +1024,7 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let down: Vec<&str> = procs
             .iter()
-            .filter(|p| p.status.is_some() && p.name != "load" && !p.lab_killed)
+            .filter(|p| p.status.is_some() && !is_client(&p.name) && !p.lab_killed)
             .map(|p| p.name.as_str())
             .collect();
         if !down.is_empty() {
@@ -1058,7 +1096,7 @@ fn up(a: Args) -> Result<bool, String> {
         }
         if procs
             .iter()
-            .any(|p| p.status.is_some() && p.name != "load" && !p.lab_killed)
+            .any(|p| p.status.is_some() && !is_client(&p.name) && !p.lab_killed)
         {
             println!("vyrn up: a process exited early; stopping the home");
             break;
@@ -1070,6 +1108,14 @@ fn up(a: Args) -> Result<bool, String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline && !procs[load_i].poll() {
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // The misbehaving client ends by itself (its last valid packet answered or not).
+    if let Some(m) = procs.iter_mut().find(|p| p.name == "misbehave") {
+        m.signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && !m.poll() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     std::thread::sleep(Duration::from_millis(1500));
     procs[seq_i].signal(libc::SIGTERM);
@@ -1157,6 +1203,13 @@ fn report(
             "## Ping (`vyrn load --ping`: one request in flight)\n\n```"
         );
         for l in p.log_text().lines().filter(|l| l.starts_with("ping")) {
+            let _ = writeln!(r, "{l}");
+        }
+        let _ = writeln!(r, "```\n");
+    }
+    if let Some(p) = procs.iter().find(|p| p.name == "misbehave") {
+        let _ = writeln!(r, "## Misbehaving client (`vyrn load --misbehave`)\n\n```");
+        for l in p.log_text().lines().filter(|l| l.starts_with("misbehave")) {
             let _ = writeln!(r, "{l}");
         }
         let _ = writeln!(r, "```\n");

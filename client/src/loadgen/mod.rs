@@ -13,6 +13,7 @@
 //! }
 //! ```
 
+pub mod misbehave;
 pub mod mix;
 pub mod ping;
 pub mod run;

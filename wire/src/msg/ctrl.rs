@@ -1110,9 +1110,12 @@ impl Body for DataDown {
 }
 ctrl_codec!(DataDown, ty::DATA_DOWN);
 
-/// One packet named by its key, `session u32, pkt_seq u32 (≥ 1)`: `PeerDataFetch` and
-/// `SeqDataReq` share this layout (07 §5.5 sources 2 and 3) and differ only in their type byte
-/// and destination.
+/// One packet named by its key and its record's 8-byte hash, `session u32, pkt_seq u32 (≥ 1),
+/// pkt_hash u64` (0: the asker has no HashRun for it yet): `PeerDataFetch` and `SeqDataReq` share
+/// this layout (07 §5.5 sources 2 and 3) and differ only in their type byte and destination. The
+/// hash names which copy: several packets can share one key (a conflicting duplicate the box
+/// logged, `docs/wire.md` "What the box logs"), and the server answers the one whose `pkt_hash`
+/// is asked.
 macro_rules! pkt_key_msg {
     ($(#[$doc:meta])* $name:ident, $code:expr) => {
         $(#[$doc])*
@@ -1122,6 +1125,8 @@ macro_rules! pkt_key_msg {
             pub session: u32,
             /// Its pkt_seq (≥ 1).
             pub pkt_seq: u32,
+            /// The record's 8-byte hash (07 §3.7), 0 when the asker has none yet.
+            pub pkt_hash: u64,
         }
 
         impl Body for $name {
@@ -1134,11 +1139,13 @@ macro_rules! pkt_key_msg {
             fn write_body(&self, out: &mut Vec<u8>) {
                 put_u32(out, self.session);
                 put_u32(out, self.pkt_seq);
+                put_u64(out, self.pkt_hash);
             }
             fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
                 Ok($name {
                     session: r.u32_le()?,
                     pkt_seq: r.u32_le()?,
+                    pkt_hash: r.u64_le()?,
                 })
             }
         }
