@@ -233,7 +233,20 @@ impl FrameStore {
         let mem_first = l.idx.front().map_or(u64::MAX, |f| f.0);
         if let Some(j) = self.journal.as_mut() {
             let j_to = end.min(mem_first.saturating_sub(1));
-            if from <= j_to {
+            // Tokens are checked before any read (security review F7: a request with none left
+            // read ~16k frames from disk to send nothing): the read stops where they do.
+            let j_read = if self.tokens == 0 {
+                None
+            } else {
+                Some(j_to.min(from.saturating_add(self.tokens - 1)))
+            };
+            if from <= j_to && j_read.is_none_or(|r| r < j_to) {
+                let past = j_read.map_or(from, |r| r + 1);
+                if past <= j_to {
+                    out.capped += j_to - past + 1;
+                }
+            }
+            if let Some(j_to) = j_read.filter(|&r| from <= r) {
                 let (tokens, scratch) = (&mut self.tokens, &mut self.scratch);
                 let mut sent = 0;
                 let got = j.read(r.stream, from, j_to, |_, f| {
@@ -253,18 +266,21 @@ impl FrameStore {
                 out.sent += sent;
                 out.missing += (j_to - from + 1) - got;
                 self.counters.from_journal += sent;
+            }
+            if from <= j_to {
                 seq = j_to + 1;
             }
         }
         for seq in seq..=end {
+            if self.tokens == 0 {
+                // Out of tokens: the rest is capped without a look (the asker asks again).
+                out.capped += end - seq + 1;
+                break;
+            }
             let Some(f) = l.get(seq) else {
                 out.missing += 1;
                 continue;
             };
-            if self.tokens == 0 {
-                out.capped += 1;
-                continue;
-            }
             self.tokens -= 1;
             self.scratch.clear();
             self.scratch.extend_from_slice(f);

@@ -207,7 +207,7 @@ struct Hole {
 /// 60,000 frames asked for at once was served up to the sequencer's burst and then re-asked
 /// after a backoff, slower than the live stream on two cores (measured, docs/operator.md).
 /// Equal to the stream core's retransmission burst, so one window is served whole.
-pub const NACK_WINDOW: u64 = 256;
+pub const NACK_WINDOW: u64 = vyrn_wire::consts::NACK_SPAN_MAX;
 
 /// The `path` of [`OrderRx::on_frame`] for a frame that came on the control port: the
 /// sequencer's unicast retransmission or a peer's repair (07 §4.10). It shows no path alive.

@@ -4,6 +4,7 @@
 mod common;
 
 use vyrn_replica::frame_store::FrameStore;
+use vyrn_replica::order_journal::{OrderJournal, OrderJournalConfig};
 use vyrn_wire::frame::{FrameHeader, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;
 
@@ -90,4 +91,41 @@ fn serving_is_rate_capped() {
     let out = s.serve(&req(0, 1, 5000), 1_000_000_000, |_| {});
     assert_eq!(out.sent, 1000);
     assert_eq!(s.counters().capped, 904 + 4000);
+}
+
+/// Security review F7: a `RepairReq` with no tokens left reads nothing from the order journal
+/// (it read ~16k frames to send none), and one with a few tokens reads only as many frames.
+#[test]
+fn a_repair_request_without_tokens_reads_nothing_from_the_journal() {
+    let d = common::TestDir::new("fs-tokens");
+    // Memory keeps 1 ms; frames come every 1 ms, so older ones are only in the journal. One
+    // frame a second of tokens, burst 4096.
+    let mut s = FrameStore::new(1 << 20, 1_000_000, 1);
+    s.set_journal(
+        OrderJournal::open(OrderJournalConfig {
+            dir: d.0.join("order"),
+            segment_bytes: 1 << 20,
+            max_bytes: 1 << 30,
+        })
+        .unwrap(),
+    );
+    for fs in 1..=5_000u64 {
+        s.store(0, fs, &frame(0, fs, 40), fs * 1_000_000);
+    }
+    s.flush();
+    let now = 5_000_000_000;
+    // The burst: 4096 frames served, from the journal.
+    let out = s.serve(&req(0, 1, 4_096), now, |_| {});
+    assert_eq!((out.sent, out.capped), (4_096, 0));
+    let read = s.journal().unwrap().counters().read;
+    assert_eq!(read, 4_096);
+    // No tokens left: a request for 16k frames reads none and caps them all.
+    let out = s.serve(&req(0, 1, 16_384), now, |_| panic!("sent"));
+    assert_eq!(out.sent, 0);
+    assert_eq!(out.capped + out.missing, 16_384);
+    assert_eq!(s.journal().unwrap().counters().read, read, "nothing read");
+    // Three seconds later, three tokens: three frames read.
+    let out = s.serve(&req(0, 1, 100), now + 3_000_000_000, |_| {});
+    assert_eq!((out.sent, out.capped), (3, 97));
+    assert_eq!(s.journal().unwrap().counters().read, read + 3);
 }

@@ -522,7 +522,8 @@ impl Task for CtrlRxTile {
                         bump(&self.stats.ctrl_dropped);
                     }
                 }
-                Ok(CtrlMsg::Nack(k)) => {
+                // 07 §4.10: this epoch's NACKs only (the codec bounded the span, F5).
+                Ok(CtrlMsg::Nack(k)) if k.epoch == self.epoch => {
                     bump(&self.stats.ctrl[1]);
                     if let Some(q) = self.nacks.get_mut(k.stream as usize) {
                         let r = NackReq {

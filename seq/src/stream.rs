@@ -193,6 +193,10 @@ impl RtxRing {
         self.idx.front().map(|e| e.0)
     }
 
+    fn newest(&self) -> Option<u64> {
+        self.idx.back().map(|e| e.0)
+    }
+
     fn get(&self, frame_seq: u64) -> Option<&[u8]> {
         let oldest = self.oldest()?;
         let &(fs, o, l) = self.idx.get(frame_seq.checked_sub(oldest)? as usize)?;
@@ -401,13 +405,18 @@ impl StreamCore {
             self.rtx_counters.too_old += 1;
         }
         let first = from.max(oldest);
+        // At most NACK_SPAN_MAX frames, whatever the caller passes (the wire refuses longer
+        // NACKs; security review F5), and no walk past the tokens.
+        let to = to.min(first.saturating_add(vyrn_wire::consts::NACK_SPAN_MAX - 1));
         for fs in first..=to {
             let Some(bytes) = self.rtx.get(fs) else {
                 break;
             };
             if self.rtx_tokens == 0 {
-                out.capped += 1;
-                continue;
+                // The rest of the range the ring holds is capped without a look.
+                let newest = self.rtx.newest().unwrap_or(fs).min(to);
+                out.capped += newest.saturating_sub(fs) + 1;
+                break;
             }
             self.rtx_tokens -= 1;
             self.rtx_scratch.clear();

@@ -192,3 +192,35 @@ fn hashes_of_a_run_split_across_frames_follow_their_records() {
     assert_eq!(voter.faults(), (0, 0));
     assert!(voter.decoder_counters().hashes > 0);
 }
+
+/// Security review F5: a NACK for `1..=u64::MAX` (the codec refuses it on the wire; the stream
+/// core bounds it again) sends at most NACK_SPAN_MAX frames, and with the burst spent it walks
+/// nothing: the range is capped at once.
+#[test]
+fn a_nack_for_every_frame_is_bounded_by_its_span_and_the_tokens() {
+    use vyrn_wire::consts::NACK_SPAN_MAX;
+    let e = EngineConfig::test_home(2, 2);
+    let mut home = SimBox::new(config(&e, 8 << 20));
+    let mut w = Workload::new(&e, 5, Mix::clean());
+    let tiles = home.tiles();
+    let mut now = 0;
+    for _ in 0..6000 {
+        if let Input::Packet { rx_ts, bytes } = w.next_input() {
+            home.receive(rx_ts, bytes);
+        }
+        now = w.now();
+        for &t in &tiles {
+            home.poll(t, now);
+        }
+        home.drain_wire();
+    }
+    let out = home.on_nack(0, 1, u64::MAX, now);
+    assert_eq!(out.too_old, None);
+    // Resent or capped, exactly a span: the ring holds more frames than one span.
+    assert_eq!(out.resent + out.capped, NACK_SPAN_MAX, "{out:?}");
+    assert!(out.resent > 0);
+    // The burst is spent: the next one sends nothing and caps its span, no more.
+    let out = home.on_nack(0, 1, u64::MAX, now);
+    assert_eq!(out.resent, 0);
+    assert!(out.capped <= NACK_SPAN_MAX, "{out:?}");
+}

@@ -175,3 +175,8 @@ pub mod domain {
 /// Bound on records awaiting their HashRun per lane (the `R_hash8` ring size, 07 §4.1). More than
 /// this outstanding is `REP_E_HASHLAG`: the sequencer cannot have framed it legitimately.
 pub const AWAIT_HASH_MAX: usize = 64 * 1024;
+
+/// Most frames one NACK or `RepairReq` names (a project bound; 07 §4.9–§4.10 give none): a
+/// replica repairs a hole window by window, this many at a time, so a request for more is not
+/// a replica's and is refused whole (typed, counted), never walked (security review F5).
+pub const NACK_SPAN_MAX: u64 = 256;

@@ -1029,3 +1029,35 @@ fn hash_list_golden_split_and_refusals() {
     big.extend_from_slice(&((HASH_LIST_PART_MAX + 1) as u16).to_le_bytes());
     assert_eq!(HashList::parse(&big), Err(Malformed::BadValue));
 }
+
+/// Security review F5: a NACK or RepairReq names at most NACK_SPAN_MAX frames; one for
+/// `1..=u64::MAX` (or any longer span) is refused at parse, before a server walks it.
+#[test]
+fn frame_range_requests_are_bounded_at_parse() {
+    use vyrn_wire::consts::NACK_SPAN_MAX;
+    use vyrn_wire::msg::ctrl::{Nack, RepairReq};
+    let n = |from, to| Nack {
+        epoch: 1,
+        tenure: 0,
+        stream: 0,
+        from_seq: from,
+        to_seq: to,
+    };
+    let ok = n(10, 10 + NACK_SPAN_MAX - 1).to_bytes().unwrap();
+    assert!(Nack::parse(&ok).is_ok());
+    assert!(n(10, 10 + NACK_SPAN_MAX).to_bytes().is_err());
+    assert!(n(1, u64::MAX).to_bytes().is_err());
+    // The same bytes forged: refused on the way in.
+    let mut forged = ok.clone();
+    let at = forged.len() - 8;
+    forged[at..].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(Nack::parse(&forged).is_err());
+    let r = RepairReq {
+        epoch: 1,
+        tenure: 0,
+        stream: 1,
+        from_seq: 1,
+        to_seq: 16_384,
+    };
+    assert!(r.to_bytes().is_err());
+}

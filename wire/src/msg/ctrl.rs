@@ -199,8 +199,9 @@ ctrl_codec!(RepAck, ty::REP_ACK);
 
 fn check_range(stream: u8, from: u64, to: u64) -> Result<(), Malformed> {
     check_stream(stream)?;
-    // frame_seq starts at 1 (07 §2.2).
-    if from == 0 || from > to {
+    // frame_seq starts at 1 (07 §2.2); a request names at most NACK_SPAN_MAX frames (a
+    // replica's repair window), so no server walks an attacker's range.
+    if from == 0 || from > to || to - from >= crate::consts::NACK_SPAN_MAX {
         return Err(Malformed::BadValue);
     }
     Ok(())
@@ -221,7 +222,8 @@ macro_rules! frame_range_msg {
             pub stream: u8,
             /// First frame_seq wanted, ≥ 1.
             pub from_seq: u64,
-            /// Last frame_seq wanted, ≥ `from_seq`.
+            /// Last frame_seq wanted, ≥ `from_seq`, less than
+            /// [`NACK_SPAN_MAX`](crate::consts::NACK_SPAN_MAX) past it.
             pub to_seq: u64,
         }
 
