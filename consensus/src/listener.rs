@@ -107,6 +107,11 @@ impl FinalityListener {
         }
     }
 
+    /// The voting set it checks votes against.
+    pub fn voters(&self) -> &Voters {
+        &self.voters
+    }
+
     /// The newest final height.
     pub fn final_height(&self) -> u64 {
         self.final_height

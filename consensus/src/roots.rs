@@ -81,6 +81,21 @@ pub fn sign_root(scheme: &RootScheme, epoch: u32, index: u64, digest: Digest) ->
     Some(b)
 }
 
+/// [`sign_root`] over the raw 32 digest bytes (what a `Diverge` carries, 07 §7.4).
+pub fn sign_root_bytes(
+    scheme: &RootScheme,
+    epoch: u32,
+    index: u64,
+    digest: &Hash,
+) -> Option<[u8; 64]> {
+    sign_root(
+        scheme,
+        epoch,
+        index,
+        commonware_cryptography::blake3::Digest(*digest),
+    )
+}
+
 /// A `REP_RootCert`'s entries (membership index, signature) from an aggregation certificate.
 fn entries_of(
     voters: &Voters,
@@ -408,4 +423,148 @@ pub fn verify_root_cert(
         }
     }
     Ok(())
+}
+
+/// Why a `Diverge` does not halt the book (07 §7.4, INV-REP-9): its evidence is checked first
+/// (security review F3: one unsigned 15-byte `Diverge` halted the book forever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DivergeErr {
+    /// Another epoch than the voters'.
+    Epoch,
+    /// Case 1 with fewer than two distinct digests carrying f + 1 valid signatures each.
+    NotAConflict,
+    /// A digest's entries are not strictly ascending (a signer twice).
+    Order,
+    /// An entry's signature does not verify (the voter index).
+    BadSignature(u8),
+    /// Case 2 from fewer than f + 1 distinct voters so far: counted, not acted on.
+    TimeoutPending,
+}
+
+impl std::fmt::Display for DivergeErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DivergeErr::Epoch => write!(f, "another epoch"),
+            DivergeErr::NotAConflict => {
+                write!(f, "fewer than two digests with f + 1 valid signatures")
+            }
+            DivergeErr::Order => write!(f, "entries not strictly ascending"),
+            DivergeErr::BadSignature(i) => write!(f, "voter {i}'s root signature does not verify"),
+            DivergeErr::TimeoutPending => write!(f, "a timeout from fewer than f + 1 voters"),
+        }
+    }
+}
+
+impl std::error::Error for DivergeErr {}
+
+/// Check a `Diverge`'s case-1 evidence (07 §7.4): at least two distinct digests for its index,
+/// each with at least f + 1 signatures, every signature that voter's aggregation signature over
+/// item `(index, digest)` under `b"vyrn-v1-root"`. The item binds the index, so signatures of
+/// another index cannot be replayed as evidence for this one.
+pub fn verify_conflict(
+    d: &vyrn_wire::msg::ctrl::Diverge,
+    voters: &Voters,
+) -> Result<(), DivergeErr> {
+    use commonware_codec::types::lazy::Lazy;
+    use commonware_codec::DecodeFixed as _;
+    use commonware_cryptography::certificate::{Attestation, Scheme as _};
+    if d.epoch != voters.epoch() {
+        return Err(DivergeErr::Epoch);
+    }
+    let f1 = voters.max_faults() + 1;
+    let verifier = root_verifier(voters);
+    let mut heavy: Vec<&Hash> = Vec::new();
+    for dg in &d.digests {
+        if !dg.sigs.windows(2).all(|w| w[0].index < w[1].index) {
+            return Err(DivergeErr::Order);
+        }
+        if dg.sigs.len() < f1 || heavy.contains(&&dg.digest) {
+            continue;
+        }
+        let item = Item {
+            height: Height::new(d.index),
+            digest: commonware_cryptography::blake3::Digest(dg.digest),
+        };
+        for e in &dg.sigs {
+            let att = voters.participant(e.index).and_then(|signer| {
+                let sig = commonware_cryptography::ed25519::Signature::decode_fixed(e.sig).ok()?;
+                Some(Attestation::<RootScheme> {
+                    signer,
+                    signature: Lazy::from(sig),
+                })
+            });
+            let Some(att) = att else {
+                return Err(DivergeErr::BadSignature(e.index));
+            };
+            let v = verifier.verify_attestations::<_, Digest, _>(
+                &mut rand::rng(),
+                &item,
+                vec![att],
+                &Sequential,
+            );
+            if v.verified.is_empty() {
+                return Err(DivergeErr::BadSignature(e.index));
+            }
+        }
+        heavy.push(&dg.digest);
+    }
+    if heavy.len() < 2 {
+        return Err(DivergeErr::NotAConflict);
+    }
+    Ok(())
+}
+
+/// Root indexes whose timeout reports the sequencer remembers at once; the oldest goes first.
+pub const DIVERGE_TIMEOUTS_MAX: usize = 16;
+
+/// The sequencer's gate on `Diverge` (07 §7.4, INV-REP-9): case 1 halts on verified evidence
+/// from any voter ([`verify_conflict`]); case 2, a timeout, which no signature can prove, halts
+/// once f + 1 distinct voters report it for the same index — more than the f a Byzantine set
+/// holds. Bounded: at most [`DIVERGE_TIMEOUTS_MAX`] indexes remembered.
+#[derive(Debug)]
+pub struct DivergeGate {
+    voters: Voters,
+    timeouts: std::collections::BTreeMap<u64, u64>,
+}
+
+impl DivergeGate {
+    /// A gate over `voters`.
+    pub fn new(voters: Voters) -> Self {
+        DivergeGate {
+            voters,
+            timeouts: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Voter `voter`'s `Diverge`: `Ok(index)` when the book must halt.
+    pub fn on_diverge(
+        &mut self,
+        voter: usize,
+        d: &vyrn_wire::msg::ctrl::Diverge,
+    ) -> Result<u64, DivergeErr> {
+        use vyrn_wire::msg::ctrl::DivergeReason;
+        if d.epoch != self.voters.epoch() {
+            return Err(DivergeErr::Epoch);
+        }
+        match d.reason {
+            DivergeReason::Conflict => verify_conflict(d, &self.voters).map(|()| d.index),
+            DivergeReason::Timeout => {
+                if voter >= self.voters.n() || voter >= 64 {
+                    return Err(DivergeErr::TimeoutPending);
+                }
+                if !self.timeouts.contains_key(&d.index)
+                    && self.timeouts.len() >= DIVERGE_TIMEOUTS_MAX
+                {
+                    self.timeouts.pop_first();
+                }
+                let seen = self.timeouts.entry(d.index).or_insert(0);
+                *seen |= 1 << voter;
+                if seen.count_ones() as usize > self.voters.max_faults() {
+                    Ok(d.index)
+                } else {
+                    Err(DivergeErr::TimeoutPending)
+                }
+            }
+        }
+    }
 }

@@ -95,6 +95,10 @@ pub struct NetStats {
     pub hash_list_reqs: AtomicU64,
     /// `Diverge` messages taken (from registered voters, 07 §7.4).
     pub diverge_msgs: AtomicU64,
+    /// `Diverge` messages whose evidence did not check (no halt; security review F3).
+    pub diverge_refused: AtomicU64,
+    /// Timeout `Diverge`s from fewer than f + 1 voters so far (no halt yet).
+    pub diverge_pending: AtomicU64,
     /// HashList parts sent.
     pub hash_list_parts: AtomicU64,
 }
@@ -583,16 +587,15 @@ impl Task for CtrlRxTile {
                         bump(&self.stats.ctrl_dropped);
                     }
                 }
-                // 07 §7.4: a voter's REP_A_DIVERGE, from that voter's own address, through
-                // control's inbox (a full ring keeps it in the bounded overflow; the voter
+                // 07 §7.4: a voter's REP_A_DIVERGE, from that voter's own address, to the
+                // certificate tile, which checks its evidence before control halts the book
+                // (security review F3), under the voter's certificate tokens (the voter
                 // repeats it while it stays diverged).
                 Ok(CtrlMsg::Diverge(d)) if d.epoch == self.epoch => {
                     bump(&self.stats.diverge_msgs);
-                    let m = CtrlIn::Diverge {
-                        voter: v,
-                        index: d.index,
-                    };
-                    if !self.inbox.push_bounded(m, ACK_OVERFLOW_MAX) {
+                    if !cert_token(&mut self.cert_tokens, v, now)
+                        || self.certs.push((v, p.data.to_vec())).is_err()
+                    {
                         bump(&self.stats.ctrl_dropped);
                     }
                 }
@@ -619,6 +622,8 @@ impl Task for CtrlRxTile {
 struct CertTile {
     certs: Consumer<(usize, Vec<u8>)>,
     listener: vyrn_consensus::FinalityListener,
+    /// 07 §7.4: a `Diverge` halts the book only with its evidence checked.
+    diverge: vyrn_consensus::roots::DivergeGate,
     votes: tiles::Outq<CtrlIn>,
     stats: Arc<NetStats>,
 }
@@ -636,12 +641,22 @@ impl Task for CertTile {
         if !self.votes.drain() {
             return true;
         }
-        let Some((_, bytes)) = self.certs.pop() else {
+        let Some((voter, bytes)) = self.certs.pop() else {
             return false;
         };
         let c = match CtrlMsg::parse(&bytes) {
             Ok(CtrlMsg::FinalityCert(c)) => *c,
             Ok(CtrlMsg::FinalizeVote(v)) => v.as_cert(),
+            Ok(CtrlMsg::Diverge(d)) => {
+                match self.diverge.on_diverge(voter, &d) {
+                    Ok(index) => self.votes.push(CtrlIn::Diverge { voter, index }),
+                    Err(vyrn_consensus::roots::DivergeErr::TimeoutPending) => {
+                        bump(&self.stats.diverge_pending)
+                    }
+                    Err(_) => bump(&self.stats.diverge_refused),
+                }
+                return true;
+            }
             _ => {
                 bump(&self.stats.ctrl_bad);
                 return true;
@@ -1102,6 +1117,7 @@ impl NetBox {
         if let Some(listener) = listener {
             tasks.push(Box::new(CertTile {
                 certs: cert_c,
+                diverge: vyrn_consensus::roots::DivergeGate::new(listener.voters().clone()),
                 listener,
                 votes: tiles::Outq::new(votes),
                 stats: stats.clone(),

@@ -137,6 +137,8 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         threads: 2,
         cores: Vec::new(),
     };
+    // 07 §7.4 case 1: evidence the doubles' root keys sign (checked by the box before a halt).
+    let evidence = vn.conflict_evidence(c.epoch, 0).to_bytes().unwrap();
     let (running, paths) = net.start(&c, &map, Clock::new()).expect("starts");
     let voters = VoterThread::spawn(
         c.voters,
@@ -343,8 +345,23 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         acked(&mut client, to, &pkt, &c.engine.sessions[1].k_out, 6),
         "a stranger's Diverge halts nothing"
     );
+    // A registered address's Diverge with no evidence (the review's 15 bytes, a timeout from
+    // one source): counted, no halt (security review F3).
     fetcher
         .send_batch(&[TxPacket::to(&div, Dest::Addr(ctrl))])
+        .unwrap();
+    fetcher.flush().unwrap();
+    let t35 = Instant::now();
+    while st.diverge_pending.load(Ordering::Relaxed) == 0 && t35.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(st.diverge_pending.load(Ordering::Relaxed), 1);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(h.control.diverge_halts.load(Ordering::Relaxed), 0);
+    // Evidence that checks halts the book.
+    fetcher
+        .send_batch(&[TxPacket::to(&evidence, Dest::Addr(ctrl))])
         .unwrap();
     fetcher.flush().unwrap();
     let t4 = Instant::now();
@@ -354,7 +371,8 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(h.control.diverge_halts.load(Ordering::Relaxed), 1);
-    assert_eq!(st.diverge_msgs.load(Ordering::Relaxed), 1);
+    assert_eq!(st.diverge_msgs.load(Ordering::Relaxed), 2);
+    assert_eq!(st.diverge_refused.load(Ordering::Relaxed), 0);
     let (pkt, _) = order(&c, 2, 7);
     assert_eq!(
         answer(&mut client, to, &pkt, &c.engine.sessions[2].k_out, 7),

@@ -327,6 +327,17 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
         &[],
         c.diverge_msgs.load(r),
     );
+    for (what, v) in [
+        ("refused", s.diverge_refused.load(r)),
+        ("pending", s.diverge_pending.load(r)),
+    ] {
+        e.counter(
+            "vyrn_seq_diverge_unproven_total",
+            "Diverge messages that did not halt the book: evidence that does not check (refused), or a timeout from fewer than f + 1 voters so far (pending) (07 §7.4)",
+            &[("what", what)],
+            v,
+        );
+    }
     e.counter(
         "vyrn_seq_repacks_refused_total",
         "impossible RepAcks refused",

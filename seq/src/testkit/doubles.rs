@@ -343,6 +343,43 @@ impl VoterNet {
         })
     }
 
+    /// A `Diverge` whose evidence checks (07 §7.4 case 1): for root index `index`, doubles
+    /// 0..=f signed one digest and the rest another, with their root signatures.
+    pub fn conflict_evidence(&self, epoch: u32, index: u64) -> vyrn_wire::msg::ctrl::Diverge {
+        use vyrn_wire::msg::ctrl::{Diverge, DivergeDigest, DivergeReason};
+        let pubs: Vec<[u8; 32]> = self
+            .keys
+            .iter()
+            .map(|k| k.verifying_key().to_bytes())
+            .collect();
+        let voters = vyrn_consensus::Voters::with_simplex_quorum(epoch, &pubs).ok();
+        let sig = |i: usize, d: [u8; 32]| -> Option<CertEntry> {
+            let v = voters.as_ref()?;
+            let key = vyrn_consensus::private_key(&self.keys[i].to_bytes());
+            let s = vyrn_consensus::roots::root_signer(v, key)?;
+            let sig = vyrn_consensus::roots::sign_root_bytes(&s, epoch, index, &d)?;
+            Some(CertEntry {
+                index: i as u8,
+                sig,
+            })
+        };
+        let f1 = voters.as_ref().map_or(1, |v| v.max_faults() + 1);
+        let n = self.keys.len();
+        let split = [(0..f1, [0xA1; 32]), (f1..n, [0xB2; 32])];
+        Diverge {
+            epoch,
+            index,
+            reason: DivergeReason::Conflict,
+            digests: split
+                .into_iter()
+                .map(|(r, d)| DivergeDigest {
+                    digest: d,
+                    sigs: r.filter_map(|i| sig(i, d)).collect(),
+                })
+                .collect(),
+        }
+    }
+
     /// Each double's control address, index and finalize key (REP_Membership in a real home).
     pub fn members(&self) -> Vec<(SocketAddr, usize, ed25519_dalek::VerifyingKey)> {
         self.socks
