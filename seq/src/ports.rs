@@ -140,6 +140,13 @@ impl SessionAddrs {
             self.v[i].store(packed, Ordering::Relaxed);
         }
     }
+    /// Learn `a` only while `session` has no address.
+    fn learn_first(&self, session: u32, a: SocketAddr) {
+        if let (Some(&i), SocketAddr::V4(a)) = (self.index.get(&session), a) {
+            let packed = (1u64 << 48) | (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port());
+            let _ = self.v[i].compare_exchange(0, packed, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
     fn get(&self, session: u32) -> Option<SocketAddr> {
         let p = self.v[*self.index.get(&session)?].load(Ordering::Relaxed);
         (p != 0).then(|| {
@@ -246,6 +253,9 @@ impl Wire for ClientWire {
     }
     fn learn(&mut self, session: u32, src: SocketAddr) {
         self.addrs.learn(session, src);
+    }
+    fn learn_first(&mut self, session: u32, src: SocketAddr) {
+        self.addrs.learn_first(session, src);
     }
     fn flush(&mut self) {
         if !self.pend.is_empty() {

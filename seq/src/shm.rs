@@ -161,8 +161,8 @@ pub struct FrameInfo {
     pub steps: Vec<(u64, Vec<u64>)>,
 }
 
-/// Box configuration.
-#[derive(Debug, Clone)]
+/// Box configuration. Its `Debug` leaves the signing seed out (security review F18).
+#[derive(Clone)]
 pub struct SeqConfig {
     /// The engine (book, lanes, sessions, accounts, deadlines).
     pub engine: EngineConfig,
@@ -178,5 +178,37 @@ pub struct SeqConfig {
     pub rtx_ring_bytes: usize,
 }
 
+impl std::fmt::Debug for SeqConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeqConfig")
+            .field("engine", &self.engine)
+            .field("epoch", &self.epoch)
+            .field("block_ns", &self.block_ns)
+            .field("seq_key", &"<secret>")
+            .field("voters", &self.voters)
+            .field("rtx_ring_bytes", &self.rtx_ring_bytes)
+            .finish()
+    }
+}
+
 /// A block's full-hash lists, one per substream.
 pub type HashLists = [Vec<[u8; 32]>; 2];
+
+#[cfg(test)]
+mod secret_tests {
+    /// Security review F18: the signing seed never reaches a log through `Debug`.
+    #[test]
+    fn debug_leaves_the_signing_seed_out() {
+        let c = super::SeqConfig {
+            engine: vyrn_engine::EngineConfig::test_home(2, 2),
+            epoch: 1,
+            block_ns: 1,
+            seq_key: [0xAB; 32],
+            voters: 4,
+            rtx_ring_bytes: 1,
+        };
+        let s = format!("{c:?}");
+        assert!(s.contains("<secret>") && s.contains("voters: 4"), "{s}");
+        assert!(!s.contains("171, 171"), "{s}");
+    }
+}

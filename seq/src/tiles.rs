@@ -70,6 +70,10 @@ pub trait Wire: Send {
     /// came from `src`: answers go there from now on (07 §9.5; a forged or replayed packet
     /// never moves a session's answers).
     fn learn(&mut self, _session: u32, _src: std::net::SocketAddr) {}
+    /// [`Self::learn`], only while `session` has no address yet: a packet ahead of sequence
+    /// (answered BAD_SEQ) may be an attacker's replay of one the box never saw, so it gives a
+    /// session its first address but never moves one (security review F12).
+    fn learn_first(&mut self, _session: u32, _src: std::net::SocketAddr) {}
     /// The newest StepId of a step-gated response sent to `session` so far: control sends a
     /// session the Durable/Final watermarks only while they have something of it to attest
     /// (issue 11). `u64::MAX` (the default): every watermark to every session.
@@ -576,9 +580,14 @@ impl Task for LaneTile {
             // 07 §9.5: a session's address is learned only from a packet whose tag verified
             // and that is fresh — new, shed or ahead of sequence; never from a forged packet,
             // nor from a replayed copy of an old one (a duplicate).
-            if let (Ok(Verdict::New | Verdict::Shed | Verdict::Gap), Some(src)) = (v, pkt.src) {
+            if let (Ok(v @ (Verdict::New | Verdict::Shed | Verdict::Gap)), Some(src)) = (v, pkt.src)
+            {
                 if let Some(session) = session_of(bytes) {
-                    self.out.wire.learn(session, src);
+                    if v == Verdict::Gap {
+                        self.out.wire.learn_first(session, src);
+                    } else {
+                        self.out.wire.learn(session, src);
+                    }
                 }
             }
             // (2) publish after the record is in R_pkt (07 §4.2), packet by packet: the cut

@@ -276,6 +276,11 @@ fn a_forged_or_replayed_packet_never_moves_a_sessions_address() {
     // The client's own packet replayed by the attacker (tag verifies, but it is a duplicate).
     assert!(home.receive_from(5_000, &good, Some(attacker)));
     settle(&mut home, &mut chk, 6_000);
+    // A packet of the client's from ahead of sequence (BAD_SEQ) replayed by the attacker:
+    // a tag that verifies, but it moves no address that is known (security review F12).
+    let ahead = order(&e, s.session, 9, &s.k_seq);
+    assert!(home.receive_from(5_500, &ahead, Some(attacker)));
+    settle(&mut home, &mut chk, 5_800);
     assert_eq!(
         learned(&home),
         vec![client],

@@ -173,6 +173,15 @@ impl Wire for LogWire {
     fn learn(&mut self, session: u32, src: SocketAddr) {
         self.push(WireEvent::Learn { session, src });
     }
+    fn learn_first(&mut self, session: u32, src: SocketAddr) {
+        let known = self
+            .log()
+            .iter()
+            .any(|e| matches!(e, WireEvent::Learn { session: s, .. } if *s == session));
+        if !known {
+            self.push(WireEvent::Learn { session, src });
+        }
+    }
     fn durable(&mut self, step: u64, height: u64) {
         self.push(WireEvent::DurableMark { step, height });
     }
