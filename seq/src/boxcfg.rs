@@ -749,8 +749,19 @@ fn hex_bytes<const N: usize>(t: &str) -> Option<[u8; N]> {
 }
 
 /// Read a hex key file of exactly `N` bytes. The text read is wiped before returning; the
-/// returned array is the caller's to wipe (see [`read_seed`]).
+/// returned array is the caller's to wipe (see [`read_seed`]). Every role reads its keys here,
+/// so every role refuses a key file that group or others can read or write (missing-chapters
+/// §5: key files 0600; security review F14 — only the sequencer checked before).
 pub fn read_key<const N: usize>(path: &Path) -> Result<[u8; N], String> {
+    if let Some(m) = mode(path) {
+        if m & 0o077 != 0 {
+            return Err(format!(
+                "{} is mode {:o}: keys must be 0600 (chmod 600)",
+                path.display(),
+                m & 0o777
+            ));
+        }
+    }
     let mut text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let k = hex_bytes::<N>(text.trim());
     text.zeroize();

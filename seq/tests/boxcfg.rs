@@ -556,6 +556,15 @@ fn key_files_are_created_private_and_atomically() {
     write_dev_config(&d, 2, 2, port(4)).unwrap();
     assert_eq!(std::fs::read_dir(d.join("keys")).unwrap().count(), 5);
     BoxConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
+    // Every role reads its keys through `read_key`: a key others can read is refused by all
+    // of them, the sequencer, the data box and the replicas alike (security review F14).
+    let session_key = d.join("keys/session-2.key");
+    vyrn_seq::boxcfg::read_seed(&session_key).unwrap();
+    std::fs::set_permissions(&session_key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let e = vyrn_seq::boxcfg::read_seed(&session_key)
+        .err()
+        .expect("refused");
+    assert!(e.contains("mode 640") && e.contains("0600"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
