@@ -195,6 +195,46 @@ pub struct Runner {
     pub pinned: Arc<AtomicU64>,
 }
 
+/// Seconds a tile may go without a poll before the watchdog calls it stalled. Every tile polls
+/// at least once per its idle timeout (a blocking tile's `ppoll` wakes within it), so a tile
+/// that has not polled for this long is stuck inside one poll: a loop that does not end, a
+/// deadlock, a blocking call.
+pub const WATCHDOG_STALL_S: u64 = 5;
+
+/// The per-tile watchdog (security review: a stall is not a panic): called about once a second
+/// with each tile's poll counter, it names the first tile whose counter has not moved for
+/// [`WATCHDOG_STALL_S`]. The caller raises `REP_A_STALL` and aborts (a box that stopped making
+/// progress must not keep its ports and look alive).
+#[derive(Debug, Default)]
+pub struct Watchdog {
+    /// Per tile: the polls last seen and when they last moved (ns).
+    seen: Vec<(u64, u64)>,
+}
+
+impl Watchdog {
+    /// Check the tiles at `now_ns`: `Some((name, seconds stalled))` for the first stalled one.
+    pub fn check<'a>(
+        &mut self,
+        now_ns: u64,
+        tiles: impl Iterator<Item = (&'a str, u64)>,
+    ) -> Option<(String, u64)> {
+        let mut stalled = None;
+        for (i, (name, polls)) in tiles.enumerate() {
+            if self.seen.len() <= i {
+                self.seen.push((polls, now_ns));
+                continue;
+            }
+            let s = &mut self.seen[i];
+            if polls != s.0 {
+                *s = (polls, now_ns);
+            } else if now_ns.saturating_sub(s.1) >= WATCHDOG_STALL_S * 1_000_000_000 {
+                stalled.get_or_insert((name.to_string(), (now_ns - s.1) / 1_000_000_000));
+            }
+        }
+        stalled
+    }
+}
+
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
@@ -583,5 +623,26 @@ impl Seeded {
     /// The index of the tile named `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod watchdog_tests {
+    use super::{Watchdog, WATCHDOG_STALL_S};
+
+    #[test]
+    fn a_tile_that_stops_polling_is_named_after_the_stall_time() {
+        let mut w = Watchdog::default();
+        let s = 1_000_000_000;
+        assert_eq!(w.check(0, [("a", 1), ("b", 1)].into_iter()), None);
+        for t in 1..WATCHDOG_STALL_S {
+            assert_eq!(w.check(t * s, [("a", 1 + t), ("b", 1)].into_iter()), None);
+        }
+        assert_eq!(
+            w.check(WATCHDOG_STALL_S * s, [("a", 99), ("b", 1)].into_iter()),
+            Some(("b".to_string(), WATCHDOG_STALL_S))
+        );
+        // It moved again: nothing stalled.
+        assert_eq!(w.check(7 * s, [("a", 100), ("b", 2)].into_iter()), None);
     }
 }

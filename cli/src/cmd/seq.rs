@@ -520,10 +520,21 @@ pub fn run(o: Args) -> ExitCode {
     let mut sec = 0u64;
     let mut peak_stream = 0.0f64;
     let mut peak_hasher = 0.0f64;
+    let mut watchdog = vyrn_seq::runner::Watchdog::default();
     loop {
         std::thread::sleep(Duration::from_secs(1));
         sec += 1;
         let now = clock.now();
+        // A tile that stopped polling: alarm and abort (a stalled box must not look alive).
+        let polls = running
+            .runner
+            .stats
+            .iter()
+            .map(|(n, _, st)| (n.as_str(), st.polls.load(Ordering::Relaxed)));
+        if let Some((tile, secs)) = watchdog.check(now, polls) {
+            eprintln!("alarm=REP_A_STALL role=seq tile={tile}: no poll for {secs} s; aborting");
+            std::process::abort();
+        }
         let wall = (now - last_t).max(1) as f64;
         last_t = now;
         let mut loads = Vec::new();
