@@ -86,6 +86,9 @@ counters! {
     ctrl_malformed,
     /// Control messages of a type a data box does not take.
     ctrl_unexpected,
+    /// Datagrams on a voter's socket from any address but that voter's `data_addr`: dropped
+    /// unread, never answered (security review F4: the per-voter sockets answered anyone).
+    ctrl_foreign,
     /// Control messages (reports, relays) not sent because the control share of the out
     /// buffers was full.
     ctrl_out_full,

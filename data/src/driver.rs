@@ -53,6 +53,9 @@ pub struct Driver<P: Port> {
     clients: P,
     seq_ctrl: P,
     dests: Vec<P>,
+    /// Per destination: the only source its socket takes messages from (the voter's
+    /// `data_addr`); `None` takes any (a port whose transport knows its peer).
+    sources: Vec<Option<std::net::SocketAddr>>,
     rx: RxBatch,
 }
 
@@ -75,6 +78,7 @@ impl<P: Port> Driver<P> {
             databox,
             clients,
             seq_ctrl,
+            sources: vec![None; dests.len()],
             dests,
             rx: RxBatch::new(rx_batch.max(1), REP_DATA_FRAME_MAX),
         })
@@ -88,6 +92,13 @@ impl<P: Port> Driver<P> {
     /// The sequencer control port.
     pub fn seq_ctrl(&mut self) -> &mut P {
         &mut self.seq_ctrl
+    }
+
+    /// Destination `i` takes messages only from `src` (its member's address).
+    pub fn expect_source(&mut self, i: usize, src: std::net::SocketAddr) {
+        if let Some(s) = self.sources.get_mut(i) {
+            *s = Some(src);
+        }
     }
 
     /// Destination `i`'s port.
@@ -106,7 +117,13 @@ impl<P: Port> Driver<P> {
         }
         for i in 0..self.dests.len() {
             if let Ok(n) = self.dests[i].recv_batch(&mut self.rx) {
+                let want = self.sources[i];
                 for p in self.rx.iter() {
+                    // A voter's socket answers that voter only (its address in the home).
+                    if want.is_some() && p.meta.src != want {
+                        self.databox.counters_mut().ctrl_foreign += 1;
+                        continue;
+                    }
                     let _ = self.databox.on_ctrl(i, p.data, now_ns);
                 }
                 work += n;

@@ -83,7 +83,14 @@ pub fn open(h: &HomeConfig, cfg: &DataConfig) -> Result<Driver<UdpPort>, String>
         dests.push(open(c, format!("socket for voter {} at {at}", v.index))?);
     }
     let databox = DataBox::new(cfg).map_err(|e| format!("{e:?}"))?;
-    Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))
+    let mut d = Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))?;
+    // Security review F4: each voter's socket takes that voter's messages only.
+    for (i, v) in h.voters_members.iter().enumerate() {
+        if let Some(a) = v.data_addr {
+            d.expect_source(i, a);
+        }
+    }
+    Ok(d)
 }
 
 /// The sockets a loop blocks on: the client port and every voter's socket.

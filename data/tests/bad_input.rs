@@ -360,3 +360,55 @@ fn huge_fetch_ranges_are_clamped() {
     assert_eq!(c.fetch_range_clamped, 3);
     assert_eq!(c.fetch_range_frames, 9, "frames 1..=3, three times");
 }
+
+/// Security review F4: a voter's socket answers that voter only. A `DataFetch` from a stranger
+/// (170 bytes of requests produced 1.1 MB to a voter) and forged `DataDown`s get no answer and
+/// move nothing; the same fetch from the voter's own address is answered.
+#[test]
+fn a_voters_socket_answers_that_voter_only() {
+    use vyrn_data::Driver;
+    use vyrn_nic::udp::{UdpConfig, UdpPort};
+    use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
+    use vyrn_wire::msg::ctrl::{DataDown, DataFetch};
+    let open = || UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    let mut voter = open();
+    let mut stranger = open();
+    let cfg = config(8, 4096);
+    let n = cfg.dests.len();
+    let mut dests: Vec<UdpPort> = (0..n).map(|_| open()).collect();
+    let at = dests[0].local_addr().unwrap();
+    let mut b = DataBox::new(&cfg).unwrap();
+    // Something in the ring to fetch.
+    assert!(b.on_packet(&packet(101, 1, 2, 1, false), None, 1).is_ok());
+    b.flush(2);
+    let mut d = Driver::new(b, open(), open(), std::mem::take(&mut dests), 16).unwrap();
+    d.expect_source(0, voter.local_addr().unwrap());
+    let fetch = DataFetch::Range { from: 1, to: 64 }.to_bytes().unwrap();
+    let down = DataDown { d: 3 }.to_bytes().unwrap();
+    for m in [&fetch, &down, &down, &down] {
+        stranger
+            .send_batch(&[TxPacket::to(m, Dest::Addr(at))])
+            .unwrap();
+    }
+    stranger.flush().unwrap();
+    let mut rx = RxBatch::new(16, 9216);
+    let t = std::time::Instant::now();
+    while d.databox.counters().ctrl_foreign < 4 && t.elapsed().as_secs() < 5 {
+        d.poll(3);
+    }
+    assert_eq!(d.databox.counters().ctrl_foreign, 4);
+    assert_eq!(d.databox.counters().fetch_range_reqs, 0);
+    assert_eq!(d.databox.counters().data_down_votes, 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(stranger.recv_batch(&mut rx).unwrap_or(0), 0, "no answer");
+    // The voter's own fetch is answered.
+    voter
+        .send_batch(&[TxPacket::to(&fetch, Dest::Addr(at))])
+        .unwrap();
+    voter.flush().unwrap();
+    let t = std::time::Instant::now();
+    while d.databox.counters().fetch_range_reqs == 0 && t.elapsed().as_secs() < 5 {
+        d.poll(4);
+    }
+    assert_eq!(d.databox.counters().fetch_range_reqs, 1);
+}
