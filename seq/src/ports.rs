@@ -428,6 +428,8 @@ struct CtrlRxTile {
     certs: Producer<(usize, Vec<u8>)>,
     /// Per voter: certificate tokens and when they were last refilled.
     cert_tokens: Vec<(u64, u64)>,
+    /// Per voter: HashListReq tokens and when they were last refilled.
+    hash_tokens: Vec<(u64, u64)>,
     nacks: Vec<Producer<NackReq>>,
     hash_reqs: Producer<tiles::HashReq>,
     stats: Arc<NetStats>,
@@ -438,6 +440,11 @@ struct CtrlRxTile {
     data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
     data_tokens: (u64, u64),
 }
+
+/// HashListReqs a voter may make a second (07 §5.6 row 2 asks once per differing block; a
+/// project bound), and the burst.
+const HASH_LIST_PER_SEC: u64 = 50;
+const HASH_LIST_BURST: u64 = 16;
 
 /// Burst of the REP_SEQ_DATA_MAX_PPS token bucket.
 const SEQ_DATA_BURST: u64 = 1024;
@@ -575,8 +582,18 @@ impl Task for CtrlRxTile {
                         }
                     }
                 }
+                // 07 §5.6 row 2: a few a second per voter (each answer is a block's whole
+                // list: security review F8 found it unlimited).
                 Ok(CtrlMsg::HashListReq(q)) => {
                     bump(&self.stats.hash_list_reqs);
+                    let ok = self
+                        .hash_tokens
+                        .get_mut(v)
+                        .is_some_and(|t| take_token(t, now, HASH_LIST_PER_SEC, HASH_LIST_BURST));
+                    if !ok {
+                        bump(&self.stats.ctrl_dropped);
+                        continue;
+                    }
                     if let Some(src) = src {
                         let r = tiles::HashReq {
                             height: q.height,
@@ -1112,6 +1129,7 @@ impl NetBox {
             ctrl: self.ctrl,
             batch: RxBatch::new(64, 2048),
             cert_tokens: vec![(CERT_BURST, 0); keys.len()],
+            hash_tokens: vec![(HASH_LIST_BURST, 0); keys.len()],
             voters,
             epoch: seq.epoch,
             inbox: tiles::Outq::new(inbox),

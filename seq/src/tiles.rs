@@ -356,6 +356,11 @@ impl Words {
     pub fn fenced(&self) -> bool {
         self.fenced.is_set()
     }
+    /// Fence the box (INV-REP-6): what control does when acks stop; an operator's or a test's
+    /// way to the same state. Nothing leaves the box after it.
+    pub fn fence(&self) {
+        self.fenced.set();
+    }
     /// The highest `frame_seq` written on substream `h`.
     pub fn sent(&self, h: usize) -> u64 {
         self.sent[h].load(Ordering::Acquire)
@@ -596,12 +601,16 @@ impl Task for LaneTile {
                 self.words.lane_counter[l].store(self.lane.published(), Ordering::Release);
             }
         }
-        // 07 §5.5 source 3: a few SeqDataReqs, answered from retention into the answer ring.
+        // 07 §5.5 source 3: a few SeqDataReqs, answered from retention into the answer ring;
+        // none once the box is fenced (INV-REP-6, security review F8).
         for _ in 0..ASKS_PER_POLL {
             let Some(ask) = self.asks.pop() else {
                 break;
             };
             busy = true;
+            if self.words.fenced() {
+                continue;
+            }
             let st = &self.retain_stats;
             match self.retain.get(ask.session, ask.pkt_seq, ask.pkt_hash) {
                 Some(pkt) => {
@@ -1007,6 +1016,8 @@ struct HasherTile {
     ports: HasherPorts,
     reqs: Consumer<HashReq>,
     reply: Option<HashReply>,
+    /// INV-REP-6: a fenced box answers no HashListReq (security review F8).
+    words: Arc<Words>,
 }
 
 impl Task for HasherTile {
@@ -1021,6 +1032,9 @@ impl Task for HasherTile {
         let mut busy = self.hasher.poll(now, &mut self.ports);
         if let Some(r) = self.reqs.pop() {
             busy = true;
+            if self.words.fenced() {
+                return busy;
+            }
             if let (Some(lists), Some(reply)) =
                 (self.hasher.hash_list(r.height), self.reply.as_mut())
             {
@@ -1479,6 +1493,7 @@ pub fn build(
     let (hq_p, hq_c) = spsc::channel(256);
     tiles.push(Box::new(HasherTile {
         reqs: hq_c,
+        words: words.clone(),
         reply: hash_reply,
         hasher,
         ports: HasherPorts {

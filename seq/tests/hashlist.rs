@@ -87,3 +87,27 @@ fn hash_lists_are_the_data_root_leaves_and_expire() {
     home.settle(later, 100);
     assert!(home.hash_list(hdrs[0].height, later).is_none());
 }
+
+/// A fenced box answers no HashListReq (INV-REP-6; security review F8: answered after the fence).
+#[test]
+fn a_fenced_box_serves_no_hash_list() {
+    let (mut home, e) = home();
+    let mut w = Workload::new(&e, 22, Mix::clean());
+    let tiles = home.tiles();
+    let mut now = 0;
+    let mut hdrs = Vec::new();
+    for _ in 0..1500 {
+        if let Input::Packet { rx_ts, bytes } = w.next_input() {
+            home.receive(rx_ts, bytes);
+        }
+        now = now.max(w.now());
+        for &t in &tiles {
+            home.poll(t, now);
+        }
+        hdrs.extend(headers(&mut home));
+    }
+    let h = hdrs.last().expect("a header").height;
+    assert!(home.hash_list(h, now).is_some());
+    home.words().fence();
+    assert!(home.hash_list(h, now).is_none());
+}
