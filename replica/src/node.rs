@@ -752,6 +752,9 @@ struct Io {
     arena: Vec<u8>,
     msgs: Vec<(Sock, SocketAddr, usize, usize)>,
     seq_ctrl: SocketAddr,
+    /// The tenure's `seq_key`: what the box signs on the control port (NackTooOld) verifies
+    /// under it.
+    seq_pub: ed25519_dalek::VerifyingKey,
     /// The warm standby's control port (07 §6.8): finalize votes and certificates go there too.
     standby_ctrl: Option<SocketAddr>,
     peers: Vec<SocketAddr>,
@@ -1272,6 +1275,7 @@ impl Node {
                 arena: Vec::with_capacity(1 << 16),
                 msgs: Vec::with_capacity(256),
                 seq_ctrl,
+                seq_pub: h.seq_pub,
                 standby_ctrl: h.standby_ctrl,
                 peers,
                 boxes,
@@ -1981,7 +1985,8 @@ fn on_ctrl(
                 io.c.rtx_in += 1;
                 core.on_path_frame(REPAIR_CHANNEL, b, now, io);
             }
-            Ok(CtrlMsg::NackTooOld(t)) if t.epoch == epoch => {
+            // Signed by the box (security review F17): a forged one would stop NACKs to it.
+            Ok(CtrlMsg::NackTooOld(t)) if t.epoch == epoch && t.verify(&io.seq_pub) => {
                 io.c.too_old += 1;
                 core.on_too_old(t.stream, t.oldest_seq);
             }

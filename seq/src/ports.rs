@@ -1028,6 +1028,8 @@ impl NetBox {
                 let stats = stats.clone();
                 let rtx_stats = stats.clone();
                 let epoch = seq.epoch;
+                // NackTooOld is signed (security review F17): the stream's own copy of the key.
+                let key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
                 // Retransmissions unicast to the NACK's sender from the control port, where
                 // the replica takes them (07 §4.10); a cold path, one send per frame.
                 let resend = Box::new(move |to: SocketAddr, b: &[u8]| {
@@ -1043,12 +1045,8 @@ impl NetBox {
                     resend: Some(resend),
                     answer: Box::new(move |n: NackReq, out: crate::stream::NackOutcome| {
                         if let (Some(oldest), Some(src)) = (out.too_old, n.src) {
-                            let m = vyrn_wire::msg::ctrl::NackTooOld {
-                                epoch,
-                                tenure: 0,
-                                stream: h,
-                                oldest_seq: oldest,
-                            };
+                            let m =
+                                vyrn_wire::msg::ctrl::NackTooOld::sign(epoch, 0, h, oldest, &key);
                             if let Ok(b) = m.to_bytes() {
                                 let _ = sock.send_to(&b, src);
                                 bump(&stats.too_old);

@@ -170,6 +170,9 @@ pub mod domain {
     pub const ROOT: &[u8] = b"vyrn v1 root";
     /// Membership certificate domain (07 §13.1).
     pub const MEMBERSHIP: &[u8] = b"vyrn v1 membership";
+    /// `NackTooOld` signature domain (a project addition: 07 §4.10 leaves it unsigned, and a
+    /// spoofed one stopped a replica from NACKing the box, security review F17).
+    pub const NACK_TOO_OLD: &[u8] = b"vyrn v1 nack too old";
 }
 
 /// Bound on records awaiting their HashRun per lane (the `R_hash8` ring size, 07 §4.1). More than

@@ -533,6 +533,7 @@ mod msg {
                 tenure: 1,
                 stream: 0,
                 oldest_seq: 99,
+                seq_sig: [7; 64],
             }),
             CtrlMsg::RepairReq(RepairReq {
                 epoch: 7,
@@ -628,7 +629,7 @@ mod msg {
 
     #[test]
     fn ctrl_round_trip_every_type() {
-        let sizes = [23, 23, 15, 23, 17, 9, 9];
+        let sizes = [23, 23, 79, 23, 17, 9, 9];
         for (i, m) in all_ctrl().iter().enumerate() {
             let b = m.to_bytes().unwrap();
             assert_eq!(b[0], m.msg_type());
@@ -1060,4 +1061,29 @@ fn frame_range_requests_are_bounded_at_parse() {
         to_seq: 16_384,
     };
     assert!(r.to_bytes().is_err());
+}
+
+/// Security review F17: `NackTooOld` carries the box's signature; a replica takes only one
+/// that verifies under `seq_key` (a forged one would stop its NACKs to the box).
+#[test]
+fn nack_too_old_is_signed_by_the_box() {
+    use ed25519_dalek::SigningKey;
+    use vyrn_wire::msg::ctrl::{CtrlMsg, NackTooOld};
+    let key = SigningKey::from_bytes(&[9; 32]);
+    let m = NackTooOld::sign(7, 0, 1, 1234, &key);
+    let b = m.to_bytes().unwrap();
+    assert_eq!(b.len(), 1 + 4 + 1 + 1 + 8 + 64);
+    let Ok(CtrlMsg::NackTooOld(back)) = CtrlMsg::parse(&b) else {
+        panic!("parses");
+    };
+    assert!(back.verify(&key.verifying_key()));
+    // Another key, another oldest_seq, a flipped signature bit, or the unsigned form: refused.
+    assert!(!back.verify(&SigningKey::from_bytes(&[8; 32]).verifying_key()));
+    let mut moved = back;
+    moved.oldest_seq = u64::MAX;
+    assert!(!moved.verify(&key.verifying_key()));
+    let mut flipped = back;
+    flipped.seq_sig[3] ^= 1;
+    assert!(!flipped.verify(&key.verifying_key()));
+    assert!(NackTooOld::parse(&b[..15]).is_err(), "the old 15-byte form");
 }

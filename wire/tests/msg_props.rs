@@ -660,6 +660,7 @@ mod msg {
                 tenure: 1,
                 stream: 1,
                 oldest_seq: 4,
+                seq_sig: [7; 64],
             }),
             CtrlMsg::RepairReq(RepairReq {
                 epoch: 3,

@@ -258,8 +258,12 @@ frame_range_msg!(
     ty::NACK
 );
 
-/// `NackTooOld`: the NACKed frame has left the retransmit ring (07 §4.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// `NackTooOld`: the NACKed frame has left the retransmit ring (07 §4.10). Signed by the
+/// sequencer (`seq_sig` under the tenure's `seq_key` over `"vyrn v1 nack too old" ‖ epoch ‖
+/// tenure ‖ stream ‖ oldest_seq`): a replica that takes one stops NACKing the box below
+/// `oldest_seq`, so an unsigned one let anyone cut a replica off from its repairs (security
+/// review F17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NackTooOld {
     /// Epoch.
     pub epoch: u32,
@@ -269,6 +273,40 @@ pub struct NackTooOld {
     pub stream: u8,
     /// Oldest frame_seq the ring still holds.
     pub oldest_seq: u64,
+    /// Ed25519 signature under `seq_key` ([`NackTooOld::sign`]).
+    pub seq_sig: [u8; 64],
+}
+
+impl NackTooOld {
+    /// The bytes `seq_sig` covers.
+    fn signed(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(domain::NACK_TOO_OLD.len() + 14);
+        b.extend_from_slice(domain::NACK_TOO_OLD);
+        put_u32(&mut b, self.epoch);
+        b.push(self.tenure);
+        b.push(self.stream);
+        put_u64(&mut b, self.oldest_seq);
+        b
+    }
+
+    /// An answer signed with the sequencer's key.
+    pub fn sign(epoch: u32, tenure: u8, stream: u8, oldest_seq: u64, key: &SigningKey) -> Self {
+        let mut m = NackTooOld {
+            epoch,
+            tenure,
+            stream,
+            oldest_seq,
+            seq_sig: [0; 64],
+        };
+        m.seq_sig = key.sign(&m.signed()).to_bytes();
+        m
+    }
+
+    /// Whether `seq_sig` verifies under `key` (strict Ed25519).
+    pub fn verify(&self, key: &VerifyingKey) -> bool {
+        key.verify_strict(&self.signed(), &Signature::from_bytes(&self.seq_sig))
+            .is_ok()
+    }
 }
 
 impl Body for NackTooOld {
@@ -280,6 +318,7 @@ impl Body for NackTooOld {
         out.push(self.tenure);
         out.push(self.stream);
         put_u64(out, self.oldest_seq);
+        out.extend_from_slice(&self.seq_sig);
     }
     fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
         Ok(NackTooOld {
@@ -287,6 +326,7 @@ impl Body for NackTooOld {
             tenure: r.u8()?,
             stream: r.u8()?,
             oldest_seq: r.u64_le()?,
+            seq_sig: r.array::<64>()?,
         })
     }
 }
