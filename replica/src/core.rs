@@ -460,6 +460,11 @@ impl ReplicaCore {
         &self.rx
     }
 
+    /// Order RX, to set its bounds ([`OrderRx::set_held_bytes_max`]).
+    pub fn order_rx_mut(&mut self) -> &mut OrderRx {
+        &mut self.rx
+    }
+
     /// The data side (payload states, the store).
     pub fn data(&self) -> &DataSide {
         &self.data

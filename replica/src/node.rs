@@ -1374,6 +1374,11 @@ impl Node {
         &self.core
     }
 
+    /// The core, to set its bounds.
+    pub fn core_mut(&mut self) -> &mut ReplicaCore {
+        &mut self.core
+    }
+
     /// Counters of the process side.
     pub fn counters(&self) -> NodeCounters {
         let mut c = self.io.c;

@@ -28,6 +28,11 @@ use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
 
 /// Frames at most waiting behind holes, per substream.
 pub const HELD_MAX: usize = 65_536;
+/// Bytes at most waiting behind holes, per substream, by default (`vyrn replica --held-mib`):
+/// frames injected far ahead of a hole pinned ~1.2 GB at [`HELD_MAX`] full-size frames on two
+/// substreams (security review F11). 64 MiB holds ~7,000 full frames, more than a hole of a
+/// metro repair at 07 §3.13's rate.
+pub const HELD_BYTES_MAX: usize = 64 << 20;
 /// How far past `next_expected` a frame may be and still be kept (a frame further ahead is a
 /// broken or hostile sender: refused, and the stream is repaired up to it as usual).
 pub const AHEAD_MAX: u64 = 1 << 20;
@@ -237,6 +242,8 @@ struct Sub {
     next: u64,
     /// Frames past a hole: bytes and whether a peer repaired them.
     held: BTreeMap<u64, (Vec<u8>, bool)>,
+    /// Bytes in `held`.
+    held_bytes: usize,
     /// Missing ranges `from ..= to`, keyed by `from`.
     holes: BTreeMap<u64, Hole>,
     /// Highest frame_seq seen.
@@ -285,6 +292,8 @@ impl PathState {
 #[derive(Debug)]
 pub struct OrderRx {
     cfg: RxConfig,
+    /// Bytes at most held behind holes per substream ([`HELD_BYTES_MAX`] by default).
+    held_bytes_max: usize,
     subs: [Sub; 2],
     paths: [PathState; PATHS],
     last_rx: Option<u64>,
@@ -353,6 +362,16 @@ impl OrderRx {
         }
     }
 
+    /// Hold at most `bytes` of frames behind holes per substream (security review F11).
+    pub fn set_held_bytes_max(&mut self, bytes: usize) {
+        self.held_bytes_max = bytes.max(1 << 16);
+    }
+
+    /// Bytes held behind holes on `stream`.
+    pub fn held_bytes(&self, stream: u8) -> usize {
+        self.subs.get(stream as usize).map_or(0, |s| s.held_bytes)
+    }
+
     /// A loop for `cfg`'s tenure, expecting frame 1 of each substream next.
     pub fn new(cfg: RxConfig) -> Self {
         let sub = || Sub {
@@ -363,6 +382,7 @@ impl OrderRx {
         };
         OrderRx {
             cfg,
+            held_bytes_max: HELD_BYTES_MAX,
             subs: [sub(), sub()],
             paths: [PathState::default(); PATHS],
             last_rx: None,
@@ -511,11 +531,14 @@ impl OrderRx {
         }
         sub.high = sub.high.max(fs);
         if fs != sub.next {
-            if sub.held.len() >= HELD_MAX {
+            if sub.held.len() >= HELD_MAX
+                || sub.held_bytes.saturating_add(bytes.len()) > self.held_bytes_max
+            {
                 // Reopen what this frame would have filled: its repair brings it back.
                 Self::reopen(sub, fs, now);
                 return RxVerdict::Refused(Refused::HeldFull);
             }
+            sub.held_bytes += bytes.len();
             sub.held.insert(fs, (bytes.to_vec(), peer));
             return RxVerdict::Held;
         }
@@ -524,6 +547,7 @@ impl OrderRx {
         sub.next += 1;
         let mut n = 1;
         while let Some((b, p)) = sub.held.remove(&sub.next) {
+            sub.held_bytes -= b.len();
             out.deliver(h.stream, sub.next, &b, p);
             sub.next += 1;
             n += 1;

@@ -674,3 +674,35 @@ fn a_hole_the_own_journal_covers_is_asked_only_above_it() {
     rx.tick(10 * US, &mut o);
     assert_eq!(o.nacks.last().map(|n| n.from_seq), Some(11));
 }
+
+/// Security review F11: frames injected ahead of a hole are held up to a byte bound per
+/// substream, not only a count (65,536 full frames on two substreams pinned ~1.2 GB): past it
+/// they are refused (`HeldFull`), the hole's repair delivers what was held, and the bytes held
+/// go back to zero.
+#[test]
+fn frames_held_behind_a_hole_are_bounded_in_bytes() {
+    let mut rx = OrderRx::new(cfg(0));
+    rx.set_held_bytes_max(1 << 16);
+    let mut o = Out::default();
+    let f1 = frame(0, 1, 0);
+    let per = frame(0, 2, 0).len();
+    // Frame 1 is the hole; frames 2.. wait behind it until the byte bound.
+    let fit = (1 << 16) / per;
+    let mut refused = 0;
+    for fs in 2..2 + fit as u64 + 50 {
+        match rx.on_frame(0, &frame(0, fs, 0), 0, &mut o) {
+            RxVerdict::Held => {}
+            RxVerdict::Refused(Refused::HeldFull) => refused += 1,
+            v => panic!("frame {fs}: {v:?}"),
+        }
+    }
+    assert_eq!(refused, 50);
+    assert!(rx.held_bytes(0) <= 1 << 16);
+    assert_eq!(rx.held_bytes(0), fit * per);
+    // The hole fills: everything held is delivered, nothing stays pinned.
+    assert!(matches!(
+        rx.on_frame(1, &f1, 1, &mut o),
+        RxVerdict::Delivered(n) if n as usize == 1 + fit
+    ));
+    assert_eq!(rx.held_bytes(0), 0);
+}

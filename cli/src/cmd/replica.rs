@@ -90,6 +90,10 @@ pub struct Args {
     /// up to that multiple; 0: none.
     #[arg(long, value_name = "N")]
     pub snapshot_blocks: Option<u64>,
+    /// MiB of order frames held behind holes per substream at most (security review F11;
+    /// default 64): frames past it are refused and repaired when the hole fills.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub held_mib: Option<u64>,
     /// The Simplex engine's journal directory (default: `consensus-N` next to the home file).
     #[arg(long, value_name = "DIR")]
     pub consensus_dir: Option<PathBuf>,
@@ -730,6 +734,11 @@ pub fn run(o: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(m) = o.held_mib {
+        node.core_mut()
+            .order_rx_mut()
+            .set_held_bytes_max((m as usize) << 20);
+    }
     // Off the sequencer's hot core where the home shares a box: the OS places this process;
     // it blocks when idle.
     vyrn_nic::wait::fine_timer_slack();
