@@ -59,7 +59,7 @@ use crate::data_side::{CopyMismatch, DataAlarm, Source};
 use crate::decode::Fault;
 use crate::frame_store::FrameStore;
 use crate::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
-use crate::order_rx::{RxAlarm, REPAIR_CHANNEL};
+use crate::order_rx::{RxAlarm, LOCAL_CHANNEL, PEER_CHANNEL, REPAIR_CHANNEL};
 use crate::replay_tile::ReplayTile;
 use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
 use vyrn_consensus::DeskOut;
@@ -1493,7 +1493,7 @@ impl Node {
             for i in 0..self.own_ends.len() {
                 let end = self.own_ends[i];
                 self.core.on_path_frame(
-                    REPAIR_CHANNEL,
+                    LOCAL_CHANNEL,
                     &self.own_buf[start..end],
                     now,
                     &mut self.io,
@@ -2011,9 +2011,9 @@ fn on_ctrl(
         return;
     };
     if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC {
-        // A peer-repaired frame (flagged; trusted only once its block's order_root checks,
-        // 07 §4.10): into order RX like a path's.
-        core.on_path_frame(REPAIR_CHANNEL, b, now, io);
+        // A peer-repaired frame (trusted only once its block's order_root checks, 07 §4.10):
+        // into order RX as peer-repaired, for a hole only.
+        core.on_path_frame(PEER_CHANNEL, b, now, io);
         return;
     }
     match CtrlMsg::parse(b) {

@@ -110,6 +110,10 @@ pub enum Refused {
     TooFarAhead,
     /// Behind a hole with [`HELD_MAX`] frames already waiting (its repair brings it back).
     HeldFull,
+    /// A repair (the sequencer's retransmission or a peer's) for a frame this replica did not
+    /// ask for: in no hole (security review F2: a forged "repair" ahead of the box's frame made
+    /// the genuine one a duplicate).
+    Unsolicited,
 }
 
 /// What a datagram did.
@@ -173,7 +177,7 @@ pub struct RxCounters {
     pub lost: [u64; PATHS],
     /// Datagrams refused: malformed, another book, another tenure, bad stream, too far ahead,
     /// held full.
-    pub refused: [u64; 6],
+    pub refused: [u64; 7],
     /// Holes opened.
     pub holes: u64,
     /// NACKs sent to the sequencer.
@@ -217,6 +221,13 @@ pub const NACK_WINDOW: u64 = vyrn_wire::consts::NACK_SPAN_MAX;
 /// The `path` of [`OrderRx::on_frame`] for a frame that came on the control port: the
 /// sequencer's unicast retransmission or a peer's repair (07 §4.10). It shows no path alive.
 pub const REPAIR_CHANNEL: u8 = 2;
+/// The `path` of [`OrderRx::on_frame`] for a frame a peer replica sent back to this one's
+/// `RepairReq` (07 §4.10): delivered as peer-repaired whatever its flags byte says (the channel
+/// decides, never the sender's byte: security review F2), and only for a hole.
+pub const PEER_CHANNEL: u8 = 3;
+/// The `path` of [`OrderRx::on_frame`] for a frame read back from this replica's own order
+/// journal at a restart ([`OrderRx::expect_local`]): this replica's own earlier copy.
+pub const LOCAL_CHANNEL: u8 = 4;
 
 /// The part of a hole one request asks for: `from ..= min(to, from + NACK_WINDOW - 1)`.
 pub fn nack_window(from: u64, to: u64) -> (u64, u64) {
@@ -438,10 +449,9 @@ impl OrderRx {
         now: u64,
         out: &mut impl RxOut,
     ) -> RxVerdict {
-        let path = if path == REPAIR_CHANNEL {
-            REPAIR_CHANNEL as usize
-        } else {
-            (path & 1) as usize
+        let path = match path {
+            REPAIR_CHANNEL | PEER_CHANNEL | LOCAL_CHANNEL => path as usize,
+            _ => (path & 1) as usize,
         };
         let v = self.take(path, bytes, now, out);
         if let RxVerdict::Refused(r) = v {
@@ -452,6 +462,7 @@ impl OrderRx {
                 Refused::BadStream => 3,
                 Refused::TooFarAhead => 4,
                 Refused::HeldFull => 5,
+                Refused::Unsolicited => 6,
             };
             self.counters.refused[i] += 1;
         }
@@ -477,12 +488,18 @@ impl OrderRx {
         // shows that path alive — a repair on the control port shows no path.
         self.last_rx = Some(now);
         self.suspected = false;
-        let channel = path == REPAIR_CHANNEL as usize;
+        let channel = path >= REPAIR_CHANNEL as usize;
         if !channel {
             self.paths[path].last_rx = Some(now);
         }
         let direct = !channel && h.flags & (FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) == 0;
-        let peer = h.flags & FLAG_PEER_REPAIRED != 0;
+        // Peer-repaired by the channel it came on (the flag byte is the sender's word); a
+        // frame of this replica's own journal keeps what it was when first delivered.
+        let peer = match path {
+            p if p == PEER_CHANNEL as usize => true,
+            p if p == LOCAL_CHANNEL as usize => h.flags & FLAG_PEER_REPAIRED != 0,
+            _ => false,
+        };
         let st = h.stream as usize;
         let fs = h.frame_seq;
         if fs > self.subs[st].next && fs - self.subs[st].next > AHEAD_MAX {
@@ -498,6 +515,17 @@ impl OrderRx {
                 None => self.counters.repair_dups += 1,
             }
             return RxVerdict::Duplicate;
+        }
+        // A repair answers a hole this replica has (and so asks for): anything else is
+        // unsolicited (security review F2).
+        let asked = |sub: &Sub| {
+            sub.holes
+                .range(..=fs)
+                .next_back()
+                .is_some_and(|(_, h)| fs <= h.to)
+        };
+        if (path == REPAIR_CHANNEL as usize || path == PEER_CHANNEL as usize) && !asked(sub) {
+            return RxVerdict::Refused(Refused::Unsolicited);
         }
         if direct {
             self.counters.first[path] += 1;

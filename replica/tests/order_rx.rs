@@ -168,11 +168,13 @@ fn a_hole_is_nacked_after_the_wait_then_asked_of_a_peer_and_repaired() {
     assert_eq!(o.repairs[0].0, 0);
     assert_eq!(o.repairs[1].0, 1);
     assert_eq!((o.repairs[0].1.from_seq, o.repairs[0].1.to_seq), (2, 2));
-    // A peer's copies (flags.peer_repaired) fill the rest: delivered flagged, in order.
+    // A peer's copies (flags.peer_repaired, on the peer channel) fill the rest: delivered
+    // flagged, in order.
     let peer = vyrn_wire::frame::FLAG_PEER_REPAIRED;
-    rx.on_frame(0, &frame(1, 4, peer), t0 + 70 * US, &mut o);
+    let pc = vyrn_replica::order_rx::PEER_CHANNEL;
+    rx.on_frame(pc, &frame(1, 4, peer), t0 + 70 * US, &mut o);
     assert_eq!(
-        rx.on_frame(0, &frame(1, 2, peer), t0 + 71 * US, &mut o),
+        rx.on_frame(pc, &frame(1, 2, peer), t0 + 71 * US, &mut o),
         RxVerdict::Delivered(4)
     );
     let got: Vec<(u64, bool)> = o.delivered.iter().map(|d| (d.1, d.2)).collect();
@@ -705,4 +707,49 @@ fn frames_held_behind_a_hole_are_bounded_in_bytes() {
         RxVerdict::Delivered(n) if n as usize == 1 + fit
     ));
     assert_eq!(rx.held_bytes(0), 0);
+}
+
+/// Security review F2: a repair is taken only for a hole this replica has, and it is
+/// peer-repaired by the channel it came on, never by the sender's flags byte. A forged "repair"
+/// of the box's next frame, sent ahead of it, is refused, and the box's own frame then arrives
+/// as new; a path frame that claims `peer_repaired` is the box's.
+#[test]
+fn a_repair_is_taken_only_for_a_hole_and_is_a_peers_by_its_channel() {
+    use vyrn_replica::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
+    let peer = vyrn_wire::frame::FLAG_PEER_REPAIRED;
+    let mut rx = OrderRx::new(cfg(1));
+    let mut o = Out::default();
+    rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
+    // Frames 2 and 3 "repaired" before anyone missed them: unsolicited, on either channel.
+    for (ch, fs) in [(PEER_CHANNEL, 2), (REPAIR_CHANNEL, 3)] {
+        assert_eq!(
+            rx.on_frame(ch, &frame(0, fs, peer), 10, &mut o),
+            RxVerdict::Refused(Refused::Unsolicited)
+        );
+    }
+    assert_eq!(rx.counters().refused[6], 2);
+    // The box's frames 2 and 3 arrive as new; 3 on path A claims peer_repaired: not a peer's.
+    assert_eq!(
+        rx.on_frame(0, &frame(0, 2, 0), 20, &mut o),
+        RxVerdict::Delivered(1)
+    );
+    assert_eq!(
+        rx.on_frame(1, &frame(0, 3, peer), 21, &mut o),
+        RxVerdict::Delivered(1)
+    );
+    let got: Vec<(u64, bool)> = o.delivered.iter().map(|d| (d.1, d.2)).collect();
+    assert_eq!(got, vec![(1, false), (2, false), (3, false)]);
+    // A real hole (5 seen, 4 missing): a peer's copy of 4 is taken, as a peer's.
+    rx.on_frame(0, &frame(0, 5, 0), 30, &mut o);
+    assert_eq!(
+        rx.on_frame(PEER_CHANNEL, &frame(0, 4, 0), 40, &mut o),
+        RxVerdict::Delivered(2)
+    );
+    assert_eq!(o.delivered[3], (0, 4, true));
+    // Far ahead of everything, on the repair channel: unsolicited, nothing held.
+    assert_eq!(
+        rx.on_frame(REPAIR_CHANNEL, &frame(0, 1_000, 0), 50, &mut o),
+        RxVerdict::Refused(Refused::Unsolicited)
+    );
+    assert!(rx.holes(0).is_empty());
 }

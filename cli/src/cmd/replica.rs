@@ -135,6 +135,25 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
     let core = n.core();
     let c = n.counters();
     let rx = core.order_rx().counters();
+    for (why, v) in [
+        "malformed",
+        "other_book",
+        "other_tenure",
+        "bad_stream",
+        "too_far_ahead",
+        "held_full",
+        "unsolicited",
+    ]
+    .into_iter()
+    .zip(rx.refused)
+    {
+        e.counter(
+            "vyrn_replica_frames_refused_total",
+            "order-path datagrams refused (07 §4.9): not a frame, another book or tenure, a substream the layout lacks, too far ahead, past the held bound, or a repair nobody asked for (security review F2, F11)",
+            &[("why", why)],
+            v,
+        );
+    }
     let skew = core.order_rx().path_skew();
     for (q, v) in [("0.5", skew.p50), ("0.99", skew.p99), ("1", skew.max)] {
         e.gauge(
