@@ -325,8 +325,10 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
         self.out.order_bytes(stream, height, bytes);
     }
     fn header(&mut self, h: &BlockHeader) {
-        self.verdicts.on_header(h);
-        self.out.header(h);
+        // Only a header whose seq_sig checks goes on (the voter's ledger, the journal).
+        if self.verdicts.on_header(h) {
+            self.out.header(h);
+        }
     }
     fn fault(&mut self, f: &Fault) {
         self.verdicts.on_fault(f);

@@ -20,6 +20,10 @@ use vyrn_wire::header::{BlockHeader, Hash};
 use crate::data_side::{BlockPayloads, DataOut, DataSide, RootCheck};
 use crate::decode::Fault;
 
+/// How far past the newest signed header an unsigned one is kept (it stands for its height's
+/// `BadSig` refusal): further ahead it is dropped, so forged headers cannot fill the table or
+/// move anything's idea of the newest height (security review F2).
+pub const UNSIGNED_AHEAD_MAX: u64 = 64;
 /// What the data side knows of a block's payloads (07 §5.4–§5.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payloads {
@@ -169,23 +173,56 @@ impl Verdicts {
         self.counters
     }
 
-    /// A header off a HEADER frame (its signature checked once, here). True when it is new
-    /// and its signature checks.
+    /// A header off a HEADER frame (its signature checked once, here). True when this
+    /// replica now holds it as the height's signed header (new, or replacing an unsigned one);
+    /// only such a header goes on to the voter's ledger.
+    ///
+    /// `seq_sig` is checked before a header can do anything (security review F2): an unsigned
+    /// header never makes a conflict (07 §10.1 needs two headers the sequencer signed), never
+    /// displaces a signed one, and is kept at all only at a height no further than
+    /// [`UNSIGNED_AHEAD_MAX`] past the newest signed header (where it stands for the height's
+    /// `BadSig` refusal).
     pub fn on_header(&mut self, h: &BlockHeader) -> bool {
         self.counters.headers += 1;
-        if let Some((old, _)) = self.headers.get(&h.height) {
-            if old != h {
-                self.counters.conflicts += 1;
-                self.conflicts.insert(h.height, ());
-            }
+        let held = self.headers.get(&h.height).copied();
+        if held.is_some_and(|(old, _)| old == *h) {
             return false;
         }
         let ok = h.verify(&self.seq_key);
         if !ok {
             self.counters.bad_sig += 1;
         }
-        self.headers.insert(h.height, (*h, ok));
-        ok
+        match held {
+            // Two different headers the sequencer signed for one height: equivocation.
+            Some((_, true)) if ok => {
+                self.counters.conflicts += 1;
+                self.conflicts.insert(h.height, ());
+                false
+            }
+            Some((_, true)) => false,
+            // The signed header replaces an unsigned one (a forgery that came first).
+            Some((_, false)) if ok => {
+                self.headers.insert(h.height, (*h, true));
+                true
+            }
+            Some((_, false)) => false,
+            None if ok => {
+                self.headers.insert(h.height, (*h, true));
+                true
+            }
+            None => {
+                let top = self
+                    .headers
+                    .iter()
+                    .rev()
+                    .find(|(_, (_, ok))| *ok)
+                    .map_or(self.anchor.height, |(&k, _)| k);
+                if h.height <= top.saturating_add(UNSIGNED_AHEAD_MAX) {
+                    self.headers.insert(h.height, (*h, false));
+                }
+                false
+            }
+        }
     }
 
     /// A block the decoder completed, with its roots.

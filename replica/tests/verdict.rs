@@ -398,9 +398,22 @@ fn headers_that_lie_are_refused_and_verify_answers_the_range() {
             .verify(a.height, far, &[0; 32], 1_000 + 5_000_000, &pv),
         VerifyOutcome::False(_, None)
     ));
-    // A second, different header for a held height (equivocation): refused.
-    let mut twin = a;
-    twin.data_root[0] ^= 1;
+    // A forged twin for a held height (its seq_sig does not check): no conflict, nothing
+    // changes (security review F2: an unsigned header made one and blocked the vote).
+    let box_key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let mut forged = a;
+    forged.data_root[0] ^= 1;
+    assert!(!r.verdicts.on_header(&forged));
+    assert_eq!(
+        r.verdicts
+            .verify(a.height, b.height, &b.header_hash(), 0, &pv),
+        VerifyOutcome::True
+    );
+    // A second, different header the sequencer signed for a held height (equivocation, 07
+    // §10.1): refused.
+    let mut twin = forged;
+    twin.sign(&box_key);
+    assert!(twin.verify(&box_key.verifying_key()));
     r.verdicts.on_header(&twin);
     assert_eq!(
         r.verdicts.verdict(a.height, &pv),
@@ -432,5 +445,56 @@ fn headers_that_lie_are_refused_and_verify_answers_the_range() {
     assert_eq!(
         v4.verdict(1, &pv),
         Verdict::Refused(Refusal::StepGap { want: 1, got: 5 })
+    );
+}
+
+/// Security review F2: an unsigned header is kept only near the newest signed one (it stands
+/// for its height's `SeqSig` refusal), never far ahead; a signed header replaces an unsigned
+/// one that came first, and only signed headers are reported as held.
+#[test]
+fn unsigned_headers_change_nothing_a_signed_one_decides() {
+    use vyrn_replica::verdict::UNSIGNED_AHEAD_MAX;
+    let mut r = run(7, 2000, None);
+    let full = r.full.clone();
+    let book = std::mem::take(&mut r.book);
+    let pv = Payload {
+        full: &full,
+        book: &book,
+        missing: None,
+    };
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let h1 = *book
+        .headers
+        .iter()
+        .find(|h| h.height == 1)
+        .expect("height 1");
+    assert!(
+        h1.verify(&key.verifying_key()),
+        "run's box signs with [9; 32]"
+    );
+    let mut v = Verdicts::new(key.verifying_key(), 3, Anchor::default());
+    // A forgery of height 1 first: kept as unsigned (refused), not reported.
+    let mut forged = h1;
+    forged.data_root = [5; 32];
+    assert!(!v.on_header(&forged));
+    assert_eq!(v.verdict(1, &pv), Verdict::Refused(Refusal::SeqSig));
+    // The sequencer's own header then replaces it: no conflict, no signature refusal.
+    assert!(v.on_header(&h1));
+    assert!(!matches!(
+        v.verdict(1, &pv),
+        Verdict::Refused(Refusal::Conflict | Refusal::SeqSig)
+    ));
+    assert_eq!(v.counters().conflicts, 0);
+    // A forgery far ahead is not kept at all; one within the window is (its refusal).
+    let mut far = h1;
+    far.height = 1 << 40;
+    assert!(!v.on_header(&far));
+    assert_eq!(v.verdict(1 << 40, &pv), Verdict::Pending(Pending::Header));
+    let mut near = h1;
+    near.height = 1 + UNSIGNED_AHEAD_MAX;
+    assert!(!v.on_header(&near));
+    assert_eq!(
+        v.verdict(near.height, &pv),
+        Verdict::Refused(Refusal::SeqSig)
     );
 }
