@@ -446,6 +446,10 @@ struct CtrlRxTile {
 const HASH_LIST_PER_SEC: u64 = 50;
 const HASH_LIST_BURST: u64 = 16;
 
+/// Newly signed NackTooOld answers a stream core makes a second at most (each costs an Ed25519
+/// signature on that core; a project bound, security review F17).
+const NACK_TOO_OLD_PER_SEC: u64 = 100;
+
 /// Burst of the REP_SEQ_DATA_MAX_PPS token bucket.
 const SEQ_DATA_BURST: u64 = 1024;
 
@@ -1041,16 +1045,29 @@ impl NetBox {
                     });
                     ok
                 });
+                // A signature costs ~20 µs: the answers are few (NACK_TOO_OLD_PER_SEC, burst
+                // 8) and one signed answer is reused while the ring's oldest frame stays put
+                // (a replica behind the ring NACKs again and is answered again).
+                let mut tokens = (8u64, 0u64);
+                let mut last: Option<(u64, Vec<u8>)> = None;
                 Some(NackReply {
                     resend: Some(resend),
                     answer: Box::new(move |n: NackReq, out: crate::stream::NackOutcome| {
-                        if let (Some(oldest), Some(src)) = (out.too_old, n.src) {
+                        let (Some(oldest), Some(src)) = (out.too_old, n.src) else {
+                            return;
+                        };
+                        if last.as_ref().is_none_or(|l| l.0 != oldest) {
+                            if !take_token(&mut tokens, n.now, NACK_TOO_OLD_PER_SEC, 8) {
+                                bump(&stats.ctrl_dropped);
+                                return;
+                            }
                             let m =
                                 vyrn_wire::msg::ctrl::NackTooOld::sign(epoch, 0, h, oldest, &key);
-                            if let Ok(b) = m.to_bytes() {
-                                let _ = sock.send_to(&b, src);
-                                bump(&stats.too_old);
-                            }
+                            last = m.to_bytes().ok().map(|b| (oldest, b));
+                        }
+                        if let Some((_, b)) = last.as_ref() {
+                            let _ = sock.send_to(b, src);
+                            bump(&stats.too_old);
                         }
                     }),
                 })
