@@ -110,6 +110,11 @@ impl DataBox {
         &self.store
     }
 
+    /// The address `session`'s redirects go to, as learned from its fresh packets.
+    pub fn session_addr(&self, session: u32) -> Option<SocketAddr> {
+        self.failover.addr(self.parse.session_index(session)?)
+    }
+
     /// The failover tile, read-only.
     pub fn failover(&self) -> &Failover {
         &self.failover
@@ -185,11 +190,15 @@ impl DataBox {
             self.report_bad_mac(&p);
             return Err(e);
         }
-        self.failover.seen(p.sidx, src);
+        // 07 §5.7: the address redirects go to is learned only from a fresh packet whose tag
+        // verified, never from a replayed copy of an old one (security review F6; the
+        // sequencer's rule, 07 §9.5).
+        self.failover.seen(p.sidx, None);
         let (session, pkt_seq) = (p.req.session(), p.req.pkt_seq());
         match self.dedupe.check(p.sidx, pkt_seq) {
             Verdict::Late => Err(IngestError::Late),
             Verdict::New => {
+                self.failover.seen(p.sidx, src);
                 let h = full_hash(pkt);
                 let (seq, st) = self.store.put(pkt, session, pkt_seq, pkt_hash_of(&h), true);
                 self.count_put(st);

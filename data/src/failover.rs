@@ -113,6 +113,11 @@ impl Failover {
         }
     }
 
+    /// The address a session's redirects go to, as learned from its packets (session index).
+    pub fn addr(&self, sidx: u32) -> Option<SocketAddr> {
+        self.sessions.get(sidx as usize).and_then(|s| s.addr)
+    }
+
     /// A `DataDown{d}` from destination `from`. Returns true when it made `d` down.
     pub fn on_data_down(&mut self, from: usize, d: u8, c: &mut Counters) -> bool {
         c.data_down_votes += 1;

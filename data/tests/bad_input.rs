@@ -412,3 +412,26 @@ fn a_voters_socket_answers_that_voter_only() {
     }
     assert_eq!(d.databox.counters().fetch_range_reqs, 1);
 }
+
+/// Security review F6: the address a session's redirects go to is learned from its fresh
+/// packets only: a replayed copy of an old one (a repeat), from another address, moves nothing;
+/// the client's next fresh packet from a new port does.
+#[test]
+fn a_replayed_copy_never_moves_a_sessions_address() {
+    let mut b = boxed();
+    let client: std::net::SocketAddr = "127.0.0.1:40001".parse().unwrap();
+    let attacker: std::net::SocketAddr = "127.0.0.1:40666".parse().unwrap();
+    let p1 = packet(101, 1, 2, 1, false);
+    assert!(b.on_packet(&p1, Some(client), 1).is_ok());
+    assert_eq!(b.session_addr(101), Some(client));
+    // The same packet replayed by the attacker, and its resend form: no move.
+    let _ = b.on_packet(&p1, Some(attacker), 2);
+    let _ = b.on_packet(&packet(101, 1, 2, 1, true), Some(attacker), 3);
+    assert_eq!(b.session_addr(101), Some(client));
+    // A fresh packet from a new port moves it.
+    let moved: std::net::SocketAddr = "127.0.0.1:40002".parse().unwrap();
+    assert!(b
+        .on_packet(&packet(101, 2, 1, 1, false), Some(moved), 4)
+        .is_ok());
+    assert_eq!(b.session_addr(101), Some(moved));
+}
