@@ -195,6 +195,37 @@ fn a_misbehaving_client_does_not_stop_finality() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The security review's single-datagram attacks (issue 28; `vyrn up --attack`, root: a raw
+/// socket spoofs the sources): DATA_HB at data_seq u64::MAX to every replica from the data
+/// box's address (F1), forged far-ahead "repairs" from peers' addresses (F2), a Diverge
+/// without evidence and one with garbage signatures from a voter's address (F3), a stranger's
+/// DataFetch and DataDowns at the data box (F4), a NACK for 1..=u64::MAX (F5), an unsigned
+/// NackTooOld from the box's address (F17) — three bursts; the home keeps trading, every fill
+/// durable and final, the four replicas replay the same responses, and no divergence halt.
+#[test]
+fn single_datagram_attacks_do_not_stop_the_home() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "attack",
+        29_880,
+        &["--duration", "6", "--rate", "1000", "--attack", "2"],
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("OK: the home traded"), "{report}");
+    assert!(report.contains("Fault injected (issue 28"), "{report}");
+    assert_eq!(
+        stdout.matches("vyrn up: attack burst").count(),
+        3,
+        "{stdout}"
+    );
+    let digests = replica_column(&report, 2);
+    assert_eq!(digests.len(), 4, "{report}");
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+    let seq_log = std::fs::read_to_string(run.join("seq.log")).unwrap();
+    assert!(seq_log.contains("divergence halts 0"), "{seq_log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The netns lab (issue 14 item 4): `deploy/lab/netns.sh` builds the home's boxes as network
 /// namespaces on three separate networks — facility, path A, path B — each path with a metro
 /// delay of 500 µs one way (`tc netem` where the kernel has it, else `vyrn lab-delay`), and

@@ -92,6 +92,12 @@ pub struct Args {
     /// with two data boxes (`--data-boxes 2`).
     #[arg(long, value_name = "D@SECS", value_parser = restart_at)]
     pub kill_data: Option<(usize, u64)>,
+    /// Lab fault: SECS into the load, and every second for three seconds, send the security
+    /// review's single-datagram attacks with spoofed sources (`cmd::attack`: F1–F5, F17) at the
+    /// home through a raw socket (root only). The verdict is the same: the home must keep
+    /// trading, finalizing and replaying the same responses.
+    #[arg(long, value_name = "SECS")]
+    pub attack: Option<u64>,
     /// Run every role in its own network namespace of the netns lab (build it first, as root:
     /// `deploy/lab/netns.sh up`): the box, each voter and each data box on a facility network
     /// and — box and voters — on two separate path networks, the load from here. The home is
@@ -845,6 +851,12 @@ fn up(a: Args) -> Result<bool, String> {
     let mut last: HashMap<String, Samples> = HashMap::new();
     let mut restarted = false;
     let mut data_killed = false;
+    // `--attack`: the raw socket opened before the load (a refusal stops the run at once).
+    let raw = match a.attack {
+        Some(_) => Some(super::attack::Raw::open()?),
+        None => None,
+    };
+    let mut attacks_sent = (0usize, 0u64);
     // In the lab a path cut is the network's: the path's bridge goes down (healed at the end).
     let lab_cut: Option<(String, u64)> = a.cut_path.as_ref().filter(|_| a.netns).and_then(|c| {
         let (p, t) = c.split_once('@')?;
@@ -1082,6 +1094,16 @@ fn up(a: Args) -> Result<bool, String> {
             }
         }
         // The lab's data box failure: SIGKILL, left down (07 §14 "data box down").
+        if let (Some(at), Some(raw)) = (a.attack, raw.as_ref()) {
+            if attacks_sent.1 < 3 && t >= (at + attacks_sent.1) as f64 {
+                attacks_sent.0 += super::attack::burst(raw, &home);
+                attacks_sent.1 += 1;
+                println!(
+                    "vyrn up: attack burst {} at {t:.0} s ({} spoofed datagrams so far)",
+                    attacks_sent.1, attacks_sent.0
+                );
+            }
+        }
         if let Some((d, at)) = a.kill_data {
             if !data_killed && t >= at as f64 {
                 data_killed = true;
@@ -1305,6 +1327,12 @@ fn report(
                 "the standby's final height {s:?} falls short of the box's {b:?}"
             )),
         }
+    }
+    if let Some(at) = a.attack {
+        let _ = writeln!(
+            r,
+            "Fault injected (issue 28, docs/security.md): {at} s into the load, three bursts a second apart of the security review's single-datagram attacks with spoofed sources — F1 DATA_HB at data_seq u64::MAX to every replica, F2 forged far-ahead \"repairs\", F3 Diverge without evidence, F4 a stranger's DataFetch and DataDowns at the data box, F5 a NACK for 1..=u64::MAX, F17 unsigned NackTooOld; the home must keep trading, finalizing and replaying the same responses.\n"
+        );
     }
     if let Some((d, at)) = a.kill_data {
         let _ = writeln!(
