@@ -314,6 +314,12 @@ pub struct DeskCounters {
     pub roots_proposed: u64,
     /// Peer root acks counted (signature verified by the tap).
     pub root_acks: u64,
+    /// Peer root acks refused: an index outside [`ROOT_ACK_WINDOW`], or a signer's digest past
+    /// [`ROOT_DIGESTS_PER_SIGNER`] for one index (security review F10).
+    pub root_acks_refused: u64,
+    /// Verify answers forgotten for digests that name no held range, past
+    /// [`ANSWERED_UNINDEXED_MAX`] (a certify of one asks the ledger afresh).
+    pub answers_forgotten: u64,
     /// Root certificates formed (any digest).
     pub roots_certified: u64,
     /// `REP_RootCert`s exported (over this voter's own root).
@@ -375,6 +381,9 @@ pub struct Desk {
     certifies: Vec<Waiting<bool>>,
     /// Verify answers by payload (certify returns them).
     answered: HashMap<[u8; 32], bool>,
+    /// Payloads answered that name no held range, oldest first (bounded,
+    /// [`ANSWERED_UNINDEXED_MAX`]).
+    answered_unindexed: std::collections::VecDeque<[u8; 32]>,
     unresolved_finals: Vec<crate::Finalization>,
     unresolved_votes: Vec<(u64, u64, Digest, [u8; 64])>,
     out: Vec<DeskOut>,
@@ -389,14 +398,36 @@ pub struct Desk {
     root_proposes: Vec<(u64, oneshot::Sender<Digest>)>,
     root_verifies: Vec<(u64, Digest, oneshot::Sender<bool>)>,
     root_tip: u64,
+    /// Root indices below it were certified here and their slots evicted past ROOTS_KEPT: they
+    /// count as certified, as below the tip.
+    root_floor: u64,
     /// Root indices whose root height is final are registered up to here.
     root_final_scan: u64,
     root_signer: Option<RootScheme>,
     diverged: Option<Diverge>,
 }
 
-/// Root indices kept (a stall longer than this many roots keeps the newest).
+/// Root indices kept (a stall longer than this many roots keeps the newest); never one inside
+/// [`ROOT_ACK_WINDOW`].
 const ROOTS_KEPT: usize = 1024;
+
+/// Root indexes a peer's root ack may open a slot for, from the lowest index not yet certified
+/// here (a project bound, 07 §7.4): the aggregation engine asks for 4 indexes past its tip, and
+/// finality runs at most REP_ROOT_GATE_BLOCKS / REP_ROOT_BLOCKS = 5 indexes past the first
+/// uncertified one (INV-REP-7), so every honest ack and every timeout slot falls inside. An
+/// ack for an index above it, or below it with no slot, is refused and counted: acks for far
+/// indexes no longer fill the table and evict the current slots (security review F10).
+pub const ROOT_ACK_WINDOW: u64 = 8;
+
+/// Digests one signer's acks may add to one root index (07 §7.4): an honest voter signs one;
+/// two prove a Byzantine voter's equivocation and count for both in INV-REP-9 case 1; more are
+/// refused, so one signer cannot grow a slot without bound.
+pub const ROOT_DIGESTS_PER_SIGNER: usize = 2;
+
+/// Verify answers kept for digests that name no held range (a Byzantine leader's junk, or a
+/// range whose headers never came); past it the oldest goes. Answers for indexed digests go
+/// with the index (`prune`).
+pub const ANSWERED_UNINDEXED_MAX: usize = 1024;
 
 /// The channel between [`crate::App`] and [`Desk`]: this many requests in flight at most.
 pub const DESK_CHANNEL: usize = 4096;
@@ -425,6 +456,7 @@ impl Desk {
                 verifies: Vec::new(),
                 certifies: Vec::new(),
                 answered: HashMap::new(),
+                answered_unindexed: std::collections::VecDeque::new(),
                 unresolved_finals: Vec::new(),
                 unresolved_votes: Vec::new(),
                 out: Vec::new(),
@@ -438,6 +470,7 @@ impl Desk {
                 root_proposes: Vec::new(),
                 root_verifies: Vec::new(),
                 root_tip: 0,
+                root_floor: 0,
                 root_final_scan: 0,
                 root_signer: None,
                 diverged: None,
@@ -698,8 +731,11 @@ impl Desk {
                 digest,
                 sig,
             } => {
-                self.counters.root_acks += 1;
-                self.root_ack(index, signer, digest, sig, now);
+                if self.root_ack(index, signer, digest, sig, now) {
+                    self.counters.root_acks += 1;
+                } else {
+                    self.counters.root_acks_refused += 1;
+                }
             }
             Req::RootCertified {
                 index,
@@ -753,7 +789,7 @@ impl Desk {
                             if v {
                                 self.counters.verify_true += 1;
                             }
-                            self.answered.insert(w.payload.0, v);
+                            self.remember_answer(w.payload.0, v);
                         }
                         let _ = w.reply.send(v);
                         busy = true;
@@ -765,6 +801,23 @@ impl Desk {
         }
         busy |= self.resolve_finals();
         busy
+    }
+
+    /// Remember verify's answer for `payload` (certify returns it). An answer for a digest
+    /// that names no held range is kept in a bounded queue: a leader's junk digests do not grow
+    /// the map (`prune` drops only indexed ones).
+    fn remember_answer(&mut self, payload: [u8; 32], v: bool) {
+        let fresh = self.answered.insert(payload, v).is_none();
+        if fresh && !self.by_digest.contains_key(&payload) {
+            self.answered_unindexed.push_back(payload);
+            while self.answered_unindexed.len() > ANSWERED_UNINDEXED_MAX {
+                if let Some(d) = self.answered_unindexed.pop_front() {
+                    if !self.by_digest.contains_key(&d) && self.answered.remove(&d).is_some() {
+                        self.counters.answers_forgotten += 1;
+                    }
+                }
+            }
+        }
     }
 
     /// The digest to propose on `w`'s parent, once its own check passes.
@@ -962,7 +1015,8 @@ impl Desk {
     /// Whether root index `i` counts as certified for the gate: a certificate here, or the
     /// engine's tip past it (it skips ahead only over indices an honest voter certified).
     fn root_ok(&self, i: u64) -> bool {
-        i < self.root_tip || self.roots.get(&i).is_some_and(|s| s.certified.is_some())
+        i < self.root_tip.max(self.root_floor)
+            || self.roots.get(&i).is_some_and(|s| s.certified.is_some())
     }
 
     /// INV-REP-7 for a proposal ending at `last`: the first root index whose certificate is
@@ -977,7 +1031,29 @@ impl Desk {
             return None;
         }
         let top = (bound + 1) / rb - 1; // the highest root index with root height ≤ bound
-        (self.first_root_index().max(self.root_tip)..=top).find(|&i| !self.root_ok(i))
+        (self.root_start()..=top).find(|&i| !self.root_ok(i))
+    }
+
+    /// The first root index the gate asks about: above genesis, the tip and the evicted floor.
+    fn root_start(&self) -> u64 {
+        self.first_root_index()
+            .max(self.root_tip)
+            .max(self.root_floor)
+    }
+
+    /// The first root index from the tip on not certified here: the root gate's bound and the
+    /// bottom of the ack window (07 §7.4).
+    fn root_window_lo(&self) -> u64 {
+        let mut i = self.root_start();
+        while self.roots.get(&i).is_some_and(|s| s.certified.is_some()) {
+            i += 1;
+        }
+        i
+    }
+
+    /// Whether root index `i` lies in the ack window (its slot is never evicted, F10).
+    fn in_root_window(&self, i: u64, lo: u64) -> bool {
+        i >= lo && i - lo < ROOT_ACK_WINDOW
     }
 
     /// The highest height a proposal may end at under the root gate (u64::MAX: none).
@@ -986,20 +1062,59 @@ impl Desk {
             return u64::MAX;
         }
         // The first uncertified root index from the tip on bounds it.
-        let mut i = self.first_root_index().max(self.root_tip);
-        while self.roots.get(&i).is_some_and(|s| s.certified.is_some()) {
-            i += 1;
-        }
+        let i = self.root_window_lo();
         root_height(i, self.cfg.root_blocks).saturating_add(self.cfg.root_gate_blocks)
     }
 
-    fn root_ack(&mut self, index: u64, signer: u8, digest: [u8; 32], sig: [u8; 64], now: u64) {
+    /// A peer's verified root ack (07 §7.4). Taken only for an index in [`ROOT_ACK_WINDOW`] or
+    /// one below it that still has a slot (a certified root's late acks: RootFault evidence),
+    /// and only a signer's first [`ROOT_DIGESTS_PER_SIGNER`] digests per index; false: refused.
+    fn root_ack(
+        &mut self,
+        index: u64,
+        signer: u8,
+        digest: [u8; 32],
+        sig: [u8; 64],
+        now: u64,
+    ) -> bool {
         if !self.roots_on() || (signer as usize) >= self.voters.n() {
-            return;
+            return false;
+        }
+        let lo = self.root_window_lo();
+        let known = self.roots.contains_key(&index);
+        if !(self.in_root_window(index, lo) || (index < lo && known)) {
+            return false;
+        }
+        if let Some(slot) = self.roots.get(&index) {
+            let signed = |d: &[u8; 32]| slot.acks.get(d).is_some_and(|s| s.contains_key(&signer));
+            let digests = slot.acks.keys().filter(|d| signed(d)).count();
+            if !signed(&digest) && digests >= ROOT_DIGESTS_PER_SIGNER {
+                return false;
+            }
         }
         let slot = self.roots.entry(index).or_default();
         slot.acks.entry(digest).or_default().insert(signer, sig);
         self.check_conflict(index, now);
+        true
+    }
+
+    /// A slot's signatures as `Diverge` evidence (07 §7.4): the digests with the most
+    /// signatures first, so the ones that make the case survive the message's bound.
+    fn evidence(slot: &RootSlot) -> Vec<DivergeDigest> {
+        let mut ds: Vec<DivergeDigest> = slot
+            .acks
+            .iter()
+            .map(|(d, s)| DivergeDigest {
+                digest: *d,
+                sigs: s
+                    .iter()
+                    .map(|(&index, &sig)| CertEntry { index, sig })
+                    .collect(),
+            })
+            .collect();
+        ds.sort_by_key(|d| std::cmp::Reverse(d.sigs.len()));
+        ds.truncate(vyrn_wire::msg::MAX_MEMBERS);
+        ds
     }
 
     /// INV-REP-9 case 1: two digests for one index, each with ≥ f + 1 signatures.
@@ -1013,18 +1128,7 @@ impl Desk {
         };
         let heavy = slot.acks.values().filter(|s| s.len() >= f1).count();
         if heavy >= 2 {
-            let digests = slot
-                .acks
-                .iter()
-                .map(|(d, s)| DivergeDigest {
-                    digest: *d,
-                    sigs: s
-                        .iter()
-                        .map(|(&index, &sig)| CertEntry { index, sig })
-                        .collect(),
-                })
-                .take(vyrn_wire::msg::MAX_MEMBERS)
-                .collect();
+            let digests = Self::evidence(slot);
             self.diverge(index, DivergeReason::Conflict, digests);
         }
     }
@@ -1174,28 +1278,34 @@ impl Desk {
                         .is_some_and(|t| now.saturating_sub(t) > self.cfg.root_timeout_ns)
             });
             if let Some((&i, s)) = late {
-                let digests = s
-                    .acks
-                    .iter()
-                    .map(|(d, sigs)| DivergeDigest {
-                        digest: *d,
-                        sigs: sigs
-                            .iter()
-                            .map(|(&index, &sig)| CertEntry { index, sig })
-                            .collect(),
-                    })
-                    .take(vyrn_wire::msg::MAX_MEMBERS)
-                    .collect();
+                let digests = Self::evidence(s);
                 self.diverge(i, DivergeReason::Timeout, digests);
                 busy = true;
             }
         }
-        // Bounded: settled indices below the tip go; a long stall keeps the newest.
+        // Bounded: settled indices below the tip go; past ROOTS_KEPT the oldest below the ack
+        // window goes, then the farthest above it — never a slot inside it (F10).
         let tip = self.root_tip;
         self.roots
             .retain(|&i, s| i + 64 >= tip || !(s.settled || s.certified.is_some()));
-        while self.roots.len() > ROOTS_KEPT {
-            self.roots.pop_first();
+        if self.roots.len() > ROOTS_KEPT {
+            let lo = self.root_window_lo();
+            while self.roots.len() > ROOTS_KEPT {
+                let below = self.roots.first_key_value().map(|(&i, _)| i);
+                let above = self.roots.last_key_value().map(|(&i, _)| i);
+                if let Some(i) = below.filter(|&i| i < lo) {
+                    // Every index from the start up to the window is certified here: one
+                    // evicted still counts for the gate (INV-REP-7).
+                    if i >= self.root_start() {
+                        self.root_floor = i + 1;
+                    }
+                    self.roots.remove(&i);
+                } else if let Some(i) = above.filter(|&i| i >= lo && !self.in_root_window(i, lo)) {
+                    self.roots.remove(&i);
+                } else {
+                    break;
+                }
+            }
         }
         busy
     }
@@ -1559,6 +1669,161 @@ mod root_tests {
         d.final_height = 3;
         d.poll(10_000_000, &mut l);
         assert!(d.diverged().is_none());
+    }
+
+    /// Security review F10: acks for far-future root indexes (a Byzantine or spoofed voter's)
+    /// are refused and counted, and evict none of the current slots — neither a certificate the
+    /// root gate needs (INV-REP-7) nor the finality time of an uncertified root (INV-REP-9 case
+    /// 2).
+    #[test]
+    fn far_future_root_acks_are_refused_and_evict_no_current_slot() {
+        let (mut d, mut l) = desk();
+        d.take(
+            Req::RootCertified {
+                index: 0,
+                digest: [1; 32],
+                entries: vec![],
+            },
+            1,
+        );
+        d.final_height = 7; // root heights 3 and 7 (indexes 0, 1) final
+        d.poll(100, &mut l);
+        let mut rx = verify(&mut d, &mut l, 1, 11, 101);
+        assert_eq!(
+            rx.try_recv(),
+            Ok(true),
+            "index 0 certified: the gate is open"
+        );
+        let flood = 2 * ROOTS_KEPT as u64;
+        for i in 0..flood {
+            d.take(
+                Req::RootAck {
+                    index: 1_000 + i,
+                    signer: 3,
+                    digest: [0xe; 32],
+                    sig: [3; 64],
+                },
+                200,
+            );
+        }
+        d.poll(200, &mut l);
+        assert_eq!(d.counters().root_acks_refused, flood);
+        assert_eq!(d.counters().root_acks, 0);
+        assert!(
+            d.roots.len() <= ROOT_ACK_WINDOW as usize + 1,
+            "{}",
+            d.roots.len()
+        );
+        // Index 0's certificate still opens the gate.
+        let mut rx = verify(&mut d, &mut l, 1, 11, 300);
+        assert_eq!(rx.try_recv(), Ok(true), "index 0's slot survived");
+        // Index 1, final at 100 and never certified, still times out (INV-REP-9 case 2).
+        d.poll(100 + 1_001, &mut l);
+        let div = d.diverged().expect("REP_A_DIVERGE for index 1");
+        assert_eq!((div.index, div.reason), (1, DivergeReason::Timeout));
+    }
+
+    /// Acks inside the window are taken, above it refused; below it only for a slot still held
+    /// (a certified root's late acks); and a table filled past ROOTS_KEPT by other paths never
+    /// loses a slot inside the window.
+    #[test]
+    fn root_acks_are_taken_only_inside_the_window_and_its_slots_are_never_evicted() {
+        let (mut d, mut l) = desk();
+        // Index 0 certified: the window is 1 ..= 8.
+        d.take(
+            Req::RootCertified {
+                index: 0,
+                digest: [1; 32],
+                entries: vec![],
+            },
+            1,
+        );
+        d.poll(1, &mut l);
+        for i in 1..=ROOT_ACK_WINDOW {
+            ack(&mut d, &mut l, i, 2, 0xa);
+        }
+        assert_eq!(d.counters().root_acks, ROOT_ACK_WINDOW);
+        ack(&mut d, &mut l, ROOT_ACK_WINDOW + 1, 2, 0xa);
+        assert_eq!(d.counters().root_acks_refused, 1);
+        // Index 0 still has its slot: a late ack for another digest is taken (a RootFault).
+        ack(&mut d, &mut l, 0, 3, 0xb);
+        assert_eq!(d.counters().root_acks, ROOT_ACK_WINDOW + 1);
+        assert!(outs(&mut d).contains(&DeskOut::RootFault {
+            index: 0,
+            signer: 3,
+            digest: [0xb; 32]
+        }));
+        // Slots far above the window (say, certificates the engine reported) past the bound:
+        // the farthest go, the window's stay.
+        for i in 0..2 * ROOTS_KEPT as u64 {
+            d.roots.entry(10_000 + i).or_default();
+        }
+        d.poll(6, &mut l);
+        assert_eq!(d.roots.len(), ROOTS_KEPT);
+        for i in 1..=ROOT_ACK_WINDOW {
+            assert!(
+                d.roots.get(&i).is_some_and(|s| !s.acks.is_empty()),
+                "slot {i} kept"
+            );
+        }
+    }
+
+    /// One signer adds at most ROOT_DIGESTS_PER_SIGNER digests to an index: a flood of signed
+    /// junk digests does not grow the slot, and the conflict it could count for still fires
+    /// with the heavy digests first in the evidence.
+    #[test]
+    fn one_signer_adds_at_most_two_digests_to_a_root_index() {
+        let (mut d, mut l) = desk();
+        ack(&mut d, &mut l, 0, 3, 0xa);
+        ack(&mut d, &mut l, 0, 3, 0xb);
+        for x in 0x20..0x52u8 {
+            ack(&mut d, &mut l, 0, 3, x);
+        }
+        assert_eq!(d.counters().root_acks, 2);
+        assert_eq!(d.counters().root_acks_refused, 50);
+        assert_eq!(d.roots[&0].acks.len(), 2);
+        // Its own digests again are no new ones.
+        ack(&mut d, &mut l, 0, 3, 0xa);
+        assert_eq!(d.counters().root_acks, 3);
+        assert!(d.diverged().is_none());
+        ack(&mut d, &mut l, 0, 1, 0xa);
+        ack(&mut d, &mut l, 0, 2, 0xb);
+        let div = d
+            .diverged()
+            .expect("two digests with f + 1 signatures each");
+        assert!(div.digests[..2].iter().all(|x| x.sigs.len() == 2));
+    }
+
+    /// A leader's junk digests (verify false after the wait) do not grow the answers certify
+    /// reads: past ANSWERED_UNINDEXED_MAX the oldest go.
+    #[test]
+    fn verify_answers_for_digests_naming_no_range_are_bounded() {
+        let (mut d, mut l) = desk();
+        let n = ANSWERED_UNINDEXED_MAX + 100;
+        for k in 0..n as u64 {
+            let (reply, _rx) = oneshot::channel();
+            let mut junk = [0u8; 32];
+            junk[..8].copy_from_slice(&k.to_le_bytes());
+            d.take(
+                Req::Verify {
+                    view: k + 1,
+                    parent: d.cfg.genesis,
+                    payload: commonware_cryptography::blake3::Digest(junk),
+                    reply,
+                },
+                10,
+            );
+            std::mem::forget(_rx);
+        }
+        d.poll(10, &mut l);
+        d.poll(10 + 2_000_000, &mut l);
+        assert_eq!(d.counters().verify_timeout, n as u64);
+        assert_eq!(d.answered.len(), ANSWERED_UNINDEXED_MAX);
+        assert_eq!(d.counters().answers_forgotten, 100);
+        // An indexed digest's answer is kept alongside.
+        let mut rx = verify(&mut d, &mut l, 1, 2, 3_000_000);
+        assert_eq!(rx.try_recv(), Ok(true));
+        assert!(d.answered.contains_key(&proposal_digest(1, 2).0));
     }
 
     #[test]

@@ -514,25 +514,30 @@ pub fn verify_conflict(
     Ok(())
 }
 
-/// Root indexes whose timeout reports the sequencer remembers at once; the oldest goes first.
-pub const DIVERGE_TIMEOUTS_MAX: usize = 16;
+/// Root indexes whose timeout reports the sequencer remembers at once: one per voter (its
+/// latest), so at most n ≤ MAX_MEMBERS = this.
+pub const DIVERGE_TIMEOUTS_MAX: usize = vyrn_wire::msg::MAX_MEMBERS;
 
 /// The sequencer's gate on `Diverge` (07 §7.4, INV-REP-9): case 1 halts on verified evidence
 /// from any voter ([`verify_conflict`]); case 2, a timeout, which no signature can prove, halts
 /// once f + 1 distinct voters report it for the same index — more than the f a Byzantine set
-/// holds. Bounded: at most [`DIVERGE_TIMEOUTS_MAX`] indexes remembered.
+/// holds. Bounded: each voter's latest timeout index only, so a flood of indexes from one voter
+/// replaces its own report and never another's (it once evicted the oldest index, an honest
+/// voter's pending report included).
 #[derive(Debug)]
 pub struct DivergeGate {
     voters: Voters,
-    timeouts: std::collections::BTreeMap<u64, u64>,
+    /// Per voter: the root index of its latest timeout report.
+    timeouts: Vec<Option<u64>>,
 }
 
 impl DivergeGate {
     /// A gate over `voters`.
     pub fn new(voters: Voters) -> Self {
+        let n = voters.n().min(DIVERGE_TIMEOUTS_MAX);
         DivergeGate {
             voters,
-            timeouts: std::collections::BTreeMap::new(),
+            timeouts: vec![None; n],
         }
     }
 
@@ -549,17 +554,16 @@ impl DivergeGate {
         match d.reason {
             DivergeReason::Conflict => verify_conflict(d, &self.voters).map(|()| d.index),
             DivergeReason::Timeout => {
-                if voter >= self.voters.n() || voter >= 64 {
+                let Some(slot) = self.timeouts.get_mut(voter) else {
                     return Err(DivergeErr::TimeoutPending);
-                }
-                if !self.timeouts.contains_key(&d.index)
-                    && self.timeouts.len() >= DIVERGE_TIMEOUTS_MAX
-                {
-                    self.timeouts.pop_first();
-                }
-                let seen = self.timeouts.entry(d.index).or_insert(0);
-                *seen |= 1 << voter;
-                if seen.count_ones() as usize > self.voters.max_faults() {
+                };
+                *slot = Some(d.index);
+                let seen = self
+                    .timeouts
+                    .iter()
+                    .filter(|t| **t == Some(d.index))
+                    .count();
+                if seen > self.voters.max_faults() {
                     Ok(d.index)
                 } else {
                     Err(DivergeErr::TimeoutPending)

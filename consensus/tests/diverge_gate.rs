@@ -140,3 +140,22 @@ fn a_diverge_with_no_evidence_never_halts_alone() {
     last.index = 100 + 4 * DIVERGE_TIMEOUTS_MAX as u64 - 1;
     assert_eq!(g.on_diverge(3, &last), Ok(last.index));
 }
+
+/// A flood of timeout reports for ever new indexes from one (Byzantine) voter replaces only its
+/// own report: an honest voter's pending report for the real index stays, and a second honest
+/// voter's report for it halts the book (the gate once forgot the oldest index first).
+#[test]
+fn a_timeout_flood_from_one_voter_never_evicts_another_voters_report() {
+    let mut g = DivergeGate::new(voters());
+    let d = |index: u64| Diverge {
+        epoch: EPOCH,
+        index,
+        reason: DivergeReason::Timeout,
+        digests: vec![],
+    };
+    assert_eq!(g.on_diverge(1, &d(3)), Err(DivergeErr::TimeoutPending));
+    for i in 1_000..1_000 + 8 * DIVERGE_TIMEOUTS_MAX as u64 {
+        assert_eq!(g.on_diverge(0, &d(i)), Err(DivergeErr::TimeoutPending));
+    }
+    assert_eq!(g.on_diverge(2, &d(3)), Ok(3));
+}

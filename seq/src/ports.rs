@@ -694,7 +694,7 @@ impl Task for CertTile {
             }
         };
         let before = self.listener.counters().bad_sigs;
-        let outcome = self.listener.on_cert(&c);
+        let outcome = self.listener.on_cert_from(voter, &c);
         let bad_sigs = self.listener.counters().bad_sigs - before;
         self.stats.bad_sigs.fetch_add(bad_sigs, Ordering::Relaxed);
         if let VoteOutcome::Final { height, view } = outcome {

@@ -9,7 +9,12 @@
 //! (`vyrn_consensus::FinalityListener`: votes kept per proposal, batch-verified once Q distinct
 //! voters signed, `final_height` only with Q valid signatures). Datagrams from any address but a
 //! voter's `ctrl_addr` are counted and dropped unread; anything but a vote or a certificate is
-//! counted and ignored.
+//! counted and ignored. As on the box's control port: a finalize vote counts only from the
+//! address of the voter it names, every vote and certificate is charged to the voter it came
+//! from ([`FinalityListener::on_cert_from`], security review F16), and each voter is held to
+//! [`CERT_PER_SEC`](vyrn_consensus::listener::CERT_PER_SEC) with a burst of
+//! [`CERT_BURST`](vyrn_consensus::listener::CERT_BURST) (a token bucket per voter; the rest is
+//! counted and dropped before any signature check).
 //!
 //! Not built: the rest of the warm standby of 07 §9 — its replay, TailReport and promotion.
 //!
@@ -24,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::{cores, Cores};
+use vyrn_consensus::listener::CertTokens;
 use vyrn_consensus::{FinalityListener, VoteOutcome, Voters};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Port, RxBatch};
@@ -56,8 +62,11 @@ struct Counts {
     unknown: u64,
     /// Neither a vote nor a certificate (or malformed).
     other: u64,
-    /// Refused by the listener, or with a failed signature.
+    /// Refused by the listener, with a failed signature, or a vote naming another voter than
+    /// its sender.
     bad: u64,
+    /// Over the sending voter's rate (`CERT_PER_SEC`, burst `CERT_BURST`): dropped unread.
+    limited: u64,
 }
 
 /// Run the standby's listener; exit 0, or 2 when the start is refused.
@@ -97,6 +106,7 @@ fn render(l: &FinalityListener, c: &Counts, published: &vyrn_metrics::Published)
         ("unknown_source", c.unknown),
         ("other", c.other),
         ("bad", c.bad),
+        ("limited", c.limited),
     ] {
         e.counter(
             "vyrn_standby_messages_total",
@@ -136,6 +146,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     let set = Voters::with_simplex_quorum(home.epoch, &keys)
         .map_err(|e| format!("the voters' keys do not form a voting set: {e:?}"))?;
     let quorum = set.quorum();
+    let mut tokens = CertTokens::new(set.n());
     let mut listener = FinalityListener::new(set, 0);
     let voters: HashMap<SocketAddr, usize> = home
         .voters_members
@@ -164,25 +175,16 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     let mut rx = RxBatch::new(64, 2048);
     while !stop.load(Ordering::Relaxed) && (o.secs == 0 || t0.elapsed().as_secs() < o.secs) {
         let n = port.recv_batch(&mut rx).unwrap_or(0);
+        let now = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
         for p in rx.iter() {
-            if !p.meta.src.is_some_and(|a| voters.contains_key(&a)) {
-                counts.unknown += 1;
-                continue;
-            }
-            let cert = match CtrlMsg::parse(p.data) {
-                Ok(CtrlMsg::FinalityCert(c)) => *c,
-                Ok(CtrlMsg::FinalizeVote(v)) => v.as_cert(),
-                _ => {
-                    counts.other += 1;
-                    continue;
-                }
-            };
-            let before = listener.counters().bad_sigs;
-            match listener.on_cert(&cert) {
-                VoteOutcome::Bad => counts.bad += 1,
-                _ if listener.counters().bad_sigs > before => counts.bad += 1,
-                _ => counts.taken += 1,
-            }
+            take(
+                &mut listener,
+                &mut tokens,
+                &voters,
+                &mut counts,
+                (p.meta.src, p.data),
+                now,
+            );
         }
         if t0.elapsed().as_secs() >= next {
             println!(
@@ -204,7 +206,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     }
     let lc = listener.counters();
     println!(
-        "standby: final height {} (view {}), {} proposals finalized, {} votes taken, {} bad signatures, {} refused, {} from unknown sources, {} other messages",
+        "standby: final height {} (view {}), {} proposals finalized, {} votes taken, {} bad signatures, {} refused, {} from unknown sources, {} other messages, {} over the rate limit",
         listener.final_height(),
         listener.final_view(),
         lc.finalized,
@@ -212,7 +214,173 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         lc.bad_sigs,
         lc.refused,
         counts.unknown,
-        counts.other
+        counts.other,
+        counts.limited
     );
     Ok(())
+}
+
+/// One control datagram `(source, bytes)` at `now` ns into the listener: from a voter's
+/// address only, a vote only from the voter it names, within that voter's tokens, charged to
+/// that voter (07 §6.8; the box's control port and certificate tile do the same).
+fn take(
+    listener: &mut FinalityListener,
+    tokens: &mut CertTokens,
+    voters: &HashMap<SocketAddr, usize>,
+    counts: &mut Counts,
+    (src, data): (Option<SocketAddr>, &[u8]),
+    now: u64,
+) {
+    let Some(v) = src.and_then(|a| voters.get(&a).copied()) else {
+        counts.unknown += 1;
+        return;
+    };
+    let cert = match CtrlMsg::parse(data) {
+        Ok(CtrlMsg::FinalityCert(c)) => *c,
+        // 07 §6.8: one voter's finalize vote, from that voter's own address.
+        Ok(CtrlMsg::FinalizeVote(fv)) if fv.index as usize == v => fv.as_cert(),
+        Ok(CtrlMsg::FinalizeVote(_)) => {
+            counts.bad += 1;
+            return;
+        }
+        _ => {
+            counts.other += 1;
+            return;
+        }
+    };
+    // 07 §6.8: a token bucket per voter, before any signature check (the box's `cert_token`).
+    if !tokens.take(v, now) {
+        counts.limited += 1;
+        return;
+    }
+    let before = listener.counters().bad_sigs;
+    match listener.on_cert_from(v, &cert) {
+        VoteOutcome::Bad => counts.bad += 1,
+        _ if listener.counters().bad_sigs > before => counts.bad += 1,
+        _ => counts.taken += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vyrn_consensus::listener::{CERT_BURST, CERT_PER_SEC};
+    use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
+    use vyrn_wire::msg::ctrl::FinalizeVote;
+
+    const EPOCH: u32 = 2;
+
+    fn seed(i: u8) -> [u8; 32] {
+        [0x70 + i; 32]
+    }
+
+    fn setup() -> (FinalityListener, CertTokens, HashMap<SocketAddr, usize>) {
+        let keys: Vec<[u8; 32]> = (0..4)
+            .map(|i| {
+                ed25519_dalek::SigningKey::from_bytes(&seed(i))
+                    .verifying_key()
+                    .to_bytes()
+            })
+            .collect();
+        let set = Voters::with_simplex_quorum(EPOCH, &keys).unwrap();
+        let voters = (0..4)
+            .map(|i| (addr(i), i))
+            .collect::<HashMap<SocketAddr, usize>>();
+        (FinalityListener::new(set, 0), CertTokens::new(4), voters)
+    }
+
+    fn addr(i: usize) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16))
+    }
+
+    fn proposal(tag: u8) -> RepProposal {
+        RepProposal {
+            kind: ProposalKind::Headers,
+            epoch: EPOCH,
+            first_height: 1,
+            last_height: 3,
+            last_hash: [tag; 32],
+            excl_root: [0; 32],
+        }
+    }
+
+    /// A certificate as its control message (type byte first).
+    fn cert_bytes(c: &RepFinalityCert) -> Vec<u8> {
+        let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
+        c.encode(&mut b).unwrap();
+        b
+    }
+
+    fn vote(l: &FinalityListener, i: u8, p: &RepProposal) -> FinalizeVote {
+        let sig =
+            vyrn_consensus::cert::sign_finalize(l.voters(), &seed(i), EPOCH, 2, 1, p).unwrap();
+        FinalizeVote {
+            epoch: EPOCH,
+            view: 2,
+            parent_view: 1,
+            proposal: *p,
+            index: i,
+            sig,
+        }
+    }
+
+    /// Security review F16: a voter past its burst is dropped before any check, at the box's
+    /// rate (2000/s, burst 64); the other voters are not; a vote naming another voter than its
+    /// sender is refused.
+    #[test]
+    fn each_voter_is_held_to_its_own_token_bucket() {
+        let (mut l, mut t, voters) = setup();
+        let mut c = Counts::default();
+        let mut send = |l: &mut FinalityListener, c: &mut Counts, from: usize, b: &[u8], now| {
+            take(l, &mut t, &voters, c, (Some(addr(from)), b), now)
+        };
+        // Voter 3 floods "certificates" naming voters 0, 1 and 2 (signatures no one's).
+        let junk = |p: RepProposal, view: u64| RepFinalityCert {
+            epoch: EPOCH,
+            view,
+            parent_view: view - 1,
+            proposal: p,
+            entries: (0..3u8)
+                .map(|index| CertEntry {
+                    index,
+                    sig: [7; 64],
+                })
+                .collect(),
+        };
+        for k in 0..(CERT_BURST + 100) {
+            send(
+                &mut l,
+                &mut c,
+                3,
+                &cert_bytes(&junk(proposal(k as u8), 2)),
+                1_000,
+            );
+        }
+        // The burst reached the listener (and failed its check), the rest was dropped unread.
+        assert_eq!((c.bad, c.limited), (CERT_BURST, 100));
+        assert_eq!(l.counters().bad_sigs, 3 * CERT_BURST);
+        // A vote naming voter 0 sent from voter 1's address: refused.
+        let p = proposal(0xee);
+        let b = vote(&l, 0, &p).to_bytes().unwrap();
+        send(&mut l, &mut c, 1, &b, 1_000);
+        assert_eq!(c.bad, CERT_BURST + 1);
+        // The honest voters, at the same instant, still finalize.
+        for i in 0..3u8 {
+            let b = vote(&l, i, &p).to_bytes().unwrap();
+            send(&mut l, &mut c, i as usize, &b, 1_000);
+        }
+        assert_eq!((l.final_height(), c.taken), (3, 3));
+        // Voter 3 gets one token back after 1/2000 s.
+        let next = RepProposal {
+            first_height: 4,
+            last_height: 4,
+            ..proposal(1)
+        };
+        let b = cert_bytes(&junk(next, 3));
+        let per = 1_000_000_000 / CERT_PER_SEC;
+        send(&mut l, &mut c, 3, &b, 1_000 + per);
+        assert_eq!((c.bad, c.limited), (CERT_BURST + 2, 100));
+        send(&mut l, &mut c, 3, &b, 1_000 + per);
+        assert_eq!(c.limited, 101);
+    }
 }
