@@ -1228,3 +1228,56 @@ fn a_heartbeat_at_the_end_of_data_seq_asks_a_bounded_range() {
         GAP_FRAMES_MAX / FETCH_RANGE_FRAMES
     );
 }
+
+/// A replica far behind asks at most FETCH_IN_FLIGHT_MAX keys whose answers have not come,
+/// and a source gets longer before the next one is asked while many are out (a restarted
+/// replica's fetch storm overflowed its own sockets: cli/tests/up.rs's lost-consensus restart
+/// never caught up). Answers free the window; the rest are asked then.
+#[test]
+fn key_fetches_in_flight_are_bounded_and_answers_free_the_window() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    d.set_home(1, 0);
+    let hb = |d: &mut DataSide, o: &mut Out, t| {
+        d.on_data_frame(0, &frame(DataKind::DataHb, 0, 0, &[]), t, o)
+            .ok();
+    };
+    hb(&mut d, &mut o, 0);
+    d.tick(0, &mut o);
+    o.take();
+    let n = 3 * FETCH_IN_FLIGHT_MAX as u32;
+    for i in 1..=n {
+        d.on_record(0, &rec(1, i, 1), 0, &mut o).unwrap();
+    }
+    let w = DataTiming::default().wait_ns;
+    let mut asked = 0u64;
+    for step in 1..=40u64 {
+        hb(&mut d, &mut o, step * w);
+        d.tick(step * w, &mut o);
+        asked += o
+            .take()
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Ev::Fetch(0, DataFetch::Key(_)) | Ev::Peer(..) | Ev::Seq(..)
+                )
+            })
+            .count() as u64;
+    }
+    // Nothing answered: the asks out never exceed the window (each ask of a record expires
+    // before the next; the stretched steps keep the total far below one ask per record a step).
+    assert!(asked >= FETCH_IN_FLIGHT_MAX, "{asked}");
+    assert!(asked < 40 * FETCH_KEYS_PER_STEP, "a storm: {asked} asks");
+    // The first records' payloads come: they resolve, and later records are asked.
+    for i in 1..=64u32 {
+        d.on_data_frame(
+            0,
+            &frame(DataKind::FetchResp, 0, 0, &[&pkt(1, i, 1, 0)]),
+            41 * w,
+            &mut o,
+        )
+        .unwrap();
+    }
+    assert_eq!(d.rec_state(key(1, 1)), Some(RecState::Unhashed));
+}

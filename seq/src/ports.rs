@@ -53,6 +53,9 @@ pub struct NetStats {
     /// Fences after frame writes (one per release, or per batch of frames written together);
     /// frames themselves are `path_writes` per path and `Words::gate[h].frames`.
     pub fences: AtomicU64,
+    /// Path flushes that failed with a hard error (not backpressure), per path: what was queued
+    /// on that path did not go out.
+    pub fence_errors: [AtomicU64; 2],
     /// Frame writes a path refused (an error, not backpressure).
     pub frame_errors: AtomicU64,
     /// Frame writes queued, per path (A, B).
@@ -322,15 +325,25 @@ impl<P: Port + Send> Wire for PathWire<P> {
         }
     }
     fn fence(&mut self) -> bool {
-        match self.paths.flush() {
-            Ok(()) => {
-                bump(&self.stats.fences);
-                true
+        // Each path on its own: a path that pushed back is not fenced yet; one that failed
+        // hard lost what it held (counted; its next write fails and the gate takes it down).
+        // The fence holds only when no path pushed back and at least one path flushed: a
+        // flush error is never a fence (the frame must be out somewhere, INV-FRAME-FIRST).
+        let r = [self.paths.a_mut().flush(), self.paths.b_mut().flush()];
+        let mut pending = false;
+        let mut out = false;
+        for (i, r) in r.into_iter().enumerate() {
+            match r {
+                Ok(()) => out = true,
+                Err(NicError::WouldBlock) => pending = true,
+                Err(_) => bump(&self.stats.fence_errors[i]),
             }
-            Err(NicError::WouldBlock) => false,
-            // A port that refuses its flush has refused its writes too: the gate saw that.
-            Err(_) => true,
         }
+        let ok = out && !pending;
+        if ok {
+            bump(&self.stats.fences);
+        }
+        ok
     }
     fn path_alarm(&mut self, h: u8, path: u8, down: bool) {
         if down {
@@ -1213,5 +1226,77 @@ pub fn core_map_of(cfg: &BoxConfig) -> CoreMap {
             hot: cfg.core_map.first().copied().into_iter().collect(),
             cold: cfg.core_map.iter().skip(1).copied().collect(),
         },
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use super::*;
+    use vyrn_nic::mem::MemPort;
+    use vyrn_nic::{PortCounters, RxPacket, TxStamp};
+
+    /// A port whose flush answers what the test says.
+    struct Flaky(MemPort, Option<NicError>);
+    impl Port for Flaky {
+        fn max_payload(&self) -> usize {
+            self.0.max_payload()
+        }
+        fn send_batch(&mut self, p: &[TxPacket<'_>]) -> Result<usize, NicError> {
+            self.0.send_batch(p)
+        }
+        fn recv_batch(&mut self, b: &mut RxBatch) -> Result<usize, NicError> {
+            self.0.recv_batch(b)
+        }
+        fn poll_recv(
+            &mut self,
+            max: usize,
+            f: &mut dyn FnMut(RxPacket<'_>),
+        ) -> Result<usize, NicError> {
+            self.0.poll_recv(max, f)
+        }
+        fn flush(&mut self) -> Result<(), NicError> {
+            match &self.1 {
+                Some(e) => Err(*e),
+                None => self.0.flush(),
+            }
+        }
+        fn last_tx(&self) -> TxStamp {
+            self.0.last_tx()
+        }
+        fn counters(&self) -> PortCounters {
+            self.0.counters()
+        }
+    }
+
+    fn wire(a: Option<NicError>, b: Option<NicError>) -> (PathWire<Flaky>, Arc<NetStats>) {
+        let (pa, _ra) = MemPort::pair(16, 9216);
+        let (pb, _rb) = MemPort::pair(16, 9216);
+        let stats = Arc::new(NetStats::default());
+        let pair = PathPair::new(Flaky(pa, a), Flaky(pb, b), PathMark::VYRN);
+        (PathWire::new(pair, stats.clone()), stats)
+    }
+
+    /// Security review: a flush error was taken for a fence. A hard error on one path is
+    /// counted and the other path's flush holds the fence; errors on both, or a path that
+    /// pushed back, hold none.
+    #[test]
+    fn a_flush_error_is_never_a_fence() {
+        let hard = || {
+            Some(NicError::Io {
+                op: "sendmmsg",
+                errno: libc::EPIPE,
+            })
+        };
+        let (mut w, st) = wire(None, None);
+        assert!(w.fence());
+        let (mut w, st2) = wire(hard(), None);
+        assert!(w.fence(), "path B flushed: the frame is out");
+        assert_eq!(st2.fence_errors[0].load(Ordering::Relaxed), 1);
+        let (mut w, st3) = wire(hard(), hard());
+        assert!(!w.fence(), "no path flushed: no fence");
+        assert_eq!(st3.fences.load(Ordering::Relaxed), 0);
+        let (mut w, _) = wire(Some(NicError::WouldBlock), None);
+        assert!(!w.fence(), "a path still holds frames");
+        assert_eq!(st.fences.load(Ordering::Relaxed), 1);
     }
 }
