@@ -383,9 +383,6 @@ pub fn verify_root_cert(
     voters: &Voters,
     root_blocks: u64,
 ) -> Result<(), RootCertErr> {
-    use commonware_codec::types::lazy::Lazy;
-    use commonware_codec::DecodeFixed as _;
-    use commonware_cryptography::certificate::{Attestation, Scheme as _};
     if cert.epoch != voters.epoch() {
         return Err(RootCertErr::Epoch);
     }
@@ -402,27 +399,32 @@ pub fn verify_root_cert(
     };
     let verifier = root_verifier(voters);
     for e in &cert.entries {
-        let att = voters.participant(e.index).and_then(|signer| {
-            let sig = commonware_cryptography::ed25519::Signature::decode_fixed(e.sig).ok()?;
-            Some(Attestation::<RootScheme> {
-                signer,
-                signature: Lazy::from(sig),
-            })
-        });
-        let Some(att) = att else {
-            return Err(RootCertErr::BadSignature(e.index));
-        };
-        let v = verifier.verify_attestations::<_, Digest, _>(
-            &mut rand::rng(),
-            &item,
-            vec![att],
-            &Sequential,
-        );
-        if v.verified.is_empty() {
+        if !root_sig_ok(voters, &verifier, &item, e) {
             return Err(RootCertErr::BadSignature(e.index));
         }
     }
     Ok(())
+}
+
+/// Whether `e` is its voter's aggregation signature over root item `item`.
+fn root_sig_ok(voters: &Voters, verifier: &RootScheme, item: &Item<Digest>, e: &CertEntry) -> bool {
+    use commonware_codec::types::lazy::Lazy;
+    use commonware_codec::DecodeFixed as _;
+    use commonware_cryptography::certificate::{Attestation, Scheme as _};
+    let att = voters.participant(e.index).and_then(|signer| {
+        let sig = commonware_cryptography::ed25519::Signature::decode_fixed(e.sig).ok()?;
+        Some(Attestation::<RootScheme> {
+            signer,
+            signature: Lazy::from(sig),
+        })
+    });
+    let Some(att) = att else {
+        return false;
+    };
+    !verifier
+        .verify_attestations::<_, Digest, _>(&mut rand::rng(), item, vec![att], &Sequential)
+        .verified
+        .is_empty()
 }
 
 /// Why a `Diverge` does not halt the book (07 §7.4, INV-REP-9): its evidence is checked first
@@ -465,9 +467,6 @@ pub fn verify_conflict(
     d: &vyrn_wire::msg::ctrl::Diverge,
     voters: &Voters,
 ) -> Result<(), DivergeErr> {
-    use commonware_codec::types::lazy::Lazy;
-    use commonware_codec::DecodeFixed as _;
-    use commonware_cryptography::certificate::{Attestation, Scheme as _};
     if d.epoch != voters.epoch() {
         return Err(DivergeErr::Epoch);
     }
@@ -486,23 +485,7 @@ pub fn verify_conflict(
             digest: commonware_cryptography::blake3::Digest(dg.digest),
         };
         for e in &dg.sigs {
-            let att = voters.participant(e.index).and_then(|signer| {
-                let sig = commonware_cryptography::ed25519::Signature::decode_fixed(e.sig).ok()?;
-                Some(Attestation::<RootScheme> {
-                    signer,
-                    signature: Lazy::from(sig),
-                })
-            });
-            let Some(att) = att else {
-                return Err(DivergeErr::BadSignature(e.index));
-            };
-            let v = verifier.verify_attestations::<_, Digest, _>(
-                &mut rand::rng(),
-                &item,
-                vec![att],
-                &Sequential,
-            );
-            if v.verified.is_empty() {
+            if !root_sig_ok(voters, &verifier, &item, e) {
                 return Err(DivergeErr::BadSignature(e.index));
             }
         }

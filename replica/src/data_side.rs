@@ -722,6 +722,22 @@ impl RecIndex {
     }
 }
 
+/// A payload's slot and the bytes it keeps: at most REQ_MAX_LEN (a longer payload never gets
+/// here, `Request::parse` refused it).
+fn stored_of<B: std::ops::Deref<Target = [u8]>>(p: &Payload<B>) -> (Stored, &[u8]) {
+    let b: &[u8] = &p.bytes;
+    let b = &b[..b.len().min(REQ_MAX_LEN)];
+    let m = Stored {
+        full: p.full,
+        count: p.count,
+        len: b.len() as u8,
+        origin: p.origin,
+        t: p.t,
+        gen: p.gen,
+    };
+    (m, b)
+}
+
 /// A free slot of the store holding `m` and the bytes `b` (the store's fields apart, so a map
 /// entry can stay borrowed).
 fn alloc_slot(
@@ -823,16 +839,8 @@ impl Store {
 
     /// Another distinct copy of `k`, beside its first.
     fn insert_extra(&mut self, k: PktKey, p: Payload<&[u8]>) {
-        let b = &p.bytes[..p.bytes.len().min(REQ_MAX_LEN)];
+        let (m, b) = stored_of(&p);
         self.bytes += b.len();
-        let m = Stored {
-            full: p.full,
-            count: p.count,
-            len: b.len() as u8,
-            origin: p.origin,
-            t: p.t,
-            gen: p.gen,
-        };
         let i = self.alloc(m, b);
         self.extra.entry(k).or_default().push(i);
         self.n_extra += 1;
@@ -840,15 +848,7 @@ impl Store {
 
     /// Overwrite slot `i` (a copy of some key) with `p`, its index entries kept.
     fn replace(&mut self, i: u32, p: Payload<&[u8]>) {
-        let b = &p.bytes[..p.bytes.len().min(REQ_MAX_LEN)];
-        let m = Stored {
-            full: p.full,
-            count: p.count,
-            len: b.len() as u8,
-            origin: p.origin,
-            t: p.t,
-            gen: p.gen,
-        };
+        let (m, b) = stored_of(&p);
         if let Some(old) = self.slots.get_mut(i as usize).and_then(|s| s.replace(m)) {
             self.bytes -= old.len as usize;
         }
@@ -860,19 +860,8 @@ impl Store {
 
     /// Store `p` as `k`'s payload (replacing any).
     fn insert<B: std::ops::Deref<Target = [u8]>>(&mut self, k: PktKey, p: Payload<B>) {
-        let b: &[u8] = &p.bytes;
-        // A payload past REQ_MAX_LEN never gets here (`Request::parse` refused it); the store
-        // keeps at most REQ_MAX_LEN bytes of anything.
-        let b = &b[..b.len().min(REQ_MAX_LEN)];
+        let (m, b) = stored_of(&p);
         self.bytes += b.len();
-        let m = Stored {
-            full: p.full,
-            count: p.count,
-            len: b.len() as u8,
-            origin: p.origin,
-            t: p.t,
-            gen: p.gen,
-        };
         // One hash of the key (an entry, not a get then an insert).
         let e = match self.map.entry(k) {
             std::collections::hash_map::Entry::Occupied(e) => {
