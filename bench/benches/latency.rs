@@ -147,7 +147,7 @@ fn run_box(conf: &Path, legacy: bool, secs: u64) {
     };
     let mut net = NetBox::open(&cfg, false).expect("open the box's ports");
     let ctrl = net.ctrl_addr().expect("control port");
-    let voters = VoterNet::open(cfg.voters, ctrl).expect("voter sockets");
+    let voters = VoterNet::open(cfg.voters, ctrl, cfg.seq_public()).expect("voter sockets");
     for (a, i, k) in voters.members() {
         net.register_voter(a, i, k);
     }

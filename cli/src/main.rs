@@ -87,6 +87,12 @@ enum ConfigCmd {
     },
     /// Print a commented example of every section and key.
     Example,
+    /// Write a fresh Ed25519 seed to FILE (hex, mode 0600; refused if FILE exists) and print its
+    /// public key: a voter's `vote_key`, a data box's or the standby's `link_key`.
+    Keygen {
+        /// The new key file.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -192,6 +198,7 @@ fn main() -> ExitCode {
         Cmd::Config(ConfigCmd::Check { file, home_only }) => {
             cmd::tools::config_check(&file, home_only)
         }
+        Cmd::Config(ConfigCmd::Keygen { file }) => cmd::tools::keygen(&file),
         Cmd::Config(ConfigCmd::Example) => {
             print!("{}", cmd::tools::EXAMPLE);
             ExitCode::SUCCESS

@@ -12,6 +12,7 @@ use vyrn_consensus::Voters;
 use vyrn_seq::boxcfg::{read_seed, write_dev_home, HomeConfig};
 use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
 use vyrn_wire::msg::ctrl::FinalizeVote;
+use vyrn_wire::msg::seal::{from, seal_into, LinkKey};
 
 #[test]
 fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
@@ -57,6 +58,23 @@ fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
         v.encode(&mut b).unwrap();
         b
     };
+    // Every voter's message goes sealed under its link key with the standby (issue 28 item 4).
+    let standby_key = home
+        .standby_key
+        .expect("a dev home names the standby's link_key");
+    let mut seq_no = 1u64;
+    let mut sealed = |i: usize, b: &[u8]| -> Vec<u8> {
+        let seed = read_seed(&dir.join(format!("keys/voter-{i}.key"))).unwrap();
+        let me = ed25519_dalek::SigningKey::from_bytes(seed.expose());
+        let link = LinkKey::agree(&me, &standby_key).unwrap();
+        seq_no += 1;
+        let mut out = Vec::new();
+        seal_into(&mut out, &link, home.epoch, from::voter(i), seq_no, |o| {
+            o.extend_from_slice(b);
+            true
+        });
+        out
+    };
     let from = |i: usize| UdpSocket::bind(home.voters_members[i].ctrl_addr).unwrap();
     let send = |s: &UdpSocket, b: &[u8], to: SocketAddr| {
         s.send_to(b, to).unwrap();
@@ -64,20 +82,26 @@ fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
     };
     // Voter 1's valid vote from an address that is no voter's: dropped unread.
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
-    send(&stranger, &vote(1), at);
+    send(&stranger, &sealed(1, &vote(1)), at);
     // Voter 0's vote with a broken signature, and a datagram that is no vote.
     let v0 = from(0);
     let mut bad = vote(0);
     let n = bad.len();
     bad[n - 1] ^= 1;
+    let bad = sealed(0, &bad);
     send(&v0, &bad, at);
-    send(&v0, b"not a control message", at);
+    send(&v0, &sealed(0, b"not a control message"), at);
+    // Voter 1's valid vote bare (what a spoofer of its address could send), then voter 2's
+    // sealed as voter 1 (another sender's id), and a replay of the sealed bad vote.
+    send(&v0, &vote(1), at);
+    send(&v0, &bad, at);
     // Two valid votes: with the bad one, three distinct signers but two valid — not final.
     let (v1, v2, v3) = (from(1), from(2), from(3));
-    send(&v1, &vote(1), at);
-    send(&v2, &vote(2), at);
+    send(&v1, &sealed(1, &vote(1)), at);
+    send(&v2, &sealed(1, &vote(2)), at);
+    send(&v2, &sealed(2, &vote(2)), at);
     // The third valid vote: Q = 3 valid, heights 1..=5 final.
-    send(&v3, &vote(3), at);
+    send(&v3, &sealed(3, &vote(3)), at);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
@@ -90,6 +114,10 @@ fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
     assert!(summary.contains("1 bad signatures"), "{summary}");
     assert!(summary.contains("1 from unknown sources"), "{summary}");
     assert!(summary.contains("1 other messages"), "{summary}");
+    assert!(
+        summary.contains("1 unsealed, 2 with a bad seal"),
+        "{summary}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

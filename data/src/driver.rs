@@ -20,6 +20,7 @@
 
 use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
 use vyrn_wire::consts::REP_DATA_FRAME_MAX;
+use vyrn_wire::msg::seal::{from, Opener, SealErr};
 
 use crate::databox::DataBox;
 use crate::out::To;
@@ -56,6 +57,9 @@ pub struct Driver<P: Port> {
     /// Per destination: the only source its socket takes messages from (the voter's
     /// `data_addr`); `None` takes any (a port whose transport knows its peer).
     sources: Vec<Option<std::net::SocketAddr>>,
+    /// Per destination: the voter's link key and replay window when its messages must come
+    /// sealed (issue 28 item 4; `None` takes them bare: a test's `MemPort`).
+    seals: Vec<Option<Opener>>,
     rx: RxBatch,
 }
 
@@ -79,6 +83,7 @@ impl<P: Port> Driver<P> {
             clients,
             seq_ctrl,
             sources: vec![None; dests.len()],
+            seals: vec![None; dests.len()],
             dests,
             rx: RxBatch::new(rx_batch.max(1), REP_DATA_FRAME_MAX),
         })
@@ -98,6 +103,14 @@ impl<P: Port> Driver<P> {
     pub fn expect_source(&mut self, i: usize, src: std::net::SocketAddr) {
         if let Some(s) = self.sources.get_mut(i) {
             *s = Some(src);
+        }
+    }
+
+    /// Destination `i` takes only messages sealed by voter `i` (`from::voter(i)`) under
+    /// `opener`'s link key (the member envelope, `vyrn_wire::msg::seal`).
+    pub fn expect_sealed(&mut self, i: usize, opener: Opener) {
+        if let Some(s) = self.seals.get_mut(i) {
+            *s = Some(opener);
         }
     }
 
@@ -124,7 +137,22 @@ impl<P: Port> Driver<P> {
                         self.databox.counters_mut().ctrl_foreign += 1;
                         continue;
                     }
-                    let _ = self.databox.on_ctrl(i, p.data, now_ns);
+                    let msg = match self.seals[i].as_mut() {
+                        None => p.data,
+                        Some(o) => match o.open_from(from::voter(i), p.data) {
+                            Ok(body) => body,
+                            Err(e) => {
+                                let c = self.databox.counters_mut();
+                                if e == SealErr::NotSealed {
+                                    c.ctrl_unsealed += 1;
+                                } else {
+                                    c.ctrl_bad_seal += 1;
+                                }
+                                continue;
+                            }
+                        },
+                    };
+                    let _ = self.databox.on_ctrl(i, msg, now_ns);
                 }
                 work += n;
             }

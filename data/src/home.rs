@@ -57,12 +57,24 @@ pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<Da
     Ok(c)
 }
 
-/// The box for `cfg` on its sockets.
-pub fn open(h: &HomeConfig, cfg: &DataConfig) -> Result<Driver<UdpPort>, String> {
+/// The box for `cfg` on its sockets; `key` is its identity, whose public key must be its
+/// `[databox.N] link_key` (each voter's messages come sealed under the link key agreed with
+/// it, issue 28 item 4).
+pub fn open(
+    h: &HomeConfig,
+    cfg: &DataConfig,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<Driver<UdpPort>, String> {
     let me = h
         .databoxes
         .get(cfg.index as usize)
         .ok_or_else(|| format!("the home's file has no [databox.{}]", cfg.index))?;
+    if key.verifying_key() != me.link_key {
+        return Err(format!(
+            "the key is not [databox.{}] link_key's secret: the voters would seal to another box",
+            cfg.index
+        ));
+    }
     let open = |c: UdpConfig, what: String| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
     let mut cc = UdpConfig::new(me.client_addr).with_batch(64);
     cc.recv_buffer = Some(8 << 20);
@@ -89,8 +101,22 @@ pub fn open(h: &HomeConfig, cfg: &DataConfig) -> Result<Driver<UdpPort>, String>
         if let Some(a) = v.data_addr {
             d.expect_source(i, a);
         }
+        let link = vyrn_wire::msg::seal::LinkKey::agree(key, &v.vote_key)
+            .ok_or_else(|| format!("voter {}'s vote_key gives no link key", v.index))?;
+        let mut o = vyrn_wire::msg::seal::Opener::new(h.epoch);
+        o.add(vyrn_wire::msg::seal::from::voter(v.index), link);
+        d.expect_sealed(i, o);
     }
     Ok(d)
+}
+
+/// Data box `index`'s key file when the command line names none: `keys/databox-N.key` beside
+/// the home's file (where `vyrn init` and the dev writers put it).
+pub fn default_key_path(home_file: &std::path::Path, index: u8) -> std::path::PathBuf {
+    home_file
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!("keys/databox-{index}.key"))
 }
 
 /// The sockets a loop blocks on: the client port and every voter's socket.

@@ -413,6 +413,78 @@ fn a_voters_socket_answers_that_voter_only() {
     assert_eq!(d.databox.counters().fetch_range_reqs, 1);
 }
 
+/// Issue 28 item 4 (F9): with the member envelope required, a voter's socket takes only what
+/// that voter sealed under its link key: from the voter's own address, a bare `DataDown` (what
+/// a spoofer of the address sends), one sealed under another key, one naming another voter and
+/// a replay of a sealed one are all refused before parsing; the voter's sealed fetch is served.
+#[test]
+fn a_voters_socket_takes_only_what_that_voter_sealed() {
+    use ed25519_dalek::SigningKey;
+    use vyrn_data::Driver;
+    use vyrn_nic::udp::{UdpConfig, UdpPort};
+    use vyrn_nic::{Dest, Port, TxPacket};
+    use vyrn_wire::msg::ctrl::{DataDown, DataFetch};
+    use vyrn_wire::msg::seal::{from, LinkKey, Opener, Sealer};
+    let open = || UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    let mut voter = open();
+    let cfg = config(8, 4096);
+    let n = cfg.dests.len();
+    let mut dests: Vec<UdpPort> = (0..n).map(|_| open()).collect();
+    let at = dests[0].local_addr().unwrap();
+    let mut b = DataBox::new(&cfg).unwrap();
+    assert!(b.on_packet(&packet(101, 1, 2, 1, false), None, 1).is_ok());
+    b.flush(2);
+    let mut d = Driver::new(b, open(), open(), std::mem::take(&mut dests), 16).unwrap();
+    d.expect_source(0, voter.local_addr().unwrap());
+    let (me, v0) = (
+        SigningKey::from_bytes(&[3; 32]),
+        SigningKey::from_bytes(&[4; 32]),
+    );
+    let link = LinkKey::agree(&me, &v0.verifying_key()).unwrap();
+    assert_eq!(
+        format!("{link:?}"),
+        "LinkKey(..)",
+        "a link key never prints its bytes"
+    );
+    let mut o = Opener::new(cfg.epoch);
+    o.add(
+        from::voter(0),
+        LinkKey::agree(&v0, &me.verifying_key()).unwrap(),
+    );
+    d.expect_sealed(0, o);
+    let fetch = DataFetch::Range { from: 1, to: 64 }.to_bytes().unwrap();
+    let down = DataDown { d: 3 }.to_bytes().unwrap();
+    let mut s0 = Sealer::new(from::voter(0), cfg.epoch, 100);
+    let mut s1 = Sealer::new(from::voter(1), cfg.epoch, 100);
+    let sealed_down = s0.seal_bytes(&link, &down);
+    let wrong_key = s0.seal_bytes(&LinkKey::from_bytes([9; 32]), &down);
+    let wrong_sender = s1.seal_bytes(&link, &down);
+    let send = |p: &mut UdpPort, m: &[u8]| {
+        p.send_batch(&[TxPacket::to(m, Dest::Addr(at))]).unwrap();
+        p.flush().unwrap();
+    };
+    send(&mut voter, &down);
+    send(&mut voter, &sealed_down);
+    for m in [&wrong_key, &wrong_sender, &sealed_down] {
+        send(&mut voter, m);
+    }
+    let t = std::time::Instant::now();
+    while (d.databox.counters().ctrl_unsealed < 1 || d.databox.counters().ctrl_bad_seal < 3)
+        && t.elapsed().as_secs() < 5
+    {
+        d.poll(3);
+    }
+    let c = d.databox.counters();
+    assert_eq!((c.ctrl_unsealed, c.ctrl_bad_seal), (1, 3));
+    assert_eq!(c.data_down_votes, 1, "only the one sealed DataDown counted");
+    send(&mut voter, &s0.seal_bytes(&link, &fetch));
+    let t = std::time::Instant::now();
+    while d.databox.counters().fetch_range_reqs == 0 && t.elapsed().as_secs() < 5 {
+        d.poll(4);
+    }
+    assert_eq!(d.databox.counters().fetch_range_reqs, 1);
+}
+
 /// Security review F6: the address a session's redirects go to is learned from its fresh
 /// packets only: a replayed copy of an old one (a repeat), from another address, moves nothing;
 /// the client's next fresh packet from a new port does.

@@ -243,7 +243,9 @@ impl LoopbackHome {
         stop: Arc<AtomicBool>,
     ) -> Result<JoinHandle<vyrn_data::databox::DataBox>, String> {
         let cfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
-        let mut d = vyrn_data::home::open(&self.home, &cfg)?;
+        let seed = vyrn_seq::boxcfg::read_seed(&self.dir.join("keys/databox-0.key"))?;
+        let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
+        let mut d = vyrn_data::home::open(&self.home, &cfg, &key)?;
         Ok(std::thread::spawn(move || {
             let fds = vyrn_data::home::fds(&mut d);
             let t0 = Instant::now();

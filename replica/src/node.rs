@@ -51,6 +51,7 @@ use vyrn_wire::msg::ctrl::{
     CtrlMsg, DataFetch, FinalizeVote, HashListReq, Nack, RepAck, RepairReq,
 };
 use vyrn_wire::msg::journal::RepBlockRecord;
+use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr, Sealer};
 use vyrn_wire::msg::PktKey;
 
 use crate::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
@@ -399,6 +400,13 @@ pub struct NodeCounters {
     pub unknown_src: u64,
     /// Control messages that did not parse, or are not for a replica.
     pub ctrl_bad: u64,
+    /// Control messages from a member that should have come sealed and came bare (issue 28
+    /// item 4; dropped unread).
+    pub unsealed: u64,
+    /// Sealed messages refused: a tag that does not verify, another sender's id, a replay.
+    pub bad_seal: u64,
+    /// Messages not sent because their destination has no link key (no member).
+    pub tx_unsealed: u64,
     /// Datagrams sent.
     pub tx: u64,
     /// Datagrams the kernel refused (dropped; the protocol's retries cover them).
@@ -778,15 +786,25 @@ struct Io {
     moved: Vec<Vec<u32>>,
     /// PEER_DATA_MAX_PPS.
     peer_data_tokens: Tokens,
+    /// The member envelope (issue 28 item 4): every control message this replica sends is
+    /// sealed under the link key of its destination (the box, a peer, a data box, the standby).
+    sealer: Sealer,
+    links: Vec<(SocketAddr, LinkKey)>,
+    /// What it takes sealed: the box's HashList and SeqData, every peer's control messages.
+    opener: Opener,
 }
 
 impl Io {
+    /// Queue one control message to member `to`, sealed under its link key (a destination
+    /// with no link key is no member: nothing is sent, `tx_unsealed` counts it).
     fn queue(&mut self, s: Sock, to: SocketAddr, f: impl FnOnce(&mut Vec<u8>) -> bool) {
+        let Some((_, key)) = self.links.iter().find(|l| l.0 == to) else {
+            self.c.tx_unsealed += 1;
+            return;
+        };
         let start = self.arena.len();
-        if f(&mut self.arena) {
+        if self.sealer.seal(&mut self.arena, key, f) {
             self.msgs.push((s, to, start, self.arena.len()));
-        } else {
-            self.arena.truncate(start);
         }
     }
 }
@@ -1023,6 +1041,28 @@ impl Node {
         let n_voters = h.voters_members.len();
         let quorum = (n_voters - n_voters.saturating_sub(1) / 3) as u32;
         let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
+        // Issue 28 item 4: a link key with every member this replica talks to, agreed from its
+        // vote key and theirs (vyrn_wire::msg::seal).
+        let agree = |k: &ed25519_dalek::VerifyingKey, what: &str| {
+            LinkKey::agree(&cfg.vote_key, k).ok_or_else(|| format!("{what}: no link key"))
+        };
+        let mut links: Vec<(SocketAddr, LinkKey)> = Vec::new();
+        let mut opener = Opener::new(h.epoch);
+        let to_box = agree(&h.seq_pub, "seq_pub")?;
+        opener.add(seal::from::BOX_HASHER, to_box.clone());
+        opener.add(seal::from::BOX_CTRL, to_box.clone());
+        links.push((seq_ctrl, to_box));
+        for v in h.voters_members.iter().filter(|v| v.index != cfg.index) {
+            let k = agree(&v.vote_key, "a peer's vote_key")?;
+            opener.add(seal::from::voter(v.index), k.clone());
+            links.push((v.ctrl_addr, k));
+        }
+        for (d, a) in h.databoxes.iter().zip(&boxes) {
+            links.push((*a, agree(&d.link_key, "a data box's link_key")?));
+        }
+        if let (Some(a), Some(k)) = (h.standby_ctrl, h.standby_key) {
+            links.push((a, agree(&k, "the standby's link_key")?));
+        }
         let open = |c: UdpConfig, what: &str| UdpPort::open(&c).map_err(|e| format!("{what}: {e}"));
         let pc = |i: usize| {
             // 07 §3.1: each path joined on this voter's own interface on that path's network.
@@ -1292,6 +1332,9 @@ impl Node {
                 peer_index,
                 moved: vec![Vec::new(); h.databoxes.len()],
                 peer_data_tokens: Tokens::new(PEER_DATA_MAX_PPS, 4096),
+                sealer: Sealer::new(seal::from::voter(cfg.index), h.epoch, seal::start_seq()),
+                links,
+                opener,
             },
             voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
             simplex,
@@ -1984,6 +2027,20 @@ fn on_ctrl(
         return;
     };
     if src == io.seq_ctrl {
+        // Issue 28 item 4: HashList and SeqData come sealed by the box; frames (order_root),
+        // NackTooOld (seq_sig) and REP_DurableMark (counted only) come bare.
+        let sealed = seal::Sealed::is_sealed(b);
+        let b = if sealed {
+            match io.opener.open(b) {
+                Ok((f, body)) if f == seal::from::BOX_HASHER || f == seal::from::BOX_CTRL => body,
+                Ok(_) | Err(_) => {
+                    io.c.bad_seal += 1;
+                    return;
+                }
+            }
+        } else {
+            b
+        };
         match CtrlMsg::parse(b) {
             _ if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC => {
                 // The sequencer's retransmission, unicast to this replica (07 §4.10).
@@ -1995,13 +2052,14 @@ fn on_ctrl(
                 io.c.too_old += 1;
                 core.on_too_old(t.stream, t.oldest_seq);
             }
-            Ok(CtrlMsg::HashList(l)) => core.on_hash_list(&l, now, io),
+            Ok(CtrlMsg::HashList(l)) if sealed => core.on_hash_list(&l, now, io),
             Ok(CtrlMsg::RepDurableMark(_)) => io.c.durable_marks += 1,
             // The canonical copy (07 §5.5 source 3, §5.6): checked like any other.
-            Ok(CtrlMsg::SeqData(d)) => {
+            Ok(CtrlMsg::SeqData(d)) if sealed => {
                 io.c.seq_data_rx += 1;
                 core.on_fetched(Source::Seq, &d.pkt, now, io);
             }
+            Ok(CtrlMsg::HashList(_) | CtrlMsg::SeqData(_)) => io.c.unsealed += 1,
             _ => io.c.ctrl_bad += 1,
         }
         return;
@@ -2016,6 +2074,21 @@ fn on_ctrl(
         core.on_path_frame(PEER_CHANNEL, b, now, io);
         return;
     }
+    // Issue 28 item 4: every other message from a peer comes sealed by that peer.
+    let b = match io
+        .opener
+        .open_from(seal::from::voter(io.peer_index[peer]), b)
+    {
+        Ok(body) => body,
+        Err(SealErr::NotSealed) => {
+            io.c.unsealed += 1;
+            return;
+        }
+        Err(_) => {
+            io.c.bad_seal += 1;
+            return;
+        }
+    };
     match CtrlMsg::parse(b) {
         // 07 §5.7: a peer's DataDown gossip, counted toward the quorum by its voter index.
         Ok(CtrlMsg::DataDown(m)) => {

@@ -201,6 +201,9 @@ pub struct DataBoxMember {
     /// The box's socket for voter `i` is bound at `dest_base + i` on `client_addr`'s IP: its
     /// DATA frames leave from there, and the voter's DataFetch, DataDown go there.
     pub dest_base: u16,
+    /// The box's Ed25519 identity (`link_key`): the voters agree the member envelope's link
+    /// keys with it (`vyrn_wire::msg::seal`; its secret is `vyrn data --key`).
+    pub link_key: VerifyingKey,
 }
 
 impl DataBoxMember {
@@ -245,6 +248,8 @@ pub struct HomeConfig {
     pub session_addrs: BTreeMap<u32, SocketAddr>,
     /// The warm standby's control port (`[standby] ctrl_addr`, 07 §6.8), if the home has one.
     pub standby_ctrl: Option<SocketAddr>,
+    /// The standby's Ed25519 identity (`[standby] link_key`), for the member envelope.
+    pub standby_key: Option<VerifyingKey>,
 }
 
 impl HomeConfig {
@@ -294,6 +299,7 @@ impl HomeConfig {
             membership: c.membership,
             session_addrs: c.session_addrs,
             standby_ctrl: c.standby_ctrl,
+            standby_key: c.standby_key,
         })
     }
 }
@@ -338,6 +344,9 @@ pub struct BoxConfig {
     /// The warm standby's control port (`[standby] ctrl_addr`, 07 §6.8): voters send it their
     /// finalize votes and certificates too.
     pub standby_ctrl: Option<SocketAddr>,
+    /// The standby's Ed25519 identity (`[standby] link_key`): the voters seal what they send
+    /// it with the link key agreed with it (`vyrn_wire::msg::seal`).
+    pub standby_key: Option<VerifyingKey>,
     /// The box's client UDP port (`dev`, `consumer`: all lanes; `ref`: lane l listens on
     /// `client_port + l`, the flow filter of 07 §9.5). 0: any free port.
     pub client_port: u16,
@@ -572,7 +581,7 @@ fn expected(k: &str) -> &'static str {
     match k {
         "profile" => "a string (\"ref\", \"consumer\" or \"dev\")",
         "seq_key_file" | "key_file" | "membership" => "a string (a file's path)",
-        "seq_pub" | "vote_key" => "a string of 64 hex digits",
+        "seq_pub" | "vote_key" | "link_key" => "a string of 64 hex digits",
         "ctrl_addr" | "data_addr" | "p2p_addr" | "client_addr" => "a string \"IP:PORT\"",
         "ip" | "path_a_ip" | "path_b_ip" => "a string \"IPv4\"",
         "core_map" => "an array of core ids, such as [1, 0]",
@@ -1145,6 +1154,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
     let mut voter_secs: Vec<VoterAt> = Vec::new();
     let mut databoxes: Vec<(DataBoxMember, usize)> = Vec::new();
     let mut standby_ctrl: Option<SocketAddr> = None;
+    let mut standby_key: Option<VerifyingKey> = None;
     for s in &secs {
         if s.0 == "box" {
             continue;
@@ -1294,27 +1304,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 let p2p_addr = take_addr(&mut k, "p2p_addr", false, file, e).map(|x| x.0);
                 let path_a_ip = take_ip(&mut k, "path_a_ip", file, e);
                 let path_b_ip = take_ip(&mut k, "path_b_ip", file, e);
-                let vote_key = k.take("vote_key", true, e).and_then(|(v, line)| {
-                    let Some(bytes) = hex_bytes::<32>(v) else {
-                        e.push(err(
-                            file,
-                            line,
-                            "vote_key: expected 64 hex digits (an Ed25519 public key)",
-                        ));
-                        return None;
-                    };
-                    match VerifyingKey::from_bytes(&bytes) {
-                        Ok(vk) if vk.is_weak() => {
-                            e.push(err(file, line, "vote_key is a small-order (weak) point"));
-                            None
-                        }
-                        Ok(vk) => Some((vk, line)),
-                        Err(_) => {
-                            e.push(err(file, line, "vote_key is not a valid Ed25519 point"));
-                            None
-                        }
-                    }
-                });
+                let vote_key = take_pub(&mut k, "vote_key", true, file, e);
                 k.finish(e);
                 if let Some(index) = index {
                     voter_secs.push(VoterAt {
@@ -1350,9 +1340,15 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     "a UDP port with room for one port per voter above it",
                     e,
                 );
+                // The member envelope's identity (its secret: `vyrn data --key`).
+                let link_key = take_pub(&mut k, "link_key", true, file, e);
                 k.finish(e);
-                if let (Some(index), Some((client_addr, _)), Some((dest_base, _))) =
-                    (index, client_addr, dest_base)
+                if let (
+                    Some(index),
+                    Some((client_addr, _)),
+                    Some((dest_base, _)),
+                    Some((link_key, _)),
+                ) = (index, client_addr, dest_base, link_key)
                 {
                     if databoxes.iter().any(|d| d.0.index == index) {
                         e.push(err(file, s.1, format!("[databox.{index}] twice")));
@@ -1362,6 +1358,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                             index,
                             client_addr,
                             dest_base: dest_base as u16,
+                            link_key,
                         },
                         s.1,
                     ));
@@ -1372,6 +1369,8 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
             "standby" => {
                 let mut k = Keys::new(file, s);
                 standby_ctrl = take_addr(&mut k, "ctrl_addr", true, file, e).map(|x| x.0);
+                // Issue 28 item 4: the member envelope's identity (its secret: `vyrn standby --key`).
+                standby_key = take_pub(&mut k, "link_key", true, file, e).map(|x| x.0);
                 k.finish(e);
             }
             _ => e.push(err(file, s.1, format!("unknown section {head}"))),
@@ -1608,6 +1607,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         session_key_files,
         session_addrs,
         standby_ctrl,
+        standby_key,
         client_port: client_port.map_or(0, |x| x.0 as u16),
         ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
         path_port,
@@ -1618,6 +1618,46 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         self_fence_us,
         hb_us,
         membership,
+    })
+}
+
+/// A required or optional Ed25519 public key `name` (64 hex digits), refusing small-order
+/// points: a `vote_key` or a `link_key` (the member envelope's identity, `vyrn_wire::msg::seal`).
+fn take_pub(
+    k: &mut Keys<'_>,
+    name: &str,
+    required: bool,
+    file: &Path,
+    e: &mut Vec<CfgError>,
+) -> Option<(VerifyingKey, usize)> {
+    k.take(name, required, e).and_then(|(v, line)| {
+        let Some(bytes) = hex_bytes::<32>(v) else {
+            e.push(err(
+                file,
+                line,
+                format!("{name}: expected 64 hex digits (an Ed25519 public key)"),
+            ));
+            return None;
+        };
+        match VerifyingKey::from_bytes(&bytes) {
+            Ok(vk) if vk.is_weak() => {
+                e.push(err(
+                    file,
+                    line,
+                    format!("{name} is a small-order (weak) point"),
+                ));
+                None
+            }
+            Ok(vk) => Some((vk, line)),
+            Err(_) => {
+                e.push(err(
+                    file,
+                    line,
+                    format!("{name} is not a valid Ed25519 point"),
+                ));
+                None
+            }
+        }
     })
 }
 
@@ -2369,6 +2409,12 @@ fn write_dev(
                 addrs.box_ip,
                 base_port + DEV_STANDBY
             );
+            let rel = key("standby")?;
+            let _ = writeln!(
+                c,
+                "link_key = {}    # its identity for the member envelope; secret: {rel}",
+                toml_str(&public(&rel)?)
+            );
         }
         for d in 0..n_data {
             let port = dev_databox_port(base_port, d);
@@ -2382,6 +2428,12 @@ fn write_dev(
                 c,
                 "dest_base = {}    # its socket for voter i: dest_base + i",
                 port + 1
+            );
+            let rel = key(&format!("databox-{d}"))?;
+            let _ = writeln!(
+                c,
+                "link_key = {}    # its identity for the member envelope; secret: {rel}",
+                toml_str(&public(&rel)?)
             );
         }
     }

@@ -34,6 +34,7 @@ use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, NicError, Port, RxBatch, TxPacket};
 use vyrn_rings::spsc::Consumer;
 use vyrn_rings::spsc::Producer;
+use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr, Sealer};
 
 /// Counters of the box's ports (each written by one tile; read by anyone).
 #[derive(Debug, Default)]
@@ -80,6 +81,12 @@ pub struct NetStats {
     pub ctrl_truncated: AtomicU64,
     /// Control datagrams from an address that is no registered voter (dropped unread).
     pub ctrl_unknown: AtomicU64,
+    /// Control datagrams from a voter's address that came bare: every voter message must come
+    /// in the member envelope (issue 28 item 4; dropped unread).
+    pub ctrl_unsealed: AtomicU64,
+    /// Sealed control datagrams refused: a tag that does not verify under the voter's link key,
+    /// another sender's id, or a replayed sequence number.
+    pub ctrl_bad_seal: AtomicU64,
     /// Control messages dropped at a full inbox or over a source's rate (the sender repeats).
     pub ctrl_dropped: AtomicU64,
     /// NackTooOld answers sent.
@@ -452,6 +459,12 @@ struct CtrlRxTile {
     data_asks: Vec<Producer<crate::retain::SeqDataAsk>>,
     data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
     data_tokens: (u64, u64),
+    /// The member envelope (issue 28 item 4): every voter's message comes sealed by it; the
+    /// SeqData answers leave sealed (`from::BOX_CTRL`).
+    opener: Opener,
+    sealer: Sealer,
+    links: HashMap<SocketAddr, LinkKey>,
+    seal_buf: Vec<u8>,
 }
 
 /// HashListReqs a voter may make a second (07 §5.6 row 2 asks once per differing block; a
@@ -520,9 +533,18 @@ impl Task for CtrlRxTile {
         for q in &mut self.data_answers {
             while let Some(a) = q.pop() {
                 answered = true;
+                let Some(key) = self.links.get(&a.to) else {
+                    bump(&self.stats.ctrl_dropped);
+                    continue;
+                };
+                self.seal_buf.clear();
+                self.sealer.seal(&mut self.seal_buf, key, |o| {
+                    o.extend_from_slice(a.bytes());
+                    true
+                });
                 let sent = self
                     .ctrl
-                    .send_batch(&[TxPacket::to(a.bytes(), Dest::Addr(a.to))]);
+                    .send_batch(&[TxPacket::to(&self.seal_buf, Dest::Addr(a.to))]);
                 bump(if matches!(sent, Ok(1)) {
                     &self.stats.seq_data_sent
                 } else {
@@ -548,7 +570,20 @@ impl Task for CtrlRxTile {
                 bump(&self.stats.ctrl_unknown);
                 continue;
             };
-            match CtrlMsg::parse(p.data) {
+            // Issue 28 item 4: sealed by that voter under its link key, fresh (a spoofed source
+            // address or a replayed capture is refused here, before anything is parsed).
+            let body = match self.opener.open_from(seal::from::voter(v), p.data) {
+                Ok(b) => b,
+                Err(SealErr::NotSealed) => {
+                    bump(&self.stats.ctrl_unsealed);
+                    continue;
+                }
+                Err(_) => {
+                    bump(&self.stats.ctrl_bad_seal);
+                    continue;
+                }
+            };
+            match CtrlMsg::parse(body) {
                 Ok(CtrlMsg::RepAck(a)) if a.epoch == self.epoch => {
                     bump(&self.stats.ctrl[0]);
                     let ack = CtrlIn::Ack {
@@ -626,7 +661,7 @@ impl Task for CtrlRxTile {
                     if fv.epoch == self.epoch && fv.index as usize == v =>
                 {
                     if !cert_token(&mut self.cert_tokens, v, now)
-                        || self.certs.push((v, p.data.to_vec())).is_err()
+                        || self.certs.push((v, body.to_vec())).is_err()
                     {
                         bump(&self.stats.ctrl_dropped);
                     }
@@ -638,7 +673,7 @@ impl Task for CtrlRxTile {
                 Ok(CtrlMsg::Diverge(d)) if d.epoch == self.epoch => {
                     bump(&self.stats.diverge_msgs);
                     if !cert_token(&mut self.cert_tokens, v, now)
-                        || self.certs.push((v, p.data.to_vec())).is_err()
+                        || self.certs.push((v, body.to_vec())).is_err()
                     {
                         bump(&self.stats.ctrl_dropped);
                     }
@@ -646,7 +681,7 @@ impl Task for CtrlRxTile {
                 Ok(CtrlMsg::FinalityCert(c)) if c.epoch == self.epoch => {
                     // Checked on the certificate tile, under a per-source limit.
                     if !cert_token(&mut self.cert_tokens, v, now)
-                        || self.certs.push((v, p.data.to_vec())).is_err()
+                        || self.certs.push((v, body.to_vec())).is_err()
                     {
                         bump(&self.stats.ctrl_dropped);
                     }
@@ -1001,6 +1036,18 @@ impl NetBox {
         let client_port = &self.client[0].0;
         let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
         let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
+        // Issue 28 item 4: a link key with each registered voter, agreed from the box's key.
+        let box_key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
+        let mut links: HashMap<SocketAddr, LinkKey> = HashMap::new();
+        let mut opener = Opener::new(seq.epoch);
+        for &(a, i, k) in &self.voters {
+            let l = LinkKey::agree(&box_key, &k).ok_or(NicError::Config(
+                "a voter's key gives no link key (a weak key)",
+            ))?;
+            opener.add(seal::from::voter(i), l.clone());
+            links.insert(a, l);
+        }
+        drop(box_key);
         let mut err = None;
         let (tiles, handles) = tiles::build(
             &seq,
@@ -1087,8 +1134,22 @@ impl NetBox {
             },
             ctrl_sock.try_clone().ok().map(|sock| {
                 let stats = stats.clone();
+                // HashList parts leave sealed (issue 28 item 4): a spoofed, mis-shaped part
+                // would otherwise make a replica refuse the block.
+                let links = links.clone();
+                let mut sealer = Sealer::new(seal::from::BOX_HASHER, seq.epoch, seal::start_seq());
+                let mut buf = Vec::with_capacity(9216);
                 Box::new(move |to: SocketAddr, b: &[u8]| {
-                    let _ = sock.send_to(b, to);
+                    let Some(key) = links.get(&to) else {
+                        bump(&stats.ctrl_dropped);
+                        return;
+                    };
+                    buf.clear();
+                    sealer.seal(&mut buf, key, |o| {
+                        o.extend_from_slice(b);
+                        true
+                    });
+                    let _ = sock.send_to(&buf, to);
                     bump(&stats.hash_list_parts);
                 }) as tiles::HashReply
             }),
@@ -1169,6 +1230,10 @@ impl NetBox {
             data_asks: std::mem::take(&mut handles.seq_data_asks),
             data_answers: std::mem::take(&mut handles.seq_data_answers),
             data_tokens: (SEQ_DATA_BURST, 0),
+            opener,
+            sealer: Sealer::new(seal::from::BOX_CTRL, seq.epoch, seal::start_seq()),
+            links: links.clone(),
+            seal_buf: Vec::with_capacity(256),
         }));
         if let Some(listener) = listener {
             tasks.push(Box::new(CertTile {

@@ -1335,7 +1335,7 @@ fn the_standby_section_is_read_and_checked() {
     let f = d.join("with.conf");
     std::fs::write(
         &f,
-        format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:47009\"\n"),
+        format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:47009\"\nlink_key = \"4be6cdc244f1397b642ef9f7949bde046dfe36cf28297d6d982208cd0dcc7a90\"\n"),
     )
     .unwrap();
     assert_eq!(
@@ -1359,7 +1359,7 @@ fn the_standby_section_is_read_and_checked() {
     rejects(
         &d,
         "standby_key",
-        &format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:47009\"\nport = 3\n"),
+        &format!("{good}\n[standby]\nctrl_addr = \"127.0.0.1:47009\"\nlink_key = \"4be6cdc244f1397b642ef9f7949bde046dfe36cf28297d6d982208cd0dcc7a90\"\nport = 3\n"),
         "port",
         "port = 3",
     );

@@ -42,6 +42,7 @@ use vyrn_wire::msg::client::{
 };
 use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
 use vyrn_wire::msg::ctrl::{CtrlMsg, HashListReq, Nack, RepAck};
+use vyrn_wire::msg::seal::{self, LinkKey};
 
 /// The RX tile's receive slot (`ports.rs`: `RxBatch::new(64, 256)`): a longer datagram is
 /// dropped by the port and counted as `rx_truncated`.
@@ -350,7 +351,7 @@ fn real_client_against_real_box_and_bad_input_battery() {
     let mut net = NetBox::open(&c, false).expect("ports");
     let ctrl = net.ctrl_addr().unwrap();
     let seq = net.client_addrs()[0];
-    let vn = VoterNet::open(c.voters, ctrl).unwrap();
+    let vn = VoterNet::open(c.voters, ctrl, c.seq_public()).unwrap();
     for (a, i, k) in vn.members() {
         net.register_voter(a, i, k);
     }
@@ -373,7 +374,7 @@ fn real_client_against_real_box_and_bad_input_battery() {
         t0,
     );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(&c, &running, seq, ctrl, &insider)
+        run(&c, &running, seq, ctrl, (&insider, &ik))
     }));
     running.runner.stop();
     voters.stop.store(true, Ordering::Relaxed);
@@ -391,7 +392,7 @@ fn run(
     running: &RunningBox,
     seq: SocketAddr,
     ctrl: SocketAddr,
-    insider: &UdpSocket,
+    (insider, ik): (&UdpSocket, &ed25519_dalek::SigningKey),
 ) {
     let st = &running.stats;
     let h = &running.handles;
@@ -750,14 +751,61 @@ fn run(
     cert.encode(&mut cb).unwrap();
     assert!(matches!(CtrlMsg::parse(&cb), Ok(CtrlMsg::FinalityCert(_))));
     junk.push(cb);
-    for m in &junk {
+    // Issue 28 item 4: bare, each is refused unread (`ctrl_unsealed`); sealed by the insider
+    // under its link key, each is parsed and refused as junk (`ctrl_bad`); a replay of a sealed
+    // one, one sealed under another key and one sealed in another epoch are `ctrl_bad_seal`.
+    let link = LinkKey::agree(ik, &c.seq_public()).unwrap();
+    let me = seal::from::voter(c.voters);
+    let mut sealed = Vec::new();
+    for (k, m) in junk.iter().enumerate() {
         insider.send_to(m, ctrl).unwrap();
+        let mut b = Vec::new();
+        assert!(seal::seal_into(
+            &mut b,
+            &link,
+            c.epoch,
+            me,
+            10 + k as u64,
+            |o| {
+                o.extend_from_slice(m);
+                true
+            }
+        ));
+        sealed.push(b);
     }
     let n_junk = junk.len() as u64;
+    assert!(
+        settle(|| load(&st.ctrl_unsealed) == n_junk),
+        "ctrl_unsealed {} of {n_junk}",
+        load(&st.ctrl_unsealed)
+    );
+    assert_eq!(load(&st.ctrl_bad), 0, "a bare message was parsed");
+    for m in &sealed {
+        insider.send_to(m, ctrl).unwrap();
+    }
     assert!(
         settle(|| load(&st.ctrl_bad) == n_junk),
         "ctrl_bad {} of {n_junk}",
         load(&st.ctrl_bad)
+    );
+    let mut forged = Vec::new();
+    let other = LinkKey::from_bytes([5; 32]);
+    seal::seal_into(&mut forged, &other, c.epoch, me, 1_000, |o| {
+        o.extend_from_slice(&ack);
+        true
+    });
+    let mut stale = Vec::new();
+    seal::seal_into(&mut stale, &link, c.epoch + 1, me, 1_001, |o| {
+        o.extend_from_slice(&ack);
+        true
+    });
+    for m in [&sealed[0], &forged, &stale] {
+        insider.send_to(m, ctrl).unwrap();
+    }
+    assert!(
+        settle(|| load(&st.ctrl_bad_seal) == 3),
+        "ctrl_bad_seal {} of 3",
+        load(&st.ctrl_bad_seal)
     );
     // The box still answers, acks keep being taken, and finality still advances.
     let acks = load(&st.ctrl[0]);

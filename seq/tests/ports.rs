@@ -13,6 +13,7 @@ use vyrn_seq::ports::{CoreMap, NetBox};
 use vyrn_seq::runner::Clock;
 use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 use vyrn_wire::msg::client::{Msg, MsgType, Record, RequestPacket, Response, Side};
+use vyrn_wire::msg::seal;
 
 fn config(tag: &str) -> BoxConfig {
     let dir = std::env::temp_dir().join(format!("vyrn-netbox-{tag}-{}", std::process::id()));
@@ -122,7 +123,7 @@ fn ch_resumes(r: &vyrn_seq::ports::RunningBox) -> u64 {
 fn threaded_box_answers_over_udp_and_voters_finalize() {
     let c = config("dev");
     let mut net = NetBox::open(&c, false).expect("ports");
-    let vn = VoterNet::open(c.voters, net.ctrl_addr().unwrap()).unwrap();
+    let vn = VoterNet::open(c.voters, net.ctrl_addr().unwrap(), c.seq_public()).unwrap();
     for (a, i, k) in vn.members() {
         net.register_voter(a, i, k);
     }
@@ -130,6 +131,14 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     let mut fetcher = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
     let fk = ed25519_dalek::SigningKey::from_bytes(&[77; 32]);
     net.register_voter(fetcher.local_addr().unwrap(), c.voters, fk.verifying_key());
+    // Its messages go sealed under its link key with the box, and the box's HashList and
+    // SeqData answers come back sealed (issue 28 item 4).
+    let flink = seal::LinkKey::agree(&fk, &c.seq_public()).unwrap();
+    let mut fsealer = seal::Sealer::new(seal::from::voter(c.voters), c.epoch, 1);
+    let mut fseal = |b: &[u8]| fsealer.seal_bytes(&flink, b);
+    let mut fopen = seal::Opener::new(c.epoch);
+    fopen.add(seal::from::BOX_HASHER, flink.clone());
+    fopen.add(seal::from::BOX_CTRL, flink.clone());
     let ctrl = net.ctrl_addr().unwrap();
     let to = net.client_addrs()[0];
     let t0 = Instant::now();
@@ -201,7 +210,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         .to_bytes()
         .unwrap();
     fetcher
-        .send_batch(&[TxPacket::to(&req, Dest::Addr(ctrl))])
+        .send_batch(&[TxPacket::to(&fseal(&req), Dest::Addr(ctrl))])
         .unwrap();
     fetcher.flush().unwrap();
     let mut streams = [false; 2];
@@ -210,8 +219,11 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     while streams != [true; 2] && t2.elapsed() < Duration::from_secs(5) {
         if fetcher.recv_batch(&mut rx).unwrap() > 0 {
             for p in rx.iter() {
+                let Ok((_, body)) = fopen.open(p.data) else {
+                    continue;
+                };
                 if let Ok(vyrn_wire::msg::ctrl::CtrlMsg::HashList(l)) =
-                    vyrn_wire::msg::ctrl::CtrlMsg::parse(p.data)
+                    vyrn_wire::msg::ctrl::CtrlMsg::parse(body)
                 {
                     assert_eq!(l.height, want);
                     streams[l.stream as usize] = true;
@@ -233,7 +245,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     .to_bytes()
     .unwrap();
     fetcher
-        .send_batch(&[TxPacket::to(&nack, Dest::Addr(ctrl))])
+        .send_batch(&[TxPacket::to(&fseal(&nack), Dest::Addr(ctrl))])
         .unwrap();
     fetcher.flush().unwrap();
     let mut got = Vec::new();
@@ -273,7 +285,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         .to_bytes()
         .unwrap();
         fetcher
-            .send_batch(&[TxPacket::to(&q, Dest::Addr(ctrl))])
+            .send_batch(&[TxPacket::to(&fseal(&q), Dest::Addr(ctrl))])
             .unwrap();
         fetcher.flush().unwrap();
         let mut answer = None;
@@ -281,8 +293,11 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         while answer.is_none() && t6.elapsed() < Duration::from_millis(500) {
             if fetcher.recv_batch(&mut rx).unwrap() > 0 {
                 for p in rx.iter() {
+                    let Ok((_, body)) = fopen.open(p.data) else {
+                        continue;
+                    };
                     if let Ok(vyrn_wire::msg::ctrl::CtrlMsg::SeqData(d)) =
-                        vyrn_wire::msg::ctrl::CtrlMsg::parse(p.data)
+                        vyrn_wire::msg::ctrl::CtrlMsg::parse(body)
                     {
                         assert_eq!(p.meta.src, Some(ctrl));
                         assert_eq!((d.session, d.pkt_seq), (s0, seq));
@@ -348,7 +363,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     // A registered address's Diverge with no evidence (the review's 15 bytes, a timeout from
     // one source): counted, no halt (security review F3).
     fetcher
-        .send_batch(&[TxPacket::to(&div, Dest::Addr(ctrl))])
+        .send_batch(&[TxPacket::to(&fseal(&div), Dest::Addr(ctrl))])
         .unwrap();
     fetcher.flush().unwrap();
     let t35 = Instant::now();
@@ -361,7 +376,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     assert_eq!(h.control.diverge_halts.load(Ordering::Relaxed), 0);
     // Evidence that checks halts the book.
     fetcher
-        .send_batch(&[TxPacket::to(&evidence, Dest::Addr(ctrl))])
+        .send_batch(&[TxPacket::to(&fseal(&evidence), Dest::Addr(ctrl))])
         .unwrap();
     fetcher.flush().unwrap();
     let t4 = Instant::now();

@@ -1,6 +1,6 @@
 //! `vyrn data`: one data box of a home on the UDP backend (issue 12 item 8, 07 §5).
 //!
-//! Usage: `vyrn data --home FILE --index N [--secs N] [--hb-us N] [--batch-us N]`.
+//! Usage: `vyrn data --home FILE --index N [--key FILE] [--secs N] [--hb-us N] [--batch-us N]`.
 //!
 //! * `--home`: the home's file (what the sequencer reads, without its seed: `HomeConfig`): the
 //!   sessions and their keys (`K_seq` for the MAC check, `K_out` to relay DataRedirect), the
@@ -8,6 +8,9 @@
 //!   `[databox.N]` section: `client_addr` (copy 2 arrives there) and `dest_base` (its socket for
 //!   voter `i` is bound at `dest_base + i`, so a voter's DataFetch and DataDown are attributed
 //!   by the socket they arrive on).
+//! * `--key`: the box's secret identity seed (hex, a 0600 file; default `keys/databox-N.key` beside
+//!   the home's file), whose public key must be `[databox.N] link_key`: each voter's DataFetch,
+//!   DataDown and DataRedirect come sealed under the link key agreed with it (docs/security.md).
 //! * `--hb-us`: the DATA_HB period when idle (100 µs is a budget; a dev home of one box and four
 //!   voters on two cores uses 1000). `--batch-us`: the age at which an open DATA frame is sent
 //!   (REP_DATA_BATCH_US = 5 is a budget; default 200 here, so a dev home's frames carry many
@@ -36,6 +39,9 @@ pub struct Args {
     /// Which `[databox.N]` of the home this is.
     #[arg(long, value_name = "N")]
     pub index: u8,
+    /// Its secret identity seed (hex, 0600); default `keys/databox-N.key` beside the home file.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
     /// Run this many seconds (0: until SIGTERM/SIGINT).
     #[arg(long, default_value_t = 0)]
     pub secs: u64,
@@ -91,7 +97,14 @@ pub fn run(o: Args) -> ExitCode {
 fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     let cfg = vyrn_data::home::config(home, o.index, o.hb_us * 1000, o.batch_us * 1000)?;
     let me = home.databoxes[o.index as usize].clone();
-    let mut d = vyrn_data::home::open(home, &cfg)?;
+    let key_path = o
+        .key
+        .clone()
+        .unwrap_or_else(|| vyrn_data::home::default_key_path(&o.home, o.index));
+    let seed = vyrn_seq::boxcfg::read_seed(&key_path)
+        .map_err(|e| format!("--key {}: {e}", key_path.display()))?;
+    let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
+    let mut d = vyrn_data::home::open(home, &cfg, &key)?;
     let fds = vyrn_data::home::fds(&mut d);
     vyrn_nic::wait::fine_timer_slack();
     println!(

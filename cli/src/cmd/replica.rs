@@ -383,6 +383,18 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         c.unknown_src,
     );
     e.counter(
+        "vyrn_replica_seal_refused_total",
+        "member control messages refused by the member envelope (issue 28 item 4): bare where a seal is required, or a seal that does not verify or is replayed",
+        &[("why", "unsealed")],
+        c.unsealed,
+    );
+    e.counter(
+        "vyrn_replica_seal_refused_total",
+        "member control messages refused by the member envelope (issue 28 item 4): bare where a seal is required, or a seal that does not verify or is replayed",
+        &[("why", "bad_seal")],
+        c.bad_seal,
+    );
+    e.counter(
         "vyrn_replica_control_bad_total",
         "control messages that did not parse",
         &[],

@@ -156,6 +156,8 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
         ("bad", &s.ctrl_bad),
         ("over_slot", &s.ctrl_truncated),
         ("unknown_source", &s.ctrl_unknown),
+        ("unsealed", &s.ctrl_unsealed),
+        ("bad_seal", &s.ctrl_bad_seal),
         ("queue_full_or_rate", &s.ctrl_dropped),
     ] {
         e.counter(

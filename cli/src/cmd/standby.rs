@@ -1,6 +1,11 @@
 //! `vyrn standby`: the warm standby's finality listener (07 §6.8, issue 13 item 3).
 //!
-//! Usage: `vyrn standby --home FILE [--secs N] [--metrics IP:PORT] [--cores LIST]`.
+//! Usage: `vyrn standby --home FILE [--key FILE] [--secs N] [--metrics IP:PORT] [--cores LIST]`.
+//!
+//! `--key` is the standby's secret identity seed (hex, 0600; default `keys/standby.key` beside
+//! the home's file), whose public key must be `[standby] link_key`: every voter's vote and
+//! certificate comes sealed under the link key agreed with it (the member envelope, issue 28
+//! item 4); a bare one or one whose seal fails is counted and dropped.
 //!
 //! Every voter sends its finalize vote, and later each `REP_FinalityCert`, to the sequencer's
 //! *and the standby's* control port, so the standby learns finality at the same hop as the
@@ -35,6 +40,7 @@ use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Port, RxBatch};
 use vyrn_seq::boxcfg::HomeConfig;
 use vyrn_wire::msg::ctrl::CtrlMsg;
+use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr};
 
 /// `vyrn standby`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +48,9 @@ pub struct Args {
     /// The home's file (with a `[standby] ctrl_addr`).
     #[arg(long, value_name = "FILE")]
     pub home: PathBuf,
+    /// Its secret identity seed (hex, 0600); default `keys/standby.key` beside the home file.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
     /// Run this many seconds (0: until SIGTERM/SIGINT).
     #[arg(long, default_value_t = 0)]
     pub secs: u64,
@@ -67,6 +76,10 @@ struct Counts {
     bad: u64,
     /// Over the sending voter's rate (`CERT_PER_SEC`, burst `CERT_BURST`): dropped unread.
     limited: u64,
+    /// From a voter's address but bare (the member envelope is required).
+    unsealed: u64,
+    /// Sealed, but the tag does not verify, names another sender, or is a replay.
+    bad_seal: u64,
 }
 
 /// Run the standby's listener; exit 0, or 2 when the start is refused.
@@ -107,6 +120,8 @@ fn render(l: &FinalityListener, c: &Counts, published: &vyrn_metrics::Published)
         ("other", c.other),
         ("bad", c.bad),
         ("limited", c.limited),
+        ("unsealed", c.unsealed),
+        ("bad_seal", c.bad_seal),
     ] {
         e.counter(
             "vyrn_standby_messages_total",
@@ -153,6 +168,29 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         .iter()
         .map(|v| (v.ctrl_addr, v.index))
         .collect();
+    // Issue 28 item 4: each voter's messages come sealed under the link key agreed with it.
+    let key_path = o.key.clone().unwrap_or_else(|| {
+        o.home
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("keys/standby.key")
+    });
+    let seed = vyrn_seq::boxcfg::read_seed(&key_path)
+        .map_err(|e| format!("--key {}: {e}", key_path.display()))?;
+    let me = ed25519_dalek::SigningKey::from_bytes(seed.expose());
+    if Some(me.verifying_key()) != home.standby_key {
+        return Err(format!(
+            "--key {}: not the secret of [standby] link_key",
+            key_path.display()
+        ));
+    }
+    let mut opener = Opener::new(home.epoch);
+    for v in &home.voters_members {
+        let k = LinkKey::agree(&me, &v.vote_key)
+            .ok_or_else(|| format!("voter {}'s vote_key gives no link key", v.index))?;
+        opener.add(seal::from::voter(v.index), k);
+    }
+    drop(me);
     let mut c = UdpConfig::new(at).with_batch(64);
     c.recv_buffer = Some(4 << 20);
     let mut port = UdpPort::open(&c).map_err(|e| format!("control port {at}: {e}"))?;
@@ -177,12 +215,27 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         let n = port.recv_batch(&mut rx).unwrap_or(0);
         let now = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
         for p in rx.iter() {
+            let Some(v) = p.meta.src.and_then(|a| voters.get(&a).copied()) else {
+                counts.unknown += 1;
+                continue;
+            };
+            let body = match opener.open_from(seal::from::voter(v), p.data) {
+                Ok(b) => b,
+                Err(SealErr::NotSealed) => {
+                    counts.unsealed += 1;
+                    continue;
+                }
+                Err(_) => {
+                    counts.bad_seal += 1;
+                    continue;
+                }
+            };
             take(
                 &mut listener,
                 &mut tokens,
                 &voters,
                 &mut counts,
-                (p.meta.src, p.data),
+                (p.meta.src, body),
                 now,
             );
         }
@@ -206,7 +259,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     }
     let lc = listener.counters();
     println!(
-        "standby: final height {} (view {}), {} proposals finalized, {} votes taken, {} bad signatures, {} refused, {} from unknown sources, {} other messages, {} over the rate limit",
+        "standby: final height {} (view {}), {} proposals finalized, {} votes taken, {} bad signatures, {} refused, {} from unknown sources, {} other messages, {} over the rate limit, {} unsealed, {} with a bad seal",
         listener.final_height(),
         listener.final_view(),
         lc.finalized,
@@ -215,12 +268,14 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         lc.refused,
         counts.unknown,
         counts.other,
-        counts.limited
+        counts.limited,
+        counts.unsealed,
+        counts.bad_seal
     );
     Ok(())
 }
 
-/// One control datagram `(source, bytes)` at `now` ns into the listener: from a voter's
+/// One control message `(source, bytes)` (its seal opened) at `now` ns into the listener: from a voter's
 /// address only, a vote only from the voter it names, within that voter's tokens, charged to
 /// that voter (07 §6.8; the box's control port and certificate tile do the same).
 fn take(

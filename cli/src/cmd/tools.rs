@@ -312,3 +312,39 @@ fn export_certs(dirs: &[PathBuf], out: &Path) -> Result<usize, String> {
     }
     Ok(n)
 }
+
+/// `vyrn config keygen FILE`: a fresh seed from the OS, written 0600 (never over a file), and its
+/// public key printed for the home file.
+pub fn keygen(file: &std::path::Path) -> ExitCode {
+    if file.exists() {
+        eprintln!(
+            "vyrn config keygen: {} exists; not overwritten",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
+    let mut seed = [0u8; 32];
+    let got = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed));
+    if let Err(e) = got {
+        eprintln!("vyrn config keygen: /dev/urandom: {e}");
+        return ExitCode::from(2);
+    }
+    let mut hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    hex.push('\n');
+    let pubkey = ed25519_dalek::SigningKey::from_bytes(&seed).verifying_key();
+    zeroize::Zeroize::zeroize(&mut seed);
+    let r = vyrn_seq::boxcfg::write_secret_file(file, hex.as_bytes());
+    zeroize::Zeroize::zeroize(&mut hex);
+    if let Err(e) = r {
+        eprintln!("vyrn config keygen: {}: {e}", file.display());
+        return ExitCode::from(2);
+    }
+    let p: String = pubkey
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    println!("{p}");
+    ExitCode::SUCCESS
+}

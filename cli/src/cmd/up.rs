@@ -521,6 +521,16 @@ fn up(a: Args) -> Result<bool, String> {
                     d.display()
                 );
             }
+            // A generated home an older vyrn wrote (say, before the member envelope's
+            // link keys) no longer loads: it is a generated artifact, so write a fresh one.
+            if let Some(Err(errs)) = f.exists().then(|| BoxConfig::load(&f)) {
+                println!(
+                    "vyrn up: {} no longer loads ({}); writing a fresh home",
+                    f.display(),
+                    errs.first().map(|e| e.to_string()).unwrap_or_default()
+                );
+                let _ = std::fs::remove_dir_all(&d);
+            }
             if !f.exists() {
                 let addrs = if a.netns {
                     vyrn_seq::boxcfg::HomeAddrs::netns_lab()

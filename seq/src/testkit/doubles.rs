@@ -14,6 +14,7 @@ use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, NicError, Port, RxBatch, TxPacket};
 use vyrn_wire::layout::Layout;
 use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert, RepProposal};
+use vyrn_wire::msg::seal::{self, LinkKey};
 
 /// The voter doubles' control-port side (UDP mode): each voter's own socket for RepAcks and
 /// NACKs, its finalize key, and the group's certificate assembly — Q signatures over a
@@ -31,6 +32,11 @@ pub struct VoterNet {
     rx: RxBatch,
     sent: [u64; 3],
     too_old: u64,
+    /// Per double: its link key with the box and its sender (the member envelope, issue 28
+    /// item 4): everything a double sends the box is sealed, as a replica's is.
+    links: Vec<(LinkKey, u64)>,
+    /// The epoch the doubles last spoke in (under the seal's tag).
+    epoch: u32,
 }
 
 impl VoterNet {
@@ -61,7 +67,26 @@ impl VoterNet {
     }
 
     fn send(&mut self, i: usize, bytes: &[u8]) {
-        let _ = self.socks[i].send_batch(&[TxPacket::to(bytes, Dest::Addr(self.ctrl))]);
+        let b = self.seal(i, self.epoch, bytes);
+        let _ = self.socks[i].send_batch(&[TxPacket::to(&b, Dest::Addr(self.ctrl))]);
+    }
+
+    /// `body` sealed as double `i` for the box in `epoch` (what a replica sends), for tests
+    /// that send their own messages from a double's socket.
+    pub fn seal(&mut self, i: usize, epoch: u32, body: &[u8]) -> Vec<u8> {
+        let (k, next) = &mut self.links[i];
+        *next += 1;
+        let mut out = Vec::with_capacity(body.len() + seal::SEAL_OVERHEAD);
+        seal::seal_into(&mut out, k, epoch, seal::from::voter(i), *next, |o| {
+            o.extend_from_slice(body);
+            true
+        });
+        out
+    }
+
+    /// Double `i`'s control address.
+    pub fn addr(&self, i: usize) -> Option<SocketAddr> {
+        self.socks.get(i)?.local_addr().ok()
     }
 
     /// A REP_FinalityCert for height `h` from `entries` (07 §6.5), sent from voter 0's socket.
@@ -79,6 +104,7 @@ impl VoterNet {
             proposal,
             entries,
         };
+        self.epoch = epoch;
         let mut b = vec![vyrn_wire::msg::ctrl::ty::FINALITY_CERT];
         if cert.encode(&mut b).is_ok() {
             self.send(0, &b);
@@ -94,6 +120,7 @@ impl VoterNet {
             contiguous_frame_seq: contiguous,
             path_mask: 0b11,
         };
+        self.epoch = epoch;
         if let Ok(b) = m.to_bytes() {
             self.send(i, &b);
             self.sent[0] += 1;
@@ -109,6 +136,7 @@ impl VoterNet {
             from_seq: from,
             to_seq: to,
         };
+        self.epoch = epoch;
         if let Ok(b) = m.to_bytes() {
             self.send(i, &b);
             self.sent[1] += 1;
@@ -320,8 +348,13 @@ impl VoterThread {
 impl VoterNet {
     /// Sockets and finalize keys for `n` voter doubles that talk to the box's control port
     /// `ctrl`; each key is 32 bytes from the OS's random source, new every run (a double's key
-    /// is never derivable). Register each [`VoterNet::members`] entry with the box.
-    pub fn open(n: usize, ctrl: SocketAddr) -> Result<VoterNet, NicError> {
+    /// is never derivable). Register each [`VoterNet::members`] entry with the box; `box_pub` is
+    /// the box's `seq_key` (each double agrees its link key with it).
+    pub fn open(
+        n: usize,
+        ctrl: SocketAddr,
+        box_pub: ed25519_dalek::VerifyingKey,
+    ) -> Result<VoterNet, NicError> {
         let mut socks = Vec::new();
         let mut keys = Vec::new();
         let mut rnd = std::fs::File::open("/dev/urandom").map_err(io_err)?;
@@ -331,7 +364,16 @@ impl VoterNet {
             std::io::Read::read_exact(&mut rnd, &mut seed).map_err(io_err)?;
             keys.push(ed25519_dalek::SigningKey::from_bytes(&seed));
         }
+        let links = keys
+            .iter()
+            .map(|k| {
+                let l = LinkKey::agree(k, &box_pub).ok_or(NicError::Config("a weak box key"))?;
+                Ok((l, 0))
+            })
+            .collect::<Result<Vec<_>, NicError>>()?;
         Ok(VoterNet {
+            links,
+            epoch: 0,
             socks,
             keys,
             signers: None,

@@ -1,0 +1,93 @@
+//! The member envelope at a replica's control socket (issue 28 item 4, security review F9): a
+//! peer's control messages are taken only sealed by that peer under their link key, fresh; a
+//! bare one (what a spoofer of the peer's address sends), one sealed under another key or as
+//! another voter, and a replay are refused before parsing. Order frames stay bare (their
+//! block's `order_root` authenticates them).
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::SigningKey;
+use vyrn_replica::homekit::LoopbackHome;
+use vyrn_replica::node::{Node, NodeConfig, NodeCounters};
+use vyrn_seq::boxcfg::read_seed;
+use vyrn_wire::msg::ctrl::RepairReq;
+use vyrn_wire::msg::seal::{from, LinkKey, Sealer};
+
+fn poll_until(node: &mut Node, t0: Instant, done: impl Fn(&NodeCounters) -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        let _ = node.poll(t0.elapsed().as_nanos() as u64 + 1_000_000);
+        if done(&node.counters()) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    false
+}
+
+#[test]
+fn a_peer_is_heard_only_through_its_seal() {
+    let h = LoopbackHome::new("seal", 29_300, false).expect("dev home");
+    let key = |i: usize| {
+        let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
+        SigningKey::from_bytes(seed.expose())
+    };
+    let cfg = NodeConfig {
+        home: h.home.clone(),
+        index: 0,
+        vote_key: key(0),
+        budgets: h.budgets,
+        journal: None,
+        journal_backend: Default::default(),
+        journal_sync_ns: 0,
+        journal_cores: None,
+        simplex: None,
+        replay_tile: false,
+        replay_lanes: 0,
+        replay_lane_cores: Vec::new(),
+        snapshot_blocks: 0,
+    };
+    let mut node = Node::open(&cfg).expect("replica 0 opens");
+    let t0 = Instant::now();
+    let me = h.home.voters_members[0].ctrl_addr;
+    // Voter 1 is not running: this socket is its control address.
+    let peer = UdpSocket::bind(h.home.voters_members[1].ctrl_addr).unwrap();
+    let req = RepairReq {
+        epoch: h.home.epoch,
+        tenure: 0,
+        stream: 0,
+        from_seq: 1,
+        to_seq: 4,
+    }
+    .to_bytes()
+    .unwrap();
+    let link = LinkKey::agree(&key(1), &key(0).verifying_key()).unwrap();
+    let mut s1 = Sealer::new(from::voter(1), h.home.epoch, 1_000);
+    let mut s2 = Sealer::new(from::voter(2), h.home.epoch, 1_000);
+    let mut s_old_epoch = Sealer::new(from::voter(1), h.home.epoch + 1, 5_000);
+    let good = s1.seal_bytes(&link, &req);
+    let c0 = node.counters();
+    assert_eq!((c0.unsealed, c0.bad_seal, c0.repairs_served.0), (0, 0, 0));
+    // Bare, from the peer's own address: refused unread.
+    peer.send_to(&req, me).unwrap();
+    assert!(poll_until(&mut node, t0, |c| c.unsealed == 1));
+    assert_eq!(node.counters().repairs_served.0, 0);
+    // Sealed by voter 1: served.
+    peer.send_to(&good, me).unwrap();
+    assert!(poll_until(&mut node, t0, |c| c.repairs_served.0 == 1));
+    // Its replay, one sealed under another key, one sealed as voter 2 and one of another
+    // epoch: each refused.
+    let forged = s1.seal_bytes(&LinkKey::from_bytes([1; 32]), &req);
+    let other = s2.seal_bytes(&link, &req);
+    let stale = s_old_epoch.seal_bytes(&link, &req);
+    for m in [&good, &forged, &other, &stale] {
+        peer.send_to(m, me).unwrap();
+    }
+    assert!(poll_until(&mut node, t0, |c| c.bad_seal == 4));
+    let c = node.counters();
+    assert_eq!((c.unsealed, c.bad_seal, c.repairs_served.0), (1, 4, 1));
+    // A later sealed request is served again (the window moved on).
+    peer.send_to(&s1.seal_bytes(&link, &req), me).unwrap();
+    assert!(poll_until(&mut node, t0, |c| c.repairs_served.0 == 2));
+}
