@@ -200,8 +200,11 @@ fn a_misbehaving_client_does_not_stop_finality() {
 /// box's address (F1), forged far-ahead "repairs" from peers' addresses (F2), a Diverge
 /// without evidence and one with garbage signatures from a voter's address (F3), a stranger's
 /// DataFetch and DataDowns at the data box (F4), a NACK for 1..=u64::MAX (F5), an unsigned
-/// NackTooOld from the box's address (F17) — three bursts; the home keeps trading, every fill
-/// durable and final, the four replicas replay the same responses, and no divergence halt.
+/// NackTooOld from the box's address (F17), spoofed `[0,0]` RepAcks (bare and sealed under a
+/// made-up key) and `DataDown`s from every voter's own addresses (F9) — three bursts; the home
+/// keeps trading, every fill durable and final, the four replicas replay the same responses, no
+/// divergence halt, the box and the data box refused the spoofed voter messages unread, and no
+/// data box was marked down.
 #[test]
 fn single_datagram_attacks_do_not_stop_the_home() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
@@ -223,6 +226,23 @@ fn single_datagram_attacks_do_not_stop_the_home() {
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     let seq_log = std::fs::read_to_string(run.join("seq.log")).unwrap();
     assert!(seq_log.contains("divergence halts 0"), "{seq_log}");
+    // F9: 3 bursts × 4 voters: the bare acks and the sealed forgeries, refused unread.
+    let refused = |what: &str| -> u64 {
+        seq_log
+            .split(what)
+            .nth(1)
+            .and_then(|r| {
+                r.split(|c: char| !c.is_ascii_digit())
+                    .find(|t| !t.is_empty())
+            })
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(refused("control unsealed ") >= 12, "{seq_log}");
+    assert!(refused("(bad seal ") >= 12, "{seq_log}");
+    let data_log = std::fs::read_to_string(run.join("data-0.log")).unwrap();
+    assert!(data_log.contains("ctrl_unsealed"), "{data_log}");
+    assert!(!data_log.contains("boxes down 1"), "{data_log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

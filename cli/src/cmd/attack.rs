@@ -14,16 +14,20 @@
 //! - F4: a `DataFetch` of 64 frames and three `DataDown`s to data box 0's socket for voter `i`,
 //!   from a stranger (answered to nobody);
 //! - F5: a NACK for frames `1..=u64::MAX` to the box from voter 0's address (refused at parse);
-//! - F17: an unsigned `NackTooOld` to voter `i` from the box's control address (ignored).
+//! - F17: an unsigned `NackTooOld` to voter `i` from the box's control address (ignored);
+//! - F9: from voter `i`'s own addresses, a `[0, 0]` `RepAck` to the box (bare, and sealed under
+//!   a made-up key) and a `DataDown` of data box 0 to that box (bare): before the member
+//!   envelope, three of those marked the box down and kept a cut-off sequencer from fencing.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use vyrn_seq::boxcfg::HomeConfig;
 use vyrn_wire::msg::consensus::CertEntry;
 use vyrn_wire::msg::ctrl::{
-    DataDown, DataFetch, Diverge, DivergeDigest, DivergeReason, Nack, NackTooOld,
+    DataDown, DataFetch, Diverge, DivergeDigest, DivergeReason, Nack, NackTooOld, RepAck,
 };
 use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
+use vyrn_wire::msg::seal::{from, LinkKey, Sealer};
 
 /// A raw IPv4 socket that writes whole datagrams, headers included (`IPPROTO_RAW`).
 pub struct Raw(libc::c_int);
@@ -128,6 +132,29 @@ pub fn burst(raw: &Raw, h: &HomeConfig) -> usize {
                     send(stranger, to_box, &dd);
                 }
             }
+        }
+        // F9: voter i's messages, spoofed: refused by the member envelope.
+        let ack = RepAck {
+            epoch: h.epoch,
+            tenure: 0,
+            contiguous_frame_seq: [0, 0],
+            path_mask: 0b11,
+        };
+        if let Ok(b) = ack.to_bytes() {
+            send(v.ctrl_addr, box_ctrl, &b);
+            let mut forged = Sealer::new(from::voter(i), h.epoch, u64::MAX / 2);
+            send(
+                v.ctrl_addr,
+                box_ctrl,
+                &forged.seal_bytes(&LinkKey::from_bytes([0xA5; 32]), &b),
+            );
+        }
+        if let (Some(d), Some(at), Ok(dd)) = (
+            h.databoxes.first(),
+            v.data_addr,
+            (DataDown { d: 0 }).to_bytes(),
+        ) {
+            send(at, d.dest_addr(i), &dd);
         }
         // F2: a forged frame far ahead, as a peer's "repair".
         let peer = voters[(i + 1) % n].ctrl_addr;

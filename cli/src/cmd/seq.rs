@@ -591,7 +591,7 @@ pub fn run(o: Args) -> ExitCode {
     let mut ok = true;
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control unsealed {} (bad seal {}), control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
@@ -611,6 +611,8 @@ pub fn run(o: Args) -> ExitCode {
         stats.ctrl[2].load(Ordering::Relaxed),
         stats.ctrl_bad.load(Ordering::Relaxed),
         stats.ctrl_unknown.load(Ordering::Relaxed),
+        stats.ctrl_unsealed.load(Ordering::Relaxed),
+        stats.ctrl_bad_seal.load(Ordering::Relaxed),
         stats.ctrl_dropped.load(Ordering::Relaxed),
         stats.ctrl_truncated.load(Ordering::Relaxed),
         stats.too_old.load(Ordering::Relaxed),
