@@ -447,5 +447,12 @@ mod tests {
         h.update(&1u32.to_le_bytes());
         h.update(&out[..12]);
         assert_eq!(&out[12..], &h.finalize().as_bytes()[..16]);
+        assert_eq!(
+            &out[12..],
+            &[
+                0x6a, 0x1c, 0xf7, 0x9b, 0xac, 0xb6, 0xeb, 0xd6, 0x0c, 0xc0, 0x9d, 0x89, 0x7c, 0xa7,
+                0xd5, 0xe4
+            ]
+        );
     }
 }
