@@ -192,6 +192,12 @@ fn a_misbehaving_client_does_not_stop_finality() {
     assert_eq!(digests.len(), 4, "{report}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    // Security review F13: the data box's CopyConflict reports for the conflicting duplicates
+    // reach the box (sealed), each with its evidence frame.
+    let seq_log = std::fs::read_to_string(run.join("seq.log")).unwrap();
+    let conflicts = num_after(&seq_log, "copy conflicts ").unwrap_or(0);
+    let evidence = num_after(&seq_log, "(evidence ").unwrap_or(0);
+    assert!(conflicts >= 1 && evidence == conflicts, "{seq_log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

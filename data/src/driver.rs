@@ -20,7 +20,7 @@
 
 use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
 use vyrn_wire::consts::REP_DATA_FRAME_MAX;
-use vyrn_wire::msg::seal::{from, Opener, SealErr};
+use vyrn_wire::msg::seal::{from, LinkKey, Opener, SealErr, Sealer};
 
 use crate::databox::DataBox;
 use crate::out::To;
@@ -60,6 +60,11 @@ pub struct Driver<P: Port> {
     /// Per destination: the voter's link key and replay window when its messages must come
     /// sealed (issue 28 item 4; `None` takes them bare: a test's `MemPort`).
     seals: Vec<Option<Opener>>,
+    /// The link key with the sequencer and this box's sender: `DataBadMac`, `CopyConflict` and
+    /// the evidence leave sealed (`None`: bare, a test's `MemPort`).
+    seq_seal: Option<(LinkKey, Sealer)>,
+    /// Sealed copies of one batch to the sequencer (reused).
+    sealed: Vec<Vec<u8>>,
     rx: RxBatch,
 }
 
@@ -84,6 +89,8 @@ impl<P: Port> Driver<P> {
             seq_ctrl,
             sources: vec![None; dests.len()],
             seals: vec![None; dests.len()],
+            seq_seal: None,
+            sealed: Vec::new(),
             dests,
             rx: RxBatch::new(rx_batch.max(1), REP_DATA_FRAME_MAX),
         })
@@ -112,6 +119,12 @@ impl<P: Port> Driver<P> {
         if let Some(s) = self.seals.get_mut(i) {
             *s = Some(opener);
         }
+    }
+
+    /// What goes to the sequencer leaves sealed under `key` by `sealer` (07 §5.2's reports,
+    /// the member envelope: the box takes a data box's reports only sealed).
+    pub fn seal_to_seq(&mut self, key: LinkKey, sealer: Sealer) {
+        self.seq_seal = Some((key, sealer));
     }
 
     /// Destination `i`'s port.
@@ -222,6 +235,22 @@ impl<P: Port> Driver<P> {
         }
         if cnt == 0 {
             return false;
+        }
+        if port == PORT_SEQ_CTRL {
+            if let Some((key, sealer)) = self.seq_seal.as_mut() {
+                self.sealed.resize_with(cnt, Vec::new);
+                for (k, t) in txs[..cnt].iter().enumerate() {
+                    let b = &mut self.sealed[k];
+                    b.clear();
+                    sealer.seal(b, key, |o| {
+                        o.extend_from_slice(t.data);
+                        true
+                    });
+                }
+                for (k, t) in txs[..cnt].iter_mut().enumerate() {
+                    *t = TxPacket::to(&self.sealed[k], Dest::Default);
+                }
+            }
         }
         let p = match port {
             PORT_CLIENTS => &mut self.clients,

@@ -96,6 +96,18 @@ pub fn open(
     }
     let databox = DataBox::new(cfg).map_err(|e| format!("{e:?}"))?;
     let mut d = Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))?;
+    // 07 §5.2's reports go to the sequencer sealed (security review F13: its control port takes
+    // a data box's messages only under the data box's link key).
+    let to_seq = vyrn_wire::msg::seal::LinkKey::agree(key, &h.seq_pub)
+        .ok_or("seq_pub gives no link key (a weak key)")?;
+    d.seal_to_seq(
+        to_seq,
+        vyrn_wire::msg::seal::Sealer::new(
+            vyrn_wire::msg::seal::from::databox(cfg.index),
+            h.epoch,
+            vyrn_wire::msg::seal::start_seq(),
+        ),
+    );
     // Security review F4: each voter's socket takes that voter's messages only.
     for (i, v) in h.voters_members.iter().enumerate() {
         if let Some(a) = v.data_addr {

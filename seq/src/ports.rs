@@ -87,6 +87,13 @@ pub struct NetStats {
     /// Sealed control datagrams refused: a tag that does not verify under the voter's link key,
     /// another sender's id, or a replayed sequence number.
     pub ctrl_bad_seal: AtomicU64,
+    /// 07 §5.2: `DataBadMac{session, pkt_seq}` reports from the data boxes (sealed by one): a
+    /// client sent copy 2 with a bad tag.
+    pub data_bad_mac: AtomicU64,
+    /// 07 §5.2: `CopyConflict` reports (client equivocation: two copies of one packet).
+    pub copy_conflicts: AtomicU64,
+    /// The evidence frames that go with them (both packets).
+    pub conflict_evidence: AtomicU64,
     /// Control messages dropped at a full inbox or over a source's rate (the sender repeats).
     pub ctrl_dropped: AtomicU64,
     /// NackTooOld answers sent.
@@ -465,6 +472,9 @@ struct CtrlRxTile {
     sealer: Sealer,
     links: HashMap<SocketAddr, LinkKey>,
     seal_buf: Vec<u8>,
+    /// The data boxes' link keys: their 07 §5.2 reports come sealed from an ephemeral port
+    /// (security review F13).
+    databoxes: Opener,
 }
 
 /// HashListReqs a voter may make a second (07 §5.6 row 2 asks once per differing block; a
@@ -512,6 +522,22 @@ fn cert_token(tokens: &mut [(u64, u64)], v: usize, now: u64) -> bool {
     tokens
         .get_mut(v)
         .is_some_and(|t| take_token(t, now, CERT_PER_SEC, CERT_BURST))
+}
+
+/// 07 §5.2: a data box's `DataBadMac`, `CopyConflict` or the evidence frame after it, counted
+/// (the session rules they feed are 01 §12.5's, not in this build).
+fn on_data_report(stats: &NetStats, body: &[u8]) {
+    use vyrn_wire::msg::ctrl::CtrlMsg;
+    if body.len() >= 2 && u16::from_le_bytes([body[0], body[1]]) == vyrn_wire::msg::data::DATA_MAGIC
+    {
+        bump(&stats.conflict_evidence);
+        return;
+    }
+    match CtrlMsg::parse(body) {
+        Ok(CtrlMsg::DataBadMac(_)) => bump(&stats.data_bad_mac),
+        Ok(CtrlMsg::CopyConflict(_)) => bump(&stats.copy_conflicts),
+        _ => bump(&stats.ctrl_bad),
+    }
 }
 
 impl Task for CtrlRxTile {
@@ -566,6 +592,13 @@ impl Task for CtrlRxTile {
             let src = p.meta.src;
             let voter = src.and_then(|a| self.voters.get(&a).copied());
             let Some(v) = voter else {
+                // A data box's 07 §5.2 report, sealed by it (its socket's port is ephemeral).
+                if seal::Sealed::is_sealed(p.data) {
+                    if let Ok((_, body)) = self.databoxes.open(p.data) {
+                        on_data_report(&self.stats, body);
+                        continue;
+                    }
+                }
                 // Only registered voters speak to the control port (REP_Membership).
                 bump(&self.stats.ctrl_unknown);
                 continue;
@@ -1047,6 +1080,12 @@ impl NetBox {
             opener.add(seal::from::voter(i), l.clone());
             links.insert(a, l);
         }
+        let mut databoxes = Opener::new(seq.epoch);
+        for d in &cfg.databoxes {
+            let l = LinkKey::agree(&box_key, &d.link_key)
+                .ok_or(NicError::Config("a data box's link_key gives no link key"))?;
+            databoxes.add(seal::from::databox(d.index), l);
+        }
         drop(box_key);
         let mut err = None;
         let (tiles, handles) = tiles::build(
@@ -1234,6 +1273,7 @@ impl NetBox {
             sealer: Sealer::new(seal::from::BOX_CTRL, seq.epoch, seal::start_seq()),
             links: links.clone(),
             seal_buf: Vec::with_capacity(256),
+            databoxes,
         }));
         if let Some(listener) = listener {
             tasks.push(Box::new(CertTile {

@@ -467,3 +467,80 @@ fn ref_lanes_listen_on_their_own_ports() {
     );
     running.runner.stop();
 }
+
+/// Security review F13: a data box's 07 §5.2 reports (`DataBadMac`, `CopyConflict` and its
+/// evidence frame) reach the box's control port, from the data box's ephemeral port, sealed under
+/// its `link_key`; bare, forged or replayed ones are dropped as from an unknown source.
+#[test]
+fn a_data_boxs_sealed_reports_reach_the_box_and_nothing_else_does() {
+    use vyrn_wire::msg::ctrl::{CopyConflict, DataBadMac};
+    let dir = std::env::temp_dir().join(format!("vyrn-ports-f13-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = vyrn_seq::boxcfg::write_dev_home(&dir, 2, 2, 46_400).unwrap();
+    let mut c = BoxConfig::load(&file).unwrap();
+    // No voters registered and no blocks: the box only listens.
+    c.block_ns = u64::MAX;
+    let net = NetBox::open(&c, false).expect("ports");
+    let ctrl = net.ctrl_addr().unwrap();
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: Vec::new(),
+    };
+    let (running, _paths) = net.start(&c, &map, Clock::new()).expect("starts");
+    let st = running.stats.clone();
+    let seed = vyrn_seq::boxcfg::read_seed(&dir.join("keys/databox-0.key")).unwrap();
+    let me = ed25519_dalek::SigningKey::from_bytes(seed.expose());
+    let link = seal::LinkKey::agree(&me, &c.seq_public()).unwrap();
+    let mut s = seal::Sealer::new(seal::from::databox(0), c.epoch, 1_000);
+    let bad_mac = DataBadMac {
+        session: 1,
+        pkt_seq: 7,
+    }
+    .to_bytes()
+    .unwrap();
+    let conflict = CopyConflict {
+        session: 1,
+        pkt_seq: 8,
+        h1: [1; 32],
+        h2: [2; 32],
+    }
+    .to_bytes()
+    .unwrap();
+    let evidence = [0x50u8, 0x44, 1, 0, 0, 0];
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sealed_bad_mac = s.seal_bytes(&link, &bad_mac);
+    for m in [
+        sealed_bad_mac.clone(),
+        s.seal_bytes(&link, &conflict),
+        s.seal_bytes(&link, &evidence),
+    ] {
+        sock.send_to(&m, ctrl).unwrap();
+    }
+    // Bare, under another key, as data box 1 (the home has none), and a replay.
+    let mut s1 = seal::Sealer::new(seal::from::databox(1), c.epoch, 1_000);
+    for m in [
+        bad_mac.clone(),
+        s.seal_bytes(&seal::LinkKey::from_bytes([3; 32]), &bad_mac),
+        s1.seal_bytes(&link, &bad_mac),
+        sealed_bad_mac,
+    ] {
+        sock.send_to(&m, ctrl).unwrap();
+    }
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let t = Instant::now();
+    while load(&st.ctrl_unknown) < 4 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    running.runner.stop();
+    assert_eq!(
+        (
+            load(&st.data_bad_mac),
+            load(&st.copy_conflicts),
+            load(&st.conflict_evidence)
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(load(&st.ctrl_unknown), 4);
+    assert_eq!(load(&st.ctrl_bad), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -167,6 +167,18 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
             c.load(r),
         );
     }
+    for (what, c) in [
+        ("bad_mac", &s.data_bad_mac),
+        ("copy_conflict", &s.copy_conflicts),
+        ("evidence", &s.conflict_evidence),
+    ] {
+        e.counter(
+            "vyrn_seq_data_reports_total",
+            "07 §5.2 reports from the data boxes, sealed by them: copy 2 with a bad tag, client equivocation (two copies of one packet) and its evidence frame",
+            &[("what", what)],
+            c.load(r),
+        );
+    }
     e.counter(
         "vyrn_seq_finalize_bad_signatures_total",
         "finalize signatures that did not verify (their message also counts as reason=bad)",
@@ -591,7 +603,7 @@ pub fn run(o: Args) -> ExitCode {
     let mut ok = true;
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control unsealed {} (bad seal {}), control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control unsealed {} (bad seal {}), data box reports: bad MAC {}, copy conflicts {} (evidence {}), control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
@@ -613,6 +625,9 @@ pub fn run(o: Args) -> ExitCode {
         stats.ctrl_unknown.load(Ordering::Relaxed),
         stats.ctrl_unsealed.load(Ordering::Relaxed),
         stats.ctrl_bad_seal.load(Ordering::Relaxed),
+        stats.data_bad_mac.load(Ordering::Relaxed),
+        stats.copy_conflicts.load(Ordering::Relaxed),
+        stats.conflict_evidence.load(Ordering::Relaxed),
         stats.ctrl_dropped.load(Ordering::Relaxed),
         stats.ctrl_truncated.load(Ordering::Relaxed),
         stats.too_old.load(Ordering::Relaxed),
