@@ -407,6 +407,8 @@ pub struct NodeCounters {
     pub bad_seal: u64,
     /// Messages not sent because their destination has no link key (no member).
     pub tx_unsealed: u64,
+    /// `RepairReq`s refused because the peer used up its share of REP_PEER_RTX_MAX_FPS.
+    pub repairs_over_share: u64,
     /// Datagrams sent.
     pub tx: u64,
     /// Datagrams the kernel refused (dropped; the protocol's retries cover them).
@@ -508,6 +510,20 @@ impl Tokens {
         self.left -= 1;
         true
     }
+    /// Take `n` more after the fact (a request whose cost is known once served), to zero.
+    fn spend(&mut self, n: u64) {
+        self.left = self.left.saturating_sub(n);
+    }
+}
+
+/// A fair share per peer of a service's budget (issue 28 item 5): each of `peers` gets
+/// `rate / peers` a second and `burst / peers` at once, so one peer (or a spoofer of one, before
+/// the seal) cannot use up what the others need.
+fn per_peer(peers: usize, rate: u64, burst: u64) -> Vec<Tokens> {
+    let k = peers.max(1) as u64;
+    (0..peers)
+        .map(|_| Tokens::new(rate / k, (burst / k).max(1)))
+        .collect()
 }
 
 /// Replay's answers folded into one digest (every replica of a home prints the same one). The
@@ -786,6 +802,10 @@ struct Io {
     moved: Vec<Vec<u32>>,
     /// PEER_DATA_MAX_PPS.
     peer_data_tokens: Tokens,
+    /// Per peer (by position in `peers`): its share of PEER_DATA_MAX_PPS and of
+    /// REP_PEER_RTX_MAX_FPS (frames).
+    peer_data_share: Vec<Tokens>,
+    peer_rtx_share: Vec<Tokens>,
     /// The member envelope (issue 28 item 4): every control message this replica sends is
     /// sealed under the link key of its destination (the box, a peer, a data box, the standby).
     sealer: Sealer,
@@ -1037,6 +1057,7 @@ impl Node {
             .filter(|v| v.index != cfg.index)
             .map(|v| v.index)
             .collect();
+        let n_peers = peer_index.len();
         // Q of 07 §5.7: n − f with f = ⌊(n − 1)/3⌋.
         let n_voters = h.voters_members.len();
         let quorum = (n_voters - n_voters.saturating_sub(1) / 3) as u32;
@@ -1332,6 +1353,8 @@ impl Node {
                 peer_index,
                 moved: vec![Vec::new(); h.databoxes.len()],
                 peer_data_tokens: Tokens::new(PEER_DATA_MAX_PPS, 4096),
+                peer_data_share: per_peer(n_peers, PEER_DATA_MAX_PPS, 4096),
+                peer_rtx_share: per_peer(n_peers, vyrn_wire::consts::REP_PEER_RTX_MAX_FPS, 4096),
                 sealer: Sealer::new(seal::from::voter(cfg.index), h.epoch, seal::start_seq()),
                 links,
                 opener,
@@ -2107,7 +2130,7 @@ fn on_ctrl(
                 io.c.peer_data_missing += 1;
                 return;
             };
-            if !io.peer_data_tokens.take(now) {
+            if !io.peer_data_share[peer].take(now) || !io.peer_data_tokens.take(now) {
                 io.c.peer_data_capped += 1;
                 return;
             }
@@ -2124,20 +2147,28 @@ fn on_ctrl(
         }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let to = io.peers[peer];
+            // The peer's share of REP_PEER_RTX_MAX_FPS first (issue 28 item 5): one peer's
+            // storm never uses up the store's whole budget.
+            if !io.peer_rtx_share[peer].take(now) {
+                io.c.repairs_over_share += 1;
+                return;
+            }
             let Io {
                 store,
                 arena,
                 msgs,
                 c,
+                peer_rtx_share,
                 ..
             } = io;
             c.repairs_served.0 += 1;
-            store.serve(&r, now, |f| {
+            let served = store.serve(&r, now, |f| {
                 let start = arena.len();
                 arena.extend_from_slice(f);
                 msgs.push((Sock::Ctrl, to, start, arena.len()));
                 c.repairs_served.1 += 1;
             });
+            peer_rtx_share[peer].spend(served.sent.saturating_sub(1));
         }
         _ => io.c.ctrl_bad += 1,
     }

@@ -91,3 +91,76 @@ fn a_peer_is_heard_only_through_its_seal() {
     peer.send_to(&s1.seal_bytes(&link, &req), me).unwrap();
     assert!(poll_until(&mut node, t0, |c| c.repairs_served.0 == 2));
 }
+
+/// Issue 28 item 5: each peer gets its share (1/(n-1)) of REP_PEER_RTX_MAX_FPS. A peer that
+/// asks past its share's burst at one instant is refused (`repairs_over_share`); another peer is
+/// still served at that same instant.
+#[test]
+fn one_peer_cannot_use_up_the_repair_budget_of_the_others() {
+    let h = LoopbackHome::new("share", 29_500, false).expect("dev home");
+    let key = |i: usize| {
+        let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
+        SigningKey::from_bytes(seed.expose())
+    };
+    let cfg = NodeConfig {
+        home: h.home.clone(),
+        index: 0,
+        vote_key: key(0),
+        budgets: h.budgets,
+        journal: None,
+        journal_backend: Default::default(),
+        journal_sync_ns: 0,
+        journal_cores: None,
+        simplex: None,
+        replay_tile: false,
+        replay_lanes: 0,
+        replay_lane_cores: Vec::new(),
+        snapshot_blocks: 0,
+    };
+    let mut node = Node::open(&cfg).expect("replica 0 opens");
+    let me = h.home.voters_members[0].ctrl_addr;
+    let req = RepairReq {
+        epoch: h.home.epoch,
+        tenure: 0,
+        stream: 0,
+        from_seq: 1,
+        to_seq: 1,
+    }
+    .to_bytes()
+    .unwrap();
+    // One instant: no refill while the requests are taken.
+    let now = 1_000_000_000u64;
+    let poll_at = |node: &mut Node, done: &dyn Fn(&NodeCounters) -> bool| {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) && !done(&node.counters()) {
+            let _ = node.poll(now);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    };
+    let p1 = UdpSocket::bind(h.home.voters_members[1].ctrl_addr).unwrap();
+    let l1 = LinkKey::agree(&key(1), &key(0).verifying_key()).unwrap();
+    let mut s1 = Sealer::new(from::voter(1), h.home.epoch, 1);
+    // 4,096 / 3 peers = 1,365 at once; each request that finds nothing held costs one.
+    let asked = 1_400u64;
+    for k in 0..asked {
+        p1.send_to(&s1.seal_bytes(&l1, &req), me).unwrap();
+        if k % 100 == 99 {
+            let _ = node.poll(now);
+        }
+    }
+    poll_at(&mut node, &|c| {
+        c.repairs_served.0 + c.repairs_over_share == asked
+    });
+    let c = node.counters();
+    assert_eq!(
+        (c.repairs_served.0, c.repairs_over_share),
+        (1_365, 35),
+        "{c:?}"
+    );
+    let p2 = UdpSocket::bind(h.home.voters_members[2].ctrl_addr).unwrap();
+    let l2 = LinkKey::agree(&key(2), &key(0).verifying_key()).unwrap();
+    let mut s2 = Sealer::new(from::voter(2), h.home.epoch, 1);
+    p2.send_to(&s2.seal_bytes(&l2, &req), me).unwrap();
+    poll_at(&mut node, &|c| c.repairs_served.0 == 1_366);
+    assert_eq!(node.counters().repairs_served.0, 1_366);
+}

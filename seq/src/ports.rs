@@ -466,6 +466,9 @@ struct CtrlRxTile {
     data_asks: Vec<Producer<crate::retain::SeqDataAsk>>,
     data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
     data_tokens: (u64, u64),
+    /// Per voter: its share of REP_SEQ_DATA_MAX_PPS (1/n of the rate and the burst, issue 28
+    /// item 5: one voter's storm never starves the others' fetches).
+    data_share: Vec<(u64, u64)>,
     /// The member envelope (issue 28 item 4): every voter's message comes sealed by it; the
     /// SeqData answers leave sealed (`from::BOX_CTRL`).
     opener: Opener,
@@ -651,7 +654,16 @@ impl Task for CtrlRxTile {
                         bump(&self.stats.ctrl_bad);
                         continue;
                     };
-                    if !seq_data_token(&mut self.data_tokens, now) {
+                    let n = self.data_share.len().max(1) as u64;
+                    let share = self.data_share.get_mut(v).is_some_and(|t| {
+                        take_token(
+                            t,
+                            now,
+                            vyrn_wire::consts::REP_SEQ_DATA_MAX_PPS / n,
+                            (SEQ_DATA_BURST / n).max(1),
+                        )
+                    });
+                    if !share || !seq_data_token(&mut self.data_tokens, now) {
                         bump(&self.stats.ctrl_dropped);
                         continue;
                     }
@@ -1269,6 +1281,7 @@ impl NetBox {
             data_asks: std::mem::take(&mut handles.seq_data_asks),
             data_answers: std::mem::take(&mut handles.seq_data_answers),
             data_tokens: (SEQ_DATA_BURST, 0),
+            data_share: vec![(SEQ_DATA_BURST / keys.len().max(1) as u64, 0); keys.len()],
             opener,
             sealer: Sealer::new(seal::from::BOX_CTRL, seq.epoch, seal::start_seq()),
             links: links.clone(),

@@ -245,6 +245,12 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         &[],
         c.repairs_served.0,
     );
+    e.counter(
+        "vyrn_replica_peer_repairs_over_share_total",
+        "peer RepairReqs refused: that peer used up its share (1/(n-1)) of REP_PEER_RTX_MAX_FPS",
+        &[],
+        c.repairs_over_share,
+    );
     e.counter("vyrn_replica_repacks_total", "RepAcks sent", &[], rx.acks);
     e.counter(
         "vyrn_replica_nack_too_old_total",
