@@ -134,7 +134,9 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     // flow, the next DATA_HB when idle (no wake-ups in between).
     let (batch_ns, hb_ns) = (o.batch_us * 1000, o.hb_us * 1000);
     let mut flowing = false;
+    let watch = super::Watch::start("data", "databox");
     while !stop.load(Ordering::Relaxed) && (o.secs == 0 || t0.elapsed().as_secs() < o.secs) {
+        watch.beat();
         let t = now();
         let work = d.poll(t);
         if t >= next {

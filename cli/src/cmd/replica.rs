@@ -880,9 +880,13 @@ pub fn run(o: Args) -> ExitCode {
     let secs = o.secs;
     let mut sec = 0u64;
     let metrics = o.metrics.is_some();
+    let watch = super::Watch::start("replica", "node");
     let r = node.run(
         || t0.elapsed().as_nanos() as u64 + 1_000_000,
-        || stop.load(Ordering::Relaxed) || (secs > 0 && t0.elapsed().as_secs() >= secs),
+        || {
+            watch.beat();
+            stop.load(Ordering::Relaxed) || (secs > 0 && t0.elapsed().as_secs() >= secs)
+        },
         |n, _| {
             sec += 1;
             println!("[{sec:>4}s] {name}: {}", line(n));
@@ -891,6 +895,7 @@ pub fn run(o: Args) -> ExitCode {
             }
         },
     );
+    drop(watch);
     println!("--- {name} summary");
     println!("{}", line(&node));
     // The data side's every counter (07 §5.3–§5.6), for the SRE reading a replica that lagged.

@@ -211,7 +211,9 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     let t0 = Instant::now();
     let mut next = 1u64;
     let mut rx = RxBatch::new(64, 2048);
+    let watch = super::Watch::start("standby", "listener");
     while !stop.load(Ordering::Relaxed) && (o.secs == 0 || t0.elapsed().as_secs() < o.secs) {
+        watch.beat();
         let n = port.recv_batch(&mut rx).unwrap_or(0);
         let now = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
         for p in rx.iter() {
