@@ -1149,6 +1149,11 @@ impl Node {
             (ReplicaCore::new(cc)?, None)
         };
         core.set_budgets(&cfg.budgets);
+        // Security review F11: the bound on frames held behind holes, from the home file
+        // (`[voter.N] held_mib`; `vyrn replica --held-mib` overrides it).
+        if let Some(m) = me.held_mib {
+            core.order_rx_mut().set_held_bytes_max((m as usize) << 20);
+        }
         core.prefault();
         // 07 §7.4: replay takes R(h) at every root height for the root votes.
         let root_blocks = cfg

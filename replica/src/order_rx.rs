@@ -378,6 +378,11 @@ impl OrderRx {
         self.held_bytes_max = bytes.max(1 << 16);
     }
 
+    /// The bound [`OrderRx::set_held_bytes_max`] set ([`HELD_BYTES_MAX`] by default).
+    pub fn held_bytes_max(&self) -> usize {
+        self.held_bytes_max
+    }
+
     /// Bytes held behind holes on `stream`.
     pub fn held_bytes(&self, stream: u8) -> usize {
         self.subs.get(stream as usize).map_or(0, |s| s.held_bytes)

@@ -175,6 +175,10 @@ pub struct VoterMember {
     /// `ctrl_addr`'s IP): where it joins each path's multicast group (07 §3.1: two separate
     /// networks on a real home).
     pub path_ips: [Ipv4Addr; 2],
+    /// MiB of order frames its replica holds behind holes per substream at most (`held_mib`,
+    /// 1..=4096; `None`: the replica's default, 64). Security review F11: frames injected far
+    /// ahead pinned ~1.2 GB before this bound.
+    pub held_mib: Option<u64>,
 }
 
 /// A voter's p2p port when its `[voter.N]` section names none: its `ctrl_addr` port plus this.
@@ -807,6 +811,7 @@ struct VoterAt {
     data_addr: Option<SocketAddr>,
     p2p_addr: Option<SocketAddr>,
     path_ips: [Option<Ipv4Addr>; 2],
+    held_mib: Option<u64>,
 }
 
 /// An IPv4 interface address (`[box] ip`, `path_a_ip`, `path_b_ip`): a host's own unicast
@@ -1305,6 +1310,15 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                 let path_a_ip = take_ip(&mut k, "path_a_ip", file, e);
                 let path_b_ip = take_ip(&mut k, "path_b_ip", file, e);
                 let vote_key = take_pub(&mut k, "vote_key", true, file, e);
+                let held_mib = k
+                    .num(
+                        "held_mib",
+                        false,
+                        (1, 4096),
+                        "MiB of order frames held behind holes per substream",
+                        e,
+                    )
+                    .map(|x| x.0);
                 k.finish(e);
                 if let Some(index) = index {
                     voter_secs.push(VoterAt {
@@ -1315,6 +1329,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                         data_addr,
                         p2p_addr,
                         path_ips: [path_a_ip, path_b_ip],
+                        held_mib,
                     });
                 }
             }
@@ -1517,6 +1532,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
                     data_addr: v.data_addr,
                     p2p_addr: v.p2p_addr,
                     path_ips: [pa, pb],
+                    held_mib: v.held_mib,
                 });
             }
         }

@@ -1372,3 +1372,58 @@ fn the_standby_section_is_read_and_checked() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Security review F11 and issue 28 item 4: `[voter.N] held_mib` is read (1..=4096) and refused
+/// outside that range at its line; a data box's `link_key` is required and must be a valid
+/// point of large order.
+#[test]
+fn held_mib_and_link_keys_are_read_and_checked() {
+    let d = tmp("heldmib");
+    let hp = vyrn_seq::boxcfg::write_dev_home(&d.join("home"), 2, 2, 47_200).unwrap();
+    let good = std::fs::read_to_string(&hp).unwrap();
+    assert_eq!(
+        HomeConfig::load(&hp).unwrap().voters_members[0].held_mib,
+        None
+    );
+    let with = good.replacen("\n[voter.0]", "\n[voter.0]\nheld_mib = 16", 1);
+    let f = d.join("home/with.toml");
+    std::fs::write(&f, &with).unwrap();
+    let h = HomeConfig::load(&f).unwrap();
+    assert_eq!(h.voters_members[0].held_mib, Some(16));
+    assert_eq!(h.voters_members[1].held_mib, None);
+    let bad = good.replacen("\n[voter.0]", "\n[voter.0]\nheld_mib = 0", 1);
+    let f = d.join("home/bad.toml");
+    std::fs::write(&f, &bad).unwrap();
+    let errs = HomeConfig::load(&f).unwrap_err();
+    assert!(
+        errs.iter()
+            .any(|e| e.what.contains("held_mib") && e.line == line_of(&bad, "held_mib = 0")),
+        "{errs:#?}"
+    );
+    // A data box without its link_key, and one with a point that is not on the curve.
+    let at = good.find("[databox.0]").unwrap();
+    let line = good[at..]
+        .lines()
+        .find(|l| l.starts_with("link_key"))
+        .unwrap();
+    let none = good.replacen(&format!("{line}\n"), "", 1);
+    let f = d.join("home/nokey.toml");
+    std::fs::write(&f, &none).unwrap();
+    let errs = HomeConfig::load(&f).unwrap_err();
+    assert!(
+        errs.iter().any(|e| e.what.contains("link_key")),
+        "{errs:#?}"
+    );
+    // The identity point: small order, so every link key agreed with it would be known.
+    let weak = format!("01{}", "00".repeat(31));
+    let off = good.replacen(line, &format!("link_key = \"{weak}\""), 1);
+    let f = d.join("home/weak.toml");
+    std::fs::write(&f, &off).unwrap();
+    let errs = HomeConfig::load(&f).unwrap_err();
+    assert!(
+        errs.iter()
+            .any(|e| e.what.contains("link_key is a small-order")),
+        "{errs:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

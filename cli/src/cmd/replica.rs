@@ -91,7 +91,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub snapshot_blocks: Option<u64>,
     /// MiB of order frames held behind holes per substream at most (security review F11;
-    /// default 64): frames past it are refused and repaired when the hole fills.
+    /// default: the home file's `[voter.N] held_mib`, else 64): frames past it are refused and
+    /// repaired when the hole fills.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub held_mib: Option<u64>,
     /// The Simplex engine's journal directory (default: `consensus-N` next to the home file).

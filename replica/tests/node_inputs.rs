@@ -1,8 +1,9 @@
-//! The member envelope at a replica's control socket (issue 28 item 4, security review F9): a
-//! peer's control messages are taken only sealed by that peer under their link key, fresh; a
-//! bare one (what a spoofer of the peer's address sends), one sealed under another key or as
-//! another voter, and a replay are refused before parsing. Order frames stay bare (their
-//! block's `order_root` authenticates them).
+//! A replica node's network inputs (issue 28): the member envelope at its control socket (item
+//! 4, security review F9) — a peer's control messages are taken only sealed by that peer under
+//! their link key, fresh; a bare one (what a spoofer of the peer's address sends), one sealed
+//! under another key or as another voter, and a replay are refused before parsing (order frames
+//! stay bare: their block's `order_root` authenticates them); each peer's share of the repair
+//! budget (item 5); the held-frames bound from the home file (F11).
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -13,6 +14,41 @@ use vyrn_replica::node::{Node, NodeConfig, NodeCounters};
 use vyrn_seq::boxcfg::read_seed;
 use vyrn_wire::msg::ctrl::RepairReq;
 use vyrn_wire::msg::seal::{from, LinkKey, Sealer};
+
+fn config(h: &LoopbackHome, i: usize) -> NodeConfig {
+    let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
+    NodeConfig {
+        home: h.home.clone(),
+        index: i,
+        vote_key: SigningKey::from_bytes(seed.expose()),
+        budgets: h.budgets,
+        journal: None,
+        journal_backend: Default::default(),
+        journal_sync_ns: 0,
+        journal_cores: None,
+        simplex: None,
+        replay_tile: false,
+        replay_lanes: 0,
+        replay_lane_cores: Vec::new(),
+        snapshot_blocks: 0,
+    }
+}
+
+/// Security review F11: `[voter.N] held_mib` in the home file bounds the frames that replica
+/// holds behind holes (64 MiB without it).
+#[test]
+fn the_held_frames_bound_comes_from_the_home_file() {
+    let mut h = LoopbackHome::new("heldmib", 29_540, false).expect("dev home");
+    let node = Node::open(&config(&h, 0)).expect("opens");
+    assert_eq!(
+        node.core().order_rx().held_bytes_max(),
+        vyrn_replica::order_rx::HELD_BYTES_MAX
+    );
+    drop(node);
+    h.home.voters_members[1].held_mib = Some(3);
+    let node = Node::open(&config(&h, 1)).expect("opens");
+    assert_eq!(node.core().order_rx().held_bytes_max(), 3 << 20);
+}
 
 fn poll_until(node: &mut Node, t0: Instant, done: impl Fn(&NodeCounters) -> bool) -> bool {
     let start = Instant::now();
