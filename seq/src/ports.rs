@@ -92,6 +92,9 @@ pub struct NetStats {
     pub data_bad_mac: AtomicU64,
     /// 07 §5.2: `CopyConflict` reports (client equivocation: two copies of one packet).
     pub copy_conflicts: AtomicU64,
+    /// NACKs dropped on the control-receive tile: their voter used its share of REP_RTX_MAX_FPS
+    /// (the voter NACKs again).
+    pub nacks_over_share: AtomicU64,
     /// The evidence frames that go with them (both packets).
     pub conflict_evidence: AtomicU64,
     /// Control messages dropped at a full inbox or over a source's rate (the sender repeats).
@@ -466,9 +469,13 @@ struct CtrlRxTile {
     data_asks: Vec<Producer<crate::retain::SeqDataAsk>>,
     data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
     data_tokens: (u64, u64),
-    /// Per voter: its share of REP_SEQ_DATA_MAX_PPS (1/n of the rate and the burst, issue 28
-    /// item 5: one voter's storm never starves the others' fetches).
+    /// Per voter: its share of REP_SEQ_DATA_MAX_PPS (1/(f + 1) of the rate and the burst, issue
+    /// 28 item 5: the f Byzantine voters' storm never starves the others' fetches).
     data_share: Vec<(u64, u64)>,
+    /// Per voter: its share of REP_RTX_MAX_FPS in NACKed frames (issue 28 item 5, F5): the
+    /// stream core serves NACKs (07 D6), so what one voter may ask of it is bounded here, on
+    /// this cold tile, before the NACK reaches the hot one.
+    nack_share: Vec<(u64, u64)>,
     /// The member envelope (issue 28 item 4): every voter's message comes sealed by it; the
     /// SeqData answers leave sealed (`from::BOX_CTRL`).
     opener: Opener,
@@ -488,6 +495,36 @@ const HASH_LIST_BURST: u64 = 16;
 /// Newly signed NackTooOld answers a stream core makes a second at most (each costs an Ed25519
 /// signature on that core; a project bound, security review F17).
 const NACK_TOO_OLD_PER_SEC: u64 = 100;
+
+/// Frames one voter may NACK back to back before its share of REP_RTX_MAX_FPS holds (a whole
+/// NACK span, `NACK_SPAN_MAX`).
+const NACK_SHARE_BURST: u64 = vyrn_wire::consts::NACK_SPAN_MAX;
+
+/// A voter's share of REP_RTX_MAX_FPS among `voters`: 1/(f + 1), so the f Byzantine voters of
+/// 07 §10 together never take more than f/(f + 1) of it, and one honest replica catching up
+/// still gets half in BASE.
+fn nack_share_rate(voters: usize) -> u64 {
+    let f = voters.saturating_sub(1) / 3;
+    vyrn_wire::consts::REP_RTX_MAX_FPS / (f as u64 + 1)
+}
+
+/// Take a NACK of `span` frames from a voter's share `t` (tokens, last refill) of
+/// REP_RTX_MAX_FPS among `voters` ([`nack_share_rate`]): it needs a token per frame of its span
+/// (at most a burst), so a voter that NACKs wide ranges waits in proportion.
+fn nack_share_take(t: &mut (u64, u64), now: u64, span: u64, voters: usize) -> bool {
+    let rate = nack_share_rate(voters);
+    // Refill (take_token refills, then takes one).
+    if !take_token(t, now, rate, NACK_SHARE_BURST) {
+        return false;
+    }
+    let need = span.clamp(1, NACK_SHARE_BURST) - 1;
+    if t.0 < need {
+        t.0 += 1; // give the one back: not enough for this span yet
+        return false;
+    }
+    t.0 -= need;
+    true
+}
 
 /// Burst of the REP_SEQ_DATA_MAX_PPS token bucket.
 const SEQ_DATA_BURST: u64 = 1024;
@@ -631,9 +668,20 @@ impl Task for CtrlRxTile {
                         bump(&self.stats.ctrl_dropped);
                     }
                 }
-                // 07 §4.10: this epoch's NACKs only (the codec bounded the span, F5).
+                // 07 §4.10: this epoch's NACKs only (the codec bounded the span, F5), within
+                // the voter's share of the stream cores' retransmission rate.
                 Ok(CtrlMsg::Nack(k)) if k.epoch == self.epoch => {
                     bump(&self.stats.ctrl[1]);
+                    let n = self.nack_share.len();
+                    let span = k.to_seq.saturating_sub(k.from_seq).saturating_add(1);
+                    if !self
+                        .nack_share
+                        .get_mut(v)
+                        .is_some_and(|t| nack_share_take(t, now, span, n))
+                    {
+                        bump(&self.stats.nacks_over_share);
+                        continue;
+                    }
                     if let Some(q) = self.nacks.get_mut(k.stream as usize) {
                         let r = NackReq {
                             from: k.from_seq,
@@ -654,7 +702,8 @@ impl Task for CtrlRxTile {
                         bump(&self.stats.ctrl_bad);
                         continue;
                     };
-                    let n = self.data_share.len().max(1) as u64;
+                    // 1/(f + 1) of the budget, as for NACKs (nack_share_rate).
+                    let n = (self.data_share.len().saturating_sub(1) / 3 + 1) as u64;
                     let share = self.data_share.get_mut(v).is_some_and(|t| {
                         take_token(
                             t,
@@ -1281,7 +1330,8 @@ impl NetBox {
             data_asks: std::mem::take(&mut handles.seq_data_asks),
             data_answers: std::mem::take(&mut handles.seq_data_answers),
             data_tokens: (SEQ_DATA_BURST, 0),
-            data_share: vec![(SEQ_DATA_BURST / keys.len().max(1) as u64, 0); keys.len()],
+            data_share: vec![(SEQ_DATA_BURST / 2, 0); keys.len()],
+            nack_share: vec![(NACK_SHARE_BURST, 0); keys.len()],
             opener,
             sealer: Sealer::new(seal::from::BOX_CTRL, seq.epoch, seal::start_seq()),
             links: links.clone(),
@@ -1344,6 +1394,40 @@ pub fn core_map_of(cfg: &BoxConfig) -> CoreMap {
             hot: cfg.core_map.first().copied().into_iter().collect(),
             cold: cfg.core_map.iter().skip(1).copied().collect(),
         },
+    }
+}
+
+#[cfg(test)]
+mod nack_share_tests {
+    use super::{nack_share_rate, nack_share_take};
+
+    #[test]
+    fn a_voter_nacking_wide_ranges_waits_in_proportion_and_others_keep_their_share() {
+        let n = 4;
+        let rate = nack_share_rate(n); // frames/s per voter: half in BASE (f = 1)
+        assert_eq!(rate, vyrn_wire::consts::REP_RTX_MAX_FPS / 2);
+        let per_frame_ns = 1_000_000_000 / rate;
+        let (mut a, mut b) = ((super::NACK_SHARE_BURST, 0), (super::NACK_SHARE_BURST, 0));
+        let now = 1_000;
+        // One full-span NACK empties voter a's share; its next one waits.
+        assert!(nack_share_take(&mut a, now, 256, n));
+        assert!(!nack_share_take(&mut a, now, 1, n));
+        // Voter b is untouched.
+        assert!(nack_share_take(&mut b, now, 1, n));
+        // After one frame's time, a may NACK again (one frame's worth).
+        assert!(nack_share_take(&mut a, now + per_frame_ns + 1, 1, n));
+        assert!(!nack_share_take(&mut a, now + per_frame_ns + 1, 1, n));
+        // Over a second, a gets its share and no more: ≤ rate frames (+ the burst).
+        let mut a = (super::NACK_SHARE_BURST, 0);
+        let mut frames = 0;
+        for i in 0..2 * rate {
+            let t = i * 1_000_000_000 / (2 * rate);
+            if nack_share_take(&mut a, t, 16, n) {
+                frames += 16;
+            }
+        }
+        assert!(frames <= rate + 256 + 16, "{frames} > {rate}");
+        assert!(frames >= rate / 2, "{frames}");
     }
 }
 

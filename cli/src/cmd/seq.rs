@@ -159,6 +159,7 @@ fn render(running: &RunningBox, published: &vyrn_metrics::Published, now_ns: u64
         ("unsealed", &s.ctrl_unsealed),
         ("bad_seal", &s.ctrl_bad_seal),
         ("queue_full_or_rate", &s.ctrl_dropped),
+        ("nack_over_share", &s.nacks_over_share),
     ] {
         e.counter(
             "vyrn_seq_control_refused_total",
