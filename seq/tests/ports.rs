@@ -15,6 +15,10 @@ use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
 use vyrn_wire::msg::client::{Msg, MsgType, Record, RequestPacket, Response, Side};
 use vyrn_wire::msg::seal;
 
+/// One box at a time: each spins its hot tiles, and two on a 2-core machine starve each other's
+/// gate (a box that halts its book under the other's load fails the first test's order).
+static ONE_BOX: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn config(tag: &str) -> BoxConfig {
     let dir = std::env::temp_dir().join(format!("vyrn-netbox-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -121,6 +125,7 @@ fn ch_resumes(r: &vyrn_seq::ports::RunningBox) -> u64 {
 
 #[test]
 fn threaded_box_answers_over_udp_and_voters_finalize() {
+    let _one = ONE_BOX.lock().unwrap_or_else(|e| e.into_inner());
     let c = config("dev");
     let mut net = NetBox::open(&c, false).expect("ports");
     let vn = VoterNet::open(c.voters, net.ctrl_addr().unwrap(), c.seq_public()).unwrap();
@@ -405,6 +410,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
 
 #[test]
 fn ref_lanes_listen_on_their_own_ports() {
+    let _one = ONE_BOX.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = config("ref");
     // No voters here: no blocks, so the finality gate never halts the book.
     c.block_ns = u64::MAX;
@@ -473,6 +479,7 @@ fn ref_lanes_listen_on_their_own_ports() {
 /// its `link_key`; bare, forged or replayed ones are dropped as from an unknown source.
 #[test]
 fn a_data_boxs_sealed_reports_reach_the_box_and_nothing_else_does() {
+    let _one = ONE_BOX.lock().unwrap_or_else(|e| e.into_inner());
     use vyrn_wire::msg::ctrl::{CopyConflict, DataBadMac};
     let dir = std::env::temp_dir().join(format!("vyrn-ports-f13-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
