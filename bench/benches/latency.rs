@@ -35,8 +35,8 @@ use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
 use vyrn_client::loadgen::stats::{fmt_ns, Latency, Percentiles};
 use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadGen};
 use vyrn_client::Driver;
+use vyrn_home::BoxConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_seq::boxcfg::BoxConfig;
 use vyrn_seq::ports::{core_map_of, CoreMap, NetBox};
 use vyrn_seq::runner::Clock;
 use vyrn_seq::testkit::doubles::{VoterNet, VoterThread};
@@ -389,7 +389,7 @@ fn main() {
     let secs = if q { 1 } else { 3 };
     let dir = std::env::temp_dir().join(format!("vyrn-latency-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let conf = match vyrn_seq::boxcfg::write_dev_config(&dir, 4, 8, BASE_PORT) {
+    let conf = match vyrn_home::write_dev_config(&dir, 4, 8, BASE_PORT) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("latency bench: writing the dev config: {e}");

@@ -8,9 +8,9 @@ use std::process::Command;
 
 use vyrn_consensus::cert::FinalizeSigner;
 use vyrn_consensus::Voters;
+use vyrn_home::{read_seed, write_dev_home, HomeConfig};
 use vyrn_replica::journal::cert::{CertJournal, CertKind};
 use vyrn_replica::voter::verify_cert_journal;
-use vyrn_seq::boxcfg::{read_seed, write_dev_home, HomeConfig};
 use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
 
 fn cert(signers: &[(u8, FinalizeSigner)], epoch: u32, h: u64) -> Vec<u8> {

@@ -25,7 +25,7 @@ fn gen_dev_config_writes_private_keys_and_a_config_that_loads() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let conf = written(&out);
-    let cfg = vyrn_seq::boxcfg::BoxConfig::load(&conf).expect("the written config loads");
+    let cfg = vyrn_home::BoxConfig::load(&conf).expect("the written config loads");
     assert_eq!(cfg.engine.layout.n_lanes, 2);
     #[cfg(unix)]
     {
@@ -185,17 +185,17 @@ fn loads_with_fresh_keys(
     dir: &std::path::Path,
     text: &str,
     sessions: u32,
-) -> vyrn_seq::boxcfg::HomeConfig {
+) -> vyrn_home::HomeConfig {
     std::fs::create_dir_all(dir.join("keys")).unwrap();
     let seed = [7u8; 32];
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    vyrn_seq::boxcfg::write_secret_file(
+    vyrn_home::write_secret_file(
         &dir.join("keys/seq.key"),
         format!("{}\n", hex(&seed)).as_bytes(),
     )
     .unwrap();
     for s in 1..=sessions {
-        vyrn_seq::boxcfg::write_secret_file(
+        vyrn_home::write_secret_file(
             &dir.join(format!("keys/session-{s}.key")),
             format!("{}\n", hex(&[s as u8; 32])).as_bytes(),
         )
@@ -217,9 +217,9 @@ fn loads_with_fresh_keys(
         .collect();
     let conf = dir.join("home.toml");
     std::fs::write(&conf, &text).unwrap();
-    let b = vyrn_seq::boxcfg::BoxConfig::load(&conf);
+    let b = vyrn_home::BoxConfig::load(&conf);
     assert!(b.is_ok(), "{:?}", b.err());
-    let h = vyrn_seq::boxcfg::HomeConfig::load(&conf);
+    let h = vyrn_home::HomeConfig::load(&conf);
     assert!(h.is_ok(), "{:?}", h.err());
     h.unwrap()
 }
@@ -234,10 +234,10 @@ fn the_deploy_ref_home_loads_and_maps_one_core_per_tile() {
     )
     .unwrap();
     let h = loads_with_fresh_keys(&dir, &text, 2);
-    assert_eq!(h.profile, vyrn_seq::boxcfg::Profile::Ref);
+    assert_eq!(h.profile, vyrn_home::Profile::Ref);
     assert_eq!((h.voters, h.databoxes.len()), (4, 2));
     assert_eq!(h.block_ns, 1_000_000);
-    let b = vyrn_seq::boxcfg::BoxConfig::load(&dir.join("home.toml")).unwrap();
-    assert_eq!(vyrn_seq::boxcfg::ref_tiles(&b), b.core_map.len());
+    let b = vyrn_home::BoxConfig::load(&dir.join("home.toml")).unwrap();
+    assert_eq!(vyrn_home::ref_tiles(&b), b.core_map.len());
     let _ = std::fs::remove_dir_all(&dir);
 }

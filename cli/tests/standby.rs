@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use vyrn_consensus::cert::sign_finalize;
 use vyrn_consensus::Voters;
-use vyrn_seq::boxcfg::{read_seed, write_dev_home, HomeConfig};
+use vyrn_home::{read_seed, write_dev_home, HomeConfig};
 use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
 use vyrn_wire::msg::ctrl::FinalizeVote;
 use vyrn_wire::msg::seal::{from, seal_into, LinkKey};

@@ -10,8 +10,8 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 
+use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_seq::boxcfg::HomeConfig;
 
 use crate::config::{DataConfig, DestConfig, SessionConfig};
 use crate::databox::DataBox;
@@ -30,6 +30,8 @@ pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<Da
     }
     let mut c = DataConfig::new(index, (0..n as u8).collect(), vec![h.engine.book]);
     c.epoch = h.epoch;
+    // Q of the home's voters (07 §5.7: Q DataDowns make a box down).
+    c.quorum = vyrn_home::quorum(h.voters_members.len()) as u8;
     c.hb_ns = hb_ns;
     c.batch_ns = batch_ns;
     c.sessions = h

@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use vyrn_client::loadgen::run::{self, RunClock};
 use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadCounts, LoadGen};
+use vyrn_home::{read_seed, write_dev_home, BoxConfig, HomeConfig};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_seq::boxcfg::{read_seed, write_dev_home, BoxConfig, HomeConfig};
 use vyrn_seq::ports::{CoreMap, NetBox, RunningBox};
 use vyrn_seq::runner::Clock;
 
@@ -243,7 +243,7 @@ impl LoopbackHome {
         stop: Arc<AtomicBool>,
     ) -> Result<JoinHandle<vyrn_data::databox::DataBox>, String> {
         let cfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
-        let seed = vyrn_seq::boxcfg::read_seed(&self.dir.join("keys/databox-0.key"))?;
+        let seed = read_seed(&self.dir.join("keys/databox-0.key"))?;
         let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
         let mut d = vyrn_data::home::open(&self.home, &cfg, &key)?;
         Ok(std::thread::spawn(move || {
@@ -292,7 +292,7 @@ pub fn start_box_with(
     for s in 0..cfg.engine.layout.n_streams as u64 {
         let side = |i: usize| -> Result<Lossy<UdpPort>, String> {
             let port = UdpPort::open(&UdpConfig::multicast_sender(
-                vyrn_seq::ports::PATH_GROUPS[i],
+                vyrn_home::PATH_GROUPS[i],
                 cfg.path_port + i as u16,
             ))
             .map_err(|e| format!("path sender: {e}"))?;

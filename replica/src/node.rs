@@ -40,9 +40,9 @@ use ed25519_dalek::SigningKey;
 use vyrn_engine::bbo::LaneEvent;
 use vyrn_engine::home::EngineSink;
 use vyrn_engine::resp::RespOut;
+use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
-use vyrn_seq::boxcfg::HomeConfig;
 use vyrn_wire::consts::{FRAME_MAGIC, REP_MAX_HDRS_PER_PROPOSAL};
 use vyrn_wire::decoder::BlockRoots;
 use vyrn_wire::header::{BlockHeader, Hash};
@@ -65,8 +65,8 @@ use crate::replay_tile::ReplayTile;
 use crate::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
 use vyrn_consensus::DeskOut;
 
-/// The multicast groups of paths A and B (07 §3.1 on one host; the sequencer's `PATH_GROUPS`).
-pub const PATH_GROUPS: [std::net::Ipv4Addr; 2] = vyrn_seq::ports::PATH_GROUPS;
+/// The multicast groups of paths A and B (07 §3.1), the home's.
+pub use vyrn_home::PATH_GROUPS;
 /// Datagrams taken per socket per round.
 const RX_BATCH: usize = 64;
 /// Datagrams per `sendmmsg`.
@@ -1060,7 +1060,7 @@ impl Node {
         let n_peers = peer_index.len();
         // Q of 07 §5.7: n − f with f = ⌊(n − 1)/3⌋.
         let n_voters = h.voters_members.len();
-        let quorum = (n_voters - n_voters.saturating_sub(1) / 3) as u32;
+        let quorum = vyrn_home::quorum(n_voters) as u32;
         let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
         // Issue 28 item 4: a link key with every member this replica talks to, agreed from its
         // vote key and theirs (vyrn_wire::msg::seal).

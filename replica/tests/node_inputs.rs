@@ -9,9 +9,9 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
+use vyrn_home::read_seed;
 use vyrn_replica::homekit::LoopbackHome;
 use vyrn_replica::node::{Node, NodeConfig, NodeCounters};
-use vyrn_seq::boxcfg::read_seed;
 use vyrn_wire::msg::ctrl::RepairReq;
 use vyrn_wire::msg::seal::{from, LinkKey, Sealer};
 

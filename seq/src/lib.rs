@@ -17,7 +17,8 @@ pub mod mem;
 pub mod ports;
 pub mod retain;
 pub mod runner;
-pub mod secret;
+/// Secrets in memory (moved to the home crate; re-exported for the box's callers).
+pub use vyrn_home::secret;
 pub mod shm;
 pub mod signer;
 pub mod stream;

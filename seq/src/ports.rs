@@ -19,7 +19,7 @@
 //! the client socket; control sends `REP_DurableMark` (07 §6.9) to the voters' control
 //! addresses.
 
-use crate::boxcfg::{BoxConfig, Profile};
+use crate::boxcfg::{BoxConfig, Profile, SeqConfigOf};
 use crate::mem::PathWrite;
 use crate::runner::{Clock, Group, Runner, Task};
 use crate::shm::FrameInfo;
@@ -504,7 +504,7 @@ const NACK_SHARE_BURST: u64 = vyrn_wire::consts::NACK_SPAN_MAX;
 /// 07 §10 together never take more than f/(f + 1) of it, and one honest replica catching up
 /// still gets half in BASE.
 fn nack_share_rate(voters: usize) -> u64 {
-    let f = voters.saturating_sub(1) / 3;
+    let f = vyrn_home::max_faults(voters);
     vyrn_wire::consts::REP_RTX_MAX_FPS / (f as u64 + 1)
 }
 
@@ -703,7 +703,7 @@ impl Task for CtrlRxTile {
                         continue;
                     };
                     // 1/(f + 1) of the budget, as for NACKs (nack_share_rate).
-                    let n = (self.data_share.len().saturating_sub(1) / 3 + 1) as u64;
+                    let n = (vyrn_home::max_faults(self.data_share.len()) + 1) as u64;
                     let share = self.data_share.get_mut(v).is_some_and(|t| {
                         take_token(
                             t,
@@ -863,11 +863,8 @@ pub fn hash_list_parts(height: u64, lists: &crate::shm::HashLists, mut send: imp
     }
 }
 
-/// How the paths were opened.
-pub const PATH_GROUPS: [Ipv4Addr; 2] = [
-    Ipv4Addr::new(239, 255, 75, 1),
-    Ipv4Addr::new(239, 255, 75, 2),
-];
+/// The paths' multicast groups (07 §3.1), a fact of the home.
+pub use vyrn_home::PATH_GROUPS;
 
 /// The replication paths as a home on one host receives them.
 #[derive(Debug)]

@@ -64,7 +64,7 @@ pub(crate) fn session_binds(e: &EngineConfig) -> Vec<SessionBind> {
 pub(crate) fn control_for(cfg: &SeqConfig) -> crate::control::Control {
     crate::control::Control::new(
         cfg.voters,
-        cfg.voters - (cfg.voters.saturating_sub(1)) / 3,
+        vyrn_home::quorum(cfg.voters),
         cfg.engine
             .sessions
             .iter()

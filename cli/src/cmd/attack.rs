@@ -21,7 +21,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use vyrn_seq::boxcfg::HomeConfig;
+use vyrn_home::HomeConfig;
 use vyrn_wire::msg::consensus::CertEntry;
 use vyrn_wire::msg::ctrl::{
     DataDown, DataFetch, Diverge, DivergeDigest, DivergeReason, Nack, NackTooOld, RepAck,

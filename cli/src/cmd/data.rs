@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use super::{cores, Cores};
 use vyrn_data::databox::DataBox;
-use vyrn_seq::boxcfg::HomeConfig;
+use vyrn_home::HomeConfig;
 
 /// `vyrn data`: one data box of a home (07 §5).
 #[derive(Debug, clap::Args)]
@@ -101,7 +101,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         .key
         .clone()
         .unwrap_or_else(|| vyrn_data::home::default_key_path(&o.home, o.index));
-    let seed = vyrn_seq::boxcfg::read_seed(&key_path)
+    let seed = vyrn_home::read_seed(&key_path)
         .map_err(|e| format!("--key {}: {e}", key_path.display()))?;
     let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
     let mut d = vyrn_data::home::open(home, &cfg, &key)?;

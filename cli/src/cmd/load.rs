@@ -29,8 +29,8 @@ use vyrn_client::loadgen::ping::Ping;
 use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
 use vyrn_client::loadgen::{sessions_routed, LoadConfig, LoadGen};
 use vyrn_client::Driver;
+use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_seq::boxcfg::HomeConfig;
 
 /// `vyrn load`: the exchange clients' load generator.
 #[derive(Debug, clap::Args)]
@@ -255,7 +255,7 @@ pub fn run(o: Args) -> ExitCode {
     // each session sends there unless `--seq` names one address for all.
     let lane_of: std::collections::HashMap<u32, u8> =
         e.sessions.iter().map(|s| (s.session, s.lane)).collect();
-    let per_lane = cfg.profile == vyrn_seq::boxcfg::Profile::Ref && o.seq.is_none();
+    let per_lane = cfg.profile == vyrn_home::Profile::Ref && o.seq.is_none();
     let seq_of = |session: u32| -> SocketAddr {
         match lane_of.get(&session) {
             Some(&l) if per_lane => SocketAddr::new(seq.ip(), seq.port().saturating_add(l as u16)),

@@ -30,11 +30,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::{cores, Cores};
+use vyrn_home::{read_seed, HomeConfig, Profile};
 use vyrn_replica::core::Budgets;
 use vyrn_replica::journal::BackendChoice;
 use vyrn_replica::node::{Node, NodeConfig};
 use vyrn_replica::voter::SimplexCfg;
-use vyrn_seq::boxcfg::{read_seed, HomeConfig, Profile};
 
 /// `vyrn replica`: one voting replica of a home (07 §7.2).
 #[derive(Debug, clap::Args)]

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use vyrn_seq::boxcfg::{startup_checks, BoxConfig, Profile};
+use vyrn_home::{startup_checks, BoxConfig, Profile};
 use vyrn_seq::ports::{core_map_of, CoreMap, NetBox, RunningBox};
 use vyrn_seq::runner::{Clock, Wait};
 
@@ -386,9 +386,9 @@ pub fn init(
     base_port: u16,
 ) -> ExitCode {
     let write = if box_only {
-        vyrn_seq::boxcfg::write_dev_config
+        vyrn_home::write_dev_config
     } else {
-        vyrn_seq::boxcfg::write_dev_home
+        vyrn_home::write_dev_home
     };
     match write(dir, lanes, per_lane, base_port) {
         Ok(p) => {

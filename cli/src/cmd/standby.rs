@@ -36,9 +36,9 @@ use std::time::Instant;
 use super::{cores, Cores};
 use vyrn_consensus::listener::CertTokens;
 use vyrn_consensus::{FinalityListener, VoteOutcome, Voters};
+use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Port, RxBatch};
-use vyrn_seq::boxcfg::HomeConfig;
 use vyrn_wire::msg::ctrl::CtrlMsg;
 use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr};
 
@@ -175,7 +175,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
             .unwrap_or(std::path::Path::new("."))
             .join("keys/standby.key")
     });
-    let seed = vyrn_seq::boxcfg::read_seed(&key_path)
+    let seed = vyrn_home::read_seed(&key_path)
         .map_err(|e| format!("--key {}: {e}", key_path.display()))?;
     let me = ed25519_dalek::SigningKey::from_bytes(seed.expose());
     if Some(me.verifying_key()) != home.standby_key {

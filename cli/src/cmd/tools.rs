@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use vyrn_home::{BoxConfig, HomeConfig};
 use vyrn_replica::journal::{BlockJournal, JournalConfig};
-use vyrn_seq::boxcfg::{BoxConfig, HomeConfig};
 use vyrn_wire::msg::ctrl::{CtrlMsg, RepMembership};
 use vyrn_wire::msg::journal::BlockRecordRef;
 
@@ -334,7 +334,7 @@ pub fn keygen(file: &std::path::Path) -> ExitCode {
     hex.push('\n');
     let pubkey = ed25519_dalek::SigningKey::from_bytes(&seed).verifying_key();
     zeroize::Zeroize::zeroize(&mut seed);
-    let r = vyrn_seq::boxcfg::write_secret_file(file, hex.as_bytes());
+    let r = vyrn_home::write_secret_file(file, hex.as_bytes());
     zeroize::Zeroize::zeroize(&mut hex);
     if let Err(e) = r {
         eprintln!("vyrn config keygen: {}: {e}", file.display());

@@ -26,7 +26,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use vyrn_seq::boxcfg::{BoxConfig, HomeConfig};
+use vyrn_home::{BoxConfig, HomeConfig};
 
 /// `vyrn up`: a BASE home on loopback with its load, a live view and a report.
 #[derive(Debug, clap::Args)]
@@ -164,7 +164,7 @@ pub fn ref_placement(
     let mut cpus = mask.to_vec();
     cpus.sort_unstable();
     cpus.dedup();
-    let box_n = vyrn_seq::boxcfg::ref_box_tiles(lanes);
+    let box_n = vyrn_home::ref_box_tiles(lanes);
     let need = REF_HOUSEKEEPING + box_n + voters * REF_REPLICA_CORES + databoxes + 1;
     if cpus.len() < need {
         return Err(format!(
@@ -533,12 +533,12 @@ fn up(a: Args) -> Result<bool, String> {
             }
             if !f.exists() {
                 let addrs = if a.netns {
-                    vyrn_seq::boxcfg::HomeAddrs::netns_lab()
+                    vyrn_home::HomeAddrs::netns_lab()
                 } else {
-                    vyrn_seq::boxcfg::HomeAddrs::loopback()
+                    vyrn_home::HomeAddrs::loopback()
                 };
                 let p = match &placement {
-                    Some(pl) => vyrn_seq::boxcfg::write_ref_home(
+                    Some(pl) => vyrn_home::write_ref_home(
                         &d,
                         REF_LANES,
                         8,
@@ -547,14 +547,9 @@ fn up(a: Args) -> Result<bool, String> {
                         &addrs,
                         &pl.box_cores,
                     ),
-                    None => vyrn_seq::boxcfg::write_dev_home_at(
-                        &d,
-                        4,
-                        8,
-                        a.base_port,
-                        a.data_boxes,
-                        &addrs,
-                    ),
+                    None => {
+                        vyrn_home::write_dev_home_at(&d, 4, 8, a.base_port, a.data_boxes, &addrs)
+                    }
                 }
                 .map_err(|e| format!("writing a home in {}: {e}", d.display()))?;
                 println!(

@@ -207,7 +207,7 @@ impl VoterNet {
         }
         // Q of n (07 §6.5): n − f with f = ⌊(n − 1) / 3⌋.
         let n = self.keys.len();
-        let q = n - (n.saturating_sub(1)) / 3;
+        let q = vyrn_home::quorum(n);
         for h in v.take_votes() {
             let Some(p) = v.proposal(epoch, h) else {
                 continue;

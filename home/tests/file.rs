@@ -4,7 +4,7 @@
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use std::path::{Path, PathBuf};
-use vyrn_seq::boxcfg::{
+use vyrn_home::{
     bind_addrs, read_seed, ref_tiles, startup_checks, write_dev_config, write_dev_home_at,
     write_ref_home, BoxConfig, CfgError, HomeAddrs, HomeConfig, Profile,
 };
@@ -28,9 +28,8 @@ fn generated_dev_config_loads_and_passes_the_checks() {
     assert_eq!(c.engine.sessions.len(), 12);
     assert_eq!(c.engine.accounts.len(), 6);
     assert_eq!(c.engine.layout.n_lanes, 3);
-    let sc = c.seq_config();
-    assert_eq!(sc.voters, 4);
-    assert_ne!(sc.seq_key, [0; 32]);
+    assert_eq!(c.voters, 4);
+    assert_ne!(*c.seq_key.expose(), [0; 32]);
     assert!(startup_checks(&c).is_empty(), "{:?}", startup_checks(&c));
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -559,9 +558,9 @@ fn key_files_are_created_private_and_atomically() {
     // Every role reads its keys through `read_key`: a key others can read is refused by all
     // of them, the sequencer, the data box and the replicas alike (security review F14).
     let session_key = d.join("keys/session-2.key");
-    vyrn_seq::boxcfg::read_seed(&session_key).unwrap();
+    vyrn_home::read_seed(&session_key).unwrap();
     std::fs::set_permissions(&session_key, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let Err(e) = vyrn_seq::boxcfg::read_seed(&session_key) else {
+    let Err(e) = vyrn_home::read_seed(&session_key) else {
         panic!("a 0640 key was read");
     };
     assert!(e.contains("mode 640") && e.contains("0600"), "{e}");
@@ -593,7 +592,6 @@ fn debug_output_holds_no_secret() {
     }
     assert!(dbg.contains("Seed32(<redacted>)"));
     assert_eq!(c.seq_key.expose(), seed.expose());
-    assert_eq!(c.seq_config().seq_key, *seed.expose());
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -944,7 +942,6 @@ mod never_panics {
         match BoxConfig::from_text(&f, text) {
             Ok(c) => {
                 let _ = format!("{c:?}");
-                let _ = c.seq_config();
             }
             Err(errs) => {
                 prop_assert!(!errs.is_empty());
@@ -953,7 +950,7 @@ mod never_panics {
                 prop_assert!(errs.iter().all(|e| e.line <= n), "{errs:?}");
             }
         }
-        if let Err(errs) = vyrn_seq::boxcfg::HomeConfig::from_text(&f, text) {
+        if let Err(errs) = vyrn_home::HomeConfig::from_text(&f, text) {
             prop_assert!(!errs.is_empty());
             let n = text.lines().count();
             prop_assert!(errs.iter().all(|e| e.file == f && e.line <= n), "{errs:?}");
@@ -1017,7 +1014,7 @@ mod never_panics {
         static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         DIR.get_or_init(|| {
             let d = tmp("prop");
-            vyrn_seq::boxcfg::write_dev_home(&d, 2, 2, 46_000 + (std::process::id() % 500) as u16)
+            vyrn_home::write_dev_home(&d, 2, 2, 46_000 + (std::process::id() % 500) as u16)
                 .unwrap();
             d
         })
@@ -1037,7 +1034,7 @@ mod never_panics {
 /// every rule of §13.1 and its certificate, and refuses one that does not match the file.
 #[test]
 fn the_home_membership_is_loaded_checked_and_matched_against_the_file() {
-    use vyrn_seq::boxcfg::{write_dev_home, HomeConfig};
+    use vyrn_home::{write_dev_home, HomeConfig};
     let d = tmp("membership");
     let p = write_dev_home(&d, 2, 2, 47_000 + (std::process::id() % 500) as u16 * 10).unwrap();
     let home = HomeConfig::load(&p).unwrap_or_else(|e| panic!("{e:#?}"));
@@ -1118,7 +1115,7 @@ fn the_home_membership_is_loaded_checked_and_matched_against_the_file() {
 /// with its line; three boxes do not fit a dev home's ports.
 #[test]
 fn a_two_data_box_home_binds_its_sessions_and_a_bad_client_addr_is_named() {
-    use vyrn_seq::boxcfg::{write_dev_home_with, HomeConfig, DEV_LOAD_CLIENT};
+    use vyrn_home::{write_dev_home_with, HomeConfig, DEV_LOAD_CLIENT};
     let d = tmp("two-data");
     let base = 45_000 + (std::process::id() % 500) as u16 * 10;
     let p = write_dev_home_with(&d, 2, 2, base, 2).unwrap();
@@ -1365,7 +1362,7 @@ fn the_standby_section_is_read_and_checked() {
     );
     // A generated home has one, on the box's address.
     let h = d.join("home");
-    let hp = vyrn_seq::boxcfg::write_dev_home(&h, 2, 2, 47_000).unwrap();
+    let hp = vyrn_home::write_dev_home(&h, 2, 2, 47_000).unwrap();
     assert_eq!(
         BoxConfig::load(&hp).unwrap().standby_ctrl,
         Some("127.0.0.1:47009".parse().unwrap())
@@ -1379,7 +1376,7 @@ fn the_standby_section_is_read_and_checked() {
 #[test]
 fn held_mib_and_link_keys_are_read_and_checked() {
     let d = tmp("heldmib");
-    let hp = vyrn_seq::boxcfg::write_dev_home(&d.join("home"), 2, 2, 47_200).unwrap();
+    let hp = vyrn_home::write_dev_home(&d.join("home"), 2, 2, 47_200).unwrap();
     let good = std::fs::read_to_string(&hp).unwrap();
     assert_eq!(
         HomeConfig::load(&hp).unwrap().voters_members[0].held_mib,
