@@ -1137,15 +1137,8 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         }
     }
 
-    let mut accounts: Vec<AccountCfg> = Vec::new();
-    let mut account_lines: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut sessions: Vec<SessionAt> = Vec::new();
-    let mut session_key_files = BTreeMap::new();
-    let mut session_addrs = BTreeMap::new();
-    let mut voter_secs: Vec<VoterAt> = Vec::new();
-    let mut databoxes: Vec<(DataBoxMember, usize)> = Vec::new();
-    let mut standby_ctrl: Option<SocketAddr> = None;
-    let mut standby_key: Option<VerifyingKey> = None;
+    let ctx = Ctx { file, base, lanes };
+    let mut t = Tables::default();
     for s in &secs {
         if s.0 == "box" {
             continue;
@@ -1153,230 +1146,25 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         let (kind, id) = s.0.split_once(' ').unwrap_or((s.0.as_str(), ""));
         let head = header(&s.0);
         match kind {
-            "account" => {
-                let mut k = Keys::new(file, s);
-                let Ok(account) = id.parse::<u32>() else {
-                    e.push(err(
-                        file,
-                        s.1,
-                        format!("{head}: the id is a number 0..={}", u32::MAX),
-                    ));
-                    continue;
-                };
-                let none = "0 would refuse every New";
-                let a = AccountCfg {
-                    account,
-                    max_order_qty: k
-                        .num("max_order_qty", true, (1, u32::MAX.into()), none, e)
-                        .map_or(0, |x| x.0 as u32),
-                    max_open_orders: k
-                        .num(
-                            "max_open_orders",
-                            true,
-                            (1, LANE_MAX_ORDERS as u64),
-                            "a lane tracks at most 65536 working orders; 0 would refuse every New",
-                            e,
-                        )
-                        .map_or(0, |x| x.0 as u32),
-                    max_exposure: k
-                        .num("max_exposure", true, (1, u64::MAX), none, e)
-                        .map_or(0, |x| x.0),
-                };
-                k.finish(e);
-                if let Some(first) = account_lines.insert(account, s.1) {
-                    e.push(err(
-                        file,
-                        s.1,
-                        format!("[account.{account}] twice (first at line {first})"),
-                    ));
-                    continue;
-                }
-                accounts.push(a);
-            }
-            "session" => {
-                let mut k = Keys::new(file, s);
-                let session = match id.parse::<u32>() {
-                    Ok(0) => {
-                        e.push(err(file, s.1, format!("{head}: session 0 is reserved")));
-                        None
-                    }
-                    Ok(x) => Some(x),
-                    Err(_) => {
-                        e.push(err(
-                            file,
-                            s.1,
-                            format!("{head}: the id is a number 1..={}", u32::MAX),
-                        ));
-                        None
-                    }
-                };
-                let account = k.num("account", true, (0, u32::MAX.into()), "an AccountId", e);
-                let lane_hi = lanes.map_or(N_LANES_MAX as u64 - 1, |n| n as u64 - 1);
-                let lane = k.num(
-                    "lane",
-                    true,
-                    (0, lane_hi),
-                    "a lane of this box (lanes 0..lanes)",
-                    e,
-                );
-                let slot = k.num(
-                    "slot",
-                    true,
-                    (0, MAX_SESSIONS_PER_LANE as u64 - 1),
-                    "below MAX_SESSIONS_PER_LANE (07 §3.5)",
-                    e,
-                );
-                let tx = k.num(
-                    "tx",
-                    false,
-                    (0, N_TX - 1),
-                    "one of the three fill TX cores A, B, C (07 §4.1)",
-                    e,
-                );
-                let key_file = k.take("key_file", true, e);
-                // The session's bound address, when known in advance (07 §5.7).
-                let client_addr = take_addr(&mut k, "client_addr", false, file, e);
-                k.finish(e);
-                let key_path = base.join(key_file.map_or("", |x| x.0));
-                let keys = match read_seed(&key_path) {
-                    Ok(x) => Some(x),
-                    Err(x) => {
-                        let line = key_file.map_or(s.1, |x| x.1);
-                        e.push(err(file, line, format!("{head} key_file: {x}")));
-                        None
-                    }
-                };
-                let (Some(session), Some(account), Some(lane), Some(slot), Some(keys)) =
-                    (session, account, lane, slot, keys)
-                else {
-                    continue;
-                };
-                let mut k_seq = [0u8; 16];
-                let mut k_out = [0u8; 16];
-                k_seq.copy_from_slice(&keys.expose()[..16]);
-                k_out.copy_from_slice(&keys.expose()[16..]);
-                session_key_files.insert(session, key_path);
-                if let Some((a, _)) = client_addr {
-                    session_addrs.insert(session, a);
-                }
-                sessions.push(SessionAt {
-                    cfg: SessionCfg {
-                        session,
-                        account: account.0 as u32,
-                        lane: lane.0 as u8,
-                        slot: slot.0 as u16,
-                        k_seq,
-                        k_out,
-                        tx: tx.map_or(0, |x| x.0 as u8),
-                    },
-                    line: s.1,
-                    account_line: account.1,
-                    lane_line: lane.1,
-                });
-                k_seq.zeroize();
-                k_out.zeroize();
-            }
-            // 07 §13.1: the membership's voters, from config, never derived.
-            "voter" => {
-                let mut k = Keys::new(file, s);
-                let index = match id.parse::<usize>() {
-                    Ok(i) if i < VOTERS_MAX => Some(i),
-                    _ => {
-                        e.push(err(
-                            file,
-                            s.1,
-                            format!("{head}: the index is a number 0..voters"),
-                        ));
-                        None
-                    }
-                };
-                let ctrl_addr = take_addr(&mut k, "ctrl_addr", true, file, e);
-                let data_addr = take_addr(&mut k, "data_addr", false, file, e).map(|x| x.0);
-                let p2p_addr = take_addr(&mut k, "p2p_addr", false, file, e).map(|x| x.0);
-                let path_a_ip = take_ip(&mut k, "path_a_ip", file, e);
-                let path_b_ip = take_ip(&mut k, "path_b_ip", file, e);
-                let vote_key = take_pub(&mut k, "vote_key", true, file, e);
-                let held_mib = k
-                    .num(
-                        "held_mib",
-                        false,
-                        (1, 4096),
-                        "MiB of order frames held behind holes per substream",
-                        e,
-                    )
-                    .map(|x| x.0);
-                k.finish(e);
-                if let Some(index) = index {
-                    voter_secs.push(VoterAt {
-                        index,
-                        line: s.1,
-                        ctrl_addr,
-                        vote_key,
-                        data_addr,
-                        p2p_addr,
-                        path_ips: [path_a_ip, path_b_ip],
-                        held_mib,
-                    });
-                }
-            }
-            // 07 §5.1: the home's data boxes.
-            "databox" => {
-                let mut k = Keys::new(file, s);
-                let index = match id.parse::<u8>() {
-                    Ok(i) if (i as usize) < DATABOXES_MAX => Some(i),
-                    _ => {
-                        e.push(err(
-                            file,
-                            s.1,
-                            format!("{head}: the index is a number 0..{DATABOXES_MAX}"),
-                        ));
-                        None
-                    }
-                };
-                let client_addr = take_addr(&mut k, "client_addr", true, file, e);
-                let dest_base = k.num(
-                    "dest_base",
-                    true,
-                    (1, u16::MAX as u64 - VOTERS_MAX as u64),
-                    "a UDP port with room for one port per voter above it",
-                    e,
-                );
-                // The member envelope's identity (its secret: `vyrn data --key`).
-                let link_key = take_pub(&mut k, "link_key", true, file, e);
-                k.finish(e);
-                if let (
-                    Some(index),
-                    Some((client_addr, _)),
-                    Some((dest_base, _)),
-                    Some((link_key, _)),
-                ) = (index, client_addr, dest_base, link_key)
-                {
-                    if databoxes.iter().any(|d| d.0.index == index) {
-                        e.push(err(file, s.1, format!("[databox.{index}] twice")));
-                    }
-                    databoxes.push((
-                        DataBoxMember {
-                            index,
-                            client_addr,
-                            dest_base: dest_base as u16,
-                            link_key,
-                        },
-                        s.1,
-                    ));
-                }
-            }
-            // 07 §6.8: the warm standby's control port, where voters also send their finalize
-            // votes and certificates.
-            "standby" => {
-                let mut k = Keys::new(file, s);
-                standby_ctrl = take_addr(&mut k, "ctrl_addr", true, file, e).map(|x| x.0);
-                // Issue 28 item 4: the member envelope's identity (its secret: `vyrn standby --key`).
-                standby_key = take_pub(&mut k, "link_key", true, file, e).map(|x| x.0);
-                k.finish(e);
-            }
+            "account" => account_table(&ctx, s, id, &head, &mut t, e),
+            "session" => session_table(&ctx, s, id, &head, &mut t, e),
+            "voter" => voter_table(&ctx, s, id, &head, &mut t, e),
+            "databox" => databox_table(&ctx, s, id, &head, &mut t, e),
+            "standby" => standby_table(&ctx, s, &mut t, e),
             _ => e.push(err(file, s.1, format!("unknown section {head}"))),
         }
     }
+    let Tables {
+        accounts,
+        account_lines,
+        sessions,
+        session_key_files,
+        session_addrs,
+        voter_secs,
+        mut databoxes,
+        standby_ctrl,
+        standby_key,
+    } = t;
 
     // Sessions against each other and the accounts (what EngineConfig::validate checks, with
     // the line of each mistake).
@@ -1621,6 +1409,285 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         hb_us,
         membership,
     })
+}
+
+/// What one parse of a home file takes from every table but `[box]`.
+#[derive(Default)]
+struct Tables {
+    accounts: Vec<AccountCfg>,
+    account_lines: BTreeMap<u32, usize>,
+    sessions: Vec<SessionAt>,
+    session_key_files: BTreeMap<u32, PathBuf>,
+    session_addrs: BTreeMap<u32, SocketAddr>,
+    voter_secs: Vec<VoterAt>,
+    databoxes: Vec<(DataBoxMember, usize)>,
+    standby_ctrl: Option<SocketAddr>,
+    standby_key: Option<VerifyingKey>,
+}
+
+/// What every table's parser needs of the file: its path (for errors), its folder (key files
+/// are relative to it) and `[box] lanes` (a session's lane is checked against it).
+struct Ctx<'a> {
+    file: &'a Path,
+    base: &'a Path,
+    lanes: Option<u8>,
+}
+
+/// `[account.ID]`: one account's risk limits (07 §9.5).
+fn account_table(
+    ctx: &Ctx<'_>,
+    s: &Section,
+    id: &str,
+    head: &str,
+    t: &mut Tables,
+    e: &mut Vec<CfgError>,
+) {
+    let file = ctx.file;
+    let mut k = Keys::new(file, s);
+    let Ok(account) = id.parse::<u32>() else {
+        e.push(err(
+            file,
+            s.1,
+            format!("{head}: the id is a number 0..={}", u32::MAX),
+        ));
+        return;
+    };
+    let none = "0 would refuse every New";
+    let a = AccountCfg {
+        account,
+        max_order_qty: k
+            .num("max_order_qty", true, (1, u32::MAX.into()), none, e)
+            .map_or(0, |x| x.0 as u32),
+        max_open_orders: k
+            .num(
+                "max_open_orders",
+                true,
+                (1, LANE_MAX_ORDERS as u64),
+                "a lane tracks at most 65536 working orders; 0 would refuse every New",
+                e,
+            )
+            .map_or(0, |x| x.0 as u32),
+        max_exposure: k
+            .num("max_exposure", true, (1, u64::MAX), none, e)
+            .map_or(0, |x| x.0),
+    };
+    k.finish(e);
+    if let Some(first) = t.account_lines.insert(account, s.1) {
+        e.push(err(
+            file,
+            s.1,
+            format!("[account.{account}] twice (first at line {first})"),
+        ));
+        return;
+    }
+    t.accounts.push(a);
+}
+
+/// `[session.ID]`: a session's account, lane, slot, fill TX core, key file and bound address (missing-chapters §2).
+fn session_table(
+    ctx: &Ctx<'_>,
+    s: &Section,
+    id: &str,
+    head: &str,
+    t: &mut Tables,
+    e: &mut Vec<CfgError>,
+) {
+    let file = ctx.file;
+    let mut k = Keys::new(file, s);
+    let session = match id.parse::<u32>() {
+        Ok(0) => {
+            e.push(err(file, s.1, format!("{head}: session 0 is reserved")));
+            None
+        }
+        Ok(x) => Some(x),
+        Err(_) => {
+            e.push(err(
+                file,
+                s.1,
+                format!("{head}: the id is a number 1..={}", u32::MAX),
+            ));
+            None
+        }
+    };
+    let account = k.num("account", true, (0, u32::MAX.into()), "an AccountId", e);
+    let lane_hi = ctx.lanes.map_or(N_LANES_MAX as u64 - 1, |n| n as u64 - 1);
+    let lane = k.num(
+        "lane",
+        true,
+        (0, lane_hi),
+        "a lane of this box (lanes 0..lanes)",
+        e,
+    );
+    let slot = k.num(
+        "slot",
+        true,
+        (0, MAX_SESSIONS_PER_LANE as u64 - 1),
+        "below MAX_SESSIONS_PER_LANE (07 §3.5)",
+        e,
+    );
+    let tx = k.num(
+        "tx",
+        false,
+        (0, N_TX - 1),
+        "one of the three fill TX cores A, B, C (07 §4.1)",
+        e,
+    );
+    let key_file = k.take("key_file", true, e);
+    // The session's bound address, when known in advance (07 §5.7).
+    let client_addr = take_addr(&mut k, "client_addr", false, file, e);
+    k.finish(e);
+    let key_path = ctx.base.join(key_file.map_or("", |x| x.0));
+    let keys = match read_seed(&key_path) {
+        Ok(x) => Some(x),
+        Err(x) => {
+            let line = key_file.map_or(s.1, |x| x.1);
+            e.push(err(file, line, format!("{head} key_file: {x}")));
+            None
+        }
+    };
+    let (Some(session), Some(account), Some(lane), Some(slot), Some(keys)) =
+        (session, account, lane, slot, keys)
+    else {
+        return;
+    };
+    let mut k_seq = [0u8; 16];
+    let mut k_out = [0u8; 16];
+    k_seq.copy_from_slice(&keys.expose()[..16]);
+    k_out.copy_from_slice(&keys.expose()[16..]);
+    t.session_key_files.insert(session, key_path);
+    if let Some((a, _)) = client_addr {
+        t.session_addrs.insert(session, a);
+    }
+    t.sessions.push(SessionAt {
+        cfg: SessionCfg {
+            session,
+            account: account.0 as u32,
+            lane: lane.0 as u8,
+            slot: slot.0 as u16,
+            k_seq,
+            k_out,
+            tx: tx.map_or(0, |x| x.0 as u8),
+        },
+        line: s.1,
+        account_line: account.1,
+        lane_line: lane.1,
+    });
+    k_seq.zeroize();
+    k_out.zeroize();
+}
+
+/// `[voter.N]`: one voter of the membership (07 §13.1), from config, never derived.
+fn voter_table(
+    ctx: &Ctx<'_>,
+    s: &Section,
+    id: &str,
+    head: &str,
+    t: &mut Tables,
+    e: &mut Vec<CfgError>,
+) {
+    let file = ctx.file;
+    let mut k = Keys::new(file, s);
+    let index = match id.parse::<usize>() {
+        Ok(i) if i < VOTERS_MAX => Some(i),
+        _ => {
+            e.push(err(
+                file,
+                s.1,
+                format!("{head}: the index is a number 0..voters"),
+            ));
+            None
+        }
+    };
+    let ctrl_addr = take_addr(&mut k, "ctrl_addr", true, file, e);
+    let data_addr = take_addr(&mut k, "data_addr", false, file, e).map(|x| x.0);
+    let p2p_addr = take_addr(&mut k, "p2p_addr", false, file, e).map(|x| x.0);
+    let path_a_ip = take_ip(&mut k, "path_a_ip", file, e);
+    let path_b_ip = take_ip(&mut k, "path_b_ip", file, e);
+    let vote_key = take_pub(&mut k, "vote_key", true, file, e);
+    let held_mib = k
+        .num(
+            "held_mib",
+            false,
+            (1, 4096),
+            "MiB of order frames held behind holes per substream",
+            e,
+        )
+        .map(|x| x.0);
+    k.finish(e);
+    if let Some(index) = index {
+        t.voter_secs.push(VoterAt {
+            index,
+            line: s.1,
+            ctrl_addr,
+            vote_key,
+            data_addr,
+            p2p_addr,
+            path_ips: [path_a_ip, path_b_ip],
+            held_mib,
+        });
+    }
+}
+
+/// `[databox.N]`: one data box of the home (07 §5.1).
+fn databox_table(
+    ctx: &Ctx<'_>,
+    s: &Section,
+    id: &str,
+    head: &str,
+    t: &mut Tables,
+    e: &mut Vec<CfgError>,
+) {
+    let file = ctx.file;
+    let mut k = Keys::new(file, s);
+    let index = match id.parse::<u8>() {
+        Ok(i) if (i as usize) < DATABOXES_MAX => Some(i),
+        _ => {
+            e.push(err(
+                file,
+                s.1,
+                format!("{head}: the index is a number 0..{DATABOXES_MAX}"),
+            ));
+            None
+        }
+    };
+    let client_addr = take_addr(&mut k, "client_addr", true, file, e);
+    let dest_base = k.num(
+        "dest_base",
+        true,
+        (1, u16::MAX as u64 - VOTERS_MAX as u64),
+        "a UDP port with room for one port per voter above it",
+        e,
+    );
+    // The member envelope's identity (its secret: `vyrn data --key`).
+    let link_key = take_pub(&mut k, "link_key", true, file, e);
+    k.finish(e);
+    if let (Some(index), Some((client_addr, _)), Some((dest_base, _)), Some((link_key, _))) =
+        (index, client_addr, dest_base, link_key)
+    {
+        if t.databoxes.iter().any(|d| d.0.index == index) {
+            e.push(err(file, s.1, format!("[databox.{index}] twice")));
+        }
+        t.databoxes.push((
+            DataBoxMember {
+                index,
+                client_addr,
+                dest_base: dest_base as u16,
+                link_key,
+            },
+            s.1,
+        ));
+    }
+}
+
+/// `[standby]`: the warm standby's control port, where voters also send their finalize votes and
+/// certificates (07 §6.8), and its identity for the member envelope.
+fn standby_table(ctx: &Ctx<'_>, s: &Section, t: &mut Tables, e: &mut Vec<CfgError>) {
+    let file = ctx.file;
+    let mut k = Keys::new(file, s);
+    t.standby_ctrl = take_addr(&mut k, "ctrl_addr", true, file, e).map(|x| x.0);
+    // Issue 28 item 4: the member envelope's identity (its secret: `vyrn standby --key`).
+    t.standby_key = take_pub(&mut k, "link_key", true, file, e).map(|x| x.0);
+    k.finish(e);
 }
 
 /// A required or optional Ed25519 public key `name` (64 hex digits), refusing small-order
