@@ -873,14 +873,387 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         ));
         return Err(errs);
     }
-    let box_line = boxes[0].1;
-    let mut b = Keys::new(file, boxes[0]);
-    let profile = match b.take("profile", true, &mut errs) {
+    let e = &mut errs;
+    let BoxTable {
+        profile,
+        book,
+        epoch,
+        lanes_min,
+        lanes,
+        block_ns,
+        voters,
+        voters_line,
+        max_orders,
+        lane_deadline_ns,
+        bbo_deadline_ns,
+        hot_ring_bytes,
+        rtx_ring_bytes,
+        client_port,
+        ctrl_port,
+        box_ip,
+        box_path_ips,
+        core_map,
+        membership_file,
+        path_port,
+        self_fence_us,
+        hb_us,
+        seq_key_path,
+        seq_key,
+        seq_public,
+    } = box_table(file, base, boxes[0], mode, e);
+    let ctx = Ctx { file, base, lanes };
+    let mut t = Tables::default();
+    for s in &secs {
+        if s.0 == "box" {
+            continue;
+        }
+        let (kind, id) = s.0.split_once(' ').unwrap_or((s.0.as_str(), ""));
+        let head = header(&s.0);
+        match kind {
+            "account" => account_table(&ctx, s, id, &head, &mut t, e),
+            "session" => session_table(&ctx, s, id, &head, &mut t, e),
+            "voter" => voter_table(&ctx, s, id, &head, &mut t, e),
+            "databox" => databox_table(&ctx, s, id, &head, &mut t, e),
+            "standby" => standby_table(&ctx, s, &mut t, e),
+            _ => e.push(err(file, s.1, format!("unknown section {head}"))),
+        }
+    }
+    let Tables {
+        accounts,
+        account_lines,
+        sessions,
+        session_key_files,
+        session_addrs,
+        voter_secs,
+        mut databoxes,
+        standby_ctrl,
+        standby_key,
+    } = t;
+
+    check_sessions(file, &sessions, &account_lines, e);
+    let voters_members = voter_members(file, (voters, voters_line), &voter_secs, seq_public, e);
+
+    let n_lanes = lanes.unwrap_or(lanes_min as u8);
+    let layout = match profile {
+        Profile::Consumer => Layout {
+            n_lanes,
+            n_streams: 1,
+            pool_mask: 0,
+        },
+        _ => Layout::two_streams(n_lanes),
+    };
+    let engine = EngineConfig {
+        book: book.map_or(1, |x| x.0 as u16),
+        layout,
+        book_cfg: BookConfig { max_orders },
+        sessions: sessions.into_iter().map(|s| s.cfg).collect(),
+        accounts,
+        lane_deadline_ns,
+        bbo_deadline_ns,
+        hot_ring_bytes,
+        lane_max_orders: LANE_MAX_ORDERS,
+    };
+    // A backstop: everything it checks is checked above with a line.
+    if e.is_empty() {
+        if let Err(x) = engine.validate() {
+            e.push(err(file, 0, format!("engine: {x}")));
+        }
+    }
+    check_databoxes(file, &mut databoxes, &voters_members, voters_line, e);
+    let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
+    // 07 §13.1: the membership record, loaded by every role at start.
+    let membership = match (membership_file, seq_public) {
+        (Some((f, line)), Some(sp)) => {
+            let at = base.join(f);
+            match std::fs::read(&at)
+                .map_err(|e| format!("membership = {f}: cannot read {}: {e}", at.display()))
+                .and_then(|b| {
+                    check_membership(&b, epoch.map_or(1, |x| x.0 as u32), &voters_members, &sp)
+                        .map_err(|w| format!("membership = {f}: {w}"))
+                }) {
+                Ok(m) => Some(m),
+                Err(w) => {
+                    errs.push(err(file, line, w));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let (Some(seq_key), Some(seq_pub), true) = (seq_key, seq_public, errs.is_empty()) else {
+        return Err(errs);
+    };
+    Ok(BoxConfig {
+        profile,
+        engine,
+        epoch: epoch.map_or(1, |x| x.0 as u32),
+        block_ns,
+        voters,
+        voters_members,
+        databoxes,
+        seq_pub,
+        seq_key,
+        seq_key_file: seq_key_path,
+        session_key_files,
+        session_addrs,
+        standby_ctrl,
+        standby_key,
+        client_port: client_port.map_or(0, |x| x.0 as u16),
+        ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
+        path_port,
+        ip: box_ip,
+        path_ips: box_path_ips,
+        core_map,
+        rtx_ring_bytes,
+        self_fence_us,
+        hb_us,
+        membership,
+    })
+}
+
+/// The sessions against each other and the accounts (what `EngineConfig::validate` checks, with
+/// the line of each mistake).
+fn check_sessions(
+    file: &Path,
+    sessions: &[SessionAt],
+    account_lines: &BTreeMap<u32, usize>,
+    e: &mut Vec<CfgError>,
+) {
+    let mut seen_session: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut seen_slot: BTreeMap<(u8, u16), usize> = BTreeMap::new();
+    let mut account_lane: BTreeMap<u32, (u8, usize)> = BTreeMap::new();
+    for s in sessions {
+        let c = &s.cfg;
+        if let Some(first) = seen_session.insert(c.session, s.line) {
+            e.push(err(
+                file,
+                s.line,
+                format!("[session.{}] twice (first at line {first})", c.session),
+            ));
+        }
+        if let Some(first) = seen_slot.insert((c.lane, c.slot), s.line) {
+            e.push(err(
+                file,
+                s.line,
+                format!(
+                    "[session.{}]: lane {} slot {} is taken by the session at line {first}",
+                    c.session, c.lane, c.slot
+                ),
+            ));
+        }
+        if !account_lines.contains_key(&c.account) {
+            e.push(err(
+                file,
+                s.account_line,
+                format!(
+                    "account = {}: no [account.{}] section",
+                    c.account, c.account
+                ),
+            ));
+        }
+        match account_lane.get(&c.account) {
+            Some(&(l, line)) if l != c.lane => e.push(err(
+                file,
+                s.lane_line,
+                format!(
+                    "lane = {}: account {} already trades on lane {l} (line {line}); an \
+                     account's risk state has one writer, its lane",
+                    c.lane, c.account
+                ),
+            )),
+            Some(_) => {}
+            None => {
+                account_lane.insert(c.account, (c.lane, s.lane_line));
+            }
+        }
+    }
+}
+
+/// The membership's voters (07 §13.1) from the `[voter.N]` tables: every index 0..voters once,
+/// no key or address twice, no vote key that is the sequencer's.
+fn voter_members(
+    file: &Path,
+    (voters, voters_line): (usize, usize),
+    voter_secs: &[VoterAt],
+    seq_public: Option<VerifyingKey>,
+    e: &mut Vec<CfgError>,
+) -> Vec<VoterMember> {
+    let mut voters_members = Vec::new();
+    if !voter_secs.is_empty() {
+        if voter_secs.len() != voters {
+            let have: BTreeSet<usize> = voter_secs.iter().map(|v| v.index).collect();
+            let missing: Vec<usize> = (0..voters).filter(|i| !have.contains(i)).collect();
+            e.push(err(
+                file,
+                voters_line,
+                format!(
+                    "voters = {voters} but the file has {} [voter] sections (missing: {missing:?}): \
+                     the membership lists every voter",
+                    voter_secs.len()
+                ),
+            ));
+        }
+        let mut by_index: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut keys: BTreeMap<[u8; 32], usize> = BTreeMap::new();
+        let mut addrs: BTreeMap<SocketAddr, usize> = BTreeMap::new();
+        for v in voter_secs {
+            if v.index >= voters {
+                e.push(err(
+                    file,
+                    v.line,
+                    format!(
+                        "[voter.{}]: voters = {voters}, so indices are 0..={}",
+                        v.index,
+                        voters - 1
+                    ),
+                ));
+            }
+            if let Some(first) = by_index.insert(v.index, v.line) {
+                e.push(err(
+                    file,
+                    v.line,
+                    format!("[voter.{}] twice (first at line {first})", v.index),
+                ));
+            }
+            if let Some((k, line)) = v.vote_key {
+                if seq_public == Some(k) {
+                    e.push(err(
+                        file,
+                        line,
+                        "vote_key is the sequencer's own public key: a key must not be both a \
+                         vote_key and a seq_key (07 §13.1)",
+                    ));
+                }
+                if let Some(first) = keys.insert(k.to_bytes(), line) {
+                    e.push(err(
+                        file,
+                        line,
+                        format!("vote_key is also the vote_key at line {first}"),
+                    ));
+                }
+            }
+            if let Some((a, line)) = v.ctrl_addr {
+                if let Some(first) = addrs.insert(a, line) {
+                    e.push(err(
+                        file,
+                        line,
+                        format!("ctrl_addr = {a} is also the ctrl_addr at line {first}"),
+                    ));
+                }
+            }
+        }
+        for v in voter_secs {
+            if let (Some((ctrl_addr, _)), Some((vote_key, _))) = (v.ctrl_addr, v.vote_key) {
+                let own = match ctrl_addr.ip() {
+                    IpAddr::V4(a) => Some(a),
+                    IpAddr::V6(_) => None,
+                };
+                let [Some(pa), Some(pb)] = v.path_ips.map(|p| p.or(own)) else {
+                    e.push(err(
+                        file,
+                        v.line,
+                        format!(
+                            "[voter.{}]: ctrl_addr is IPv6, so path_a_ip and path_b_ip are needed (the paths are IPv4 multicast, 07 §3.1)",
+                            v.index
+                        ),
+                    ));
+                    continue;
+                };
+                voters_members.push(VoterMember {
+                    index: v.index,
+                    ctrl_addr,
+                    vote_key,
+                    data_addr: v.data_addr,
+                    p2p_addr: v.p2p_addr,
+                    path_ips: [pa, pb],
+                    held_mib: v.held_mib,
+                });
+            }
+        }
+        voters_members.sort_by_key(|v| v.index);
+    }
+
+    voters_members
+}
+
+/// Data boxes: indices 0..n without a hole (a session's data home is an index), and every voter
+/// with a `data_addr` when there are any.
+fn check_databoxes(
+    file: &Path,
+    databoxes: &mut [(DataBoxMember, usize)],
+    voters_members: &[VoterMember],
+    voters_line: usize,
+    e: &mut Vec<CfgError>,
+) {
+    databoxes.sort_by_key(|d| d.0.index);
+    for (i, (d, line)) in databoxes.iter().enumerate() {
+        if d.index as usize != i {
+            e.push(err(
+                file,
+                *line,
+                format!(
+                    "[databox.{}]: data boxes are numbered 0..n without a gap",
+                    d.index
+                ),
+            ));
+        }
+    }
+    if !databoxes.is_empty() && voters_members.iter().any(|v| v.data_addr.is_none()) {
+        e.push(err(
+            file,
+            voters_line,
+            "the file has [databox] sections, so every [voter] needs data_addr",
+        ));
+    }
+}
+
+/// What `[box]` says, checked (every mistake pushed with its line), for the rest of the parse.
+struct BoxTable<'a> {
+    profile: Profile,
+    book: Option<(u64, usize)>,
+    epoch: Option<(u64, usize)>,
+    lanes_min: u64,
+    lanes: Option<u8>,
+    block_ns: u64,
+    voters: usize,
+    voters_line: usize,
+    max_orders: u32,
+    lane_deadline_ns: Option<u64>,
+    bbo_deadline_ns: Option<u64>,
+    hot_ring_bytes: usize,
+    rtx_ring_bytes: usize,
+    client_port: Option<(u64, usize)>,
+    ctrl_port: Option<(u64, usize)>,
+    box_ip: Ipv4Addr,
+    box_path_ips: [Ipv4Addr; 2],
+    core_map: Vec<usize>,
+    membership_file: Option<(&'a str, usize)>,
+    path_port: u16,
+    self_fence_us: Option<u64>,
+    hb_us: Option<u64>,
+    seq_key_path: PathBuf,
+    seq_key: Option<Seed32>,
+    seq_public: Option<VerifyingKey>,
+}
+
+/// `[box]`: the profile, book, epoch, lanes, voters, block period, rings, ports, addresses, core
+/// map, the sequencer key (the seed on the box, `seq_pub` everywhere else) and the budget
+/// overrides.
+fn box_table<'a>(
+    file: &'a Path,
+    base: &Path,
+    sec: &'a Section,
+    mode: Mode,
+    e: &mut Vec<CfgError>,
+) -> BoxTable<'a> {
+    let box_line = sec.1;
+    let mut b = Keys::new(file, sec);
+    let profile = match b.take("profile", true, e) {
         Some(("ref", _)) => Profile::Ref,
         Some(("consumer", _)) => Profile::Consumer,
         Some(("dev", _)) => Profile::Dev,
         Some((p, line)) => {
-            errs.push(err(
+            e.push(err(
                 file,
                 line,
                 format!("profile {}: ref, consumer or dev", shown(p)),
@@ -889,7 +1262,6 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         }
         None => Profile::Dev,
     };
-    let e = &mut errs;
     let book = b.num("book", true, (0, u16::MAX.into()), "BookId is a u16", e);
     let epoch = b.num("epoch", true, (0, u32::MAX.into()), "Epoch is a u32", e);
     // 07 §3.4: the LaneRun tag has 6 bits; two substreams need a lane each.
@@ -1137,278 +1509,33 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         }
     }
 
-    let ctx = Ctx { file, base, lanes };
-    let mut t = Tables::default();
-    for s in &secs {
-        if s.0 == "box" {
-            continue;
-        }
-        let (kind, id) = s.0.split_once(' ').unwrap_or((s.0.as_str(), ""));
-        let head = header(&s.0);
-        match kind {
-            "account" => account_table(&ctx, s, id, &head, &mut t, e),
-            "session" => session_table(&ctx, s, id, &head, &mut t, e),
-            "voter" => voter_table(&ctx, s, id, &head, &mut t, e),
-            "databox" => databox_table(&ctx, s, id, &head, &mut t, e),
-            "standby" => standby_table(&ctx, s, &mut t, e),
-            _ => e.push(err(file, s.1, format!("unknown section {head}"))),
-        }
-    }
-    let Tables {
-        accounts,
-        account_lines,
-        sessions,
-        session_key_files,
-        session_addrs,
-        voter_secs,
-        mut databoxes,
-        standby_ctrl,
-        standby_key,
-    } = t;
-
-    // Sessions against each other and the accounts (what EngineConfig::validate checks, with
-    // the line of each mistake).
-    let mut seen_session: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut seen_slot: BTreeMap<(u8, u16), usize> = BTreeMap::new();
-    let mut account_lane: BTreeMap<u32, (u8, usize)> = BTreeMap::new();
-    for s in &sessions {
-        let c = &s.cfg;
-        if let Some(first) = seen_session.insert(c.session, s.line) {
-            e.push(err(
-                file,
-                s.line,
-                format!("[session.{}] twice (first at line {first})", c.session),
-            ));
-        }
-        if let Some(first) = seen_slot.insert((c.lane, c.slot), s.line) {
-            e.push(err(
-                file,
-                s.line,
-                format!(
-                    "[session.{}]: lane {} slot {} is taken by the session at line {first}",
-                    c.session, c.lane, c.slot
-                ),
-            ));
-        }
-        if !account_lines.contains_key(&c.account) {
-            e.push(err(
-                file,
-                s.account_line,
-                format!(
-                    "account = {}: no [account.{}] section",
-                    c.account, c.account
-                ),
-            ));
-        }
-        match account_lane.get(&c.account) {
-            Some(&(l, line)) if l != c.lane => e.push(err(
-                file,
-                s.lane_line,
-                format!(
-                    "lane = {}: account {} already trades on lane {l} (line {line}); an \
-                     account's risk state has one writer, its lane",
-                    c.lane, c.account
-                ),
-            )),
-            Some(_) => {}
-            None => {
-                account_lane.insert(c.account, (c.lane, s.lane_line));
-            }
-        }
-    }
-
-    // The membership's voters (07 §13.1).
-    let mut voters_members = Vec::new();
-    if !voter_secs.is_empty() {
-        if voter_secs.len() != voters {
-            let have: BTreeSet<usize> = voter_secs.iter().map(|v| v.index).collect();
-            let missing: Vec<usize> = (0..voters).filter(|i| !have.contains(i)).collect();
-            e.push(err(
-                file,
-                voters_line,
-                format!(
-                    "voters = {voters} but the file has {} [voter] sections (missing: {missing:?}): \
-                     the membership lists every voter",
-                    voter_secs.len()
-                ),
-            ));
-        }
-        let mut by_index: BTreeMap<usize, usize> = BTreeMap::new();
-        let mut keys: BTreeMap<[u8; 32], usize> = BTreeMap::new();
-        let mut addrs: BTreeMap<SocketAddr, usize> = BTreeMap::new();
-        for v in &voter_secs {
-            if v.index >= voters {
-                e.push(err(
-                    file,
-                    v.line,
-                    format!(
-                        "[voter.{}]: voters = {voters}, so indices are 0..={}",
-                        v.index,
-                        voters - 1
-                    ),
-                ));
-            }
-            if let Some(first) = by_index.insert(v.index, v.line) {
-                e.push(err(
-                    file,
-                    v.line,
-                    format!("[voter.{}] twice (first at line {first})", v.index),
-                ));
-            }
-            if let Some((k, line)) = v.vote_key {
-                if seq_public == Some(k) {
-                    e.push(err(
-                        file,
-                        line,
-                        "vote_key is the sequencer's own public key: a key must not be both a \
-                         vote_key and a seq_key (07 §13.1)",
-                    ));
-                }
-                if let Some(first) = keys.insert(k.to_bytes(), line) {
-                    e.push(err(
-                        file,
-                        line,
-                        format!("vote_key is also the vote_key at line {first}"),
-                    ));
-                }
-            }
-            if let Some((a, line)) = v.ctrl_addr {
-                if let Some(first) = addrs.insert(a, line) {
-                    e.push(err(
-                        file,
-                        line,
-                        format!("ctrl_addr = {a} is also the ctrl_addr at line {first}"),
-                    ));
-                }
-            }
-        }
-        for v in &voter_secs {
-            if let (Some((ctrl_addr, _)), Some((vote_key, _))) = (v.ctrl_addr, v.vote_key) {
-                let own = match ctrl_addr.ip() {
-                    IpAddr::V4(a) => Some(a),
-                    IpAddr::V6(_) => None,
-                };
-                let [Some(pa), Some(pb)] = v.path_ips.map(|p| p.or(own)) else {
-                    e.push(err(
-                        file,
-                        v.line,
-                        format!(
-                            "[voter.{}]: ctrl_addr is IPv6, so path_a_ip and path_b_ip are needed (the paths are IPv4 multicast, 07 §3.1)",
-                            v.index
-                        ),
-                    ));
-                    continue;
-                };
-                voters_members.push(VoterMember {
-                    index: v.index,
-                    ctrl_addr,
-                    vote_key,
-                    data_addr: v.data_addr,
-                    p2p_addr: v.p2p_addr,
-                    path_ips: [pa, pb],
-                    held_mib: v.held_mib,
-                });
-            }
-        }
-        voters_members.sort_by_key(|v| v.index);
-    }
-
-    let n_lanes = lanes.unwrap_or(lanes_min as u8);
-    let layout = match profile {
-        Profile::Consumer => Layout {
-            n_lanes,
-            n_streams: 1,
-            pool_mask: 0,
-        },
-        _ => Layout::two_streams(n_lanes),
-    };
-    let engine = EngineConfig {
-        book: book.map_or(1, |x| x.0 as u16),
-        layout,
-        book_cfg: BookConfig { max_orders },
-        sessions: sessions.into_iter().map(|s| s.cfg).collect(),
-        accounts,
+    BoxTable {
+        profile,
+        book,
+        epoch,
+        lanes_min,
+        lanes,
+        block_ns,
+        voters,
+        voters_line,
+        max_orders,
         lane_deadline_ns,
         bbo_deadline_ns,
         hot_ring_bytes,
-        lane_max_orders: LANE_MAX_ORDERS,
-    };
-    // A backstop: everything it checks is checked above with a line.
-    if e.is_empty() {
-        if let Err(x) = engine.validate() {
-            e.push(err(file, 0, format!("engine: {x}")));
-        }
-    }
-    // Data boxes: indices 0..n without a hole (a session's data home is an index).
-    databoxes.sort_by_key(|d| d.0.index);
-    for (i, (d, line)) in databoxes.iter().enumerate() {
-        if d.index as usize != i {
-            e.push(err(
-                file,
-                *line,
-                format!(
-                    "[databox.{}]: data boxes are numbered 0..n without a gap",
-                    d.index
-                ),
-            ));
-        }
-    }
-    if !databoxes.is_empty() && voters_members.iter().any(|v| v.data_addr.is_none()) {
-        e.push(err(
-            file,
-            voters_line,
-            "the file has [databox] sections, so every [voter] needs data_addr",
-        ));
-    }
-    let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
-    // 07 §13.1: the membership record, loaded by every role at start.
-    let membership = match (membership_file, seq_public) {
-        (Some((f, line)), Some(sp)) => {
-            let at = base.join(f);
-            match std::fs::read(&at)
-                .map_err(|e| format!("membership = {f}: cannot read {}: {e}", at.display()))
-                .and_then(|b| {
-                    check_membership(&b, epoch.map_or(1, |x| x.0 as u32), &voters_members, &sp)
-                        .map_err(|w| format!("membership = {f}: {w}"))
-                }) {
-                Ok(m) => Some(m),
-                Err(w) => {
-                    errs.push(err(file, line, w));
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    let (Some(seq_key), Some(seq_pub), true) = (seq_key, seq_public, errs.is_empty()) else {
-        return Err(errs);
-    };
-    Ok(BoxConfig {
-        profile,
-        engine,
-        epoch: epoch.map_or(1, |x| x.0 as u32),
-        block_ns,
-        voters,
-        voters_members,
-        databoxes,
-        seq_pub,
-        seq_key,
-        seq_key_file: seq_key_path,
-        session_key_files,
-        session_addrs,
-        standby_ctrl,
-        standby_key,
-        client_port: client_port.map_or(0, |x| x.0 as u16),
-        ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
-        path_port,
-        ip: box_ip,
-        path_ips: box_path_ips,
-        core_map,
         rtx_ring_bytes,
+        client_port,
+        ctrl_port,
+        box_ip,
+        box_path_ips,
+        core_map,
+        membership_file,
+        path_port,
         self_fence_us,
         hb_us,
-        membership,
-    })
+        seq_key_path,
+        seq_key,
+        seq_public,
+    }
 }
 
 /// What one parse of a home file takes from every table but `[box]`.
