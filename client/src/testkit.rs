@@ -353,10 +353,7 @@ impl SeqDouble {
 
     /// Handle one request packet (copy 1).
     pub fn handle(&mut self, bytes: &[u8]) {
-        let Some(session) = bytes
-            .get(4..8)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        else {
+        let Some(session) = vyrn_wire::msg::PktKey::peek_session(bytes) else {
             return;
         };
         let Some(s) = self.sessions.get_mut(&session) else {
@@ -638,10 +635,7 @@ impl DataDouble {
 
     /// Ingest one copy-2 packet.
     pub fn handle(&mut self, bytes: &[u8]) {
-        let Some(session) = bytes
-            .get(4..8)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        else {
+        let Some(session) = vyrn_wire::msg::PktKey::peek_session(bytes) else {
             return;
         };
         let Some(&(k_seq, _)) = self.keys.get(&session) else {

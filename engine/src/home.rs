@@ -244,9 +244,8 @@ impl LiveEngine {
 
     /// The lane a packet goes to: its session's (the NIC flow filter in production, 07 §9.5).
     pub fn lane_of(&self, bytes: &[u8]) -> Option<u8> {
-        let s = bytes.get(4..8)?;
         self.route
-            .get(&u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+            .get(&vyrn_wire::msg::PktKey::peek_session(bytes)?)
             .copied()
     }
 

@@ -472,7 +472,9 @@ impl Lane {
         if !(REQ_MIN_LEN..=REQ_MAX_LEN).contains(&len) {
             return Err(self.drop(LaneDrop::BadLen));
         }
-        let session = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let Some(session) = vyrn_wire::msg::PktKey::peek_session(bytes) else {
+            return Err(self.drop(LaneDrop::BadLen));
+        };
         let Some(&slot) = self.by_session.get(&session) else {
             return Err(self.drop(LaneDrop::UnknownSession));
         };

@@ -406,10 +406,7 @@ impl Task for RxTile {
             busy = true;
             for p in self.batch.iter() {
                 bump(&self.stats.rx_client);
-                let session = p
-                    .data
-                    .get(4..8)
-                    .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+                let session = vyrn_wire::msg::PktKey::peek_session(p.data);
                 let lane = session.and_then(|s| self.lane_of.get(&s).copied());
                 let (Some(_), Some(lane)) = (session, lane) else {
                     bump(&self.stats.rx_unknown);

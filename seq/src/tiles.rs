@@ -435,8 +435,7 @@ fn gate_open(gate: &Gate, words: &Words) -> bool {
 
 /// The session a client packet names (bytes 4..8, little-endian; missing-chapters §1).
 pub fn session_of(pkt: &[u8]) -> Option<u32> {
-    let s = pkt.get(4..8)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    vyrn_wire::msg::PktKey::peek_session(pkt)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -167,3 +167,24 @@ fn seq_data_golden_bytes_and_refusals() {
         assert!(SeqData::parse(&b[..n]).is_err());
     }
 }
+
+/// `PktKey::peek` reads a request packet's join key from bytes 4..12 without parsing it (the one
+/// reader every role's routing uses); short packets give `None`, never a panic.
+#[test]
+fn a_packets_key_is_peeked_from_bytes_4_to_12() {
+    use vyrn_wire::msg::PktKey;
+    let mut p = vec![0u8; 48];
+    p[4..8].copy_from_slice(&0x1001u32.to_le_bytes());
+    p[8..12].copy_from_slice(&7u32.to_le_bytes());
+    assert_eq!(
+        PktKey::peek(&p),
+        Some(PktKey {
+            session: 0x1001,
+            pkt_seq: 7
+        })
+    );
+    assert_eq!(PktKey::peek_session(&p[..8]), Some(0x1001));
+    assert_eq!(PktKey::peek(&p[..11]), None);
+    assert_eq!(PktKey::peek_session(&p[..7]), None);
+    assert_eq!(PktKey::peek(&[]), None);
+}

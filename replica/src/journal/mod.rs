@@ -460,11 +460,7 @@ fn parse_seg_name(name: &str) -> Option<u64> {
 fn pkt_keys(r: &BlockRecordRef<'_>) -> Vec<(u32, u32)> {
     let mut v: Vec<(u32, u32)> = r
         .packets()
-        .filter_map(|p| {
-            let s = u32::from_le_bytes(p.get(4..8)?.try_into().ok()?);
-            let q = u32::from_le_bytes(p.get(8..12)?.try_into().ok()?);
-            Some((s, q))
-        })
+        .filter_map(|p| vyrn_wire::msg::PktKey::peek(p).map(|k| (k.session, k.pkt_seq)))
         .collect();
     v.extend(r.unavail().map(|k| (k.session, k.pkt_seq)));
     v

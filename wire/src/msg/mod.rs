@@ -75,6 +75,22 @@ impl PktKey {
     /// Encoded length.
     pub const LEN: usize = 8;
 
+    /// The key a client request packet names — session at bytes 4..8, pkt_seq at 8..12,
+    /// little-endian (missing-chapters §2) — read without parsing or checking the packet, for
+    /// routing before the full parse (the flow filter, a lane's session map, a join). `None` when
+    /// the packet is shorter than 12 bytes.
+    pub fn peek(pkt: &[u8]) -> Option<PktKey> {
+        Some(PktKey {
+            session: Self::peek_session(pkt)?,
+            pkt_seq: u32::from_le_bytes(pkt.get(8..12)?.try_into().ok()?),
+        })
+    }
+
+    /// The session alone ([`PktKey::peek`]); `None` when shorter than 8 bytes.
+    pub fn peek_session(pkt: &[u8]) -> Option<u32> {
+        Some(u32::from_le_bytes(pkt.get(4..8)?.try_into().ok()?))
+    }
+
     /// Append `session u32, pkt_seq u32`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.session.to_le_bytes());
