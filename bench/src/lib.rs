@@ -8,6 +8,7 @@
 //! Environment knobs: `VYRN_BENCH_ROUNDS` (default 30), `VYRN_BENCH_QUICK=1` (a smoke run,
 //! used by CI to prove the benches still run) and `VYRN_BENCH_ONLY=part[,part]` (run only the
 //! named parts of a bench).
+#![forbid(unsafe_code)]
 
 use hdrhistogram::Histogram;
 use std::time::Instant;

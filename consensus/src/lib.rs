@@ -21,7 +21,7 @@
 //! The replica (its verdict is the [`Ledger`]) and the simulator drive the same [`Desk`]; the
 //! engine runs on commonware's deterministic runtime in tests and on its tokio runtime with
 //! authenticated p2p in a process ([`process`]).
-
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod app;

@@ -14,6 +14,7 @@
 //! - [`book`]: the price-time book.
 //! - [`resp`]: response packets, `resp_seq`, the hot response ring.
 //! - [`snapshot`]: sections 1–7, the state commitment, restore.
+#![forbid(unsafe_code)]
 
 pub mod bbo;
 pub mod book;

@@ -15,6 +15,7 @@
 //! atomics and structs (no registry on the hot path); what was missing is ~200 lines of text
 //! format and a loopback listener, which do not justify a registry, a protobuf dependency and a
 //! lock per update.
+#![forbid(unsafe_code)]
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -10,7 +10,7 @@
 //! finality gate is modelled with 07 §6.8's constants. Faults: links cut for a while (a crashed or
 //! partitioned voter), lossy and jittery links, and (feature `mocks`) commonware's Byzantine
 //! voters. A seed fixes everything: the same seed gives the same run and the same auditor digest.
-
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod voting;

@@ -9,6 +9,7 @@
 //!
 //! # Status
 //! Pure codecs: no I/O, no clocks (the caller passes time in), no global state.
+#![forbid(unsafe_code)]
 
 pub mod consts;
 pub mod corpus;
