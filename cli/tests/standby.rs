@@ -58,7 +58,7 @@ fn the_standby_finalizes_only_with_q_valid_votes_from_the_voters() {
         v.encode(&mut b).unwrap();
         b
     };
-    // Every voter's message goes sealed under its link key with the standby (issue 28 item 4).
+    // Every voter's message goes sealed under its link key with the standby.
     let standby_key = home
         .standby_key
         .expect("a dev home names the standby's link_key");

@@ -89,8 +89,8 @@ counters! {
     /// Datagrams on a voter's socket from any address but that voter's `data_addr`: dropped
     /// unread, never answered (security review F4: the per-voter sockets answered anyone).
     ctrl_foreign,
-    /// Datagrams on a voter's socket from that voter's address that are not sealed (issue 28
-    /// item 4: every voter message travels in the member envelope, `vyrn_wire::msg::seal`).
+    /// Datagrams on a voter's socket from that voter's address that are not sealed
+    /// (every voter message travels in the member envelope, `vyrn_wire::msg::seal`).
     ctrl_unsealed,
     /// Sealed datagrams refused: a tag that does not verify under the voter's link key, another
     /// sender's id, or a replayed sequence number (a spoofer, or a replay of a captured one).

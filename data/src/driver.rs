@@ -58,7 +58,7 @@ pub struct Driver<P: Port> {
     /// `data_addr`); `None` takes any (a port whose transport knows its peer).
     sources: Vec<Option<std::net::SocketAddr>>,
     /// Per destination: the voter's link key and replay window when its messages must come
-    /// sealed (issue 28 item 4; `None` takes them bare: a test's `MemPort`).
+    /// sealed (`None` takes them bare: a test's `MemPort`).
     seals: Vec<Option<Opener>>,
     /// The link key with the sequencer and this box's sender: `DataBadMac`, `CopyConflict` and
     /// the evidence leave sealed (`None`: bare, a test's `MemPort`).

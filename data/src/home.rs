@@ -61,7 +61,7 @@ pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<Da
 
 /// The box for `cfg` on its sockets; `key` is its identity, whose public key must be its
 /// `[databox.N] link_key` (each voter's messages come sealed under the link key agreed with
-/// it, issue 28 item 4).
+/// it).
 pub fn open(
     h: &HomeConfig,
     cfg: &DataConfig,

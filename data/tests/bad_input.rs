@@ -413,7 +413,7 @@ fn a_voters_socket_answers_that_voter_only() {
     assert_eq!(d.databox.counters().fetch_range_reqs, 1);
 }
 
-/// Issue 28 item 4 (F9): with the member envelope required, a voter's socket takes only what
+/// With the member envelope required, a voter's socket takes only what
 /// that voter sealed under its link key: from the voter's own address, a bare `DataDown` (what
 /// a spoofer of the address sends), one sealed under another key, one naming another voter and
 /// a replay of a sealed one are all refused before parsing; the voter's sealed fetch is served.

@@ -1370,7 +1370,7 @@ fn the_standby_section_is_read_and_checked() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Security review F11 and issue 28 item 4: `[voter.N] held_mib` is read (1..=4096) and refused
+/// Security review F11: `[voter.N] held_mib` is read (1..=4096) and refused
 /// outside that range at its line; a data box's `link_key` is required and must be a valid
 /// point of large order.
 #[test]

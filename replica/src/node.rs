@@ -400,8 +400,8 @@ pub struct NodeCounters {
     pub unknown_src: u64,
     /// Control messages that did not parse, or are not for a replica.
     pub ctrl_bad: u64,
-    /// Control messages from a member that should have come sealed and came bare (issue 28
-    /// item 4; dropped unread).
+    /// Control messages from a member that should have come sealed and came bare
+    /// (dropped unread).
     pub unsealed: u64,
     /// Sealed messages refused: a tag that does not verify, another sender's id, a replay.
     pub bad_seal: u64,
@@ -516,7 +516,7 @@ impl Tokens {
     }
 }
 
-/// A fair share per peer of a service's budget (issue 28 item 5): each of `peers` gets
+/// A fair share per peer of a service's budget: each of `peers` gets
 /// `rate / peers` a second and `burst / peers` at once, so one peer (or a spoofer of one, before
 /// the seal) cannot use up what the others need.
 fn per_peer(peers: usize, rate: u64, burst: u64) -> Vec<Tokens> {
@@ -806,7 +806,7 @@ struct Io {
     /// REP_PEER_RTX_MAX_FPS (frames).
     peer_data_share: Vec<Tokens>,
     peer_rtx_share: Vec<Tokens>,
-    /// The member envelope (issue 28 item 4): every control message this replica sends is
+    /// The member envelope: every control message this replica sends is
     /// sealed under the link key of its destination (the box, a peer, a data box, the standby).
     sealer: Sealer,
     links: Vec<(SocketAddr, LinkKey)>,
@@ -1062,7 +1062,7 @@ impl Node {
         let n_voters = h.voters_members.len();
         let quorum = vyrn_home::quorum(n_voters) as u32;
         let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
-        // Issue 28 item 4: a link key with every member this replica talks to, agreed from its
+        // A link key with every member this replica talks to, agreed from its
         // vote key and theirs (vyrn_wire::msg::seal).
         let agree = |k: &ed25519_dalek::VerifyingKey, what: &str| {
             LinkKey::agree(&cfg.vote_key, k).ok_or_else(|| format!("{what}: no link key"))
@@ -2055,7 +2055,7 @@ fn on_ctrl(
         return;
     };
     if src == io.seq_ctrl {
-        // Issue 28 item 4: HashList and SeqData come sealed by the box; frames (order_root),
+        // HashList and SeqData come sealed by the box; frames (order_root),
         // NackTooOld (seq_sig) and REP_DurableMark (counted only) come bare.
         let sealed = seal::Sealed::is_sealed(b);
         let b = if sealed {
@@ -2102,7 +2102,7 @@ fn on_ctrl(
         core.on_path_frame(PEER_CHANNEL, b, now, io);
         return;
     }
-    // Issue 28 item 4: every other message from a peer comes sealed by that peer.
+    // Every other message from a peer comes sealed by that peer.
     let b = match io
         .opener
         .open_from(seal::from::voter(io.peer_index[peer]), b)
@@ -2152,7 +2152,7 @@ fn on_ctrl(
         }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let to = io.peers[peer];
-            // The peer's share of REP_PEER_RTX_MAX_FPS first (issue 28 item 5): one peer's
+            // The peer's share of REP_PEER_RTX_MAX_FPS first: one peer's
             // storm never uses up the store's whole budget.
             if !io.peer_rtx_share[peer].take(now) {
                 io.c.repairs_over_share += 1;

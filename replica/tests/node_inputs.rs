@@ -1,9 +1,9 @@
-//! A replica node's network inputs (issue 28): the member envelope at its control socket (item
-//! 4, security review F9) — a peer's control messages are taken only sealed by that peer under
+//! A replica node's network inputs: the member envelope at its control socket (security review
+//! F9) — a peer's control messages are taken only sealed by that peer under
 //! their link key, fresh; a bare one (what a spoofer of the peer's address sends), one sealed
 //! under another key or as another voter, and a replay are refused before parsing (order frames
 //! stay bare: their block's `order_root` authenticates them); each peer's share of the repair
-//! budget (item 5); the held-frames bound from the home file (F11).
+//! budget; the held-frames bound from the home file (F11).
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -128,7 +128,7 @@ fn a_peer_is_heard_only_through_its_seal() {
     assert!(poll_until(&mut node, t0, |c| c.repairs_served.0 == 2));
 }
 
-/// Issue 28 item 5: each peer gets its share (1/(n-1)) of REP_PEER_RTX_MAX_FPS. A peer that
+/// Each peer gets its share (1/(n-1)) of REP_PEER_RTX_MAX_FPS. A peer that
 /// asks past its share's burst at one instant is refused (`repairs_over_share`); another peer is
 /// still served at that same instant.
 #[test]

@@ -82,7 +82,7 @@ pub struct NetStats {
     /// Control datagrams from an address that is no registered voter (dropped unread).
     pub ctrl_unknown: AtomicU64,
     /// Control datagrams from a voter's address that came bare: every voter message must come
-    /// in the member envelope (issue 28 item 4; dropped unread).
+    /// in the member envelope (dropped unread).
     pub ctrl_unsealed: AtomicU64,
     /// Sealed control datagrams refused: a tag that does not verify under the voter's link key,
     /// another sender's id, or a replayed sequence number.
@@ -469,11 +469,11 @@ struct CtrlRxTile {
     /// Per voter: its share of REP_SEQ_DATA_MAX_PPS (1/(f + 1) of the rate and the burst, issue
     /// 28 item 5: the f Byzantine voters' storm never starves the others' fetches).
     data_share: Vec<(u64, u64)>,
-    /// Per voter: its share of REP_RTX_MAX_FPS in NACKed frames (issue 28 item 5, F5): the
+    /// Per voter: its share of REP_RTX_MAX_FPS in NACKed frames (F5): the
     /// stream core serves NACKs (07 D6), so what one voter may ask of it is bounded here, on
     /// this cold tile, before the NACK reaches the hot one.
     nack_share: Vec<(u64, u64)>,
-    /// The member envelope (issue 28 item 4): every voter's message comes sealed by it; the
+    /// The member envelope: every voter's message comes sealed by it; the
     /// SeqData answers leave sealed (`from::BOX_CTRL`).
     opener: Opener,
     sealer: Sealer,
@@ -640,7 +640,7 @@ impl Task for CtrlRxTile {
                 bump(&self.stats.ctrl_unknown);
                 continue;
             };
-            // Issue 28 item 4: sealed by that voter under its link key, fresh (a spoofed source
+            // Sealed by that voter under its link key, fresh (a spoofed source
             // address or a replayed capture is refused here, before anything is parsed).
             let body = match self.opener.open_from(seal::from::voter(v), p.data) {
                 Ok(b) => b,
@@ -1124,7 +1124,7 @@ impl NetBox {
         let client_port = &self.client[0].0;
         let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
         let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
-        // Issue 28 item 4: a link key with each registered voter, agreed from the box's key.
+        // A link key with each registered voter, agreed from the box's key.
         let box_key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
         let mut links: HashMap<SocketAddr, LinkKey> = HashMap::new();
         let mut opener = Opener::new(seq.epoch);
@@ -1228,7 +1228,7 @@ impl NetBox {
             },
             ctrl_sock.try_clone().ok().map(|sock| {
                 let stats = stats.clone();
-                // HashList parts leave sealed (issue 28 item 4): a spoofed, mis-shaped part
+                // HashList parts leave sealed: a spoofed, mis-shaped part
                 // would otherwise make a replica refuse the block.
                 let links = links.clone();
                 let mut sealer = Sealer::new(seal::from::BOX_HASHER, seq.epoch, seal::start_seq());

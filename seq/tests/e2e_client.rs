@@ -751,7 +751,7 @@ fn run(
     cert.encode(&mut cb).unwrap();
     assert!(matches!(CtrlMsg::parse(&cb), Ok(CtrlMsg::FinalityCert(_))));
     junk.push(cb);
-    // Issue 28 item 4: bare, each is refused unread (`ctrl_unsealed`); sealed by the insider
+    // Bare, each is refused unread (`ctrl_unsealed`); sealed by the insider
     // under its link key, each is parsed and refused as junk (`ctrl_bad`); a replay of a sealed
     // one, one sealed under another key and one sealed in another epoch are `ctrl_bad_seal`.
     let link = LinkKey::agree(ik, &c.seq_public()).unwrap();

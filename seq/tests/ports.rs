@@ -137,7 +137,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     let fk = ed25519_dalek::SigningKey::from_bytes(&[77; 32]);
     net.register_voter(fetcher.local_addr().unwrap(), c.voters, fk.verifying_key());
     // Its messages go sealed under its link key with the box, and the box's HashList and
-    // SeqData answers come back sealed (issue 28 item 4).
+    // SeqData answers come back sealed.
     let flink = seal::LinkKey::agree(&fk, &c.seq_public()).unwrap();
     let mut fsealer = seal::Sealer::new(seal::from::voter(c.voters), c.epoch, 1);
     let mut fseal = |b: &[u8]| fsealer.seal_bytes(&flink, b);

@@ -1,4 +1,4 @@
-//! The member envelope (`msg::seal`, issue 28 item 4): property tests. Any body, sender and
+//! The member envelope (`msg::seal`): property tests. Any body, sender and
 //! number seal and open to the same body; every single-bit change is refused; an envelope opens
 //! once; numbers delivered out of order within the window open once each.
 

@@ -21,7 +21,7 @@ pub fn cores(s: &str) -> Result<Cores, String> {
     vyrn_nic::wait::parse_cores(s).map(Cores)
 }
 
-/// The watchdog of a role's loop (issue 28 item 6; the box's tiles have theirs in `vyrn seq`):
+/// The watchdog of a role's loop (the box's tiles have theirs in `vyrn seq`):
 /// the loop counts its rounds in [`Watch::beat`]; a thread checks once a second and, when the
 /// count has not moved for [`vyrn_seq::runner::WATCHDOG_STALL_S`] seconds, raises `REP_A_STALL`
 /// and aborts the process — a stalled replica, data box or standby must not look alive (its

@@ -391,13 +391,13 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
     );
     e.counter(
         "vyrn_replica_seal_refused_total",
-        "member control messages refused by the member envelope (issue 28 item 4): bare where a seal is required, or a seal that does not verify or is replayed",
+        "member control messages refused by the member envelope: bare where a seal is required, or a seal that does not verify or is replayed",
         &[("why", "unsealed")],
         c.unsealed,
     );
     e.counter(
         "vyrn_replica_seal_refused_total",
-        "member control messages refused by the member envelope (issue 28 item 4): bare where a seal is required, or a seal that does not verify or is replayed",
+        "member control messages refused by the member envelope: bare where a seal is required, or a seal that does not verify or is replayed",
         &[("why", "bad_seal")],
         c.bad_seal,
     );

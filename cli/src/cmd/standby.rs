@@ -4,8 +4,8 @@
 //!
 //! `--key` is the standby's secret identity seed (hex, 0600; default `keys/standby.key` beside
 //! the home's file), whose public key must be `[standby] link_key`: every voter's vote and
-//! certificate comes sealed under the link key agreed with it (the member envelope, issue 28
-//! item 4); a bare one or one whose seal fails is counted and dropped.
+//! certificate comes sealed under the link key agreed with it (the member envelope,
+//! docs/security.md); a bare one or one whose seal fails is counted and dropped.
 //!
 //! Every voter sends its finalize vote, and later each `REP_FinalityCert`, to the sequencer's
 //! *and the standby's* control port, so the standby learns finality at the same hop as the
@@ -168,7 +168,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         .iter()
         .map(|v| (v.ctrl_addr, v.index))
         .collect();
-    // Issue 28 item 4: each voter's messages come sealed under the link key agreed with it.
+    // Each voter's messages come sealed under the link key agreed with it.
     let key_path = o.key.clone().unwrap_or_else(|| {
         o.home
             .parent()

@@ -805,7 +805,7 @@ pub(super) fn standby_table(ctx: &Ctx<'_>, s: &Section, t: &mut Tables, e: &mut 
     let file = ctx.file;
     let mut k = Keys::new(file, s);
     t.standby_ctrl = take_addr(&mut k, "ctrl_addr", true, file, e).map(|x| x.0);
-    // Issue 28 item 4: the member envelope's identity (its secret: `vyrn standby --key`).
+    // The member envelope's identity (its secret: `vyrn standby --key`).
     t.standby_key = take_pub(&mut k, "link_key", true, file, e).map(|x| x.0);
     k.finish(e);
 }

@@ -32,8 +32,8 @@ pub struct VoterNet {
     rx: RxBatch,
     sent: [u64; 3],
     too_old: u64,
-    /// Per double: its link key with the box and its sender (the member envelope, issue 28
-    /// item 4): everything a double sends the box is sealed, as a replica's is.
+    /// Per double: its link key with the box and its last sequence number (the member
+    /// envelope): everything a double sends the box is sealed, as a replica's is.
     links: Vec<(LinkKey, u64)>,
     /// The epoch the doubles last spoke in (under the seal's tag).
     epoch: u32,

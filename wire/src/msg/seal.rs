@@ -1,4 +1,4 @@
-//! The member envelope (a project addition; issue 28 item 4, security review F9): every control
+//! The member envelope (a project addition; security review F9): every control
 //! message one member of a home sends another — RepAck, Nack, RepairReq, DataFetch,
 //! PeerDataFetch, DataDown, DataRedirect, HashListReq, SeqDataReq, the finality votes and
 //! certificates, and the box's HashList and SeqData answers — travels inside a [`SEALED`]
