@@ -17,8 +17,8 @@
 //! [`Session::submit`] queues packets, [`Session::transmits`] yields `(destination, bytes)`,
 //! [`Session::handle_packet`] takes received bytes, [`Session::poll`] runs the timers and
 //! [`Session::poll_event`] hands out events. [`Driver`] moves bytes between sessions and a
-//! [`vyrn_nic::Port`]. [`loadgen`] is the core of the load generator. [`testkit`] holds the
-//! test doubles (a sequencer double answering per the §9.5 table, a data box double, and an
+//! [`vyrn_nic::Port`]. [`loadgen`] is the core of the load generator. `testkit` (feature `testkit`, off in
+//! the binaries' build) holds the test doubles (a sequencer double answering per the §9.5 table, a data box double, and an
 //! address-routing port).
 //!
 //! ```
@@ -58,6 +58,7 @@ pub mod loadgen;
 pub mod packet;
 mod retain;
 pub mod session;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use config::{ConfigError, SessionConfig};
