@@ -178,16 +178,14 @@ fn tile_loads() {
             voters: 4,
             rtx_ring_bytes: 8 << 20,
         };
-        let (mut tiles, mut h) = tiles::build(
+        let (tiles, mut h) = tiles::build(
             &cfg,
             Some(10_000_000_000),
             |_w: WireFor| Box::new(CountWire) as Box<dyn Wire>,
             |_| None,
             None,
         );
-        for t in &mut tiles.tiles {
-            t.set_track(false);
-        }
+        tiles.knobs.set_track(false);
         let clock = Clock::new();
         let runner = Runner::start(runner::groups(tiles.tiles, &[], false, 2), clock);
         let mut w = Workload::new(&e, 3, Mix::clean());
@@ -339,10 +337,8 @@ fn gate_bench() {
         |_| None,
         None,
     );
+    tiles.knobs.set_track(false);
     let mut sched = Seeded::new(tiles.tiles, 0);
-    for t in &mut sched.tasks {
-        t.set_track(false);
-    }
     let streams = [
         sched.index_of("streamA").expect("stream-A"),
         sched.index_of("streamB").expect("stream-B"),

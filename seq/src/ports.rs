@@ -1295,11 +1295,9 @@ impl NetBox {
         let client_addr = self.client[0].0.local_addr()?;
         let mut tasks = tiles.tiles;
         // No per-frame FrameInfo on the ports (it exists for the tests' invariant checks).
-        for t in &mut tasks {
-            t.set_track(false);
-            if let Some(us) = cfg.hb_us {
-                t.set_heartbeat_ns(us * 1000);
-            }
+        tiles.knobs.set_track(false);
+        if let Some(us) = cfg.hb_us {
+            tiles.knobs.set_heartbeat_ns(us * 1000);
         }
         tasks.push(Box::new(RxTile {
             socks: self.client,

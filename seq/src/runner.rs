@@ -74,15 +74,6 @@ pub trait Task: Send {
     }
     /// One non-blocking step at `now`; whether it did anything.
     fn poll(&mut self, now: u64) -> bool;
-    /// Break a stream core's gate on purpose (tests only; other tiles ignore it).
-    #[doc(hidden)]
-    fn set_gate_mode(&mut self, _m: crate::stream::GateMode) {}
-    /// Stream cores: keep a `FrameInfo` per frame for the invariant checks (tests); the box on
-    /// its ports turns it off. Other tiles ignore it.
-    fn set_track(&mut self, _on: bool) {}
-    /// Stream cores: the heartbeat period (the config's budget override of REP_HB_US). Other
-    /// tiles ignore it.
-    fn set_heartbeat_ns(&mut self, _ns: u64) {}
 }
 
 /// One tile's counters as its thread keeps them (one writer; read by anyone).

@@ -867,6 +867,62 @@ impl StreamMem for StreamPorts {
     }
 }
 
+/// Settings of the stream cores that a box's owner changes after the tiles are built and
+/// running: the heartbeat period (the home file's budget override of REP_HB_US), whether each
+/// frame keeps a `FrameInfo` for the tests' invariant checks, and — tests only — a broken gate
+/// (T-REP-1 shows the checks catch it). Each stream core picks a change up at its next poll
+/// (one relaxed load of `version` per poll), so the tile runtime's `Task` carries no hooks.
+#[derive(Debug, Default)]
+pub struct StreamKnobs {
+    version: AtomicU64,
+    /// `GateMode` as 0 (`Correct`) or 1 (`ReleaseOnAppend`).
+    gate_mode: std::sync::atomic::AtomicU8,
+    /// 0: leave as built (tracking on); 1: on; 2: off.
+    track: std::sync::atomic::AtomicU8,
+    /// 0: leave as built.
+    heartbeat_ns: AtomicU64,
+}
+
+impl StreamKnobs {
+    /// Break (or mend) every stream core's gate.
+    pub fn set_gate_mode(&self, m: crate::stream::GateMode) {
+        let v = u8::from(m == crate::stream::GateMode::ReleaseOnAppend);
+        self.gate_mode.store(v, Ordering::Relaxed);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+    /// Keep (or drop) a `FrameInfo` per frame in every stream core.
+    pub fn set_track(&self, on: bool) {
+        self.track.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+    /// Every stream core's heartbeat period.
+    pub fn set_heartbeat_ns(&self, ns: u64) {
+        self.heartbeat_ns.store(ns, Ordering::Relaxed);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+    fn apply(&self, seen: &mut u64, core: &mut StreamCore) {
+        let v = self.version.load(Ordering::Acquire);
+        if v == *seen {
+            return;
+        }
+        *seen = v;
+        core.set_gate_mode(if self.gate_mode.load(Ordering::Relaxed) == 1 {
+            crate::stream::GateMode::ReleaseOnAppend
+        } else {
+            crate::stream::GateMode::Correct
+        });
+        match self.track.load(Ordering::Relaxed) {
+            1 => core.set_track(true),
+            2 => core.set_track(false),
+            _ => {}
+        }
+        let hb = self.heartbeat_ns.load(Ordering::Relaxed);
+        if hb > 0 {
+            core.set_heartbeat_ns(hb);
+        }
+    }
+}
+
 /// Stream core H (07 §4.2, §4.5), with its NACK service (§4.10).
 struct StreamTile {
     core: StreamCore,
@@ -877,22 +933,16 @@ struct StreamTile {
     spare: Option<multi::Cursor<StepMsg, 3>>,
     /// The gate counters as last published to [`Words::gate`].
     published: crate::stream::GateCounters,
+    knobs: Arc<StreamKnobs>,
+    knobs_seen: u64,
 }
 
 impl Task for StreamTile {
     fn name(&self) -> String {
         format!("stream{}", (b'A' + self.ports.h) as char)
     }
-    fn set_gate_mode(&mut self, m: crate::stream::GateMode) {
-        self.core.set_gate_mode(m);
-    }
-    fn set_track(&mut self, on: bool) {
-        self.core.set_track(on);
-    }
-    fn set_heartbeat_ns(&mut self, ns: u64) {
-        self.core.set_heartbeat_ns(ns);
-    }
     fn poll(&mut self, now: u64) -> bool {
+        self.knobs.apply(&mut self.knobs_seen, &mut self.core);
         self.ports.frame_steps.drain();
         self.ports.closed.drain();
         let mut busy = self.core.poll(now, &mut self.ports);
@@ -1266,6 +1316,8 @@ pub enum WireFor {
 pub struct BoxTiles {
     /// The tiles.
     pub tiles: Vec<Box<dyn Task>>,
+    /// The stream cores' settings, changed while they run ([`StreamKnobs`]).
+    pub knobs: Arc<StreamKnobs>,
 }
 
 impl std::fmt::Debug for BoxTiles {
@@ -1326,6 +1378,7 @@ pub fn build(
         ],
         gate: Default::default(),
     });
+    let knobs = Arc::new(StreamKnobs::default());
     let (step_w, [c_a, c_b, c_ctl]) = multi::channel::<StepMsg, 3>(STEP_RING);
     let mut step_cursors = vec![Some(c_a), Some(c_b)];
     let mut rx_p = Vec::new();
@@ -1442,6 +1495,8 @@ pub fn build(
             nack_reply: nack_reply(h),
             spare: None,
             published: Default::default(),
+            knobs: knobs.clone(),
+            knobs_seen: 0,
         });
     }
     // A one-substream layout: the writer waits for every cursor, so stream-A moves the unused
@@ -1516,7 +1571,7 @@ pub fn build(
         stats: stats.clone(),
     }));
     (
-        BoxTiles { tiles },
+        BoxTiles { tiles, knobs },
         BoxHandles {
             rx: rx_p,
             ctrl: in_p,

@@ -59,11 +59,11 @@ fn run_gate(
     // header's signature; at 200 µs blocks they fell behind, the finality gate halted the book
     // and votes were dropped at control's full vote ring, so the run never finished.
     let (log, tiles, mut h) = logged_box(&e, 2_000_000, 10_000_000);
-    let mut tiles = tiles;
+    let tiles = tiles;
     if broken {
-        for t in &mut tiles.tiles {
-            t.set_gate_mode(vyrn_seq::GateMode::ReleaseOnAppend);
-        }
+        tiles
+            .knobs
+            .set_gate_mode(vyrn_seq::GateMode::ReleaseOnAppend);
     }
     let n_tiles = tiles.tiles.len();
     let clock = Clock::new();

@@ -235,6 +235,8 @@ pub struct SimBox {
     lane_of: HashMap<u32, u8>,
     nack_out: Arc<Mutex<Vec<NackOutcome>>>,
     hash_parts: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// The stream cores' settings (`tiles::StreamKnobs`).
+    knobs: Arc<tiles::StreamKnobs>,
 }
 
 impl std::fmt::Debug for SimBox {
@@ -274,6 +276,7 @@ impl SimBox {
                 lock(&hp).push(b.to_vec());
             })),
         );
+        let knobs = tiles.knobs.clone();
         let tasks = tiles.tiles;
         let names: Vec<String> = tasks.iter().map(|t| t.name()).collect();
         let e = &cfg.engine;
@@ -296,6 +299,7 @@ impl SimBox {
             lane_of: e.sessions.iter().map(|s| (s.session, s.lane)).collect(),
             cfg,
             sched: Seeded::new(tasks, seed),
+            knobs,
             handles,
             wire,
             tiles: named,
@@ -345,18 +349,14 @@ impl SimBox {
 
     /// Break every stream core's gate on purpose.
     pub fn set_gate_mode(&mut self, m: GateMode) {
-        for t in &mut self.sched.tasks {
-            t.set_gate_mode(m);
-        }
+        self.knobs.set_gate_mode(m);
     }
 
     /// Log frames (and keep a `FrameInfo` per frame in the stream cores), or only count them
     /// as the box on its ports does (benchmarks, allocation tests).
     pub fn set_log_frames(&mut self, on: bool) {
         self.wire.quiet.store(!on, Ordering::Relaxed);
-        for t in &mut self.sched.tasks {
-            t.set_track(on);
-        }
+        self.knobs.set_track(on);
     }
 
     /// A packet arrives at `rx_ts` from `src` on its lane's port (the NIC flow filter routes by
