@@ -296,6 +296,31 @@ pub struct Words {
     pub gate: [GateStats; 2],
 }
 
+impl Words {
+    /// The words of a box of `n` lanes at the start of a tenure: nothing released, nothing cut,
+    /// not fenced.
+    fn new(n: usize) -> Words {
+        Words {
+            lane_counter: (0..n)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            cut: PublishedCut::new(n),
+            step_done: StepDone::new(0, 0),
+            released: [Released::new(0), Released::new(0)],
+            lane_cut: (0..n).map(|_| LaneCut::new(0, 0)).collect(),
+            fenced: SeqFenced::new(),
+            close_req: CloseReq::new(),
+            errors: AtomicU64::new(0),
+            fenced_drops: AtomicU64::new(0),
+            sent: [
+                CachePadded::new(AtomicU64::new(0)),
+                CachePadded::new(AtomicU64::new(0)),
+            ],
+            gate: Default::default(),
+        }
+    }
+}
+
 /// One stream core's gate as other threads read it (07 §4.2, §14).
 #[derive(Debug, Default)]
 pub struct GateStats {
@@ -1360,24 +1385,7 @@ pub fn build(
     let lay = e.layout;
     let n = lay.n_lanes as usize;
     let ns = lay.n_streams as usize;
-    let words = Arc::new(Words {
-        lane_counter: (0..n)
-            .map(|_| CachePadded::new(AtomicU64::new(0)))
-            .collect(),
-        cut: PublishedCut::new(n),
-        step_done: StepDone::new(0, 0),
-        released: [Released::new(0), Released::new(0)],
-        lane_cut: (0..n).map(|_| LaneCut::new(0, 0)).collect(),
-        fenced: SeqFenced::new(),
-        close_req: CloseReq::new(),
-        errors: AtomicU64::new(0),
-        fenced_drops: AtomicU64::new(0),
-        sent: [
-            CachePadded::new(AtomicU64::new(0)),
-            CachePadded::new(AtomicU64::new(0)),
-        ],
-        gate: Default::default(),
-    });
+    let words = Arc::new(Words::new(n));
     let knobs = Arc::new(StreamKnobs::default());
     let (step_w, [c_a, c_b, c_ctl]) = multi::channel::<StepMsg, 3>(STEP_RING);
     let mut step_cursors = vec![Some(c_a), Some(c_b)];
