@@ -85,7 +85,7 @@ impl Released {
     pub fn store(&self, step: u64) {
         debug_assert!(
             step >= self.0.load(Ordering::Relaxed),
-            "released[H] must not move back"
+            "INV-WRITER: released[H] has one writer, its stream core, and never moves back (07 §4.2)"
         );
         self.0.store(step, Ordering::Release);
     }
@@ -148,7 +148,7 @@ impl KeyedPair {
         // The one writer never loads in release builds: it knows what it published.
         debug_assert!(
             key >= self.key.load(Ordering::Relaxed),
-            "step must not move back"
+            "INV-WRITER: a published step never moves back (07 §4.1)"
         );
         self.key.store(key | Self::WRITING, Ordering::Relaxed);
         self.value.store(value, Ordering::Release);
@@ -205,7 +205,7 @@ impl LaneCut {
     pub fn store(&self, step: u64, cut: u64) {
         debug_assert!(
             cut >= self.0.value.load(Ordering::Relaxed),
-            "LaneCut must not move back"
+            "INV-REP-11: LaneCut never moves back, or an answered op would lose its cover (07 §4.11)"
         );
         self.0.store(step, cut);
     }
@@ -501,14 +501,14 @@ mod tests {
 
     #[test]
     #[cfg(debug_assertions)]
-    #[should_panic(expected = "must not move back")]
+    #[should_panic(expected = "never moves back")]
     fn lane_cut_regression_is_caught_in_debug() {
         LaneCut::new(5, 100).store(5, 90);
     }
 
     #[test]
     #[cfg(debug_assertions)]
-    #[should_panic(expected = "must not move back")]
+    #[should_panic(expected = "never moves back")]
     fn step_done_regression_is_caught_in_debug() {
         StepDone::new(5, 0).store(4, 0);
     }

@@ -563,6 +563,10 @@ impl Task for LaneTile {
             let Some(h) = self.ports.held.pop_front() else {
                 break;
             };
+            debug_assert!(
+                gate_open(&h.gate, &self.words),
+                "INV-REP-11: a lane answer leaves only once LaneCut covers its op (07 §4.2)"
+            );
             self.out.resp(h.session, h.gate, h.bytes.as_slice());
             busy = true;
         }
@@ -1027,6 +1031,11 @@ impl Task for TxTile {
                 let Some(h) = q.pop() else {
                     break;
                 };
+                debug_assert!(
+                    gate_open(&h.gate, &self.words),
+                    "INV-REP-1 (INV-FRAME-FIRST): a response leaves only once released[A] and \
+                     released[B] cover its step's frames (07 §4.2)"
+                );
                 self.out.resp(h.session, h.gate, h.bytes.as_slice());
                 busy = true;
             }
