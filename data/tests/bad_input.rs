@@ -361,28 +361,38 @@ fn huge_fetch_ranges_are_clamped() {
     assert_eq!(c.fetch_range_frames, 9, "frames 1..=3, three times");
 }
 
+/// A data box on UDP ports with a packet in its ring to fetch, its socket for voter 0 taking
+/// that voter's address only; the voter's port and that socket's address.
+fn voter_socket_box() -> (
+    vyrn_data::Driver<vyrn_nic::udp::UdpPort>,
+    vyrn_nic::udp::UdpPort,
+    std::net::SocketAddr,
+) {
+    use vyrn_nic::udp::{UdpConfig, UdpPort};
+    use vyrn_nic::Port;
+    let open = || UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
+    let voter = open();
+    let cfg = config(8, 4096);
+    let mut dests: Vec<UdpPort> = (0..cfg.dests.len()).map(|_| open()).collect();
+    let at = dests[0].local_addr().unwrap();
+    let mut b = DataBox::new(&cfg).unwrap();
+    assert!(b.on_packet(&packet(101, 1, 2, 1, false), None, 1).is_ok());
+    b.flush(2);
+    let mut d = vyrn_data::Driver::new(b, open(), open(), std::mem::take(&mut dests), 16).unwrap();
+    d.expect_source(0, voter.local_addr().unwrap());
+    (d, voter, at)
+}
+
 /// Security review F4: a voter's socket answers that voter only. A `DataFetch` from a stranger
 /// (170 bytes of requests produced 1.1 MB to a voter) and forged `DataDown`s get no answer and
 /// move nothing; the same fetch from the voter's own address is answered.
 #[test]
 fn a_voters_socket_answers_that_voter_only() {
-    use vyrn_data::Driver;
     use vyrn_nic::udp::{UdpConfig, UdpPort};
     use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
     use vyrn_wire::msg::ctrl::{DataDown, DataFetch};
-    let open = || UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
-    let mut voter = open();
-    let mut stranger = open();
-    let cfg = config(8, 4096);
-    let n = cfg.dests.len();
-    let mut dests: Vec<UdpPort> = (0..n).map(|_| open()).collect();
-    let at = dests[0].local_addr().unwrap();
-    let mut b = DataBox::new(&cfg).unwrap();
-    // Something in the ring to fetch.
-    assert!(b.on_packet(&packet(101, 1, 2, 1, false), None, 1).is_ok());
-    b.flush(2);
-    let mut d = Driver::new(b, open(), open(), std::mem::take(&mut dests), 16).unwrap();
-    d.expect_source(0, voter.local_addr().unwrap());
+    let (mut d, mut voter, at) = voter_socket_box();
+    let mut stranger = UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
     let fetch = DataFetch::Range { from: 1, to: 64 }.to_bytes().unwrap();
     let down = DataDown { d: 3 }.to_bytes().unwrap();
     for m in [&fetch, &down, &down, &down] {
@@ -420,22 +430,12 @@ fn a_voters_socket_answers_that_voter_only() {
 #[test]
 fn a_voters_socket_takes_only_what_that_voter_sealed() {
     use ed25519_dalek::SigningKey;
-    use vyrn_data::Driver;
     use vyrn_nic::udp::{UdpConfig, UdpPort};
     use vyrn_nic::{Dest, Port, TxPacket};
     use vyrn_wire::msg::ctrl::{DataDown, DataFetch};
     use vyrn_wire::msg::seal::{from, LinkKey, Opener, Sealer};
-    let open = || UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
-    let mut voter = open();
+    let (mut d, mut voter, at) = voter_socket_box();
     let cfg = config(8, 4096);
-    let n = cfg.dests.len();
-    let mut dests: Vec<UdpPort> = (0..n).map(|_| open()).collect();
-    let at = dests[0].local_addr().unwrap();
-    let mut b = DataBox::new(&cfg).unwrap();
-    assert!(b.on_packet(&packet(101, 1, 2, 1, false), None, 1).is_ok());
-    b.flush(2);
-    let mut d = Driver::new(b, open(), open(), std::mem::take(&mut dests), 16).unwrap();
-    d.expect_source(0, voter.local_addr().unwrap());
     let (me, v0) = (
         SigningKey::from_bytes(&[3; 32]),
         SigningKey::from_bytes(&[4; 32]),

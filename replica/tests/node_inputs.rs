@@ -69,22 +69,7 @@ fn a_peer_is_heard_only_through_its_seal() {
         let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
         SigningKey::from_bytes(seed.expose())
     };
-    let cfg = NodeConfig {
-        home: h.home.clone(),
-        index: 0,
-        vote_key: key(0),
-        budgets: h.budgets,
-        journal: None,
-        journal_backend: Default::default(),
-        journal_sync_ns: 0,
-        journal_cores: None,
-        simplex: None,
-        replay_tile: false,
-        replay_lanes: 0,
-        replay_lane_cores: Vec::new(),
-        snapshot_blocks: 0,
-    };
-    let mut node = Node::open(&cfg).expect("replica 0 opens");
+    let mut node = Node::open(&config(&h, 0)).expect("replica 0 opens");
     let t0 = Instant::now();
     let me = h.home.voters_members[0].ctrl_addr;
     // Voter 1 is not running: this socket is its control address.
@@ -138,22 +123,7 @@ fn one_peer_cannot_use_up_the_repair_budget_of_the_others() {
         let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
         SigningKey::from_bytes(seed.expose())
     };
-    let cfg = NodeConfig {
-        home: h.home.clone(),
-        index: 0,
-        vote_key: key(0),
-        budgets: h.budgets,
-        journal: None,
-        journal_backend: Default::default(),
-        journal_sync_ns: 0,
-        journal_cores: None,
-        simplex: None,
-        replay_tile: false,
-        replay_lanes: 0,
-        replay_lane_cores: Vec::new(),
-        snapshot_blocks: 0,
-    };
-    let mut node = Node::open(&cfg).expect("replica 0 opens");
+    let mut node = Node::open(&config(&h, 0)).expect("replica 0 opens");
     let me = h.home.voters_members[0].ctrl_addr;
     let req = RepairReq {
         epoch: h.home.epoch,
