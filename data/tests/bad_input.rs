@@ -369,7 +369,6 @@ fn voter_socket_box() -> (
     std::net::SocketAddr,
 ) {
     use vyrn_nic::udp::{UdpConfig, UdpPort};
-    use vyrn_nic::Port;
     let open = || UdpPort::open(&UdpConfig::loopback().with_batch(16)).unwrap();
     let voter = open();
     let cfg = config(8, 4096);
@@ -430,7 +429,7 @@ fn a_voters_socket_answers_that_voter_only() {
 #[test]
 fn a_voters_socket_takes_only_what_that_voter_sealed() {
     use ed25519_dalek::SigningKey;
-    use vyrn_nic::udp::{UdpConfig, UdpPort};
+    use vyrn_nic::udp::UdpPort;
     use vyrn_nic::{Dest, Port, TxPacket};
     use vyrn_wire::msg::ctrl::{DataDown, DataFetch};
     use vyrn_wire::msg::seal::{from, LinkKey, Opener, Sealer};
