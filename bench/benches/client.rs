@@ -1,4 +1,4 @@
-//! Client library benchmarks (issue 5 item 2): what the client spends per packet.
+//! Client library benchmarks: what the client spends per packet.
 //!
 //! 1. Request build + tag: `vyrn_client::packet::build_request` (header, messages, SipHash-2-4-128
 //!    tag under `K_seq`) against the bare `siphash128` of the same bytes, for 1 and 4 messages.

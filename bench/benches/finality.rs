@@ -1,4 +1,4 @@
-//! Finality latency (issue 13, 07 §6.6, §15): block close → Q finalize votes, at each voter (its
+//! Finality latency (07 §6.6, §15): block close → Q finalize votes, at each voter (its
 //! engine's finalization) and at the sequencer (its finality listener's `final_height`), in the
 //! deterministic simulator: four voters running the production desk and app around
 //! commonware's Simplex, 0.5 ms metro links (20 µs jitter), 0.5 ms voter → sequencer, 1 ms

@@ -1,4 +1,4 @@
-//! Block close → final on loopback (issue 13's "on loopback processes" figure), each role on
+//! Block close → final on loopback, each role on
 //! its own threads and UDP sockets exactly as the binaries run them (`vyrn_replica::homekit`):
 //! the sequencer box, one data box, four replicas, the client library's open-loop load.
 //!

@@ -1,4 +1,4 @@
-//! B-REP-9 on this machine's disk (issue 12): the block journal's write rate with io_uring +
+//! B-REP-9 on this machine's disk: the block journal's write rate with io_uring +
 //! O_DIRECT against the portable backend (`pwrite` + `fdatasync`), in the same run, on the same
 //! directory's file system. Each round writes fresh blocks of ~64 KiB (the size of a busy dev
 //! block; REF blocks are MBs) across two drive directories in `max_batch` batches, each batch

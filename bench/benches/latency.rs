@@ -1,4 +1,4 @@
-//! Request → ack latency against the kernel's own UDP round trip (issue 11), in one run:
+//! Request → ack latency against the kernel's own UDP round trip, in one run:
 //!
 //! * (a) **the floor** — a bare UDP ping-pong over loopback between two threads placed like the
 //!   box and the client: the "box" thread pinned to the hot core, spinning on a non-blocking
@@ -11,11 +11,11 @@
 //!   session, one request in flight
 //!   (`vyrn_client::loadgen::run::ping`): request → first answer.
 //! * (b′) the same with the legacy map (every tile round-robin on two yielding threads, the map
-//!   before issue 11), for the before/after ratio in the same run.
+//!   before the hot/cold placement), for the before/after ratio in the same run.
 //! * (c) **the box under the open-loop mix** at 10k and 50k msgs/s (32 sessions), request →
 //!   ack from intended send times (`run::open_loop`).
 //!
-//! It prints p50/p99/p99.9 of each and the ratios (b)/(a), (c)/(a). Targets (issue 11): ping
+//! It prints p50/p99/p99.9 of each and the ratios (b)/(a), (c)/(a). Targets: ping
 //! p50 ≤ 2× the floor's p50, p99 ≤ 5× the floor's p99; open loop at 10k p50 ≤ 3× the floor.
 //! `VYRN_BENCH_QUICK=1`: a short smoke run. The child is this same binary, re-run with
 //! `VYRN_LAT_ROLE=box`.
@@ -397,9 +397,7 @@ fn main() {
         }
     };
     let (hot, cold) = cores();
-    println!(
-        "latency (issue 11): box hot core {hot}, client and cold tiles on core {cold}; {secs} s per run"
-    );
+    println!("latency: box hot core {hot}, client and cold tiles on core {cold}; {secs} s per run");
     let fl = floor(if q { 2_000 } else { 50_000 });
     line("(a) floor: bare UDP ping-pong", &fl);
     let b = ping_run(&conf, false, secs);

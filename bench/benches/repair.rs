@@ -1,4 +1,4 @@
-//! Repair time, hole to filled, on loopback (issue 12; 07 §4.10) — the production roles: the
+//! Repair time, hole to filled, on loopback (07 §4.10) — the production roles: the
 //! sequencer box (its stream cores' frame rings answer NACKs, unicast) and four replicas (order
 //! RX of §4.9: holes, NACKs after REP_HOLE_WAIT_US, retries, peer repair), one data box and the
 //! client load, each on its own threads and UDP sockets (`vyrn_replica::homekit`), with the

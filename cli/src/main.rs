@@ -1,4 +1,4 @@
-//! `vyrn`: the operator's one command (issue 14). `vyrn up` runs a whole home on this machine
+//! `vyrn`: the operator's one command. `vyrn up` runs a whole home on this machine
 //! with a live view and a report. Every role of a home runs from it — `vyrn seq`,
 //! `vyrn data`, `vyrn replica`, `vyrn load` — from the home's TOML file, and so do the tools:
 //! `vyrn config init|check|example`, `vyrn verify-cert`, `vyrn journal inspect`, and the

@@ -1,4 +1,4 @@
-//! A kill -9 of a replica process mid-write (issue 12 tests; 07 §14 NVMe row, §8.2): replica 3
+//! A kill -9 of a replica process mid-write (07 §14 NVMe row, §8.2): replica 3
 //! runs as its own `vyrn replica` process with a two-drive journal in a home whose other roles
 //! run in this test (the box, the data box, replicas 0–2, the client load); it is killed with
 //! SIGKILL while it journals a block every few ms. Its journal, reopened as recovery opens it,

@@ -1,4 +1,4 @@
-//! Every role's Prometheus endpoint (issue 14 item 3): `vyrn seq`, `vyrn data` and `vyrn
+//! Every role's Prometheus endpoint: `vyrn seq`, `vyrn data` and `vyrn
 //! replica` started with `--metrics` serve valid text exposition with their tiles' counters and
 //! their alarms as `vyrn_alarm_active`, and a port already taken is a start refusal (exit 2).
 

@@ -1,4 +1,4 @@
-//! `vyrn up` end to end (issue 14 item 1): a whole home on loopback as separate processes for a
+//! `vyrn up` end to end: a whole home on loopback as separate processes for a
 //! bounded time — orders acked and filled, every fill durable and final, every replica's replay
 //! digest equal, the journaling replica's journal and certificates verifying — and its report
 //! (with the ping phase's round trips) and plots in the run's directory.
@@ -201,7 +201,7 @@ fn a_misbehaving_client_does_not_stop_finality() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The security review's single-datagram attacks (issue 28; `vyrn up --attack`, root: a raw
+/// The security review's single-datagram attacks (`vyrn up --attack`, root: a raw
 /// socket spoofs the sources): DATA_HB at data_seq u64::MAX to every replica from the data
 /// box's address (F1), forged far-ahead "repairs" from peers' addresses (F2), a Diverge
 /// without evidence and one with garbage signatures from a voter's address (F3), a stranger's
@@ -221,7 +221,10 @@ fn single_datagram_attacks_do_not_stop_the_home() {
     );
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
-    assert!(report.contains("Fault injected (issue 28"), "{report}");
+    assert!(
+        report.contains("Fault injected (docs/security.md)"),
+        "{report}"
+    );
     assert_eq!(
         stdout.matches("vyrn up: attack burst").count(),
         3,
@@ -252,7 +255,7 @@ fn single_datagram_attacks_do_not_stop_the_home() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The netns lab (issue 14 item 4): `deploy/lab/netns.sh` builds the home's boxes as network
+/// The netns lab: `deploy/lab/netns.sh` builds the home's boxes as network
 /// namespaces on three separate networks — facility, path A, path B — each path with a metro
 /// delay of 500 µs one way (`tc netem` where the kernel has it, else `vyrn lab-delay`), and
 /// `vyrn up --netns` runs every role in its own. The home trades over real (virtual) links: the
@@ -403,7 +406,7 @@ fn netns_without_the_lab_is_refused_with_how_to_build_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `--profile ref` (issue 14 item 1): the REF core maps — the box with one pinned core per
+/// `--profile ref`: the REF core maps — the box with one pinned core per
 /// tile, each replica, data box and the load on cores of their own. On a machine with the cores
 /// (a REF box) the home must trade and keep its promises; on one without (this 2-core machine,
 /// CI) it is refused before anything starts or is written, naming the cores needed and those

@@ -45,8 +45,7 @@
 //!
 //! # Status
 //!
-//! Issue 5 items 2 and 3 (library part). The load generator binary waits for the sequencer
-//! box. See `docs/client.md` for the protocol as a client sees it and what is not done.
+//! See `docs/client.md` for the protocol as a client sees it and what is not done.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -40,7 +40,7 @@
 //!
 //! # Status
 //!
-//! Issue 5 item 1: built and tested, one box per thread. Not done: RSS sharding of ingest over
+//! Built and tested, one box per thread. Not done: RSS sharding of ingest over
 //! several cores (each shard would need its own fan-out stream), CHAIN's `K_com` tags, the
 //! `SeqChange` relay of 07 §9.5. `docs/data.md` has the details and the measured figures.
 #![forbid(unsafe_code)]

@@ -1,5 +1,5 @@
 //! The book: price-time priority, IOC, cancels, refusals; and, over random op streams, the
-//! invariants of missing-chapters §3 / issue 3: never crossed at rest, quantities conserved
+//! invariants of missing-chapters §3: never crossed at rest, quantities conserved
 //! (filled + open + cancelled + out = entered), every trade's two sides equal, deterministic.
 
 use proptest::prelude::*;

@@ -1,4 +1,4 @@
-//! The box's config file and startup checks (issue 4 item 6): a generated dev config loads and
+//! The box's config file and startup checks: a generated dev config loads and
 //! passes; every kind of mistake is reported with its file and line, all at once; the machine
 //! checks catch a core map that does not fit, ports in use and keys that are not private.
 
@@ -259,7 +259,7 @@ fn every_number_is_range_checked_at_its_line() {
             "only on profile dev",
             "self_fence_us",
         ),
-        // The heartbeat budget (issue 11): 10 µs..10 ms, above REP_ACK_LIVE_US only on dev.
+        // The heartbeat budget: 10 µs..10 ms, above REP_ACK_LIVE_US only on dev.
         (set(&good, "hb_us", "5"), "10 µs to 10 ms", "hb_us"),
         (set(&good, "hb_us", "20000"), "out of range", "hb_us"),
         (set(&refp, "hb_us", "1000"), "only on profile dev", "hb_us"),

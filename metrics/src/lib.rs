@@ -1,4 +1,4 @@
-//! Metrics for SREs (issue 14 item 3): every process of a home exports its counters and its
+//! Metrics for SREs: every process of a home exports its counters and its
 //! alarms (`REP_A_*`) in the Prometheus text exposition format (0.0.4) on a local port.
 //!
 //! Two parts, both std only:

@@ -1,4 +1,4 @@
-//! Waiting without adding latency (issue 11): a thread that must not spin — a cold tile's
+//! Waiting without adding latency: a thread that must not spin — a cold tile's
 //! thread, a voter double, a load generator sharing its core — blocks in `ppoll` on the
 //! sockets it reads with a nanosecond timeout, after taking 1 ns of timer slack so the kernel
 //! wakes it when asked, not up to 50 µs later (the default slack).

@@ -7,8 +7,8 @@
 //! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]); replay from
 //! the wire (07 §7.1, [`replay`]); the data side — data frames, the replica's own hashes, the
 //! join, fetches, mismatches and `data_root` (07 §5.3–§5.6, [`data_side`]); all of them composed
-//! into one tile ([`core::ReplicaCore`]). The ports, the binaries and the finality voter are later
-//! slices of issue 12 (`docs/replica.md`).
+//! into one tile ([`core::ReplicaCore`]). The process on its ports is [`node`]; what is built and what
+//! is not is in `docs/replica.md`.
 
 pub mod core;
 pub mod data_down;

@@ -1,4 +1,4 @@
-//! The replica as a process on the UDP backend (issue 12 item 8, 07 §7.2): [`ReplicaCore`] on
+//! The replica as a process on the UDP backend (07 §7.2): [`ReplicaCore`] on
 //! its ports, the peer frame store, replay into a running digest, and the interim finality voter.
 //!
 //! Sockets (addresses from the home's file, [`HomeConfig`]):
@@ -1593,7 +1593,7 @@ impl Node {
         self.io.store.journal().map(|j| j.counters())
     }
 
-    /// Lab fault injection (07 §14 "path down", issue 14's end-to-end runs): from `from_ns` on
+    /// Lab fault injection (07 §14 "path down"): from `from_ns` on
     /// (this process's clock, as `poll` gets it), drop every datagram of path `path` (0 = A,
     /// 1 = B) unread, as a cut link would. The replica must raise REP_A_PATH and go on, on the
     /// other path.

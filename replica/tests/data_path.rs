@@ -1,4 +1,4 @@
-//! The replica's data path end to end (issue 12 items 1–5, 7): the real box (production tiles,
+//! The replica's data path end to end: the real box (production tiles,
 //! seeded, a clean mix) writes its frames; copy 2 of every client packet reaches the replica in
 //! DATA frames from one data box; the frames go through order RX and the decoder; the data side
 //! hashes every payload itself, joins each record by `(session, pkt_seq)` and `pkt_hash`, and

@@ -1,5 +1,5 @@
 //! A whole home on loopback in one test process, each role on its own thread and its own UDP
-//! sockets exactly as the binaries run them (issue 12 item 8): the sequencer box (`NetBox`, no
+//! sockets exactly as the binaries run them: the sequencer box (`NetBox`, no
 //! voter doubles: its voters are the membership of the home's file), one data box
 //! (`vyrn_data::home`), four replicas (`vyrn_replica::node::Node`, each with its Simplex voter:
 //! an engine thread per replica, authenticated p2p between them on loopback), and the real

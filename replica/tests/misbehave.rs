@@ -77,7 +77,7 @@ struct Mixing {
     again_pct: u64,
     /// Percent of its packets whose copy 2 is never sent.
     no_copy2_pct: u64,
-    /// Percent of rounds with a hostile datagram into one of the core's handlers (issue 28:
+    /// Percent of rounds with a hostile datagram into one of the core's handlers (
     /// arbitrary bytes and forgeries from members and strangers alike).
     hostile_pct: u64,
 }
@@ -414,7 +414,7 @@ proptest! {
     }
 }
 
-/// Issue 28: hostile datagrams into every handler of the core at a high rate, beside the
+/// Hostile datagrams into every handler of the core at a high rate, beside the
 /// misbehaving client — random bytes on the paths and the repair channels, forged far-ahead
 /// repairs, heartbeats at absurd `data_seq`s, junk and forged packets as fetched copies: no
 /// panic, no sequencer fault raised, every block verifies, replay reproduces every response.

@@ -1,4 +1,4 @@
-//! Replay from the wire (issue 12 items 7 and 9, 07 §7.1): the real box (production tiles,
+//! Replay from the wire (07 §7.1): the real box (production tiles,
 //! seeded) runs a workload with every kind of input; its frames — as written on path A — go
 //! through order RX and the decoder; replay takes the decoded records joined with the payloads
 //! this replica holds (each packet as the client sent it, chosen by `pkt_hash`) and the decoded

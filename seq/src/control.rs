@@ -41,7 +41,7 @@ pub struct ControlCounters {
     pub diverge_halts: u64,
 }
 
-/// What one session was last told (issue 11: watermarks only to sessions they attest).
+/// What one session was last told (watermarks only to sessions they attest).
 #[derive(Debug, Default, Clone, Copy)]
 struct Notified {
     /// The step and height of the last Durable record it got.
@@ -297,7 +297,7 @@ impl Control {
             .map_or(self.closed_height + 1, |b| b.0)
     }
 
-    /// The watermarks to the sessions that have something for them to attest (issue 11): a
+    /// The watermarks to the sessions that have something for them to attest: a
     /// session gets `durable` while the Durable watermark it last got is below the newest
     /// step-gated response it was sent, and `fin` while the steps the Final it last got covers
     /// are below it — one packet per session, the two as separate records (07 §6.9 never merges

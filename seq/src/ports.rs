@@ -178,7 +178,7 @@ impl SessionAddrs {
     }
 }
 
-/// Responses and notices a tile batches per `sendmmsg` (issue 11: no syscall per message).
+/// Responses and notices a tile batches per `sendmmsg` (no syscall per message).
 pub const TX_BATCH: usize = 64;
 
 /// Responses and notices from a clone of the client socket, batched: a tile's poll queues them
@@ -997,7 +997,7 @@ pub enum CoreMap {
     /// `ref`: one thread per tile, pinned to these cores in tile order (hot tiles spin, cold
     /// ones block when idle).
     PerTile(Vec<usize>),
-    /// `dev`/`consumer` (issue 11): the hot path (RX, lanes, cut, BBO, stream cores, TX) on
+    /// `dev`/`consumer`: the hot path (RX, lanes, cut, BBO, stream cores, TX) on
     /// spinning threads pinned to `hot`; the cold tiles (control, control RX, order hasher,
     /// cert) on blocking threads on `cold` (or kept off the hot cores when `cold` is empty).
     HotCold {

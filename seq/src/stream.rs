@@ -44,10 +44,10 @@ use vyrn_wire::records::{
 
 /// Retransmissions a stream core may send back to back before the REP_RTX_MAX_FPS rate holds.
 const RTX_BURST: u64 = 256;
-/// Steps a stream core takes from `R_step` per poll at most (issue 11: a burst in one poll,
+/// Steps a stream core takes from `R_step` per poll at most (a burst in one poll,
 /// bounded so a poll stays short).
 pub const STREAM_STEPS_PER_POLL: usize = 64;
-/// Hashes a stream core lets wait for a HASH frame while it is releasing gated steps (issue 11:
+/// Hashes a stream core lets wait for a HASH frame while it is releasing gated steps (
 /// the HASH frame goes at the next quieter poll, not between a release and its answer).
 pub const HASH_DEFER_MAX: usize = 64;
 

@@ -41,9 +41,9 @@ pub const LANE_RING: usize = 1 << 14;
 pub const STEP_RING: usize = 1 << 14;
 /// A lane takes a new packet only while each of its output rings has this much room.
 const LANE_MARGIN: usize = 256;
-/// Packets a lane takes per poll at most (issue 11: a burst in one poll, bounded).
+/// Packets a lane takes per poll at most (a burst in one poll, bounded).
 pub const LANE_BATCH: usize = 64;
-/// Steps the BBO core runs per poll at most (issue 11: every ready step, bounded).
+/// Steps the BBO core runs per poll at most (every ready step, bounded).
 pub const BBO_STEPS_PER_POLL: usize = 64;
 
 /// Where a tile's writes leave the box.
@@ -76,7 +76,7 @@ pub trait Wire: Send {
     fn learn_first(&mut self, _session: u32, _src: std::net::SocketAddr) {}
     /// The newest StepId of a step-gated response sent to `session` so far: control sends a
     /// session the Durable/Final watermarks only while they have something of it to attest
-    /// (issue 11). `u64::MAX` (the default): every watermark to every session.
+    ///. `u64::MAX` (the default): every watermark to every session.
     fn session_step(&self, _session: u32) -> u64 {
         u64::MAX
     }
@@ -785,7 +785,7 @@ impl Task for BboTile {
             }
         }
         self.words.cut.load(&mut self.cut);
-        // Every ready step under this cut, at most BBO_STEPS_PER_POLL (issue 11).
+        // Every ready step under this cut, at most BBO_STEPS_PER_POLL.
         let mut stepped = false;
         for _ in 0..BBO_STEPS_PER_POLL {
             let r = self.bbo.poll(

@@ -1,4 +1,4 @@
-//! Batching without added latency (issue 11): a lane takes every queued packet in one poll, the
+//! Batching without added latency: a lane takes every queued packet in one poll, the
 //! BBO core runs every ready step in one poll (both bounded), and the stream core coalesces the
 //! burst into few frames — under the seeded scheduler on the production tiles, the gate checked.
 

@@ -185,7 +185,7 @@ fn watermarks_reach_the_sessions_they_attest() {
         .count();
     assert_eq!(fills, 2, "both sides filled");
     // The two sessions with fills get Durable and Final; the two with nothing to attest get
-    // no watermark at all (issue 11: notices follow the sessions' step-gated answers).
+    // no watermark at all (notices follow the sessions' step-gated answers).
     for i in [0, 2] {
         assert!(of(i, true) > 0 && of(i, false) > 0, "session {i}");
     }
@@ -206,7 +206,7 @@ fn watermarks_reach_the_sessions_they_attest() {
         "final {f} of {}",
         r.home.closed_height()
     );
-    // Issue 11: Durable and Final due together share one packet per session, as two separate
+    // Durable and Final due together share one packet per session, as two separate
     // records (07 §6.9 never merges them); so there are fewer notice packets than watermark
     // records, and some packet carries both kinds.
     let (_, _, c) = r.home.watermarks();

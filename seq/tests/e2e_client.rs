@@ -1,5 +1,5 @@
 //! The real client library (`vyrn-client`) against the real threaded box over loopback UDP
-//! (issue 10 item 8): no double on the client's side or the box's. Two sessions of different
+//!: no double on the client's side or the box's. Two sessions of different
 //! lanes and accounts cross; each sees its order acked and filled, then a `Durable` and a
 //! `Final` fact for its fill, from the box's own watermark notices (the voter doubles ack the
 //! frames and certify the blocks over the control port).

@@ -1,4 +1,4 @@
-//! The box under failure and attack (issue 10; 07 §4.2, §4.8, §9.5, §14), on the production
+//! The box under failure and attack (07 §4.2, §4.8, §9.5, §14), on the production
 //! tiles under the seeded scheduler (`testkit::SimBox`), with the replication paths made to fail:
 //!
 //! * one path refusing writes: REP_A_PATH raised, trading goes on on the other path, and the

@@ -141,7 +141,7 @@ fn nack_too_old_past_the_ring() {
     // A range inside the ring is resent, with flags.retransmit.
     let out = home.on_nack(0, oldest, oldest + 1, now);
     assert_eq!(out.resent, 2);
-    // The same poll may also write a HASH frame held back from a releasing poll (issue 11):
+    // The same poll may also write a HASH frame held back from a releasing poll:
     // the retransmits are the frames flagged so, exactly the two asked for.
     let frames: Vec<Vec<u8>> = home
         .drain_wire()

@@ -1,4 +1,4 @@
-//! The hot/cold placement (issue 11): hot tiles on a pinned thread that spins, in pipeline
+//! The hot/cold placement: hot tiles on a pinned thread that spins, in pipeline
 //! order with RX first; cold tiles on a thread that blocks when idle, never on the hot core,
 //! and wakes at once when its socket has data.
 

@@ -1,4 +1,4 @@
-//! State roots among four voters on the deterministic runtime (07 §7.4, issue 13 item 5): the
+//! State roots among four voters on the deterministic runtime (07 §7.4): the
 //! aggregation engine certifies `R(h)` at every root height; one wrong root is a recorded fault
 //! and certificates still form; a two-two split or a root nobody certifies fires REP_A_DIVERGE
 //! (INV-REP-9) and the voters stop voting; the root gate (INV-REP-7) stops finality when roots

@@ -1,4 +1,4 @@
-//! Twins (issue 13's Byzantine mocks; the Twins method, arXiv 2004.10617): voter 3's key runs
+//! Twins: voter 3's key runs
 //! two production voters — desk, app, engine — whose network is split so each half talks to
 //! its own subset of the honest voters. A compromised key can do no more than this (sign two
 //! histories, each through an honest-looking voter), so the campaign below — every way to

@@ -1,4 +1,4 @@
-//! Simplex among four voters on the deterministic runtime (issue 13's tests): safety, liveness
+//! Simplex among four voters on the deterministic runtime: safety, liveness
 //! within the fault model, the vote rule (INV-REP-4), the finality gate, determinism.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `vyrn up --attack SECS`: the security review's single-datagram attacks (issue 28, F1–F5 and
+//! `vyrn up --attack SECS`: the security review's single-datagram attacks (F1–F5 and
 //! F17) sent at a running home on loopback, with spoofed source addresses through a raw socket
 //! (root only; `IP_HDRINCL`), as an attacker on the facility network would — the home must keep
 //! trading, finalizing and replaying the same responses (`cli/tests/up.rs`,

@@ -1,4 +1,4 @@
-//! `vyrn data`: one data box of a home on the UDP backend (issue 12 item 8, 07 §5).
+//! `vyrn data`: one data box of a home on the UDP backend (07 §5).
 //!
 //! Usage: `vyrn data --home FILE --index N [--key FILE] [--secs N] [--hb-us N] [--batch-us N]`.
 //!

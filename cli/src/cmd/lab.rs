@@ -1,4 +1,4 @@
-//! `vyrn lab-delay`: the netns lab's metro link (issue 14 item 4) where the kernel has no
+//! `vyrn lab-delay`: the netns lab's metro link where the kernel has no
 //! `netem` qdisc. Two interfaces, every Ethernet frame that arrives on one sent out of the other
 //! `delay` later, both ways — an L2 delay line between two halves of a lab network
 //! (`deploy/lab/netns.sh` with `DELAY=`: the box's half of each replication path on one side, the

@@ -1,4 +1,4 @@
-//! `vyrn load`: the exchange clients' load generator as its own process (issue 5 item 3). Many
+//! `vyrn load`: the exchange clients' load generator as its own process. Many
 //! sessions (the home's config gives their ids and keys), an open-loop target rate, a seeded
 //! realistic mix (resting and crossing GTC, cancels, IOC), copy 1 to the sequencer, copy 2 to the
 //! data home; a progress line every second and, at the end, p50/p99/p99.9/max of request → ack,
@@ -10,7 +10,7 @@
 //! local socket that only counts it. The file is read as every role but the sequencer reads it
 //! (`HomeConfig`: no seed file is opened).
 //!
-//! It measures without adding (issue 11, `vyrn_client::loadgen::run`): no naps — an idle loop
+//! It measures without adding (`vyrn_client::loadgen::run`): no naps — an idle loop
 //! blocks in `ppoll` on its socket with 1 ns timer slack until an answer arrives or just before
 //! the next intended send, then spins to it; open-loop latencies from intended send times.
 //! `--skip N`: use the home's sessions after the first N (another run of the generator owns

@@ -1,4 +1,4 @@
-//! `vyrn replica`: one voting replica of a home, on the UDP backend (issue 12 item 8).
+//! `vyrn replica`: one voting replica of a home, on the UDP backend.
 //!
 //! Usage: `vyrn replica --home FILE --index N --key FILE [--journal DIR[,DIR..]] [--secs N]
 //! [--ack-us N]` (`vyrn replica --help` lists every option).

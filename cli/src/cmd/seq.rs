@@ -1,4 +1,4 @@
-//! `vyrn seq`: the sequencer box from its config file, on the UDP backend (issue 4 item 6).
+//! `vyrn seq`: the sequencer box from its config file, on the UDP backend.
 //!
 //! Usage: `vyrn seq --config FILE [--secs N] [--threads N]`; `vyrn config init DIR` writes a
 //! dev home (or `--box-only`, a dev box's config) with fresh keys.
@@ -9,7 +9,7 @@
 //! * `profile = "ref"`: one pinned thread per tile on the cores of `core_map`, in tile order
 //!   (lanes, cut, BBO, stream-A, stream-B, TX, hasher, control, RX, control RX, cert); hot tiles
 //!   spin, cold ones block when idle; lane `l` listens on `client_port + l`.
-//!   `dev`/`consumer` (issue 11): the hot path (RX, lanes, cut, BBO, stream cores, TX) on one
+//!   `dev`/`consumer`: the hot path (RX, lanes, cut, BBO, stream cores, TX) on one
 //!   thread pinned to `core_map[0]` that spins and never sleeps; the cold tiles (control,
 //!   control RX, order hasher, cert) on a thread on the rest of `core_map` that blocks when idle;
 //!   one client port. `--threads N`: the legacy map (every tile round-robin on N yielding

@@ -1,4 +1,4 @@
-//! `vyrn standby`: the warm standby's finality listener (07 §6.8, issue 13 item 3).
+//! `vyrn standby`: the warm standby's finality listener (07 §6.8).
 //!
 //! Usage: `vyrn standby --home FILE [--key FILE] [--secs N] [--metrics IP:PORT] [--cores LIST]`.
 //!

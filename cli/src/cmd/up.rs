@@ -1,4 +1,4 @@
-//! `vyrn up`: a whole home on this machine as separate processes (issue 14 item 1) — the
+//! `vyrn up`: a whole home on this machine as separate processes — the
 //! replicas, the data box(es), the sequencer and the load generator, each a `vyrn` subcommand
 //! of this same binary — from a generated dev home in a work directory (or `--home FILE`), with
 //! a live view once a second and, at the end, a Markdown report with SVG plots.
@@ -1336,7 +1336,7 @@ fn report(
     if let Some(at) = a.attack {
         let _ = writeln!(
             r,
-            "Fault injected (issue 28, docs/security.md): {at} s into the load, three bursts a second apart of the security review's single-datagram attacks with spoofed sources — F1 DATA_HB at data_seq u64::MAX to every replica, F2 forged far-ahead \"repairs\", F3 Diverge without evidence, F4 a stranger's DataFetch and DataDowns at the data box, F5 a NACK for 1..=u64::MAX, F17 unsigned NackTooOld; the home must keep trading, finalizing and replaying the same responses.\n"
+            "Fault injected (docs/security.md): {at} s into the load, three bursts a second apart of the security review's single-datagram attacks with spoofed sources — F1 DATA_HB at data_seq u64::MAX to every replica, F2 forged far-ahead \"repairs\", F3 Diverge without evidence, F4 a stranger's DataFetch and DataDowns at the data box, F5 a NACK for 1..=u64::MAX, F17 unsigned NackTooOld, F9 RepAcks and DataDowns from every voter's own addresses (bare, and sealed under a made-up key); the home must keep trading, finalizing and replaying the same responses.\n"
         );
     }
     if let Some((d, at)) = a.kill_data {

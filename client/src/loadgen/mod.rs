@@ -1,4 +1,4 @@
-//! The load generator's core (issue 5 item 3): many sessions, an open-loop schedule, a seeded
+//! The load generator's core: many sessions, an open-loop schedule, a seeded
 //! order mix, and latency histograms of request → answer, request → fill, fill → durable and
 //! fill → final. The binary that runs it against a sequencer box comes with that box; this
 //! module is driven by the caller's loop and clock:

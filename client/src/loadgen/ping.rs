@@ -1,4 +1,4 @@
-//! Ping mode (issue 11): one outstanding request per session, like a ping-pong benchmark. Each
+//! Ping mode: one outstanding request per session, like a ping-pong benchmark. Each
 //! session places a resting GTC (a buy below the mid or a sell above it, so it never trades),
 //! waits for its `Ack`, cancels it, waits for the `CancelAck`, and starts again; every
 //! request → first answer is one round trip, measured from the moment the request was handed

@@ -1,4 +1,4 @@
-//! The load generator's loops over a real UDP port (issue 11): they measure, they add nothing.
+//! The load generator's loops over a real UDP port: they measure, they add nothing.
 //!
 //! * No naps in the measured path: when there is nothing to do the loop blocks in `ppoll` on
 //!   its socket (1 ns timer slack, [`vyrn_nic::wait`]) until an answer arrives or until just

@@ -1,4 +1,4 @@
-//! The box's config file and its startup checks (issue 4 item 6; missing-chapters §0 profiles,
+//! The box's config file and its startup checks (missing-chapters §0 profiles,
 //! §2 sessions and keys, §5 secret store).
 //!
 //! Format: [TOML](https://toml.io) (parsed by the `toml` crate into spanned tables; this module

@@ -348,7 +348,7 @@ pub(super) fn write_dev(
     }
     let _ = writeln!(c, "client_port = {base_port}    # the box's client port");
     let _ = writeln!(c, "ctrl_port = {ctrl_port}");
-    // dev (issue 11): core_map[0] is the hot core (the response path spins there), the rest
+    // dev: core_map[0] is the hot core (the response path spins there), the rest
     // hold the cold tiles; the second core of the mask is hot, the first (where the kernel
     // tends to run interrupts and timers) cold.
     let list = |v: &[usize]| {

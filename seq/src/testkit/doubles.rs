@@ -1,6 +1,5 @@
-//! Voter doubles on the network (test support, named as such until replicas and consensus
-//! exist — issue 4 item 7): four [`VoterDouble`]s on their own thread take every frame off both
-//! replication paths, decode it with `wire`, check each HEADER, and answer the box's control
+//! Voter doubles on the network (test support, for the box's tests that run no replica): four
+//! [`VoterDouble`]s on their own thread take every frame off both replication paths, decode it with `wire`, check each HEADER, and answer the box's control
 //! port over UDP — RepAcks every `REP_ACK_US`, NACKs for holes, and a REP_FinalityCert once Q of
 //! them signed a header's finalize proposal (a stand-in for Simplex, which would aggregate the
 //! votes). Used by `vyrn-seq --voter-doubles` (dev profile only) and the tests. Their finalize
@@ -191,7 +190,7 @@ impl VoterNet {
 }
 
 impl VoterNet {
-    /// The light responder (issue 11: a voter stand-in that costs the shared cores little):
+    /// The light responder (a voter stand-in that costs the shared cores little):
     /// one double decodes and checks every frame and header, and all `n` voter identities
     /// answer from it — each identity's RepAck carries its `contiguous`, its NACKs go from
     /// identity 0, and the first Q identities sign each checked header's finalize proposal

@@ -1,5 +1,5 @@
 //! `VoterDouble`: a **test double** for a voting replica, until replicas and consensus exist
-//! (issue 4 item 7). It decodes every frame with `wire`'s replica decoder, checks each HEADER's
+//!. It decodes every frame with `wire`'s replica decoder, checks each HEADER's
 //! `order_root` against the block it decoded and its `seq_sig` against the sequencer's key,
 //! acknowledges the contiguous `frame_seq` per substream (RepAck, 07 §4.8) and votes to finalize
 //! every header that checks (a stand-in for Simplex); it reports the holes it sees so its
