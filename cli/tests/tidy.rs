@@ -23,7 +23,6 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("wire/src/decoder.rs", "step_half", 165),
     ("engine/src/bbo.rs", "execute", 204),
     ("engine/src/lane.rs", "process", 240),
-    ("home/src/file/mod.rs", "parse", 152),
     ("home/src/file/tables.rs", "box_table", 298),
     ("home/src/file/writer.rs", "write_dev", 295),
     ("seq/src/ports.rs", "poll", 194),
@@ -283,6 +282,7 @@ fn no_function_grows_past_150_lines() {
         LONG_FNS.iter().map(|&(f, n, l)| ((f, n), l)).collect();
     let mut bad = Vec::new();
     let mut shorter = Vec::new();
+    let mut seen_long = std::collections::BTreeSet::new();
     for m in members() {
         let mut files = Vec::new();
         rs_files(&root().join(&m).join("src"), &mut files);
@@ -293,6 +293,7 @@ fn no_function_grows_past_150_lines() {
                 if len <= FN_LINES_MAX {
                     continue;
                 }
+                seen_long.insert((name.clone(), func.clone()));
                 match known.get(&(name.as_str(), func.as_str())) {
                     Some(&max) if len <= max => {
                         if len < max {
@@ -307,6 +308,13 @@ fn no_function_grows_past_150_lines() {
                     )),
                 }
             }
+        }
+    }
+    for &(f, n, _) in LONG_FNS {
+        if !seen_long.contains(&(f.to_string(), n.to_string())) {
+            shorter.push(format!(
+                "remove (\"{f}\", \"{n}\", ..): now at most {FN_LINES_MAX} lines"
+            ));
         }
     }
     if !shorter.is_empty() {

@@ -826,6 +826,30 @@ fn take_addr(
     }
 }
 
+/// 07 §13.1: the membership record `[box] membership` names, loaded by every role at start and
+/// checked against the file ([`check_membership`]); `None` when the file names none.
+fn membership_of(
+    file: &Path,
+    base: &Path,
+    membership_file: Option<(&str, usize)>,
+    seq_public: Option<VerifyingKey>,
+    epoch: u32,
+    voters_members: &[VoterMember],
+) -> Result<Option<RepMembership>, CfgError> {
+    let (Some((f, line)), Some(sp)) = (membership_file, seq_public) else {
+        return Ok(None);
+    };
+    let at = base.join(f);
+    std::fs::read(&at)
+        .map_err(|e| format!("membership = {f}: cannot read {}: {e}", at.display()))
+        .and_then(|b| {
+            check_membership(&b, epoch, voters_members, &sp)
+                .map_err(|w| format!("membership = {f}: {w}"))
+        })
+        .map(Some)
+        .map_err(|w| err(file, line, w))
+}
+
 fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, Vec<CfgError>> {
     let mut errs = Vec::new();
     // A file that is not TOML: its one syntax error, nothing checked past it.
@@ -929,25 +953,19 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
     }
     check_databoxes(file, &mut databoxes, &voters_members, voters_line, e);
     let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
-    // 07 §13.1: the membership record, loaded by every role at start.
-    let membership = match (membership_file, seq_public) {
-        (Some((f, line)), Some(sp)) => {
-            let at = base.join(f);
-            match std::fs::read(&at)
-                .map_err(|e| format!("membership = {f}: cannot read {}: {e}", at.display()))
-                .and_then(|b| {
-                    check_membership(&b, epoch.map_or(1, |x| x.0 as u32), &voters_members, &sp)
-                        .map_err(|w| format!("membership = {f}: {w}"))
-                }) {
-                Ok(m) => Some(m),
-                Err(w) => {
-                    errs.push(err(file, line, w));
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
+    let epoch_n = epoch.map_or(1, |x| x.0 as u32);
+    let membership = membership_of(
+        file,
+        base,
+        membership_file,
+        seq_public,
+        epoch_n,
+        &voters_members,
+    )
+    .unwrap_or_else(|e| {
+        errs.push(e);
+        None
+    });
     let (Some(seq_key), Some(seq_pub), true) = (seq_key, seq_public, errs.is_empty()) else {
         return Err(errs);
     };
