@@ -497,12 +497,13 @@ const NACK_TOO_OLD_PER_SEC: u64 = 100;
 /// NACK span, `NACK_SPAN_MAX`).
 const NACK_SHARE_BURST: u64 = vyrn_wire::consts::NACK_SPAN_MAX;
 
-/// A voter's share of REP_RTX_MAX_FPS among `voters`: 1/(f + 1), so the f Byzantine voters of
-/// 07 §10 together never take more than f/(f + 1) of it, and one honest replica catching up
-/// still gets half in BASE.
-fn nack_share_rate(voters: usize) -> u64 {
-    let f = vyrn_home::max_faults(voters);
-    vyrn_wire::consts::REP_RTX_MAX_FPS / (f as u64 + 1)
+/// A voter's share of REP_RTX_MAX_FPS: all of it. The bucket bounds what one voter may ask of
+/// a stream core (its rate, a span at a time) on this cold tile, before the NACK reaches the hot
+/// one; it does not split the rate among voters. 1/(f + 1) was tried: a replica catching up
+/// after a restart then had half the box's retransmissions, its NACKs were dropped silently and
+/// its retries backed off, and its peers served 3–20× more frames (`replica/tests/catchup.rs`).
+fn nack_share_rate(_voters: usize) -> u64 {
+    vyrn_wire::consts::REP_RTX_MAX_FPS
 }
 
 /// Take a NACK of `span` frames from a voter's share `t` (tokens, last refill) of
@@ -1396,8 +1397,8 @@ mod nack_share_tests {
     #[test]
     fn a_voter_nacking_wide_ranges_waits_in_proportion_and_others_keep_their_share() {
         let n = 4;
-        let rate = nack_share_rate(n); // frames/s per voter: half in BASE (f = 1)
-        assert_eq!(rate, vyrn_wire::consts::REP_RTX_MAX_FPS / 2);
+        let rate = nack_share_rate(n); // frames/s per voter: the stream core's whole rate
+        assert_eq!(rate, vyrn_wire::consts::REP_RTX_MAX_FPS);
         let per_frame_ns = 1_000_000_000 / rate;
         let (mut a, mut b) = ((super::NACK_SHARE_BURST, 0), (super::NACK_SHARE_BURST, 0));
         let now = 1_000;
