@@ -23,9 +23,19 @@ use vyrn_wire::records::{PacketRecord, Step};
 use crate::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide, Source};
 use crate::decode::{DecodedOut, Decoder, Fault};
 use crate::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxVerdict};
+use crate::quarantine::{HeaderCheck, HeldFrame, HoldFailed};
 use crate::replay::Replayer;
 use crate::replay_tile::{ReplayTile, ReplayTx, ReportingSink};
 use crate::verdict::{Anchor, Verdicts, VerifyOutcome};
+
+/// Frames a hold releases at most per call: a block vouched for after a restart's backlog was
+/// held released thousands of frames in one poll, the replica's sockets overflowed meanwhile,
+/// and the loss fed more peer repairs (replica/tests/catchup.rs failed 1 run in 6).
+const RELEASE_BATCH: usize = 64;
+
+/// Frames whose failed holds are counted at most (the oldest forgotten first): a hostile peer
+/// cannot grow the count without bound.
+const STRIKES_MAX: usize = 4096;
 
 /// Everything a replica sends or raises.
 #[allow(unused_variables)]
@@ -75,6 +85,18 @@ pub struct CoreCounters {
     pub frames: u64,
     /// Records the data side refused (a record out of layout, a mark out of order).
     pub data_refused: u64,
+    /// Holds started: a peer-supplied frame held from the decoder until its block is vouched
+    /// for ([`crate::quarantine`]).
+    pub holds: u64,
+    /// Holds that failed, by [`HoldFailed`] (decode, order_root, timeout, full): their
+    /// peer-supplied frames were dropped and asked again, the sequencer first.
+    pub holds_failed: [u64; 4],
+    /// Peer-supplied frames taken as they were after failing at every source (07 §9.1).
+    pub holds_given_up: u64,
+    /// Frames decoded through a hold (vouched for, then released).
+    pub held_frames: u64,
+    /// The longest a hold stayed open so far, ns.
+    pub hold_max_ns: u64,
 }
 
 /// The core's budgets: order RX's timing, the data side's, the hash-lag fault threshold.
@@ -89,6 +111,10 @@ pub struct Budgets {
     /// REP_PEER_RING_MS, ns: how long the peer frame store keeps a frame in memory (older ones
     /// are served from the order journal, if this replica journals).
     pub peer_ring_ns: u64,
+    /// How long a hold of peer-supplied frames may go with no block vouched for before it
+    /// fails and the frames are asked again ([`crate::quarantine`]): the time from a block's
+    /// last frame to its signed header — the hash lag and a block.
+    pub peer_verify_ns: u64,
 }
 
 impl Default for Budgets {
@@ -99,6 +125,8 @@ impl Default for Budgets {
             data: Default::default(),
             hashlag_fault_ns: vyrn_wire::consts::REP_HASHLAG_FAULT_NS,
             peer_ring_ns: vyrn_wire::consts::REP_PEER_RING_MS * 1_000_000,
+            peer_verify_ns: vyrn_wire::consts::REP_HASHLAG_FAULT_NS
+                + 2 * vyrn_wire::consts::BLOCK_NS,
         }
     }
 }
@@ -117,6 +145,7 @@ impl Budgets {
         b.data.wait_ns = 2_000_000;
         b.data.fetch_step_ns = 2_000_000;
         b.hashlag_fault_ns = 100_000_000;
+        b.peer_verify_ns = 500_000_000;
         b
     }
 }
@@ -153,6 +182,15 @@ pub struct ReplicaCore {
     /// Frames order RX delivered in order, waiting for the decoder: bytes back to back in one
     /// reused buffer (no allocation per frame once warm), with their ends.
     delivered: Delivered,
+    /// The other buffer of `delivered` (swapped while one is decoded).
+    spare: Delivered,
+    /// Peer-supplied frames held from the decoder ([`crate::quarantine`]).
+    hold: Option<crate::quarantine::Hold>,
+    check: HeaderCheck,
+    /// Failed holds by their first peer frame (at most [`STRIKES_MAX`] frames remembered).
+    strikes: std::collections::BTreeMap<(u8, u64), u32>,
+    peer_verify_ns: u64,
+    n_sources: u32,
     counters: CoreCounters,
 }
 
@@ -169,7 +207,8 @@ enum ReplayPart {
 #[derive(Debug, Default)]
 struct Delivered {
     bytes: Vec<u8>,
-    ends: Vec<usize>,
+    /// Per frame: its end in `bytes`, substream, frame_seq, and whether a peer supplied it.
+    ends: Vec<(usize, u8, u64, bool)>,
 }
 
 /// Order RX's output: NACKs and acks out, in-order frames kept for the decoder.
@@ -179,10 +218,11 @@ struct RxBridge<'a, O: ReplicaOut> {
 }
 
 impl<O: ReplicaOut> RxOut for RxBridge<'_, O> {
-    fn deliver(&mut self, stream: u8, fs: u64, frame: &[u8], _peer: bool) {
-        self.out.frame(stream, fs, frame);
+    fn deliver(&mut self, stream: u8, fs: u64, frame: &[u8], peer: bool) {
         self.delivered.bytes.extend_from_slice(frame);
-        self.delivered.ends.push(self.delivered.bytes.len());
+        self.delivered
+            .ends
+            .push((self.delivered.bytes.len(), stream, fs, peer));
     }
     fn nack(&mut self, n: &Nack) {
         self.out.nack(n);
@@ -330,6 +370,11 @@ impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
             self.out.header(h);
         }
     }
+    fn header_checked(&mut self, h: &BlockHeader, sig_ok: bool) {
+        if self.verdicts.on_header_checked(h, Some(sig_ok)) {
+            self.out.header(h);
+        }
+    }
     fn fault(&mut self, f: &Fault) {
         self.verdicts.on_fault(f);
         self.out.fault(f);
@@ -393,6 +438,15 @@ impl ReplicaCore {
             verdicts: Verdicts::new(cfg.seq_key, cfg.epoch, cfg.anchor),
             replay,
             delivered: Delivered::default(),
+            spare: Delivered::default(),
+            hold: None,
+            check: HeaderCheck {
+                seq_key: cfg.seq_key,
+                epoch: cfg.epoch,
+            },
+            strikes: Default::default(),
+            peer_verify_ns: Budgets::default().peer_verify_ns,
+            n_sources: 1 + cfg.n_peers as u32,
             counters: CoreCounters::default(),
         })
     }
@@ -450,6 +504,7 @@ impl ReplicaCore {
         self.rx.set_timing(b.rx);
         self.data.set_timing(b.data);
         self.dec.set_hashlag_fault_ns(b.hashlag_fault_ns);
+        self.peer_verify_ns = b.peer_verify_ns;
     }
 
     /// Counters.
@@ -569,13 +624,113 @@ impl ReplicaCore {
         v
     }
 
+    /// Decode what order RX delivered — through a hold while peer-supplied frames are in
+    /// question ([`crate::quarantine`]) — until nothing is left (a failed hold gives order RX
+    /// back frames it delivers again).
     fn decode_delivered(&mut self, now: u64, out: &mut impl ReplicaOut) {
-        if self.delivered.ends.is_empty() {
+        loop {
+            if !self.delivered.ends.is_empty() {
+                let mut d = std::mem::replace(&mut self.delivered, std::mem::take(&mut self.spare));
+                let mut start = 0;
+                for &(end, stream, fs, peer) in &d.ends {
+                    self.feed(stream, fs, &d.bytes[start..end], peer, now, out);
+                    // What a hold vouched for goes on at once: a hold ended mid-batch sends the
+                    // rest of the batch (a restart's backlog of path frames) straight to the
+                    // decoder, decoded once.
+                    self.release_vouched(now, out);
+                    start = end;
+                }
+                d.bytes.clear();
+                d.ends.clear();
+                self.spare = d;
+            }
+            if self.hold.is_some() {
+                self.settle_hold(now, out);
+            }
+            if self.delivered.ends.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// One frame in order: to the decoder, or to the hold (which starts at a peer-supplied
+    /// frame, 07 §4.10).
+    fn feed(
+        &mut self,
+        stream: u8,
+        fs: u64,
+        bytes: &[u8],
+        peer: bool,
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) {
+        if peer && self.hold.is_none() {
+            if self
+                .strikes
+                .get(&(stream, fs))
+                .is_some_and(|&n| n >= self.n_sources)
+            {
+                self.counters.holds_given_up += 1;
+            } else {
+                self.hold = Some(crate::quarantine::Hold::new(&self.dec, (stream, fs), now));
+                self.counters.holds += 1;
+            }
+        }
+        match &mut self.hold {
+            Some(h) => {
+                let v = &self.verdicts;
+                h.push(stream, fs, bytes, peer, now, &self.check, |x| {
+                    v.signed_order_root(x)
+                });
+            }
+            None => self.decode_one(stream, fs, bytes, now, out),
+        }
+    }
+
+    fn decode_one(
+        &mut self,
+        stream: u8,
+        fs: u64,
+        bytes: &[u8],
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) {
+        self.counters.frames += 1;
+        // Kept for re-serving (and journaled) only now: nothing unvouched is stored.
+        out.frame(stream, fs, bytes);
+        let mut b = DecBridge {
+            data: &mut self.data,
+            verdicts: &mut self.verdicts,
+            replay: &mut self.replay,
+            out: &mut *out,
+            now,
+            refused: &mut self.counters.data_refused,
+        };
+        self.dec.on_frame(bytes, now, &mut b);
+    }
+
+    /// Release what the hold vouched for; end it when done; on failure, give its frames back
+    /// to order RX with the peer-supplied ones as holes again.
+    fn settle_hold(&mut self, now: u64, out: &mut impl ReplicaOut) {
+        let Some(mut h) = self.hold.take() else {
+            return;
+        };
+        let max = self.rx.held_bytes_max();
+        if let Some(why) = h.failed(now, self.peer_verify_ns, max) {
+            self.fail_hold(h, why, now, out);
             return;
         }
-        let mut start = 0;
-        for &end in &self.delivered.ends {
-            self.counters.frames += 1;
+        self.hold = Some(h);
+        self.release_vouched(now, out);
+    }
+
+    /// Decode the frames the hold vouched for, at most [`RELEASE_BATCH`] a call; end the hold
+    /// when everything is released.
+    fn release_vouched(&mut self, now: u64, out: &mut impl ReplicaOut) {
+        let Some(mut h) = self.hold.take() else {
+            return;
+        };
+        for _ in 0..RELEASE_BATCH {
             let mut b = DecBridge {
                 data: &mut self.data,
                 verdicts: &mut self.verdicts,
@@ -584,12 +739,54 @@ impl ReplicaCore {
                 now,
                 refused: &mut self.counters.data_refused,
             };
-            self.dec
-                .on_frame(&self.delivered.bytes[start..end], now, &mut b);
-            start = end;
+            let Some(f) = h.release_next(&mut b) else {
+                break;
+            };
+            self.counters.frames += 1;
+            self.counters.held_frames += 1;
+            out.frame(f.stream, f.frame_seq, &f.bytes);
         }
-        self.delivered.bytes.clear();
-        self.delivered.ends.clear();
+        self.counters.hold_max_ns = self
+            .counters
+            .hold_max_ns
+            .max(now.saturating_sub(h.started()));
+        if h.is_empty() {
+            // Everything released (every peer frame vouched for): the probe is the decoder.
+            self.dec = h.into_probe();
+        } else {
+            self.hold = Some(h);
+        }
+    }
+
+    fn fail_hold(
+        &mut self,
+        h: crate::quarantine::Hold,
+        why: HoldFailed,
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) {
+        self.counters.holds_failed[why as usize] += 1;
+        // 07 §9.1: a frame whose holds failed once per source (the sequencer and every peer)
+        // is taken as it is next time, and what it does is the sequencer's.
+        *self.strikes.entry(h.first_peer()).or_insert(0) += 1;
+        while self.strikes.len() > STRIKES_MAX {
+            self.strikes.pop_first();
+        }
+        let frames = h.into_frames();
+        for st in 0..2u8 {
+            let mine = frames
+                .iter()
+                .filter(|f: &&HeldFrame| f.stream == st)
+                .map(|f| (f.frame_seq, f.bytes.as_slice(), f.peer));
+            self.rx.rewind(st, mine, now);
+            self.rx.pump(
+                st,
+                &mut RxBridge {
+                    out: &mut *out,
+                    delivered: &mut self.delivered,
+                },
+            );
+        }
     }
 
     /// A data frame from data box `src_box` (copy 2, 07 §5.3).
@@ -651,7 +848,11 @@ impl ReplicaCore {
         self.decode_delivered(now, out);
         self.data
             .tick(now, &mut DataBridge::new(out, &mut self.replay));
-        {
+        // While a hold is open the decoder is behind it: the probe keeps the hash-lag clock.
+        if let Some(h) = &mut self.hold {
+            h.tick(now, &self.check);
+            self.decode_delivered(now, out);
+        } else {
             let mut b = DecBridge {
                 data: &mut self.data,
                 verdicts: &mut self.verdicts,

@@ -1092,6 +1092,10 @@ pub struct DataSide {
     arms: VecDeque<(u64, u8, u64)>,
     /// Re-armed timers (and a first one out of order).
     timers: BinaryHeap<Reverse<(u64, u8, u64)>>,
+    /// Blocks whose `data_root` matched their header's, with that root: a vote's check asks
+    /// again on every poll while a proposal is pending, and a root is a BLAKE3 over every
+    /// record of the block.
+    root_ok: BTreeMap<u64, Hash>,
     lists: BTreeMap<u64, ListAsm>,
     next_peer: usize,
     live_records: usize,
@@ -1158,6 +1162,7 @@ impl DataSide {
             arms: VecDeque::new(),
             timers: BinaryHeap::new(),
             lists: BTreeMap::new(),
+            root_ok: BTreeMap::new(),
             next_peer: 0,
             live_records: 0,
             c: DataCounters::default(),
@@ -1947,6 +1952,7 @@ impl DataSide {
             }
         }
         self.lists = self.lists.split_off(&(height.saturating_add(1)));
+        self.root_ok = self.root_ok.split_off(&(height.saturating_add(1)));
     }
 
     // -- fetch order (07 §5.5) ----------------------------------------------------------------
@@ -2229,6 +2235,9 @@ impl DataSide {
         header_root: &Hash,
         out: &mut impl DataOut,
     ) -> RootCheck {
+        if self.root_ok.get(&height) == Some(header_root) {
+            return RootCheck::Match;
+        }
         if let Some(l) = self.lists.get(&height) {
             if l.bad || l.header_root != *header_root {
                 return RootCheck::Contradiction;
@@ -2238,6 +2247,7 @@ impl DataSide {
             return RootCheck::Pending;
         };
         if root.data_root == *header_root {
+            self.root_ok.insert(height, root.data_root);
             return RootCheck::Match;
         }
         match self.lists.get(&height) {

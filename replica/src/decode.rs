@@ -46,6 +46,12 @@ pub trait DecodedOut {
     fn block(&mut self, b: &BlockRoots) {}
     /// A HEADER frame's header.
     fn header(&mut self, h: &BlockHeader) {}
+    /// A header whose `seq_sig` was already checked (`sig_ok`: it verified) — a hold's
+    /// released output ([`crate::quarantine`]), so the signature is checked once.
+    fn header_checked(&mut self, h: &BlockHeader, sig_ok: bool) {
+        let _ = sig_ok;
+        self.header(h);
+    }
     /// The sequencer-fault alarm (once per tenure): the decoder stopped a substream.
     fn fault(&mut self, f: &Fault) {}
 }
@@ -65,8 +71,8 @@ pub struct DecodeCounters {
     pub after_fault: u64,
 }
 
-/// The decoder tile of one tenure.
-#[derive(Debug)]
+/// The decoder tile of one tenure. A clone is a probe ([`crate::quarantine`]).
+#[derive(Debug, Clone)]
 pub struct Decoder {
     dec: DecState,
     /// Per substream: the height of its open block (last BlockMark + 1).
@@ -126,6 +132,12 @@ impl Decoder {
             fault: None,
             counters: DecodeCounters::default(),
         })
+    }
+
+    /// The open block of `stream` (its last BlockMark + 1): the highest block the bytes
+    /// decoded so far on it can lie in.
+    pub fn open_height(&self, stream: u8) -> u64 {
+        self.open[stream as usize & 1]
     }
 
     /// The fault, once the decoder found one.

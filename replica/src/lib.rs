@@ -21,6 +21,7 @@ pub mod journal;
 pub mod node;
 pub mod order_journal;
 pub mod order_rx;
+pub mod quarantine;
 pub mod record;
 pub mod replay;
 pub mod replay_split;

@@ -190,6 +190,8 @@ pub struct RxCounters {
     pub repair_dups: u64,
     /// NackTooOld answers taken.
     pub too_old: u64,
+    /// Frames taken back after delivery ([`OrderRx::rewind`]: a failed hold).
+    pub rewound: u64,
     /// RepAcks sent.
     pub acks: u64,
     /// Failover suspicions raised.
@@ -498,13 +500,10 @@ impl OrderRx {
             self.paths[path].last_rx = Some(now);
         }
         let direct = !channel && h.flags & (FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) == 0;
-        // Peer-repaired by the channel it came on (the flag byte is the sender's word); a
-        // frame of this replica's own journal keeps what it was when first delivered.
-        let peer = match path {
-            p if p == PEER_CHANNEL as usize => true,
-            p if p == LOCAL_CHANNEL as usize => h.flags & FLAG_PEER_REPAIRED != 0,
-            _ => false,
-        };
+        // Peer-supplied by the channel it came on (the flag byte is the sender's word). A frame
+        // of this replica's own journal was journaled only once its block was vouched for
+        // (`crate::quarantine`): it is this replica's own.
+        let peer = path == PEER_CHANNEL as usize;
         let st = h.stream as usize;
         let fs = h.frame_seq;
         if fs > self.subs[st].next && fs - self.subs[st].next > AHEAD_MAX {
@@ -578,15 +577,87 @@ impl OrderRx {
         // In order: deliver it and everything it unblocks (07 §4.9).
         out.deliver(h.stream, fs, bytes, peer);
         sub.next += 1;
-        let mut n = 1;
+        self.counters.delivered[st] += 1;
+        RxVerdict::Delivered(1 + self.pump(h.stream, out))
+    }
+
+    /// Deliver the held frames of `stream` that are now in order; how many.
+    pub fn pump(&mut self, stream: u8, out: &mut impl RxOut) -> u64 {
+        let Some(sub) = self.subs.get_mut(stream as usize) else {
+            return 0;
+        };
+        let mut n = 0;
         while let Some((b, p)) = sub.held.remove(&sub.next) {
             sub.held_bytes -= b.len();
-            out.deliver(h.stream, sub.next, &b, p);
+            out.deliver(stream, sub.next, &b, p);
             sub.next += 1;
             n += 1;
         }
-        self.counters.delivered[st] += n;
-        RxVerdict::Delivered(n)
+        self.counters.delivered[stream as usize] += n;
+        n
+    }
+
+    /// Take back the frames of `stream` delivered from `frames`' first on, in order up to the
+    /// last delivered (a hold that failed, `crate::quarantine`, 07 §4.10): each peer-supplied
+    /// frame becomes a hole again, asked of the sequencer first at the next tick; the rest wait
+    /// behind the holes as held frames (past the held-bytes bound, they are holes too).
+    /// [`OrderRx::pump`] delivers what is in order again. Frames not contiguous up to the last
+    /// delivered one are refused whole (false).
+    pub fn rewind<'a>(
+        &mut self,
+        stream: u8,
+        frames: impl IntoIterator<Item = (u64, &'a [u8], bool)>,
+        now: u64,
+    ) -> bool {
+        let max = self.held_bytes_max;
+        let Some(sub) = self.subs.get_mut(stream as usize) else {
+            return false;
+        };
+        let frames: Vec<_> = frames.into_iter().collect();
+        let Some(&(first, _, _)) = frames.first() else {
+            return true;
+        };
+        let contiguous = frames
+            .iter()
+            .enumerate()
+            .all(|(i, f)| f.0 == first + i as u64)
+            && first + frames.len() as u64 == sub.next;
+        if !contiguous {
+            return false;
+        }
+        sub.next = first;
+        self.counters.delivered[stream as usize] -= frames.len() as u64;
+        self.counters.rewound += frames.len() as u64;
+        let mut open: Option<(u64, u64)> = None;
+        let mut holes = Vec::new();
+        for (fs, bytes, peer) in frames {
+            if !peer && sub.held_bytes.saturating_add(bytes.len()) <= max {
+                sub.held_bytes += bytes.len();
+                sub.held.insert(fs, (bytes.to_vec(), false));
+                holes.extend(open.take());
+                continue;
+            }
+            open = Some(match open {
+                Some((a, _)) => (a, fs),
+                None => (fs, fs),
+            });
+        }
+        holes.extend(open);
+        for (from, to) in holes {
+            sub.holes.insert(
+                from,
+                Hole {
+                    to,
+                    seen: now,
+                    opened: 0,
+                    nacked: None,
+                    retries: 0,
+                    window_to: 0,
+                },
+            );
+            self.counters.holes += 1;
+        }
+        true
     }
 
     /// Take `fs` out of the hole holding it; when it was in one, the time that hole was seen.

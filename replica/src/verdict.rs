@@ -183,12 +183,18 @@ impl Verdicts {
     /// [`UNSIGNED_AHEAD_MAX`] past the newest signed header (where it stands for the height's
     /// `BadSig` refusal).
     pub fn on_header(&mut self, h: &BlockHeader) -> bool {
+        self.on_header_checked(h, None)
+    }
+
+    /// [`Verdicts::on_header`] with the signature's check already made (`Some(ok)`), as a hold
+    /// made it ([`crate::quarantine`]).
+    pub fn on_header_checked(&mut self, h: &BlockHeader, sig_ok: Option<bool>) -> bool {
         self.counters.headers += 1;
         let held = self.headers.get(&h.height).copied();
         if held.is_some_and(|(old, _)| old == *h) {
             return false;
         }
-        let ok = h.verify(&self.seq_key);
+        let ok = sig_ok.unwrap_or_else(|| h.verify(&self.seq_key));
         if !ok {
             self.counters.bad_sig += 1;
         }
@@ -223,6 +229,15 @@ impl Verdicts {
                 false
             }
         }
+    }
+
+    /// The `order_root` of the header for `height` whose `seq_sig` checked (of this epoch, not a
+    /// seal), if this replica holds one.
+    pub fn signed_order_root(&self, height: u64) -> Option<Hash> {
+        self.headers
+            .get(&height)
+            .filter(|(h, ok)| *ok && h.epoch == self.epoch && !h.is_seal())
+            .map(|(h, _)| h.order_root)
     }
 
     /// A block the decoder completed, with its roots.

@@ -156,6 +156,11 @@ fn a_restarted_replica_takes_its_own_frames_from_its_order_journal() {
     assert_eq!(o.recovered, had);
     // The peers served only what it lacked.
     let served: u64 = nodes.iter().map(|n| n.store().sent).sum();
-    assert!(served < had, "peers served {served} frames, it had {had}");
+    assert!(
+        served < had,
+        "peers served {served} frames, it had {had}; {:?} {:?}",
+        again.core().counters(),
+        again.core().order_rx().counters()
+    );
     same_replay(&again, &nodes[0]);
 }

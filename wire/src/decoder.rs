@@ -108,7 +108,7 @@ pub trait Sink {
 pub struct NullSink;
 impl Sink for NullSink {}
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct LaneDec {
     st: LaneState,
     table: usize,
@@ -144,7 +144,7 @@ impl LaneDec {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PendingHalf {
     step: u64,
     kind: StepKind,
@@ -156,7 +156,7 @@ struct PendingHalf {
     payload: Vec<u8>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct StreamDec {
     next_frame_seq: u64,
     tenure: Option<TenureStart>,
@@ -237,7 +237,7 @@ pub struct DecCounters {
 }
 
 /// The decoder state of one replica for one tenure (07 §3.5).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DecState {
     layout: Layout,
     lanes: Vec<LaneDec>,
@@ -1385,7 +1385,7 @@ fn decode_pkt<S: Sink>(
 
 /// A FIFO on a power-of-two ring that grows by doubling (the hash-awaiting queue of 07 §3.5;
 /// its bound is enforced by the caller). Push and pop inline to a few instructions.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Fifo<T> {
     buf: Vec<T>,
     head: usize,
