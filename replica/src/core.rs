@@ -778,7 +778,11 @@ impl ReplicaCore {
                 .iter()
                 .filter(|f: &&HeldFrame| f.stream == st)
                 .map(|f| (f.frame_seq, f.bytes.as_slice(), f.peer));
-            self.rx.rewind(st, mine, now);
+            let taken = self.rx.rewind(st, mine, now);
+            debug_assert!(
+                taken,
+                "a hold's frames are order RX's last delivered, in order"
+            );
             self.rx.pump(
                 st,
                 &mut RxBridge {

@@ -130,6 +130,47 @@ fn cut(s: &str) -> Result<(u8, u64), String> {
     Ok((path, secs))
 }
 
+/// Repairs and the holds of peer-supplied frames (`vyrn_replica::quarantine`, 07 §4.10).
+fn render_repairs(e: &mut vyrn_metrics::Exposition, core: &vyrn_replica::core::ReplicaCore) {
+    let rx = core.order_rx().counters();
+    e.counter(
+        "vyrn_replica_repaired_total",
+        "frames filled by repair",
+        &[],
+        rx.repaired,
+    );
+    let cc = core.counters();
+    e.counter(
+        "vyrn_replica_holds_total",
+        "holds started: a peer-supplied frame and those after it kept from the decoder until a header the sequencer signed vouches for its block (07 §4.10, security review F2)",
+        &[],
+        cc.holds,
+    );
+    for (why, v) in ["decode", "order_root", "timeout", "full"]
+        .into_iter()
+        .zip(cc.holds_failed)
+    {
+        e.counter(
+            "vyrn_replica_holds_failed_total",
+            "holds that failed (the probe's decoder faulted, a root differed, nothing vouched for in time, too many bytes): the peer-supplied frames were dropped and asked again, the sequencer first",
+            &[("why", why)],
+            v,
+        );
+    }
+    e.counter(
+        "vyrn_replica_holds_given_up_total",
+        "peer-supplied frames decoded as they were after failing at the sequencer and every peer (07 §9.1: the fault is then the sequencer's)",
+        &[],
+        cc.holds_given_up,
+    );
+    e.counter(
+        "vyrn_replica_frames_rewound_total",
+        "frames order RX took back after a failed hold",
+        &[],
+        rx.rewound,
+    );
+}
+
 /// The replica's counters, heights and alarms in Prometheus form (docs/sre.md lists each).
 fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
     let mut e = vyrn_metrics::Exposition::new();
@@ -234,42 +275,7 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
         &[],
         rx.repairs,
     );
-    e.counter(
-        "vyrn_replica_repaired_total",
-        "frames filled by repair",
-        &[],
-        rx.repaired,
-    );
-    let cc = core.counters();
-    e.counter(
-        "vyrn_replica_holds_total",
-        "holds started: a peer-supplied frame and those after it kept from the decoder until a header the sequencer signed vouches for its block (07 §4.10, security review F2)",
-        &[],
-        cc.holds,
-    );
-    for (why, v) in ["decode", "order_root", "timeout", "full"]
-        .into_iter()
-        .zip(cc.holds_failed)
-    {
-        e.counter(
-            "vyrn_replica_holds_failed_total",
-            "holds that failed (the probe's decoder faulted, a root differed, nothing vouched for in time, too many bytes): the peer-supplied frames were dropped and asked again, the sequencer first",
-            &[("why", why)],
-            v,
-        );
-    }
-    e.counter(
-        "vyrn_replica_holds_given_up_total",
-        "peer-supplied frames decoded as they were after failing at the sequencer and every peer (07 §9.1: the fault is then the sequencer's)",
-        &[],
-        cc.holds_given_up,
-    );
-    e.counter(
-        "vyrn_replica_frames_rewound_total",
-        "frames order RX took back after a failed hold",
-        &[],
-        rx.rewound,
-    );
+    render_repairs(&mut e, core);
     e.counter(
         "vyrn_replica_peer_repairs_served_total",
         "peer RepairReqs served",
