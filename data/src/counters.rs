@@ -100,6 +100,9 @@ counters! {
     ctrl_out_full,
     /// `DataBadMac` reports queued to the sequencer's control core.
     bad_mac_reports,
+    /// `DataBadMac` reports not sent: the claimed session had used its share this second
+    /// (`BAD_MAC_REPORTS_PER_S`).
+    bad_mac_over_share,
     /// `CopyConflict` reports (with their evidence frame) queued to the sequencer.
     conflict_reports,
     /// `DataFetch::Range` requests.

@@ -56,7 +56,16 @@ pub struct DataBox {
     out: OutQueue,
     counters: Counters,
     n_dests: usize,
+    /// Per session index: (second, `DataBadMac` reports in it) — each claimed session's share
+    /// of the reports ([`BAD_MAC_REPORTS_PER_S`]).
+    bad_mac_share: Vec<(u64, u32)>,
 }
+
+/// `DataBadMac` reports per second at most for one claimed session: a flood of bad tags under
+/// one session id (anyone can claim one) makes at most this many 9-byte reports toward the
+/// sequencer a second; the rest are counted (`bad_mac_over_share`) and dropped with their
+/// packet as before. A client whose key is wrong shows in the first 64 a second.
+pub const BAD_MAC_REPORTS_PER_S: u32 = 64;
 
 impl DataBox {
     /// Validate `cfg` and build every table (all memory the box will use is allocated here).
@@ -92,6 +101,7 @@ impl DataBox {
             out: OutQueue::new(cfg.out_slots),
             counters: Counters::default(),
             n_dests: cfg.dests.len(),
+            bad_mac_share: vec![(u64::MAX, 0); ids.len()],
         })
     }
 
@@ -187,7 +197,7 @@ impl DataBox {
     ) -> Result<Accepted, IngestError> {
         let p = self.parse.parse(pkt)?;
         if let Err(e) = self.mac.check(&p) {
-            self.report_bad_mac(&p);
+            self.report_bad_mac(&p, now_ns);
             return Err(e);
         }
         // 07 §5.7: the address redirects go to is learned only from a fresh packet whose tag
@@ -264,7 +274,18 @@ impl DataBox {
 
     /// `DataBadMac{session, pkt_seq}` to the sequencer's control core (07 §5.2).
     #[cold]
-    fn report_bad_mac(&mut self, p: &Parsed<'_>) {
+    fn report_bad_mac(&mut self, p: &Parsed<'_>, now_ns: u64) {
+        if let Some(b) = self.bad_mac_share.get_mut(p.sidx as usize) {
+            let sec = now_ns / 1_000_000_000;
+            if b.0 != sec {
+                *b = (sec, 0);
+            }
+            if b.1 >= BAD_MAC_REPORTS_PER_S {
+                self.counters.bad_mac_over_share += 1;
+                return;
+            }
+            b.1 += 1;
+        }
         let Some(id) = self.out.alloc(Class::Ctrl) else {
             self.counters.ctrl_out_full += 1;
             return;

@@ -60,6 +60,6 @@ pub mod store;
 
 pub use config::{ConfigError, DataConfig, DestConfig, RingConfig, SessionConfig};
 pub use counters::Counters;
-pub use databox::{Accepted, CtrlError, DataBox};
+pub use databox::{Accepted, CtrlError, DataBox, BAD_MAC_REPORTS_PER_S};
 pub use driver::{Driver, DriverError};
 pub use ingest::IngestError;

@@ -103,6 +103,45 @@ fn every_bad_kind_has_its_error_and_counter() {
     assert_eq!(c.rx_packets, cases.len() as u64 + 5);
 }
 
+/// A flood of bad tags under one claimed session makes at most `BAD_MAC_REPORTS_PER_S`
+/// `DataBadMac` reports a second toward the sequencer; another session's are not affected,
+/// and the next second has its share again. Every packet is still dropped and counted.
+#[test]
+fn a_bad_tag_flood_under_one_session_reports_only_its_share() {
+    let mut b = boxed();
+    let per_s = vyrn_data::BAD_MAC_REPORTS_PER_S as u64;
+    let bad = |session: u32, seq: u32| {
+        let mut p = packet(session, seq, 1, 1, false);
+        let n = p.len() - 1;
+        p[n] ^= 1;
+        p
+    };
+    for i in 0..1000u32 {
+        assert_eq!(
+            b.on_packet(&bad(101, 1 + i), None, 1_000),
+            Err(IngestError::BadMac)
+        );
+    }
+    // The reports went out (the control share of the out buffers is free again).
+    b.out().clear();
+    assert_eq!(
+        b.on_packet(&bad(102, 1), None, 2_000),
+        Err(IngestError::BadMac)
+    );
+    let c = *b.counters();
+    assert_eq!(c.drop_bad_mac, 1001);
+    assert_eq!(c.bad_mac_reports, per_s + 1, "{c}");
+    assert_eq!(c.bad_mac_over_share, 1000 - per_s);
+    assert!(c.balanced(), "{c}");
+    // The next second: the session's share again.
+    b.out().clear();
+    assert_eq!(
+        b.on_packet(&bad(101, 5000), None, 1_000_000_000),
+        Err(IngestError::BadMac)
+    );
+    assert_eq!(b.counters().bad_mac_reports, per_s + 2);
+}
+
 #[test]
 fn control_messages_bad_and_unexpected() {
     let mut b = boxed();
