@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use vyrn_bench::{quick, rounds};
-use vyrn_replica::journal::{BackendChoice, BlockJournal, JournalConfig};
+use vyrn_replica::disk::journal::{BackendChoice, BlockJournal, JournalConfig};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::journal::RepBlockRecord;
 

@@ -17,8 +17,8 @@
 //! home's hole wait is its budget override (`Budgets::dev`), and the roles share two cores.
 //! `VYRN_BENCH_QUICK=1`: 2 s of load.
 
+use vyrn_replica::front::order_rx::PathSkew;
 use vyrn_replica::homekit::{LoopbackHome, PathLoss};
-use vyrn_replica::order_rx::PathSkew;
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1e3

@@ -9,8 +9,8 @@ use std::process::Command;
 use vyrn_consensus::cert::FinalizeSigner;
 use vyrn_consensus::Voters;
 use vyrn_home::{read_seed, write_dev_home, HomeConfig};
-use vyrn_replica::journal::cert::{CertJournal, CertKind};
-use vyrn_replica::voter::verify_cert_journal;
+use vyrn_replica::disk::journal::cert::{CertJournal, CertKind};
+use vyrn_replica::vote::verify_cert_journal;
 use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
 
 fn cert(signers: &[(u8, FinalizeSigner)], epoch: u32, h: u64) -> Vec<u8> {
@@ -222,7 +222,7 @@ fn root_certificates_in_the_journal_verify_and_bad_ones_are_named() {
     let conf = write_dev_home(&dir, 2, 2, 28_640).unwrap();
     let home = HomeConfig::load(&conf).unwrap();
     assert_eq!(
-        vyrn_replica::voter::RootSettings::dev(home.block_ns).root_blocks,
+        vyrn_replica::vote::RootSettings::dev(home.block_ns).root_blocks,
         RB
     );
     let m = home.membership.clone().expect("membership");

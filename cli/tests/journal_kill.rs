@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use vyrn_replica::disk::journal::{BlockJournal, JournalConfig};
+use vyrn_replica::disk::record::order_matches;
 use vyrn_replica::homekit::LoopbackHome;
-use vyrn_replica::journal::{BlockJournal, JournalConfig};
-use vyrn_replica::record::order_matches;
 use vyrn_wire::msg::journal::BlockRecordRef;
 
 fn replica_proc(

@@ -23,7 +23,7 @@ use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::ports::{CoreMap, NetBox, RunningBox};
 use vyrn_seq::runner::Clock;
 
-use crate::core::Budgets;
+use crate::front::core::Budgets;
 use crate::node::{Node, NodeConfig};
 
 /// A dev home written to a temporary directory, and the lab knobs of its next run.
@@ -203,7 +203,7 @@ impl LoopbackHome {
             journal_sync_ns: 0,
             journal_cores: None,
             simplex: self.simplex.then(|| {
-                let mut s = crate::voter::SimplexCfg::new(
+                let mut s = crate::vote::SimplexCfg::new(
                     self.home.voters_members.iter().map(|m| m.p2p()).collect(),
                     self.dir.join(format!("consensus-{i}")),
                     "test".into(),

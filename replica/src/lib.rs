@@ -1,31 +1,25 @@
-//! The replica role of 07 (`vyrn-replica`). Built so far: the block journal of 07 §8.2–§8.3 —
-//! block records across drive directories on io_uring + O_DIRECT or a portable backend, the
-//! mirrored cert journal, the two indexes, the retention ring and startup recovery
-//! ([`journal`]); order RX over both paths with holes, NACKs, peer repair requests, RepAcks
-//! and the path alarms ([`order_rx`]); the peer frame store that serves `RepairReq`s
-//! ([`frame_store`]) from memory and then from the order journal ([`order_journal`]); the decoder tile with block heights and the sequencer-fault record
-//! ([`decode`]); the per-block verdict of 07 §6.4 that a vote calls ([`verdict`]); replay from
-//! the wire (07 §7.1, [`replay`]); the data side — data frames, the replica's own hashes, the
-//! join, fetches, mismatches and `data_root` (07 §5.3–§5.6, [`data_side`]); all of them composed
-//! into one tile ([`core::ReplicaCore`]). The process on its ports is [`node`]; what is built and what
-//! is not is in `docs/replica.md`.
+//! The replica role of 07 (`vyrn-replica`), laid out as its pipeline:
+//!
+//! - [`front`]: what the network brings in, up to the vote — order RX over both paths with
+//!   holes, NACKs and peer repair ([`front::order_rx`]), peer frames held until a signed header
+//!   vouches for them ([`front::quarantine`]), the decoder ([`front::decode`]), the data side
+//!   (07 §5.3–§5.6: boxes, store, join, fetch, mismatch; [`front::data`]), data-box failover
+//!   ([`front::data_down`]), the per-block verdict of 07 §6.4 ([`front::verdict`]), all composed
+//!   into one tile ([`front::core::ReplicaCore`]).
+//! - [`replay`]: the engine replayed from the wire (07 §7.1–§7.3), inline, on its own thread, or
+//!   split across lane workers.
+//! - [`disk`]: the block journal and cert journal (07 §8.2–§8.3), the order journal, snapshots
+//!   (07 §7.5), block records and the in-memory frame store that serves peers.
+//! - [`vote`]: the Simplex voter over the verdict (07 §6).
+//! - [`node`]: the process on its ports — config, sockets, the journal writer, control traffic
+//!   and counters.
+//!
+//! What is built and what is not is in `docs/replica.md`.
 
-pub mod core;
-pub mod data_down;
-pub mod data_side;
-pub mod decode;
-pub mod frame_store;
+pub mod disk;
+pub mod front;
 #[cfg(feature = "homekit")]
 pub mod homekit;
-pub mod journal;
 pub mod node;
-pub mod order_journal;
-pub mod order_rx;
-pub mod quarantine;
-pub mod record;
 pub mod replay;
-pub mod replay_split;
-pub mod replay_tile;
-pub mod snapshots;
-pub mod verdict;
-pub mod voter;
+pub mod vote;

@@ -5,8 +5,8 @@
 
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
-use vyrn_replica::data_side::{DataConfig, DataSide, NullDataOut as NullData};
-use vyrn_replica::decode::{DecodedOut, Decoder};
+use vyrn_replica::front::data::{DataConfig, DataSide, NullDataOut as NullData};
+use vyrn_replica::front::decode::{DecodedOut, Decoder};
 use vyrn_seq::testkit::alloc::{counted, Counting};
 use vyrn_seq::testkit::capture::capture_batched;
 use vyrn_wire::decoder::{Awaiting, Pos};

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use vyrn_replica::journal::{
+use vyrn_replica::disk::journal::{
     AlignedBuf, Appended, Backend, BackendChoice, BlockJournal, FileId, JournalError, ReadError,
     StdBackend, PAGE,
 };
@@ -20,7 +20,7 @@ fn backends_dyn() -> Vec<Box<dyn Backend>> {
     #[cfg(target_os = "linux")]
     if backends().contains(&BackendChoice::Uring) {
         v.push(Box::new(
-            vyrn_replica::journal::uring::UringBackend::new().expect("io_uring"),
+            vyrn_replica::disk::journal::uring::UringBackend::new().expect("io_uring"),
         ));
     }
     v
@@ -83,7 +83,7 @@ struct Faulty {
 }
 
 impl Backend for Faulty {
-    fn kind(&self) -> vyrn_replica::journal::BackendKind {
+    fn kind(&self) -> vyrn_replica::disk::journal::BackendKind {
         self.inner.kind()
     }
     fn open(&mut self, path: &Path, create_new: bool) -> io::Result<FileId> {

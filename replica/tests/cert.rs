@@ -3,7 +3,7 @@
 mod common;
 
 use common::TestDir;
-use vyrn_replica::journal::cert::{CertJournal, CertKind, CERT_FILE, CERT_HEAD_BYTES};
+use vyrn_replica::disk::journal::cert::{CertJournal, CertKind, CERT_FILE, CERT_HEAD_BYTES};
 
 fn payload(i: usize) -> Vec<u8> {
     (0..(100 + 37 * i)).map(|k| (k ^ i) as u8).collect()
@@ -202,7 +202,7 @@ fn a_read_only_open_serves_the_longer_prefix_and_writes_nothing() {
 fn the_engines_floor_is_the_newest_verified_finality_certificate() {
     use vyrn_consensus::cert::FinalizeSigner;
     use vyrn_consensus::Voters;
-    use vyrn_replica::voter::newest_floor;
+    use vyrn_replica::vote::newest_floor;
     use vyrn_wire::msg::consensus::{CertEntry, ProposalKind, RepFinalityCert, RepProposal};
     const EPOCH: u32 = 3;
     let seeds: Vec<[u8; 32]> = (0..4u8).map(|i| [i + 40; 32]).collect();

@@ -14,12 +14,12 @@ use boxrun::{as_sent, finalize, first_copy_key, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
-use vyrn_replica::decode::Fault;
+use vyrn_replica::front::core::{CoreConfig, ReplicaCore, ReplicaOut};
+use vyrn_replica::front::decode::Fault;
+use vyrn_replica::front::verdict::{Anchor, VerifyOutcome};
+use vyrn_replica::replay::split::{SplitCounters, SplitSlots, Workers};
+use vyrn_replica::replay::tile::{Idle, ReplayTile, ReportingSink, SinkReport};
 use vyrn_replica::replay::SnapPolicy;
-use vyrn_replica::replay_split::{SplitCounters, SplitSlots, Workers};
-use vyrn_replica::replay_tile::{Idle, ReplayTile, ReportingSink, SinkReport};
-use vyrn_replica::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::decoder::BlockRoots;
@@ -51,7 +51,12 @@ impl ReplicaOut for Out {
     fn seq_data_req(&mut self, _k: vyrn_wire::msg::PktKey, _h: u64) {
         self.other += 1;
     }
-    fn copy_mismatch(&mut self, _m: &vyrn_replica::data_side::CopyMismatch, _s: &[u8], _d: &[u8]) {
+    fn copy_mismatch(
+        &mut self,
+        _m: &vyrn_replica::front::data::CopyMismatch,
+        _s: &[u8],
+        _d: &[u8],
+    ) {
         self.other += 1;
     }
     fn fault(&mut self, f: &Fault) {
@@ -250,7 +255,7 @@ fn follow(runner: Runner) -> Replayed {
             let (c, mut t) = ReplicaCore::new_split(cc, 1 << 22, Responses::default()).unwrap();
             t.set_snapshots(snap_policy());
             t.prefault(1 << 10);
-            let th = vyrn_replica::replay_tile::spawn(t, clock, None, Idle::Backoff).unwrap();
+            let th = vyrn_replica::replay::tile::spawn(t, clock, None, Idle::Backoff).unwrap();
             (c, None, Some(th))
         }
         Runner::LanesInTurn { workers, tiny } => {
@@ -295,7 +300,7 @@ fn follow(runner: Runner) -> Replayed {
             )
             .unwrap();
             t.prefault(1 << 10);
-            let th = vyrn_replica::replay_tile::spawn(t, clock, None, Idle::Backoff).unwrap();
+            let th = vyrn_replica::replay::tile::spawn(t, clock, None, Idle::Backoff).unwrap();
             (c, None, Some(th))
         }
     };

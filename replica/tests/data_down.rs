@@ -2,7 +2,7 @@
 //! effective (its own silence included), the deterministic backup home, and the redirect
 //! rounds.
 
-use vyrn_replica::data_down::{DataDown, DownStep, GOSSIP_EVERY_NS, REDIRECT_REPEAT};
+use vyrn_replica::front::data_down::{DataDown, DownStep, GOSSIP_EVERY_NS, REDIRECT_REPEAT};
 
 const MS: u64 = 1_000_000;
 

@@ -13,13 +13,13 @@ use boxrun::{as_sent, finalize, first_copy_key, Net, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::data_side::{
+use vyrn_replica::front::data::{
     BlockPayloads, CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide,
 };
-use vyrn_replica::decode::{DecodedOut, Decoder, Fault};
-use vyrn_replica::order_rx::{OrderRx, RxConfig, RxTiming};
+use vyrn_replica::front::decode::{DecodedOut, Decoder, Fault};
+use vyrn_replica::front::order_rx::{OrderRx, RxConfig, RxTiming};
+use vyrn_replica::front::verdict::{Anchor, Verdicts, VerifyOutcome};
 use vyrn_replica::replay::Replayer;
-use vyrn_replica::verdict::{Anchor, Verdicts, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};

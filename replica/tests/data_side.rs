@@ -2,7 +2,7 @@
 //! fetch order, the copy mismatches, `data_root` and garbage.
 
 use proptest::prelude::*;
-use vyrn_replica::data_side::*;
+use vyrn_replica::front::data::*;
 use vyrn_wire::header::{data_root, empty_root, DataRootHasher, Hash};
 use vyrn_wire::msg::client::{full_hash, pkt_hash, Msg, MsgType, RequestPacket, Side};
 use vyrn_wire::msg::ctrl::{DataFetch, HashList, HashListReq};

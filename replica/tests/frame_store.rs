@@ -3,8 +3,8 @@
 
 mod common;
 
-use vyrn_replica::frame_store::FrameStore;
-use vyrn_replica::order_journal::{OrderJournal, OrderJournalConfig};
+use vyrn_replica::disk::frame_store::FrameStore;
+use vyrn_replica::disk::order_journal::{OrderJournal, OrderJournalConfig};
 use vyrn_wire::frame::{FrameHeader, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;
 

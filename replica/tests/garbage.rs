@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use proptest::prelude::*;
-use vyrn_replica::journal::cert::CertJournal;
-use vyrn_replica::journal::slot::{record_hash, SlotHead, SlotState};
-use vyrn_replica::journal::{BackendChoice, BlockJournal, JournalConfig, PAGE};
+use vyrn_replica::disk::journal::cert::CertJournal;
+use vyrn_replica::disk::journal::slot::{record_hash, SlotHead, SlotState};
+use vyrn_replica::disk::journal::{BackendChoice, BlockJournal, JournalConfig, PAGE};
 
 const REAL: u64 = 12;
 
@@ -293,7 +293,7 @@ fn fuzz_random_bytes_as_cert_journal_copies() {
         for i in 0..c.len() {
             c.get(i).unwrap();
         }
-        c.append(vyrn_replica::journal::cert::CertKind::Root, b"ok")
+        c.append(vyrn_replica::disk::journal::cert::CertKind::Root, b"ok")
             .unwrap();
         c.sync().unwrap();
     }

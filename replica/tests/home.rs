@@ -103,7 +103,7 @@ fn check(
             let vc = v.counters();
             // Where the run got two root periods final (a slow machine may not in 3 s: the
             // root tests below run longer and assert it unconditionally).
-            let rb = vyrn_replica::voter::RootSettings::dev(20_000_000).root_blocks;
+            let rb = vyrn_replica::vote::RootSettings::dev(20_000_000).root_blocks;
             if v.final_height() >= 2 * rb {
                 assert!(vc.root_certs_out >= 1, "no root certificate: {vc:?}");
             }
@@ -264,7 +264,7 @@ fn a_two_two_root_split_fires_rep_a_diverge_and_the_box_halts_the_book() {
         assert_eq!(v.counters().root_certs_out, 0);
     }
     // Finality stopped a little past the first root height (the desk votes for nothing more).
-    let rb = vyrn_replica::voter::RootSettings::dev(h.home.block_ns).root_blocks;
+    let rb = vyrn_replica::vote::RootSettings::dev(h.home.block_ns).root_blocks;
     assert!(
         fin < 3 * rb,
         "final height {fin} went on past the divergence"
@@ -284,7 +284,7 @@ fn one_replica_with_a_wrong_state_root_is_a_root_fault_and_the_home_trades_on() 
     let (counts, nodes, _databox, fin, halts) = run_home(&h, &[0, 1, 2, 3], 1000, 6);
     assert_eq!(halts, 0, "no divergence halt");
     assert!(counts.fin > 0, "nothing final at the client");
-    let rb = vyrn_replica::voter::RootSettings::dev(h.home.block_ns).root_blocks;
+    let rb = vyrn_replica::vote::RootSettings::dev(h.home.block_ns).root_blocks;
     assert!(fin > rb, "final height {fin}: no root height final");
     for (i, n) in nodes.iter().enumerate() {
         let v = n.simplex().expect("simplex voter");

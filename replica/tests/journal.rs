@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use vyrn_replica::journal::slot::SlotError;
-use vyrn_replica::journal::{
+use vyrn_replica::disk::journal::slot::SlotError;
+use vyrn_replica::disk::journal::{
     decide, Appended, BackendChoice, BackendKind, BlockJournal, Fallback, JournalError, ReadError,
     Refusal, PAGE,
 };

@@ -18,10 +18,10 @@ use proptest::prelude::*;
 use vyrn_client::loadgen::misbehave::{Expect, Script};
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::core::{CoreConfig, ReplicaCore, ReplicaOut};
-use vyrn_replica::data_side::Source;
-use vyrn_replica::decode::Fault;
-use vyrn_replica::verdict::{Anchor, VerifyOutcome};
+use vyrn_replica::front::core::{CoreConfig, ReplicaCore, ReplicaOut};
+use vyrn_replica::front::data::Source;
+use vyrn_replica::front::decode::Fault;
+use vyrn_replica::front::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::decoder::BlockRoots;
@@ -53,7 +53,12 @@ impl ReplicaOut for Out {
     fn seq_data_req(&mut self, k: PktKey, h: u64) {
         self.seq_asks.push((k, h));
     }
-    fn copy_mismatch(&mut self, _m: &vyrn_replica::data_side::CopyMismatch, _s: &[u8], _d: &[u8]) {
+    fn copy_mismatch(
+        &mut self,
+        _m: &vyrn_replica::front::data::CopyMismatch,
+        _s: &[u8],
+        _d: &[u8],
+    ) {
         self.evidence += 1;
     }
     fn fault(&mut self, f: &Fault) {
@@ -314,7 +319,7 @@ fn hostile(
     now: u64,
     out: &mut Out,
 ) {
-    use vyrn_replica::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
+    use vyrn_replica::front::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
     let junk: Vec<u8> = (0..rng.next() % 300).map(|_| rng.next() as u8).collect();
     match rng.next() % 6 {
         0 => {

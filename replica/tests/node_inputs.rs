@@ -42,7 +42,7 @@ fn the_held_frames_bound_comes_from_the_home_file() {
     let node = Node::open(&config(&h, 0)).expect("opens");
     assert_eq!(
         node.core().order_rx().held_bytes_max(),
-        vyrn_replica::order_rx::HELD_BYTES_MAX
+        vyrn_replica::front::order_rx::HELD_BYTES_MAX
     );
     drop(node);
     h.home.voters_members[1].held_mib = Some(3);

@@ -6,8 +6,8 @@
 mod common;
 
 use common::TestDir;
-use vyrn_replica::frame_store::FrameStore;
-use vyrn_replica::order_journal::{OrderFault, OrderJournal, OrderJournalConfig, ENTRY_HDR};
+use vyrn_replica::disk::frame_store::FrameStore;
+use vyrn_replica::disk::order_journal::{OrderFault, OrderJournal, OrderJournalConfig, ENTRY_HDR};
 use vyrn_wire::frame::{same_frame, FrameHeader, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;
 

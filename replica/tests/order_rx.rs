@@ -2,7 +2,9 @@
 //! path alarms — against frames built with `wire`'s frame builder.
 
 use proptest::prelude::*;
-use vyrn_replica::order_rx::{OrderRx, Refused, RxAlarm, RxConfig, RxOut, RxTiming, RxVerdict};
+use vyrn_replica::front::order_rx::{
+    OrderRx, Refused, RxAlarm, RxConfig, RxOut, RxTiming, RxVerdict,
+};
 use vyrn_wire::frame::{build_frame, FrameHeader, FrameKind, FLAG_PATH_B, FLAG_RETRANSMIT};
 use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
 
@@ -171,7 +173,7 @@ fn a_hole_is_nacked_after_the_wait_then_asked_of_a_peer_and_repaired() {
     // A peer's copies (flags.peer_repaired, on the peer channel) fill the rest: delivered
     // flagged, in order.
     let peer = vyrn_wire::frame::FLAG_PEER_REPAIRED;
-    let pc = vyrn_replica::order_rx::PEER_CHANNEL;
+    let pc = vyrn_replica::front::order_rx::PEER_CHANNEL;
     rx.on_frame(pc, &frame(1, 4, peer), t0 + 70 * US, &mut o);
     assert_eq!(
         rx.on_frame(pc, &frame(1, 2, peer), t0 + 71 * US, &mut o),
@@ -209,7 +211,7 @@ fn nack_too_old_sends_the_hole_to_peers_only() {
 /// instead of asking every 50 µs forever (130,000 requests a second were measured before).
 #[test]
 fn retries_of_a_hole_nobody_fills_back_off() {
-    use vyrn_replica::order_rx::{retry_after, NACK_BACKOFF_MAX_NS};
+    use vyrn_replica::front::order_rx::{retry_after, NACK_BACKOFF_MAX_NS};
     let mut rx = OrderRx::new(cfg(3));
     let mut o = Out::default();
     rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
@@ -472,7 +474,7 @@ proptest! {
 /// later: slower than the live stream, measured in docs/operator.md).
 #[test]
 fn a_long_hole_is_asked_window_by_window_as_each_arrives() {
-    use vyrn_replica::order_rx::{nack_window, NACK_WINDOW, REPAIR_CHANNEL};
+    use vyrn_replica::front::order_rx::{nack_window, NACK_WINDOW, REPAIR_CHANNEL};
     let mut rx = OrderRx::new(cfg(2));
     let mut o = Out::default();
     let last = 3 * NACK_WINDOW + 10; // frames 2 ..= last - 1 lost
@@ -539,7 +541,7 @@ fn a_long_hole_is_asked_window_by_window_as_each_arrives() {
 /// frame still missing, and the rest of the hole is not asked before that.
 #[test]
 fn a_window_missing_its_last_frame_waits_for_the_retry() {
-    use vyrn_replica::order_rx::NACK_WINDOW;
+    use vyrn_replica::front::order_rx::NACK_WINDOW;
     let mut rx = OrderRx::new(cfg(0));
     let mut o = Out::default();
     let last = 2 * NACK_WINDOW + 2;
@@ -564,7 +566,7 @@ fn a_window_missing_its_last_frame_waits_for_the_retry() {
 /// measures nothing.
 #[test]
 fn path_skew_is_measured_between_the_two_copies_of_a_frame() {
-    use vyrn_replica::order_rx::REPAIR_CHANNEL;
+    use vyrn_replica::front::order_rx::REPAIR_CHANNEL;
     let mut rx = OrderRx::new(cfg(0));
     let mut o = Out::default();
     assert_eq!(rx.path_skew().frames, 0);
@@ -600,7 +602,7 @@ fn path_skew_is_measured_between_the_two_copies_of_a_frame() {
 /// and not for frames that were never missing.
 #[test]
 fn hole_to_filled_is_timed_per_frame_and_split_by_what_filled_it() {
-    use vyrn_replica::order_rx::REPAIR_CHANNEL;
+    use vyrn_replica::front::order_rx::REPAIR_CHANNEL;
     let mut rx = OrderRx::new(cfg(0));
     let mut o = Out::default();
     assert_eq!(rx.hole_fill().by_path.frames, 0);
@@ -648,7 +650,7 @@ fn hole_to_filled_is_timed_per_frame_and_split_by_what_filled_it() {
 /// ends, anything still missing is asked as usual.
 #[test]
 fn a_hole_the_own_journal_covers_is_asked_only_above_it() {
-    use vyrn_replica::order_rx::REPAIR_CHANNEL;
+    use vyrn_replica::front::order_rx::REPAIR_CHANNEL;
     let mut rx = OrderRx::new(cfg(2));
     let mut o = Out::default();
     rx.expect_local(0, Some((1, 40)));
@@ -715,7 +717,7 @@ fn frames_held_behind_a_hole_are_bounded_in_bytes() {
 /// as new; a path frame that claims `peer_repaired` is the box's.
 #[test]
 fn a_repair_is_taken_only_for_a_hole_and_is_a_peers_by_its_channel() {
-    use vyrn_replica::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
+    use vyrn_replica::front::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
     let peer = vyrn_wire::frame::FLAG_PEER_REPAIRED;
     let mut rx = OrderRx::new(cfg(1));
     let mut o = Out::default();

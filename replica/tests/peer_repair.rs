@@ -18,10 +18,10 @@ use boxrun::{as_sent, finalize, first_copy_key, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::core::{CoreConfig, CoreCounters, ReplicaCore, ReplicaOut};
-use vyrn_replica::decode::Fault;
-use vyrn_replica::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
-use vyrn_replica::verdict::{Anchor, VerifyOutcome};
+use vyrn_replica::front::core::{CoreConfig, CoreCounters, ReplicaCore, ReplicaOut};
+use vyrn_replica::front::decode::Fault;
+use vyrn_replica::front::order_rx::{PEER_CHANNEL, REPAIR_CHANNEL};
+use vyrn_replica::front::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::decoder::BlockRoots;

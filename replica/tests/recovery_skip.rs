@@ -7,8 +7,10 @@ mod common;
 
 use common::TestDir;
 use std::path::{Path, PathBuf};
-use vyrn_replica::journal::cert::{CertFault, CertJournal, CertKind, CERT_FILE, CERT_HEAD_BYTES};
-use vyrn_replica::order_journal::{OrderFault, OrderJournal, OrderJournalConfig, ENTRY_HDR};
+use vyrn_replica::disk::journal::cert::{
+    CertFault, CertJournal, CertKind, CERT_FILE, CERT_HEAD_BYTES,
+};
+use vyrn_replica::disk::order_journal::{OrderFault, OrderJournal, OrderJournalConfig, ENTRY_HDR};
 
 // ---- the order journal ----
 

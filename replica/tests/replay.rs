@@ -13,8 +13,8 @@ use boxrun::{as_sent, finalize, first_copy_key, Net, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::decode::{DecodedOut, Decoder, Fault};
-use vyrn_replica::order_rx::{OrderRx, RxConfig, RxTiming};
+use vyrn_replica::front::decode::{DecodedOut, Decoder, Fault};
+use vyrn_replica::front::order_rx::{OrderRx, RxConfig, RxTiming};
 use vyrn_replica::replay::{PayloadSource, Replayer};
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;

@@ -5,8 +5,8 @@
 use vyrn_engine::home::CountingSink;
 use vyrn_engine::workload::Mix;
 use vyrn_engine::EngineConfig;
-use vyrn_replica::core::{CoreConfig, NullOut, ReplicaCore};
-use vyrn_replica::verdict::Anchor;
+use vyrn_replica::front::core::{CoreConfig, NullOut, ReplicaCore};
+use vyrn_replica::front::verdict::Anchor;
 use vyrn_seq::testkit::capture::capture;
 
 const EPOCH: u32 = 5;

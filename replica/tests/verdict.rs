@@ -8,9 +8,9 @@ use std::collections::HashMap;
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::decode::{DecodedOut, Decoder, Fault};
-use vyrn_replica::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxTiming};
-use vyrn_replica::verdict::{
+use vyrn_replica::front::decode::{DecodedOut, Decoder, Fault};
+use vyrn_replica::front::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxTiming};
+use vyrn_replica::front::verdict::{
     Anchor, PayloadView, Payloads, Pending, Refusal, Verdict, Verdicts, VerifyOutcome,
 };
 use vyrn_seq::testkit::{SimBox, WireEvent};
@@ -453,7 +453,7 @@ fn headers_that_lie_are_refused_and_verify_answers_the_range() {
 /// one that came first, and only signed headers are reported as held.
 #[test]
 fn unsigned_headers_change_nothing_a_signed_one_decides() {
-    use vyrn_replica::verdict::UNSIGNED_AHEAD_MAX;
+    use vyrn_replica::front::verdict::UNSIGNED_AHEAD_MAX;
     let mut r = run(7, 2000, None);
     let full = r.full.clone();
     let book = std::mem::take(&mut r.book);

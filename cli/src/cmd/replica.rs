@@ -31,10 +31,10 @@ use std::time::Instant;
 
 use super::{cores, Cores};
 use vyrn_home::{read_seed, HomeConfig, Profile};
-use vyrn_replica::core::Budgets;
-use vyrn_replica::journal::BackendChoice;
+use vyrn_replica::disk::journal::BackendChoice;
+use vyrn_replica::front::core::Budgets;
 use vyrn_replica::node::{Node, NodeConfig};
-use vyrn_replica::voter::SimplexCfg;
+use vyrn_replica::vote::SimplexCfg;
 
 /// `vyrn replica`: one voting replica of a home (07 §7.2).
 #[derive(Debug, clap::Args)]
@@ -130,8 +130,8 @@ fn cut(s: &str) -> Result<(u8, u64), String> {
     Ok((path, secs))
 }
 
-/// Repairs and the holds of peer-supplied frames (`vyrn_replica::quarantine`, 07 §4.10).
-fn render_repairs(e: &mut vyrn_metrics::Exposition, core: &vyrn_replica::core::ReplicaCore) {
+/// Repairs and the holds of peer-supplied frames (`vyrn_replica::front::quarantine`, 07 §4.10).
+fn render_repairs(e: &mut vyrn_metrics::Exposition, core: &vyrn_replica::front::core::ReplicaCore) {
     let rx = core.order_rx().counters();
     e.counter(
         "vyrn_replica_repaired_total",
@@ -713,9 +713,9 @@ fn snapshot_blocks(o: &Args, h: &HomeConfig) -> u64 {
 
 pub fn root_blocks(h: &HomeConfig) -> u64 {
     if h.profile == Profile::Dev {
-        vyrn_replica::voter::RootSettings::dev(h.block_ns).root_blocks
+        vyrn_replica::vote::RootSettings::dev(h.block_ns).root_blocks
     } else {
-        vyrn_replica::voter::RootSettings::spec().root_blocks
+        vyrn_replica::vote::RootSettings::spec().root_blocks
     }
 }
 
@@ -732,7 +732,7 @@ pub fn verify_cert_journal(home: &Path, dirs: &[PathBuf]) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    match vyrn_replica::voter::verify_cert_journal(dirs, m, root_blocks(&h)) {
+    match vyrn_replica::vote::verify_cert_journal(dirs, m, root_blocks(&h)) {
         Ok(r) if super::tools::print_cert_audit(&r) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
         Err(e) => {

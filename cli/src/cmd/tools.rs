@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use vyrn_home::{BoxConfig, HomeConfig};
-use vyrn_replica::journal::{BlockJournal, JournalConfig};
+use vyrn_replica::disk::journal::{BlockJournal, JournalConfig};
 use vyrn_wire::msg::ctrl::{CtrlMsg, RepMembership};
 use vyrn_wire::msg::journal::BlockRecordRef;
 
@@ -133,7 +133,7 @@ pub fn verify_cert(membership: &Path, cert: &Path) -> ExitCode {
 }
 
 /// Print what a cert-journal audit found; true when every certificate verified.
-pub fn print_cert_audit(a: &vyrn_replica::voter::CertAudit) -> bool {
+pub fn print_cert_audit(a: &vyrn_replica::vote::CertAudit) -> bool {
     println!(
         "cert journal: {} finality certificate(s) verify against the membership (final through height {}), {} state-root certificate(s) verify (through root height {}), {} bad, {} of other kinds",
         a.ok,
@@ -207,7 +207,7 @@ pub fn journal_inspect(
                 }
                 match BlockRecordRef::parse(&buf) {
                     Ok(r) => {
-                        let l = loc.unwrap_or(vyrn_replica::journal::BlockLoc {
+                        let l = loc.unwrap_or(vyrn_replica::disk::journal::BlockLoc {
                             drive: 0,
                             segment: 0,
                             offset: 0,
@@ -264,7 +264,7 @@ pub fn journal_inspect(
     if let Some(h) = &home {
         let certs = &drives[..drives.len().min(2)];
         match h.membership.as_ref() {
-            Some(m) => match vyrn_replica::voter::verify_cert_journal(
+            Some(m) => match vyrn_replica::vote::verify_cert_journal(
                 certs,
                 m,
                 super::replica::root_blocks(h),
@@ -295,7 +295,7 @@ pub fn journal_inspect(
 }
 
 fn export_certs(dirs: &[PathBuf], out: &Path) -> Result<usize, String> {
-    use vyrn_replica::journal::cert::{CertJournal, CertKind};
+    use vyrn_replica::disk::journal::cert::{CertJournal, CertKind};
     let mut j = CertJournal::open_read_only(dirs).map_err(|e| format!("cert journal: {e}"))?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut n = 0;

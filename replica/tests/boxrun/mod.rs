@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use vyrn_engine::home::EngineSink;
 use vyrn_engine::resp::RespOut;
-use vyrn_replica::order_rx::{RxAlarm, RxOut};
+use vyrn_replica::front::order_rx::{RxAlarm, RxOut};
 use vyrn_seq::testkit::SimBox;
 use vyrn_wire::msg::ctrl::{Nack, RepAck, RepairReq};
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ed25519_dalek::SigningKey;
-use vyrn_replica::journal::{BackendChoice, BlockJournal, JournalConfig, JournalError};
+use vyrn_replica::disk::journal::{BackendChoice, BlockJournal, JournalConfig, JournalError};
 use vyrn_wire::msg::journal::RepBlockRecord;
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::BlockHeader;
@@ -130,7 +130,7 @@ fn uring_expected() -> bool {
     }
 }
 
-pub fn open(c: JournalConfig) -> (BlockJournal, vyrn_replica::journal::RecoveryReport) {
+pub fn open(c: JournalConfig) -> (BlockJournal, vyrn_replica::disk::journal::RecoveryReport) {
     match BlockJournal::open(c) {
         Ok(x) => x,
         Err(e) => panic!("open: {e}"),

@@ -49,7 +49,7 @@ use vyrn_rings::spsc;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
 use vyrn_wire::records::PacketRecord;
 
-use crate::replay_tile::{poll_until, Idle, ReportingSink, SinkReport};
+use crate::replay::run::{poll_until, Idle, ReportingSink, SinkReport};
 
 /// Ring sizes between the driver and one lane (each rounded up to a power of two).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

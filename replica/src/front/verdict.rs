@@ -17,8 +17,8 @@ use vyrn_wire::consts::REP_VERIFY_WAIT_MS;
 use vyrn_wire::decoder::BlockRoots;
 use vyrn_wire::header::{BlockHeader, Hash};
 
-use crate::data_side::{BlockPayloads, DataOut, DataSide, RootCheck};
-use crate::decode::Fault;
+use crate::front::data::{BlockPayloads, DataOut, DataSide, RootCheck};
+use crate::front::decode::Fault;
 
 /// How far past the newest signed header an unsigned one is kept (it stands for its height's
 /// `BadSig` refusal): further ahead it is dropped, so forged headers cannot fill the table or
@@ -187,7 +187,7 @@ impl Verdicts {
     }
 
     /// [`Verdicts::on_header`] with the signature's check already made (`Some(ok)`), as a hold
-    /// made it ([`crate::quarantine`]).
+    /// made it ([`crate::front::quarantine`]).
     pub fn on_header_checked(&mut self, h: &BlockHeader, sig_ok: Option<bool>) -> bool {
         self.counters.headers += 1;
         let held = self.headers.get(&h.height).copied();

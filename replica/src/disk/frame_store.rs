@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use crate::order_journal::OrderJournal;
+use crate::disk::order_journal::OrderJournal;
 use vyrn_wire::consts::{REP_PEER_RING_MS, REP_PEER_RTX_MAX_FPS};
 use vyrn_wire::frame::{FLAGS_OFFSET, FLAG_PEER_REPAIRED};
 use vyrn_wire::msg::ctrl::RepairReq;

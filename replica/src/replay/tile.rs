@@ -1,7 +1,7 @@
 //! Replay on its own core (07 §7.2: "replay cores"; 07 §7.1 replay from the wire).
 //!
 //! The replica's receive side is two tiles joined by SPSC rings: the **front** (order RX, the
-//! decoder, the data side and the verdict: [`crate::core::ReplicaCore`]) and the **replay
+//! decoder, the data side and the verdict: [`crate::front::core::ReplicaCore`]) and the **replay
 //! tile** ([`ReplayTile`]: the engine in replay mode). The front hands replay what it decoded,
 //! in decode order, over one byte ring ([`ReplayTx`]):
 //!
@@ -32,16 +32,18 @@
 //! lock, no syscall: the rings are `vyrn_rings::spsc`.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use vyrn_engine::home::{EngineSink, NoPayloads, ReplayError};
+use vyrn_engine::home::{NoPayloads, ReplayError};
 use vyrn_engine::EngineConfig;
 use vyrn_rings::spsc;
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
 use vyrn_wire::records::{PacketRecord, Step, StepKind};
 
+use crate::replay::run::poll_until;
+pub use crate::replay::run::{Idle, ReportingSink, SinkReport};
 use crate::replay::{ReplayCounters, ReplayLag, Replayer};
 
 /// The front → replay ring, bytes (4 MiB: ~40 ms of the peak mix's records and payloads).
@@ -109,53 +111,6 @@ pub struct ReplayProgress {
     pub sink: SinkReport,
     /// Records waiting in replay's lanes now (for their payload, or for their turn).
     pub waiting: u64,
-}
-
-/// What a sink reports across the ring (the replica's digest sink fills it; others need not).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SinkReport {
-    /// First-copy responses.
-    pub responses: u64,
-    /// Lane events.
-    pub events: u64,
-    /// The sink's digest.
-    pub digest: Hash,
-}
-
-impl SinkReport {
-    /// Add what another sink saw (the replay lanes' sinks, `replay_split`): counts add, and the
-    /// digest — a multiset sum of 64-bit words — adds word by word.
-    pub fn merge(&mut self, o: &SinkReport) {
-        self.responses += o.responses;
-        self.events += o.events;
-        for i in 0..4 {
-            let w = |d: &Hash| {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&d[8 * i..8 * i + 8]);
-                u64::from_le_bytes(b)
-            };
-            let sum = w(&self.digest).wrapping_add(w(&o.digest));
-            self.digest[8 * i..8 * i + 8].copy_from_slice(&sum.to_le_bytes());
-        }
-    }
-}
-
-/// A sink that can say what it saw, for [`ReplayProgress::sink`].
-pub trait ReportingSink: EngineSink {
-    /// A snapshot (default: nothing).
-    fn report(&self) -> SinkReport {
-        SinkReport::default()
-    }
-}
-
-/// The engine's counting sink reports its count as responses (benches).
-impl ReportingSink for vyrn_engine::home::CountingSink {
-    fn report(&self) -> SinkReport {
-        SinkReport {
-            responses: self.0,
-            ..SinkReport::default()
-        }
-    }
 }
 
 /// Counters of the front's end.
@@ -451,10 +406,10 @@ pub fn pair_split<S: ReportingSink + Default + Send + 'static>(
     cfg: EngineConfig,
     ring_bytes: usize,
     sink: S,
-    workers: crate::replay_split::Workers,
-    slots: crate::replay_split::SplitSlots,
+    workers: crate::replay::split::Workers,
+    slots: crate::replay::split::SplitSlots,
 ) -> std::io::Result<(ReplayTx, ReplayTile<S>)> {
-    let make = || -> Box<dyn crate::replay_split::WorkerSink> { Box::new(S::default()) };
+    let make = || -> Box<dyn crate::replay::split::WorkerSink> { Box::new(S::default()) };
     Ok(pair_with(
         Replayer::new_split(cfg, workers, slots, &make)?,
         ring_bytes,
@@ -549,7 +504,7 @@ impl<S: ReportingSink> ReplayTile<S> {
     }
 
     /// The split engine's counters, if the engine is split.
-    pub fn split_counters(&self) -> Option<crate::replay_split::SplitCounters> {
+    pub fn split_counters(&self) -> Option<crate::replay::split::SplitCounters> {
         self.replay.split_counters()
     }
 
@@ -564,7 +519,7 @@ impl<S: ReportingSink> ReplayTile<S> {
     }
 
     /// The sink and, when the engine is split, the lane workers' sinks (workers stopped).
-    pub fn into_sinks(self) -> (S, Vec<Box<dyn crate::replay_split::WorkerSink>>) {
+    pub fn into_sinks(self) -> (S, Vec<Box<dyn crate::replay::split::WorkerSink>>) {
         (self.sink, self.replay.into_lane_sinks())
     }
 
@@ -815,15 +770,6 @@ impl<S: ReportingSink> ReplayTile<S> {
     }
 }
 
-/// How the replay thread waits when there is nothing to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Idle {
-    /// Spin (a dedicated core: 07 §7.2's map).
-    Spin,
-    /// Yield, then sleep 200 µs at a time after a run of idle polls (a shared box).
-    Backoff,
-}
-
 /// A replay tile on its own thread: returns the stop flag and the thread's handle, whose join
 /// gives the tile back. `core`: the core to pin it to (`None`: not pinned).
 pub fn spawn<S: ReportingSink + Send + 'static>(
@@ -843,41 +789,6 @@ pub fn spawn<S: ReportingSink + Send + 'static>(
             tile
         })?;
     Ok((stop, h))
-}
-
-/// A tile thread's loop (the replay thread's, and the replay lanes' in `replay_split`): pinned
-/// to `core` if given, `poll` until `stop`, waiting as `idle` says when a poll did nothing.
-pub(crate) fn poll_until(
-    stop: &AtomicBool,
-    core: Option<usize>,
-    idle: Idle,
-    mut poll: impl FnMut() -> bool,
-) {
-    if let Some(c) = core {
-        pin_to(c);
-    }
-    let mut idle_polls = 0u32;
-    while !stop.load(Ordering::Acquire) {
-        if poll() {
-            idle_polls = 0;
-            continue;
-        }
-        idle_polls = idle_polls.saturating_add(1);
-        match idle {
-            Idle::Spin => std::hint::spin_loop(),
-            Idle::Backoff if idle_polls < 64 => std::hint::spin_loop(),
-            Idle::Backoff if idle_polls < 256 => std::thread::yield_now(),
-            // 200 µs: a shared box's replay thread wakes 5k times a second when idle
-            // (20 µs slowed the other roles' threads on two cores).
-            Idle::Backoff => std::thread::sleep(std::time::Duration::from_micros(200)),
-        }
-    }
-}
-
-/// Pin the calling thread to `core` (best effort, as the sequencer's runner pins its tiles: a
-/// core outside the process's set is left alone).
-fn pin_to(core: usize) {
-    let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
 }
 
 #[cfg(test)]

@@ -502,7 +502,7 @@ impl OrderRx {
         let direct = !channel && h.flags & (FLAG_RETRANSMIT | FLAG_PEER_REPAIRED) == 0;
         // Peer-supplied by the channel it came on (the flag byte is the sender's word). A frame
         // of this replica's own journal was journaled only once its block was vouched for
-        // (`crate::quarantine`): it is this replica's own.
+        // (`crate::front::quarantine`): it is this replica's own.
         let peer = path == PEER_CHANNEL as usize;
         let st = h.stream as usize;
         let fs = h.frame_seq;
@@ -598,7 +598,7 @@ impl OrderRx {
     }
 
     /// Take back the frames of `stream` delivered from `frames`' first on, in order up to the
-    /// last delivered (a hold that failed, `crate::quarantine`, 07 §4.10): each peer-supplied
+    /// last delivered (a hold that failed, `crate::front::quarantine`, 07 §4.10): each peer-supplied
     /// frame becomes a hole again, asked of the sequencer first at the next tick; the rest wait
     /// behind the holes as held frames (past the held-bytes bound, they are holes too).
     /// [`OrderRx::pump`] delivers what is in order again. Frames not contiguous up to the last

@@ -20,13 +20,17 @@
 //! every replica, and replay does not wait for headers (a dev home's replay lag was half a block
 //! while it did).
 
+pub mod run;
+pub mod split;
+pub mod tile;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use vyrn_engine::bbo::StepIn;
 use vyrn_engine::home::{EngineSink, ReplayEngine, ReplayError};
 
-use crate::replay_split::{SplitEngine, SplitSlots, WorkerSink, Workers};
-use crate::replay_tile::SinkReport;
+use crate::replay::run::SinkReport;
+use crate::replay::split::{SplitEngine, SplitSlots, WorkerSink, Workers};
 use vyrn_engine::EngineConfig;
 use vyrn_wire::header::Hash;
 use vyrn_wire::records::{PacketRecord, Step};
@@ -435,7 +439,7 @@ impl Replayer {
     }
 
     /// The split engine's counters, if split.
-    pub fn split_counters(&self) -> Option<crate::replay_split::SplitCounters> {
+    pub fn split_counters(&self) -> Option<crate::replay::split::SplitCounters> {
         match &self.eng {
             Eng::One(_) => None,
             Eng::Split(e) => Some(e.counters()),
@@ -579,15 +583,5 @@ impl Replayer {
                 let _ = self.settle_split(sink);
             }
         }
-    }
-}
-
-/// The data side is where replay finds its payloads: the stored copy of the key whose 8-byte
-/// hash is the record's (a key can hold several copies, `docs/wire.md` "What the box logs").
-impl PayloadSource for crate::data_side::DataSide {
-    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
-        // The hash the data side computed when it stored the copy: no second BLAKE3.
-        let key = vyrn_wire::msg::PktKey { session, pkt_seq };
-        self.payload_with_hash(key, pkt_hash).map(|(p, _)| p)
     }
 }

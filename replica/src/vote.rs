@@ -19,8 +19,8 @@ use vyrn_consensus::process::{self, ProcessConfig, VoterThread};
 use vyrn_consensus::{App, Voters};
 use vyrn_wire::header::Hash;
 
-use crate::core::{ReplicaCore, ReplicaOut};
-use crate::verdict::VerifyOutcome;
+use crate::front::core::{ReplicaCore, ReplicaOut};
+use crate::front::verdict::VerifyOutcome;
 
 /// How the replica's voter runs.
 #[derive(Debug, Clone)]
@@ -439,7 +439,7 @@ pub fn newest_floor(
     vyrn_consensus::Finalization,
     vyrn_wire::msg::consensus::RepProposal,
 )> {
-    use crate::journal::cert::{CertJournal, CertKind};
+    use crate::disk::journal::cert::{CertJournal, CertKind};
     use vyrn_wire::msg::ctrl::CtrlMsg;
     let mut j = CertJournal::open_read_only(dirs).ok()?;
     // Parse every entry (cheap), then check signatures newest view first and stop at the first
@@ -490,7 +490,7 @@ pub fn verify_cert_journal(
     membership: &vyrn_wire::msg::ctrl::RepMembership,
     root_blocks: u64,
 ) -> Result<CertAudit, String> {
-    use crate::journal::cert::{CertJournal, CertKind};
+    use crate::disk::journal::cert::{CertJournal, CertKind};
     use vyrn_wire::msg::ctrl::CtrlMsg;
     // Read-only: an audit never cuts, repairs or creates anything (the replica may be writing).
     let mut j = CertJournal::open_read_only(dirs).map_err(|e| format!("cert journal: {e}"))?;

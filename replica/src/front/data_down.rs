@@ -2,7 +2,7 @@
 //! deterministic backup home and when to send `DataRedirect`.
 //!
 //! 1. The data side marks box `d` down after REP_DATA_SILENCE_MS of silence
-//!    ([`crate::data_side::DataAlarm::BoxDown`]); the replica then gossips `DataDown{d}` to its
+//!    ([`crate::front::data::DataAlarm::BoxDown`]); the replica then gossips `DataDown{d}` to its
 //!    peers and to every data box ([`DataDown::on_own`]), and repeats it every
 //!    [`GOSSIP_EVERY_NS`] while `d` stays silent (a lost datagram is replaced).
 //! 2. `quorum` distinct voters' `DataDown{d}` (its own included) make `d` down here
@@ -21,7 +21,7 @@
 //! their backup home (07 names no move back; the operator's restart of the box is a new home
 //! assignment).
 
-use crate::data_side::BOXES_MAX;
+use crate::front::data::BOXES_MAX;
 
 /// How often the gossip and the redirects are repeated while they matter.
 pub const GOSSIP_EVERY_NS: u64 = 100_000_000;

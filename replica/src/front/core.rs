@@ -20,13 +20,13 @@ use vyrn_wire::msg::ctrl::{DataFetch, HashList, HashListReq, Nack, RepAck, Repai
 use vyrn_wire::msg::PktKey;
 use vyrn_wire::records::{PacketRecord, Step};
 
-use crate::data_side::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide, Source};
-use crate::decode::{DecodedOut, Decoder, Fault};
-use crate::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxVerdict};
-use crate::quarantine::{HeaderCheck, HeldFrame, HoldFailed};
+use crate::front::data::{CopyMismatch, DataAlarm, DataConfig, DataOut, DataSide, Source};
+use crate::front::decode::{DecodedOut, Decoder, Fault};
+use crate::front::order_rx::{OrderRx, RxAlarm, RxConfig, RxOut, RxVerdict};
+use crate::front::quarantine::{HeaderCheck, HeldFrame, HoldFailed};
+use crate::front::verdict::{Anchor, Verdicts, VerifyOutcome};
+use crate::replay::tile::{ReplayTile, ReplayTx, ReportingSink};
 use crate::replay::Replayer;
-use crate::replay_tile::{ReplayTile, ReplayTx, ReportingSink};
-use crate::verdict::{Anchor, Verdicts, VerifyOutcome};
 
 /// Frames a hold releases at most per call: a block vouched for after a restart's backlog was
 /// held released thousands of frames in one poll, the replica's sockets overflowed meanwhile,
@@ -86,7 +86,7 @@ pub struct CoreCounters {
     /// Records the data side refused (a record out of layout, a mark out of order).
     pub data_refused: u64,
     /// Holds started: a peer-supplied frame held from the decoder until its block is vouched
-    /// for ([`crate::quarantine`]).
+    /// for ([`crate::front::quarantine`]).
     pub holds: u64,
     /// Holds that failed, by [`HoldFailed`] (decode, order_root, timeout, full): their
     /// peer-supplied frames were dropped and asked again, the sequencer first.
@@ -103,16 +103,16 @@ pub struct CoreCounters {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budgets {
     /// Order RX (REP_HOLE_WAIT_US, REP_ACK_US, ...).
-    pub rx: crate::order_rx::RxTiming,
+    pub rx: crate::front::order_rx::RxTiming,
     /// The data side (REP_DATA_WAIT_US, REP_DATA_SILENCE_MS, ...).
-    pub data: crate::data_side::DataTiming,
+    pub data: crate::front::data::DataTiming,
     /// REP_HASHLAG_FAULT_NS.
     pub hashlag_fault_ns: u64,
     /// REP_PEER_RING_MS, ns: how long the peer frame store keeps a frame in memory (older ones
     /// are served from the order journal, if this replica journals).
     pub peer_ring_ns: u64,
     /// How long a hold of peer-supplied frames may go with no block vouched for before it
-    /// fails and the frames are asked again ([`crate::quarantine`]): the time from a block's
+    /// fails and the frames are asked again ([`crate::front::quarantine`]): the time from a block's
     /// last frame to its signed header — the hash lag and a block.
     pub peer_verify_ns: u64,
 }
@@ -184,8 +184,8 @@ pub struct ReplicaCore {
     delivered: Delivered,
     /// The other buffer of `delivered` (swapped while one is decoded).
     spare: Delivered,
-    /// Peer-supplied frames held from the decoder ([`crate::quarantine`]).
-    hold: Option<crate::quarantine::Hold>,
+    /// Peer-supplied frames held from the decoder ([`crate::front::quarantine`]).
+    hold: Option<crate::front::quarantine::Hold>,
     check: HeaderCheck,
     /// Failed holds by their first peer frame (at most [`STRIKES_MAX`] frames remembered).
     strikes: std::collections::BTreeMap<(u8, u64), u32>,
@@ -389,28 +389,28 @@ impl ReplicaCore {
     }
 
     /// A core for `cfg`'s home and tenure whose replay runs on its own tile, fed over a ring of
-    /// `ring_bytes` ([`crate::replay_tile`]): poll the tile on its own thread
-    /// ([`crate::replay_tile::spawn`], 07 §7.2's replay cores) or in turn with the core.
+    /// `ring_bytes` ([`crate::replay::tile`]): poll the tile on its own thread
+    /// ([`crate::replay::tile::spawn`], 07 §7.2's replay cores) or in turn with the core.
     pub fn new_split<S: ReportingSink>(
         cfg: CoreConfig,
         ring_bytes: usize,
         sink: S,
     ) -> Result<(Self, ReplayTile<S>), &'static str> {
-        let (tx, tile) = crate::replay_tile::pair(cfg.engine.clone(), ring_bytes, sink);
+        let (tx, tile) = crate::replay::tile::pair(cfg.engine.clone(), ring_bytes, sink);
         Ok((Self::with_replay(cfg, ReplayPart::Tile(tx))?, tile))
     }
 
     /// [`ReplicaCore::new_split`] with the tile's engine split across cores too: the tile is
-    /// the replay BBO core, the lanes run on `workers` ([`crate::replay_split`], 07 §7.2).
+    /// the replay BBO core, the lanes run on `workers` ([`crate::replay::split`], 07 §7.2).
     pub fn new_split_lanes<S: ReportingSink + Default + Send + 'static>(
         cfg: CoreConfig,
         ring_bytes: usize,
         sink: S,
-        workers: crate::replay_split::Workers,
-        slots: crate::replay_split::SplitSlots,
+        workers: crate::replay::split::Workers,
+        slots: crate::replay::split::SplitSlots,
     ) -> Result<(Self, ReplayTile<S>), &'static str> {
         let (tx, tile) =
-            crate::replay_tile::pair_split(cfg.engine.clone(), ring_bytes, sink, workers, slots)
+            crate::replay::tile::pair_split(cfg.engine.clone(), ring_bytes, sink, workers, slots)
                 .map_err(|_| "cannot start the replay lane threads")?;
         Ok((Self::with_replay(cfg, ReplayPart::Tile(tx))?, tile))
     }
@@ -555,7 +555,7 @@ impl ReplicaCore {
     }
 
     /// Take a REP_Snapshot at the root heights `p` names (07 §7.5). Replay inline only: a
-    /// replay tile is set before it runs ([`crate::replay_tile::ReplayTile::set_snapshots`]).
+    /// replay tile is set before it runs ([`crate::replay::tile::ReplayTile::set_snapshots`]).
     /// False when replay is on a tile.
     pub fn set_snapshots(&mut self, p: crate::replay::SnapPolicy) -> bool {
         match &mut self.replay {
@@ -578,7 +578,7 @@ impl ReplicaCore {
 
     /// Take a state root every `root_blocks` heights (07 §7.4; 0: off); the chain starts after
     /// `anchor`.
-    pub fn set_root_blocks(&mut self, root_blocks: u64, anchor: &crate::verdict::Anchor) {
+    pub fn set_root_blocks(&mut self, root_blocks: u64, anchor: &crate::front::verdict::Anchor) {
         match &mut self.replay {
             ReplayPart::Inline(p) => p.set_roots(root_blocks, anchor.height, anchor.last_step),
             ReplayPart::Tile(t) => {
@@ -625,7 +625,7 @@ impl ReplicaCore {
     }
 
     /// Decode what order RX delivered — through a hold while peer-supplied frames are in
-    /// question ([`crate::quarantine`]) — until nothing is left (a failed hold gives order RX
+    /// question ([`crate::front::quarantine`]) — until nothing is left (a failed hold gives order RX
     /// back frames it delivers again).
     fn decode_delivered(&mut self, now: u64, out: &mut impl ReplicaOut) {
         loop {
@@ -672,7 +672,11 @@ impl ReplicaCore {
             {
                 self.counters.holds_given_up += 1;
             } else {
-                self.hold = Some(crate::quarantine::Hold::new(&self.dec, (stream, fs), now));
+                self.hold = Some(crate::front::quarantine::Hold::new(
+                    &self.dec,
+                    (stream, fs),
+                    now,
+                ));
                 self.counters.holds += 1;
             }
         }
@@ -760,7 +764,7 @@ impl ReplicaCore {
 
     fn fail_hold(
         &mut self,
-        h: crate::quarantine::Hold,
+        h: crate::front::quarantine::Hold,
         why: HoldFailed,
         now: u64,
         out: &mut impl ReplicaOut,

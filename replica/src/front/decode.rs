@@ -6,7 +6,7 @@
 //!   before its `BlockMark(h)` are in blocks ≤ h, so a record is in its substream's open block);
 //! * the first decoder error of the tenure recorded with (epoch, tenure, stream, frame_seq) and
 //!   the height of the block it hit ([`Fault`]): that block and every later one are refused for
-//!   voting ([`crate::verdict`]), and the sequencer-fault alarm is raised once (07 §3.12, §10.1);
+//!   voting ([`crate::front::verdict`]), and the sequencer-fault alarm is raised once (07 §3.12, §10.1);
 //! * counters.
 //!
 //! Hot path: records go to [`DecodedOut`] by reference; nothing is allocated per record.
@@ -47,7 +47,7 @@ pub trait DecodedOut {
     /// A HEADER frame's header.
     fn header(&mut self, h: &BlockHeader) {}
     /// A header whose `seq_sig` was already checked (`sig_ok`: it verified) — a hold's
-    /// released output ([`crate::quarantine`]), so the signature is checked once.
+    /// released output ([`crate::front::quarantine`]), so the signature is checked once.
     fn header_checked(&mut self, h: &BlockHeader, sig_ok: bool) {
         let _ = sig_ok;
         self.header(h);
@@ -71,7 +71,7 @@ pub struct DecodeCounters {
     pub after_fault: u64,
 }
 
-/// The decoder tile of one tenure. A clone is a probe ([`crate::quarantine`]).
+/// The decoder tile of one tenure. A clone is a probe ([`crate::front::quarantine`]).
 #[derive(Debug, Clone)]
 pub struct Decoder {
     dec: DecState,

@@ -18,7 +18,7 @@
 //!   touched is vouched for and everything is released, the probe *is* the decoder;
 //! * when the probe faults, a root differs, no block is vouched for within the budget, or the
 //!   held bytes pass their bound, the hold *fails*: the peer-supplied frames are dropped and
-//!   asked again, the sequencer first ([`crate::order_rx::OrderRx::rewind`]), and the path
+//!   asked again, the sequencer first ([`crate::front::order_rx::OrderRx::rewind`]), and the path
 //!   frames behind them wait in order RX again;
 //! * a hold that failed as many times at one frame as there are sources (the sequencer and each
 //!   peer) is not held again: the frames go to the decoder as they are, and what they do is the
@@ -40,7 +40,7 @@ use vyrn_wire::decoder::{Awaiting, BlockRoots, Pos};
 use vyrn_wire::header::{BlockHeader, Hash};
 use vyrn_wire::records::{PacketRecord, Step};
 
-use crate::decode::{DecodedOut, Decoder, Fault};
+use crate::front::decode::{DecodedOut, Decoder, Fault};
 
 /// Why a hold failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -645,7 +645,7 @@ impl BlockJournal {
                     // the order journal (drive 0) are not foreign.
                     let sibling = name == backend::ODIRECT_PROBE
                         || name == cert::CERT_FILE
-                        || name == crate::order_journal::ORDER_DIR;
+                        || name == crate::disk::order_journal::ORDER_DIR;
                     if !sibling {
                         self.counters.foreign_files += 1;
                         report.foreign.push(e.path());

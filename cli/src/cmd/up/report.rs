@@ -1,0 +1,511 @@
+//! The end of a `vyrn up` run: `report.md` with its verdict, the SVG plots and the latency
+//! distribution, read from what the processes published.
+
+use super::*;
+
+/// Write `report.md` and the plots; print the verdict; `Ok(true)` when the home kept its
+/// promises.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn report(
+    a: &Args,
+    run: &Path,
+    procs: &[Proc],
+    journals: &[(usize, Vec<PathBuf>)],
+    home: &HomeConfig,
+    timeline: &[Tick],
+    alarms_seen: &[String],
+    load_last: &Samples,
+) -> Result<bool, String> {
+    let mut r = String::new();
+    let mut ok = true;
+    let mut problems: Vec<String> = Vec::new();
+    let _ = writeln!(r, "# vyrn up — run report\n");
+    let _ = writeln!(
+        r,
+        "Home: {} voters (Q {}), {} data box(es), profile {:?}, {} ms blocks; load {} msgs/s for {} s (seed {}). Logs: `{}`.\n",
+        home.voters,
+        home.membership.as_ref().map_or(0, |m| m.q),
+        home.databoxes.len(),
+        home.profile,
+        home.block_ns / 1_000_000,
+        a.rate,
+        a.duration,
+        a.seed,
+        run.display()
+    );
+    if a.netns {
+        let paths = std::fs::read_to_string(lab::PATHS_FILE).unwrap_or_default();
+        let _ = writeln!(
+            r,
+            "Lab: every role in its own network namespace (`deploy/lab/netns.sh`): the box at {}, voters at 10.77.0.10–13, data boxes at 10.77.0.20+; path A on 10.77.1.0/24 and path B on 10.77.2.0/24, separate networks; path delay: {}.\n",
+            home.box_ip,
+            paths.trim().trim_start_matches("paths: ").trim_start_matches("paths:").trim()
+        );
+    }
+    let load = procs
+        .iter()
+        .find(|p| p.name == "load")
+        .map(|p| p.log_text())
+        .unwrap_or_default();
+    if let Some(p) = procs.iter().find(|p| p.name == "ping") {
+        let _ = writeln!(
+            r,
+            "## Ping (`vyrn load --ping`: one request in flight)\n\n```"
+        );
+        for l in p.log_text().lines().filter(|l| l.starts_with("ping")) {
+            let _ = writeln!(r, "{l}");
+        }
+        let _ = writeln!(r, "```\n");
+    }
+    if let Some(p) = procs.iter().find(|p| p.name == "misbehave") {
+        let _ = writeln!(r, "## Misbehaving client (`vyrn load --misbehave`)\n\n```");
+        for l in p.log_text().lines().filter(|l| l.starts_with("misbehave")) {
+            let _ = writeln!(r, "{l}");
+        }
+        let _ = writeln!(r, "```\n");
+    }
+    let _ = writeln!(r, "## Clients (`vyrn load`, open loop)\n\n```");
+    let mut in_summary = false;
+    for l in load.lines() {
+        if l.starts_with("--- summary") {
+            in_summary = true;
+            continue;
+        }
+        if in_summary {
+            let _ = writeln!(r, "{l}");
+        }
+    }
+    let _ = writeln!(r, "```\n");
+    // The generator's own end-of-run counts (its endpoint is gone once it exits): "sent N (…),
+    // answered N, fills N, durable N, final N, …".
+    let count = |key: &str| -> f64 {
+        load.lines()
+            .find(|l| l.starts_with("sent "))
+            .and_then(|l| l.split(", ").find_map(|part| part.strip_prefix(key)))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let summary = load.lines().any(|l| l.starts_with("sent "));
+    if !summary {
+        problems.push("the load generator printed no summary (killed?)".into());
+    }
+    let (answered, fills, not_durable, not_final) = (
+        count("answered "),
+        count("fills "),
+        count("fills not yet durable "),
+        count("not yet final "),
+    );
+    if answered < 1.0 {
+        problems.push("no order was answered".into());
+    }
+    if fills < 1.0 {
+        problems.push("no fill".into());
+    }
+    if not_durable > 0.0 || not_final > 0.0 {
+        problems.push(format!(
+            "of {fills:.0} fills, {not_durable:.0} never became durable and {not_final:.0} never final"
+        ));
+    }
+    let seq = procs
+        .iter()
+        .find(|p| p.name == "sequencer")
+        .map(|p| p.log_text())
+        .unwrap_or_default();
+    let _ = writeln!(r, "## The sequencer box (`vyrn seq`)\n\n```");
+    for l in seq.lines().filter(|l| {
+        l.starts_with("control:")
+            || l.starts_with("finality:")
+            || l.starts_with("peak")
+            || l.starts_with("alarm=")
+    }) {
+        let _ = writeln!(r, "{l}");
+    }
+    let _ = writeln!(r, "```\n");
+    if seq.contains("seq_fenced true") {
+        problems.push("the box fenced".into());
+    }
+    // 07 §6.8: the standby hears every finalize vote the box hears; its final height must
+    // reach the box's (within the finality gate's 8 blocks: it stops a moment later, or
+    // earlier, than the box).
+    if let Some(p) = procs.iter().find(|p| p.name == "standby") {
+        let text = p.log_text();
+        let sb = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("standby: final height"))
+            .map(str::to_string);
+        let height = |l: &str, key: &str| -> Option<u64> {
+            l.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
+        };
+        let box_final = seq
+            .lines()
+            .find(|l| l.starts_with("control:"))
+            .and_then(|l| height(l, "final height "));
+        let _ = writeln!(
+            r,
+            "## The standby's finality listener (`vyrn standby`, 07 §6.8)\n\nThe voters send their finalize votes and certificates to the standby's control port as to the box's; it batch-verifies them like the box's certificate tile (its replay and promotion, 07 §9, are not built).\n\n```\n{}\n```\n",
+            sb.as_deref().unwrap_or("(no summary)")
+        );
+        match (
+            sb.as_deref().and_then(|l| height(l, "final height ")),
+            box_final,
+        ) {
+            (Some(s), Some(b)) if s + vyrn_wire::consts::FIN_GATE_BLOCKS >= b && s > 0 => {}
+            (s, b) => problems.push(format!(
+                "the standby's final height {s:?} falls short of the box's {b:?}"
+            )),
+        }
+    }
+    if let Some(at) = a.attack {
+        let _ = writeln!(
+            r,
+            "Fault injected (docs/security.md): {at} s into the load, three bursts a second apart of the security review's single-datagram attacks with spoofed sources — F1 DATA_HB at data_seq u64::MAX to every replica, F2 forged far-ahead \"repairs\", F3 Diverge without evidence, F4 a stranger's DataFetch and DataDowns at the data box, F5 a NACK for 1..=u64::MAX, F17 unsigned NackTooOld, F9 RepAcks and DataDowns from every voter's own addresses (bare, and sealed under a made-up key); the home must keep trading, finalizing and replaying the same responses.\n"
+        );
+    }
+    if let Some((d, at)) = a.kill_data {
+        let _ = writeln!(
+            r,
+            "Fault injected (07 §14, data box down): data box {d} SIGKILLed {at} s into the load and left down; the replicas must gossip DataDown, redirect its sessions to the backup box (07 §5.7), and every replica still resolve every payload (the same replay digest), with nothing acked lost.\n"
+        );
+        for p in procs
+            .iter()
+            .filter(|p| p.name.starts_with("data box") && !p.lab_killed)
+        {
+            if let Some(l) = p.log_text().lines().rev().find(|l| l.contains("redirect")) {
+                let _ = writeln!(r, "{}: `{}`\n", p.name, l.trim());
+            }
+        }
+    }
+    if let Some(c) = &a.cut_path {
+        let how = if a.netns {
+            "its network taken down in the netns lab (the bridge), healed after the run"
+        } else {
+            "every replica stops reading it (`--lab-cut-path`)"
+        };
+        let _ = writeln!(
+            r,
+            "Fault injected (07 §14, path down): path {c} (PATH@SECS), {how}; every replica must raise REP_A_PATH for it and the home trade on the other path with nothing lost.\n"
+        );
+    }
+    if let Some((i, at)) = a.restart_replica {
+        let _ = writeln!(
+            r,
+            "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later on the same files; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
+        );
+    }
+    let _ = writeln!(
+        r,
+        "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | replay lag p50 / p99 / max (07 §7.3, budget 2 ms) | exit |\n|---|---|---|---|---|---|"
+    );
+    let mut digests = Vec::new();
+    for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
+        let text = p.log_text();
+        let d = text
+            .lines()
+            .find(|l| l.contains("replay digest"))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let i = w.iter().position(|x| *x == "digest").map_or(0, |i| i + 1);
+                (
+                    w.get(i).unwrap_or(&"?").to_string(),
+                    w.get(i + 2).unwrap_or(&"?").to_string(),
+                )
+            })
+            .unwrap_or(("none".into(), "0".into()));
+        // The voter's newest line: "…, root certs N…".
+        let roots = text
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let i = l.find("root certs ")? + "root certs ".len();
+                l[i..].split([',', ' ']).next().map(str::to_string)
+            })
+            .unwrap_or_else(|| "-".into());
+        // The newest status line: "…, replay lag p50/p99/max A/B/C ms over N steps, …".
+        let lag = text
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let i = l.find("replay lag p50/p99/max ")? + "replay lag p50/p99/max ".len();
+                let v = l[i..].split(' ').next()?;
+                Some(format!("{} ms", v.replace('/', " / ")))
+            })
+            .unwrap_or_else(|| "-".into());
+        if text.contains("REP_A_DIVERGE") {
+            problems.push(format!("{} raised REP_A_DIVERGE", p.name));
+        }
+        let _ = writeln!(
+            r,
+            "| {} | `{}` | {} | {} | {} | {} |",
+            p.name,
+            d.0,
+            d.1,
+            roots,
+            lag,
+            p.status.map_or("killed".to_string(), |s| s.to_string())
+        );
+        digests.push(d.0);
+    }
+    let mut distinct = digests.clone();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() != 1 || distinct[0] == "none" {
+        problems.push(format!("replay digests differ or are missing: {digests:?}"));
+    }
+    let _ = writeln!(
+        r,
+        "\n## Journals (opened read-only, every record checked)\n"
+    );
+    for (i, d) in journals {
+        let mut cfg = vyrn_replica::disk::journal::JournalConfig::new(d.clone());
+        cfg.read_only = true;
+        cfg.verifying_key = Some(home.seq_pub);
+        match vyrn_replica::disk::journal::BlockJournal::open(cfg) {
+            Ok((mut j, rep)) => {
+                let hs = j.heights();
+                let unreadable = hs.iter().filter(|h| j.read(**h).is_err()).count();
+                let certs = home.membership.as_ref().and_then(|m| {
+                    vyrn_replica::vote::verify_cert_journal(
+                        &d[..2.min(d.len())],
+                        m,
+                        crate::cmd::replica::root_blocks(home),
+                    )
+                    .ok()
+                });
+                let _ = writeln!(
+                    r,
+                    "- replica {i}: {} blocks (heights {}..={}), {} refused at recovery, {} unreadable; cert journal: {}",
+                    hs.len(),
+                    hs.first().unwrap_or(&0),
+                    hs.last().unwrap_or(&0),
+                    rep.refused.len(),
+                    unreadable,
+                    certs.as_ref().map_or("not checked".to_string(), |c| format!("{} finality and {} root certificates verify, {} bad", c.ok, c.roots_ok, c.bad.len()))
+                );
+                // 07 §7.5 "Loading": each snapshot against the roots the certificates above
+                // certify (checked once, here).
+                let area = d[0].join("snapshots");
+                let snaps = area.exists().then(|| {
+                    let roots = certs.as_ref().map(|c| c.roots.clone()).unwrap_or_default();
+                    vyrn_replica::disk::snapshots::audit(&area, &home.engine, &roots)
+                        .map_err(|e| e.to_string())
+                });
+                match &snaps {
+                    Some(Ok(a)) => {
+                        let _ = writeln!(r, "  - snapshots (07 §7.5): {}", a.line());
+                    }
+                    Some(Err(e)) => {
+                        let _ = writeln!(r, "  - snapshots (07 §7.5): not checked: {e}");
+                    }
+                    None => {}
+                }
+                if snaps
+                    .as_ref()
+                    .is_some_and(|a| a.as_ref().map_or(true, |a| !a.bad.is_empty()))
+                {
+                    problems.push(format!("replica {i}'s snapshots do not verify"));
+                }
+                if !rep.refused.is_empty()
+                    || unreadable > 0
+                    || hs.is_empty()
+                    || certs
+                        .as_ref()
+                        .is_some_and(|c| !c.bad.is_empty() || c.ok == 0)
+                    // A run of three root periods certifies state roots (07 §7.4).
+                    || certs.as_ref().is_some_and(|c| {
+                        c.roots_ok == 0
+                            && hs.len() as u64 > 3 * crate::cmd::replica::root_blocks(home)
+                    })
+                    || (home.membership.is_some() && certs.is_none())
+                {
+                    problems.push(format!("replica {i}'s journal does not verify"));
+                }
+            }
+            Err(e) => problems.push(format!("replica {i}'s journal: {e:?}")),
+        }
+    }
+    let _ = writeln!(r, "\n## Alarms\n");
+    if alarms_seen.is_empty() {
+        let _ = writeln!(r, "None raised.");
+    }
+    for al in alarms_seen {
+        let _ = writeln!(r, "- {al}");
+    }
+    for p in procs {
+        // Every role ends cleanly (exit 0) on SIGTERM; the load generator may be cut by Ctrl-C.
+        let bad = match p.status {
+            _ if p.lab_killed => false,
+            None => true,
+            Some(st) if p.name == "load" => st.code().is_some_and(|c| c != 0),
+            Some(st) => !st.success(),
+        };
+        if bad {
+            problems.push(format!("{} exited {:?}", p.name, p.status));
+        }
+    }
+    let plots = plot(run, timeline).and_then(|mut f| {
+        f.push(distribution(run, load_last)?);
+        Ok(f)
+    });
+    let _ = writeln!(r, "\n## Over time\n");
+    match &plots {
+        Ok(files) => {
+            for f in files {
+                let _ = writeln!(r, "![{f}]({f})");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(r, "(plots not drawn: {e})");
+        }
+    }
+    let _ = writeln!(r, "\n## Verdict\n");
+    if problems.is_empty() {
+        let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    } else {
+        ok = false;
+        for p in &problems {
+            let _ = writeln!(r, "- FAILED: {p}");
+        }
+    }
+    let path = run.join("report.md");
+    std::fs::write(&path, &r).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("\n{r}");
+    println!("vyrn up: report written to {}", path.display());
+    Ok(ok)
+}
+
+/// A plotted line: its name and how to read it off a second of the timeline.
+type Series<'a> = (&'a str, fn(&Tick) -> f64);
+
+/// The run's SVG plots: rates, latency, final lag.
+fn plot(run: &Path, tl: &[Tick]) -> Result<Vec<String>, String> {
+    if tl.len() < 2 {
+        return Err("fewer than two seconds recorded".into());
+    }
+    let charts: [(&str, &str, &[Series]); 3] = [
+        (
+            "rates.svg",
+            "packets/s at the sequencer",
+            &[
+                ("client packets in", |t| t.in_ps),
+                ("responses and notices out", |t| t.out_ps),
+            ],
+        ),
+        (
+            "latency.svg",
+            "latency over the run so far (ms, open loop)",
+            &[
+                ("request->ack p50", |t| t.ack_p50_ms),
+                ("request->ack p99", |t| t.ack_p99_ms),
+                ("request->fill p99", |t| t.fill_p99_ms),
+            ],
+        ),
+        (
+            "final_lag.svg",
+            "blocks closed but not yet final at the box",
+            &[("closed - final", |t| t.final_lag)],
+        ),
+    ];
+    let mut files = Vec::new();
+    for (file, caption, series) in charts {
+        line_chart(&run.join(file), caption, tl, series)?;
+        files.push(file.to_string());
+    }
+    Ok(files)
+}
+
+/// The clients' request → ack and request → fill distributions (from the generator's last
+/// published quantiles, ≤ 1 s before it ended): latency against the percentile.
+fn distribution(run: &Path, load: &Samples) -> Result<String, String> {
+    use plotters::prelude::*;
+    const QS: [(&str, f64); 8] = [
+        ("0.25", 0.25),
+        ("0.5", 0.5),
+        ("0.75", 0.75),
+        ("0.9", 0.9),
+        ("0.95", 0.95),
+        ("0.99", 0.99),
+        ("0.999", 0.999),
+        ("1", 1.0),
+    ];
+    let f = "latency_distribution.svg";
+    let path = run.join(f);
+    let e = |x: &dyn std::fmt::Debug| format!("{}: {x:?}", path.display());
+    let curve = |what: &str| -> Vec<(f64, f64)> {
+        // x: -log10(1 - q), so p50 = 0.3, p90 = 1, p99 = 2, p99.9 = 3; the max is drawn at 4.
+        QS.iter()
+            .map(|(k, q)| {
+                let x = if *q >= 1.0 { 4.0 } else { -(1.0 - q).log10() };
+                (x, ms(load, what, k))
+            })
+            .collect()
+    };
+    let (ack, fill) = (curve("request_ack"), curve("request_fill"));
+    let ymax = ack.iter().chain(&fill).map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let root = SVGBackend::new(&path, (900, 340)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            "latency distribution (ms) by percentile",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..4.2, 0.0..ymax)
+        .map_err(|x| e(&x))?;
+    c.configure_mesh()
+        .x_desc("percentile, log scale: 0.3 = p50, 1 = p90, 2 = p99, 3 = p99.9, 4 = max")
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (k, (name, pts)) in [("request->ack", ack), ("request->fill", fill)]
+        .into_iter()
+        .enumerate()
+    {
+        let color = Palette99::pick(k).to_rgba();
+        c.draw_series(LineSeries::new(pts, color))
+            .map_err(|x| e(&x))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(f.to_string())
+}
+
+/// One line chart of `series` over the timeline, into an SVG file.
+fn line_chart(path: &Path, caption: &str, tl: &[Tick], series: &[Series]) -> Result<(), String> {
+    use plotters::prelude::*;
+    let e = |x: &dyn std::fmt::Debug| format!("{}: {x:?}", path.display());
+    let tmax = tl.last().map_or(1.0, |t| t.t).max(1.0);
+    let ymax = tl
+        .iter()
+        .flat_map(|t| series.iter().map(move |(_, g)| g(t)))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 340)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..tmax, 0.0..ymax)
+        .map_err(|x| e(&x))?;
+    c.configure_mesh().x_desc("s").draw().map_err(|x| e(&x))?;
+    for (k, (name, get)) in series.iter().enumerate() {
+        let color = Palette99::pick(k).to_rgba();
+        c.draw_series(LineSeries::new(tl.iter().map(|t| (t.t, get(t))), color))
+            .map_err(|x| e(&x))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}

@@ -1,0 +1,226 @@
+//! Control datagrams (07 §4.10, §5.5, §6.8): who may send what, sealed envelopes opened, and the
+//! per-peer token buckets of the services a replica gives its peers.
+
+use super::*;
+
+/// Payloads a replica serves its peers per second (07 §5.5 names REP_SEQ_DATA_MAX_PPS for the
+/// sequencer's source; a peer gets the same bound).
+pub const PEER_DATA_MAX_PPS: u64 = 50_000;
+
+/// A token bucket of `rate` a second with a burst of `burst`.
+#[derive(Debug)]
+pub(super) struct Tokens {
+    pub(super) rate: u64,
+    pub(super) burst: u64,
+    pub(super) left: u64,
+    pub(super) at: u64,
+}
+
+impl Tokens {
+    pub(super) fn new(rate: u64, burst: u64) -> Self {
+        Tokens {
+            rate: rate.max(1),
+            burst,
+            left: burst,
+            at: 0,
+        }
+    }
+    pub(super) fn take(&mut self, now: u64) -> bool {
+        let per = 1_000_000_000 / self.rate;
+        if now > self.at {
+            let add = (now - self.at) / per.max(1);
+            if add > 0 {
+                self.left = (self.left + add).min(self.burst);
+                self.at += add * per;
+            }
+        }
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
+    /// Take `n` more after the fact (a request whose cost is known once served), to zero.
+    pub(super) fn spend(&mut self, n: u64) {
+        self.left = self.left.saturating_sub(n);
+    }
+}
+
+/// A fair share per peer of a service's budget: each of `peers` gets
+/// `rate / peers` a second and `burst / peers` at once, so one peer (or a spoofer of one, before
+/// the seal) cannot use up what the others need.
+pub(super) fn per_peer(peers: usize, rate: u64, burst: u64) -> Vec<Tokens> {
+    let k = peers.max(1) as u64;
+    (0..peers)
+        .map(|_| Tokens::new(rate / k, (burst / k).max(1)))
+        .collect()
+}
+
+/// A control datagram from `src`.
+pub(super) fn on_ctrl(
+    core: &mut ReplicaCore,
+    io: &mut Io,
+    epoch: u32,
+    src: Option<SocketAddr>,
+    b: &[u8],
+    now: u64,
+) {
+    let Some(src) = src else {
+        io.c.unknown_src += 1;
+        return;
+    };
+    if src == io.seq_ctrl {
+        // HashList and SeqData come sealed by the box; frames (order_root),
+        // NackTooOld (seq_sig) and REP_DurableMark (counted only) come bare.
+        let sealed = seal::Sealed::is_sealed(b);
+        let b = if sealed {
+            match io.opener.open(b) {
+                Ok((f, body)) if f == seal::from::BOX_HASHER || f == seal::from::BOX_CTRL => body,
+                Ok(_) | Err(_) => {
+                    io.c.bad_seal += 1;
+                    return;
+                }
+            }
+        } else {
+            b
+        };
+        match CtrlMsg::parse(b) {
+            _ if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC => {
+                // The sequencer's retransmission, unicast to this replica (07 §4.10).
+                io.c.rtx_in += 1;
+                core.on_path_frame(REPAIR_CHANNEL, b, now, io);
+            }
+            // Signed by the box (security review F17): a forged one would stop NACKs to it.
+            Ok(CtrlMsg::NackTooOld(t)) if t.epoch == epoch && t.verify(&io.seq_pub) => {
+                io.c.too_old += 1;
+                core.on_too_old(t.stream, t.oldest_seq);
+            }
+            Ok(CtrlMsg::HashList(l)) if sealed => core.on_hash_list(&l, now, io),
+            Ok(CtrlMsg::RepDurableMark(_)) => io.c.durable_marks += 1,
+            // The canonical copy (07 §5.5 source 3, §5.6): checked like any other.
+            Ok(CtrlMsg::SeqData(d)) if sealed => {
+                io.c.seq_data_rx += 1;
+                core.on_fetched(Source::Seq, &d.pkt, now, io);
+            }
+            Ok(CtrlMsg::HashList(_) | CtrlMsg::SeqData(_)) => io.c.unsealed += 1,
+            _ => io.c.ctrl_bad += 1,
+        }
+        return;
+    }
+    let Some(peer) = io.peers.iter().position(|&p| p == src) else {
+        io.c.unknown_src += 1;
+        return;
+    };
+    if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC {
+        // A peer-repaired frame (trusted only once its block's order_root checks, 07 §4.10):
+        // into order RX as peer-repaired, for a hole only.
+        core.on_path_frame(PEER_CHANNEL, b, now, io);
+        return;
+    }
+    // Every other message from a peer comes sealed by that peer.
+    let b = match io
+        .opener
+        .open_from(seal::from::voter(io.peer_index[peer]), b)
+    {
+        Ok(body) => body,
+        Err(SealErr::NotSealed) => {
+            io.c.unsealed += 1;
+            return;
+        }
+        Err(_) => {
+            io.c.bad_seal += 1;
+            return;
+        }
+    };
+    match CtrlMsg::parse(b) {
+        // 07 §5.7: a peer's DataDown gossip, counted toward the quorum by its voter index.
+        Ok(CtrlMsg::DataDown(m)) => {
+            io.c.data_down_rx += 1;
+            let voter = io.peer_index[peer];
+            io.down.on_peer(voter, m.d, now);
+        }
+        // 07 §5.5: a peer asks for a payload this replica stored; answered when held, at most
+        // PEER_DATA_MAX_PPS a second (the asker moves to its next source otherwise).
+        Ok(CtrlMsg::PeerDataFetch(f)) => {
+            let key = PktKey {
+                session: f.session,
+                pkt_seq: f.pkt_seq,
+            };
+            let Some(pkt) = core.data().payload_for(key, f.pkt_hash) else {
+                io.c.peer_data_missing += 1;
+                return;
+            };
+            if !io.peer_data_share[peer].take(now) || !io.peer_data_tokens.take(now) {
+                io.c.peer_data_capped += 1;
+                return;
+            }
+            let to = io.peers[peer];
+            io.queue(Sock::Ctrl, to, |b| {
+                vyrn_wire::msg::ctrl::PeerData::encode_parts(f.session, f.pkt_seq, pkt, b)
+            });
+            io.c.peer_data_served += 1;
+        }
+        // A peer's answer: checked like any pushed packet (the replica's own full hash).
+        Ok(CtrlMsg::PeerData(d)) => {
+            io.c.peer_data_rx += 1;
+            core.on_fetched(Source::Peer(peer), &d.pkt, now, io);
+        }
+        Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
+            let to = io.peers[peer];
+            // The peer's share of REP_PEER_RTX_MAX_FPS first: one peer's
+            // storm never uses up the store's whole budget.
+            if !io.peer_rtx_share[peer].take(now) {
+                io.c.repairs_over_share += 1;
+                return;
+            }
+            let Io {
+                store,
+                arena,
+                msgs,
+                c,
+                peer_rtx_share,
+                ..
+            } = io;
+            c.repairs_served.0 += 1;
+            let served = store.serve(&r, now, |f| {
+                let start = arena.len();
+                arena.extend_from_slice(f);
+                msgs.push((Sock::Ctrl, to, start, arena.len()));
+                c.repairs_served.1 += 1;
+            });
+            peer_rtx_share[peer].spend(served.sent.saturating_sub(1));
+        }
+        _ => io.c.ctrl_bad += 1,
+    }
+}
+
+/// A link key with every member this replica talks to, agreed from its vote key and theirs
+/// (`vyrn_wire::msg::seal`), and the opener of what they seal to it.
+pub(super) fn member_links(
+    cfg: &NodeConfig,
+    seq_ctrl: SocketAddr,
+    boxes: &[SocketAddr],
+) -> Result<(Vec<(SocketAddr, LinkKey)>, Opener), String> {
+    let h = &cfg.home;
+    let agree = |k: &ed25519_dalek::VerifyingKey, what: &str| {
+        LinkKey::agree(&cfg.vote_key, k).ok_or_else(|| format!("{what}: no link key"))
+    };
+    let mut links: Vec<(SocketAddr, LinkKey)> = Vec::new();
+    let mut opener = Opener::new(h.epoch);
+    let to_box = agree(&h.seq_pub, "seq_pub")?;
+    opener.add(seal::from::BOX_HASHER, to_box.clone());
+    opener.add(seal::from::BOX_CTRL, to_box.clone());
+    links.push((seq_ctrl, to_box));
+    for v in h.voters_members.iter().filter(|v| v.index != cfg.index) {
+        let k = agree(&v.vote_key, "a peer's vote_key")?;
+        opener.add(seal::from::voter(v.index), k.clone());
+        links.push((v.ctrl_addr, k));
+    }
+    for (d, a) in h.databoxes.iter().zip(boxes) {
+        links.push((*a, agree(&d.link_key, "a data box's link_key")?));
+    }
+    if let (Some(a), Some(k)) = (h.standby_ctrl, h.standby_key) {
+        links.push((a, agree(&k, "the standby's link_key")?));
+    }
+    Ok((links, opener))
+}

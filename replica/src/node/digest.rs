@@ -1,0 +1,87 @@
+//! Replay's answers folded into one digest that every replica of a home prints the same.
+
+use super::*;
+
+/// Replay's answers folded into one digest (every replica of a home prints the same one). The
+/// digest is a multiset hash, so it does not depend on the order in which replay interleaves
+/// sessions (which follows the order payloads arrived in), only on the responses themselves:
+/// each first-copy response is hashed to 64 bits (`foldhash`'s quality hasher with a fixed seed,
+/// one pass over its bytes) and the digest's four words are, mod 2^64, the sum of those hashes,
+/// the sum of their squares, the sum of the responses' lengths and their count.
+///
+/// It runs on the replay thread for every response, so it is cheap and not cryptographic: it
+/// shows an operator that the replicas replayed the same answers (a divergence by accident or
+/// bug); the state roots (07 §7.4) are the signed check. BLAKE3 of each response cost the replay
+/// thread more than replay itself at the peak mix (`--bench replica`, docs/benchmarks.md).
+#[derive(Debug, Default, Clone)]
+pub struct ReplaySink {
+    pub(super) digest: [u64; 4],
+    /// First-copy responses replayed.
+    pub responses: u64,
+    /// Lane events applied.
+    pub events: u64,
+}
+
+/// The replay digest's hasher: fixed seed, the same at every replica (and pinned version).
+pub(super) const DIGEST_HASH: foldhash::quality::FixedState =
+    foldhash::quality::FixedState::with_seed(0x7679_726e_5245_5350);
+
+impl ReplaySink {
+    /// The multiset digest of every first-copy response replayed so far.
+    pub fn digest(&self) -> Hash {
+        let mut h = [0u8; 32];
+        for (i, x) in self.digest.iter().enumerate() {
+            h[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        h
+    }
+
+    /// Fold one response's bytes into the digest.
+    pub(super) fn add(&mut self, bytes: &[u8]) {
+        use std::hash::BuildHasher;
+        let h = DIGEST_HASH.hash_one(bytes);
+        let d = &mut self.digest;
+        d[0] = d[0].wrapping_add(h);
+        d[1] = d[1].wrapping_add(h.wrapping_mul(h));
+        d[2] = d[2].wrapping_add(bytes.len() as u64);
+        d[3] = d[3].wrapping_add(1);
+    }
+}
+
+impl crate::replay::tile::ReportingSink for ReplaySink {
+    fn report(&self) -> crate::replay::tile::SinkReport {
+        crate::replay::tile::SinkReport {
+            responses: self.responses,
+            events: self.events,
+            digest: self.digest(),
+        }
+    }
+}
+
+impl From<crate::replay::tile::SinkReport> for ReplaySink {
+    fn from(r: crate::replay::tile::SinkReport) -> Self {
+        let mut digest = [0u64; 4];
+        for (i, d) in digest.iter_mut().enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&r.digest[8 * i..8 * i + 8]);
+            *d = u64::from_le_bytes(w);
+        }
+        ReplaySink {
+            digest,
+            responses: r.responses,
+            events: r.events,
+        }
+    }
+}
+
+impl EngineSink for ReplaySink {
+    fn respond(&mut self, r: &RespOut<'_>) {
+        if !r.resend {
+            self.responses += 1;
+            self.add(r.bytes);
+        }
+    }
+    fn event(&mut self, _lane: u8, _ev: &LaneEvent) {
+        self.events += 1;
+    }
+}

@@ -1,0 +1,449 @@
+//! The journal side of a replica process (07 §8.2, §7.5): the block journal, cert journal and
+//! snapshot area written on their own writer thread through a bounded queue.
+
+use super::*;
+
+/// The snapshots of a replica process (07 §7.5): taken by replay, written here once their
+/// block's header hash is known ([`crate::disk::snapshots`]).
+#[derive(Debug)]
+pub(super) struct NodeSnaps {
+    pub(super) dir: crate::disk::snapshots::SnapshotDir,
+    pub(super) policy: crate::replay::SnapPolicy,
+    /// Taken, waiting for `header_hash(h)`, oldest first (at most [`SNAPS_PENDING`]).
+    pub(super) pending: std::collections::VecDeque<(u64, Vec<u8>)>,
+    /// Header hashes of snapshot heights seen (at most [`SNAPS_PENDING`] × 4).
+    pub(super) headers: std::collections::BTreeMap<u64, vyrn_wire::header::Hash>,
+    /// The area's audit at start (07 §7.5 "Loading"), or why it could not run.
+    pub(super) found: Result<crate::disk::snapshots::SnapAudit, String>,
+}
+
+/// Snapshots that wait for their header before the oldest is dropped (counted).
+pub(super) const SNAPS_PENDING: usize = 4;
+
+/// Most blocks whose ORDER bytes and header wait for their vote before the oldest is dropped
+/// (a replica that stopped voting keeps no unbounded backlog).
+pub(super) const JOURNAL_PENDING_MAX: usize = 4096;
+/// The writer syncs at most this often while blocks are queued (07 §8.2: final blocks on
+/// NVMe within ≤ 5 ms, one io_uring batch).
+pub(super) const JOURNAL_SYNC_NS: u64 = 5_000_000;
+
+/// The journal side of a replica process: the block journal runs on its own writer thread, so
+/// a slow `fdatasync` never stalls order RX, RepAcks or votes (07 §8.2: "a replica acks
+/// nothing to anyone based on NVMe"). Records go to it through a bounded queue; a full queue
+/// skips the block (counted), it never blocks the tile.
+#[derive(Debug)]
+pub struct NodeJournal {
+    /// What recovery found at start.
+    pub recovered: RecoveryReport,
+    /// Highest height recovery served.
+    pub recovered_top: u64,
+    /// Voted blocks not handed to the writer: a piece missing, or its queue full.
+    pub skipped: u64,
+    pub(super) tx: Option<std::sync::mpsc::SyncSender<ToWriter>>,
+    /// Certificates not handed to the writer (its queue full).
+    pub certs_skipped: u64,
+    pub(super) writer: Option<std::thread::JoinHandle<()>>,
+    pub(super) stats: Arc<JournalStats>,
+}
+
+/// What the journal writer takes (a block moves by value: the queue holds at most
+/// `JOURNAL_QUEUE` of them, and boxing each would allocate per block).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(super) enum ToWriter {
+    /// A voted block.
+    Block(u64, RepBlockRecord),
+    /// A certificate for the cert journal: a `REP_FinalityCert`'s bytes (type byte included)
+    /// or a `REP_RootCert`'s (07 §7.4).
+    Cert(crate::disk::journal::cert::CertKind, Vec<u8>),
+    /// A REP_Snapshot of height h for the snapshot area (07 §7.5; 07 §7.2's storage core
+    /// writes it, so its fsync never stalls order RX).
+    Snapshot(crate::disk::snapshots::SnapshotDir, u64, Vec<u8>),
+}
+
+/// The writer thread's figures.
+#[derive(Debug, Default)]
+pub(super) struct JournalStats {
+    pub(super) certs: AtomicU64,
+    pub(super) appended: AtomicU64,
+    pub(super) synced: AtomicU64,
+    pub(super) identical: AtomicU64,
+    pub(super) errors: AtomicU64,
+    /// Bytes made durable (`JournalCounters::bytes_written`, slot heads included).
+    pub(super) bytes: AtomicU64,
+    /// Snapshots written, the newest one's height, and writes that failed.
+    pub(super) snapshots: AtomicU64,
+    pub(super) snapshot_height: AtomicU64,
+    pub(super) snapshot_errors: AtomicU64,
+}
+
+/// Blocks the writer's queue holds (about 4 s of dev blocks).
+pub(super) const JOURNAL_QUEUE: usize = 2048;
+
+impl NodeJournal {
+    pub(super) fn start(
+        journal: BlockJournal,
+        certs: crate::disk::journal::cert::CertJournal,
+        recovered: RecoveryReport,
+        sync_ns: u64,
+        cores: Option<Vec<usize>>,
+    ) -> NodeJournal {
+        let top = journal.heights().last().copied().unwrap_or(0);
+        let stats = Arc::new(JournalStats::default());
+        stats.appended.store(top, Ordering::Relaxed);
+        stats.synced.store(top, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<ToWriter>(JOURNAL_QUEUE);
+        stats.certs.store(certs.len() as u64, Ordering::Relaxed);
+        let st = stats.clone();
+        let writer = std::thread::spawn(move || {
+            if let Some(c) = cores {
+                let _ = vyrn_nic::wait::pin_to(&c);
+            }
+            let mut j = journal;
+            let mut cj = certs;
+            let mut cert_dirty = false;
+            let mut last = Instant::now();
+            let sync = |j: &mut BlockJournal, st: &JournalStats| match j.sync() {
+                Ok(()) => {
+                    st.synced
+                        .store(st.appended.load(Ordering::Relaxed), Ordering::Relaxed);
+                    st.bytes
+                        .store(j.counters().bytes_written, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    st.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            };
+            loop {
+                let wait = Duration::from_nanos(sync_ns);
+                match rx.recv_timeout(wait) {
+                    Ok(ToWriter::Cert(kind, b)) => match cj.append(kind, &b) {
+                        Ok(_) => {
+                            st.certs.fetch_add(1, Ordering::Relaxed);
+                            cert_dirty = true;
+                        }
+                        Err(_) => {
+                            st.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
+                    Ok(ToWriter::Block(h, rec)) => match j.append_record(&rec) {
+                        Ok(Appended::Queued) => {
+                            st.appended.fetch_max(h, Ordering::Relaxed);
+                        }
+                        Ok(Appended::Identical) => {
+                            st.identical.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(_) => {
+                            st.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
+                    Ok(ToWriter::Snapshot(d, h, b)) => match d.write(h, &b) {
+                        Ok(_) => {
+                            st.snapshots.fetch_add(1, Ordering::Relaxed);
+                            st.snapshot_height.store(h, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            st.snapshot_errors.fetch_add(1, Ordering::Relaxed);
+                            eprintln!("snapshot at height {h} not written: {e}");
+                        }
+                    },
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        sync(&mut j, &st);
+                        let _ = cj.sync();
+                        return;
+                    }
+                }
+                if cert_dirty && last.elapsed() >= wait {
+                    if cj.sync().is_err() {
+                        st.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cert_dirty = false;
+                }
+                if j.queued() > 0 && last.elapsed() >= wait {
+                    sync(&mut j, &st);
+                    last = Instant::now();
+                }
+            }
+        });
+        NodeJournal {
+            recovered,
+            recovered_top: top,
+            skipped: 0,
+            certs_skipped: 0,
+            tx: Some(tx),
+            writer: Some(writer),
+            stats,
+        }
+    }
+
+    /// Highest height handed to the journal and appended.
+    pub fn appended(&self) -> u64 {
+        self.stats.appended.load(Ordering::Relaxed)
+    }
+
+    /// Highest height durable (appended before the last successful sync).
+    pub fn synced(&self) -> u64 {
+        self.stats.synced.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the journal made durable since it opened (blocks and their slot heads).
+    pub fn bytes_written(&self) -> u64 {
+        self.stats.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Heights the journal already held with the same bytes.
+    pub fn identical(&self) -> u64 {
+        self.stats.identical.load(Ordering::Relaxed)
+    }
+
+    /// Append or sync errors.
+    pub fn errors(&self) -> u64 {
+        self.stats.errors.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn submit(&mut self, h: u64, rec: RepBlockRecord) {
+        let ok = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(ToWriter::Block(h, rec)).is_ok());
+        if !ok {
+            self.skipped += 1;
+        }
+    }
+
+    /// A snapshot for the writer to put in `dir` (07 §7.5); false when its queue is full.
+    pub(super) fn submit_snapshot(
+        &mut self,
+        dir: crate::disk::snapshots::SnapshotDir,
+        h: u64,
+        file: Vec<u8>,
+    ) -> bool {
+        self.tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(ToWriter::Snapshot(dir, h, file)).is_ok())
+    }
+
+    /// Snapshots the writer wrote, the newest one's height, and its failed writes.
+    pub fn snapshots(&self) -> (u64, u64, u64) {
+        (
+            self.stats.snapshots.load(Ordering::Relaxed),
+            self.stats.snapshot_height.load(Ordering::Relaxed),
+            self.stats.snapshot_errors.load(Ordering::Relaxed),
+        )
+    }
+
+    /// A certificate's bytes for the cert journal (07 §8.2).
+    pub(super) fn submit_cert(
+        &mut self,
+        kind: crate::disk::journal::cert::CertKind,
+        bytes: Vec<u8>,
+    ) {
+        let ok = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(ToWriter::Cert(kind, bytes)).is_ok());
+        if !ok {
+            self.certs_skipped += 1;
+        }
+    }
+
+    /// Certificates in the cert journal (recovered and appended).
+    pub fn certs(&self) -> u64 {
+        self.stats.certs.load(Ordering::Relaxed)
+    }
+
+    /// Close the queue and wait for the writer's last sync.
+    pub(super) fn finish(&mut self) {
+        self.tx = None;
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for NodeJournal {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl Node {
+    /// Hand the snapshots replay took whose block header is known (07 §7.5: `header_hash(h)`
+    /// goes in the file's header) to the journal's writer thread; rare (one per snapshot
+    /// interval), off the per-packet path.
+    pub(super) fn write_snapshots(&mut self) {
+        let Some(sn) = self.snaps.as_mut() else {
+            return;
+        };
+        while let Some(t) = self.core.take_snapshot() {
+            sn.pending.push_back(t);
+            if sn.pending.len() > SNAPS_PENDING {
+                // Its header never came: not written (counted), the newer ones go on.
+                sn.pending.pop_front();
+                self.io.c.snapshot_errors += 1;
+            }
+        }
+        while let Some(hash) = sn
+            .pending
+            .front()
+            .and_then(|(h, _)| sn.headers.get(h).copied())
+        {
+            let Some((h, mut file)) = sn.pending.pop_front() else {
+                break;
+            };
+            // The journal's writer thread writes it (07 §7.2's storage core): its fsync never
+            // stalls this thread.
+            let handed = vyrn_engine::snapshot::set_header_hash(&mut file, &hash).is_ok()
+                && self
+                    .journal
+                    .as_mut()
+                    .is_some_and(|j| j.submit_snapshot(sn.dir.clone(), h, file));
+            if !handed {
+                self.io.c.snapshot_errors += 1;
+            }
+        }
+    }
+
+    /// With snapshots on: their schedule, and what the audit at start found in the area.
+    pub fn snapshots(
+        &self,
+    ) -> Option<(
+        &crate::replay::SnapPolicy,
+        &Result<crate::disk::snapshots::SnapAudit, String>,
+    )> {
+        self.snaps.as_ref().map(|s| (&s.policy, &s.found))
+    }
+
+    /// Write every block voted since the last round to the journal (07 §8.2: "written once,
+    /// when its verify passes"), and sync at most every [`JOURNAL_SYNC_NS`].
+    pub(super) fn journal_voted(&mut self, _now: u64) {
+        let voted = self.voted();
+        let Some(j) = self.journal.as_mut() else {
+            return;
+        };
+        let from = self
+            .io
+            .pending_hdr
+            .first_key_value()
+            .map_or(voted + 1, |(&h, _)| h);
+        for h in from..=voted {
+            let Some(hdr) = self.io.pending_hdr.remove(&h) else {
+                continue;
+            };
+            let [a, b] = self.io.pending_order.remove(&h).unwrap_or_default();
+            let core = &self.core;
+            let rec =
+                crate::disk::record::block_record(0, hdr, &a, &b, |f| core.block_packets(h, f));
+            match rec {
+                Some(r) => j.submit(h, r),
+                None => j.skipped += 1,
+            }
+        }
+        self.io.pending_order = self.io.pending_order.split_off(&(voted + 1));
+    }
+
+    /// The journal side, if this replica journals.
+    pub fn journal(&self) -> Option<&NodeJournal> {
+        self.journal.as_ref()
+    }
+
+    /// Hand the writer its last blocks and wait for its final sync (at the end of a run).
+    pub fn sync_journal(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.finish();
+        }
+    }
+}
+
+impl NodeSnaps {
+    /// The snapshot policy and area of `cfg` (none when it takes no snapshots), set on replay.
+    pub(super) fn open(
+        cfg: &NodeConfig,
+        root_blocks: Option<u64>,
+        core: &mut ReplicaCore,
+        tile: Option<&mut ReplayTile<ReplaySink>>,
+    ) -> Result<Option<NodeSnaps>, String> {
+        let h = &cfg.home;
+        Ok(
+            match (
+                cfg.snapshot_blocks,
+                cfg.journal.as_ref().and_then(|d| d.first()),
+            ) {
+                (0, _) => None,
+                (_, None) => return Err("snapshots need a journal (--journal)".into()),
+                (every, Some(d0)) => {
+                    let n = h.voters.max(1) as u64;
+                    let rb = root_blocks.ok_or("snapshots need state roots (the Simplex voter)")?;
+                    if every % (n * rb) != 0 {
+                        return Err(format!(
+                        "snapshot interval {every} blocks: not a multiple of voters × REP_ROOT_BLOCKS = {} (07 §7.5: snapshots fall on root heights)",
+                        n * rb
+                    ));
+                    }
+                    let mut policy = crate::replay::SnapPolicy::for_participant(
+                        every,
+                        cfg.index as u64,
+                        n,
+                        h.epoch,
+                    );
+                    // Section 7: the REP_Membership in force (its body digest, 07 §13.1).
+                    if let Some(m) = &h.membership {
+                        policy.replication.membership_hash = m.body_digest();
+                    }
+                    let set = match tile {
+                        Some(t) => {
+                            t.set_snapshots(policy.clone());
+                            true
+                        }
+                        None => core.set_snapshots(policy.clone()),
+                    };
+                    if !set {
+                        return Err("snapshots: replay is on a tile the node does not hold".into());
+                    }
+                    let dir = crate::disk::snapshots::SnapshotDir::open(&d0.join("snapshots"))
+                        .map_err(|e| format!("snapshot area: {e}"))?;
+                    Some(NodeSnaps {
+                        dir,
+                        policy,
+                        pending: Default::default(),
+                        headers: Default::default(),
+                        found: Ok(Default::default()),
+                    })
+                }
+            },
+        )
+    }
+}
+
+impl NodeJournal {
+    /// The journal of `cfg` (none when it journals nothing): recovered, its writer started.
+    pub(super) fn open(cfg: &NodeConfig) -> Result<Option<NodeJournal>, String> {
+        let h = &cfg.home;
+        Ok(match &cfg.journal {
+            None => None,
+            Some(dirs) => {
+                let mut jc = JournalConfig::new(dirs.clone());
+                jc.verifying_key = Some(h.seq_pub);
+                jc.backend = cfg.journal_backend;
+                let (journal, recovered) =
+                    BlockJournal::open(jc).map_err(|e| format!("journal: {e:?}"))?;
+                let every = if cfg.journal_sync_ns == 0 {
+                    JOURNAL_SYNC_NS
+                } else {
+                    cfg.journal_sync_ns
+                };
+                // The cert journal, mirrored on the first two drives (07 §8.2).
+                let certs = crate::disk::journal::cert::CertJournal::open(dirs)
+                    .map_err(|e| format!("cert journal: {e}"))?;
+                Some(NodeJournal::start(
+                    journal,
+                    certs,
+                    recovered,
+                    every,
+                    cfg.journal_cores.clone(),
+                ))
+            }
+        })
+    }
+}

@@ -1,0 +1,1042 @@
+//! The replica as a process on the UDP backend (07 §7.2): [`ReplicaCore`] on
+//! its ports, the peer frame store, replay into a running digest, and the interim finality voter.
+//!
+//! Sockets (addresses from the home's file, [`HomeConfig`]):
+//!
+//! | socket | bound at | receives | sends |
+//! |---|---|---|---|
+//! | path A, path B | the paths' multicast groups at `path_port`, `path_port + 1` | ORDER/HASH/HEADER frames (and the sequencer's retransmissions) | — |
+//! | control | this voter's `ctrl_addr` | from the sequencer's control port: NackTooOld, HashList, REP_DurableMark; from peers' `ctrl_addr`: RepairReq, peer-repaired frames | RepAck, NACK, HashListReq, FinalizeVote to the sequencer; RepairReq and repaired frames to peers |
+//! | data | this voter's `data_addr` | DATA, DATA_HB, FETCH_RESP from each data box's socket for this voter | DataFetch to it |
+//!
+//! Addresses are the authentication of v1 (missing-chapters §2, as on the sequencer): a control
+//! datagram from anywhere but the sequencer's control port or a peer's `ctrl_addr`, or a data
+//! datagram from anywhere but a configured data box's socket for this voter, is counted
+//! (`unknown_src`) and dropped unread.
+//!
+//! [`Node::poll`] is the tile's non-blocking step: every socket drained once (bounded batches),
+//! the core's clock, the voter, then the queued messages sent by `sendmmsg` per socket. The loop
+//! in [`Node::run`] blocks in `ppoll` on the four sockets between rounds (at most the next timer
+//! away): a replica on a shared dev core costs nothing while the home is idle.
+//!
+//! **Interim finality voter** ([`InterimVoter`], named as interim until the consensus issue
+//! brings Simplex): for every contiguous range of headers this replica holds it asks the core's
+//! verdict (07 §6.4, INV-REP-4: pending while anything is missing, false on a contradiction or
+//! after REP_VERIFY_WAIT_MS) and, only on `True`, signs the range's `RepProposal` digest with its
+//! own vote key and sends the signature to the sequencer's control port as a `FinalizeVote`
+//! (07 §6.8). It never votes past a refused height. Every other voter function here is the
+//! replica's own.
+//!
+//! Allocation: the outgoing queue is one reused byte arena; no allocation per frame or record
+//! once warm, except where the core's pieces say otherwise (`docs/replica.md`).
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::SigningKey;
+use vyrn_engine::bbo::LaneEvent;
+use vyrn_engine::home::EngineSink;
+use vyrn_engine::resp::RespOut;
+use vyrn_home::HomeConfig;
+use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
+use vyrn_wire::consts::{FRAME_MAGIC, REP_MAX_HDRS_PER_PROPOSAL};
+use vyrn_wire::decoder::BlockRoots;
+use vyrn_wire::header::{BlockHeader, Hash};
+use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
+use vyrn_wire::msg::ctrl::{
+    CtrlMsg, DataFetch, FinalizeVote, HashListReq, Nack, RepAck, RepairReq,
+};
+use vyrn_wire::msg::journal::RepBlockRecord;
+use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr, Sealer};
+use vyrn_wire::msg::PktKey;
+
+use crate::disk::frame_store::FrameStore;
+use crate::disk::journal::{Appended, BlockJournal, JournalConfig, RecoveryReport};
+use crate::front::core::{Budgets, CoreConfig, ReplicaCore, ReplicaOut};
+use crate::front::data::{CopyMismatch, DataAlarm, Source};
+use crate::front::data_down::DownStep;
+use crate::front::decode::Fault;
+use crate::front::order_rx::{RxAlarm, LOCAL_CHANNEL, PEER_CHANNEL, REPAIR_CHANNEL};
+use crate::front::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
+use crate::replay::tile::ReplayTile;
+use vyrn_consensus::DeskOut;
+
+/// The multicast groups of paths A and B (07 §3.1), the home's.
+pub use vyrn_home::PATH_GROUPS;
+/// Datagrams taken per socket per round.
+const RX_BATCH: usize = 64;
+/// Datagrams per `sendmmsg`.
+const TX_BATCH: usize = 64;
+/// Frames a restarted replica takes from its own order journal per substream per poll.
+const OWN_BATCH: u64 = 128;
+
+/// How often the order journal's buffered frames are written out, ns.
+const ORDER_FLUSH_NS: u64 = 5_000_000;
+
+/// The peer frame store per substream (07 §4.10: REP_PEER_RING_MS of frames; a dev home's
+/// rate fits in 16 MiB; pages are touched only as frames come).
+const STORE_BYTES: usize = 16 << 20;
+/// Blocks kept in the verdict and the data side behind the newest voted and replayed one.
+pub const FORGET_LAG: u64 = 64;
+/// How long [`Node::run`] lets traffic gather after a wake-up: a quarter of a dev home's ack
+/// period, so RepAcks and votes leave at most this much later.
+pub const BATCH_NS: u64 = 60_000;
+/// Longest the loop blocks between rounds: the core's timers (hole wait, acks) are no coarser.
+const WAIT_NS: u64 = 50_000;
+
+/// What a replica process is: its home, which voter it is, its key, its budgets.
+mod config;
+mod counters;
+mod ctrl;
+mod digest;
+mod interim;
+mod io;
+mod journal;
+
+pub use config::NodeConfig;
+pub use counters::NodeCounters;
+pub use ctrl::PEER_DATA_MAX_PPS;
+use ctrl::{member_links, on_ctrl, per_peer, Tokens};
+pub use digest::ReplaySink;
+pub use interim::InterimVoter;
+use io::{open_sockets, Io, Sock};
+pub use journal::NodeJournal;
+use journal::{NodeSnaps, JOURNAL_PENDING_MAX, SNAPS_PENDING};
+
+/// A replica process's state: the core and its sockets.
+#[derive(Debug)]
+pub struct Node {
+    core: ReplicaCore,
+    paths: [UdpPort; 2],
+    ctrl: UdpPort,
+    data: UdpPort,
+    rx: RxBatch,
+    io: Io,
+    voter: InterimVoter,
+    /// The Simplex voter (07 §6.3), in place of the interim one when configured.
+    simplex: Option<crate::vote::SimplexVoter>,
+    sink: ReplaySink,
+    /// Replay's tile, polled in turn with the core (`replay_tile`, before its thread starts).
+    tile: Option<ReplayTile<ReplaySink>>,
+    /// Replay's tile on its own thread.
+    replay_thread: Option<ReplayThread>,
+    epoch: u32,
+    last_tick: u64,
+    /// When the order journal's buffer was last written out ([`ORDER_FLUSH_NS`]).
+    last_order_flush: u64,
+    /// A restarted replica's own order journal, per substream: the next frame to take from it
+    /// and the last it held at start (07 §4.10; the network fills the rest).
+    own: [(u64, u64); 2],
+    /// Frames taken from `own` for one poll (reused).
+    own_buf: Vec<u8>,
+    own_ends: Vec<usize>,
+    /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
+    held: std::collections::VecDeque<(u64, u64)>,
+    journal: Option<NodeJournal>,
+    /// Lab fault (`vyrn replica --lab-cut-path`): from this time on, every datagram of the path
+    /// is read and dropped, as if its link were down (07 §14 "path down").
+    cut: [Option<u64>; 2],
+    /// REP_A_DIVERGE's `Diverge` message and when it last went to the sequencer: repeated
+    /// every [`DIVERGE_REPEAT_NS`] (UDP may lose it; the sequencer halts once).
+    diverge: Option<(Vec<u8>, u64)>,
+    /// Lab: datagrams from the data boxes dropped from this time on ([`Node::cut_data`]).
+    data_cut: Option<u64>,
+    /// The home's sessions (07 §5.7 moves those of a failed data box).
+    sessions: Vec<u32>,
+    /// 07 §7.5's snapshots (`snapshot_blocks`).
+    snaps: Option<NodeSnaps>,
+}
+
+type ReplayThread = (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<ReplayTile<ReplaySink>>,
+);
+
+/// Payload buffers the replay tile keeps ready (the engine reuses at most 4,096: a few ms of
+/// the peak mix resolved and not yet replayed).
+const REPLAY_COPIES: usize = 1 << 12;
+
+/// How often a diverged replica repeats its `Diverge` to the sequencer.
+const DIVERGE_REPEAT_NS: u64 = 100_000_000;
+
+impl Node {
+    /// Open voter `cfg.index`'s sockets and build its core.
+    pub fn open(cfg: &NodeConfig) -> Result<Node, String> {
+        let h = &cfg.home;
+        let me = h
+            .voters_members
+            .iter()
+            .find(|v| v.index == cfg.index)
+            .ok_or_else(|| format!("voter {} is not in the home's membership", cfg.index))?;
+        if me.vote_key != cfg.vote_key.verifying_key() {
+            return Err(format!(
+                "the vote key given is not voter {}'s vote_key in the home's file",
+                cfg.index
+            ));
+        }
+        if h.path_port == 0 {
+            return Err("the home's file sets no path_port: replica processes join the paths at a fixed port".into());
+        }
+        let seq_ctrl = SocketAddr::new(std::net::IpAddr::V4(h.box_ip), h.ctrl_port);
+        let peers: Vec<SocketAddr> = h
+            .voters_members
+            .iter()
+            .filter(|v| v.index != cfg.index)
+            .map(|v| v.ctrl_addr)
+            .collect();
+        let peer_index: Vec<usize> = h
+            .voters_members
+            .iter()
+            .filter(|v| v.index != cfg.index)
+            .map(|v| v.index)
+            .collect();
+        let n_peers = peer_index.len();
+        // Q of 07 §5.7: n − f with f = ⌊(n − 1)/3⌋.
+        let n_voters = h.voters_members.len();
+        let quorum = vyrn_home::quorum(n_voters) as u32;
+        let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
+        let (links, opener) = member_links(cfg, seq_ctrl, &boxes)?;
+        let (paths, ctrl, data) = open_sockets(cfg, me)?;
+        let cc = CoreConfig {
+            engine: h.engine.clone(),
+            epoch: h.epoch,
+            tenure: 0,
+            sender: 0,
+            seq_key: h.seq_pub,
+            n_boxes: h.databoxes.len().max(1) as u8,
+            n_peers: peers.len(),
+            anchor: Anchor::default(),
+        };
+        let (mut core, mut tile) = new_core(cfg, cc)?;
+        core.set_budgets(&cfg.budgets);
+        // Security review F11: the bound on frames held behind holes, from the home file
+        // (`[voter.N] held_mib`; `vyrn replica --held-mib` overrides it).
+        if let Some(m) = me.held_mib {
+            core.order_rx_mut().set_held_bytes_max((m as usize) << 20);
+        }
+        core.prefault();
+        // 07 §7.4: replay takes R(h) at every root height for the root votes.
+        let root_blocks = cfg
+            .simplex
+            .as_ref()
+            .and_then(|s| s.roots)
+            .map(|r| r.root_blocks);
+        if let Some(rb) = root_blocks {
+            core.set_root_blocks(rb, &Anchor::default());
+        }
+        // 07 §7.5: snapshots at this voter's heights, written to the first journal drive.
+        let mut snaps = NodeSnaps::open(cfg, root_blocks, &mut core, tile.as_mut())?;
+        // 07 §8.2: the block journal, recovered and verified before anything is received.
+        let journal = NodeJournal::open(cfg)?;
+        // 07 §7.5 "Loading": what a restart finds in the snapshot area, each file against the
+        // root its certificate certifies (the cert journal read-only: recovered above).
+        if let (Some(sn), Some(dirs)) = (snaps.as_mut(), cfg.journal.as_deref()) {
+            sn.found = match &h.membership {
+                Some(m) => crate::vote::verify_cert_journal(
+                    &dirs[..2.min(dirs.len())],
+                    m,
+                    root_blocks.unwrap_or(0),
+                )
+                .map(|c| c.roots),
+                None => Ok(Default::default()),
+            }
+            .and_then(|roots| {
+                crate::disk::snapshots::audit(sn.dir.path(), &h.engine, &roots)
+                    .map_err(|e| e.to_string())
+            });
+        }
+        for s in &h.engine.sessions {
+            core.data_mut().set_home(s.session, h.data_home(s.session));
+        }
+        let (own, store) = frame_store(cfg, &mut core)?;
+        let (voters, simplex) = start_voting(cfg)?;
+        Ok(Node {
+            cut: [None; 2],
+            core,
+            paths,
+            ctrl,
+            data,
+            rx: RxBatch::new(RX_BATCH, 9216),
+            io: Io {
+                arena: Vec::with_capacity(1 << 16),
+                msgs: Vec::with_capacity(256),
+                seq_ctrl,
+                seq_pub: h.seq_pub,
+                standby_ctrl: h.standby_ctrl,
+                peers,
+                boxes,
+                store,
+                headers: Vec::with_capacity(64),
+                keep: journal.is_some(),
+                pending_hdr: Default::default(),
+                pending_order: Default::default(),
+                now: 0,
+                c: NodeCounters::default(),
+                name: format!("replica {}", cfg.index),
+                suspect_since: u64::MAX,
+                down: crate::front::data_down::DataDown::new(
+                    h.databoxes.len() as u8,
+                    quorum,
+                    cfg.index,
+                ),
+                peer_index,
+                moved: vec![Vec::new(); h.databoxes.len()],
+                peer_data_tokens: Tokens::new(PEER_DATA_MAX_PPS, 4096),
+                peer_data_share: per_peer(n_peers, PEER_DATA_MAX_PPS, 4096),
+                peer_rtx_share: per_peer(n_peers, vyrn_wire::consts::REP_PEER_RTX_MAX_FPS, 4096),
+                sealer: Sealer::new(seal::from::voter(cfg.index), h.epoch, seal::start_seq()),
+                links,
+                opener,
+            },
+            voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
+            simplex,
+            sink: ReplaySink::default(),
+            tile,
+            replay_thread: None,
+            epoch: h.epoch,
+            last_tick: 0,
+            last_order_flush: 0,
+            own,
+            own_buf: Vec::new(),
+            own_ends: Vec::new(),
+            held: Default::default(),
+            journal,
+            diverge: None,
+            data_cut: None,
+            sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
+            snaps,
+        })
+    }
+
+    /// The four sockets, for a loop that blocks until one is readable.
+    pub fn fds(&self) -> [RawFd; 4] {
+        [
+            self.paths[0].socket().as_raw_fd(),
+            self.paths[1].socket().as_raw_fd(),
+            self.ctrl.socket().as_raw_fd(),
+            self.data.socket().as_raw_fd(),
+        ]
+    }
+
+    /// The core (verdicts, order RX, data side, replay lag).
+    pub fn core(&self) -> &ReplicaCore {
+        &self.core
+    }
+
+    /// The core, to set its bounds.
+    pub fn core_mut(&mut self) -> &mut ReplicaCore {
+        &mut self.core
+    }
+
+    /// Counters of the process side.
+    pub fn counters(&self) -> NodeCounters {
+        let mut c = self.io.c;
+        if let Some(j) = &self.journal {
+            let (n, h, errors) = j.snapshots();
+            c.snapshots_written = n;
+            c.snapshot_height = h;
+            c.snapshot_errors += errors;
+        }
+        if let Some(Ok(a)) = self.snaps.as_ref().map(|s| &s.found) {
+            c.snapshots_refused = a.bad.len() as u64;
+        }
+        c
+    }
+
+    /// The interim voter.
+    pub fn voter(&self) -> &InterimVoter {
+        &self.voter
+    }
+
+    /// The Simplex voter, if this replica runs one.
+    pub fn simplex(&self) -> Option<&crate::vote::SimplexVoter> {
+        self.simplex.as_ref()
+    }
+
+    /// Every height through this one was checked true by this replica's verdict (voted).
+    pub fn voted(&self) -> u64 {
+        self.simplex.as_ref().map_or(self.voter.voted, |v| v.voted)
+    }
+
+    /// Replay's digest and counts: replay's own when it runs on its tile (as the tile last
+    /// reported it while its thread runs).
+    pub fn replay(&self) -> ReplaySink {
+        if let Some(t) = &self.tile {
+            // With the engine split, the lanes' sinks hold the answers: the merged report.
+            return t.report().into();
+        }
+        match self.core.replay_tx() {
+            Some(tx) => tx.progress().sink.into(),
+            None => self.sink.clone(),
+        }
+    }
+
+    /// Move replay's tile to its own thread (07 §7.2's replay cores), pinned to `core` if
+    /// given; `clock` must be the clock `poll` is given (replay lag is measured across the two).
+    /// Nothing to do when replay runs inline or already has its thread.
+    pub fn start_replay_thread(
+        &mut self,
+        clock: impl Fn() -> u64 + Send + 'static,
+        core: Option<usize>,
+    ) -> std::io::Result<()> {
+        let Some(tile) = self.tile.take() else {
+            return Ok(());
+        };
+        let idle = if core.is_some() {
+            crate::replay::tile::Idle::Spin
+        } else {
+            crate::replay::tile::Idle::Backoff
+        };
+        self.replay_thread = Some(crate::replay::tile::spawn(tile, clock, core, idle)?);
+        Ok(())
+    }
+
+    /// Stop replay's thread, if it runs, and take its tile back (what it replayed stays).
+    pub fn stop_replay_thread(&mut self) {
+        if let Some((stop, h)) = self.replay_thread.take() {
+            // What the front staged behind a full ring goes in first (the thread drains it).
+            let t0 = Instant::now();
+            while !self.core.flush_replay() && t0.elapsed() < Duration::from_secs(5) {
+                std::thread::yield_now();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            if let Ok(t) = h.join() {
+                self.tile = Some(t);
+            }
+        }
+    }
+
+    /// A restarted replica takes the frames its own order journal held at start before asking
+    /// anyone: [`OWN_BATCH`] per substream per poll, through order RX as a repair (no path
+    /// statistics; the block's `order_root` checks them as every frame). What the journal does
+    /// not hold — the downtime, and anything older than its ring — the network repairs as
+    /// before. Returns the frames taken.
+    fn feed_own_journal(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        for s in 0..2u8 {
+            let (next, last) = self.own[s as usize];
+            if next > last {
+                continue;
+            }
+            let to = last.min(next + OWN_BATCH - 1);
+            self.own_buf.clear();
+            self.own_ends.clear();
+            let (buf, ends) = (&mut self.own_buf, &mut self.own_ends);
+            let got = self.io.store.journal_mut().map_or(0, |j| {
+                j.read(s, next, to, |_, f| {
+                    buf.extend_from_slice(f);
+                    ends.push(buf.len());
+                })
+            });
+            // A frame the journal cannot serve now ends the feed of this substream: the
+            // network repairs from there.
+            self.own[s as usize] = if got == to - next + 1 {
+                (to + 1, last)
+            } else {
+                (1, 0)
+            };
+            if self.own[s as usize].0 > self.own[s as usize].1 {
+                self.core.expect_local(s, None);
+            }
+            let mut start = 0;
+            for i in 0..self.own_ends.len() {
+                let end = self.own_ends[i];
+                self.core.on_path_frame(
+                    LOCAL_CHANNEL,
+                    &self.own_buf[start..end],
+                    now,
+                    &mut self.io,
+                );
+                start = end;
+            }
+            self.io.c.own_journal_frames += got;
+            n += got as usize;
+            if self.own[s as usize].0 > self.own[s as usize].1 && got > 0 {
+                eprintln!(
+                    "{}: substream {s}: took {} frames from its own order journal",
+                    self.io.name, self.io.c.own_journal_frames
+                );
+            }
+        }
+        n
+    }
+
+    /// The peer frame store's counters.
+    pub fn store(&self) -> crate::disk::frame_store::StoreCounters {
+        self.io.store.counters()
+    }
+
+    /// The order journal's counters, if this replica journals.
+    pub fn order_journal(&self) -> Option<crate::disk::order_journal::OrderJournalCounters> {
+        self.io.store.journal().map(|j| j.counters())
+    }
+
+    /// Lab fault injection (07 §14 "path down"): from `from_ns` on
+    /// (this process's clock, as `poll` gets it), drop every datagram of path `path` (0 = A,
+    /// 1 = B) unread, as a cut link would. The replica must raise REP_A_PATH and go on, on the
+    /// other path.
+    pub fn cut_path(&mut self, path: u8, from_ns: u64) {
+        if let Some(c) = self.cut.get_mut(path as usize) {
+            *c = Some(from_ns);
+        }
+    }
+
+    /// 07 §5.7 at `now`: gossip `DataDown` for the boxes this replica sees silent, and once a
+    /// quorum agrees, move the failed box's sessions to its backup home and send their
+    /// `DataRedirect`s (with this replica's `resend_from`) to the live data boxes.
+    fn data_failover(&mut self, now: u64) {
+        // A box silent after it was heard from is voted down; one never heard from since this
+        // replica started (the home starting) is not: its sessions have sent it nothing yet.
+        for d in 0..self.io.boxes.len() as u8 {
+            let data = self.core.data();
+            let silent = data.box_down(d) && data.box_seen(d);
+            if silent && !self.io.down.is_silent(d) {
+                eprintln!(
+                    "{}: data box {d} silent: DataDown{{{d}}} gossiped to the peers and the data boxes (07 §5.7)",
+                    self.io.name
+                );
+                self.io.down.on_own(d, now);
+            } else if !silent && self.io.down.is_silent(d) {
+                self.io.down.on_own_up(d);
+            }
+        }
+        let mut steps = [None; 4];
+        let mut n = 0;
+        self.io.down.tick(now, |s| {
+            if n < steps.len() {
+                steps[n] = Some(s);
+                n += 1;
+            }
+        });
+        for s in steps.into_iter().flatten() {
+            match s {
+                DownStep::Gossip(d) => {
+                    let m = vyrn_wire::msg::ctrl::DataDown { d };
+                    for i in 0..self.io.peers.len() {
+                        let to = self.io.peers[i];
+                        self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+                    }
+                    for i in 0..self.io.boxes.len() {
+                        let to = self.io.boxes[i];
+                        self.io.queue(Sock::Data, to, |b| m.encode(b).is_ok());
+                    }
+                    self.io.c.data_down_sent += 1;
+                }
+                DownStep::Redirect { from, to } => {
+                    let Some(moved) = self.io.moved.get_mut(from as usize) else {
+                        continue;
+                    };
+                    if moved.is_empty() {
+                        let data = self.core.data_mut();
+                        for sess in &self.sessions {
+                            if data.home(*sess) == Some(from) {
+                                data.set_home(*sess, to);
+                                moved.push(*sess);
+                            }
+                        }
+                        eprintln!(
+                            "{}: data box {from} down by quorum (07 §5.7): {} session(s) redirected to data box {to}",
+                            self.io.name,
+                            moved.len()
+                        );
+                    }
+                    // Each session's resend_from from one pass over the live records.
+                    let points = self.core.data().resend_points(moved);
+                    for (session, resend_from) in points {
+                        let r = vyrn_wire::msg::ctrl::DataRedirect {
+                            from,
+                            to,
+                            session,
+                            resend_from,
+                        };
+                        for b in 0..self.io.boxes.len() {
+                            if !self.io.down.is_down(b as u8) {
+                                let a = self.io.boxes[b];
+                                self.io.queue(Sock::Data, a, |o| r.encode(o).is_ok());
+                            }
+                        }
+                        self.io.c.redirects_sent += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lab fault injection: from `from_ns` on, drop every datagram from the data boxes unread
+    /// (this replica's link to the data tier cut). Its payloads must then come from its peers
+    /// (`PeerDataFetch`, 07 §5.5 source 2).
+    pub fn cut_data(&mut self, from_ns: u64) {
+        self.data_cut = Some(from_ns);
+    }
+
+    /// One round at `now` (ns on this process's monotonic clock). True if anything was done.
+    pub fn poll(&mut self, now: u64) -> Result<bool, vyrn_engine::home::ReplayError> {
+        self.io.now = now;
+        let mut work = self.read_sockets(now);
+        // A restarted replica's own frames, a batch per poll after the sockets were read: a
+        // backlog fed before reading them let the kernel drop live frames meanwhile.
+        work += self.feed_own_journal(now);
+        // The order journal's buffered frames go to disk every ORDER_FLUSH_NS (a read that needs
+        // newer ones flushes itself).
+        if now.saturating_sub(self.last_order_flush) >= ORDER_FLUSH_NS {
+            self.last_order_flush = now;
+            self.io.store.flush();
+        }
+        // The core's timers at most every 10 µs, and after any input.
+        let ticked = work > 0 || now.saturating_sub(self.last_tick) >= 10_000;
+        if ticked {
+            self.last_tick = now;
+            self.core.tick(now, &mut self.io, &mut self.sink)?;
+            if let Some(t) = self.tile.as_mut() {
+                t.poll(now);
+            }
+            self.data_failover(now);
+            for (h, hash, last_step) in self.io.headers.drain(..) {
+                match self.simplex.as_mut() {
+                    Some(v) => v.on_header(h, hash),
+                    None => self.voter.on_header(h, hash),
+                }
+                if self.held.len() < 1 << 16 {
+                    self.held.push_back((h, last_step));
+                }
+                if let Some(sn) = self.snaps.as_mut().filter(|sn| sn.policy.at(h)) {
+                    sn.headers.insert(h, hash);
+                    while sn.headers.len() > 4 * SNAPS_PENDING {
+                        sn.headers.pop_first();
+                    }
+                }
+            }
+            self.write_snapshots();
+        }
+        if let Some(v) = self.simplex.as_mut() {
+            // The desk answers on every round (the engine waits on it), the verdict's timers
+            // ran above.
+            let io = &mut self.io;
+            let mut outs: Vec<DeskOut> = Vec::new();
+            if v.poll(&mut self.core, io, now, |o| outs.push(o.clone())) {
+                work += 1;
+            }
+            for o in outs {
+                self.on_desk_out(o, now);
+            }
+        } else if ticked {
+            let mut vote = None;
+            self.voter.tick(&mut self.core, now, &mut self.io, |b| {
+                vote = Some(b.to_vec())
+            });
+            if let Some(v) = vote {
+                let to = self.io.seq_ctrl;
+                self.io.queue(Sock::Ctrl, to, |b| {
+                    b.extend_from_slice(&v);
+                    true
+                });
+            }
+        }
+        if let Some((b, at)) = self.diverge.as_mut() {
+            if now.saturating_sub(*at) >= DIVERGE_REPEAT_NS {
+                *at = now;
+                let to = self.io.seq_ctrl;
+                self.io.queue(Sock::Ctrl, to, |q| {
+                    q.extend_from_slice(b);
+                    true
+                });
+            }
+        }
+        self.journal_voted(now);
+        self.forget_done();
+        work += self.flush();
+        Ok(work > 0)
+    }
+
+    /// What the desk has for the sequencer and the standby (07 §6.8), the cert journal, and the
+    /// alarms it raised.
+    fn on_desk_out(&mut self, o: DeskOut, now: u64) {
+        let mut b = Vec::with_capacity(256);
+        // 07 §6.8: votes and certificates to the sequencer's and the standby's control
+        // ports, so both learn finality at the same hop.
+        let standby = matches!(o, DeskOut::Vote(_) | DeskOut::Cert(_))
+            .then_some(self.io.standby_ctrl)
+            .flatten();
+        let ok = match &o {
+            DeskOut::Vote(fv) => fv.encode(&mut b).is_ok(),
+            DeskOut::Cert(c) => {
+                b.push(vyrn_wire::msg::ctrl::ty::FINALITY_CERT);
+                let ok = c.encode(&mut b).is_ok();
+                if ok {
+                    if let Some(j) = self.journal.as_mut() {
+                        j.submit_cert(crate::disk::journal::cert::CertKind::Finality, b.clone());
+                    }
+                }
+                ok
+            }
+            DeskOut::Fault { kind, signer, view } => {
+                self.io.c.consensus_faults += 1;
+                eprintln!(
+                    "{}: Byzantine voter evidence (07 §10.2): voter {signer} {kind:?} in view {view}",
+                    self.io.name
+                );
+                false
+            }
+            DeskOut::RootCert(c) => {
+                // 07 §7.4: Q root signatures over this replica's own R(h), kept in
+                // the cert journal beside the finality certificates.
+                self.io.c.root_certs += 1;
+                if c.encode(&mut b).is_ok() {
+                    if let Some(j) = self.journal.as_mut() {
+                        j.submit_cert(crate::disk::journal::cert::CertKind::Root, b.clone());
+                    }
+                }
+                false
+            }
+            DeskOut::RootFault {
+                index,
+                signer,
+                digest,
+            } => {
+                self.io.c.root_faults += 1;
+                eprintln!(
+                    "{}: RootFault (07 §10.2): voter {signer} signed root digest {:02x?} for index {index}",
+                    self.io.name,
+                    &digest[..8]
+                );
+                false
+            }
+            DeskOut::Diverge(d) => {
+                // 07 §7.4 INV-REP-9: this replica votes for nothing more; the
+                // sequencer's control core halts the book on this message.
+                self.io.c.diverge = 1;
+                eprintln!(
+                    "{}: REP_A_DIVERGE (07 §7.4): root index {} {:?}, {} digest(s); voting stopped, Diverge sent to the sequencer",
+                    self.io.name,
+                    d.index,
+                    d.reason,
+                    d.digests.len()
+                );
+                let ok = d.encode(&mut b).is_ok();
+                if ok {
+                    self.diverge = Some((b.clone(), now));
+                }
+                ok
+            }
+        };
+        if ok {
+            let to = self.io.seq_ctrl;
+            self.io.queue(Sock::Ctrl, to, |q| {
+                q.extend_from_slice(&b);
+                true
+            });
+            if let Some(to) = standby {
+                self.io.queue(Sock::Ctrl, to, |q| {
+                    q.extend_from_slice(&b);
+                    true
+                });
+            }
+        }
+    }
+
+    /// One bounded batch from each socket: paths, control, data. Datagrams read.
+    fn read_sockets(&mut self, now: u64) -> usize {
+        let mut work = 0;
+        for path in 0..2u8 {
+            if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
+                work += n;
+                if self.cut[path as usize].is_some_and(|t| now >= t) {
+                    self.io.c.path_cut_drops += n as u64;
+                    continue;
+                }
+                self.io.c.path_rx[path as usize] += n as u64;
+                for p in self.rx.iter() {
+                    self.core.on_path_frame(path, p.data, now, &mut self.io);
+                }
+            }
+        }
+        if let Ok(n) = self.ctrl.recv_batch(&mut self.rx) {
+            work += n;
+            for p in self.rx.iter() {
+                self.io.c.ctrl_rx += 1;
+                on_ctrl(
+                    &mut self.core,
+                    &mut self.io,
+                    self.epoch,
+                    p.meta.src,
+                    p.data,
+                    now,
+                );
+            }
+        }
+        if let Ok(n) = self.data.recv_batch(&mut self.rx) {
+            work += n;
+            let cut = self.data_cut.is_some_and(|t| now >= t);
+            if cut {
+                self.io.c.data_cut_drops += n as u64;
+            }
+            for p in self.rx.iter().filter(|_| !cut) {
+                self.io.c.data_rx += 1;
+                match p
+                    .meta
+                    .src
+                    .and_then(|a| self.io.boxes.iter().position(|&b| b == a))
+                {
+                    Some(d) => {
+                        self.core.on_data_frame(d as u8, p.data, now, &mut self.io);
+                    }
+                    None => self.io.c.unknown_src += 1,
+                }
+            }
+        }
+        work
+    }
+
+    /// Drop the verdict's and the data side's state of blocks this replica voted and replayed,
+    /// [`FORGET_LAG`] blocks behind (the journal and the peers' catch-up keep them after).
+    fn forget_done(&mut self) {
+        let replayed = self.core.replay_lag().1;
+        let mut upto = None;
+        while let Some(&(h, last_step)) = self.held.front() {
+            if h + FORGET_LAG > self.voted() || last_step > replayed {
+                break;
+            }
+            self.held.pop_front();
+            upto = Some(h);
+        }
+        if let Some(h) = upto {
+            self.core.forget_through(h);
+        }
+    }
+
+    /// Run until `stop` says so: poll; when a round did nothing, block in `ppoll` on the four
+    /// sockets (≤ 50 µs, the core's timers are no coarser), and once one is readable let
+    /// [`BATCH_NS`] of traffic gather before the next round, so one wake-up and one
+    /// `recvmmsg` per socket take many frames (a replica sharing a core wakes a few thousand
+    /// times a second under load, not once per datagram). `report` is called about once a
+    /// second.
+    pub fn run(
+        &mut self,
+        clock: impl Fn() -> u64,
+        stop: impl Fn() -> bool,
+        mut report: impl FnMut(&Node, u64),
+    ) -> Result<(), vyrn_engine::home::ReplayError> {
+        let fds = self.fds();
+        let mut next_report = clock() + 1_000_000_000;
+        while !stop() {
+            let now = clock();
+            let busy = self.poll(now)?;
+            if now >= next_report {
+                report(self, now);
+                next_report = now + 1_000_000_000;
+            }
+            if !busy && vyrn_nic::wait::wait_readable(&fds, WAIT_NS) {
+                vyrn_nic::wait::wait_readable(&[], BATCH_NS);
+            }
+        }
+        self.stop_replay_thread();
+        self.sync_journal();
+        Ok(())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop_replay_thread();
+    }
+}
+
+/// The core, with its replay tile when replay runs on a thread of its own (07 §7.2).
+#[allow(clippy::type_complexity)]
+fn new_core(
+    cfg: &NodeConfig,
+    cc: CoreConfig,
+) -> Result<(ReplicaCore, Option<ReplayTile<ReplaySink>>), String> {
+    if cfg.replay_tile {
+        let (core, mut tile) = if cfg.replay_lanes > 0 {
+            let idle = if cfg.replay_lane_cores.is_empty() {
+                crate::replay::tile::Idle::Backoff
+            } else {
+                crate::replay::tile::Idle::Spin
+            };
+            ReplicaCore::new_split_lanes(
+                cc,
+                crate::replay::tile::REPLAY_RING_BYTES,
+                ReplaySink::default(),
+                crate::replay::split::Workers::Threads {
+                    n: cfg.replay_lanes,
+                    cores: cfg.replay_lane_cores.clone(),
+                    idle,
+                },
+                crate::replay::split::SplitSlots::default(),
+            )?
+        } else {
+            ReplicaCore::new_split(
+                cc,
+                crate::replay::tile::REPLAY_RING_BYTES,
+                ReplaySink::default(),
+            )?
+        };
+        tile.prefault(REPLAY_COPIES);
+        Ok((core, Some(tile)))
+    } else {
+        Ok((ReplicaCore::new(cc)?, None))
+    }
+}
+
+/// The peer frame store, with this replica's order journal behind it when it journals, and the
+/// spans of its own frames the journal held at start (07 §4.10).
+fn frame_store(
+    cfg: &NodeConfig,
+    core: &mut ReplicaCore,
+) -> Result<([(u64, u64); 2], FrameStore), String> {
+    let h = &cfg.home;
+    // 07 §4.10: peers serve repairs from memory (REP_PEER_RING_MS) and then from their order
+    // journal — a journaling replica keeps every frame it delivers on its first drive.
+    // Nothing of its own to read unless the order journal held frames at start.
+    let mut own = [(1, 0); 2];
+    let mut store = FrameStore::new(
+        STORE_BYTES,
+        cfg.budgets.peer_ring_ns,
+        vyrn_wire::consts::REP_PEER_RTX_MAX_FPS,
+    );
+    if let Some(d0) = cfg.journal.as_ref().and_then(|d| d.first()) {
+        let dir = d0
+            .join(crate::disk::order_journal::ORDER_DIR)
+            .join(format!("e{}-t0", h.epoch));
+        let oj = crate::disk::order_journal::OrderJournal::open(
+            crate::disk::order_journal::OrderJournalConfig::new(dir),
+        )
+        .map_err(|e| e.to_string())?;
+        let c = oj.counters();
+        if c.recovered > 0 || c.truncated_bytes > 0 {
+            eprintln!(
+                "replica {}: order journal recovered {} frames (spans {:?} {:?}), cut {} bytes",
+                cfg.index,
+                c.recovered,
+                oj.span(0),
+                oj.span(1),
+                c.truncated_bytes
+            );
+        }
+        own = [0, 1].map(|s| oj.span(s).map_or((1, 0), |(a, b)| (a, b)));
+        for (s, &(first, last)) in own.iter().enumerate() {
+            core.expect_local(s as u8, (first <= last).then_some((first, last)));
+        }
+        store.set_journal(oj);
+    }
+    Ok((own, store))
+}
+
+/// The voting set — the home's REP_Membership when it names one (07 §13.1, checked at load),
+/// else the `[voter.N]` sections' keys — and the Simplex voter when `cfg` runs one.
+fn start_voting(
+    cfg: &NodeConfig,
+) -> Result<
+    (
+        Option<vyrn_consensus::Voters>,
+        Option<crate::vote::SimplexVoter>,
+    ),
+    String,
+> {
+    let h = &cfg.home;
+    let voters = match &h.membership {
+        Some(m) => vyrn_consensus::Voters::from_membership(m, h.epoch).ok(),
+        None => {
+            let keys: Vec<[u8; 32]> = h
+                .voters_members
+                .iter()
+                .map(|m| m.vote_key.to_bytes())
+                .collect();
+            vyrn_consensus::Voters::with_simplex_quorum(h.epoch, &keys).ok()
+        }
+    };
+    let simplex = match (&cfg.simplex, &voters) {
+        (None, _) => None,
+        (Some(_), None) => return Err("the home's vote keys do not form a voting set".to_string()),
+        (Some(sc), Some(v)) => {
+            // 07 §8.2: the cert journal's newest verified certificate is the engine's floor.
+            let floor = cfg
+                .journal
+                .as_ref()
+                .and_then(|dirs| crate::vote::newest_floor(dirs, v));
+            if let Some((f, p)) = &floor {
+                eprintln!(
+                    "replica {}: consensus floor from the cert journal: view {}, final height {}",
+                    cfg.index,
+                    f.proposal.round.view().get(),
+                    p.last_height
+                );
+            }
+            Some(
+                crate::vote::SimplexVoter::start(
+                    sc,
+                    v.clone(),
+                    cfg.index as u8,
+                    &cfg.vote_key.to_bytes(),
+                    floor,
+                )
+                .map_err(|e| format!("the consensus engine: {e}"))?,
+            )
+        }
+    };
+    Ok((voters, simplex))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vyrn_engine::resp::Gate;
+
+    fn respond(s: &mut ReplaySink, bytes: &[u8], resend: bool) {
+        s.respond(&RespOut {
+            session: 1,
+            echo_pkt_seq: 1,
+            resp_seq: 1,
+            resend,
+            gate: Gate::LaneCut {
+                lane: 0,
+                lane_seq: 1,
+            },
+            tx: 0,
+            bytes,
+        });
+    }
+
+    /// The replay digest is a multiset hash: the same responses in any order give the same
+    /// digest, a changed byte, a lost response or a duplicate changes it, resends do not count,
+    /// and two sinks' reports merge to the digest of one sink fed both (the split replay's
+    /// lanes report apart).
+    #[test]
+    fn the_replay_digest_is_order_free_and_sees_every_byte() {
+        let resps: Vec<Vec<u8>> = (0..50u8)
+            .map(|i| (0..40 + i as usize).map(|j| i ^ j as u8).collect())
+            .collect();
+        let mut a = ReplaySink::default();
+        resps.iter().for_each(|r| respond(&mut a, r, false));
+        let mut b = ReplaySink::default();
+        resps.iter().rev().for_each(|r| respond(&mut b, r, false));
+        respond(&mut b, &resps[3], true);
+        assert_eq!(a.digest(), b.digest());
+        assert_eq!(a.responses, 50);
+        assert_ne!(a.digest(), ReplaySink::default().digest());
+
+        let mut flipped = resps.clone();
+        flipped[7][5] ^= 1;
+        let mut c = ReplaySink::default();
+        flipped.iter().for_each(|r| respond(&mut c, r, false));
+        assert_ne!(a.digest(), c.digest(), "one bit");
+        let mut d = ReplaySink::default();
+        resps[1..].iter().for_each(|r| respond(&mut d, r, false));
+        assert_ne!(a.digest(), d.digest(), "one lost");
+        respond(&mut d, &resps[2], false);
+        assert_ne!(a.digest(), d.digest(), "one lost, another twice");
+
+        let (mut x, mut y) = (ReplaySink::default(), ReplaySink::default());
+        resps[..20].iter().for_each(|r| respond(&mut x, r, false));
+        resps[20..].iter().for_each(|r| respond(&mut y, r, false));
+        use crate::replay::tile::ReportingSink;
+        let mut m = x.report();
+        m.merge(&y.report());
+        assert_eq!(ReplaySink::from(m).digest(), a.digest());
+    }
+}
