@@ -46,7 +46,7 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("cli/src/cmd/seq.rs", "render", 325),
     ("cli/src/cmd/seq.rs", "run", 277),
     ("cli/src/cmd/paths.rs", "stream", 334),
-    ("cli/src/cmd/replica.rs", "render", 513),
+    ("cli/src/cmd/replica.rs", "render", 450),
     ("cli/src/cmd/replica.rs", "run", 211),
     ("cli/src/cmd/load.rs", "run", 192),
 ];

@@ -326,6 +326,11 @@ impl SimplexVoter {
         busy
     }
 
+    /// Vote for nothing more (the replica's journal failed: `Desk::stop_votes`).
+    pub fn stop_votes(&mut self) {
+        self.desk.stop_votes();
+    }
+
     /// REP_A_DIVERGE as this voter raised it (07 §7.4, INV-REP-9), if it did.
     pub fn diverged(&self) -> Option<&vyrn_wire::msg::ctrl::Diverge> {
         self.desk.diverged()

@@ -130,6 +130,90 @@ fn cut(s: &str) -> Result<(u8, u64), String> {
     Ok((path, secs))
 }
 
+/// The block journal, the cert journal and the order journal (07 §8.2, §4.10), with
+/// REP_A_JOURNAL.
+fn render_journal(e: &mut vyrn_metrics::Exposition, n: &vyrn_replica::node::Node) {
+    if let Some(j) = n.journal() {
+        e.gauge(
+            "vyrn_replica_journal_synced_height",
+            "highest height synced to the journal",
+            &[],
+            j.synced() as f64,
+        );
+        e.counter(
+            "vyrn_replica_journal_appended_total",
+            "blocks appended",
+            &[],
+            j.appended(),
+        );
+        e.counter(
+            "vyrn_replica_journal_bytes_total",
+            "bytes made durable in the block journal (blocks and slot heads)",
+            &[],
+            j.bytes_written(),
+        );
+        e.counter(
+            "vyrn_replica_journal_errors_total",
+            "journal write errors",
+            &[],
+            j.errors(),
+        );
+        e.counter(
+            "vyrn_replica_journal_certs_total",
+            "certificates in the cert journal",
+            &[],
+            j.certs(),
+        );
+        let failed = j.failure();
+        e.alarm("REP_A_JOURNAL", &[("role", "replica")], failed.is_some());
+        for f in [
+            vyrn_replica::node::JournalFailure::Append,
+            vyrn_replica::node::JournalFailure::Sync,
+            vyrn_replica::node::JournalFailure::CertAppend,
+            vyrn_replica::node::JournalFailure::CertSync,
+        ] {
+            e.gauge(
+                "vyrn_replica_journal_failed",
+                "1 once a journal write of this kind failed first (REP_A_JOURNAL): this replica votes no more",
+                &[("what", f.name())],
+                if failed == Some(f) { 1.0 } else { 0.0 },
+            );
+        }
+    }
+    if let Some(o) = n.order_journal() {
+        // 07 §4.10: the order journal behind the peer frame store.
+        for (name, help, v) in [
+            (
+                "vyrn_replica_order_journal_frames_total",
+                "frames appended to the order journal",
+                o.appended,
+            ),
+            (
+                "vyrn_replica_order_journal_served_total",
+                "frames served to peers from the order journal (older than the memory store)",
+                n.store().from_journal,
+            ),
+            (
+                "vyrn_replica_own_journal_frames_total",
+                "frames a restarted replica took from its own order journal instead of the network",
+                n.counters().own_journal_frames,
+            ),
+            (
+                "vyrn_replica_order_journal_corrupt_total",
+                "order journal entries that failed their CRC on a read (not served)",
+                o.corrupt,
+            ),
+            (
+                "vyrn_replica_order_journal_errors_total",
+                "order journal I/O errors",
+                o.io_errors,
+            ),
+        ] {
+            e.counter(name, help, &[], v);
+        }
+    }
+}
+
 /// Repairs and the holds of peer-supplied frames (`vyrn_replica::front::quarantine`, 07 §4.10).
 fn render_repairs(e: &mut vyrn_metrics::Exposition, core: &vyrn_replica::front::core::ReplicaCore) {
     let rx = core.order_rx().counters();
@@ -618,70 +702,7 @@ fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
             if started && !failed { 1.0 } else { 0.0 },
         );
     }
-    if let Some(j) = n.journal() {
-        e.gauge(
-            "vyrn_replica_journal_synced_height",
-            "highest height synced to the journal",
-            &[],
-            j.synced() as f64,
-        );
-        e.counter(
-            "vyrn_replica_journal_appended_total",
-            "blocks appended",
-            &[],
-            j.appended(),
-        );
-        e.counter(
-            "vyrn_replica_journal_bytes_total",
-            "bytes made durable in the block journal (blocks and slot heads)",
-            &[],
-            j.bytes_written(),
-        );
-        e.counter(
-            "vyrn_replica_journal_errors_total",
-            "journal write errors",
-            &[],
-            j.errors(),
-        );
-        e.counter(
-            "vyrn_replica_journal_certs_total",
-            "certificates in the cert journal",
-            &[],
-            j.certs(),
-        );
-    }
-    if let Some(o) = n.order_journal() {
-        // 07 §4.10: the order journal behind the peer frame store.
-        for (name, help, v) in [
-            (
-                "vyrn_replica_order_journal_frames_total",
-                "frames appended to the order journal",
-                o.appended,
-            ),
-            (
-                "vyrn_replica_order_journal_served_total",
-                "frames served to peers from the order journal (older than the memory store)",
-                n.store().from_journal,
-            ),
-            (
-                "vyrn_replica_own_journal_frames_total",
-                "frames a restarted replica took from its own order journal instead of the network",
-                n.counters().own_journal_frames,
-            ),
-            (
-                "vyrn_replica_order_journal_corrupt_total",
-                "order journal entries that failed their CRC on a read (not served)",
-                o.corrupt,
-            ),
-            (
-                "vyrn_replica_order_journal_errors_total",
-                "order journal I/O errors",
-                o.io_errors,
-            ),
-        ] {
-            e.counter(name, help, &[], v);
-        }
-    }
+    render_journal(&mut e, n);
     published.own(&mut e);
     e.render()
 }

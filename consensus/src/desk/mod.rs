@@ -330,6 +330,8 @@ pub struct DeskCounters {
     pub root_gate_waits: u64,
     /// 1 once REP_A_DIVERGE fired (INV-REP-9).
     pub diverged: u64,
+    /// 1 once the replica stopped this voter's votes ([`Desk::stop_votes`]: its journal failed).
+    pub votes_stopped: u64,
 }
 
 /// One root index as this voter sees it (07 §7.4).
@@ -405,6 +407,8 @@ pub struct Desk {
     root_final_scan: u64,
     root_signer: Option<RootScheme>,
     diverged: Option<Diverge>,
+    /// The replica withdrew this voter ([`Desk::stop_votes`]).
+    votes_stopped: bool,
 }
 
 /// Root indices kept (a stall longer than this many roots keeps the newest); never one inside
@@ -474,6 +478,7 @@ impl Desk {
                 root_final_scan: 0,
                 root_signer: None,
                 diverged: None,
+                votes_stopped: false,
             },
             crate::app::DeskLink::new(tx, full),
         )
@@ -492,6 +497,21 @@ impl Desk {
     /// `REP_A_DIVERGE` as raised, if it was (INV-REP-9).
     pub fn diverged(&self) -> Option<&Diverge> {
         self.diverged.as_ref()
+    }
+
+    /// Vote for nothing more, as after REP_A_DIVERGE but with no `Diverge` sent: the replica's
+    /// block journal failed, so a block it voted for might not be on its drive and its vote
+    /// would count toward a durability it does not give (07 §6.9: durable means Q journals).
+    /// Every verify and certify answers false from here on and no proposal is made (the engine
+    /// nullifies the views this voter leads). Until the process restarts.
+    pub fn stop_votes(&mut self) {
+        self.votes_stopped = true;
+        self.counters.votes_stopped = 1;
+    }
+
+    /// Whether [`Desk::stop_votes`] or REP_A_DIVERGE stopped this voter.
+    pub fn votes_stopped(&self) -> bool {
+        self.votes_stopped || self.diverged.is_some()
     }
 
     /// The aggregation engine's tip (root indices below it are certified somewhere).
@@ -827,8 +847,9 @@ impl Desk {
         now: u64,
         ledger: &mut impl Ledger,
     ) -> Option<Digest> {
-        if self.diverged.is_some() {
-            // INV-REP-9: never answered; the engine's leader timeout nullifies the view.
+        if self.votes_stopped() {
+            // INV-REP-9 (or a failed journal): never answered; the engine's leader timeout
+            // nullifies the view.
             return None;
         }
         let parent_last = self.parent_last(w.parent.as_ref()?)?;
@@ -874,8 +895,9 @@ impl Desk {
         now: u64,
         ledger: &mut impl Ledger,
     ) -> Option<bool> {
-        if self.diverged.is_some() {
-            // INV-REP-9: after REP_A_DIVERGE this voter votes for nothing more.
+        if self.votes_stopped() {
+            // INV-REP-9: after REP_A_DIVERGE (or a failed journal) this voter votes for nothing
+            // more.
             return Some(false);
         }
         if w.parent.is_none() {

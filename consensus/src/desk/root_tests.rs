@@ -510,3 +510,39 @@ fn root_index_and_height_are_inverse() {
     }
     assert_eq!(root_index(5, 0), None);
 }
+
+/// A replica whose journal failed withdraws its voter (`Desk::stop_votes`): every verify after
+/// it answers false, a proposal it is asked for is never answered (the engine nullifies the
+/// view), no `Diverge` goes out, and the counter says so. The same ranges verified true before.
+#[test]
+fn stopped_votes_answer_false_and_propose_nothing() {
+    let (mut d, mut l) = desk();
+    d.cfg.root_blocks = 0;
+    let mut rx = verify(&mut d, &mut l, 1, 4, 1);
+    assert_eq!(rx.try_recv(), Ok(true), "a voter that runs votes");
+    assert!(!d.votes_stopped());
+    d.stop_votes();
+    assert!(d.votes_stopped());
+    assert_eq!(d.counters().votes_stopped, 1);
+    let mut rx = verify(&mut d, &mut l, 5, 8, 2);
+    assert_eq!(rx.try_recv(), Ok(false), "stopped: false");
+    let (reply, mut p) = oneshot::channel();
+    d.take(
+        Req::Propose {
+            view: 3,
+            parent: proposal_digest(1, 4),
+            reply,
+        },
+        3,
+    );
+    d.poll(3, &mut l);
+    d.poll(1_000_000_000, &mut l);
+    assert!(p.try_recv().is_err(), "no proposal from a stopped voter");
+    assert!(
+        outs(&mut d)
+            .iter()
+            .all(|o| !matches!(o, DeskOut::Diverge(_))),
+        "a failed journal is not a divergence"
+    );
+    assert!(d.diverged().is_none());
+}

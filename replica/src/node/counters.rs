@@ -46,6 +46,9 @@ pub struct NodeCounters {
     pub root_faults: u64,
     /// 1 once REP_A_DIVERGE fired (07 §7.4, INV-REP-9): the replica votes no more.
     pub diverge: u64,
+    /// 1 once REP_A_JOURNAL fired: a block or certificate write failed and this replica votes
+    /// no more (until it restarts with a working drive).
+    pub journal_failed: u64,
     /// REP_DurableMark notices from the sequencer.
     pub durable_marks: u64,
     /// NackTooOld answers.

@@ -16,6 +16,8 @@ pub struct InterimVoter {
     pub(super) hashes: std::collections::BTreeMap<u64, Hash>,
     /// The first height the verdict refused, and why: nothing at or after it is ever voted.
     pub(super) refused: Option<(u64, Refusal)>,
+    /// The replica stopped this voter's votes (its journal failed): nothing more is signed.
+    pub(super) stopped: bool,
     /// What the last ask was pending on (height, reason).
     pub pending: Option<(u64, Pending)>,
     /// Asks that timed out (REP_VERIFY_WAIT_MS pending): asked again, as a new view would.
@@ -42,6 +44,7 @@ impl InterimVoter {
             next: first_height,
             hashes: Default::default(),
             refused: None,
+            stopped: false,
             pending: None,
             timeouts: 0,
             votes: 0,
@@ -71,7 +74,7 @@ impl InterimVoter {
         out: &mut impl ReplicaOut,
         mut send: impl FnMut(&[u8]),
     ) {
-        if self.refused.is_some() {
+        if self.refused.is_some() || self.stopped {
             return;
         }
         let mut last = None;

@@ -75,6 +75,57 @@ pub(super) struct JournalStats {
     pub(super) snapshots: AtomicU64,
     pub(super) snapshot_height: AtomicU64,
     pub(super) snapshot_errors: AtomicU64,
+    /// The first failure of a block or certificate write ([`JournalFailure`] as a number; 0:
+    /// none yet).
+    pub(super) failed: AtomicU64,
+}
+
+/// What failed first on the journal writer (REP_A_JOURNAL): a block append, a block sync, a
+/// certificate append or a cert-journal sync. A snapshot write is not one of them (a missed
+/// snapshot only lengthens a restart: counted apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalFailure {
+    /// `BlockJournal::append_record` refused or failed.
+    Append,
+    /// `BlockJournal::sync`: a drive's write or `fdatasync` failed.
+    Sync,
+    /// `CertJournal::append` failed.
+    CertAppend,
+    /// `CertJournal::sync` failed.
+    CertSync,
+}
+
+impl JournalFailure {
+    const ALL: [JournalFailure; 4] = [
+        JournalFailure::Append,
+        JournalFailure::Sync,
+        JournalFailure::CertAppend,
+        JournalFailure::CertSync,
+    ];
+
+    /// The name in the alarm line and the metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            JournalFailure::Append => "append",
+            JournalFailure::Sync => "sync",
+            JournalFailure::CertAppend => "cert_append",
+            JournalFailure::CertSync => "cert_sync",
+        }
+    }
+}
+
+impl JournalStats {
+    /// Count an error, and remember it if it is the first.
+    pub(super) fn fail(&self, f: JournalFailure) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let code = 1 + JournalFailure::ALL
+            .iter()
+            .position(|&x| x == f)
+            .unwrap_or(0) as u64;
+        let _ = self
+            .failed
+            .compare_exchange(0, code, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 /// Blocks the writer's queue holds (about 4 s of dev blocks).
@@ -110,9 +161,7 @@ impl NodeJournal {
                     st.bytes
                         .store(j.counters().bytes_written, Ordering::Relaxed);
                 }
-                Err(_) => {
-                    st.errors.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(_) => st.fail(JournalFailure::Sync),
             };
             loop {
                 let wait = Duration::from_nanos(sync_ns);
@@ -122,9 +171,7 @@ impl NodeJournal {
                             st.certs.fetch_add(1, Ordering::Relaxed);
                             cert_dirty = true;
                         }
-                        Err(_) => {
-                            st.errors.fetch_add(1, Ordering::Relaxed);
-                        }
+                        Err(_) => st.fail(JournalFailure::CertAppend),
                     },
                     Ok(ToWriter::Block(h, rec)) => match j.append_record(&rec) {
                         Ok(Appended::Queued) => {
@@ -133,9 +180,7 @@ impl NodeJournal {
                         Ok(Appended::Identical) => {
                             st.identical.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(_) => {
-                            st.errors.fetch_add(1, Ordering::Relaxed);
-                        }
+                        Err(_) => st.fail(JournalFailure::Append),
                     },
                     Ok(ToWriter::Snapshot(d, h, b)) => match d.write(h, &b) {
                         Ok(_) => {
@@ -156,7 +201,7 @@ impl NodeJournal {
                 }
                 if cert_dirty && last.elapsed() >= wait {
                     if cj.sync().is_err() {
-                        st.errors.fetch_add(1, Ordering::Relaxed);
+                        st.fail(JournalFailure::CertSync);
                     }
                     cert_dirty = false;
                 }
@@ -195,6 +240,14 @@ impl NodeJournal {
     /// Heights the journal already held with the same bytes.
     pub fn identical(&self) -> u64 {
         self.stats.identical.load(Ordering::Relaxed)
+    }
+
+    /// The first write that failed (REP_A_JOURNAL), if one did.
+    pub fn failure(&self) -> Option<JournalFailure> {
+        match self.stats.failed.load(Ordering::Relaxed) {
+            0 => None,
+            c => JournalFailure::ALL.get(c as usize - 1).copied(),
+        }
     }
 
     /// Append or sync errors.
@@ -445,5 +498,159 @@ impl NodeJournal {
                 ))
             }
         })
+    }
+}
+
+impl Node {
+    /// REP_A_JOURNAL: the first block or certificate write that failed stops this replica's
+    /// votes, here and in the interim voter, with an alarm line and a counter — a vote for a
+    /// block this replica may not hold on disk counts toward a durability it does not give
+    /// (07 §6.9: durable at the client means Q journals). Once; until the process restarts.
+    pub(super) fn check_journal(&mut self) {
+        if self.io.c.journal_failed != 0 {
+            return;
+        }
+        let Some(f) = self.journal.as_ref().and_then(NodeJournal::failure) else {
+            return;
+        };
+        self.io.c.journal_failed = 1;
+        if let Some(v) = self.simplex.as_mut() {
+            v.stop_votes();
+        }
+        self.voter.stopped = true;
+        eprintln!(
+            "{}: alarm=REP_A_JOURNAL role=replica what={}: a journal write failed; voting stopped (07 §6.9: restart on a working drive, its peers serve what it lacks)",
+            self.io.name,
+            f.name()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::journal::{AlignedBuf, Backend, BackendKind, FileId, StdBackend};
+    use std::sync::atomic::AtomicBool;
+
+    /// A backend whose flush fails every file written while `armed` (a drive's I/O error).
+    #[derive(Debug)]
+    struct Failing {
+        inner: StdBackend,
+        armed: Arc<AtomicBool>,
+        bad: Vec<FileId>,
+    }
+
+    impl Backend for Failing {
+        fn kind(&self) -> BackendKind {
+            self.inner.kind()
+        }
+        fn open(&mut self, p: &std::path::Path, create_new: bool) -> std::io::Result<FileId> {
+            self.inner.open(p, create_new)
+        }
+        fn close(&mut self, f: FileId) {
+            self.inner.close(f)
+        }
+        fn file_len(&self, f: FileId) -> std::io::Result<u64> {
+            self.inner.file_len(f)
+        }
+        fn truncate(&mut self, f: FileId, len: u64) -> std::io::Result<()> {
+            self.inner.truncate(f, len)
+        }
+        fn queue_write(&mut self, f: FileId, off: u64, buf: AlignedBuf) -> std::io::Result<()> {
+            if self.armed.load(Ordering::Relaxed) {
+                self.bad.push(f);
+                return Ok(());
+            }
+            self.inner.queue_write(f, off, buf)
+        }
+        fn flush(&mut self) -> Vec<(FileId, std::io::Error)> {
+            let mut v = self.inner.flush();
+            v.extend(
+                self.bad
+                    .drain(..)
+                    .map(|f| (f, std::io::Error::from_raw_os_error(5))),
+            );
+            v
+        }
+        fn read(&mut self, f: FileId, off: u64, buf: &mut AlignedBuf) -> std::io::Result<usize> {
+            self.inner.read(f, off, buf)
+        }
+        fn punch(&mut self, f: FileId, off: u64, len: u64) -> std::io::Result<()> {
+            self.inner.punch(f, off, len)
+        }
+        fn preallocate(&mut self, f: FileId, len: u64) -> std::io::Result<()> {
+            self.inner.preallocate(f, len)
+        }
+    }
+
+    fn record(h: u64, key: &SigningKey) -> RepBlockRecord {
+        let mut header = BlockHeader {
+            height: h,
+            epoch: 1,
+            book: 0,
+            first_step: h * 10,
+            last_step: h * 10 + 9,
+            prev: [h as u8; 32],
+            order_root: [1; 32],
+            data_root: [2; 32],
+            seq_sig: [0; 64],
+        };
+        header.sign(key);
+        RepBlockRecord {
+            tenure: 0,
+            header,
+            order: vec![h as u8; 100],
+            pkt_hashes: vec![],
+            data: vec![],
+            unavail: vec![],
+        }
+    }
+
+    fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{what}: not within 5 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// REP_A_JOURNAL's source: the writer thread remembers the first write that failed — here a
+    /// drive's sync after blocks that went through — and says which; the blocks before it stay
+    /// synced. (`Node::check_journal` stops the votes on it; `Desk::stop_votes` is tested in
+    /// `vyrn-consensus`.)
+    #[test]
+    fn the_writer_reports_the_first_failed_write() {
+        let dir = std::env::temp_dir().join(format!("vyrn-nodejournal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let drives = vec![dir.join("nvme0"), dir.join("nvme1")];
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let mut jc = JournalConfig::new(drives.clone());
+        jc.verifying_key = Some(key.verifying_key());
+        let armed = Arc::new(AtomicBool::new(false));
+        let be = Failing {
+            inner: StdBackend::new(),
+            armed: armed.clone(),
+            bad: Vec::new(),
+        };
+        let (bj, rec) = BlockJournal::open_with(jc, Box::new(be)).expect("journal");
+        let certs = crate::disk::journal::cert::CertJournal::open(&drives).expect("certs");
+        let mut j = NodeJournal::start(bj, certs, rec, 1_000_000, None);
+        for h in 1..=3 {
+            j.submit(h, record(h, &key));
+        }
+        wait_for("three blocks synced", || j.synced() >= 3);
+        assert_eq!(j.failure(), None);
+        assert_eq!(j.errors(), 0);
+        armed.store(true, Ordering::Relaxed);
+        j.submit(4, record(4, &key));
+        wait_for("the sync failure", || j.failure().is_some());
+        assert_eq!(j.failure(), Some(JournalFailure::Sync));
+        assert!(j.errors() >= 1);
+        assert_eq!(j.synced(), 3, "nothing after the failure counts as durable");
+        j.finish();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

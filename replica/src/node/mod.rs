@@ -104,7 +104,7 @@ use ctrl::{member_links, on_ctrl, per_peer, Tokens};
 pub use digest::ReplaySink;
 pub use interim::InterimVoter;
 use io::{open_sockets, Io, Sock};
-pub use journal::NodeJournal;
+pub use journal::{JournalFailure, NodeJournal};
 use journal::{NodeSnaps, JOURNAL_PENDING_MAX, SNAPS_PENDING};
 
 /// A replica process's state: the core and its sockets.
@@ -647,6 +647,7 @@ impl Node {
             }
         }
         self.journal_voted(now);
+        self.check_journal();
         self.forget_done();
         work += self.flush();
         Ok(work > 0)
