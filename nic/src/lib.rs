@@ -106,6 +106,8 @@
 
 pub mod batch;
 pub mod error;
+#[cfg(feature = "lab")]
+pub mod lab;
 pub mod lossy;
 pub mod mem;
 pub mod pair;

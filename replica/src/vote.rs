@@ -43,7 +43,9 @@ pub struct SimplexCfg {
     /// divergence; `None` runs Simplex alone.
     pub roots: Option<RootSettings>,
     /// Lab fault: this voter signs a wrong `R(h)` at every root height, as a replica whose
-    /// replay diverged would (`vyrn replica --lab-wrong-root`; tests of INV-REP-9).
+    /// replay diverged would (`vyrn replica --lab-wrong-root`; tests of INV-REP-9). Feature
+    /// `lab` only.
+    #[cfg(feature = "lab")]
     pub lab_wrong_root: bool,
 }
 
@@ -100,6 +102,7 @@ impl SimplexCfg {
             cores: None,
             recheck_ns: 0,
             roots: Some(RootSettings::spec()),
+            #[cfg(feature = "lab")]
             lab_wrong_root: false,
         }
     }
@@ -251,7 +254,10 @@ impl SimplexVoter {
             refused: None,
             counters: VoterCounters::default(),
             last_catchup: 0,
+            #[cfg(feature = "lab")]
             lab_wrong_root: cfg.lab_wrong_root,
+            #[cfg(not(feature = "lab"))]
+            lab_wrong_root: false,
         })
     }
 

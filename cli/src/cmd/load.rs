@@ -76,6 +76,15 @@ pub struct Args {
     /// distributions, updated once a second (open loop only).
     #[arg(long, value_name = "IP:PORT")]
     pub metrics: Option<SocketAddr>,
+    /// Lab flags: only in a `vyrn` built with the `lab` feature.
+    #[command(flatten)]
+    pub lab: Lab,
+}
+
+/// `vyrn load`'s lab flags (feature `lab`): the product build refuses them.
+#[cfg(feature = "lab")]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Lab {
     /// A misbehaving client on one session (the first after `--skip`): resends of multi-message
     /// packets, packets ahead of sequence, exact and conflicting duplicates, refused messages and
     /// packets no lane logs, `--rounds-per-s` rounds a second for `--secs` (`docs/wire.md` "What
@@ -87,6 +96,11 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 20, requires = "misbehave")]
     pub rounds_per_s: u64,
 }
+
+/// `vyrn load`'s lab flags: none in the product build.
+#[cfg(not(feature = "lab"))]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Lab {}
 
 /// The generator's counts and latency quantiles (cumulative over the run) in Prometheus form.
 pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
@@ -262,7 +276,8 @@ pub fn run(o: Args) -> ExitCode {
             _ => seq,
         }
     };
-    if o.misbehave {
+    #[cfg(feature = "lab")]
+    if o.lab.misbehave {
         let Some(s) = e.sessions.get(o.skip) else {
             return ExitCode::from(2);
         };
@@ -373,6 +388,7 @@ pub fn run(o: Args) -> ExitCode {
     finish(load.summary(), &driver, copy2, load.counts.answered, seq)
 }
 
+#[cfg(feature = "lab")]
 /// `--misbehave`: the script of `vyrn_client::loadgen::misbehave` on one session, copy 1 to the
 /// box and copy 2 to its data home, answers read and counted; then the session's next valid
 /// packet, answered without a `Reject` (up to five tries a second apart: a finality gate that
@@ -431,10 +447,10 @@ fn misbehave(
     };
     println!(
         "vyrn load: misbehaving client on session {}, {} rounds/s for {} s, copy 1 to {seq}, copy 2 to {data}",
-        s.session, o.rounds_per_s, o.secs
+        s.session, o.lab.rounds_per_s, o.secs
     );
     let t0 = Instant::now();
-    let period = Duration::from_nanos(1_000_000_000 / o.rounds_per_s.max(1));
+    let period = Duration::from_nanos(1_000_000_000 / o.lab.rounds_per_s.max(1));
     let mut rounds = 0u64;
     while t0.elapsed() < Duration::from_secs(o.secs) && !stop.load(Ordering::Relaxed) {
         for p in script.round() {

@@ -1,6 +1,7 @@
 //! One module per `vyrn` subcommand: the roles (`seq`, `data`, `replica`, `load`), the lab
 //! (`paths`), the operator's tools (`tools`) and the whole home (`up`).
 
+#[cfg(feature = "lab")]
 pub mod attack;
 pub mod data;
 pub mod lab;

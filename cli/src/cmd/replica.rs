@@ -101,13 +101,23 @@ pub struct Args {
     /// Cores of the Simplex engine's threads.
     #[arg(long, value_name = "LIST", value_parser = cores)]
     pub consensus_cores: Option<Cores>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Test and lab flags: only in a `vyrn` built with the `lab` feature.
+    #[command(flatten)]
+    pub lab: Lab,
+}
+
+/// `vyrn replica`'s test and lab flags (feature `lab`): the product build has none of them and
+/// refuses each as an unknown argument (`cli/tests/product_flags.rs`).
+#[cfg(feature = "lab")]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Lab {
     /// Test support only: vote as the interim voter (no consensus engine), for a home whose
     /// other voters are the in-process interim voters of the replica's tests.
     #[arg(long, hide = true)]
     pub interim_voter: bool,
-    /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
-    #[arg(long, value_name = "IP:PORT")]
-    pub metrics: Option<std::net::SocketAddr>,
     /// Lab fault injection: `A@S` or `B@S` drops every datagram of that replication path from
     /// S seconds after start, as a cut link would (07 §14 "path down").
     #[arg(long, hide = true, value_name = "PATH@SECS", value_parser = cut)]
@@ -119,6 +129,22 @@ pub struct Args {
     pub lab_wrong_root: bool,
 }
 
+/// `vyrn replica`'s test and lab flags: none in the product build.
+#[cfg(not(feature = "lab"))]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Lab {}
+
+impl Lab {
+    /// `--interim-voter`.
+    pub fn interim_voter(&self) -> bool {
+        #[cfg(feature = "lab")]
+        return self.interim_voter;
+        #[cfg(not(feature = "lab"))]
+        false
+    }
+}
+
+#[cfg(feature = "lab")]
 fn cut(s: &str) -> Result<(u8, u64), String> {
     let (p, t) = s.split_once('@').ok_or("PATH@SECS, e.g. B@2")?;
     let path = match p {
@@ -722,7 +748,7 @@ fn backend(s: &str) -> Result<BackendChoice, String> {
 /// multiple of voters × REP_ROOT_BLOCKS (so every voter's snapshots fall on root heights);
 /// none without a journal or without the Simplex voter's state roots.
 fn snapshot_blocks(o: &Args, h: &HomeConfig) -> u64 {
-    if o.journal.is_none() || o.interim_voter {
+    if o.journal.is_none() || o.lab.interim_voter() {
         return o.snapshot_blocks.unwrap_or(0);
     }
     o.snapshot_blocks.unwrap_or_else(|| {
@@ -805,7 +831,10 @@ pub fn run(o: Args) -> ExitCode {
         simplex = simplex.dev(home.block_ns);
     }
     simplex.cores = o.consensus_cores.clone().map(|c| c.0);
-    simplex.lab_wrong_root = o.lab_wrong_root;
+    #[cfg(feature = "lab")]
+    {
+        simplex.lab_wrong_root = o.lab.lab_wrong_root;
+    }
     let snapshot_blocks = snapshot_blocks(&o, &home);
     let cfg = NodeConfig {
         home,
@@ -816,7 +845,7 @@ pub fn run(o: Args) -> ExitCode {
         journal_backend: o.journal_backend,
         journal_sync_ns: o.journal_sync_ms * 1_000_000,
         journal_cores: o.journal_cores.clone().map(|c| c.0),
-        simplex: (!o.interim_voter).then(|| simplex.clone()),
+        simplex: (!o.lab.interim_voter()).then(|| simplex.clone()),
         replay_tile: o.replay_thread || o.replay_core.is_some(),
         replay_lanes: o.replay_lane_cores.as_ref().map_or(0, |c| c.0.len()),
         replay_lane_cores: o.replay_lane_cores.clone().map(|c| c.0).unwrap_or_default(),
@@ -859,7 +888,7 @@ pub fn run(o: Args) -> ExitCode {
             m.cert.len()
         );
     }
-    if o.interim_voter {
+    if o.lab.interim_voter() {
         println!("{name}: INTERIM voter (test support: no consensus engine)");
     } else {
         println!(
@@ -927,7 +956,8 @@ pub fn run(o: Args) -> ExitCode {
                 ))
         );
     }
-    if let Some((path, at)) = o.lab_cut_path {
+    #[cfg(feature = "lab")]
+    if let Some((path, at)) = o.lab.lab_cut_path {
         // `poll` runs on t0's clock + 1 ms (below).
         node.cut_path(path, at * 1_000_000_000 + 1_000_000);
         println!(

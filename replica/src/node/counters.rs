@@ -59,9 +59,9 @@ pub struct NodeCounters {
     pub rtx_in: u64,
     /// Blocks the decoder completed.
     pub blocks: u64,
-    /// Datagrams dropped by the lab's path cut ([`Node::cut_path`]).
+    /// Datagrams dropped by the lab's path cut (`Node::cut_path`, feature `lab`).
     pub path_cut_drops: u64,
-    /// Datagrams from the data boxes dropped by the lab's cut ([`Node::cut_data`]).
+    /// Datagrams from the data boxes dropped by the lab's cut (`Node::cut_data`, feature `lab`).
     pub data_cut_drops: u64,
     /// `DataDown` gossip rounds sent (07 §5.7).
     pub data_down_sent: u64,

@@ -1,6 +1,10 @@
 //! The interim finality voter: signs a range's proposal digest once the verdict says `True`.
 
 use super::*;
+use crate::front::verdict::{Pending, Refusal, VerifyOutcome};
+use vyrn_wire::consts::REP_MAX_HDRS_PER_PROPOSAL;
+use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
+use vyrn_wire::msg::ctrl::FinalizeVote;
 
 /// The interim finality voter (until the consensus issue: see the module docs).
 #[derive(Debug)]

@@ -517,7 +517,7 @@ impl Node {
         if let Some(v) = self.simplex.as_mut() {
             v.stop_votes();
         }
-        self.voter.stopped = true;
+        self.interim_stop();
         eprintln!(
             "{}: alarm=REP_A_JOURNAL role=replica what={}: a journal write failed; voting stopped (07 §6.9: restart on a working drive, its peers serve what it lacks)",
             self.io.name,

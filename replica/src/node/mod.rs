@@ -43,13 +43,10 @@ use vyrn_engine::resp::RespOut;
 use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_nic::{Dest, Port, RxBatch, TxPacket};
-use vyrn_wire::consts::{FRAME_MAGIC, REP_MAX_HDRS_PER_PROPOSAL};
+use vyrn_wire::consts::FRAME_MAGIC;
 use vyrn_wire::decoder::BlockRoots;
 use vyrn_wire::header::{BlockHeader, Hash};
-use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
-use vyrn_wire::msg::ctrl::{
-    CtrlMsg, DataFetch, FinalizeVote, HashListReq, Nack, RepAck, RepairReq,
-};
+use vyrn_wire::msg::ctrl::{CtrlMsg, DataFetch, HashListReq, Nack, RepAck, RepairReq};
 use vyrn_wire::msg::journal::RepBlockRecord;
 use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr, Sealer};
 use vyrn_wire::msg::PktKey;
@@ -61,7 +58,7 @@ use crate::front::data::{CopyMismatch, DataAlarm, Source};
 use crate::front::data_down::DownStep;
 use crate::front::decode::Fault;
 use crate::front::order_rx::{RxAlarm, LOCAL_CHANNEL, PEER_CHANNEL, REPAIR_CHANNEL};
-use crate::front::verdict::{Anchor, Pending, Refusal, VerifyOutcome};
+use crate::front::verdict::Anchor;
 use crate::replay::tile::ReplayTile;
 use vyrn_consensus::DeskOut;
 
@@ -93,15 +90,19 @@ mod config;
 mod counters;
 mod ctrl;
 mod digest;
+#[cfg(feature = "lab")]
 mod interim;
 mod io;
 mod journal;
+#[cfg(feature = "lab")]
+mod lab;
 
 pub use config::NodeConfig;
 pub use counters::NodeCounters;
 pub use ctrl::PEER_DATA_MAX_PPS;
 use ctrl::{member_links, on_ctrl, per_peer, Tokens};
 pub use digest::ReplaySink;
+#[cfg(feature = "lab")]
 pub use interim::InterimVoter;
 use io::{open_sockets, Io, Sock};
 pub use journal::{JournalFailure, NodeJournal};
@@ -116,7 +117,9 @@ pub struct Node {
     data: UdpPort,
     rx: RxBatch,
     io: Io,
-    voter: InterimVoter,
+    /// Test and lab behaviour (feature `lab`): the interim voter, the receive cuts.
+    #[cfg(feature = "lab")]
+    lab: lab::NodeLab,
     /// The Simplex voter (07 §6.3), in place of the interim one when configured.
     simplex: Option<crate::vote::SimplexVoter>,
     sink: ReplaySink,
@@ -137,14 +140,9 @@ pub struct Node {
     /// Held blocks' (height, last_step), oldest first, until they are voted and replayed.
     held: std::collections::VecDeque<(u64, u64)>,
     journal: Option<NodeJournal>,
-    /// Lab fault (`vyrn replica --lab-cut-path`): from this time on, every datagram of the path
-    /// is read and dropped, as if its link were down (07 §14 "path down").
-    cut: [Option<u64>; 2],
     /// REP_A_DIVERGE's `Diverge` message and when it last went to the sequencer: repeated
     /// every [`DIVERGE_REPEAT_NS`] (UDP may lose it; the sequencer halts once).
     diverge: Option<(Vec<u8>, u64)>,
-    /// Lab: datagrams from the data boxes dropped from this time on ([`Node::cut_data`]).
-    data_cut: Option<u64>,
     /// The home's sessions (07 §5.7 moves those of a failed data box).
     sessions: Vec<u32>,
     /// 07 §7.5's snapshots (`snapshot_blocks`).
@@ -254,8 +252,9 @@ impl Node {
         }
         let (own, store) = frame_store(cfg, &mut core)?;
         let (voters, simplex) = start_voting(cfg)?;
+        #[cfg(not(feature = "lab"))]
+        let _ = voters;
         Ok(Node {
-            cut: [None; 2],
             core,
             paths,
             ctrl,
@@ -292,7 +291,8 @@ impl Node {
                 links,
                 opener,
             },
-            voter: InterimVoter::new(&cfg.vote_key, voters.as_ref(), cfg.index as u8, h.epoch, 1),
+            #[cfg(feature = "lab")]
+            lab: lab::NodeLab::new(cfg, voters.as_ref()),
             simplex,
             sink: ReplaySink::default(),
             tile,
@@ -306,7 +306,6 @@ impl Node {
             held: Default::default(),
             journal,
             diverge: None,
-            data_cut: None,
             sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
             snaps,
         })
@@ -347,11 +346,6 @@ impl Node {
         c
     }
 
-    /// The interim voter.
-    pub fn voter(&self) -> &InterimVoter {
-        &self.voter
-    }
-
     /// The Simplex voter, if this replica runs one.
     pub fn simplex(&self) -> Option<&crate::vote::SimplexVoter> {
         self.simplex.as_ref()
@@ -359,7 +353,9 @@ impl Node {
 
     /// Every height through this one was checked true by this replica's verdict (voted).
     pub fn voted(&self) -> u64 {
-        self.simplex.as_ref().map_or(self.voter.voted, |v| v.voted)
+        self.simplex
+            .as_ref()
+            .map_or_else(|| self.interim_voted(), |v| v.voted)
     }
 
     /// Replay's digest and counts: replay's own when it runs on its tile (as the tile last
@@ -475,16 +471,6 @@ impl Node {
         self.io.store.journal().map(|j| j.counters())
     }
 
-    /// Lab fault injection (07 §14 "path down"): from `from_ns` on
-    /// (this process's clock, as `poll` gets it), drop every datagram of path `path` (0 = A,
-    /// 1 = B) unread, as a cut link would. The replica must raise REP_A_PATH and go on, on the
-    /// other path.
-    pub fn cut_path(&mut self, path: u8, from_ns: u64) {
-        if let Some(c) = self.cut.get_mut(path as usize) {
-            *c = Some(from_ns);
-        }
-    }
-
     /// 07 §5.7 at `now`: gossip `DataDown` for the boxes this replica sees silent, and once a
     /// quorum agrees, move the failed box's sessions to its backup home and send their
     /// `DataRedirect`s (with this replica's `resend_from`) to the live data boxes.
@@ -566,13 +552,6 @@ impl Node {
         }
     }
 
-    /// Lab fault injection: from `from_ns` on, drop every datagram from the data boxes unread
-    /// (this replica's link to the data tier cut). Its payloads must then come from its peers
-    /// (`PeerDataFetch`, 07 §5.5 source 2).
-    pub fn cut_data(&mut self, from_ns: u64) {
-        self.data_cut = Some(from_ns);
-    }
-
     /// One round at `now` (ns on this process's monotonic clock). True if anything was done.
     pub fn poll(&mut self, now: u64) -> Result<bool, vyrn_engine::home::ReplayError> {
         self.io.now = now;
@@ -598,7 +577,10 @@ impl Node {
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 match self.simplex.as_mut() {
                     Some(v) => v.on_header(h, hash),
-                    None => self.voter.on_header(h, hash),
+                    #[cfg(feature = "lab")]
+                    None => self.lab.voter.on_header(h, hash),
+                    #[cfg(not(feature = "lab"))]
+                    None => {}
                 }
                 if self.held.len() < 1 << 16 {
                     self.held.push_back((h, last_step));
@@ -624,17 +606,7 @@ impl Node {
                 self.on_desk_out(o, now);
             }
         } else if ticked {
-            let mut vote = None;
-            self.voter.tick(&mut self.core, now, &mut self.io, |b| {
-                vote = Some(b.to_vec())
-            });
-            if let Some(v) = vote {
-                let to = self.io.seq_ctrl;
-                self.io.queue(Sock::Ctrl, to, |b| {
-                    b.extend_from_slice(&v);
-                    true
-                });
-            }
+            self.interim_tick(now);
         }
         if let Some((b, at)) = self.diverge.as_mut() {
             if now.saturating_sub(*at) >= DIVERGE_REPEAT_NS {
@@ -745,7 +717,7 @@ impl Node {
         for path in 0..2u8 {
             if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
                 work += n;
-                if self.cut[path as usize].is_some_and(|t| now >= t) {
+                if self.lab_drops_path(path as usize, now, n) {
                     self.io.c.path_cut_drops += n as u64;
                     continue;
                 }
@@ -771,7 +743,7 @@ impl Node {
         }
         if let Ok(n) = self.data.recv_batch(&mut self.rx) {
             work += n;
-            let cut = self.data_cut.is_some_and(|t| now >= t);
+            let cut = self.lab_drops_data(now, n);
             if cut {
                 self.io.c.data_cut_drops += n as u64;
             }
@@ -844,6 +816,25 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.stop_replay_thread();
     }
+}
+
+/// Without the `lab` feature there is no interim voter and no cut: the product build's voter is
+/// Simplex alone, and every datagram read is handled.
+#[cfg(not(feature = "lab"))]
+impl Node {
+    #[inline]
+    fn lab_drops_path(&mut self, _path: usize, _now: u64, _n: usize) -> bool {
+        false
+    }
+    #[inline]
+    fn lab_drops_data(&mut self, _now: u64, _n: usize) -> bool {
+        false
+    }
+    fn interim_voted(&self) -> u64 {
+        0
+    }
+    fn interim_tick(&mut self, _now: u64) {}
+    fn interim_stop(&mut self) {}
 }
 
 /// The core, with its replay tile when replay runs on a thread of its own (07 §7.2).

@@ -36,7 +36,7 @@ impl SinkReport {
     }
 }
 
-/// A sink that can say what it saw, for [`ReplayProgress::sink`].
+/// A sink that can say what it saw, for [`ReplayProgress::sink`](crate::replay::tile::ReplayProgress::sink).
 pub trait ReportingSink: EngineSink {
     /// A snapshot (default: nothing).
     fn report(&self) -> SinkReport {

@@ -69,10 +69,10 @@ pub struct Args {
     /// trips (0: none).
     #[arg(long, default_value_t = 2)]
     pub ping_secs: u64,
-    /// Lab fault: cut replication path A or B at every replica from S seconds after they start
-    /// (`B@5`): 07 §14 "path down" — REP_A_PATH at the replicas, trading goes on.
-    #[arg(long, value_name = "PATH@SECS", value_parser = cut_path)]
-    pub cut_path: Option<String>,
+    /// Lab faults that need test code in the roles: only in a `vyrn` built with the `lab`
+    /// feature (`--cut-path`, `--attack`, `--misbehave`).
+    #[command(flatten)]
+    pub lab: UpLab,
     /// Lab fault: SIGKILL replica I S seconds after the load starts and start it again a
     /// second later on the same files (`1@4`): 07 §14 "replica crash" — trading goes on with
     /// the other three, and the restarted replica must catch up (NACK, peer repair, data
@@ -95,12 +95,6 @@ pub struct Args {
     /// with two data boxes (`--data-boxes 2`).
     #[arg(long, value_name = "D@SECS", value_parser = restart_at)]
     pub kill_data: Option<(usize, u64)>,
-    /// Lab fault: SECS into the load, and every second for three seconds, send the security
-    /// review's single-datagram attacks with spoofed sources (`cmd::attack`: F1–F5, F17) at the
-    /// home through a raw socket (root only). The verdict is the same: the home must keep
-    /// trading, finalizing and replaying the same responses.
-    #[arg(long, value_name = "SECS")]
-    pub attack: Option<u64>,
     /// Run every role in its own network namespace of the netns lab (build it first, as root:
     /// `deploy/lab/netns.sh up`): the box, each voter and each data box on a facility network
     /// and — box and voters — on two separate path networks, the load from here. The home is
@@ -118,12 +112,101 @@ pub struct Args {
     /// First port of a generated home (its client port; the rest follow, up to +60).
     #[arg(long, default_value_t = 27_400, value_parser = clap::value_parser!(u16).range(1024..=65_000))]
     pub base_port: u16,
+}
+
+/// `vyrn up`'s lab faults that need test code in the roles (feature `lab`); the product build
+/// refuses them.
+#[cfg(feature = "lab")]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UpLab {
+    /// Lab fault: cut replication path A or B at every replica from S seconds after they start
+    /// (`B@5`): 07 §14 "path down" — REP_A_PATH at the replicas, trading goes on.
+    #[arg(long, value_name = "PATH@SECS", value_parser = cut_path)]
+    pub cut_path: Option<String>,
+    /// Lab fault: SECS into the load, and every second for three seconds, send the security
+    /// review's single-datagram attacks with spoofed sources (`cmd::attack`: F1–F5, F17) at the
+    /// home through a raw socket (root only). The verdict is the same: the home must keep
+    /// trading, finalizing and replaying the same responses.
+    #[arg(long, value_name = "SECS")]
+    pub attack: Option<u64>,
     /// Run a misbehaving client beside the load on the home's second session (`vyrn load
     /// --misbehave`: resends of multi-message packets, packets ahead of sequence, exact and
     /// conflicting duplicates, refused messages, packets no lane logs); the verdict then also
     /// needs its next valid packet answered (`docs/wire.md` "What the box logs").
     #[arg(long)]
     pub misbehave: bool,
+}
+
+/// `vyrn up`'s lab faults: none in the product build.
+#[cfg(not(feature = "lab"))]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UpLab {}
+
+impl UpLab {
+    /// `--cut-path`.
+    pub fn cut_path(&self) -> Option<&String> {
+        #[cfg(feature = "lab")]
+        return self.cut_path.as_ref();
+        #[cfg(not(feature = "lab"))]
+        None
+    }
+    /// `--attack`.
+    pub fn attack(&self) -> Option<u64> {
+        #[cfg(feature = "lab")]
+        return self.attack;
+        #[cfg(not(feature = "lab"))]
+        None
+    }
+    /// `--misbehave`.
+    pub fn misbehave(&self) -> bool {
+        #[cfg(feature = "lab")]
+        return self.misbehave;
+        #[cfg(not(feature = "lab"))]
+        false
+    }
+}
+
+/// `--attack`: the raw socket, opened before the load (a refusal stops the run at once), and
+/// the bursts sent.
+struct Attacker {
+    #[cfg(feature = "lab")]
+    raw: Option<super::attack::Raw>,
+    at: Option<u64>,
+    /// (datagrams, bursts)
+    sent: (usize, u64),
+}
+
+impl Attacker {
+    fn open(a: &Args) -> Result<Attacker, String> {
+        Ok(Attacker {
+            #[cfg(feature = "lab")]
+            raw: match a.lab.attack() {
+                Some(_) => Some(super::attack::Raw::open()?),
+                None => None,
+            },
+            at: a.lab.attack(),
+            sent: (0, 0),
+        })
+    }
+
+    /// Three bursts, a second apart, from `--attack`'s second on.
+    fn tick(&mut self, t: f64, home: &HomeConfig) {
+        let Some(at) = self.at else { return };
+        if self.sent.1 >= 3 || t < (at + self.sent.1) as f64 {
+            return;
+        }
+        #[cfg(feature = "lab")]
+        if let Some(raw) = self.raw.as_ref() {
+            self.sent.0 += super::attack::burst(raw, home);
+        }
+        #[cfg(not(feature = "lab"))]
+        let _ = home;
+        self.sent.1 += 1;
+        println!(
+            "vyrn up: attack burst {} at {t:.0} s ({} spoofed datagrams so far)",
+            self.sent.1, self.sent.0
+        );
+    }
 }
 
 /// `vyrn up --profile`.
@@ -197,6 +280,7 @@ fn restart_at(s: &str) -> Result<(usize, u64), String> {
     Ok((i, t))
 }
 
+#[cfg(feature = "lab")]
 fn cut_path(s: &str) -> Result<String, String> {
     let (p, t) = s.split_once('@').ok_or("PATH@SECS, e.g. B@2")?;
     if !matches!(p, "A" | "B" | "a" | "b") {
@@ -696,7 +780,7 @@ fn up(a: Args) -> Result<bool, String> {
         if a.replay_thread {
             args.push("--replay-thread".into());
         }
-        if let Some(c) = a.cut_path.as_ref().filter(|_| !a.netns) {
+        if let Some(c) = a.lab.cut_path().filter(|_| !a.netns) {
             args.extend(["--lab-cut-path".into(), c.clone()]);
         }
         let m = m_voter(i);
@@ -807,7 +891,7 @@ fn up(a: Args) -> Result<bool, String> {
         // The first session is the ping phase's (a session's pkt_seq is one client's), the
         // second the misbehaving client's with `--misbehave`.
         "--skip".into(),
-        (if a.misbehave { "2" } else { "1" }).into(),
+        (if a.lab.misbehave() { "2" } else { "1" }).into(),
     ];
     if let Some(c) = load_core {
         load_args.extend(["--core".into(), c.to_string()]);
@@ -822,7 +906,7 @@ fn up(a: Args) -> Result<bool, String> {
     )?);
     let load_i = procs.len() - 1;
     let seq_i = procs.len() - 2;
-    if a.misbehave {
+    if a.lab.misbehave() {
         let secs = if a.duration == 0 {
             u32::MAX as u64
         } else {
@@ -859,14 +943,9 @@ fn up(a: Args) -> Result<bool, String> {
     let mut last: HashMap<String, Samples> = HashMap::new();
     let mut restarted = false;
     let mut data_killed = false;
-    // `--attack`: the raw socket opened before the load (a refusal stops the run at once).
-    let raw = match a.attack {
-        Some(_) => Some(super::attack::Raw::open()?),
-        None => None,
-    };
-    let mut attacks_sent = (0usize, 0u64);
+    let mut attacker = Attacker::open(&a)?;
     // In the lab a path cut is the network's: the path's bridge goes down (healed at the end).
-    let lab_cut: Option<(String, u64)> = a.cut_path.as_ref().filter(|_| a.netns).and_then(|c| {
+    let lab_cut: Option<(String, u64)> = a.lab.cut_path().filter(|_| a.netns).and_then(|c| {
         let (p, t) = c.split_once('@')?;
         Some((p.to_string(), t.parse().ok()?))
     });
@@ -1102,16 +1181,7 @@ fn up(a: Args) -> Result<bool, String> {
             }
         }
         // The lab's data box failure: SIGKILL, left down (07 §14 "data box down").
-        if let (Some(at), Some(raw)) = (a.attack, raw.as_ref()) {
-            if attacks_sent.1 < 3 && t >= (at + attacks_sent.1) as f64 {
-                attacks_sent.0 += super::attack::burst(raw, &home);
-                attacks_sent.1 += 1;
-                println!(
-                    "vyrn up: attack burst {} at {t:.0} s ({} spoofed datagrams so far)",
-                    attacks_sent.1, attacks_sent.0
-                );
-            }
-        }
+        attacker.tick(t, &home);
         if let Some((d, at)) = a.kill_data {
             if !data_killed && t >= at as f64 {
                 data_killed = true;

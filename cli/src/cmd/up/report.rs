@@ -156,7 +156,7 @@ pub(super) fn report(
             )),
         }
     }
-    if let Some(at) = a.attack {
+    if let Some(at) = a.lab.attack() {
         let _ = writeln!(
             r,
             "Fault injected (docs/security.md): {at} s into the load, three bursts a second apart of the security review's single-datagram attacks with spoofed sources — F1 DATA_HB at data_seq u64::MAX to every replica, F2 forged far-ahead \"repairs\", F3 Diverge without evidence, F4 a stranger's DataFetch and DataDowns at the data box, F5 a NACK for 1..=u64::MAX, F17 unsigned NackTooOld, F9 RepAcks and DataDowns from every voter's own addresses (bare, and sealed under a made-up key); the home must keep trading, finalizing and replaying the same responses.\n"
@@ -176,7 +176,7 @@ pub(super) fn report(
             }
         }
     }
-    if let Some(c) = &a.cut_path {
+    if let Some(c) = a.lab.cut_path() {
         let how = if a.netns {
             "its network taken down in the netns lab (the bridge), healed after the run"
         } else {

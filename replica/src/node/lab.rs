@@ -1,0 +1,83 @@
+//! Test and lab behaviour of the process (feature `lab`, never in the product build): the
+//! interim voter a test home votes with instead of Simplex, and the receive cuts of `vyrn up`'s
+//! lab faults (`vyrn_nic::lab::RxCut`).
+
+use super::*;
+use vyrn_nic::lab::RxCut;
+
+/// What a lab build adds to a [`Node`].
+#[derive(Debug)]
+pub(super) struct NodeLab {
+    /// The interim voter: votes when the node runs no Simplex voter.
+    pub(super) voter: InterimVoter,
+    /// Paths A and B cut from a time on (`vyrn replica --lab-cut-path`, 07 §14 "path down").
+    pub(super) paths: [RxCut; 2],
+    /// The data boxes' datagrams cut from a time on (this replica's data-tier link down).
+    pub(super) data: RxCut,
+}
+
+impl NodeLab {
+    pub(super) fn new(cfg: &NodeConfig, voters: Option<&vyrn_consensus::Voters>) -> Self {
+        NodeLab {
+            voter: InterimVoter::new(&cfg.vote_key, voters, cfg.index as u8, cfg.home.epoch, 1),
+            paths: [RxCut::default(); 2],
+            data: RxCut::default(),
+        }
+    }
+}
+
+impl Node {
+    /// Lab fault injection (07 §14 "path down"): from `from_ns` on (this process's clock, as
+    /// `poll` gets it), drop every datagram of path `path` (0 = A, 1 = B) unread, as a cut link
+    /// would. The replica must raise REP_A_PATH and go on, on the other path.
+    pub fn cut_path(&mut self, path: u8, from_ns: u64) {
+        if let Some(c) = self.lab.paths.get_mut(path as usize) {
+            c.cut_from(from_ns);
+        }
+    }
+
+    /// Lab fault injection: from `from_ns` on, drop every datagram from the data boxes unread
+    /// (this replica's link to the data tier cut). Its payloads must then come from its peers
+    /// (`PeerDataFetch`, 07 §5.5 source 2).
+    pub fn cut_data(&mut self, from_ns: u64) {
+        self.lab.data.cut_from(from_ns);
+    }
+
+    /// The interim voter.
+    pub fn voter(&self) -> &InterimVoter {
+        &self.lab.voter
+    }
+
+    #[inline]
+    pub(super) fn lab_drops_path(&mut self, path: usize, now: u64, n: usize) -> bool {
+        self.lab.paths[path].drops(now, n)
+    }
+
+    #[inline]
+    pub(super) fn lab_drops_data(&mut self, now: u64, n: usize) -> bool {
+        self.lab.data.drops(now, n)
+    }
+
+    pub(super) fn interim_voted(&self) -> u64 {
+        self.lab.voter.voted
+    }
+
+    /// The interim voter's round: its vote, if it signed one, to the sequencer.
+    pub(super) fn interim_tick(&mut self, now: u64) {
+        let mut vote = None;
+        self.lab.voter.tick(&mut self.core, now, &mut self.io, |b| {
+            vote = Some(b.to_vec())
+        });
+        if let Some(v) = vote {
+            let to = self.io.seq_ctrl;
+            self.io.queue(Sock::Ctrl, to, |b| {
+                b.extend_from_slice(&v);
+                true
+            });
+        }
+    }
+
+    pub(super) fn interim_stop(&mut self) {
+        self.lab.voter.stopped = true;
+    }
+}
