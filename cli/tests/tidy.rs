@@ -41,13 +41,13 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("replica/src/disk/journal/cert.rs", "open_mode", 160),
     ("consensus/src/desk/mod.rs", "roots_step", 162),
     ("sim/src/voting.rs", "home", 372),
-    ("cli/src/cmd/up/mod.rs", "up", 694),
+    ("cli/src/cmd/up/mod.rs", "up", 680),
     ("cli/src/cmd/up/report.rs", "report", 367),
     ("cli/src/cmd/seq.rs", "render", 325),
     ("cli/src/cmd/seq.rs", "run", 277),
     ("cli/src/cmd/paths.rs", "stream", 334),
     ("cli/src/cmd/replica.rs", "render", 450),
-    ("cli/src/cmd/replica.rs", "run", 211),
+    ("cli/src/cmd/replica.rs", "run", 194),
     ("cli/src/cmd/load.rs", "run", 192),
 ];
 

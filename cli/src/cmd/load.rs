@@ -283,8 +283,7 @@ pub fn run(o: Args) -> ExitCode {
         };
         let home = if multi { cfg.data_home(s.session) } else { 0 };
         let copy2 = boxes.get(home as usize).copied().unwrap_or(data);
-        let stop = vyrn_nic::wait::stop_on_signals();
-        return misbehave(&o, e.book, s, seq_of(s.session), copy2, stop);
+        return misbehave(&o, e.book, s, seq_of(s.session), copy2);
     }
     let mut sessions = match sessions_routed(e.book, keys, seq_of, boxes, 50_000_000) {
         Ok(v) => v,
@@ -399,8 +398,8 @@ fn misbehave(
     s: &vyrn_engine::config::SessionCfg,
     seq: SocketAddr,
     data: SocketAddr,
-    stop: &std::sync::atomic::AtomicBool,
 ) -> ExitCode {
+    let stop = vyrn_nic::wait::stop_on_signals();
     use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
     use vyrn_client::loadgen::misbehave::{Expect, Script};

@@ -789,6 +789,32 @@ pub fn verify_cert_journal(home: &Path, dirs: &[PathBuf]) -> ExitCode {
     }
 }
 
+/// What the replica found on its drives at start: the journal's recovery and the snapshots.
+fn print_storage(name: &str, o: &Args, node: &Node) {
+    if let Some(j) = node.journal() {
+        let r = &j.recovered;
+        println!(
+            "{name}: journal on {} drive(s): recovered {} blocks up to height {}, refused {}, torn tails cut {}, failed drives {:?}",
+            o.journal.as_ref().map_or(0, |d| d.len()),
+            r.blocks,
+            j.recovered_top,
+            r.refused.len(),
+            r.truncated.len(),
+            r.failed_drives
+        );
+    }
+    if let Some((p, found)) = node.snapshots() {
+        match found {
+            Ok(a) => println!("{name}: snapshots (07 §7.5): {}", a.line()),
+            Err(e) => println!("{name}: snapshots (07 §7.5): not checked: {e}"),
+        }
+        println!(
+            "{name}: a snapshot every {} blocks, this voter's at offset {} (07 §7.5)",
+            p.every, p.offset
+        );
+    }
+}
+
 /// Run one replica until `--secs` or a signal; exit 0, 1 (replay stopped) or 2 (start refused).
 pub fn run(o: Args) -> ExitCode {
     // `--cores`: off the sequencer box's hot core when sharing its host (the threads it starts
@@ -899,29 +925,8 @@ pub fn run(o: Args) -> ExitCode {
             simplex.storage.display()
         );
     }
+    print_storage(&name, &o, &node);
     // SIGTERM/SIGINT end the run cleanly (the summary is printed).
-    if let Some(j) = node.journal() {
-        let r = &j.recovered;
-        println!(
-            "{name}: journal on {} drive(s): recovered {} blocks up to height {}, refused {}, torn tails cut {}, failed drives {:?}",
-            o.journal.as_ref().map_or(0, |d| d.len()),
-            r.blocks,
-            j.recovered_top,
-            r.refused.len(),
-            r.truncated.len(),
-            r.failed_drives
-        );
-    }
-    if let Some((p, found)) = node.snapshots() {
-        match found {
-            Ok(a) => println!("{name}: snapshots (07 §7.5): {}", a.line()),
-            Err(e) => println!("{name}: snapshots (07 §7.5): not checked: {e}"),
-        }
-        println!(
-            "{name}: a snapshot every {} blocks, this voter's at offset {} (07 §7.5)",
-            p.every, p.offset
-        );
-    }
     let stop = vyrn_nic::wait::stop_on_signals();
     let published = vyrn_metrics::Published::default();
     if let Some(a) = o.metrics {
