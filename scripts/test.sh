@@ -11,12 +11,13 @@ disk
 step "format"
 cargo fmt --all -- --check
 
-# The tests and the lab faults of `vyrn up` need `vyrn`'s `lab` feature; the product build
+# The tests and the lab faults of `vyrn up` need `vyrn`'s `lab` feature, and `hwloc` (libhwloc's
+# topology for the REF core map, `vyrn_tile::topo`) is built and tested too; the product build
 # (no feature) is linted and built too, and its refusal of every test-only flag is a test
 # (cli/tests/product_flags.rs).
 step "clippy (the product build, then everything with the lab feature)"
-cargo clippy -p vyrn -p vyrn-replica -- -D warnings
-cargo clippy --workspace --all-targets --features vyrn/lab -- -D warnings
+cargo clippy -p vyrn -p vyrn-replica -p vyrn-tile --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --features vyrn/lab,vyrn/hwloc -- -D warnings
 
 step "docs (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
@@ -27,7 +28,7 @@ trap 'rm -f "$log"' EXIT
 cargo build -q -p vyrn
 mkdir -p target/product
 cp target/debug/vyrn target/product/vyrn
-VYRN_PRODUCT_BIN="$PWD/target/product/vyrn" cargo test --workspace --features vyrn/lab 2>&1 | tee "$log"
+VYRN_PRODUCT_BIN="$PWD/target/product/vyrn" cargo test --workspace --features vyrn/lab,vyrn/hwloc 2>&1 | tee "$log"
 
 step "loom models (rings)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

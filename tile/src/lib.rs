@@ -13,6 +13,8 @@
 //! * [`Seeded`] — tests and the simulator: every tile on the calling thread, one `poll` at a
 //!   time in an order drawn from a seed, so an interleaving is reproducible (T-REP-1).
 
+pub mod topo;
+
 use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -406,6 +406,52 @@ pub fn init(
     }
 }
 
+/// The placement, one thread a line: its core, how it waits, its tiles in poll order; on the
+/// REF map, the topology it sits on and what breaks the REF rule (two tiles on SMT siblings of
+/// one core, tiles on more than one NUMA node: `vyrn_tile::topo`).
+fn print_placement(running: &RunningBox, map: &CoreMap) {
+    println!(
+        "tiles on {} threads ({} pinned){}:",
+        running.runner.placement.len(),
+        running.runner.pinned.load(Ordering::Relaxed),
+        match map {
+            CoreMap::PerTile(_) => " — ref: one per core",
+            CoreMap::HotCold { .. } => " — hot path spinning on its core, cold tiles blocking",
+            CoreMap::Shared { .. } => " — legacy round-robin (--threads)",
+        }
+    );
+    for (names, core, wait) in &running.runner.placement {
+        let how = match wait {
+            Wait::Spin => "spins".to_string(),
+            Wait::Yield => "yields when idle".to_string(),
+            Wait::Block { timeout_ns } => format!("blocks when idle (≤ {} µs)", timeout_ns / 1000),
+        };
+        let at = match core {
+            Some(c) => format!("core {c}"),
+            None => "unpinned".to_string(),
+        };
+        println!("  {at:<9} {how:<28} {}", names.join(" "));
+    }
+    if let CoreMap::PerTile(cores) = map {
+        let topo = vyrn_tile::topo::Topology::detect();
+        let nodes = topo.numa_nodes(cores);
+        println!(
+            "topology ({:?}): core_map on NUMA node(s) {nodes:?}",
+            topo.source
+        );
+        for (a, b) in topo.shared_cores(cores) {
+            eprintln!(
+                "vyrn seq: warning: core_map pins tiles on CPUs {a} and {b}, SMT siblings of one core: each spins at half speed (07 §4.1; `vyrn up --profile ref` places one per core)"
+            );
+        }
+        if nodes.len() > 1 {
+            eprintln!(
+                "vyrn seq: warning: core_map spans NUMA nodes {nodes:?}: rings between tiles cross the interconnect"
+            );
+        }
+    }
+}
+
 /// Run the box until `--secs` or a signal; exit 0, 1 (encoding refusals) or 2 (start refused).
 pub fn run(o: Args) -> ExitCode {
     let cfg = match BoxConfig::load(&o.config) {
@@ -503,29 +549,7 @@ pub fn run(o: Args) -> ExitCode {
         "client port(s) {:?}, control port {ctrl}, replication paths over {}",
         clients, paths.how
     );
-    // The placement, one thread a line: its core, how it waits, its tiles in poll order.
-    println!(
-        "tiles on {} threads ({} pinned){}:",
-        running.runner.placement.len(),
-        running.runner.pinned.load(Ordering::Relaxed),
-        match &map {
-            CoreMap::PerTile(_) => " — ref: one per core",
-            CoreMap::HotCold { .. } => " — hot path spinning on its core, cold tiles blocking",
-            CoreMap::Shared { .. } => " — legacy round-robin (--threads)",
-        }
-    );
-    for (names, core, wait) in &running.runner.placement {
-        let how = match wait {
-            Wait::Spin => "spins".to_string(),
-            Wait::Yield => "yields when idle".to_string(),
-            Wait::Block { timeout_ns } => format!("blocks when idle (≤ {} µs)", timeout_ns / 1000),
-        };
-        let at = match core {
-            Some(c) => format!("core {c}"),
-            None => "unpinned".to_string(),
-        };
-        println!("  {at:<9} {how:<28} {}", names.join(" "));
-    }
+    print_placement(&running, &map);
     let _ = t0;
     published.set(render(&running, &published, clock.now()));
     let h = &running.handles;

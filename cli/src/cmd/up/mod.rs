@@ -240,16 +240,22 @@ pub struct RefPlacement {
 }
 
 /// Place a REF home of `lanes` lanes, `voters` replicas and `databoxes` data boxes on `mask`
-/// (this process's CPUs), after [`REF_HOUSEKEEPING`] cores; or say how many cores are missing.
+/// (this process's CPUs) as `topo` lays them out: one CPU per physical core, SMT siblings left
+/// idle, the lowest [`REF_HOUSEKEEPING`] cores to the kernel, the box first on the NUMA node and
+/// L3 with the most cores (`vyrn_tile::topo`); or say how many cores are missing.
 pub fn ref_placement(
     mask: &[usize],
+    topo: &vyrn_tile::topo::Topology,
     lanes: u8,
     voters: usize,
     databoxes: usize,
 ) -> Result<RefPlacement, String> {
-    let mut cpus = mask.to_vec();
-    cpus.sort_unstable();
-    cpus.dedup();
+    let order = topo.place_order(mask);
+    let mut low = order.cores.clone();
+    low.sort_unstable();
+    low.truncate(REF_HOUSEKEEPING);
+    let mut cpus: Vec<usize> = low.clone();
+    cpus.extend(order.cores.iter().filter(|c| !low.contains(c)));
     let box_n = vyrn_home::ref_box_tiles(lanes);
     let need = REF_HOUSEKEEPING + box_n + voters * REF_REPLICA_CORES + databoxes + 1;
     if cpus.len() < need {
@@ -257,7 +263,11 @@ pub fn ref_placement(
             "--profile ref needs {need} cores: {REF_HOUSEKEEPING} left to the kernel, the box's {box_n} tiles ({lanes} lanes + 10), {voters} replicas x {REF_REPLICA_CORES}, {databoxes} data box(es) and the load, 1 each; this process may run on {} ({}). Run it on a REF box, or use the default profile (dev)",
             cpus.len(),
             cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-        ));
+        ) + &if order.siblings.is_empty() {
+            String::new()
+        } else {
+            format!(" physical cores; their SMT siblings {:?} are left idle", order.siblings)
+        });
     }
     let mut it = cpus.into_iter().skip(REF_HOUSEKEEPING);
     let mut take = |k: usize| -> Vec<usize> { it.by_ref().take(k).collect() };
@@ -271,6 +281,17 @@ pub fn ref_placement(
         data,
         load,
     })
+}
+
+/// [`ref_placement`] on this process's CPUs and this machine's topology.
+fn ref_placement_here(databoxes: usize) -> Result<RefPlacement, String> {
+    let mask: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    let topo = vyrn_tile::topo::Topology::detect();
+    ref_placement(&mask, &topo, REF_LANES, 4, databoxes)
 }
 
 fn restart_at(s: &str) -> Result<(usize, u64), String> {
@@ -576,14 +597,7 @@ fn up(a: Args) -> Result<bool, String> {
     // --profile ref: every role's cores, before anything is written or started.
     let placement = match a.profile {
         UpProfile::Dev => None,
-        UpProfile::Ref => {
-            let mask: Vec<usize> = core_affinity::get_core_ids()
-                .unwrap_or_default()
-                .iter()
-                .map(|c| c.id)
-                .collect();
-            Some(ref_placement(&mask, REF_LANES, 4, a.data_boxes as usize)?)
-        }
+        UpProfile::Ref => Some(ref_placement_here(a.data_boxes as usize)?),
     };
     std::fs::create_dir_all(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     let home_file = match &a.home {
@@ -1264,7 +1278,7 @@ mod tests {
     fn a_ref_box_places_every_role_on_its_own_cores() {
         let mut mask: Vec<usize> = (0..64).rev().collect();
         mask.push(5);
-        let p = ref_placement(&mask, REF_LANES, 4, 1).unwrap();
+        let p = ref_placement(&mask, &flat(&mask), REF_LANES, 4, 1).unwrap();
         assert_eq!(p.box_cores, (2..20).collect::<Vec<_>>());
         assert_eq!(
             p.replicas,
@@ -1281,7 +1295,7 @@ mod tests {
         assert_eq!(all.len(), n, "a core given twice");
         assert!(all.iter().all(|&c| c >= REF_HOUSEKEEPING));
         // Two data boxes: one more core.
-        let p2 = ref_placement(&mask, REF_LANES, 4, 2).unwrap();
+        let p2 = ref_placement(&mask, &flat(&mask), REF_LANES, 4, 2).unwrap();
         assert_eq!((p2.data, p2.load), (vec![28, 29], 30));
     }
 
@@ -1289,15 +1303,58 @@ mod tests {
     /// needed, the count available and what to do.
     #[test]
     fn too_few_cores_for_ref_is_refused_with_what_is_missing() {
-        let e = ref_placement(&[0, 1], REF_LANES, 4, 1).unwrap_err();
+        let e = ref_placement(&[0, 1], &flat(&[0, 1]), REF_LANES, 4, 1).unwrap_err();
         assert!(e.contains("--profile ref needs 30 cores"), "{e}");
         assert!(e.contains("this process may run on 2 (0,1)"), "{e}");
         assert!(e.contains("Run it on a REF box"), "{e}");
-        let e = ref_placement(&(0..29).collect::<Vec<_>>(), REF_LANES, 4, 1).unwrap_err();
+        let m29: Vec<usize> = (0..29).collect();
+        let e = ref_placement(&m29, &flat(&m29), REF_LANES, 4, 1).unwrap_err();
         assert!(
             e.contains("needs 30 cores") && e.contains("run on 29"),
             "{e}"
         );
-        assert!(ref_placement(&(0..30).collect::<Vec<_>>(), REF_LANES, 4, 1).is_ok());
+        let m30: Vec<usize> = (0..30).collect();
+        assert!(ref_placement(&m30, &flat(&m30), REF_LANES, 4, 1).is_ok());
+    }
+
+    fn flat(mask: &[usize]) -> vyrn_tile::topo::Topology {
+        vyrn_tile::topo::Topology::flat(mask)
+    }
+
+    /// A REF box with SMT numbered as many are (CPUs 2c and 2c + 1 share core c) and two NUMA
+    /// nodes of 24 cores: no role gets a hot core's sibling (the mask in order would give the
+    /// box CPUs 2 and 3, one core), the kernel keeps the two lowest cores, and the box's 18
+    /// tiles stay on one node.
+    #[test]
+    fn a_ref_box_with_smt_never_pins_two_roles_on_one_core() {
+        use vyrn_tile::topo::{Cpu, Topology};
+        let mut cpus = Vec::new();
+        for core in 0..48 {
+            for os in [2 * core, 2 * core + 1] {
+                cpus.push(Cpu {
+                    os,
+                    core,
+                    l3: core / 8,
+                    numa: core / 24,
+                });
+            }
+        }
+        let topo = Topology::from_cpus(cpus);
+        let mask: Vec<usize> = (0..96).collect();
+        let p = ref_placement(&mask, &topo, REF_LANES, 4, 1).unwrap();
+        let mut all: Vec<usize> = p.box_cores.clone();
+        all.extend(p.replicas.concat());
+        all.extend(&p.data);
+        all.push(p.load);
+        assert!(topo.shared_cores(&all).is_empty(), "SMT siblings: {all:?}");
+        assert!(
+            all.iter().all(|&c| c >= 2 * REF_HOUSEKEEPING && c % 2 == 0),
+            "{all:?}"
+        );
+        assert_eq!(topo.numa_nodes(&p.box_cores).len(), 1, "{:?}", p.box_cores);
+        // 58 CPUs but 29 physical cores: 30 are needed.
+        let short: Vec<usize> = (0..58).collect();
+        let e = ref_placement(&short, &topo, REF_LANES, 4, 1).unwrap_err();
+        assert!(e.contains("run on 29") && e.contains("left idle"), "{e}");
     }
 }
