@@ -65,35 +65,6 @@ pub fn stop_on_signals() -> &'static std::sync::atomic::AtomicBool {
     &STOP
 }
 
-/// Restrict the calling thread (and every thread it starts afterwards) to `cores`: how a role
-/// that shares a host with a sequencer box stays off the box's spinning hot core. False if the
-/// set is empty, names a core past `CPU_SETSIZE`, or the kernel refused it.
-pub fn pin_to(cores: &[usize]) -> bool {
-    if cores.is_empty() || cores.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
-        return false;
-    }
-    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cores {
-        // SAFETY: `c` < CPU_SETSIZE (checked above), `set` is a live cpu_set_t.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    // SAFETY: pid 0 is the calling thread; `set` is a live cpu_set_t of the size passed.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
-}
-
-/// A process's `--cores` option: [`pin_to`] when given, with a message on stderr naming `tool`
-/// when the kernel refuses the set. True when there was nothing to do or it worked.
-pub fn pin_process(tool: &str, cores: Option<&[usize]>) -> bool {
-    match cores {
-        Some(c) if !pin_to(c) => {
-            eprintln!("{tool}: --cores {c:?}: the kernel refused that set");
-            false
-        }
-        _ => true,
-    }
-}
-
 /// A comma-separated core list (`0,2,3`).
 pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
     s.split(',')

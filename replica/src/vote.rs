@@ -242,7 +242,7 @@ impl SimplexVoter {
         let cores = cfg.cores.clone();
         let thread = process::spawn(pcfg, app, move || {
             if let Some(c) = cores {
-                let _ = vyrn_nic::wait::pin_process("voter", Some(&c));
+                let _ = vyrn_tile::pin::pin_process("voter", Some(&c));
             }
         })?;
         Ok(SimplexVoter {

@@ -13,6 +13,7 @@
 //! * [`Seeded`] — tests and the simulator: every tile on the calling thread, one `poll` at a
 //!   time in an order drawn from a seed, so an interleaving is reproducible (T-REP-1).
 
+pub mod pin;
 pub mod topo;
 
 use std::cell::{Cell, RefCell};
@@ -127,6 +128,83 @@ pub enum Wait {
         /// hasher) tick at least this often.
         timeout_ns: u64,
     },
+    /// Spin for [`BACKOFF_SPINS`] idle rounds, then yield until [`BACKOFF_YIELDS`], then sleep
+    /// [`BACKOFF_SLEEP_US`] at a time (a thread with no descriptor to wake it on a box whose
+    /// cores it shares: the replica's replay thread and replay lanes on a dev box).
+    Backoff,
+}
+
+/// [`Wait::Backoff`]: idle rounds spent spinning.
+pub const BACKOFF_SPINS: u32 = 64;
+/// [`Wait::Backoff`]: idle rounds before it sleeps (yielding from [`BACKOFF_SPINS`]).
+pub const BACKOFF_YIELDS: u32 = 256;
+/// [`Wait::Backoff`]'s sleep, µs: an idle replay thread wakes 5k times a second (20 µs slowed
+/// the other roles' threads of a 2-core box).
+pub const BACKOFF_SLEEP_US: u64 = 200;
+
+/// The one idle policy of every tile thread: what a thread does after a round in which no tile
+/// had work, as its [`Wait`] says. The runner's threads and the threads a role starts itself
+/// (the replica's replay thread and lanes, [`run_loop`]) share it.
+#[derive(Debug, Clone, Copy)]
+pub struct Idler {
+    wait: Wait,
+    idle_rounds: u32,
+}
+
+impl Idler {
+    /// An idler waiting as `wait` says.
+    pub fn new(wait: Wait) -> Self {
+        Idler {
+            wait,
+            idle_rounds: 0,
+        }
+    }
+
+    /// A round did work.
+    #[inline]
+    pub fn busy(&mut self) {
+        self.idle_rounds = 0;
+    }
+
+    /// A round did nothing: wait (`fds`: what wakes a blocking thread early).
+    pub fn idle(&mut self, fds: &[RawFd]) {
+        self.idle_rounds = self.idle_rounds.saturating_add(1);
+        match self.wait {
+            Wait::Spin => std::hint::spin_loop(),
+            Wait::Yield => std::thread::yield_now(),
+            Wait::Block { timeout_ns } => {
+                let _ = vyrn_nic::wait::wait_readable(fds, timeout_ns);
+            }
+            Wait::Backoff if self.idle_rounds < BACKOFF_SPINS => std::hint::spin_loop(),
+            Wait::Backoff if self.idle_rounds < BACKOFF_YIELDS => std::thread::yield_now(),
+            Wait::Backoff => std::thread::sleep(std::time::Duration::from_micros(BACKOFF_SLEEP_US)),
+        }
+    }
+}
+
+/// A thread's whole life as one tile (the threads a role starts itself: the replica's replay
+/// thread and lanes): pinned to `core` if given ([`pin::pin_to`]), its timer slack fine when
+/// it sleeps, `poll` until `stop`, idle as `wait` says ([`Idler`]).
+pub fn run_loop(
+    stop: &AtomicBool,
+    core: Option<usize>,
+    wait: Wait,
+    mut poll: impl FnMut() -> bool,
+) {
+    if let Some(c) = core {
+        let _ = pin::pin_to(&[c]);
+    }
+    if matches!(wait, Wait::Block { .. } | Wait::Backoff) {
+        fine_timer_slack();
+    }
+    let mut idler = Idler::new(wait);
+    while !stop.load(Ordering::Acquire) {
+        if poll() {
+            idler.busy();
+        } else {
+            idler.idle(&[]);
+        }
+    }
 }
 
 /// How long an idle cold thread sleeps at most (µs): control's self-fence check, its notices
@@ -292,13 +370,13 @@ impl Runner {
                 .name(format!("vyrn-{name}"))
                 .spawn(move || {
                     if let Some(c) = core {
-                        if core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                        if pin::pin_to(&[c]) {
                             pinned.fetch_add(1, Ordering::Relaxed);
                         }
                     } else if wait != Wait::Spin && !hot.is_empty() {
                         keep_off(&hot);
                     }
-                    if let Wait::Block { .. } = wait {
+                    if matches!(wait, Wait::Block { .. } | Wait::Backoff) {
                         fine_timer_slack();
                     }
                     started.fetch_add(1, Ordering::Release);
@@ -434,6 +512,7 @@ fn spin(
     let fds: Vec<RawFd> = tasks.iter().filter_map(|t| t.wait_fd()).collect();
     let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
     let mut round = 0u64;
+    let mut idler = Idler::new(wait);
     let publish = |local: &[(u64, u64, u64)]| {
         for (c, s) in local.iter().zip(st) {
             s.polls.store(c.0, Ordering::Relaxed);
@@ -462,16 +541,14 @@ fn spin(
         if round % 1024 == 0 {
             publish(&local);
         }
-        if !any {
-            match wait {
-                Wait::Spin => std::hint::spin_loop(),
-                // A thread sharing its core with others yields when idle.
-                Wait::Yield => std::thread::yield_now(),
-                Wait::Block { timeout_ns } => {
-                    publish(&local);
-                    let _ = vyrn_nic::wait::wait_readable(&fds, timeout_ns);
-                }
+        if any {
+            idler.busy();
+        } else {
+            if matches!(wait, Wait::Block { .. } | Wait::Backoff) {
+                // About to sleep: the counters are current while it does.
+                publish(&local);
             }
+            idler.idle(&fds);
         }
     }
     publish(&local);
@@ -617,6 +694,42 @@ impl Seeded {
     /// The index of the tile named `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::*;
+
+    /// `Backoff` sleeps only once its spins and yields are spent; a round with work starts it
+    /// over. (A sleep lasts at least what it asks: the bound below cannot flake.)
+    #[test]
+    fn backoff_sleeps_only_after_spinning_and_yielding_and_work_resets_it() {
+        let mut i = Idler::new(Wait::Backoff);
+        for _ in 0..BACKOFF_YIELDS - 1 {
+            i.idle(&[]);
+        }
+        assert_eq!(i.idle_rounds, BACKOFF_YIELDS - 1);
+        let t = Instant::now();
+        i.idle(&[]);
+        assert!(t.elapsed() >= std::time::Duration::from_micros(BACKOFF_SLEEP_US));
+        i.busy();
+        assert_eq!(i.idle_rounds, 0);
+    }
+
+    /// `run_loop` polls until stopped and hands each poll's answer to its idler.
+    #[test]
+    fn run_loop_polls_until_stopped() {
+        let stop = AtomicBool::new(false);
+        let mut n = 0u32;
+        run_loop(&stop, None, Wait::Backoff, || {
+            n += 1;
+            if n == 1000 {
+                stop.store(true, Ordering::Release);
+            }
+            n % 3 == 0
+        });
+        assert_eq!(n, 1000);
     }
 }
 

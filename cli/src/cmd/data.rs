@@ -79,7 +79,7 @@ fn render(b: &DataBox, index: u8, published: &vyrn_metrics::Published) -> String
 pub fn run(o: Args) -> ExitCode {
     // `--cores`: off the sequencer box's hot core when sharing its host (the threads it starts
     // inherit the set).
-    if !vyrn_nic::wait::pin_process("vyrn data", o.cores.as_ref().map(|c| c.0.as_slice())) {
+    if !vyrn_tile::pin::pin_process("vyrn data", o.cores.as_ref().map(|c| c.0.as_slice())) {
         return ExitCode::from(2);
     }
     let Some(home) = HomeConfig::load_for("vyrn data", &o.home) else {

@@ -819,7 +819,7 @@ fn print_storage(name: &str, o: &Args, node: &Node) {
 pub fn run(o: Args) -> ExitCode {
     // `--cores`: off the sequencer box's hot core when sharing its host (the threads it starts
     // inherit the set).
-    if !vyrn_nic::wait::pin_process("vyrn replica", o.cores.as_ref().map(|c| c.0.as_slice())) {
+    if !vyrn_tile::pin::pin_process("vyrn replica", o.cores.as_ref().map(|c| c.0.as_slice())) {
         return ExitCode::from(2);
     }
     let Some(home) = HomeConfig::load_for("vyrn replica", &o.home) else {

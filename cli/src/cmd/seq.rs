@@ -425,6 +425,7 @@ fn print_placement(running: &RunningBox, map: &CoreMap) {
             Wait::Spin => "spins".to_string(),
             Wait::Yield => "yields when idle".to_string(),
             Wait::Block { timeout_ns } => format!("blocks when idle (≤ {} µs)", timeout_ns / 1000),
+            Wait::Backoff => "backs off when idle".to_string(),
         };
         let at = match core {
             Some(c) => format!("core {c}"),

@@ -84,7 +84,7 @@ struct Counts {
 
 /// Run the standby's listener; exit 0, or 2 when the start is refused.
 pub fn run(o: Args) -> ExitCode {
-    if !vyrn_nic::wait::pin_process("vyrn standby", o.cores.as_ref().map(|c| c.0.as_slice())) {
+    if !vyrn_tile::pin::pin_process("vyrn standby", o.cores.as_ref().map(|c| c.0.as_slice())) {
         return ExitCode::from(2);
     }
     let Some(home) = HomeConfig::load_for("vyrn standby", &o.home) else {

@@ -148,7 +148,7 @@ impl NodeJournal {
         let st = stats.clone();
         let writer = std::thread::spawn(move || {
             if let Some(c) = cores {
-                let _ = vyrn_nic::wait::pin_to(&c);
+                let _ = vyrn_tile::pin::pin_to(&c);
             }
             let mut j = journal;
             let mut cj = certs;

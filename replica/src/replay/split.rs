@@ -49,7 +49,8 @@ use vyrn_rings::spsc;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
 use vyrn_wire::records::PacketRecord;
 
-use crate::replay::run::{poll_until, Idle, ReportingSink, SinkReport};
+use crate::replay::run::{ReportingSink, SinkReport};
+use vyrn_tile::Wait as Idle;
 
 /// Ring sizes between the driver and one lane (each rounded up to a power of two).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -587,7 +588,7 @@ impl SplitEngine {
                     let h = std::thread::Builder::new()
                         .name(format!("vyrn-rlane{i}"))
                         .spawn(move || {
-                            poll_until(&stop.stop, core, idle, || w.poll());
+                            vyrn_tile::run_loop(&stop.stop, core, idle, || w.poll());
                             w
                         })?;
                     Run::Thread(Some(h))

@@ -42,9 +42,10 @@ use vyrn_wire::header::Hash;
 use vyrn_wire::msg::client::REQ_MAX_LEN;
 use vyrn_wire::records::{PacketRecord, Step, StepKind};
 
-use crate::replay::run::poll_until;
-pub use crate::replay::run::{Idle, ReportingSink, SinkReport};
+pub use crate::replay::run::{ReportingSink, SinkReport};
 use crate::replay::{ReplayCounters, ReplayLag, Replayer};
+/// How a replay thread waits when idle: the tile runtime's one policy.
+pub use vyrn_tile::Wait as Idle;
 
 /// The front → replay ring, bytes (4 MiB: ~40 ms of the peak mix's records and payloads).
 pub const REPLAY_RING_BYTES: usize = 1 << 22;
@@ -770,6 +771,17 @@ impl<S: ReportingSink> ReplayTile<S> {
     }
 }
 
+/// The replay tile as the tile runtime sees it: a hot tile (07 §7.2: replay cores) that the
+/// runner, [`vyrn_tile::run_loop`] or the seeded scheduler polls.
+impl<S: ReportingSink + Send> vyrn_tile::Task for ReplayTile<S> {
+    fn name(&self) -> String {
+        "replay".into()
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        ReplayTile::poll(self, now)
+    }
+}
+
 /// A replay tile on its own thread: returns the stop flag and the thread's handle, whose join
 /// gives the tile back. `core`: the core to pin it to (`None`: not pinned).
 pub fn spawn<S: ReportingSink + Send + 'static>(
@@ -783,7 +795,7 @@ pub fn spawn<S: ReportingSink + Send + 'static>(
     let h = std::thread::Builder::new()
         .name("vyrn-replay".into())
         .spawn(move || {
-            poll_until(&s, core, idle, || tile.poll(clock()));
+            vyrn_tile::run_loop(&s, core, idle, || tile.poll(clock()));
             // What is left in the ring (the front stopped feeding).
             while tile.poll(clock()) {}
             tile
@@ -802,6 +814,22 @@ mod tests {
             1 << 12,
             CountingSink::default(),
         )
+    }
+
+    /// The seeded scheduler runs the replay tile like any other: a block handed over the ring
+    /// comes back as progress once the scheduler polled it.
+    #[test]
+    fn the_seeded_scheduler_polls_the_replay_tile() {
+        let (mut tx, tile) = tiles();
+        let mut s = vyrn_tile::Seeded::new(vec![Box::new(tile)], 7);
+        assert_eq!(s.index_of("replay"), Some(0));
+        assert!(!s.poll(0, 1), "nothing on the ring yet");
+        tx.block(1, 0);
+        assert!(tx.flush());
+        s.settle(2, 16);
+        tx.drain_back();
+        assert_eq!(tx.failed(), None);
+        assert!(!s.poll(0, 3), "the ring is drained");
     }
 
     #[test]
