@@ -128,6 +128,123 @@ impl JournalStats {
     }
 }
 
+/// The journal writer tile (07 §8.2): takes the node's blocks, certificates and snapshots from
+/// its queue, appends them, and syncs at most every `sync_ns` — on a thread of its own
+/// ([`NodeJournal`]), or polled by the seeded scheduler. When the node closes the queue it syncs
+/// once more and is `done`.
+#[derive(Debug)]
+pub struct JournalWriter {
+    rx: std::sync::mpsc::Receiver<ToWriter>,
+    journal: BlockJournal,
+    certs: crate::disk::journal::cert::CertJournal,
+    st: Arc<JournalStats>,
+    sync_ns: u64,
+    last_sync: u64,
+    cert_dirty: bool,
+    /// The queue closed and the last sync ran.
+    pub done: bool,
+}
+
+/// Messages the writer takes per poll before it looks at its sync timer.
+const WRITER_BATCH: usize = 64;
+
+impl JournalWriter {
+    /// One step at `now`: up to [`WRITER_BATCH`] messages, then the sync if it is due.
+    pub fn poll(&mut self, now: u64) -> bool {
+        if self.done {
+            return false;
+        }
+        let mut work = false;
+        for _ in 0..WRITER_BATCH {
+            match self.rx.try_recv() {
+                Ok(m) => {
+                    self.take(m);
+                    work = true;
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    self.sync();
+                    let _ = self.certs.sync();
+                    self.done = true;
+                    return true;
+                }
+            }
+        }
+        if now.saturating_sub(self.last_sync) >= self.sync_ns {
+            if self.cert_dirty {
+                if self.certs.sync().is_err() {
+                    self.st.fail(JournalFailure::CertSync);
+                }
+                self.cert_dirty = false;
+                work = true;
+            }
+            if self.journal.queued() > 0 {
+                self.sync();
+                self.last_sync = now;
+                work = true;
+            }
+        }
+        work
+    }
+
+    fn take(&mut self, m: ToWriter) {
+        let st = &self.st;
+        match m {
+            ToWriter::Cert(kind, b) => match self.certs.append(kind, &b) {
+                Ok(_) => {
+                    st.certs.fetch_add(1, Ordering::Relaxed);
+                    self.cert_dirty = true;
+                }
+                Err(_) => st.fail(JournalFailure::CertAppend),
+            },
+            ToWriter::Block(h, rec) => match self.journal.append_record(&rec) {
+                Ok(Appended::Queued) => {
+                    st.appended.fetch_max(h, Ordering::Relaxed);
+                }
+                Ok(Appended::Identical) => {
+                    st.identical.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => st.fail(JournalFailure::Append),
+            },
+            ToWriter::Snapshot(d, h, b) => match d.write(h, &b) {
+                Ok(_) => {
+                    st.snapshots.fetch_add(1, Ordering::Relaxed);
+                    st.snapshot_height.store(h, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    st.snapshot_errors.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("snapshot at height {h} not written: {e}");
+                }
+            },
+        }
+    }
+
+    fn sync(&mut self) {
+        match self.journal.sync() {
+            Ok(()) => {
+                let st = &self.st;
+                st.synced
+                    .store(st.appended.load(Ordering::Relaxed), Ordering::Relaxed);
+                st.bytes
+                    .store(self.journal.counters().bytes_written, Ordering::Relaxed);
+            }
+            Err(_) => self.st.fail(JournalFailure::Sync),
+        }
+    }
+}
+
+impl vyrn_tile::Task for JournalWriter {
+    fn name(&self) -> String {
+        "journal".into()
+    }
+    fn class(&self) -> vyrn_tile::TileClass {
+        vyrn_tile::TileClass::Cold
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        JournalWriter::poll(self, now)
+    }
+}
+
 /// Blocks the writer's queue holds (about 4 s of dev blocks).
 pub(super) const JOURNAL_QUEUE: usize = 2048;
 
@@ -145,71 +262,34 @@ impl NodeJournal {
         stats.synced.store(top, Ordering::Relaxed);
         let (tx, rx) = std::sync::mpsc::sync_channel::<ToWriter>(JOURNAL_QUEUE);
         stats.certs.store(certs.len() as u64, Ordering::Relaxed);
-        let st = stats.clone();
+        let mut w = JournalWriter {
+            rx,
+            journal,
+            certs,
+            st: stats.clone(),
+            sync_ns,
+            last_sync: 0,
+            cert_dirty: false,
+            done: false,
+        };
         let writer = std::thread::spawn(move || {
             if let Some(c) = cores {
                 let _ = vyrn_tile::pin::pin_to(&c);
             }
-            let mut j = journal;
-            let mut cj = certs;
-            let mut cert_dirty = false;
-            let mut last = Instant::now();
-            let sync = |j: &mut BlockJournal, st: &JournalStats| match j.sync() {
-                Ok(()) => {
-                    st.synced
-                        .store(st.appended.load(Ordering::Relaxed), Ordering::Relaxed);
-                    st.bytes
-                        .store(j.counters().bytes_written, Ordering::Relaxed);
-                }
-                Err(_) => st.fail(JournalFailure::Sync),
+            // No descriptor wakes it: it looks at its queue at least every millisecond (and
+            // syncs every `sync_ns`), and sleeps in between.
+            let wait = vyrn_tile::Wait::Block {
+                timeout_ns: sync_ns.clamp(1, 1_000_000),
             };
-            loop {
-                let wait = Duration::from_nanos(sync_ns);
-                match rx.recv_timeout(wait) {
-                    Ok(ToWriter::Cert(kind, b)) => match cj.append(kind, &b) {
-                        Ok(_) => {
-                            st.certs.fetch_add(1, Ordering::Relaxed);
-                            cert_dirty = true;
-                        }
-                        Err(_) => st.fail(JournalFailure::CertAppend),
-                    },
-                    Ok(ToWriter::Block(h, rec)) => match j.append_record(&rec) {
-                        Ok(Appended::Queued) => {
-                            st.appended.fetch_max(h, Ordering::Relaxed);
-                        }
-                        Ok(Appended::Identical) => {
-                            st.identical.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(_) => st.fail(JournalFailure::Append),
-                    },
-                    Ok(ToWriter::Snapshot(d, h, b)) => match d.write(h, &b) {
-                        Ok(_) => {
-                            st.snapshots.fetch_add(1, Ordering::Relaxed);
-                            st.snapshot_height.store(h, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            st.snapshot_errors.fetch_add(1, Ordering::Relaxed);
-                            eprintln!("snapshot at height {h} not written: {e}");
-                        }
-                    },
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                        sync(&mut j, &st);
-                        let _ = cj.sync();
-                        return;
-                    }
+            let clock = vyrn_tile::Clock::new();
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            vyrn_tile::run_loop(&stop, None, wait, || {
+                let busy = w.poll(clock.now());
+                if w.done {
+                    stop.store(true, Ordering::Release);
                 }
-                if cert_dirty && last.elapsed() >= wait {
-                    if cj.sync().is_err() {
-                        st.fail(JournalFailure::CertSync);
-                    }
-                    cert_dirty = false;
-                }
-                if j.queued() > 0 && last.elapsed() >= wait {
-                    sync(&mut j, &st);
-                    last = Instant::now();
-                }
-            }
+                busy
+            });
         });
         NodeJournal {
             recovered,
@@ -615,6 +695,46 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// The writer is a tile: the seeded scheduler drives it on simulated time — blocks are
+    /// appended when polled, synced only once `sync_ns` passed, and a closed queue ends it after
+    /// a last sync.
+    #[test]
+    fn the_seeded_scheduler_runs_the_journal_writer() {
+        let dir = std::env::temp_dir().join(format!("vyrn-writertile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let drives = vec![dir.join("nvme0")];
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let mut jc = JournalConfig::new(drives.clone());
+        jc.verifying_key = Some(key.verifying_key());
+        let (journal, _) = BlockJournal::open_with(jc, Box::new(StdBackend::new())).unwrap();
+        let certs = crate::disk::journal::cert::CertJournal::open(&drives).unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let st = Arc::new(JournalStats::default());
+        let w = JournalWriter {
+            rx,
+            journal,
+            certs,
+            st: st.clone(),
+            sync_ns: 1_000,
+            last_sync: 0,
+            cert_dirty: false,
+            done: false,
+        };
+        let mut s = vyrn_tile::Seeded::new(vec![Box::new(w)], 3);
+        for h in 1..=3 {
+            tx.send(ToWriter::Block(h, record(h, &key))).unwrap();
+        }
+        s.settle(10, 8);
+        assert_eq!(st.appended.load(Ordering::Relaxed), 3);
+        assert_eq!(st.synced.load(Ordering::Relaxed), 0, "not before sync_ns");
+        s.settle(2_000, 8);
+        assert_eq!(st.synced.load(Ordering::Relaxed), 3);
+        drop(tx);
+        assert!(s.poll(0, 3_000), "the closed queue: a last sync");
+        assert!(!s.poll(0, 4_000), "then done");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// REP_A_JOURNAL's source: the writer thread remembers the first write that failed — here a
