@@ -13,7 +13,7 @@ use vyrn_bench::{budget, enabled, measure, measure_with_setup, quick, ratio, rou
 use vyrn_engine::bbo::{BboSink, LaneEvent, OpQueues, StepOut};
 use vyrn_engine::home::NullEngineSink as NullSinks;
 use vyrn_engine::lane::LaneSink;
-use vyrn_engine::snapshot::{self, ReplicationState, SnapMeta};
+use vyrn_engine::snapshot::{ReplicationState, SnapMeta};
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::{Bbo, Book, Capture, EngineConfig, Fwd, Lane, LiveEngine, ReplayEngine, RespOut};
 use vyrn_wire::msg::client::siphash128;
@@ -299,7 +299,7 @@ fn main() {
             e.snapshot(&SnapMeta::default(), &ReplicationState::default())
         });
         let rd = measure("snapshot restore (per byte)", r, bytes, || {
-            snapshot::restore(c.clone(), &file).expect("restore")
+            vyrn_engine::load::restore(c.clone(), &file).expect("restore")
         });
         ratio(&w, &copy);
         ratio(&rd, &copy);

@@ -9,7 +9,10 @@
 //!   in git and the issue notes), past the per-file debts in [`TRACKER_REFS`] (none today);
 //! * a crate whose `src/` never says `unsafe` and does not `#![forbid(unsafe_code)]`;
 //! * a `.rs` file of a crate longer than [`FILE_LINES_MAX`] lines, unless it is a codec in
-//!   [`LONG_FILES`] (a wire format's one table of messages reads best whole).
+//!   [`LONG_FILES`] (a wire format's one table of messages reads best whole);
+//! * a circle of imports between the top-level modules of a crate (`crate::a` in `b` and
+//!   `crate::b` in `a`, directly or around a longer ring), past the known ones in [`CIRCLES`]:
+//!   a crate's modules stand on each other in one direction, so each reads from the bottom up.
 //!
 //! When a count falls (a function split, a reference removed), the test prints the new figure so
 //! that the list can be lowered: it never fails for an improvement.
@@ -26,6 +29,13 @@ const FILE_LINES_MAX: usize = 1500;
 
 /// Files allowed past [`FILE_LINES_MAX`], `(file, lines)`, each a codec: each may not grow.
 const LONG_FILES: &[(&str, usize)] = &[("wire/src/msg/ctrl.rs", 1975)];
+
+/// Import circles known today, `(crate folder, modules in the circle sorted)`: each may only
+/// go away (the box's shared-memory words and its control core; its ports and tiles).
+const CIRCLES: &[(&str, &[&str])] = &[
+    ("seq", &["control", "mem", "shm"]),
+    ("seq", &["ports", "tiles"]),
+];
 
 /// Functions over [`FN_LINES_MAX`] today, `(file, fn name, lines)`: each may not grow.
 const LONG_FNS: &[(&str, &str, usize)] = &[
@@ -348,6 +358,112 @@ fn no_file_grows_past_1500_lines() {
                 bad.push(format!("{name}: {n} lines (at most {max}): split it"));
             }
         }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The top-level module a source file of `src` belongs to (`None`: the crate root).
+fn top_module(src: &Path, f: &Path) -> Option<String> {
+    let rel = f.strip_prefix(src).ok()?;
+    let first = rel
+        .components()
+        .next()?
+        .as_os_str()
+        .to_string_lossy()
+        .to_string();
+    let name = first.trim_end_matches(".rs").to_string();
+    (!matches!(name.as_str(), "lib" | "main")).then_some(name)
+}
+
+/// The circles (strongly connected sets of two or more) of a module graph, each sorted.
+fn circles(edges: &BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Reachability by a walk from each node (a crate has tens of modules).
+    let reach = |from: &String| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(n) = todo.pop() {
+            for m in edges.get(&n).into_iter().flatten() {
+                if seen.insert(m.clone()) {
+                    todo.push(m.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, std::collections::BTreeSet<String>> =
+        edges.keys().map(|k| (k, reach(k))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (k, r) in &reaches {
+        let mut c: Vec<String> = r
+            .iter()
+            .filter(|m| *m != *k && reaches.get(m).is_some_and(|rm| rm.contains(*k)))
+            .cloned()
+            .collect();
+        if c.is_empty() {
+            continue;
+        }
+        c.push((*k).clone());
+        c.sort();
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_new_import_circles_inside_a_crate() {
+    let mut bad = Vec::new();
+    let mut gone = Vec::new();
+    let mut found_known = Vec::new();
+    for m in members() {
+        let src = root().join(&m).join("src");
+        let mut files = Vec::new();
+        rs_files(&src, &mut files);
+        let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for f in files {
+            let Some(me) = top_module(&src, &f) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&f).unwrap();
+            // Unit tests may reach anywhere: only the code before a file's first test module.
+            let code = code_only(&text);
+            let code = code.split("#[cfg(test)]").next().unwrap_or("");
+            let e = edges.entry(me.clone()).or_default();
+            let mut rest = code;
+            while let Some(p) = rest.find("crate::") {
+                let after = &rest[p + 7..];
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != me && name.starts_with(|c: char| c.is_lowercase()) {
+                    e.insert(name);
+                }
+                rest = after;
+            }
+        }
+        for c in circles(&edges) {
+            let known = CIRCLES
+                .iter()
+                .any(|(k, mods)| *k == m && mods.iter().copied().eq(c.iter().map(String::as_str)));
+            if known {
+                found_known.push((m.clone(), c));
+            } else {
+                bad.push(format!("{m}: modules {c:?} import each other in a circle"));
+            }
+        }
+    }
+    for (k, mods) in CIRCLES {
+        if !found_known
+            .iter()
+            .any(|(m, c)| m == k && mods.iter().copied().eq(c.iter().map(String::as_str)))
+        {
+            gone.push(format!("remove ({k:?}, {mods:?}) from CIRCLES: it is open"));
+        }
+    }
+    if !gone.is_empty() {
+        println!("tidy:\n{}", gone.join("\n"));
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

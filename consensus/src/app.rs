@@ -5,7 +5,6 @@
 //! a full channel drops the reply (the engine then times the view out, exactly as if the voter
 //! had not answered), counted. The relay is a no-op (payloads travel as frames and data frames).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use commonware_actor::Feedback;
@@ -15,33 +14,9 @@ use commonware_consensus::types::Round;
 use commonware_consensus::{Automaton, CertifiableAutomaton, Relay, Reporter, Viewable as _};
 use commonware_utils::channel::oneshot;
 
-use crate::desk::{DeskTx, FaultKind, Req};
+use crate::ingress::{DeskLink, FaultKind, Req};
 use crate::voters::Voters;
 use crate::{Activity, Context, Digest, PublicKey};
-
-/// The sending end of a desk's channel, with its overflow counter.
-#[derive(Debug, Clone)]
-pub struct DeskLink {
-    tx: DeskTx,
-    full: Arc<AtomicU64>,
-}
-
-impl DeskLink {
-    pub(crate) fn new(tx: DeskTx, full: Arc<AtomicU64>) -> Self {
-        DeskLink { tx, full }
-    }
-
-    pub(crate) fn send(&self, r: Req) -> Feedback {
-        match self.tx.try_send(r) {
-            Ok(()) => Feedback::Ok,
-            Err(std::sync::mpsc::TrySendError::Full(_)) => {
-                self.full.fetch_add(1, Ordering::Relaxed);
-                Feedback::Backoff
-            }
-            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Feedback::Closed,
-        }
-    }
-}
 
 /// Simplex's application for one voter: automaton, relay and reporter in one.
 #[derive(Debug, Clone)]

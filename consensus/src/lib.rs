@@ -28,6 +28,7 @@ pub mod app;
 pub mod cert;
 pub mod desk;
 pub mod engine;
+pub mod ingress;
 pub mod listener;
 pub mod process;
 pub mod roots;

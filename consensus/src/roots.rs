@@ -26,8 +26,8 @@ use commonware_utils::ordered::Quorum as _;
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::consensus::{root_vote_digest, CertEntry};
 
-use crate::app::DeskLink;
-use crate::desk::Req;
+use crate::ingress::DeskLink;
+use crate::ingress::Req;
 use crate::voters::Voters;
 use crate::{Digest, PrivateKey, PublicKey, ROOT_NAMESPACE};
 

@@ -6,8 +6,11 @@ use core::fmt;
 use std::net::SocketAddr;
 
 use vyrn_wire::consts::{REP_DATA_BATCH_US, REP_DATA_RING_S};
-use vyrn_wire::msg::client::{SipKey, REQ_MAX_LEN};
+use vyrn_wire::msg::client::SipKey;
 use vyrn_wire::msg::{MAX_MEMBERS, Q_BASE};
+
+/// The store's sizes, which the memory bound counts (the store owns its layout).
+pub use crate::store::{INDEX_ENTRY_BYTES, RING_SLOT_BYTES};
 
 /// A data box sends `DATA_HB` every this many µs when it has nothing else to send (07 §5.3).
 pub const DATA_HB_US: u64 = 100;
@@ -22,12 +25,8 @@ pub const MAX_DESTS: usize = MAX_MEMBERS;
 /// Most data frames one `DataFetch::Range` is answered with; the rest of the range is
 /// ignored and counted (project bound: 64 frames ≈ 576 kB of answer per request).
 pub const FETCH_RANGE_MAX: u64 = 64;
-/// Bytes one ring slot takes: a 40-byte descriptor and room for the longest request (192 B).
-pub const RING_SLOT_BYTES: u64 = 40 + REQ_MAX_LEN as u64;
 /// Bytes of one frame-log entry (one per ring slot: a frame holds at least one packet).
 pub const FRAME_LOG_BYTES: u64 = 32;
-/// Bytes of one index entry (`key u64`, `ring seq u64`).
-pub const INDEX_ENTRY_BYTES: u64 = 16;
 
 /// One client session this box can verify (missing-chapters §2: keys come from the home's
 /// config file in v1).

@@ -26,8 +26,13 @@ use vyrn_wire::msg::client::REQ_MAX_LEN;
 
 use crate::ingest::mix;
 
-const _: () = assert!(core::mem::size_of::<Slot>() as u64 == crate::config::RING_SLOT_BYTES);
-const _: () = assert!(core::mem::size_of::<Entry>() as u64 == crate::config::INDEX_ENTRY_BYTES);
+/// Bytes one ring slot takes: a 40-byte descriptor and room for the longest request (192 B).
+pub const RING_SLOT_BYTES: u64 = 40 + REQ_MAX_LEN as u64;
+/// Bytes of one index entry (`key u64`, `ring seq u64`).
+pub const INDEX_ENTRY_BYTES: u64 = 16;
+
+const _: () = assert!(core::mem::size_of::<Slot>() as u64 == RING_SLOT_BYTES);
+const _: () = assert!(core::mem::size_of::<Entry>() as u64 == INDEX_ENTRY_BYTES);
 
 /// Entries an index probes per insert or lookup.
 pub const PROBE: usize = 32;

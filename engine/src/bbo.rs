@@ -90,7 +90,7 @@ pub struct LaneEvent {
     pub session: u32,
     /// The order concerned (0 for lane-wide events).
     pub client_tag: u32,
-    /// The order's cookie (the lane's handle, [`crate::lane::cookie`]; 0 for lane-wide events).
+    /// The order's cookie (the lane's handle, [`crate::book::cookie`]; 0 for lane-wide events).
     pub cookie: u64,
     /// The order's side (Buy for lane-wide events).
     pub side: Side,
@@ -606,7 +606,7 @@ impl Bbo {
                         } => (session, client_tag, ck, side, Outcome::Rejected(reason)),
                     };
                     // The cookie names the order's lane (crate::lane::cookie): no lookup.
-                    let lane = crate::lane::cookie_lane(cookie);
+                    let lane = crate::book::cookie_lane(cookie);
                     if lane as usize >= n {
                         self.counters.orphan_events += 1;
                         continue;

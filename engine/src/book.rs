@@ -646,3 +646,15 @@ impl Book {
         Ok(())
     }
 }
+
+/// The cookie a lane gives each order it forwards (opaque to the book, returned in every event
+/// about the order): lane u8 ‖ slot u16 ‖ pkt_seq u32 ‖ msg_index u8 — so neither the BBO core
+/// (routing) nor the lane (risk, responses) needs a per-order map.
+pub fn cookie(lane: u8, slot: u16, pkt_seq: u32, msg_index: u8) -> u64 {
+    (lane as u64) << 56 | ((slot as u64) & 0xFFFF) << 40 | (pkt_seq as u64) << 8 | msg_index as u64
+}
+
+/// The lane of a cookie.
+pub fn cookie_lane(c: u64) -> u8 {
+    (c >> 56) as u8
+}

@@ -786,3 +786,19 @@ fn touch<T>(q: &mut VecDeque<T>, n: usize) {
     // `From<Vec>` keeps the buffer (no copy, no reallocation).
     *q = VecDeque::from(std::hint::black_box(v));
 }
+
+impl Tiles {
+    /// The state commitment now.
+    pub fn state_root(&self) -> [u8; 32] {
+        crate::snapshot::commit(&self.parts())
+    }
+
+    /// Write a REP_Snapshot file of the state now.
+    pub fn snapshot(
+        &self,
+        meta: &crate::snapshot::SnapMeta,
+        rep: &crate::snapshot::ReplicationState,
+    ) -> Vec<u8> {
+        crate::snapshot::write(&self.parts(), meta, rep)
+    }
+}

@@ -34,17 +34,7 @@ use vyrn_wire::records::{encode_lane_op, LaneOp, LaneState, PacketRecord, PKT_EN
 
 use crate::hash::SeededState as FixedState;
 
-/// The cookie a lane gives each order it forwards (opaque to the book, returned in every event
-/// about the order): lane u8 ‖ slot u16 ‖ pkt_seq u32 ‖ msg_index u8 — so neither the BBO core
-/// (routing) nor the lane (risk, responses) needs a per-order map.
-pub fn cookie(lane: u8, slot: u16, pkt_seq: u32, msg_index: u8) -> u64 {
-    (lane as u64) << 56 | ((slot as u64) & 0xFFFF) << 40 | (pkt_seq as u64) << 8 | msg_index as u64
-}
-
-/// The lane of a cookie.
-pub fn cookie_lane(c: u64) -> u8 {
-    (c >> 56) as u8
-}
+pub use crate::book::{cookie, cookie_lane};
 
 fn cookie_parts(c: u64) -> (u16, u32, u8) {
     ((c >> 40) as u16, (c >> 8) as u32, c as u8)
@@ -1026,7 +1016,7 @@ impl Lane {
 
 // ---- Snapshot sections owned by the lane (07 §7.5; encodings in docs/engine.md) ----
 
-use crate::snapshot::{side_from, side_u8, SnapError, W};
+use crate::snapcodec::{side_from, side_u8, SnapError, W};
 use vyrn_wire::leb::Reader;
 
 impl Lane {

@@ -8,13 +8,12 @@
 //! sections the loader recomputes it from (§7.5 "Loading").
 
 use crate::bbo::{Bbo, Fwd, LaneEvent, Outcome};
-use crate::book::{BookReject, Op, RestingOrder, Side};
+use crate::book::BookReject;
 use crate::config::EngineConfig;
-use crate::home::ReplayEngine;
-use crate::lane::{kind_from, kind_u8, Lane};
+use crate::lane::{kind_u8, Lane};
+pub use crate::snapcodec::SnapError;
+use crate::snapcodec::{side_u8, W};
 use std::collections::VecDeque;
-use std::fmt;
-use vyrn_wire::error::Malformed;
 use vyrn_wire::leb::Reader;
 
 /// `magic` of a REP_Snapshot file.
@@ -44,80 +43,6 @@ pub mod section {
     pub const SESSIONS: u16 = 6;
     /// Replication.
     pub const REPLICATION: u16 = 7;
-}
-
-/// Why a snapshot was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SnapError {
-    /// Too short, or a field ran past its section.
-    Malformed(Malformed),
-    /// Not a REP_Snapshot file, or another version.
-    Magic,
-    /// The table or a section lies outside the file, or overlaps the header.
-    Layout,
-    /// A section's BLAKE3 does not match the table.
-    SectionHash(u16),
-    /// A section is missing or repeated, or the sections are out of order.
-    Sections,
-    /// The recomputed state commitment is not the header's `state_root`.
-    StateRoot,
-    /// The snapshot is for another book or lane count than the config.
-    Config(&'static str),
-    /// A section's content is impossible.
-    Content(&'static str),
-    /// The file was longer than its sections.
-    Trailing,
-}
-
-impl From<Malformed> for SnapError {
-    fn from(m: Malformed) -> Self {
-        SnapError::Malformed(m)
-    }
-}
-
-impl fmt::Display for SnapError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-impl std::error::Error for SnapError {}
-
-/// A little-endian section writer.
-#[derive(Debug, Default)]
-pub(crate) struct W(pub Vec<u8>);
-
-impl W {
-    pub fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    pub fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-pub(crate) fn side_u8(s: Side) -> u8 {
-    match s {
-        Side::Buy => 0,
-        Side::Sell => 1,
-    }
-}
-
-pub(crate) fn side_from(v: u8) -> Result<Side, SnapError> {
-    match v {
-        0 => Ok(Side::Buy),
-        1 => Ok(Side::Sell),
-        _ => Err(SnapError::Content("side")),
-    }
 }
 
 /// What the replication layer owns in section 7 (07 §7.5): the engine stores it as given.
@@ -212,7 +137,7 @@ fn outcome_put(w: &mut W, o: &Outcome) {
     w.u8(d);
 }
 
-fn outcome_get(r: &mut Reader<'_>) -> Result<Outcome, SnapError> {
+pub(crate) fn outcome_get(r: &mut Reader<'_>) -> Result<Outcome, SnapError> {
     let code = r.u8()?;
     let a = r.u32_le()? as i32;
     let b = r.u32_le()?;
@@ -595,169 +520,4 @@ pub fn read(file: &[u8]) -> Result<(SnapHeader, Sections<'_>), SnapError> {
         },
         secs,
     ))
-}
-
-/// Restore a replay engine for `cfg` from a snapshot file (07 §7.5 "Loading"): every section
-/// hash and the state commitment are checked first; then the state is rebuilt. The caller
-/// compares `state_root` with the certified R(height).
-pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHeader), SnapError> {
-    let (hdr, secs) = read(file)?;
-    if hdr.book != cfg.book || hdr.n_lanes != cfg.layout.n_lanes {
-        return Err(SnapError::Config("book or lane count differs"));
-    }
-    let n = cfg.layout.n_lanes as usize;
-    let mut e = ReplayEngine::new(cfg);
-    // 1: the parameters must be the config's (limits are config, not state).
-    {
-        let p = Parts {
-            cfg: &e.t.cfg,
-            lanes: &e.t.lanes,
-            bbo: &e.t.bbo,
-            fwd: &e.t.fwd,
-            events: &e.t.events,
-        };
-        let fresh = sections(&p, &ReplicationState::default());
-        if fresh[0].1 != secs[0].1 {
-            return Err(SnapError::Config("BookParams differ from the config"));
-        }
-    }
-    // 2.
-    let mut r = Reader::new(secs[1].1);
-    for lane in e.t.lanes.iter_mut() {
-        lane.restore_lane(&mut r)?;
-    }
-    if !r.is_empty() {
-        return Err(SnapError::Trailing);
-    }
-    // 3.
-    let mut r = Reader::new(secs[2].1);
-    let next_step = r.u64_le()?;
-    let need = (r.u64_le()?, r.u64_le()?);
-    let halted = Some(r.u64_le()?).filter(|&h| h != 0);
-    let sealed = r.u8()? != 0;
-    let mut cut = vec![0u64; n];
-    for c in cut.iter_mut() {
-        *c = r.u64_le()?;
-    }
-    if next_step == 0 {
-        return Err(SnapError::Content("next_step 0"));
-    }
-    e.t.bbo.restore_state(next_step, &cut, need, halted, sealed);
-    let k = r.u32_le()? as usize;
-    for _ in 0..k {
-        let o = RestingOrder {
-            session: r.u32_le()?,
-            account: r.u32_le()?,
-            client_tag: r.u32_le()?,
-            side: side_from(r.u8()?)?,
-            tick: r.u32_le()? as i32,
-            open: r.u32_le()?,
-            time: r.u64_le()?,
-            cookie: r.u64_le()?,
-        };
-        e.t.bbo.book_mut().restore(&o).map_err(SnapError::Content)?;
-    }
-    for l in 0..n {
-        let k = r.u32_le()? as usize;
-        for _ in 0..k {
-            let lane_seq = r.u64_le()?;
-            let rx_ts = r.u64_le()?;
-            let kind = kind_from(r.u8()?)?;
-            let op = Op {
-                kind,
-                session: r.u32_le()?,
-                account: r.u32_le()?,
-                client_tag: r.u32_le()?,
-                side: side_from(r.u8()?)?,
-                tick: r.u32_le()? as i32,
-                qty: r.u32_le()?,
-                cookie: r.u64_le()?,
-            };
-            e.t.fwd[l].push_back(Fwd {
-                lane: l as u8,
-                lane_seq,
-                rx_ts,
-                op,
-            });
-        }
-        let k = r.u32_le()? as usize;
-        for _ in 0..k {
-            let ev = LaneEvent {
-                step: r.u64_le()?,
-                need_a: r.u64_le()?,
-                need_b: r.u64_le()?,
-                session: r.u32_le()?,
-                client_tag: r.u32_le()?,
-                cookie: r.u64_le()?,
-                side: side_from(r.u8()?)?,
-                what: outcome_get(&mut r)?,
-            };
-            e.t.events[l].push_back(ev);
-        }
-    }
-    if !r.is_empty() {
-        return Err(SnapError::Trailing);
-    }
-    // 4.
-    if secs[3].1 != 0u32.to_le_bytes() {
-        return Err(SnapError::Content("timers (v1 has none)"));
-    }
-    // 5.
-    let mut r = Reader::new(secs[4].1);
-    for lane in e.t.lanes.iter_mut() {
-        lane.restore_decoder(&mut r)?;
-    }
-    // StepDec is the replica decoder's; it is checked against the BBO state.
-    for h in 0..e.t.cfg.layout.n_streams {
-        let prev = r.u64_le()?;
-        let want = if h == 0 { need.0 } else { need.1 };
-        if prev != want {
-            return Err(SnapError::Content("StepDec prev_step differs from need"));
-        }
-        let a = e.t.cfg.layout.half_start(h);
-        for &c in &cut[a..a + e.t.cfg.layout.half_len(h)] {
-            if r.u64_le()? != c {
-                return Err(SnapError::Content("StepDec prev_cut differs from the cut"));
-            }
-        }
-    }
-    if !r.is_empty() {
-        return Err(SnapError::Trailing);
-    }
-    // 6.
-    let mut r = Reader::new(secs[5].1);
-    let k = r.u32_le()? as usize;
-    for _ in 0..k {
-        let session = r.u32_le()?;
-        let _account = r.u32_le()?;
-        let lane = r.u8()? as usize;
-        let slot = r.u16_le()?;
-        let last = r.u32_le()?;
-        let next_resp = r.u64_le()?;
-        e.t.lanes
-            .get_mut(lane)
-            .ok_or(SnapError::Content("session lane"))?
-            .restore_session(session, slot, last, next_resp)?;
-    }
-    if !r.is_empty() {
-        return Err(SnapError::Trailing);
-    }
-    // The restored state must commit to the same root (a mismatch means this build reads the
-    // sections differently from the one that wrote them).
-    if commit(&e.parts()) != hdr.state_root {
-        return Err(SnapError::StateRoot);
-    }
-    Ok((e, hdr))
-}
-
-impl crate::home::Tiles {
-    /// The state commitment now.
-    pub fn state_root(&self) -> [u8; 32] {
-        commit(&self.parts())
-    }
-
-    /// Write a REP_Snapshot file of the state now.
-    pub fn snapshot(&self, meta: &SnapMeta, rep: &ReplicationState) -> Vec<u8> {
-        write(&self.parts(), meta, rep)
-    }
 }

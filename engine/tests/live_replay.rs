@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use vyrn_engine::bbo::Outcome;
-use vyrn_engine::snapshot::{self, ReplicationState, SnapMeta};
+use vyrn_engine::snapshot::{ReplicationState, SnapMeta};
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::{Capture, EngineConfig, LiveEngine, LoggedStep, ReplayEngine};
 use vyrn_wire::msg::client::{Record, Response};
@@ -322,7 +322,7 @@ fn snapshot_restores_to_the_same_future() {
             root_gate_cursor: 999,
         };
         let file = a.snapshot(&meta, &rep);
-        let (mut b, hdr) = snapshot::restore(run.cfg.clone(), &file).expect("restore");
+        let (mut b, hdr) = vyrn_engine::load::restore(run.cfg.clone(), &file).expect("restore");
         assert_eq!(hdr.meta, meta);
         assert_eq!(hdr.replication, rep);
         assert_eq!(hdr.last_step, mid);
@@ -376,7 +376,8 @@ fn corrupt_snapshots_are_refused_not_panicked_on() {
     let run = live_run(3, 300, Mix::everything());
     let (r, _) = replay(&run, None);
     let file = r.snapshot(&SnapMeta::default(), &ReplicationState::default());
-    let (_, clean) = snapshot::restore(run.cfg.clone(), &file).expect("clean file restores");
+    let (_, clean) =
+        vyrn_engine::load::restore(run.cfg.clone(), &file).expect("clean file restores");
     let mut rng = vyrn_wire::corpus::Rng::new(99);
     for i in 0..2000 {
         let mut f = file.clone();
@@ -393,7 +394,7 @@ fn corrupt_snapshots_are_refused_not_panicked_on() {
         }
         // Refused, or (a header field the caller checks against certified data: epoch,
         // height, header_hash) reported with a different file hash.
-        if let Ok((_, h)) = snapshot::restore(run.cfg.clone(), &f) {
+        if let Ok((_, h)) = vyrn_engine::load::restore(run.cfg.clone(), &f) {
             assert_ne!(
                 h.file_hash, clean.file_hash,
                 "mutation {i} accepted unnoticed"
@@ -403,7 +404,7 @@ fn corrupt_snapshots_are_refused_not_panicked_on() {
     // A config with other limits refuses the snapshot.
     let mut other = run.cfg.clone();
     other.accounts[0].max_order_qty += 1;
-    assert!(snapshot::restore(other, &file).is_err());
+    assert!(vyrn_engine::load::restore(other, &file).is_err());
 }
 
 /// `VYRN_FUZZ_SEEDS=fuzz/corpus cargo test -p vyrn-engine --test live_replay fuzz_seeds`

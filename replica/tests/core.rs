@@ -134,7 +134,7 @@ fn replay_takes_a_snapshot_at_its_heights_that_restores_to_its_root() {
     assert_eq!(r.snaps.iter().map(|s| s.0).collect::<Vec<_>>(), want);
     let e = EngineConfig::test_home(4, 4);
     for (h, file) in &r.snaps {
-        let (eng, hdr) = vyrn_engine::snapshot::restore(e.clone(), file).expect("restores");
+        let (eng, hdr) = vyrn_engine::load::restore(e.clone(), file).expect("restores");
         assert_eq!(hdr.meta.height, *h);
         assert_eq!(hdr.meta.epoch, 4);
         assert_eq!(Some(&hdr.state_root), roots.get(h), "R({h})");
@@ -151,7 +151,7 @@ fn replay_takes_a_snapshot_at_its_heights_that_restores_to_its_root() {
             let mut bad = file.clone();
             bad[at] ^= 1;
             assert!(
-                vyrn_engine::snapshot::restore(e.clone(), &bad).is_err(),
+                vyrn_engine::load::restore(e.clone(), &bad).is_err(),
                 "byte {at} of {}",
                 file.len()
             );

@@ -21,7 +21,7 @@
 //! longest checked prefix) is true.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::Receiver;
 
 use commonware_utils::channel::oneshot;
 use vyrn_wire::consts::{
@@ -34,6 +34,7 @@ use vyrn_wire::msg::consensus::{
 };
 use vyrn_wire::msg::ctrl::{Diverge, DivergeDigest, DivergeReason, FinalizeVote};
 
+pub use crate::ingress::{FaultKind, Req};
 use crate::roots::{root_digest, root_height, RootScheme};
 
 use crate::voters::Voters;
@@ -72,120 +73,6 @@ pub trait Ledger {
     /// `R(h)`, the state commitment after block `h`, once this replica's replay computed it
     /// (07 §7.4; asked only for root heights, and only when roots are on).
     fn root(&mut self, h: u64) -> Option<Hash>;
-}
-
-/// Byzantine evidence Simplex reported (07 §10.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    /// Two notarize votes of one signer in one view.
-    ConflictingNotarize,
-    /// Two finalize votes of one signer in one view.
-    ConflictingFinalize,
-    /// A nullify and a finalize of one signer in one view.
-    NullifyFinalize,
-}
-
-/// A request from the consensus side.
-#[derive(Debug)]
-pub enum Req {
-    /// `Automaton::propose`.
-    Propose {
-        /// The view proposed in.
-        view: u64,
-        /// The parent's payload.
-        parent: Digest,
-        /// The answer.
-        reply: oneshot::Sender<Digest>,
-    },
-    /// `Automaton::verify`.
-    Verify {
-        /// The view.
-        view: u64,
-        /// The parent's payload.
-        parent: Digest,
-        /// The payload to check.
-        payload: Digest,
-        /// The answer.
-        reply: oneshot::Sender<bool>,
-    },
-    /// `CertifiableAutomaton::certify`.
-    Certify {
-        /// The view.
-        view: u64,
-        /// The payload.
-        payload: Digest,
-        /// The answer.
-        reply: oneshot::Sender<bool>,
-    },
-    /// This voter's own finalize vote (reported by the engine).
-    Finalize {
-        /// View.
-        view: u64,
-        /// Parent view.
-        parent_view: u64,
-        /// Payload.
-        payload: Digest,
-        /// The signature.
-        sig: [u8; 64],
-    },
-    /// A finalization.
-    Finalized(Box<crate::Finalization>),
-    /// A nullification of a view.
-    Nullified {
-        /// The view.
-        view: u64,
-    },
-    /// Conflict evidence.
-    Fault {
-        /// What.
-        kind: FaultKind,
-        /// Membership index of the signer.
-        signer: u8,
-        /// The view.
-        view: u64,
-    },
-    /// The aggregation engine asks for this voter's root digest of root `index` (07 §7.4).
-    RootPropose {
-        /// Root index.
-        index: u64,
-        /// The answer.
-        reply: oneshot::Sender<Digest>,
-    },
-    /// The aggregation engine asks whether `digest` is this voter's for root `index`.
-    RootVerify {
-        /// Root index.
-        index: u64,
-        /// The digest.
-        digest: Digest,
-        /// The answer.
-        reply: oneshot::Sender<bool>,
-    },
-    /// A peer's root ack whose signature verified ([`crate::roots::AckTap`]).
-    RootAck {
-        /// Root index.
-        index: u64,
-        /// Membership index of the signer.
-        signer: u8,
-        /// The digest it signed.
-        digest: [u8; 32],
-        /// Its signature.
-        sig: [u8; 64],
-    },
-    /// The aggregation engine certified root `index` (Q signatures over `digest`).
-    RootCertified {
-        /// Root index.
-        index: u64,
-        /// The digest.
-        digest: [u8; 32],
-        /// The signatures, ascending membership index.
-        entries: Vec<CertEntry>,
-    },
-    /// The aggregation engine's tip: every root index below it is certified by at least one
-    /// honest voter (the engine skips ahead only then).
-    RootTip {
-        /// The tip.
-        tip: u64,
-    },
 }
 
 /// What the desk gives the replica to send or record.
@@ -442,7 +329,7 @@ const FINALS_KEPT: usize = 4096;
 
 impl Desk {
     /// A desk and the sending end for the app.
-    pub fn new(cfg: DeskConfig, voters: Voters) -> (Desk, crate::app::DeskLink) {
+    pub fn new(cfg: DeskConfig, voters: Voters) -> (Desk, crate::ingress::DeskLink) {
         let (tx, rx) = std::sync::mpsc::sync_channel(DESK_CHANNEL);
         let full = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let scanned = cfg.genesis_height;
@@ -480,7 +367,7 @@ impl Desk {
                 diverged: None,
                 votes_stopped: false,
             },
-            crate::app::DeskLink::new(tx, full),
+            crate::ingress::DeskLink::new(tx, full),
         )
     }
 
@@ -1015,9 +902,6 @@ impl Desk {
         busy
     }
 }
-
-/// The sending half as the app holds it.
-pub(crate) type DeskTx = SyncSender<Req>;
 
 // --- state roots (07 §7.4) ---------------------------------------------------------------------
 

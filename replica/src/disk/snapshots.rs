@@ -9,7 +9,7 @@
 //!
 //! A snapshot is trusted through the certificate, not through its source (07 §7.5 "Loading"):
 //! [`audit`] checks every section hash, rebuilds the engine and recomputes the state commitment
-//! (`vyrn_engine::snapshot::restore`), then compares it with the certified `R(h)` from the cert
+//! (`vyrn_engine::load::restore`), then compares it with the certified `R(h)` from the cert
 //! journal. A file that fails any check is reported, never loaded.
 //!
 //! The node hands each file to its journal's writer thread (07 §7.2's storage core), so the
@@ -142,7 +142,7 @@ pub fn audit(
                 continue;
             }
         };
-        match vyrn_engine::snapshot::restore(cfg.clone(), &bytes) {
+        match vyrn_engine::load::restore(cfg.clone(), &bytes) {
             Err(e) => a.bad.push((path, format!("{e}"))),
             Ok((_, hdr)) if hdr.meta.height != h => a.bad.push((
                 path,
