@@ -497,3 +497,17 @@ impl Control {
         None
     }
 }
+
+/// Control for a box: `voters` voters, quorum Q = n − ⌊(n − 1)/3⌋ (3 of 4 in BASE), watermarks
+/// to every configured session.
+pub(crate) fn control_for(cfg: &crate::shm::SeqConfig) -> Control {
+    Control::new(
+        cfg.voters,
+        vyrn_home::quorum(cfg.voters),
+        cfg.engine
+            .sessions
+            .iter()
+            .map(|s| (s.session, s.k_out))
+            .collect(),
+    )
+}

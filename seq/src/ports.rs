@@ -850,17 +850,6 @@ impl Task for CertTile {
     }
 }
 
-/// A block's full-hash lists as `HashList` messages, each part's bytes to `send` (07 §5.6).
-pub fn hash_list_parts(height: u64, lists: &crate::shm::HashLists, mut send: impl FnMut(&[u8])) {
-    for (h, list) in lists.iter().enumerate() {
-        for part in vyrn_wire::msg::ctrl::HashList::split(height, h as u8, list) {
-            if let Ok(b) = part.to_bytes() {
-                send(&b);
-            }
-        }
-    }
-}
-
 /// The paths' multicast groups (07 §3.1), a fact of the home.
 pub use vyrn_home::PATH_GROUPS;
 

@@ -59,18 +59,15 @@ pub(crate) fn session_binds(e: &EngineConfig) -> Vec<SessionBind> {
         .collect()
 }
 
-/// Control for a box: `voters` voters, quorum Q = n − ⌊(n − 1)/3⌋ (3 of 4 in BASE), watermarks
-/// to every configured session.
-pub(crate) fn control_for(cfg: &SeqConfig) -> crate::control::Control {
-    crate::control::Control::new(
-        cfg.voters,
-        vyrn_home::quorum(cfg.voters),
-        cfg.engine
-            .sessions
-            .iter()
-            .map(|s| (s.session, s.k_out))
-            .collect(),
-    )
+/// A block's full-hash lists as `HashList` messages, each part's bytes to `send` (07 §5.6).
+pub fn hash_list_parts(height: u64, lists: &HashLists, mut send: impl FnMut(&[u8])) {
+    for (h, list) in lists.iter().enumerate() {
+        for part in vyrn_wire::msg::ctrl::HashList::split(height, h as u8, list) {
+            if let Ok(b) = part.to_bytes() {
+                send(&b);
+            }
+        }
+    }
 }
 
 impl PktEntry {

@@ -944,7 +944,7 @@ impl Task for HasherTile {
             if let (Some(lists), Some(reply)) =
                 (self.hasher.hash_list(r.height), self.reply.as_mut())
             {
-                crate::ports::hash_list_parts(r.height, lists, |b| reply(r.src, b));
+                crate::shm::hash_list_parts(r.height, lists, |b| reply(r.src, b));
             }
         }
         busy
@@ -1344,7 +1344,7 @@ pub fn build(
     if let Some(c) = step_cursors.into_iter().flatten().next() {
         streams[0].spare = Some(c);
     }
-    let mut control = crate::shm::control_for(cfg);
+    let mut control = crate::control::control_for(cfg);
     if let Some(us) = self_fence_us {
         control.set_self_fence_us(us);
     }
