@@ -17,6 +17,7 @@ cargo fmt --all -- --check
 # (cli/tests/product_flags.rs).
 step "clippy (the product build, then everything with the lab feature)"
 cargo clippy -p vyrn -p vyrn-replica -p vyrn-tile --all-targets -- -D warnings
+cargo clippy -p vyrn-client --lib -- -D warnings   # the client library as a client links it: no loadgen
 cargo clippy --workspace --all-targets --features vyrn/lab,vyrn/hwloc -- -D warnings
 
 step "docs (rustdoc warnings are errors)"

@@ -17,7 +17,8 @@
 //! [`Session::submit`] queues packets, [`Session::transmits`] yields `(destination, bytes)`,
 //! [`Session::handle_packet`] takes received bytes, [`Session::poll`] runs the timers and
 //! [`Session::poll_event`] hands out events. [`Driver`] moves bytes between sessions and a
-//! [`vyrn_nic::Port`]. [`loadgen`] is the core of the load generator. `testkit` (feature `testkit`, off in
+//! [`vyrn_nic::Port`]. `loadgen` (feature `loadgen`, not in the library a client links) is the core
+//! of the load generator. `testkit` (feature `testkit`, off in
 //! the binaries' build) holds the test doubles (a sequencer double answering per the §9.5 table, a data box double, and an
 //! address-routing port).
 //!
@@ -53,6 +54,7 @@
 pub mod config;
 pub mod driver;
 pub mod facts;
+#[cfg(feature = "loadgen")]
 pub mod loadgen;
 pub mod packet;
 mod retain;
