@@ -131,6 +131,18 @@ pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
         k.durable,
     );
     e.counter("vyrn_load_final_total", "fills made final", &[], k.fin);
+    e.gauge(
+        "vyrn_load_fills_not_durable",
+        "fills still waiting for their Durable fact",
+        &[],
+        load.fills_not_durable() as f64,
+    );
+    e.gauge(
+        "vyrn_load_fills_not_final",
+        "fills still waiting for their Final fact",
+        &[],
+        load.fills_not_final() as f64,
+    );
     e.counter(
         "vyrn_load_refused_total",
         "submits a session refused (retried)",
