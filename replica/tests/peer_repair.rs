@@ -9,6 +9,9 @@
 //!   replay reproduces every response the box sent;
 //! * when every source lies (the sequencer's answers all lost, every peer forging), the frame is
 //!   held and fails once per source, then taken as it is: the fault is the sequencer's (§9.1).
+//! * when a repair spans several blocks and the peers forge only its last frames, the hold
+//!   releases the blocks vouched for and then fails: the decoder stands just after what was
+//!   released, and no fault is raised.
 
 mod boxrun;
 
@@ -70,6 +73,10 @@ enum Peers {
     OneLies,
     /// Every peer changes a byte, and the sequencer's answers are all lost.
     AllLie,
+    /// A run of frames over several blocks is lost on both paths; the peers serve its first
+    /// blocks honestly and forge its last frames: a hold releases the blocks vouched for, then
+    /// fails on the forged one with the rest still held.
+    LateLie,
 }
 
 struct Ran {
@@ -113,6 +120,7 @@ fn run(peers: Peers) -> Ran {
     for s in &e.sessions {
         core.data_mut().set_home(s.session, 0);
     }
+
     let mut w = Workload::new(&e, 7, Mix::clean());
     let mut out = Out::default();
     let mut resp = Responses::default();
@@ -155,6 +163,15 @@ fn run(peers: Peers) -> Ran {
                     let key = (h.stream, h.frame_seq);
                     if path == 0 {
                         frames.insert(key, bytes.clone());
+                        // A run of frames of every kind lost on both paths: a repair spanning
+                        // several blocks, as a restarted replica's catch-up is.
+                        if peers == Peers::LateLie
+                            && h.stream == 0
+                            && (300..420).contains(&h.frame_seq)
+                        {
+                            lost.insert(key);
+                            seq_missed.insert(key);
+                        }
                         if h.kind == FrameKind::Order {
                             order_seen[h.stream as usize] += 1;
                             let n = order_seen[h.stream as usize];
@@ -206,6 +223,7 @@ fn run(peers: Peers) -> Ran {
                 };
                 let lies = match peers {
                     Peers::Honest => false,
+                    Peers::LateLie => r.stream == 0 && (400..420).contains(&fs),
                     Peers::OneLies => peer == 0,
                     Peers::AllLie => true,
                 };
@@ -274,4 +292,23 @@ fn a_frame_that_fails_at_every_source_is_the_sequencers_fault() {
         !r.faults.is_empty(),
         "the decoder's fault is raised once given up"
     );
+}
+
+/// A hold that fails after releasing part of its frames gives order RX back only the rest; the
+/// decoder must stand just before them. (It stood at the hold's start: the next frame was a
+/// frame_seq gap, a sequencer fault, and every later block was refused — a restarted replica's
+/// catch-up in `cli/tests/up.rs` ended with a different replay digest.)
+#[test]
+fn a_hold_that_fails_after_releasing_blocks_leaves_the_decoder_in_step() {
+    let r = run(Peers::LateLie);
+    assert!(r.counters.holds > 0, "{:?}", r.counters);
+    let failed: u64 = r.counters.holds_failed.iter().sum();
+    assert!(failed > 0, "a hold failed: {:?}", r.counters);
+    assert!(
+        r.counters.held_frames > 0,
+        "frames were released: {:?}",
+        r.counters
+    );
+    assert!(r.faults.is_empty(), "{:?}", r.faults);
+    assert_eq!(r.verified, Some(VerifyOutcome::True));
 }

@@ -294,6 +294,11 @@ struct DecBridge<'a, O: ReplicaOut> {
     refused: &'a mut u64,
 }
 
+/// A decoder output that keeps nothing: the decoder re-reading frames whose output already
+/// went out (a hold's released frames).
+struct Discard;
+impl DecodedOut for Discard {}
+
 impl<O: ReplicaOut> DecodedOut for DecBridge<'_, O> {
     fn record(&mut self, _h: u64, at: Pos, r: &PacketRecord) {
         if self
@@ -746,6 +751,12 @@ impl ReplicaCore {
             let Some(f) = h.release_next(&mut b) else {
                 break;
             };
+            // The decoder follows what was released, its output discarded (the probe's went
+            // out just now): a hold that fails after releasing part of its frames gives order
+            // RX back only the rest, and the decoder must then stand just before them — left at
+            // the hold's start it saw a frame_seq gap and faulted the sequencer (a restarted
+            // replica's long catch-up hold timed out after releasing its first blocks).
+            self.dec.on_frame(&f.bytes, now, &mut Discard);
             self.counters.frames += 1;
             self.counters.held_frames += 1;
             out.frame(f.stream, f.frame_seq, &f.bytes);
