@@ -3,26 +3,10 @@
 //! `docs/sre.md`, every metric name `docs/sre.md` lists is rendered, and every data box counter
 //! (`vyrn_data_<counter>_total`, rendered from `vyrn_data::Counters`) is named in `docs/data.md`.
 
+mod support;
+use support::{root, rs_files};
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rs_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// A metric name: `vyrn_` then lowercase words joined by `_`, at least two of them.
 fn metric_at(s: &str) -> Option<&str> {

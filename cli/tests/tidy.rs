@@ -17,8 +17,11 @@
 //! When a count falls (a function split, a reference removed), the test prints the new figure so
 //! that the list can be lowered: it never fails for an improvement.
 
+mod support;
+use support::{root, rs_files};
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The longest a function may be (lines from its `fn` to its closing brace).
 const FN_LINES_MAX: usize = 150;
@@ -62,10 +65,6 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
 /// since the tenth session removed the last ones; an entry here is a debt with a reason).
 const TRACKER_REFS: &[(&str, usize)] = &[];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// The workspace's crate folders, from the root `Cargo.toml`'s `members`.
 fn members() -> Vec<String> {
     let text = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
@@ -78,20 +77,6 @@ fn members() -> Vec<String> {
         .step_by(2)
         .map(str::to_string)
         .collect()
-}
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rs_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 fn rel(p: &Path) -> String {
