@@ -5,22 +5,32 @@
 //! rx_packets = stored + conflicts + Σ drop_*
 //! ```
 //!
-//! [`Counters::iter`] walks them as `(name, value)` pairs; `Display` prints one `name value`
+//! [`Counters::iter`] walks them as `(name, value)` pairs, [`Counters::describe`] as `(name,
+//! help)` from their doc comments; `Display` prints one `name value`
 //! line each (the format `docs/data.md` explains, counter by counter).
 
 use core::fmt;
 
 macro_rules! counters {
-    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+    ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
         /// Every counter of one data box (see the module docs and `docs/data.md`).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
         pub struct Counters {
-            $( $(#[$doc])* pub $name: u64, )*
+            $( $(#[doc = $doc])* pub $name: u64, )*
         }
 
         impl Counters {
             /// Every counter's name, in print order.
             pub const NAMES: &'static [&'static str] = &[$( stringify!($name) ),*];
+
+            /// Every counter's help, in print order: its doc comment, written once here and
+            /// read by the metrics endpoint (the counters describe themselves).
+            pub const HELP: &'static [&'static str] = &[$( concat!($($doc),*) ),*];
+
+            /// `(name, help)` for every counter, in print order (help trimmed).
+            pub fn describe() -> impl Iterator<Item = (&'static str, &'static str)> {
+                Self::NAMES.iter().copied().zip(Self::HELP.iter().map(|h| h.trim()))
+            }
 
             /// `(name, value)` for every counter, in print order.
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
@@ -188,6 +198,20 @@ mod tests {
         assert!(s.contains("drop_late 3\n"));
         for n in Counters::NAMES {
             assert_eq!(s.matches(&format!("{n} ")).count(), 1, "{n}");
+        }
+    }
+
+    /// Every counter describes itself: a help line from its doc comment, one per name.
+    #[test]
+    fn every_counter_has_its_help() {
+        assert_eq!(Counters::HELP.len(), Counters::NAMES.len());
+        let d: Vec<(&str, &str)> = Counters::describe().collect();
+        assert_eq!(
+            d[0],
+            ("rx_packets", "Client packets offered to ingest (07 §5.2).")
+        );
+        for (n, h) in d {
+            assert!(h.len() > 5 && !h.starts_with(' '), "{n}: {h:?}");
         }
     }
 }

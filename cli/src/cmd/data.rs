@@ -59,14 +59,15 @@ pub struct Args {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
-/// Every counter of the data box as `vyrn_data_<counter>_total` (docs/data.md names each).
+/// Every counter of the data box as `vyrn_data_<counter>_total`, with the help its own crate
+/// gives it (`vyrn_data::Counters::describe`; docs/data.md names each).
 fn render(b: &DataBox, index: u8, published: &vyrn_metrics::Published) -> String {
     let mut e = vyrn_metrics::Exposition::new();
     let box_label = index.to_string();
-    for (k, v) in b.counters().iter() {
+    for ((k, v), (_, help)) in b.counters().iter().zip(vyrn_data::Counters::describe()) {
         e.counter(
             &format!("vyrn_data_{k}_total"),
-            &format!("data box counter {k} (docs/data.md)"),
+            help,
             &[("databox", box_label.as_str())],
             v,
         );
