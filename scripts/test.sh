@@ -26,10 +26,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 step "tests"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# The product binary (no lab feature), kept aside: the lab build of the tests overwrites it.
+tdir=${CARGO_TARGET_DIR:-target}
 cargo build -q -p vyrn
-mkdir -p target/product
-cp target/debug/vyrn target/product/vyrn
-VYRN_PRODUCT_BIN="$PWD/target/product/vyrn" cargo test --workspace --features vyrn/lab,vyrn/hwloc 2>&1 | tee "$log"
+mkdir -p "$tdir/product"
+cp "$tdir/debug/vyrn" "$tdir/product/vyrn"
+VYRN_PRODUCT_BIN="$(cd "$tdir" && pwd)/product/vyrn" cargo test --workspace --features vyrn/lab,vyrn/hwloc 2>&1 | tee "$log"
 
 step "loom models (rings)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
