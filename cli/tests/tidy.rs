@@ -44,8 +44,7 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("engine/src/lane.rs", "process", 240),
     ("home/src/file/tables.rs", "box_table", 298),
     ("home/src/file/writer.rs", "write_dev", 295),
-    ("seq/src/ports.rs", "poll", 194),
-    ("seq/src/ports.rs", "start_on", 239),
+    ("seq/src/ports/ctrl_rx.rs", "poll", 194),
     ("seq/src/tiles/mod.rs", "build", 221),
     ("seq/src/stream.rs", "poll", 160),
     ("replica/src/disk/journal/cert.rs", "open_mode", 160),
@@ -57,7 +56,7 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("cli/src/cmd/seq.rs", "run", 255),
     ("cli/src/cmd/paths.rs", "stream", 334),
     ("cli/src/cmd/replica.rs", "render", 450),
-    ("cli/src/cmd/replica.rs", "run", 194),
+    ("cli/src/cmd/replica.rs", "run", 176),
     ("cli/src/cmd/load.rs", "run", 192),
 ];
 

@@ -272,3 +272,26 @@ impl<P: Port> Driver<P> {
         k > 0
     }
 }
+
+/// The data box's one tile (missing-chapters §4): ingest, dedupe, store, fan-out and the voters'
+/// control, on one cold thread that blocks on its sockets and wakes for its next frame or
+/// `DATA_HB` ([`FanOut::due`](crate::fanout::FanOut::due)).
+impl<P: Port + Send + 'static> vyrn_tile::Task for Driver<P> {
+    fn name(&self) -> String {
+        "databox".into()
+    }
+    fn class(&self) -> vyrn_tile::TileClass {
+        vyrn_tile::TileClass::Cold
+    }
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        out.extend(self.clients.wait_fd());
+        out.extend(self.seq_ctrl.wait_fd());
+        out.extend(self.dests.iter().filter_map(|d| d.wait_fd()));
+    }
+    fn due(&self) -> Option<u64> {
+        Some(self.databox.fanout().due())
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        Driver::poll(self, now) > 0
+    }
+}

@@ -270,6 +270,18 @@ impl FanOut {
         n
     }
 
+    /// When [`FanOut::poll`] next has a timer to serve (ns): the oldest open frame's send time,
+    /// or the next `DATA_HB` when no frame is open.
+    pub fn due(&self) -> u64 {
+        let open = self
+            .open
+            .iter()
+            .flatten()
+            .map(|o| o.opened_ns + self.batch_ns)
+            .min();
+        open.unwrap_or(self.last_tx_ns + self.hb_ns)
+    }
+
     /// Send every open frame now (shutdown, tests).
     pub fn flush_all(&mut self, now_ns: u64, out: &mut OutQueue, c: &mut Counters) {
         for bi in 0..self.open.len() {

@@ -304,11 +304,20 @@ pub trait Port {
 
     /// A snapshot of the port's counters.
     fn counters(&self) -> PortCounters;
+
+    /// The descriptor that becomes readable when a packet waits (a kernel socket), for a tile
+    /// that blocks when idle; `None` for a port with none (memory, a poll-mode NIC).
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 impl<P: Port + ?Sized> Port for Box<P> {
     fn max_payload(&self) -> usize {
         (**self).max_payload()
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        (**self).wait_fd()
     }
     fn send_batch(&mut self, pkts: &[TxPacket<'_>]) -> Result<usize, NicError> {
         (**self).send_batch(pkts)

@@ -392,6 +392,10 @@ impl<P: Port> Port for Lossy<P> {
         self.inner.max_payload()
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.wait_fd()
+    }
+
     fn send_batch(&mut self, pkts: &[TxPacket<'_>]) -> Result<usize, NicError> {
         self.drain_tx();
         let max = self.inner.max_payload();

@@ -1069,6 +1069,10 @@ impl Port for UdpPort {
         self.max_payload
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self.socket()))
+    }
+
     fn send_batch(&mut self, pkts: &[TxPacket<'_>]) -> Result<usize, NicError> {
         self.send_impl(pkts)
     }

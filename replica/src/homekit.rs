@@ -14,14 +14,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use vyrn_client::loadgen::run::{self, RunClock};
 use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadCounts, LoadGen};
 use vyrn_home::{read_seed, write_dev_home, BoxConfig, HomeConfig};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::ports::{CoreMap, NetBox, RunningBox};
-use vyrn_seq::runner::Clock;
+use vyrn_tile::{Clock, Group, OnPanic, Runner, Seeded, Task, Wait};
 
 use crate::front::core::Budgets;
 use crate::node::{Node, NodeConfig};
@@ -169,7 +168,7 @@ impl LoopbackHome {
         }
         let databox = data
             .join()
-            .map_err(|_| "the data box thread panicked".to_string())?;
+            .map_err(|_| "the data box thread panicked".to_string())??;
         running.runner.stop();
         Ok(HomeRun {
             counts,
@@ -181,13 +180,80 @@ impl LoopbackHome {
         })
     }
 
-    /// Replica `i` on its own thread until `stop` (Simplex or the interim voter, with this
-    /// home's lab knobs); the thread returns the stopped node.
-    pub fn spawn_replica(
-        &self,
-        i: usize,
-        stop: Arc<AtomicBool>,
-    ) -> Result<JoinHandle<Result<Node, String>>, String> {
+    /// The whole home on the calling thread: every tile of the box, the data box's, each
+    /// replica's front (interim voter: Simplex runs on its own runtime's threads) and the
+    /// client load, polled one at a time in an order drawn from `seed` ([`Seeded`]) — the same
+    /// tiles the processes run, on their real loopback sockets, `secs` of load at `rate` then
+    /// 1.5 s for the answers.
+    pub fn run_one_thread(&self, seed: u64, rate: u64, secs: u64) -> Result<HomeRun, String> {
+        if self.simplex {
+            return Err("one thread runs the interim voter: Simplex has threads of its own".into());
+        }
+        let mut tasks: Vec<Box<dyn Task>> = Vec::new();
+        for i in 0..self.home.voters_members.len() {
+            tasks.push(Box::new(self.open_replica(i)?));
+        }
+        let dcfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
+        let dseed = read_seed(&self.dir.join("keys/databox-0.key"))?;
+        let dkey = ed25519_dalek::SigningKey::from_bytes(dseed.expose());
+        tasks.push(Box::new(vyrn_data::home::open(&self.home, &dcfg, &dkey)?));
+        let mut net = NetBox::open(&self.cfg, false).map_err(|e| format!("box sockets: {e}"))?;
+        for m in &self.cfg.voters_members {
+            net.register_voter(m.ctrl_addr, m.index, m.vote_key);
+        }
+        let seq = net.client_addrs()[0];
+        let (paths, _rx) = vyrn_seq::ports::open_paths_for(
+            self.cfg.engine.layout.n_streams as usize,
+            self.cfg.path_port,
+            self.cfg.path_ips,
+        )
+        .map_err(|e| format!("paths: {e}"))?;
+        let bx = net
+            .tiles_on(&self.cfg, paths)
+            .map_err(|e| format!("box tiles: {e}"))?;
+        tasks.extend(bx.tasks);
+        let end_ns = 1_000_000 + secs * 1_000_000_000;
+        tasks.push(Box::new(LoadTile::open(&self.home, seq, rate, end_ns)?));
+        let mut home = Seeded::new(tasks, seed);
+        let clock = Clock::from_ns(1_000_000);
+        while clock.now() < end_ns + 1_500_000_000 {
+            home.step(clock.now());
+        }
+        let c = &bx.handles.control;
+        let fin = c.final_height.load(Ordering::Relaxed);
+        let cf = &c.close_to_final;
+        let close_to_final = [0, 1, 2, 3].map(|i| cf[i].load(Ordering::Relaxed));
+        let diverge_halts = c.diverge_halts.load(Ordering::Relaxed);
+        let mut tiles = std::mem::take(&mut home.tasks);
+        let counts = vyrn_tile::take::<LoadTile>(&mut tiles)
+            .ok_or("no load tile")?
+            .load
+            .counts;
+        let databox = vyrn_tile::take::<vyrn_data::driver::Driver<UdpPort>>(&mut tiles)
+            .ok_or("no data box tile")?
+            .databox;
+        // The replicas were built first, in voter order.
+        let mut nodes = Vec::new();
+        for t in tiles {
+            let t: Box<dyn std::any::Any> = t;
+            if let Ok(mut n) = t.downcast::<Node>() {
+                n.finish().map_err(|e| format!("replay: {e:?}"))?;
+                nodes.push(*n);
+            }
+        }
+        Ok(HomeRun {
+            counts,
+            nodes,
+            databox,
+            fin,
+            diverge_halts,
+            close_to_final,
+        })
+    }
+
+    /// Replica `i`'s node (Simplex or the interim voter, with this home's lab knobs), not
+    /// started.
+    pub fn open_replica(&self, i: usize) -> Result<Node, String> {
         let seed = read_seed(&self.dir.join(format!("keys/voter-{i}.key")))
             .map_err(|e| format!("voter key: {e}"))?;
         let cfg = NodeConfig {
@@ -221,42 +287,85 @@ impl LoopbackHome {
         if self.cut_data.contains(&i) {
             node.cut_data(0);
         }
-        let t0 = Instant::now();
+        Ok(node)
+    }
+
+    /// Replica `i` on its own thread until `stop` (Simplex or the interim voter, with this
+    /// home's lab knobs); the thread returns the stopped node.
+    pub fn spawn_replica(
+        &self,
+        i: usize,
+        stop: Arc<AtomicBool>,
+    ) -> Result<JoinHandle<Result<Node, String>>, String> {
+        let mut node = self.open_replica(i)?;
+        let clock = Clock::from_ns(1_000_000);
         if self.replay_thread.contains(&i) {
-            node.start_replay_thread(move || t0.elapsed().as_nanos() as u64 + 1_000_000, None)
+            node.start_replay_thread(move || clock.now(), None)
                 .map_err(|e| format!("replay thread: {e}"))?;
         }
         Ok(std::thread::spawn(move || {
-            node.run(
-                || t0.elapsed().as_nanos() as u64 + 1_000_000,
-                || stop.load(Ordering::Relaxed),
-                |_, _| {},
-            )
-            .map_err(|e| format!("replay: {e:?}"))?;
-            Ok(node)
+            let halted = node.halted();
+            let mut tiles = run_until(
+                Box::new(node),
+                crate::node::NODE_WAIT,
+                clock,
+                &stop,
+                &halted,
+            )?;
+            let mut node =
+                vyrn_tile::take::<Node>(&mut tiles).ok_or("the replica's tile was lost")?;
+            node.finish().map_err(|e| format!("replay: {e:?}"))?;
+            Ok(*node)
         }))
     }
 
-    /// Data box 0 on its own thread until `stop`; the thread returns the stopped box.
+    /// Data box 0 until `stop`: its tile on a runner of its own, as `vyrn data` runs it; the
+    /// thread returns the stopped box.
     pub fn spawn_databox(
         &self,
         stop: Arc<AtomicBool>,
-    ) -> Result<JoinHandle<vyrn_data::databox::DataBox>, String> {
+    ) -> Result<JoinHandle<Result<vyrn_data::databox::DataBox, String>>, String> {
         let cfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
         let seed = read_seed(&self.dir.join("keys/databox-0.key"))?;
         let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
-        let mut d = vyrn_data::home::open(&self.home, &cfg, &key)?;
+        let d = vyrn_data::home::open(&self.home, &cfg, &key)?;
+        let wait = Wait::Block {
+            timeout_ns: 1_000_000,
+        };
         Ok(std::thread::spawn(move || {
-            let fds = vyrn_data::home::fds(&mut d);
-            let t0 = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
-                if d.poll(t0.elapsed().as_nanos() as u64 + 1_000_000) == 0 {
-                    vyrn_nic::wait::wait_readable(&fds, 200_000);
-                }
-            }
-            d.databox
+            let never = AtomicBool::new(false);
+            let mut tiles = run_until(Box::new(d), wait, Clock::from_ns(1_000_000), &stop, &never)?;
+            vyrn_tile::take::<vyrn_data::driver::Driver<UdpPort>>(&mut tiles)
+                .map(|d| d.databox)
+                .ok_or_else(|| "the data box's tile was lost".to_string())
         }))
     }
+}
+
+/// One tile on a runner thread of its own until `stop` or `halted` (or it panics: an error).
+fn run_until(
+    tile: Box<dyn vyrn_tile::Task>,
+    wait: Wait,
+    clock: Clock,
+    stop: &AtomicBool,
+    halted: &AtomicBool,
+) -> Result<Vec<Box<dyn vyrn_tile::Task>>, String> {
+    let runner = Runner::start_with(
+        vec![Group {
+            core: None,
+            wait,
+            tasks: vec![tile],
+        }],
+        clock,
+        OnPanic::StopAll,
+    );
+    while runner.alive() && !stop.load(Ordering::Relaxed) && !halted.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if let Some(p) = runner.panicked() {
+        return Err(p);
+    }
+    Ok(runner.stop())
 }
 
 /// The box of `cfg`, its voters the file's membership (no doubles), on two threads; and the
@@ -403,5 +512,66 @@ fn two_copies(home: &HomeConfig, seq: SocketAddr, n: u32) {
         ]);
         let _ = port.flush();
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The client load as a tile (the one-thread home): packets at their intended times until
+/// `end_ns`, answers always; the same steps as the load's own loop (`loadgen::run`).
+struct LoadTile {
+    driver: vyrn_client::Driver<UdpPort>,
+    sessions: Vec<vyrn_client::Session>,
+    load: LoadGen,
+    end_ns: u64,
+}
+
+impl LoadTile {
+    fn open(home: &HomeConfig, seq: SocketAddr, rate: u64, end_ns: u64) -> Result<Self, String> {
+        let mut c = UdpConfig::loopback().with_batch(64);
+        c.recv_buffer = Some(8 << 20);
+        let port = UdpPort::open(&c).map_err(|e| format!("client socket: {e}"))?;
+        let e = &home.engine;
+        let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+        let data = home
+            .databoxes
+            .first()
+            .ok_or("the home has no data box")?
+            .client_addr;
+        let sessions =
+            sessions_for(e.book, keys, seq, data, 50_000_000).map_err(|e| format!("{e:?}"))?;
+        let driver = vyrn_client::Driver::new(port, &sessions);
+        let load = LoadGen::new(
+            LoadConfig {
+                msgs_per_s: rate,
+                seed: 7,
+                start_ns: 1_000_000,
+                ..LoadConfig::default()
+            },
+            sessions.len(),
+        );
+        Ok(LoadTile {
+            driver,
+            sessions,
+            load,
+            end_ns,
+        })
+    }
+}
+
+impl Task for LoadTile {
+    fn name(&self) -> String {
+        "load".into()
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        if now < self.end_ns {
+            let _ = self.load.submit_due(now, &mut self.sessions);
+        }
+        let rx = self.driver.counters().rx;
+        let _ = self.driver.recv(&mut self.sessions, now, usize::MAX);
+        for s in self.sessions.iter_mut() {
+            s.poll(now);
+        }
+        let sent = self.driver.send(&mut self.sessions);
+        self.load.drain_events(now, &mut self.sessions);
+        self.driver.counters().rx > rx || sent > 0
     }
 }

@@ -34,7 +34,7 @@ fn lab_home(tag: &str, base: u16, journal: Vec<usize>) -> LoopbackHome {
 
 /// The box, the data box and 4 s of load at 2,000 msgs/s (the replicas are the caller's).
 struct Traffic {
-    data: JoinHandle<DataBox>,
+    data: JoinHandle<Result<DataBox, String>>,
     running: RunningBox,
     load: JoinHandle<Result<LoadCounts, String>>,
 }

@@ -156,6 +156,18 @@ fn with_one_replica_down_the_other_three_still_make_every_order_final() {
     let _ = std::fs::remove_dir_all(&h.dir);
 }
 
+/// Missing-chapters §4: every tile of every box of the home — the sequencer box's, the data
+/// box's, four replicas' fronts and the client load — on one thread, polled one at a time in
+/// an order a seed draws (`vyrn_tile::Seeded`); the same tiles and sockets the processes run.
+/// The home trades to finality and every replica replays the same responses.
+#[test]
+fn every_tile_of_the_home_on_one_seeded_thread_trades_to_finality() {
+    let (h, _serial) = home("seeded", 48_400, false);
+    let r = h.run_one_thread(0x5eed, 2000, 2).expect("the home runs");
+    check(&r.counts, &r.nodes, &r.databox, r.fin);
+    assert_eq!(r.diverge_halts, 0);
+}
+
 #[test]
 fn the_interim_voter_home_trades_to_finality() {
     let (h, _serial) = home("interim", 48_500, false);

@@ -21,6 +21,7 @@ pub mod runner;
 pub use vyrn_home::secret;
 pub mod shm;
 pub mod signer;
+pub mod standby;
 pub mod stream;
 pub mod tiles;
 

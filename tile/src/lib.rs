@@ -63,8 +63,9 @@ pub enum TileClass {
     Cold,
 }
 
-/// A tile as a runner sees it.
-pub trait Task: Send {
+/// A tile as a runner sees it. A tile is `'static` and [`Any`](std::any::Any), so whoever
+/// built it takes it back typed when the runner stops ([`take`]).
+pub trait Task: Send + std::any::Any {
     /// Its name (`lane0`, `cut`, `bbo`, `streamA`, …).
     fn name(&self) -> String;
     /// Hot (the response path) or cold; hot unless the tile says otherwise.
@@ -76,8 +77,92 @@ pub trait Task: Send {
     fn wait_fd(&self) -> Option<RawFd> {
         None
     }
+    /// Every descriptor whose readability is work for this tile (a tile reading several
+    /// sockets); the default is [`Task::wait_fd`].
+    fn wait_fds(&self, out: &mut Vec<RawFd>) {
+        out.extend(self.wait_fd());
+    }
+    /// When this tile next has timed work (clock ns), if it knows: a blocking thread sleeps no
+    /// later than the soonest `due` of its tiles (a data box's open frame, a heartbeat).
+    fn due(&self) -> Option<u64> {
+        None
+    }
     /// One non-blocking step at `now`; whether it did anything.
     fn poll(&mut self, now: u64) -> bool;
+}
+
+/// Take the tile of type `T` out of `tasks` (what [`Runner::stop`] gave back), if one is there.
+pub fn take<T: Task>(tasks: &mut Vec<Box<dyn Task>>) -> Option<Box<T>> {
+    let i = tasks
+        .iter()
+        .position(|t| (t.as_ref() as &dyn std::any::Any).is::<T>())?;
+    let t: Box<dyn std::any::Any> = tasks.swap_remove(i);
+    t.downcast::<T>().ok()
+}
+
+/// A tile with a hook run once a period between its polls, on its own thread (a role's line a
+/// second and its metrics page: what they read is the tile's state, so the tile's thread renders
+/// them).
+pub struct Reported<T: Task> {
+    /// The tile.
+    pub tile: T,
+    every_ns: u64,
+    next: u64,
+    #[allow(clippy::type_complexity)]
+    hook: Box<dyn FnMut(&mut T, u64) + Send>,
+}
+
+impl<T: Task> Reported<T> {
+    /// `tile`, with `hook(tile, now)` once every `every_ns` (the first a period after its first
+    /// poll).
+    pub fn new(tile: T, every_ns: u64, hook: impl FnMut(&mut T, u64) + Send + 'static) -> Self {
+        Reported {
+            tile,
+            every_ns,
+            next: 0,
+            hook: Box::new(hook),
+        }
+    }
+}
+
+impl<T: Task> std::fmt::Debug for Reported<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Reported({}, every {} ns)",
+            self.tile.name(),
+            self.every_ns
+        )
+    }
+}
+
+impl<T: Task> Task for Reported<T> {
+    fn name(&self) -> String {
+        self.tile.name()
+    }
+    fn class(&self) -> TileClass {
+        self.tile.class()
+    }
+    fn wait_fds(&self, out: &mut Vec<RawFd>) {
+        self.tile.wait_fds(out)
+    }
+    fn due(&self) -> Option<u64> {
+        let d = self.tile.due();
+        if self.next == 0 {
+            return d;
+        }
+        Some(d.map_or(self.next, |d| d.min(self.next)))
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        let busy = self.tile.poll(now);
+        if self.next == 0 {
+            self.next = now + self.every_ns;
+        } else if now >= self.next {
+            (self.hook)(&mut self.tile, now);
+            self.next = now + self.every_ns;
+        }
+        busy
+    }
 }
 
 /// One tile's counters as its thread keeps them (one writer; read by anyone).
@@ -93,17 +178,28 @@ pub struct TileStats {
 
 /// The box's clock: nanoseconds since the runner started (one base for every thread).
 #[derive(Debug, Clone, Copy)]
-pub struct Clock(Instant);
+pub struct Clock {
+    t0: Instant,
+    base: u64,
+}
 
 impl Clock {
-    /// A clock starting now.
+    /// A clock starting now, at 0.
     pub fn new() -> Self {
-        Clock(Instant::now())
+        Self::from_ns(0)
     }
-    /// Nanoseconds since the start.
+    /// A clock starting now, at `base` ns (the replica's and data box's clocks start at 1 ms:
+    /// 0 means "never" in their timers).
+    pub fn from_ns(base: u64) -> Self {
+        Clock {
+            t0: Instant::now(),
+            base,
+        }
+    }
+    /// Nanoseconds since the start (plus the base).
     #[inline]
     pub fn now(&self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
+        self.t0.elapsed().as_nanos() as u64 + self.base
     }
 }
 
@@ -132,6 +228,48 @@ pub enum Wait {
     /// [`BACKOFF_SLEEP_US`] at a time (a thread with no descriptor to wake it on a box whose
     /// cores it shares: the replica's replay thread and replay lanes on a dev box).
     Backoff,
+    /// [`Wait::Block`], and once a descriptor woke it, sleep `gather_ns` more before the next
+    /// round, so one wake-up takes a batch of traffic (the replica's front: its acks and votes
+    /// leave at most `gather_ns` later).
+    Gather {
+        /// Longest sleep.
+        timeout_ns: u64,
+        /// Sleep after a wake-up.
+        gather_ns: u64,
+    },
+}
+
+impl std::fmt::Display for Wait {
+    /// How the start lines say it (`vyrn seq`'s placement).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wait::Spin => write!(f, "spins"),
+            Wait::Yield => write!(f, "yields when idle"),
+            Wait::Block { timeout_ns } => {
+                write!(f, "blocks when idle (≤ {} µs)", timeout_ns / 1000)
+            }
+            Wait::Backoff => write!(f, "backs off when idle"),
+            Wait::Gather {
+                timeout_ns,
+                gather_ns,
+            } => write!(
+                f,
+                "blocks when idle (≤ {} µs), gathers {} µs after a wake",
+                timeout_ns / 1000,
+                gather_ns / 1000
+            ),
+        }
+    }
+}
+
+impl Wait {
+    /// Whether a thread waiting so sleeps (then its timer slack is made fine).
+    pub fn sleeps(&self) -> bool {
+        matches!(
+            self,
+            Wait::Block { .. } | Wait::Backoff | Wait::Gather { .. }
+        )
+    }
 }
 
 /// [`Wait::Backoff`]: idle rounds spent spinning.
@@ -168,12 +306,26 @@ impl Idler {
 
     /// A round did nothing: wait (`fds`: what wakes a blocking thread early).
     pub fn idle(&mut self, fds: &[RawFd]) {
+        self.idle_for(fds, None)
+    }
+
+    /// [`Idler::idle`], a blocking wait no longer than `within_ns` (a tile's [`Task::due`]).
+    pub fn idle_for(&mut self, fds: &[RawFd], within_ns: Option<u64>) {
         self.idle_rounds = self.idle_rounds.saturating_add(1);
+        let cap = |t: u64| within_ns.map_or(t, |w| w.min(t));
         match self.wait {
             Wait::Spin => std::hint::spin_loop(),
             Wait::Yield => std::thread::yield_now(),
             Wait::Block { timeout_ns } => {
-                let _ = vyrn_nic::wait::wait_readable(fds, timeout_ns);
+                let _ = vyrn_nic::wait::wait_readable(fds, cap(timeout_ns));
+            }
+            Wait::Gather {
+                timeout_ns,
+                gather_ns,
+            } => {
+                if vyrn_nic::wait::wait_readable(fds, cap(timeout_ns)) {
+                    vyrn_nic::wait::wait_readable(&[], gather_ns);
+                }
             }
             Wait::Backoff if self.idle_rounds < BACKOFF_SPINS => std::hint::spin_loop(),
             Wait::Backoff if self.idle_rounds < BACKOFF_YIELDS => std::thread::yield_now(),
@@ -194,7 +346,7 @@ pub fn run_loop(
     if let Some(c) = core {
         let _ = pin::pin_to(&[c]);
     }
-    if matches!(wait, Wait::Block { .. } | Wait::Backoff) {
+    if wait.sleeps() {
         fine_timer_slack();
     }
     let mut idler = Idler::new(wait);
@@ -376,7 +528,7 @@ impl Runner {
                     } else if wait != Wait::Spin && !hot.is_empty() {
                         keep_off(&hot);
                     }
-                    if matches!(wait, Wait::Block { .. } | Wait::Backoff) {
+                    if wait.sleeps() {
                         fine_timer_slack();
                     }
                     started.fetch_add(1, Ordering::Release);
@@ -448,6 +600,34 @@ impl Runner {
     }
 }
 
+/// A role's process life on its runner (the replica, a data box, the standby): return when
+/// `until` says so or a thread of the runner ended, checking every tile's poll counter once a
+/// second ([`Watchdog`]): a tile stuck inside one poll for [`WATCHDOG_STALL_S`] raises
+/// `REP_A_STALL` and aborts the process — a stalled role must not look alive (its supervisor
+/// restarts it).
+pub fn supervise(runner: &Runner, role: &str, mut until: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    let mut dog = Watchdog::default();
+    let mut next_check = 1u64;
+    while runner.alive() && !until() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let secs = t0.elapsed().as_secs();
+        if secs < next_check {
+            continue;
+        }
+        next_check = secs + 1;
+        let now = t0.elapsed().as_nanos() as u64;
+        let polls = runner
+            .stats
+            .iter()
+            .map(|(n, _, s)| (n.as_str(), s.polls.load(Ordering::Relaxed)));
+        if let Some((t, secs)) = dog.check(now, polls) {
+            eprintln!("alarm=REP_A_STALL role={role} tile={t}: no poll for {secs} s; aborting");
+            std::process::abort();
+        }
+    }
+}
+
 /// The cores the running box spins on (set by [`Runner::start`]): other threads of the
 /// process keep off them ([`side_thread`]).
 static HOT_CORES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
@@ -509,7 +689,10 @@ fn spin(
     clock: Clock,
     current: &AtomicU64,
 ) {
-    let fds: Vec<RawFd> = tasks.iter().filter_map(|t| t.wait_fd()).collect();
+    let mut fds: Vec<RawFd> = Vec::new();
+    for t in tasks.iter() {
+        t.wait_fds(&mut fds);
+    }
     let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
     let mut round = 0u64;
     let mut idler = Idler::new(wait);
@@ -544,11 +727,18 @@ fn spin(
         if any {
             idler.busy();
         } else {
-            if matches!(wait, Wait::Block { .. } | Wait::Backoff) {
+            let mut within = None;
+            if wait.sleeps() {
                 // About to sleep: the counters are current while it does.
                 publish(&local);
+                let now = clock.now();
+                within = tasks
+                    .iter()
+                    .filter_map(|t| t.due())
+                    .min()
+                    .map(|d| d.saturating_sub(now));
             }
-            idler.idle(&fds);
+            idler.idle_for(&fds, within);
         }
     }
     publish(&local);
@@ -751,5 +941,132 @@ mod watchdog_tests {
         );
         // It moved again: nothing stalled.
         assert_eq!(w.check(7 * s, [("a", 100), ("b", 2)].into_iter()), None);
+    }
+}
+
+#[cfg(test)]
+mod task_tests {
+    use super::*;
+
+    /// A tile counting its polls, due `every_ns` after its last poll when given.
+    struct Counter {
+        polls: Arc<AtomicU64>,
+        every_ns: Option<u64>,
+        last: u64,
+    }
+
+    impl Task for Counter {
+        fn name(&self) -> String {
+            "counter".into()
+        }
+        fn class(&self) -> TileClass {
+            TileClass::Cold
+        }
+        fn due(&self) -> Option<u64> {
+            self.every_ns.map(|e| self.last + e)
+        }
+        fn poll(&mut self, now: u64) -> bool {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            self.last = now;
+            false
+        }
+    }
+
+    struct Other;
+    impl Task for Other {
+        fn name(&self) -> String {
+            "other".into()
+        }
+        fn poll(&mut self, _now: u64) -> bool {
+            false
+        }
+    }
+
+    fn counter(every_ns: Option<u64>) -> (Counter, Arc<AtomicU64>) {
+        let polls = Arc::new(AtomicU64::new(0));
+        let c = Counter {
+            polls: polls.clone(),
+            every_ns,
+            last: 0,
+        };
+        (c, polls)
+    }
+
+    /// The runner hands tiles back untyped; `take` finds the one of the asked type.
+    #[test]
+    fn take_gives_back_the_tile_of_its_type() {
+        let (c, _) = counter(Some(7));
+        let mut tiles: Vec<Box<dyn Task>> = vec![Box::new(Other), Box::new(c), Box::new(Other)];
+        let c = take::<Counter>(&mut tiles).expect("the counter");
+        assert_eq!(c.every_ns, Some(7));
+        assert_eq!(tiles.len(), 2);
+        assert!(take::<Counter>(&mut tiles).is_none());
+    }
+
+    /// The hook runs once a period, between polls, with the tile; not before a period passed.
+    #[test]
+    fn reported_runs_its_hook_once_a_period() {
+        let (c, polls) = counter(None);
+        let seen = Arc::new(AtomicU64::new(0));
+        let s = seen.clone();
+        let mut r = Reported::new(c, 1000, move |c: &mut Counter, _| {
+            s.store(c.polls.load(Ordering::Relaxed), Ordering::Relaxed);
+        });
+        for now in (10..3010).step_by(10) {
+            r.poll(now);
+        }
+        // First poll at 10: hooks at 1010 (101 polls), 2010 (201 polls); 3010 not reached.
+        assert_eq!(seen.load(Ordering::Relaxed), 201);
+        assert_eq!(polls.load(Ordering::Relaxed), 300);
+        assert_eq!(r.due(), Some(3010));
+    }
+
+    /// A blocking thread sleeps no longer than its tiles' `due`: with a 1 s timeout, a tile due
+    /// every millisecond is polled many times in 200 ms; one with no `due` about once.
+    #[test]
+    fn a_due_tile_wakes_a_blocking_thread_before_its_timeout() {
+        let run = |every: Option<u64>| {
+            let (c, polls) = counter(every);
+            let r = Runner::start_with(
+                vec![Group {
+                    core: None,
+                    wait: Wait::Block {
+                        timeout_ns: 1_000_000_000,
+                    },
+                    tasks: vec![Box::new(c)],
+                }],
+                Clock::new(),
+                OnPanic::StopAll,
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let n = polls.load(Ordering::Relaxed);
+            r.stop();
+            n
+        };
+        let due = run(Some(1_000_000));
+        let none = run(None);
+        assert!(due >= 20, "polled {due} times in 200 ms");
+        assert!(none <= 3, "polled {none} times in 200 ms");
+    }
+
+    /// `Gather` sleeps its gather time after a descriptor woke it, so a burst is taken in one
+    /// round; without a wake it sleeps only its timeout.
+    #[test]
+    fn gather_sleeps_after_a_wake_up_only() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+        let mut i = Idler::new(Wait::Gather {
+            timeout_ns: 1_000_000,
+            gather_ns: 30_000_000,
+        });
+        let t = Instant::now();
+        i.idle(&[fd]);
+        let quiet = t.elapsed();
+        sock.send_to(b"x", sock.local_addr().unwrap()).unwrap();
+        let t = Instant::now();
+        i.idle(&[fd]);
+        let woke = t.elapsed();
+        assert!(woke >= std::time::Duration::from_millis(30), "{woke:?}");
+        assert!(quiet < std::time::Duration::from_millis(30), "{quiet:?}");
     }
 }

@@ -27,6 +27,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::{cores, Cores};
+
+/// The data box on its UDP sockets.
+type Driver = vyrn_data::driver::Driver<vyrn_nic::udp::UdpPort>;
 use vyrn_data::databox::DataBox;
 use vyrn_home::HomeConfig;
 
@@ -105,8 +108,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     let seed = vyrn_home::read_seed(&key_path)
         .map_err(|e| format!("--key {}: {e}", key_path.display()))?;
     let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
-    let mut d = vyrn_data::home::open(home, &cfg, &key)?;
-    let fds = vyrn_data::home::fds(&mut d);
+    let d = vyrn_data::home::open(home, &cfg, &key)?;
     vyrn_nic::wait::fine_timer_slack();
     println!(
         "data box {}: copy 2 on {}, {} sessions, fan-out to {} voters from {}:{}.., DATA_HB every {} µs, frames sent at {} µs old",
@@ -127,34 +129,38 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         println!("data box {}: metrics on http://{at}/metrics", o.index);
         published.set(render(&d.databox, o.index, &published));
     }
+    // The box is one cold tile on the runner: it blocks on its sockets and wakes for its next
+    // frame or DATA_HB; its line a second and its metrics are rendered on its own thread.
+    let (index, metrics) = (o.index, o.metrics.is_some());
+    let mut sec = 0u64;
+    let tile = vyrn_tile::Reported::new(d, 1_000_000_000, move |d: &mut Driver, _| {
+        sec += 1;
+        println!("[{sec:>4}s] data box {index}: {}", line(&d.databox));
+        if metrics {
+            published.set(render(&d.databox, index, &published));
+        }
+    });
+    let clock = vyrn_tile::Clock::from_ns(1_000_000);
+    let wait = vyrn_tile::Wait::Block {
+        timeout_ns: o.hb_us * 1000,
+    };
+    let runner = vyrn_tile::Runner::start(
+        vec![vyrn_tile::Group {
+            core: None,
+            wait,
+            tasks: vec![Box::new(tile)],
+        }],
+        clock,
+    );
     let t0 = Instant::now();
-    let now = || t0.elapsed().as_nanos() as u64 + 1_000_000;
-    let mut next = now() + 1_000_000_000;
-    let mut sec = 0;
-    // Asleep until a datagram comes or a timer is due: a frame `batch_us` old while packets
-    // flow, the next DATA_HB when idle (no wake-ups in between).
-    let (batch_ns, hb_ns) = (o.batch_us * 1000, o.hb_us * 1000);
-    let mut flowing = false;
-    let watch = super::Watch::start("data", "databox");
-    while !stop.load(Ordering::Relaxed) && (o.secs == 0 || t0.elapsed().as_secs() < o.secs) {
-        watch.beat();
-        let t = now();
-        let work = d.poll(t);
-        if t >= next {
-            sec += 1;
-            println!("[{sec:>4}s] data box {}: {}", o.index, line(&d.databox));
-            if o.metrics.is_some() {
-                published.set(render(&d.databox, o.index, &published));
-            }
-            next = t + 1_000_000_000;
-        }
-        if work == 0 {
-            let got = vyrn_nic::wait::wait_readable(&fds, if flowing { batch_ns } else { hb_ns });
-            flowing = got;
-        } else {
-            flowing = true;
-        }
-    }
+    vyrn_tile::supervise(&runner, "data", || {
+        stop.load(Ordering::Relaxed) || (o.secs > 0 && t0.elapsed().as_secs() >= o.secs)
+    });
+    let mut tiles = runner.stop();
+    let mut d = vyrn_tile::take::<vyrn_tile::Reported<Driver>>(&mut tiles)
+        .ok_or("the data box's tile was lost (its thread panicked)")?
+        .tile;
+    let now = || clock.now();
     d.databox.flush(now());
     d.drain();
     println!("--- data box {} summary", o.index);

@@ -939,12 +939,9 @@ pub fn run(o: Args) -> ExitCode {
         }
         published.set(render(&node, &published));
     }
-    let t0 = Instant::now();
+    let clock = vyrn_tile::Clock::from_ns(1_000_000);
     if cfg.replay_tile {
-        if let Err(e) = node.start_replay_thread(
-            move || t0.elapsed().as_nanos() as u64 + 1_000_000,
-            o.replay_core,
-        ) {
+        if let Err(e) = node.start_replay_thread(move || clock.now(), o.replay_core) {
             eprintln!("vyrn replica {}: replay thread: {e}", o.index);
             return ExitCode::from(2);
         }
@@ -963,32 +960,17 @@ pub fn run(o: Args) -> ExitCode {
     }
     #[cfg(feature = "lab")]
     if let Some((path, at)) = o.lab.lab_cut_path {
-        // `poll` runs on t0's clock + 1 ms (below).
+        // The front's clock starts at 1 ms.
         node.cut_path(path, at * 1_000_000_000 + 1_000_000);
         println!(
             "{name}: LAB FAULT: path {} cut from {at} s",
             if path == 0 { 'A' } else { 'B' }
         );
     }
-    let secs = o.secs;
-    let mut sec = 0u64;
-    let metrics = o.metrics.is_some();
-    let watch = super::Watch::start("replica", "node");
-    let r = node.run(
-        || t0.elapsed().as_nanos() as u64 + 1_000_000,
-        || {
-            watch.beat();
-            stop.load(Ordering::Relaxed) || (secs > 0 && t0.elapsed().as_secs() >= secs)
-        },
-        |n, _| {
-            sec += 1;
-            println!("[{sec:>4}s] {name}: {}", line(n));
-            if metrics {
-                published.set(render(n, &published));
-            }
-        },
-    );
-    drop(watch);
+    let metrics = o.metrics.is_some().then_some(published);
+    let Some((node, r)) = run_front(node, clock, &name, o.secs, metrics, stop) else {
+        return ExitCode::from(1);
+    };
     println!("--- {name} summary");
     println!("{}", line(&node));
     // The data side's every counter (07 §5.3–§5.6), for the SRE reading a replica that lagged.
@@ -1009,6 +991,51 @@ pub fn run(o: Args) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The front as one cold tile on the runner (`Node`, waiting as `NODE_WAIT` says) until a
+/// signal, `secs` or a replay error; its line a second and its metrics page (`published`) are
+/// rendered on its own thread. The node, stopped, and how replay ended.
+fn run_front(
+    node: Node,
+    clock: vyrn_tile::Clock,
+    name: &str,
+    secs: u64,
+    published: Option<vyrn_metrics::Published>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Option<(Node, Result<(), vyrn_engine::home::ReplayError>)> {
+    let halted = node.halted();
+    let mut sec = 0u64;
+    let line_name = name.to_string();
+    let tile = vyrn_tile::Reported::new(node, 1_000_000_000, move |n: &mut Node, _| {
+        sec += 1;
+        println!("[{sec:>4}s] {line_name}: {}", line(n));
+        if let Some(p) = &published {
+            p.set(render(n, p));
+        }
+    });
+    let runner = vyrn_tile::Runner::start(
+        vec![vyrn_tile::Group {
+            core: None,
+            wait: vyrn_replica::node::NODE_WAIT,
+            tasks: vec![Box::new(tile)],
+        }],
+        clock,
+    );
+    let t0 = Instant::now();
+    vyrn_tile::supervise(&runner, "replica", || {
+        stop.load(Ordering::Relaxed)
+            || halted.load(Ordering::Relaxed)
+            || (secs > 0 && t0.elapsed().as_secs() >= secs)
+    });
+    let mut tiles = runner.stop();
+    let Some(tile) = vyrn_tile::take::<vyrn_tile::Reported<Node>>(&mut tiles) else {
+        eprintln!("{name}: the front's tile was lost");
+        return None;
+    };
+    let mut node = tile.tile;
+    let r = node.finish();
+    Some((node, r))
 }
 
 /// The Simplex voter's part of the line: final height and view, proposals, verifies, votes.

@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vyrn_home::{startup_checks, BoxConfig, Profile};
 use vyrn_seq::ports::{core_map_of, CoreMap, NetBox, RunningBox};
-use vyrn_seq::runner::{Clock, Wait};
+use vyrn_seq::runner::Clock;
 
 /// `vyrn seq`: the sequencer box from its config file (07 §4).
 #[derive(Debug, clap::Args)]
@@ -421,12 +421,7 @@ fn print_placement(running: &RunningBox, map: &CoreMap) {
         }
     );
     for (names, core, wait) in &running.runner.placement {
-        let how = match wait {
-            Wait::Spin => "spins".to_string(),
-            Wait::Yield => "yields when idle".to_string(),
-            Wait::Block { timeout_ns } => format!("blocks when idle (≤ {} µs)", timeout_ns / 1000),
-            Wait::Backoff => "backs off when idle".to_string(),
-        };
+        let how = wait.to_string();
         let at = match core {
             Some(c) => format!("core {c}"),
             None => "unpinned".to_string(),

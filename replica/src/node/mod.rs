@@ -32,7 +32,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -147,6 +147,10 @@ pub struct Node {
     sessions: Vec<u32>,
     /// 07 §7.5's snapshots (`snapshot_blocks`).
     snaps: Option<NodeSnaps>,
+    /// The replay error that halted the front (the tile's polls then do nothing).
+    failed: Option<vyrn_engine::home::ReplayError>,
+    /// Set with `failed`, for whoever supervises the runner.
+    halted: Arc<AtomicBool>,
 }
 
 type ReplayThread = (
@@ -308,6 +312,8 @@ impl Node {
             diverge: None,
             sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
             snaps,
+            failed: None,
+            halted: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -781,34 +787,58 @@ impl Node {
         }
     }
 
-    /// Run until `stop` says so: poll; when a round did nothing, block in `ppoll` on the four
-    /// sockets (≤ 50 µs, the core's timers are no coarser), and once one is readable let
-    /// [`BATCH_NS`] of traffic gather before the next round, so one wake-up and one
-    /// `recvmmsg` per socket take many frames (a replica sharing a core wakes a few thousand
-    /// times a second under load, not once per datagram). `report` is called about once a
-    /// second.
-    pub fn run(
-        &mut self,
-        clock: impl Fn() -> u64,
-        stop: impl Fn() -> bool,
-        mut report: impl FnMut(&Node, u64),
-    ) -> Result<(), vyrn_engine::home::ReplayError> {
-        let fds = self.fds();
-        let mut next_report = clock() + 1_000_000_000;
-        while !stop() {
-            let now = clock();
-            let busy = self.poll(now)?;
-            if now >= next_report {
-                report(self, now);
-                next_report = now + 1_000_000_000;
-            }
-            if !busy && vyrn_nic::wait::wait_readable(&fds, WAIT_NS) {
-                vyrn_nic::wait::wait_readable(&[], BATCH_NS);
-            }
-        }
+    /// After its runner stopped: replay's thread stopped (what it replayed stays), the journal
+    /// synced; the replay error that halted the front, if one did.
+    pub fn finish(&mut self) -> Result<(), vyrn_engine::home::ReplayError> {
         self.stop_replay_thread();
         self.sync_journal();
-        Ok(())
+        self.failed.take().map_or(Ok(()), Err)
+    }
+
+    /// Set once replay failed and the front stopped (the process then ends: [`Node::finish`]
+    /// gives the error).
+    pub fn halted(&self) -> Arc<AtomicBool> {
+        self.halted.clone()
+    }
+}
+
+/// How the front's thread waits (07 §4, a vyrn decision): when a round did nothing, block in
+/// `ppoll` on the four sockets (≤ 50 µs, the core's timers are no coarser), and once one is
+/// readable let [`BATCH_NS`] of traffic gather before the next round, so one wake-up and one
+/// `recvmmsg` per socket take many frames (a replica sharing a core wakes a few thousand times
+/// a second under load, not once per datagram).
+pub const NODE_WAIT: vyrn_tile::Wait = vyrn_tile::Wait::Gather {
+    timeout_ns: WAIT_NS,
+    gather_ns: BATCH_NS,
+};
+
+/// The replica's front as one cold tile (order RX, decode, data side, verdict, votes, the
+/// journal's hand-off, and replay inline unless it has a thread of its own), waiting as
+/// [`NODE_WAIT`] says. A replay error halts it: its polls then do nothing and
+/// [`Node::halted`] is set.
+impl vyrn_tile::Task for Node {
+    fn name(&self) -> String {
+        "replica".into()
+    }
+    fn class(&self) -> vyrn_tile::TileClass {
+        vyrn_tile::TileClass::Cold
+    }
+    fn wait_fds(&self, out: &mut Vec<RawFd>) {
+        out.extend(self.fds());
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        match Node::poll(self, now) {
+            Ok(busy) => busy,
+            Err(e) => {
+                self.failed = Some(e);
+                self.halted
+                    .store(true, std::sync::atomic::Ordering::Release);
+                false
+            }
+        }
     }
 }
 

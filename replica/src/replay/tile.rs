@@ -773,7 +773,7 @@ impl<S: ReportingSink> ReplayTile<S> {
 
 /// The replay tile as the tile runtime sees it: a hot tile (07 §7.2: replay cores) that the
 /// runner, [`vyrn_tile::run_loop`] or the seeded scheduler polls.
-impl<S: ReportingSink + Send> vyrn_tile::Task for ReplayTile<S> {
+impl<S: ReportingSink + Send + 'static> vyrn_tile::Task for ReplayTile<S> {
     fn name(&self) -> String {
         "replay".into()
     }

@@ -23,6 +23,7 @@ use crate::boxcfg::{BoxConfig, Profile, SeqConfigOf};
 use crate::mem::PathWrite;
 use crate::runner::{Clock, Group, Runner, Task};
 use crate::shm::FrameInfo;
+use crate::shm::SeqConfig;
 use crate::tiles::{self, BoxHandles, CtrlIn, NackReply, NackReq, RxPkt, Wire, WireFor};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -433,422 +434,11 @@ impl Task for RxTile {
     }
 }
 
-/// How many RepAcks may wait in the control-port tile's overflow when control's inbox ring is
-/// full (acks are periodic state: a dropped one is replaced 50 µs later).
-const ACK_OVERFLOW_MAX: usize = 4096;
-
-/// Certificates each voter may hand the certificate tile per second, and its burst (a voter
-/// sends one per finalization, a few hundred per second at most).
-const CERT_PER_SEC: u64 = 2000;
-const CERT_BURST: u64 = 64;
-
-/// The control-port tile: acks timestamped and queued for control, NACKs and HashListReq to
-/// their tiles, certificates to the certificate tile — nothing slow here.
-struct CtrlRxTile {
-    ctrl: UdpPort,
-    batch: RxBatch,
-    voters: HashMap<SocketAddr, usize>,
-    epoch: u32,
-    /// Control's ack inbox (bounded overflow).
-    inbox: tiles::Outq<CtrlIn>,
-    /// The certificate tile's ring (bounded: full means dropped and counted).
-    certs: Producer<(usize, Vec<u8>)>,
-    /// Per voter: certificate tokens and when they were last refilled.
-    cert_tokens: Vec<(u64, u64)>,
-    /// Per voter: HashListReq tokens and when they were last refilled.
-    hash_tokens: Vec<(u64, u64)>,
-    nacks: Vec<Producer<NackReq>>,
-    hash_reqs: Producer<tiles::HashReq>,
-    stats: Arc<NetStats>,
-    /// 07 §5.5 source 3: each session's lane, the lanes' SeqDataReq rings and their answers,
-    /// and the REP_SEQ_DATA_MAX_PPS budget (tokens, last refill).
-    lane_of: HashMap<u32, u8>,
-    data_asks: Vec<Producer<crate::retain::SeqDataAsk>>,
-    data_answers: Vec<Consumer<crate::retain::SeqDataAnswer>>,
-    data_tokens: (u64, u64),
-    /// Per voter: its share of REP_SEQ_DATA_MAX_PPS (1/(f + 1) of the rate and the burst, issue
-    /// 28 item 5: the f Byzantine voters' storm never starves the others' fetches).
-    data_share: Vec<(u64, u64)>,
-    /// Per voter: its share of REP_RTX_MAX_FPS in NACKed frames (F5): the
-    /// stream core serves NACKs (07 D6), so what one voter may ask of it is bounded here, on
-    /// this cold tile, before the NACK reaches the hot one.
-    nack_share: Vec<(u64, u64)>,
-    /// The member envelope: every voter's message comes sealed by it; the
-    /// SeqData answers leave sealed (`from::BOX_CTRL`).
-    opener: Opener,
-    sealer: Sealer,
-    links: HashMap<SocketAddr, LinkKey>,
-    seal_buf: Vec<u8>,
-    /// The data boxes' link keys: their 07 §5.2 reports come sealed from an ephemeral port
-    /// (security review F13).
-    databoxes: Opener,
-}
-
-/// HashListReqs a voter may make a second (07 §5.6 row 2 asks once per differing block; a
-/// project bound), and the burst.
-const HASH_LIST_PER_SEC: u64 = 50;
-const HASH_LIST_BURST: u64 = 16;
-
-/// Newly signed NackTooOld answers a stream core makes a second at most (each costs an Ed25519
-/// signature on that core; a project bound, security review F17).
-const NACK_TOO_OLD_PER_SEC: u64 = 100;
-
-/// Frames one voter may NACK back to back before its share of REP_RTX_MAX_FPS holds (a whole
-/// NACK span, `NACK_SPAN_MAX`).
-const NACK_SHARE_BURST: u64 = vyrn_wire::consts::NACK_SPAN_MAX;
-
-/// A voter's share of REP_RTX_MAX_FPS: all of it. The bucket bounds what one voter may ask of
-/// a stream core (its rate, a span at a time) on this cold tile, before the NACK reaches the hot
-/// one; it does not split the rate among voters. 1/(f + 1) was tried: a replica catching up
-/// after a restart then had half the box's retransmissions, its NACKs were dropped silently and
-/// its retries backed off, and its peers served 3–20× more frames (`replica/tests/catchup.rs`).
-fn nack_share_rate(_voters: usize) -> u64 {
-    vyrn_wire::consts::REP_RTX_MAX_FPS
-}
-
-/// Take a NACK of `span` frames from a voter's share `t` (tokens, last refill) of
-/// REP_RTX_MAX_FPS among `voters` ([`nack_share_rate`]): it needs a token per frame of its span
-/// (at most a burst), so a voter that NACKs wide ranges waits in proportion.
-fn nack_share_take(t: &mut (u64, u64), now: u64, span: u64, voters: usize) -> bool {
-    let rate = nack_share_rate(voters);
-    // Refill (take_token refills, then takes one).
-    if !take_token(t, now, rate, NACK_SHARE_BURST) {
-        return false;
-    }
-    let need = span.clamp(1, NACK_SHARE_BURST) - 1;
-    if t.0 < need {
-        t.0 += 1; // give the one back: not enough for this span yet
-        return false;
-    }
-    t.0 -= need;
-    true
-}
-
-/// Burst of the REP_SEQ_DATA_MAX_PPS token bucket.
-const SEQ_DATA_BURST: u64 = 1024;
-
-/// Take a token at `now` from bucket `t` = (tokens, last refill) of `per_sec` a second and
-/// `burst` at most.
-fn take_token(t: &mut (u64, u64), now: u64, per_sec: u64, burst: u64) -> bool {
-    let per = 1_000_000_000 / per_sec.max(1);
-    if now > t.1 {
-        let add = (now - t.1) / per;
-        if add > 0 {
-            t.0 = (t.0 + add).min(burst);
-            t.1 += add * per;
-        }
-    }
-    if t.0 == 0 {
-        return false;
-    }
-    t.0 -= 1;
-    true
-}
-
-/// Take a SeqDataReq token at `now` (REP_SEQ_DATA_MAX_PPS, 07 §5.5).
-fn seq_data_token(t: &mut (u64, u64), now: u64) -> bool {
-    take_token(
-        t,
-        now,
-        vyrn_wire::consts::REP_SEQ_DATA_MAX_PPS,
-        SEQ_DATA_BURST,
-    )
-}
-
-/// Take a certificate token of voter `v` at `now` (a token bucket per source).
-fn cert_token(tokens: &mut [(u64, u64)], v: usize, now: u64) -> bool {
-    tokens
-        .get_mut(v)
-        .is_some_and(|t| take_token(t, now, CERT_PER_SEC, CERT_BURST))
-}
-
-/// 07 §5.2: a data box's `DataBadMac`, `CopyConflict` or the evidence frame after it, counted
-/// (the session rules they feed are 01 §12.5's, not in this build).
-fn on_data_report(stats: &NetStats, body: &[u8]) {
-    use vyrn_wire::msg::ctrl::CtrlMsg;
-    if body.len() >= 2 && u16::from_le_bytes([body[0], body[1]]) == vyrn_wire::msg::data::DATA_MAGIC
-    {
-        bump(&stats.conflict_evidence);
-        return;
-    }
-    match CtrlMsg::parse(body) {
-        Ok(CtrlMsg::DataBadMac(_)) => bump(&stats.data_bad_mac),
-        Ok(CtrlMsg::CopyConflict(_)) => bump(&stats.copy_conflicts),
-        _ => bump(&stats.ctrl_bad),
-    }
-}
-
-impl Task for CtrlRxTile {
-    fn name(&self) -> String {
-        "ctrl-rx".into()
-    }
-    fn class(&self) -> crate::runner::TileClass {
-        crate::runner::TileClass::Cold
-    }
-    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        Some(self.ctrl.socket().as_raw_fd())
-    }
-    fn poll(&mut self, now: u64) -> bool {
-        use vyrn_wire::msg::ctrl::CtrlMsg;
-        self.inbox.drain();
-        // The lanes' SeqData answers (07 §5.5 source 3), sent from this port.
-        let mut answered = false;
-        for q in &mut self.data_answers {
-            while let Some(a) = q.pop() {
-                answered = true;
-                let Some(key) = self.links.get(&a.to) else {
-                    bump(&self.stats.ctrl_dropped);
-                    continue;
-                };
-                self.seal_buf.clear();
-                self.sealer.seal(&mut self.seal_buf, key, |o| {
-                    o.extend_from_slice(a.bytes());
-                    true
-                });
-                let sent = self
-                    .ctrl
-                    .send_batch(&[TxPacket::to(&self.seal_buf, Dest::Addr(a.to))]);
-                bump(if matches!(sent, Ok(1)) {
-                    &self.stats.seq_data_sent
-                } else {
-                    &self.stats.ctrl_dropped
-                });
-            }
-        }
-        if answered {
-            let _ = self.ctrl.flush();
-        }
-        let got = self.ctrl.recv_batch(&mut self.batch);
-        self.stats
-            .ctrl_truncated
-            .store(self.ctrl.counters().rx_truncated, Ordering::Relaxed);
-        let Ok(n) = got else {
-            return false;
-        };
-        for p in self.batch.iter() {
-            let src = p.meta.src;
-            let voter = src.and_then(|a| self.voters.get(&a).copied());
-            let Some(v) = voter else {
-                // A data box's 07 §5.2 report, sealed by it (its socket's port is ephemeral).
-                if seal::Sealed::is_sealed(p.data) {
-                    if let Ok((_, body)) = self.databoxes.open(p.data) {
-                        on_data_report(&self.stats, body);
-                        continue;
-                    }
-                }
-                // Only registered voters speak to the control port (REP_Membership).
-                bump(&self.stats.ctrl_unknown);
-                continue;
-            };
-            // Sealed by that voter under its link key, fresh (a spoofed source
-            // address or a replayed capture is refused here, before anything is parsed).
-            let body = match self.opener.open_from(seal::from::voter(v), p.data) {
-                Ok(b) => b,
-                Err(SealErr::NotSealed) => {
-                    bump(&self.stats.ctrl_unsealed);
-                    continue;
-                }
-                Err(_) => {
-                    bump(&self.stats.ctrl_bad_seal);
-                    continue;
-                }
-            };
-            match CtrlMsg::parse(body) {
-                Ok(CtrlMsg::RepAck(a)) if a.epoch == self.epoch => {
-                    bump(&self.stats.ctrl[0]);
-                    let ack = CtrlIn::Ack {
-                        voter: v,
-                        contiguous: a.contiguous_frame_seq,
-                        now,
-                    };
-                    if !self.inbox.push_bounded(ack, ACK_OVERFLOW_MAX) {
-                        bump(&self.stats.ctrl_dropped);
-                    }
-                }
-                // 07 §4.10: this epoch's NACKs only (the codec bounded the span, F5), within
-                // the voter's share of the stream cores' retransmission rate.
-                Ok(CtrlMsg::Nack(k)) if k.epoch == self.epoch => {
-                    bump(&self.stats.ctrl[1]);
-                    let n = self.nack_share.len();
-                    let span = k.to_seq.saturating_sub(k.from_seq).saturating_add(1);
-                    if !self
-                        .nack_share
-                        .get_mut(v)
-                        .is_some_and(|t| nack_share_take(t, now, span, n))
-                    {
-                        bump(&self.stats.nacks_over_share);
-                        continue;
-                    }
-                    if let Some(q) = self.nacks.get_mut(k.stream as usize) {
-                        let r = NackReq {
-                            from: k.from_seq,
-                            to: k.to_seq,
-                            now,
-                            src,
-                        };
-                        if q.push(r).is_err() {
-                            bump(&self.stats.ctrl_dropped); // the voter NACKs again
-                        }
-                    }
-                }
-                // 07 §5.5 source 3: to the session's lane, within REP_SEQ_DATA_MAX_PPS.
-                Ok(CtrlMsg::SeqDataReq(q)) => {
-                    bump(&self.stats.seq_data_reqs);
-                    let lane = self.lane_of.get(&q.session).copied();
-                    let (Some(lane), Some(src)) = (lane, src) else {
-                        bump(&self.stats.ctrl_bad);
-                        continue;
-                    };
-                    // 1/(f + 1) of the budget, as for NACKs (nack_share_rate).
-                    let n = (vyrn_home::max_faults(self.data_share.len()) + 1) as u64;
-                    let share = self.data_share.get_mut(v).is_some_and(|t| {
-                        take_token(
-                            t,
-                            now,
-                            vyrn_wire::consts::REP_SEQ_DATA_MAX_PPS / n,
-                            (SEQ_DATA_BURST / n).max(1),
-                        )
-                    });
-                    if !share || !seq_data_token(&mut self.data_tokens, now) {
-                        bump(&self.stats.ctrl_dropped);
-                        continue;
-                    }
-                    let ask = crate::retain::SeqDataAsk {
-                        session: q.session,
-                        pkt_seq: q.pkt_seq,
-                        pkt_hash: q.pkt_hash,
-                        src,
-                    };
-                    if let Some(r) = self.data_asks.get_mut(lane as usize) {
-                        if r.push(ask).is_err() {
-                            bump(&self.stats.ctrl_dropped);
-                        }
-                    }
-                }
-                // 07 §5.6 row 2: a few a second per voter (each answer is a block's whole
-                // list: security review F8 found it unlimited).
-                Ok(CtrlMsg::HashListReq(q)) => {
-                    bump(&self.stats.hash_list_reqs);
-                    let ok = self
-                        .hash_tokens
-                        .get_mut(v)
-                        .is_some_and(|t| take_token(t, now, HASH_LIST_PER_SEC, HASH_LIST_BURST));
-                    if !ok {
-                        bump(&self.stats.ctrl_dropped);
-                        continue;
-                    }
-                    if let Some(src) = src {
-                        let r = tiles::HashReq {
-                            height: q.height,
-                            src,
-                        };
-                        if self.hash_reqs.push(r).is_err() {
-                            bump(&self.stats.ctrl_dropped);
-                        }
-                    }
-                }
-                // 07 §6.8: one voter's finalize vote, from that voter's own address.
-                Ok(CtrlMsg::FinalizeVote(fv))
-                    if fv.epoch == self.epoch && fv.index as usize == v =>
-                {
-                    if !cert_token(&mut self.cert_tokens, v, now)
-                        || self.certs.push((v, body.to_vec())).is_err()
-                    {
-                        bump(&self.stats.ctrl_dropped);
-                    }
-                }
-                // 07 §7.4: a voter's REP_A_DIVERGE, from that voter's own address, to the
-                // certificate tile, which checks its evidence before control halts the book
-                // (security review F3), under the voter's certificate tokens (the voter
-                // repeats it while it stays diverged).
-                Ok(CtrlMsg::Diverge(d)) if d.epoch == self.epoch => {
-                    bump(&self.stats.diverge_msgs);
-                    if !cert_token(&mut self.cert_tokens, v, now)
-                        || self.certs.push((v, body.to_vec())).is_err()
-                    {
-                        bump(&self.stats.ctrl_dropped);
-                    }
-                }
-                Ok(CtrlMsg::FinalityCert(c)) if c.epoch == self.epoch => {
-                    // Checked on the certificate tile, under a per-source limit.
-                    if !cert_token(&mut self.cert_tokens, v, now)
-                        || self.certs.push((v, body.to_vec())).is_err()
-                    {
-                        bump(&self.stats.ctrl_dropped);
-                    }
-                }
-                _ => bump(&self.stats.ctrl_bad),
-            }
-        }
-        n > 0
-    }
-}
-
-/// The certificate tile (cold, 07 §6.8): each finalize vote or `REP_FinalityCert` into the
-/// finality listener ([`vyrn_consensus::FinalityListener`]), which batch-verifies a proposal's
-/// votes once Q distinct voters signed it and makes its last height final only with Q valid
-/// signatures; each new final height goes to control as [`CtrlIn::Final`]. Signature checks
-/// never run on the gate path.
-struct CertTile {
-    certs: Consumer<(usize, Vec<u8>)>,
-    listener: vyrn_consensus::FinalityListener,
-    /// 07 §7.4: a `Diverge` halts the book only with its evidence checked.
-    diverge: vyrn_consensus::roots::DivergeGate,
-    votes: tiles::Outq<CtrlIn>,
-    stats: Arc<NetStats>,
-}
-
-impl Task for CertTile {
-    fn name(&self) -> String {
-        "cert".into()
-    }
-    fn class(&self) -> crate::runner::TileClass {
-        crate::runner::TileClass::Cold
-    }
-    fn poll(&mut self, _now: u64) -> bool {
-        use vyrn_consensus::VoteOutcome;
-        use vyrn_wire::msg::ctrl::CtrlMsg;
-        if !self.votes.drain() {
-            return true;
-        }
-        let Some((voter, bytes)) = self.certs.pop() else {
-            return false;
-        };
-        let c = match CtrlMsg::parse(&bytes) {
-            Ok(CtrlMsg::FinalityCert(c)) => *c,
-            Ok(CtrlMsg::FinalizeVote(v)) => v.as_cert(),
-            Ok(CtrlMsg::Diverge(d)) => {
-                match self.diverge.on_diverge(voter, &d) {
-                    Ok(index) => self.votes.push(CtrlIn::Diverge { voter, index }),
-                    Err(vyrn_consensus::roots::DivergeErr::TimeoutPending) => {
-                        bump(&self.stats.diverge_pending)
-                    }
-                    Err(_) => bump(&self.stats.diverge_refused),
-                }
-                return true;
-            }
-            _ => {
-                bump(&self.stats.ctrl_bad);
-                return true;
-            }
-        };
-        let before = self.listener.counters().bad_sigs;
-        let outcome = self.listener.on_cert_from(voter, &c);
-        let bad_sigs = self.listener.counters().bad_sigs - before;
-        self.stats.bad_sigs.fetch_add(bad_sigs, Ordering::Relaxed);
-        if let VoteOutcome::Final { height, view } = outcome {
-            self.votes.push(CtrlIn::Final { height, view });
-        }
-        // A message whose signatures failed the batch (or refused before it) is bad.
-        if outcome == VoteOutcome::Bad || bad_sigs > 0 {
-            bump(&self.stats.ctrl_bad);
-        } else {
-            bump(&self.stats.ctrl[2]);
-        }
-        true
-    }
-}
+mod ctrl_rx;
+use ctrl_rx::{
+    take_token, CertTile, CtrlRxTile, CERT_BURST, HASH_LIST_BURST, NACK_SHARE_BURST,
+    NACK_TOO_OLD_PER_SEC, SEQ_DATA_BURST,
+};
 
 /// The paths' multicast groups (07 §3.1), a fact of the home.
 pub use vyrn_home::PATH_GROUPS;
@@ -1027,6 +617,25 @@ pub struct RunningBox {
     pub client_addr: SocketAddr,
 }
 
+/// A box's tiles, built and not started ([`NetBox::tiles_on`]).
+pub struct BoxTiles {
+    /// Every tile, in build order.
+    pub tasks: Vec<Box<dyn Task>>,
+    /// The lanes' rings, control's inbox, the gate words, control's watermarks.
+    pub handles: BoxHandles,
+    /// Port counters.
+    pub stats: Arc<NetStats>,
+    /// Where clients send (lane 0's port on `ref`).
+    pub client_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for BoxTiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.tasks.iter().map(|t| t.name()).collect();
+        write!(f, "BoxTiles({names:?}, clients at {})", self.client_addr)
+    }
+}
+
 impl NetBox {
     /// Open the client port(s) — one on `dev`, `client_port + l` for lane `l` on `ref` — and the
     /// control port.
@@ -1106,15 +715,25 @@ impl NetBox {
         clock: Clock,
         paths: Vec<PathPair<P>>,
     ) -> Result<RunningBox, NicError> {
-        let seq = cfg.seq_config();
-        let e = &seq.engine;
-        let stats = Arc::new(NetStats::default());
-        let addrs = Arc::new(SessionAddrs::new(e.sessions.iter().map(|s| s.session)));
-        let mut paths: Vec<Option<PathPair<P>>> = paths.into_iter().map(Some).collect();
-        let client_port = &self.client[0].0;
-        let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
-        let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
-        // A link key with each registered voter, agreed from the box's key.
+        let t = self.tiles_on(cfg, paths)?;
+        let groups = plan(t.tasks, map);
+        let runner = Runner::start(groups, clock);
+        Ok(RunningBox {
+            runner,
+            handles: t.handles,
+            stats: t.stats,
+            client_addr: t.client_addr,
+        })
+    }
+
+    /// The link key with each registered voter and each data box, agreed from the box's key;
+    /// the openers of their sealed messages.
+    #[allow(clippy::type_complexity)]
+    fn link_keys(
+        &self,
+        cfg: &BoxConfig,
+        seq: &SeqConfig,
+    ) -> Result<(HashMap<SocketAddr, LinkKey>, Opener, Opener), NicError> {
         let box_key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
         let mut links: HashMap<SocketAddr, LinkKey> = HashMap::new();
         let mut opener = Opener::new(seq.epoch);
@@ -1132,6 +751,74 @@ impl NetBox {
             databoxes.add(seal::from::databox(d.index), l);
         }
         drop(box_key);
+        Ok((links, opener, databoxes))
+    }
+
+    /// The certificate tile's finality listener over the registered voters 0..`n` (none when
+    /// no voter is registered), each voter's control address, and how many indices are
+    /// registered (an index past `n` is a hash-list fetcher, no voter).
+    #[allow(clippy::type_complexity)]
+    fn finality_listener(
+        &self,
+        n: usize,
+        epoch: u32,
+    ) -> Result<
+        (
+            Option<vyrn_consensus::FinalityListener>,
+            HashMap<SocketAddr, usize>,
+            usize,
+        ),
+        NicError,
+    > {
+        let mut keys: Vec<Option<[u8; 32]>> = Vec::new();
+        let mut voters = HashMap::new();
+        for &(a, i, k) in &self.voters {
+            voters.insert(a, i);
+            if keys.len() <= i {
+                keys.resize(i + 1, None);
+            }
+            keys[i] = Some(k.to_bytes());
+        }
+        // The finality listener's voting set: indices 0..n, every one registered
+        // (REP_Membership); an index past n (a hash-list fetcher) is no voter.
+        let listener = match keys
+            .iter()
+            .take(n)
+            .copied()
+            .collect::<Option<Vec<[u8; 32]>>>()
+        {
+            Some(k) if !k.is_empty() => {
+                let set = vyrn_consensus::Voters::with_simplex_quorum(epoch, &k).map_err(|_| {
+                    NicError::Config(
+                        "the voters' keys do not form a voting set (a bad or repeated key)",
+                    )
+                })?;
+                Some(vyrn_consensus::FinalityListener::new(set, 0))
+            }
+            Some(_) => None,
+            None => return Err(NicError::Config(
+                "voter indices are not contiguous from 0: register every voter of the membership",
+            )),
+        };
+        Ok((listener, voters, keys.len()))
+    }
+
+    /// The box's tiles on its sockets and `paths`, not started: [`NetBox::start_on`] places
+    /// them on threads; a seeded scheduler may poll them all on one.
+    pub fn tiles_on<P: Port + Send + 'static>(
+        self,
+        cfg: &BoxConfig,
+        paths: Vec<PathPair<P>>,
+    ) -> Result<BoxTiles, NicError> {
+        let seq = cfg.seq_config();
+        let e = &seq.engine;
+        let stats = Arc::new(NetStats::default());
+        let addrs = Arc::new(SessionAddrs::new(e.sessions.iter().map(|s| s.session)));
+        let mut paths: Vec<Option<PathPair<P>>> = paths.into_iter().map(Some).collect();
+        let client_port = &self.client[0].0;
+        let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
+        let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
+        let (links, opener, databoxes) = self.link_keys(cfg, &seq)?;
         let mut err = None;
         let (tiles, handles) = tiles::build(
             &seq,
@@ -1170,109 +857,14 @@ impl NetBox {
                     }
                 }
             },
-            |h| -> Option<NackReply> {
-                let sock = ctrl_sock.try_clone().ok()?;
-                let rtx_sock = ctrl_sock.try_clone().ok()?;
-                let stats = stats.clone();
-                let rtx_stats = stats.clone();
-                let epoch = seq.epoch;
-                // NackTooOld is signed (security review F17): the stream's own copy of the key.
-                let key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
-                // Retransmissions unicast to the NACK's sender from the control port, where
-                // the replica takes them (07 §4.10); a cold path, one send per frame.
-                let resend = Box::new(move |to: SocketAddr, b: &[u8]| {
-                    let ok = rtx_sock.send_to(b, to).is_ok();
-                    bump(if ok {
-                        &rtx_stats.rtx_unicast
-                    } else {
-                        &rtx_stats.rtx_unicast_failed
-                    });
-                    ok
-                });
-                // A signature costs ~20 µs: the answers are few (NACK_TOO_OLD_PER_SEC, burst
-                // 8) and one signed answer is reused while the ring's oldest frame stays put
-                // (a replica behind the ring NACKs again and is answered again).
-                let mut tokens = (8u64, 0u64);
-                let mut last: Option<(u64, Vec<u8>)> = None;
-                Some(NackReply {
-                    resend: Some(resend),
-                    answer: Box::new(move |n: NackReq, out: crate::stream::NackOutcome| {
-                        let (Some(oldest), Some(src)) = (out.too_old, n.src) else {
-                            return;
-                        };
-                        if last.as_ref().is_none_or(|l| l.0 != oldest) {
-                            if !take_token(&mut tokens, n.now, NACK_TOO_OLD_PER_SEC, 8) {
-                                bump(&stats.ctrl_dropped);
-                                return;
-                            }
-                            let m =
-                                vyrn_wire::msg::ctrl::NackTooOld::sign(epoch, 0, h, oldest, &key);
-                            last = m.to_bytes().ok().map(|b| (oldest, b));
-                        }
-                        if let Some((_, b)) = last.as_ref() {
-                            let _ = sock.send_to(b, src);
-                            bump(&stats.too_old);
-                        }
-                    }),
-                })
-            },
-            ctrl_sock.try_clone().ok().map(|sock| {
-                let stats = stats.clone();
-                // HashList parts leave sealed: a spoofed, mis-shaped part
-                // would otherwise make a replica refuse the block.
-                let links = links.clone();
-                let mut sealer = Sealer::new(seal::from::BOX_HASHER, seq.epoch, seal::start_seq());
-                let mut buf = Vec::with_capacity(9216);
-                Box::new(move |to: SocketAddr, b: &[u8]| {
-                    let Some(key) = links.get(&to) else {
-                        bump(&stats.ctrl_dropped);
-                        return;
-                    };
-                    buf.clear();
-                    sealer.seal(&mut buf, key, |o| {
-                        o.extend_from_slice(b);
-                        true
-                    });
-                    let _ = sock.send_to(&buf, to);
-                    bump(&stats.hash_list_parts);
-                }) as tiles::HashReply
-            }),
+            |h| nack_reply(h, &seq, &ctrl_sock, &stats),
+            hash_reply(&ctrl_sock, &stats, &links, seq.epoch),
         );
         if let Some(e) = err {
             return Err(io_err(e));
         }
         let mut handles = handles;
-        let mut keys: Vec<Option<[u8; 32]>> = Vec::new();
-        let mut voters = HashMap::new();
-        for &(a, i, k) in &self.voters {
-            voters.insert(a, i);
-            if keys.len() <= i {
-                keys.resize(i + 1, None);
-            }
-            keys[i] = Some(k.to_bytes());
-        }
-        // The finality listener's voting set: indices 0..n, every one registered
-        // (REP_Membership); an index past n (a hash-list fetcher) is no voter.
-        let listener = match keys
-            .iter()
-            .take(cfg.voters)
-            .copied()
-            .collect::<Option<Vec<[u8; 32]>>>()
-        {
-            Some(k) if !k.is_empty() => {
-                let set =
-                    vyrn_consensus::Voters::with_simplex_quorum(seq.epoch, &k).map_err(|_| {
-                        NicError::Config(
-                            "the voters' keys do not form a voting set (a bad or repeated key)",
-                        )
-                    })?;
-                Some(vyrn_consensus::FinalityListener::new(set, 0))
-            }
-            Some(_) => None,
-            None => return Err(NicError::Config(
-                "voter indices are not contiguous from 0: register every voter of the membership",
-            )),
-        };
+        let (listener, voters, n_keys) = self.finality_listener(cfg.voters, seq.epoch)?;
         let rx = std::mem::take(&mut handles.rx);
         let nacks = std::mem::take(&mut handles.nacks);
         let (hq, _) = vyrn_rings::spsc::channel(1);
@@ -1299,8 +891,8 @@ impl NetBox {
         tasks.push(Box::new(CtrlRxTile {
             ctrl: self.ctrl,
             batch: RxBatch::new(64, 2048),
-            cert_tokens: vec![(CERT_BURST, 0); keys.len()],
-            hash_tokens: vec![(HASH_LIST_BURST, 0); keys.len()],
+            cert_tokens: vec![(CERT_BURST, 0); n_keys],
+            hash_tokens: vec![(HASH_LIST_BURST, 0); n_keys],
             voters,
             epoch: seq.epoch,
             inbox: tiles::Outq::new(inbox),
@@ -1312,8 +904,8 @@ impl NetBox {
             data_asks: std::mem::take(&mut handles.seq_data_asks),
             data_answers: std::mem::take(&mut handles.seq_data_answers),
             data_tokens: (SEQ_DATA_BURST, 0),
-            data_share: vec![(SEQ_DATA_BURST / 2, 0); keys.len()],
-            nack_share: vec![(NACK_SHARE_BURST, 0); keys.len()],
+            data_share: vec![(SEQ_DATA_BURST / 2, 0); n_keys],
+            nack_share: vec![(NACK_SHARE_BURST, 0); n_keys],
             opener,
             sealer: Sealer::new(seal::from::BOX_CTRL, seq.epoch, seal::start_seq()),
             links: links.clone(),
@@ -1329,15 +921,96 @@ impl NetBox {
                 stats: stats.clone(),
             }));
         }
-        let groups = plan(tasks, map);
-        let runner = Runner::start(groups, clock);
-        Ok(RunningBox {
-            runner,
+        Ok(BoxTiles {
+            tasks,
             handles,
             stats,
             client_addr,
         })
     }
+}
+
+/// Stream core `h`'s answers to NACKs: retransmissions unicast to the NACK's sender from the
+/// control port, and signed NackTooOld for what the ring no longer holds.
+fn nack_reply(
+    h: u8,
+    seq: &SeqConfig,
+    ctrl_sock: &std::net::UdpSocket,
+    stats: &Arc<NetStats>,
+) -> Option<NackReply> {
+    let sock = ctrl_sock.try_clone().ok()?;
+    let rtx_sock = ctrl_sock.try_clone().ok()?;
+    let stats = stats.clone();
+    let rtx_stats = stats.clone();
+    let epoch = seq.epoch;
+    // NackTooOld is signed (security review F17): the stream's own copy of the key.
+    let key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
+    // Retransmissions unicast to the NACK's sender from the control port, where
+    // the replica takes them (07 §4.10); a cold path, one send per frame.
+    let resend = Box::new(move |to: SocketAddr, b: &[u8]| {
+        let ok = rtx_sock.send_to(b, to).is_ok();
+        bump(if ok {
+            &rtx_stats.rtx_unicast
+        } else {
+            &rtx_stats.rtx_unicast_failed
+        });
+        ok
+    });
+    // A signature costs ~20 µs: the answers are few (NACK_TOO_OLD_PER_SEC, burst
+    // 8) and one signed answer is reused while the ring's oldest frame stays put
+    // (a replica behind the ring NACKs again and is answered again).
+    let mut tokens = (8u64, 0u64);
+    let mut last: Option<(u64, Vec<u8>)> = None;
+    Some(NackReply {
+        resend: Some(resend),
+        answer: Box::new(move |n: NackReq, out: crate::stream::NackOutcome| {
+            let (Some(oldest), Some(src)) = (out.too_old, n.src) else {
+                return;
+            };
+            if last.as_ref().is_none_or(|l| l.0 != oldest) {
+                if !take_token(&mut tokens, n.now, NACK_TOO_OLD_PER_SEC, 8) {
+                    bump(&stats.ctrl_dropped);
+                    return;
+                }
+                let m = vyrn_wire::msg::ctrl::NackTooOld::sign(epoch, 0, h, oldest, &key);
+                last = m.to_bytes().ok().map(|b| (oldest, b));
+            }
+            if let Some((_, b)) = last.as_ref() {
+                let _ = sock.send_to(b, src);
+                bump(&stats.too_old);
+            }
+        }),
+    })
+}
+
+/// The order hasher's HashList parts to a voter, sealed under its link key (a spoofed,
+/// mis-shaped part would otherwise make a replica refuse the block).
+fn hash_reply(
+    ctrl_sock: &std::net::UdpSocket,
+    stats: &Arc<NetStats>,
+    links: &HashMap<SocketAddr, LinkKey>,
+    epoch: u32,
+) -> Option<tiles::HashReply> {
+    ctrl_sock.try_clone().ok().map(|sock| {
+        let stats = stats.clone();
+        let links = links.clone();
+
+        let mut sealer = Sealer::new(seal::from::BOX_HASHER, epoch, seal::start_seq());
+        let mut buf = Vec::with_capacity(9216);
+        Box::new(move |to: SocketAddr, b: &[u8]| {
+            let Some(key) = links.get(&to) else {
+                bump(&stats.ctrl_dropped);
+                return;
+            };
+            buf.clear();
+            sealer.seal(&mut buf, key, |o| {
+                o.extend_from_slice(b);
+                true
+            });
+            let _ = sock.send_to(&buf, to);
+            bump(&stats.hash_list_parts);
+        }) as tiles::HashReply
+    })
 }
 
 fn io_err(e: std::io::Error) -> NicError {
@@ -1376,40 +1049,6 @@ pub fn core_map_of(cfg: &BoxConfig) -> CoreMap {
             hot: cfg.core_map.first().copied().into_iter().collect(),
             cold: cfg.core_map.iter().skip(1).copied().collect(),
         },
-    }
-}
-
-#[cfg(test)]
-mod nack_share_tests {
-    use super::{nack_share_rate, nack_share_take};
-
-    #[test]
-    fn a_voter_nacking_wide_ranges_waits_in_proportion_and_others_keep_their_share() {
-        let n = 4;
-        let rate = nack_share_rate(n); // frames/s per voter: the stream core's whole rate
-        assert_eq!(rate, vyrn_wire::consts::REP_RTX_MAX_FPS);
-        let per_frame_ns = 1_000_000_000 / rate;
-        let (mut a, mut b) = ((super::NACK_SHARE_BURST, 0), (super::NACK_SHARE_BURST, 0));
-        let now = 1_000;
-        // One full-span NACK empties voter a's share; its next one waits.
-        assert!(nack_share_take(&mut a, now, 256, n));
-        assert!(!nack_share_take(&mut a, now, 1, n));
-        // Voter b is untouched.
-        assert!(nack_share_take(&mut b, now, 1, n));
-        // After one frame's time, a may NACK again (one frame's worth).
-        assert!(nack_share_take(&mut a, now + per_frame_ns + 1, 1, n));
-        assert!(!nack_share_take(&mut a, now + per_frame_ns + 1, 1, n));
-        // Over a second, a gets its share and no more: ≤ rate frames (+ the burst).
-        let mut a = (super::NACK_SHARE_BURST, 0);
-        let mut frames = 0;
-        for i in 0..2 * rate {
-            let t = i * 1_000_000_000 / (2 * rate);
-            if nack_share_take(&mut a, t, 16, n) {
-                frames += 16;
-            }
-        }
-        assert!(frames <= rate + 256 + 16, "{frames} > {rate}");
-        assert!(frames >= rate / 2, "{frames}");
     }
 }
 
