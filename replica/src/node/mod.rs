@@ -15,9 +15,10 @@
 //! (`unknown_src`) and dropped unread.
 //!
 //! [`Node::poll`] is the tile's non-blocking step: every socket drained once (bounded batches),
-//! the core's clock, the voter, then the queued messages sent by `sendmmsg` per socket. The loop
-//! in [`Node::run`] blocks in `ppoll` on the four sockets between rounds (at most the next timer
-//! away): a replica on a shared dev core costs nothing while the home is idle.
+//! the core's clock, the voter, then the queued messages sent by `sendmmsg` per socket. The node
+//! is one cold tile on the runner (`vyrn_tile`), whose thread blocks in `ppoll` on the four
+//! sockets between rounds ([`NODE_WAIT`]: at most the next timer away): a replica on a shared dev
+//! core costs nothing while the home is idle.
 //!
 //! **Interim finality voter** ([`InterimVoter`], named as interim until the consensus issue
 //! brings Simplex): for every contiguous range of headers this replica holds it asks the core's
@@ -79,7 +80,7 @@ const ORDER_FLUSH_NS: u64 = 5_000_000;
 const STORE_BYTES: usize = 16 << 20;
 /// Blocks kept in the verdict and the data side behind the newest voted and replayed one.
 pub const FORGET_LAG: u64 = 64;
-/// How long [`Node::run`] lets traffic gather after a wake-up: a quarter of a dev home's ack
+/// How long the front's thread ([`NODE_WAIT`]) lets traffic gather after a wake-up: a quarter of a dev home's ack
 /// period, so RepAcks and votes leave at most this much later.
 pub const BATCH_NS: u64 = 60_000;
 /// Longest the loop blocks between rounds: the core's timers (hole wait, acks) are no coarser.
