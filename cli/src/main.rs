@@ -53,9 +53,23 @@ enum Cmd {
     /// The warm standby's finality listener (07 §6.8): the voters' finalize votes and
     /// certificates, batch-verified; its final height.
     Standby(cmd::standby::Args),
+    /// Every metric family and alarm the roles render (the metric table), or what is generated
+    /// from it: `--markdown` (docs/sre.md's reference), `--grafana` (deploy/grafana/vyrn.json).
+    Metrics(MetricsArgs),
     /// Lab: an L2 delay line between two interfaces (the netns lab's metro link where the
     /// kernel has no `netem`; `deploy/lab/netns.sh`).
     LabDelay(cmd::lab::Args),
+}
+
+/// `vyrn metrics`.
+#[derive(Debug, clap::Args)]
+struct MetricsArgs {
+    /// Print docs/sre.md's generated metric reference.
+    #[arg(long, conflicts_with = "grafana")]
+    markdown: bool,
+    /// Print the Grafana dashboard.
+    #[arg(long)]
+    grafana: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -188,6 +202,7 @@ fn main() -> ExitCode {
         Cmd::Paths(a) => cmd::paths::run(a),
         Cmd::LabDelay(a) => cmd::lab::run(a),
         Cmd::Standby(a) => cmd::standby::run(a),
+        Cmd::Metrics(a) => cmd::tools::metrics(a.markdown, a.grafana),
         Cmd::Config(ConfigCmd::Init {
             dir,
             lanes,

@@ -1,7 +1,11 @@
-//! The metric list of `docs/sre.md` and the metrics the roles publish do not drift apart: every
-//! `vyrn_*` name `vyrn` renders (a string literal in `cli/src` or `metrics/src`) is in
-//! `docs/sre.md`, every metric name `docs/sre.md` lists is rendered, and every data box counter
-//! (`vyrn_data_<counter>_total`, rendered from `vyrn_data::Counters`) is named in `docs/data.md`.
+//! The metric table, `docs/sre.md`, the Grafana dashboard and the code that renders do not drift
+//! apart:
+//! * `docs/sre.md`'s metric reference and `deploy/grafana/vyrn.json` are what `vyrn metrics
+//!   --markdown` / `--grafana` generate from the table (each family described where it is
+//!   rendered); `VYRN_BLESS=1` rewrites both;
+//! * every `vyrn_*` name in the rendering sources is in the table (no sample rendered around
+//!   the macros that describe it), and every name the guide's hand-written tables mention is;
+//! * every data box counter is named in `docs/data.md`.
 
 mod support;
 use support::{root, rs_files};
@@ -18,11 +22,27 @@ fn metric_at(s: &str) -> Option<&str> {
     (rest[..len].matches('_').count() >= 1 && !name.ends_with('_')).then_some(name)
 }
 
+/// The sources that render metrics.
+const RENDERING: &[&str] = &[
+    "cli/src",
+    "metrics/src",
+    "seq/src/metrics.rs",
+    "seq/src/standby.rs",
+    "replica/src/node/metrics.rs",
+    "client/src/loadgen/metrics.rs",
+];
+
 /// The names in `"vyrn_…"` string literals of the sources that render metrics.
 fn rendered() -> BTreeSet<String> {
     let mut files = Vec::new();
-    rs_files(&root().join("cli/src"), &mut files);
-    rs_files(&root().join("metrics/src"), &mut files);
+    for r in RENDERING {
+        let p = root().join(r);
+        if p.is_dir() {
+            rs_files(&p, &mut files);
+        } else {
+            files.push(p);
+        }
+    }
     let mut out = BTreeSet::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -61,31 +81,110 @@ fn data_counters() -> Vec<&'static str> {
         .collect()
 }
 
+/// What `vyrn metrics` prints with `flag` (none: the table).
+fn generated(flag: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vyrn"))
+        .arg("metrics")
+        .args((!flag.is_empty()).then_some(flag))
+        .output()
+        .expect("run vyrn metrics");
+    assert!(
+        out.status.success(),
+        "vyrn metrics {flag}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The table's family names (`vyrn metrics`: one family a line, its name first).
+fn table() -> BTreeSet<String> {
+    generated("")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("vyrn_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `docs/sre.md` with `reference` between the generated section's marks.
+fn with_reference(doc: &str, reference: &str) -> Option<String> {
+    let first = reference.lines().next()?;
+    let last = reference.lines().last()?;
+    let a = doc.find(first)?;
+    let b = doc[a..].find(last)? + a + last.len();
+    Some(format!(
+        "{}{}{}",
+        &doc[..a],
+        reference.trim_end(),
+        &doc[b..]
+    ))
+}
+
+fn bless() -> bool {
+    std::env::var_os("VYRN_BLESS").is_some()
+}
+
 #[test]
-fn every_rendered_metric_is_in_the_sre_guide_and_back() {
+fn the_sre_guides_metric_reference_is_generated_from_the_table() {
+    let path = root().join("docs/sre.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let reference = generated("--markdown");
+    let want = with_reference(&doc, &reference)
+        .expect("docs/sre.md holds the generated reference's first and last lines");
+    if bless() {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    assert!(
+        doc == want,
+        "docs/sre.md's metric reference is not what `vyrn metrics --markdown` generates: run \
+         VYRN_BLESS=1 cargo test -p vyrn --features lab --test metrics_doc"
+    );
+}
+
+#[test]
+fn the_grafana_dashboard_is_generated_from_the_table() {
+    let path = root().join("deploy/grafana/vyrn.json");
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    let want = generated("--grafana");
+    if bless() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    assert!(
+        have == want,
+        "deploy/grafana/vyrn.json is not what `vyrn metrics --grafana` generates: run \
+         VYRN_BLESS=1 cargo test -p vyrn --features lab --test metrics_doc"
+    );
+    // Every family of the table has a panel.
+    for n in table() {
+        assert!(
+            want.contains(&format!("\"title\":\"{n}\"")),
+            "no panel for {n}"
+        );
+    }
+}
+
+#[test]
+fn every_rendered_metric_is_in_the_table_and_every_documented_one_too() {
     let doc = std::fs::read_to_string(root().join("docs/sre.md")).unwrap();
     let docs = documented(&doc);
     let rend = rendered();
-    let data: BTreeSet<String> = data_counters()
-        .iter()
-        .map(|k| format!("vyrn_data_{k}_total"))
-        .collect();
+    let table = table();
     assert!(
-        rend.len() > 100 && docs.len() > 100,
+        rend.len() > 100 && docs.len() > 100 && table.len() > 100,
         "the scans found the lists"
     );
-    let undocumented: Vec<&String> = rend
-        .iter()
-        .filter(|n| !docs.contains(*n) && !data.contains(*n))
-        .collect();
+    let undescribed: Vec<&String> = rend.iter().filter(|n| !table.contains(*n)).collect();
     assert!(
-        undocumented.is_empty(),
-        "rendered but not in docs/sre.md: {undocumented:?}"
+        undescribed.is_empty(),
+        "named in the rendering code but in no role's metric table (declare it with vyrn_metrics::metrics!): {undescribed:?}"
     );
-    let unrendered: Vec<&String> = docs.iter().filter(|n| !rend.contains(*n)).collect();
+    let unknown: Vec<&String> = docs.iter().filter(|n| !table.contains(*n)).collect();
     assert!(
-        unrendered.is_empty(),
-        "in docs/sre.md but rendered nowhere: {unrendered:?}"
+        unknown.is_empty(),
+        "named in docs/sre.md but in no process's metric table: {unknown:?}"
     );
 }
 

@@ -36,7 +36,26 @@ macro_rules! counters {
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$( (stringify!($name), self.$name) ),*].into_iter()
             }
+
+            /// The metric table of the data box: every counter as
+            /// `vyrn_data_<counter>_total{databox}`, its help its doc comment.
+            pub const METRICS: &'static [vyrn_metrics::Metric] = &[$(
+                vyrn_metrics::Metric {
+                    name: concat!("vyrn_data_", stringify!($name), "_total"),
+                    help: concat!($($doc),*),
+                    kind: vyrn_metrics::Kind::Counter,
+                    labels: &["databox"],
+                }
+            ),*];
+
+            /// Every counter through [`Counters::METRICS`], labelled with its box.
+            pub fn metrics(&self, e: &mut vyrn_metrics::Exposition, databox: &str) {
+                for (m, (_, v)) in Self::METRICS.iter().zip(self.iter()) {
+                    e.put_counter(m, &[databox], v);
+                }
+            }
         }
+
     };
 }
 

@@ -11,6 +11,14 @@
 //!   cap). The role renders once a second on its cold loop, so a scrape never touches a hot tile
 //!   and a value is at most a second old.
 //!
+//! - The metric table: each role declares its families (name, help, type, label names) and its
+//!   alarms with [`metrics!`] and [`alarms!`] in the crate that owns the values, beside the code
+//!   that renders them, which renders through the declared constants ([`Exposition::put_counter`]
+//!   and its siblings: a family cannot be rendered without being in its table). `vyrn metrics`
+//!   prints every role's table; `docs/sre.md`'s metric reference and the Grafana dashboard
+//!   (`deploy/grafana/vyrn.json`) are generated from it ([`reference_markdown`],
+//!   [`grafana_dashboard`]), and a test fails when they drift.
+//!
 //! Why our own and not the `prometheus` crate: the tiles already keep their counters in plain
 //! atomics and structs (no registry on the hot path); what was missing is ~200 lines of text
 //! format and a loopback listener, which do not justify a registry, a protobuf dependency and a
@@ -33,6 +41,124 @@ pub enum Kind {
     /// Any value.
     Gauge,
 }
+
+/// A metric family as the code that renders it describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metric {
+    /// Its name (`vyrn_<role>_…`; a counter ends in `_total`).
+    pub name: &'static str,
+    /// Its help text.
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Its label names.
+    pub labels: &'static [&'static str],
+}
+
+impl Metric {
+    /// The role it belongs to: the word after `vyrn_` (`seq`, `replica`, `data`, `load`,
+    /// `standby`, `tile`, `metrics`, …).
+    pub fn role(&self) -> &'static str {
+        let rest = self.name.strip_prefix("vyrn_").unwrap_or(self.name);
+        rest.split('_').next().unwrap_or(rest)
+    }
+}
+
+/// An alarm as the code that raises it names it (`REP_A_…`), with the roles that raise it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alarm {
+    /// `REP_A_…`.
+    pub name: &'static str,
+    /// The role that renders it.
+    pub role: &'static str,
+}
+
+pub mod table;
+pub use table::{grafana_dashboard, reference_markdown, Table};
+
+/// Declare a role's metric table where its metrics are rendered: one `const` per family (used
+/// at the call site: [`Exposition::put_counter`], [`Exposition::put_gauge`]) and the table of
+/// them all.
+///
+/// ```
+/// vyrn_metrics::metrics! {
+///     /// The example's table.
+///     pub TABLE;
+///     HOLDS: Counter "demo_holds_total" [] "holds started";
+///     LAG: Gauge "demo_lag_seconds" ["quantile"] "lag";
+/// }
+/// let mut e = vyrn_metrics::Exposition::new();
+/// e.put_counter(&HOLDS, &[], 3);
+/// e.put_gauge(&LAG, &["0.5"], 0.001);
+/// assert_eq!(TABLE.len(), 2);
+/// ```
+#[macro_export]
+macro_rules! metrics {
+    (
+        $(#[$tm:meta])* $tvis:vis $table:ident;
+        $( $c:ident: $kind:ident $name:literal [$($l:literal),* $(,)?] $help:literal; )*
+    ) => {
+        $(
+            #[doc = $help]
+            const $c: $crate::Metric = $crate::Metric {
+                name: $name,
+                help: $help,
+                kind: $crate::Kind::$kind,
+                labels: &[$($l),*],
+            };
+        )*
+        $(#[$tm])* $tvis const $table: &[$crate::Metric] = &[$($c),*];
+    };
+}
+
+/// Declare the alarms a role raises, as [`metrics!`] declares its metrics:
+/// `alarms! { pub ALARMS; JOURNAL: "REP_A_JOURNAL" "replica"; }`.
+#[macro_export]
+macro_rules! alarms {
+    (
+        $(#[$tm:meta])* $tvis:vis $table:ident;
+        $( $c:ident: $name:literal $role:literal; )*
+    ) => {
+        $(
+            const $c: $crate::Alarm = $crate::Alarm {
+                name: $name,
+                role: $role,
+            };
+        )*
+        $(#[$tm])* $tvis const $table: &[$crate::Alarm] = &[$($c),*];
+    };
+}
+
+/// The alarms' gauge ([`Exposition::alarm`]) and the endpoint's own counters
+/// ([`Published::own`]).
+pub const TABLE: &[Metric] = &[
+    ALARM_ACTIVE,
+    Metric {
+        name: "vyrn_metrics_scrapes_total",
+        help: "GET /metrics answered",
+        kind: Kind::Counter,
+        labels: &[],
+    },
+    Metric {
+        name: "vyrn_metrics_rejected_total",
+        help: "samples this process's exposition refused (a bad name or a type clash: a bug)",
+        kind: Kind::Counter,
+        labels: &[],
+    },
+    Metric {
+        name: "vyrn_metrics_bad_requests_total",
+        help: "requests to the metrics port that were not GET /metrics",
+        kind: Kind::Counter,
+        labels: &[],
+    },
+];
+
+const ALARM_ACTIVE: Metric = Metric {
+    name: "vyrn_alarm_active",
+    help: "1 while the alarm is raised (docs/sre.md: meaning, cause, action)",
+    kind: Kind::Gauge,
+    labels: &["alarm", "role"],
+};
 
 #[derive(Debug)]
 struct Family {
@@ -113,7 +239,7 @@ impl Exposition {
                 self.families.insert(
                     name.to_string(),
                     Family {
-                        help: help.replace('\\', "\\\\").replace('\n', "\\n"),
+                        help: help.trim().replace('\\', "\\\\").replace('\n', "\\n"),
                         kind,
                         samples: vec![line],
                     },
@@ -150,17 +276,61 @@ impl Exposition {
         self.sample(name, help, Kind::Gauge, labels, &s);
     }
 
+    /// A sample of counter family `m`, its label values in `m.labels`' order.
+    pub fn put_counter(&mut self, m: &Metric, values: &[&str], v: u64) {
+        self.put(m, values, |e, name, help, l| e.counter(name, help, l, v));
+    }
+
+    /// A sample of counter family `m` with a fractional value (seconds).
+    pub fn put_counter_f64(&mut self, m: &Metric, values: &[&str], v: f64) {
+        self.put(m, values, |e, name, help, l| {
+            e.counter_f64(name, help, l, v)
+        });
+    }
+
+    /// A sample of gauge family `m`, its label values in `m.labels`' order.
+    pub fn put_gauge(&mut self, m: &Metric, values: &[&str], v: f64) {
+        self.put(m, values, |e, name, help, l| e.gauge(name, help, l, v));
+    }
+
+    /// Alarm `a` of its role, with more labels.
+    pub fn put_alarm(&mut self, a: &Alarm, labels: &[(&str, &str)], active: bool) {
+        let mut l: Vec<(&str, &str)> = Vec::with_capacity(labels.len() + 1);
+        l.push(("role", a.role));
+        l.extend_from_slice(labels);
+        self.alarm(a.name, &l, active);
+    }
+
+    /// A family's sample: values matched to its label names (a count that differs is refused).
+    fn put(
+        &mut self,
+        m: &Metric,
+        values: &[&str],
+        f: impl FnOnce(&mut Self, &str, &str, &[(&str, &str)]),
+    ) {
+        debug_assert_eq!(m.labels.len(), values.len(), "{}: label values", m.name);
+        if m.labels.len() != values.len() {
+            self.rejected += 1;
+            return;
+        }
+        let mut l: [(&str, &str); 4] = [("", ""); 4];
+        if values.len() > l.len() {
+            self.rejected += 1;
+            return;
+        }
+        for (i, (k, v)) in m.labels.iter().zip(values).enumerate() {
+            l[i] = (k, v);
+        }
+        f(self, m.name, m.help, &l[..values.len()]);
+    }
+
     /// An alarm as a gauge: `vyrn_alarm_active{alarm="REP_A_…",…} 0|1` (docs/sre.md).
     pub fn alarm(&mut self, alarm: &str, labels: &[(&str, &str)], active: bool) {
         let mut l: Vec<(&str, &str)> = Vec::with_capacity(labels.len() + 1);
         l.push(("alarm", alarm));
         l.extend_from_slice(labels);
-        self.gauge(
-            "vyrn_alarm_active",
-            "1 while the alarm is raised (docs/sre.md: meaning, cause, action)",
-            &l,
-            if active { 1.0 } else { 0.0 },
-        );
+        let v = if active { 1.0 } else { 0.0 };
+        self.gauge(ALARM_ACTIVE.name, ALARM_ACTIVE.help, &l, v);
     }
 
     /// The text: every family once, `# HELP`, `# TYPE`, then its samples, in first-added order.
@@ -206,24 +376,13 @@ impl Published {
 
     /// Add the scrape endpoint's own counters to `e`.
     pub fn own(&self, e: &mut Exposition) {
-        e.counter(
-            "vyrn_metrics_scrapes_total",
-            "GET /metrics answered",
-            &[],
-            self.scrapes.load(Ordering::Relaxed),
-        );
-        e.counter(
-            "vyrn_metrics_rejected_total",
-            "samples this process's exposition refused (a bad name or a type clash: a bug)",
-            &[],
-            e.rejected(),
-        );
-        e.counter(
-            "vyrn_metrics_bad_requests_total",
-            "requests to the metrics port that were not GET /metrics",
-            &[],
-            self.bad_requests.load(Ordering::Relaxed),
-        );
+        let [_, scrapes, rejected, bad] = TABLE else {
+            return;
+        };
+        e.put_counter(scrapes, &[], self.scrapes.load(Ordering::Relaxed));
+        let r = e.rejected();
+        e.put_counter(rejected, &[], r);
+        e.put_counter(bad, &[], self.bad_requests.load(Ordering::Relaxed));
     }
 }
 

@@ -14,6 +14,7 @@ pub mod boxcfg;
 pub mod control;
 pub mod hasher;
 pub mod mem;
+pub mod metrics;
 pub mod ports;
 pub mod retain;
 pub mod runner;

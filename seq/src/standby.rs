@@ -26,6 +26,22 @@ use vyrn_nic::{Port, RxBatch};
 use vyrn_wire::msg::ctrl::CtrlMsg;
 use vyrn_wire::msg::seal::{self, LinkKey, Opener, SealErr};
 
+vyrn_metrics::metrics! {
+    /// Every family this role renders (docs/sre.md's metric reference and the Grafana
+    /// dashboard are generated from the tables: `vyrn metrics`).
+    pub METRICS;
+    STANDBY_FINAL_HEIGHT: Gauge "vyrn_standby_final_height" []
+        "the standby's final height: Q valid finalize votes for a proposal ending there (07 §6.8)";
+    STANDBY_FINAL_VIEW: Gauge "vyrn_standby_final_view" []
+        "the view of that proposal";
+    STANDBY_MESSAGES: Counter "vyrn_standby_messages_total" ["what"]
+        "control datagrams by what became of them";
+    STANDBY_BAD_SIGNATURES: Counter "vyrn_standby_bad_signatures_total" []
+        "votes whose signature failed the batch check";
+    STANDBY_FINALIZED: Counter "vyrn_standby_finalized_total" []
+        "proposals that reached Q valid votes";
+}
+
 /// What the standby counted.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counts {
@@ -134,6 +150,27 @@ impl<P: Port> Standby<P> {
     /// The control port.
     pub fn port(&self) -> &P {
         &self.port
+    }
+
+    /// The listener's metrics (docs/sre.md), each family described where it is rendered.
+    pub fn metrics(&self, e: &mut vyrn_metrics::Exposition) {
+        let (l, c) = (&self.listener, &self.counts);
+        let lc = l.counters();
+        e.put_gauge(&STANDBY_FINAL_HEIGHT, &[], l.final_height() as f64);
+        e.put_gauge(&STANDBY_FINAL_VIEW, &[], l.final_view() as f64);
+        for (what, v) in [
+            ("taken", c.taken),
+            ("unknown_source", c.unknown),
+            ("other", c.other),
+            ("bad", c.bad),
+            ("limited", c.limited),
+            ("unsealed", c.unsealed),
+            ("bad_seal", c.bad_seal),
+        ] {
+            e.put_counter(&STANDBY_MESSAGES, &[what], v);
+        }
+        e.put_counter(&STANDBY_BAD_SIGNATURES, &[], lc.bad_sigs);
+        e.put_counter(&STANDBY_FINALIZED, &[], lc.finalized);
     }
 
     /// One batch from the control port at `now` ns; the datagrams read.

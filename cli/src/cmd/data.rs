@@ -63,18 +63,10 @@ pub struct Args {
 }
 
 /// Every counter of the data box as `vyrn_data_<counter>_total`, with the help its own crate
-/// gives it (`vyrn_data::Counters::describe`; docs/data.md names each).
+/// gives it (`vyrn_data::Counters::metrics`; docs/data.md names each), and the endpoint's own.
 fn render(b: &DataBox, index: u8, published: &vyrn_metrics::Published) -> String {
     let mut e = vyrn_metrics::Exposition::new();
-    let box_label = index.to_string();
-    for ((k, v), (_, help)) in b.counters().iter().zip(vyrn_data::Counters::describe()) {
-        e.counter(
-            &format!("vyrn_data_{k}_total"),
-            help,
-            &[("databox", box_label.as_str())],
-            v,
-        );
-    }
+    b.counters().metrics(&mut e, &index.to_string());
     published.own(&mut e);
     e.render()
 }

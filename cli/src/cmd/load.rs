@@ -102,93 +102,10 @@ pub struct Lab {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Lab {}
 
-/// The generator's counts and latency quantiles (cumulative over the run) in Prometheus form.
+/// The generator's metrics page: what it renders (`loadgen::metrics`) and the endpoint's own.
 pub fn render(load: &LoadGen, published: &vyrn_metrics::Published) -> String {
     let mut e = vyrn_metrics::Exposition::new();
-    let k = load.counts;
-    for (i, kind) in ["resting_gtc", "crossing_gtc", "cancel", "ioc"]
-        .iter()
-        .enumerate()
-    {
-        e.counter(
-            "vyrn_load_sent_total",
-            "messages sent, by kind",
-            &[("kind", kind)],
-            k.sent[i],
-        );
-    }
-    e.counter(
-        "vyrn_load_answered_total",
-        "new orders answered (Ack, first Fill, Out or Reject)",
-        &[],
-        k.answered,
-    );
-    e.counter("vyrn_load_fills_total", "fills received", &[], k.fills);
-    e.counter(
-        "vyrn_load_durable_total",
-        "fills made durable",
-        &[],
-        k.durable,
-    );
-    e.counter("vyrn_load_final_total", "fills made final", &[], k.fin);
-    e.gauge(
-        "vyrn_load_fills_not_durable",
-        "fills still waiting for their Durable fact",
-        &[],
-        load.fills_not_durable() as f64,
-    );
-    e.gauge(
-        "vyrn_load_fills_not_final",
-        "fills still waiting for their Final fact",
-        &[],
-        load.fills_not_final() as f64,
-    );
-    e.counter(
-        "vyrn_load_refused_total",
-        "submits a session refused (retried)",
-        &[],
-        k.refused,
-    );
-    let st = &load.stats;
-    for (what, l) in [
-        ("request_ack", &st.req_ack),
-        ("request_fill", &st.req_fill),
-        ("fill_durable", &st.fill_durable),
-        ("fill_final", &st.fill_final),
-    ] {
-        let p = l.percentiles();
-        let h = l.histogram();
-        let at = |q: f64| {
-            if h.is_empty() {
-                0
-            } else {
-                h.value_at_quantile(q)
-            }
-        };
-        for (q, v) in [
-            ("0.25", at(0.25)),
-            ("0.5", p.p50),
-            ("0.75", at(0.75)),
-            ("0.9", at(0.9)),
-            ("0.95", at(0.95)),
-            ("0.99", p.p99),
-            ("0.999", p.p999),
-            ("1", p.max),
-        ] {
-            e.gauge(
-                "vyrn_load_latency_seconds",
-                "latency over the run so far, from intended send times (open loop)",
-                &[("what", what), ("quantile", q)],
-                v as f64 / 1e9,
-            );
-        }
-        e.counter(
-            "vyrn_load_latency_samples_total",
-            "samples in each distribution",
-            &[("what", what)],
-            p.n,
-        );
-    }
+    vyrn_client::loadgen::metrics::render(load, &mut e);
     published.own(&mut e);
     e.render()
 }

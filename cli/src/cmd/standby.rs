@@ -31,10 +31,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::{cores, Cores};
-use vyrn_consensus::FinalityListener;
 use vyrn_home::HomeConfig;
 use vyrn_nic::udp::UdpPort;
-use vyrn_seq::standby::{Counts, Standby};
+use vyrn_seq::standby::Standby;
 
 /// `vyrn standby`.
 #[derive(Debug, clap::Args)]
@@ -73,49 +72,10 @@ pub fn run(o: Args) -> ExitCode {
     }
 }
 
-fn render(l: &FinalityListener, c: &Counts, published: &vyrn_metrics::Published) -> String {
+/// The standby's metrics page: what it renders (`Standby::metrics`) and the endpoint's own.
+fn render(s: &Standby<UdpPort>, published: &vyrn_metrics::Published) -> String {
     let mut e = vyrn_metrics::Exposition::new();
-    let lc = l.counters();
-    e.gauge(
-        "vyrn_standby_final_height",
-        "the standby's final height: Q valid finalize votes for a proposal ending there (07 §6.8)",
-        &[],
-        l.final_height() as f64,
-    );
-    e.gauge(
-        "vyrn_standby_final_view",
-        "the view of that proposal",
-        &[],
-        l.final_view() as f64,
-    );
-    for (what, v) in [
-        ("taken", c.taken),
-        ("unknown_source", c.unknown),
-        ("other", c.other),
-        ("bad", c.bad),
-        ("limited", c.limited),
-        ("unsealed", c.unsealed),
-        ("bad_seal", c.bad_seal),
-    ] {
-        e.counter(
-            "vyrn_standby_messages_total",
-            "control datagrams by what became of them",
-            &[("what", what)],
-            v,
-        );
-    }
-    e.counter(
-        "vyrn_standby_bad_signatures_total",
-        "votes whose signature failed the batch check",
-        &[],
-        lc.bad_sigs,
-    );
-    e.counter(
-        "vyrn_standby_finalized_total",
-        "proposals that reached Q valid votes",
-        &[],
-        lc.finalized,
-    );
+    s.metrics(&mut e);
     published.own(&mut e);
     e.render()
 }
@@ -156,7 +116,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         let at =
             vyrn_metrics::serve(a, published.clone()).map_err(|e| format!("--metrics {a}: {e}"))?;
         println!("standby: metrics on http://{at}/metrics");
-        published.set(render(standby.listener(), standby.counts(), &published));
+        published.set(render(&standby, &published));
     }
     // The listener is one cold tile on the runner, blocking on its control port; its line a
     // second and its metrics page are rendered on its own thread.
@@ -177,7 +137,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
             counts.unknown
         );
             if metrics {
-                published.set(render(l, counts, &published));
+                published.set(render(s, &published));
             }
         },
     );

@@ -348,3 +348,57 @@ pub fn keygen(file: &std::path::Path) -> ExitCode {
     println!("{p}");
     ExitCode::SUCCESS
 }
+
+/// The metric table of every role of this binary (each declared beside the code that renders
+/// it, in the crate that owns the values).
+pub fn metric_table() -> Result<vyrn_metrics::Table, Vec<&'static str>> {
+    vyrn_metrics::Table::new(
+        &[
+            vyrn_metrics::TABLE,
+            vyrn_seq::metrics::METRICS,
+            vyrn_seq::standby::METRICS,
+            vyrn_replica::node::metrics::METRICS,
+            vyrn_data::Counters::METRICS,
+            vyrn_client::loadgen::metrics::METRICS,
+        ],
+        &[
+            vyrn_seq::metrics::ALARMS,
+            vyrn_replica::node::metrics::ALARMS,
+        ],
+    )
+}
+
+/// `vyrn metrics`: the metric table (every family and alarm the roles of this binary render),
+/// or the docs and dashboard generated from it.
+pub fn metrics(markdown: bool, grafana: bool) -> ExitCode {
+    let t = match metric_table() {
+        Ok(t) => t,
+        Err(bad) => {
+            eprintln!("vyrn metrics: families two roles declare differently: {bad:?}");
+            return ExitCode::from(1);
+        }
+    };
+    let text = if markdown {
+        vyrn_metrics::reference_markdown(&t)
+    } else if grafana {
+        vyrn_metrics::grafana_dashboard(&t)
+    } else {
+        let mut o = String::new();
+        for m in t.metrics() {
+            o += &format!(
+                "{} {:?} [{}] {}\n",
+                m.name,
+                m.kind,
+                m.labels.join(","),
+                m.help.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+        for a in t.alarms() {
+            o += &format!("alarm {} ({})\n", a.name, a.role);
+        }
+        o
+    };
+    // A closed pipe (`| head`) ends the output, not the process with a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    ExitCode::SUCCESS
+}

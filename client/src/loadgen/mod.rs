@@ -13,6 +13,7 @@
 //! }
 //! ```
 
+pub mod metrics;
 pub mod misbehave;
 pub mod mix;
 pub mod ping;

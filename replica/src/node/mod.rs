@@ -97,6 +97,7 @@ mod io;
 mod journal;
 #[cfg(feature = "lab")]
 mod lab;
+pub mod metrics;
 
 pub use config::NodeConfig;
 pub use counters::NodeCounters;
