@@ -22,6 +22,8 @@ vyrn_metrics::metrics! {
         "polls that found nothing to do";
     TILE_BUSY_SECONDS: Counter "vyrn_tile_busy_seconds_total" ["tile"]
         "time in polls that did work (its core's load: rate of this)";
+    TILE_BACKPRESSURE: Counter "vyrn_tile_backpressure_total" ["tile"]
+        "pushes that found the next tile's ring full and waited in this tile's overflow (back-pressure)";
     SEQ_CLIENT_PACKETS: Counter "vyrn_seq_client_packets_total" []
         "client packets received";
     SEQ_CLIENT_PACKETS_DROPPED: Counter "vyrn_seq_client_packets_dropped_total" ["reason"]
@@ -126,6 +128,11 @@ pub fn render(running: &RunningBox, e: &mut Exposition, now_ns: u64) {
             &TILE_BUSY_SECONDS,
             &[name.as_str()],
             st.busy_ns.load(r) as f64 / 1e9,
+        );
+        e.put_counter(
+            &TILE_BACKPRESSURE,
+            &[name.as_str()],
+            st.backpressure.load(r),
         );
     }
     e.put_counter(&SEQ_CLIENT_PACKETS, &[], s.rx_client.load(r));

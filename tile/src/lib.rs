@@ -87,6 +87,11 @@ pub trait Task: Send + std::any::Any {
     fn due(&self) -> Option<u64> {
         None
     }
+    /// Back-pressure so far: pushes that found the next tile's ring full and wait in this tile's
+    /// overflow (cumulative; the runner publishes it with the poll counters).
+    fn backpressure(&self) -> u64 {
+        0
+    }
     /// One non-blocking step at `now`; whether it did anything.
     fn poll(&mut self, now: u64) -> bool;
 }
@@ -146,6 +151,9 @@ impl<T: Task> Task for Reported<T> {
     fn wait_fds(&self, out: &mut Vec<RawFd>) {
         self.tile.wait_fds(out)
     }
+    fn backpressure(&self) -> u64 {
+        self.tile.backpressure()
+    }
     fn due(&self) -> Option<u64> {
         let d = self.tile.due();
         if self.next == 0 {
@@ -174,6 +182,8 @@ pub struct TileStats {
     pub busy_polls: AtomicU64,
     /// Nanoseconds spent in polls that did something (its core's load: busy_ns / wall).
     pub busy_ns: AtomicU64,
+    /// [`Task::backpressure`] as last published.
+    pub backpressure: AtomicU64,
 }
 
 /// The box's clock: nanoseconds since the runner started (one base for every thread).
@@ -696,11 +706,12 @@ fn spin(
     let mut local: Vec<(u64, u64, u64)> = vec![(0, 0, 0); tasks.len()];
     let mut round = 0u64;
     let mut idler = Idler::new(wait);
-    let publish = |local: &[(u64, u64, u64)]| {
-        for (c, s) in local.iter().zip(st) {
+    let publish = |local: &[(u64, u64, u64)], tasks: &[Box<dyn Task>]| {
+        for ((c, s), t) in local.iter().zip(st).zip(tasks) {
             s.polls.store(c.0, Ordering::Relaxed);
             s.busy_polls.store(c.1, Ordering::Relaxed);
             s.busy_ns.store(c.2, Ordering::Relaxed);
+            s.backpressure.store(t.backpressure(), Ordering::Relaxed);
         }
     };
     while !stop.load(Ordering::Relaxed) {
@@ -722,7 +733,7 @@ fn spin(
         }
         round += 1;
         if round % 1024 == 0 {
-            publish(&local);
+            publish(&local, tasks);
         }
         if any {
             idler.busy();
@@ -730,7 +741,7 @@ fn spin(
             let mut within = None;
             if wait.sleeps() {
                 // About to sleep: the counters are current while it does.
-                publish(&local);
+                publish(&local, tasks);
                 let now = clock.now();
                 within = tasks
                     .iter()
@@ -741,7 +752,7 @@ fn spin(
             idler.idle_for(&fds, within);
         }
     }
-    publish(&local);
+    publish(&local, tasks);
 }
 
 /// The hot/cold placement (missing-chapters §0 `dev`/`consumer`): every hot tile on
@@ -1047,6 +1058,40 @@ mod task_tests {
         let none = run(None);
         assert!(due >= 20, "polled {due} times in 200 ms");
         assert!(none <= 3, "polled {none} times in 200 ms");
+    }
+
+    /// A tile's back-pressure count reaches the runner's counters.
+    #[test]
+    fn backpressure_is_published_with_the_poll_counters() {
+        struct Pushy(u64);
+        impl Task for Pushy {
+            fn name(&self) -> String {
+                "pushy".into()
+            }
+            fn backpressure(&self) -> u64 {
+                self.0
+            }
+            fn poll(&mut self, _now: u64) -> bool {
+                self.0 += 1;
+                false
+            }
+        }
+        let r = Runner::start_with(
+            vec![Group {
+                core: None,
+                wait: Wait::Block {
+                    timeout_ns: 100_000,
+                },
+                tasks: vec![Box::new(Pushy(0))],
+            }],
+            Clock::new(),
+            OnPanic::StopAll,
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let s = r.stats[0].2.clone();
+        let _ = r.stop();
+        let bp = s.backpressure.load(Ordering::Relaxed);
+        assert!(bp > 0 && bp == s.polls.load(Ordering::Relaxed), "{bp}");
     }
 
     /// `Gather` sleeps its gather time after a descriptor woke it, so a burst is taken in one

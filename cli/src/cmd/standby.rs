@@ -14,7 +14,7 @@
 //! voter's `ctrl_addr` are counted and dropped unread; anything but a vote or a certificate is
 //! counted and ignored. As on the box's control port: a finalize vote counts only from the
 //! address of the voter it names, every vote and certificate is charged to the voter it came
-//! from ([`FinalityListener::on_cert_from`], security review F16), and each voter is held to
+//! from ([`FinalityListener::on_cert_from`](vyrn_consensus::FinalityListener::on_cert_from), security review F16), and each voter is held to
 //! [`CERT_PER_SEC`](vyrn_consensus::listener::CERT_PER_SEC) with a burst of
 //! [`CERT_BURST`](vyrn_consensus::listener::CERT_BURST) (a token bucket per voter; the rest is
 //! counted and dropped before any signature check).

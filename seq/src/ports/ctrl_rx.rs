@@ -153,6 +153,9 @@ impl Task for CtrlRxTile {
     fn name(&self) -> String {
         "ctrl-rx".into()
     }
+    fn backpressure(&self) -> u64 {
+        self.inbox.spilled()
+    }
     fn class(&self) -> crate::runner::TileClass {
         crate::runner::TileClass::Cold
     }
@@ -373,6 +376,9 @@ pub(super) struct CertTile {
 impl Task for CertTile {
     fn name(&self) -> String {
         "cert".into()
+    }
+    fn backpressure(&self) -> u64 {
+        self.votes.spilled()
     }
     fn class(&self) -> crate::runner::TileClass {
         crate::runner::TileClass::Cold

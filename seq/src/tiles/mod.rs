@@ -240,6 +240,8 @@ pub struct NackReq {
 pub(crate) struct Outq<T> {
     p: Producer<T>,
     over: VecDeque<T>,
+    /// Pushes that found the ring full (or an overflow already waiting): back-pressure.
+    spilled: u64,
 }
 
 impl<T> Outq<T> {
@@ -247,16 +249,23 @@ impl<T> Outq<T> {
         Outq {
             p,
             over: VecDeque::new(),
+            spilled: 0,
         }
     }
     pub(crate) fn push(&mut self, v: T) {
         if !self.over.is_empty() {
             self.over.push_back(v);
+            self.spilled += 1;
             return;
         }
         if let Err(v) = self.p.push(v) {
             self.over.push_back(v);
+            self.spilled += 1;
         }
+    }
+    /// Back-pressure so far: pushes that waited in the overflow.
+    pub(crate) fn spilled(&self) -> u64 {
+        self.spilled
     }
     /// Push unless `cap` items already wait in the overflow (a bounded inbox); false: dropped.
     pub(crate) fn push_bounded(&mut self, v: T, cap: usize) -> bool {
@@ -360,6 +369,14 @@ pub struct RetainStats {
 impl Task for LaneTile {
     fn name(&self) -> String {
         format!("lane{}", self.ports.l)
+    }
+    fn backpressure(&self) -> u64 {
+        let p = &self.ports;
+        p.r_pkt.spilled()
+            + p.r_hash8.spilled()
+            + p.r_hash32.spilled()
+            + p.fwd.spilled()
+            + p.tx.spilled()
     }
     fn poll(&mut self, now: u64) -> bool {
         let l = self.ports.l;
@@ -524,6 +541,8 @@ impl Task for CutTile {
 struct BboPorts {
     r_step: multi::Writer<StepMsg, 3>,
     step_over: VecDeque<StepMsg>,
+    /// Steps that found `R_step` full: back-pressure.
+    step_spilled: u64,
     events: Vec<Outq<LaneEvent>>,
     fill_lanes: u64,
 }
@@ -532,8 +551,10 @@ impl BboPorts {
     fn push_step(&mut self, m: StepMsg) {
         if !self.step_over.is_empty() {
             self.step_over.push_back(m);
+            self.step_spilled += 1;
         } else if let Err(m) = self.r_step.push(m) {
             self.step_over.push_back(m);
+            self.step_spilled += 1;
         }
     }
     fn drain(&mut self) -> bool {
@@ -588,6 +609,9 @@ struct BboTile {
 impl Task for BboTile {
     fn name(&self) -> String {
         "bbo".into()
+    }
+    fn backpressure(&self) -> u64 {
+        self.ports.step_spilled + self.ports.events.iter().map(Outq::spilled).sum::<u64>()
     }
     fn poll(&mut self, now: u64) -> bool {
         if !self.ports.drain() {
@@ -793,6 +817,9 @@ impl Task for StreamTile {
     fn name(&self) -> String {
         format!("stream{}", (b'A' + self.ports.h) as char)
     }
+    fn backpressure(&self) -> u64 {
+        self.ports.frame_steps.spilled() + self.ports.closed.spilled()
+    }
     fn poll(&mut self, now: u64) -> bool {
         self.knobs.apply(&mut self.knobs_seen, &mut self.core);
         self.ports.frame_steps.drain();
@@ -930,6 +957,9 @@ impl Task for HasherTile {
     fn name(&self) -> String {
         "hasher".into()
     }
+    fn backpressure(&self) -> u64 {
+        self.ports.headers.spilled()
+    }
     fn class(&self) -> crate::runner::TileClass {
         crate::runner::TileClass::Cold
     }
@@ -1029,6 +1059,9 @@ const CTRL_PER_POLL: usize = 256;
 impl Task for ControlTile {
     fn name(&self) -> String {
         "control".into()
+    }
+    fn backpressure(&self) -> u64 {
+        self.req.spilled()
     }
     fn class(&self) -> crate::runner::TileClass {
         crate::runner::TileClass::Cold
@@ -1368,6 +1401,7 @@ pub fn build(
         ports: BboPorts {
             r_step: step_w,
             step_over: VecDeque::new(),
+            step_spilled: 0,
             events: ev_p,
             fill_lanes: 0,
         },
