@@ -548,6 +548,15 @@ struct BboPorts {
 }
 
 impl BboPorts {
+    fn new(r_step: multi::Writer<StepMsg, 3>, events: Vec<Outq<LaneEvent>>) -> Self {
+        BboPorts {
+            r_step,
+            step_over: VecDeque::new(),
+            step_spilled: 0,
+            events,
+            fill_lanes: 0,
+        }
+    }
     fn push_step(&mut self, m: StepMsg) {
         if !self.step_over.is_empty() {
             self.step_over.push_back(m);
@@ -1398,13 +1407,7 @@ pub fn build(
     tiles.push(Box::new(BboTile {
         bbo: Bbo::new(e),
         fwd: fwd_c,
-        ports: BboPorts {
-            r_step: step_w,
-            step_over: VecDeque::new(),
-            step_spilled: 0,
-            events: ev_p,
-            fill_lanes: 0,
-        },
+        ports: BboPorts::new(step_w, ev_p),
         ctl: ctl_c,
         cut: vec![0; n],
         words: words.clone(),
