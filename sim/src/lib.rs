@@ -10,7 +10,11 @@
 //! finality gate is modelled with 07 §6.8's constants. Faults: links cut for a while (a crashed or
 //! partitioned voter), lossy and jittery links, and (feature `mocks`) commonware's Byzantine
 //! voters. A seed fixes everything: the same seed gives the same run and the same auditor digest.
+//!
+//! [`oracle`] holds what checks the production code from outside it: a second order-stream
+//! decoder written from 07 §3 alone (T-REP-2).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod oracle;
 pub mod voting;

@@ -987,7 +987,14 @@ impl DecState {
         }
         // Hot path: a home record of its own, next in StepId order, nothing queued on this
         // substream: deliver it now, from this substream's cut (no PendingHalf, no queue).
-        if home && !other && step == self.next_emit && self.streams[si].pending.is_empty() {
+        // (A cut-only record of this step already queued on the other substream makes the pair
+        // inconsistent: `merge` refuses it.)
+        let twin = self.streams[1 - si]
+            .pending
+            .front()
+            .is_some_and(|p| p.step == step);
+        if home && !other && !twin && step == self.next_emit && self.streams[si].pending.is_empty()
+        {
             let mut m = changed;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
@@ -1110,9 +1117,19 @@ impl DecState {
     ) -> Result<(), E> {
         let si = ctx.stream as usize;
         let oi = 1 - si;
+        // 07 §3.8: step `rec.step` is complete already (its home record said this substream
+        // carries none of it). Queued, the record would block this substream's later steps
+        // forever; it is the sequencer's fault (found by the T-REP-2 oracle, `sim`).
+        if rec.step < self.next_emit {
+            return fail(RepE::Kind, "a record for a step already complete");
+        }
         // Fast path: nothing queued on this substream and the record is next.
         if self.streams[si].pending.is_empty() && rec.step == self.next_emit {
-            if rec.home && !rec.other {
+            let twin = self.streams[oi]
+                .pending
+                .front()
+                .is_some_and(|p| p.step == rec.step);
+            if rec.home && !rec.other && !twin {
                 self.emit_live(si, rec.changed);
                 self.deliver(&rec, si as u8, payload, sink);
                 self.drain_merge(sink)?;
