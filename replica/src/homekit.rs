@@ -91,6 +91,40 @@ pub struct HomeRun {
     pub close_to_final: [u64; 4],
 }
 
+/// The box's figures at the end of the load (its control's watermarks).
+struct BoxFigures {
+    fin: u64,
+    diverge_halts: u64,
+    close_to_final: [u64; 4],
+}
+
+impl BoxFigures {
+    fn of(c: &vyrn_seq::tiles::ControlStats) -> Self {
+        let r = Ordering::Relaxed;
+        BoxFigures {
+            fin: c.final_height.load(r),
+            diverge_halts: c.diverge_halts.load(r),
+            close_to_final: [0, 1, 2, 3].map(|i| c.close_to_final[i].load(r)),
+        }
+    }
+
+    fn run(
+        self,
+        counts: LoadCounts,
+        nodes: Vec<Node>,
+        databox: vyrn_data::databox::DataBox,
+    ) -> HomeRun {
+        HomeRun {
+            counts,
+            nodes,
+            databox,
+            fin: self.fin,
+            diverge_halts: self.diverge_halts,
+            close_to_final: self.close_to_final,
+        }
+    }
+}
+
 /// A home's directory goes with it: its journals (each drive preallocates a 256 MB segment)
 /// would otherwise fill a test machine's disk over a few dozen runs.
 impl Drop for LoopbackHome {
@@ -153,11 +187,7 @@ impl LoopbackHome {
         if let Some(t) = hostile {
             let _ = t.join();
         }
-        let c = &running.handles.control;
-        let fin = c.final_height.load(Ordering::Relaxed);
-        let cf = &c.close_to_final;
-        let close_to_final = [0, 1, 2, 3].map(|i| cf[i].load(Ordering::Relaxed));
-        let diverge_halts = c.diverge_halts.load(Ordering::Relaxed);
+        let figures = BoxFigures::of(&running.handles.control);
         stop.store(true, Ordering::Relaxed);
         let mut nodes = Vec::new();
         for j in reps {
@@ -170,14 +200,7 @@ impl LoopbackHome {
             .join()
             .map_err(|_| "the data box thread panicked".to_string())??;
         running.runner.stop();
-        Ok(HomeRun {
-            counts,
-            nodes,
-            databox,
-            fin,
-            diverge_halts,
-            close_to_final,
-        })
+        Ok(figures.run(counts, nodes, databox))
     }
 
     /// The whole home on the calling thread: every tile of the box, the data box's, each
@@ -219,11 +242,7 @@ impl LoopbackHome {
         while clock.now() < end_ns + 1_500_000_000 {
             home.step(clock.now());
         }
-        let c = &bx.handles.control;
-        let fin = c.final_height.load(Ordering::Relaxed);
-        let cf = &c.close_to_final;
-        let close_to_final = [0, 1, 2, 3].map(|i| cf[i].load(Ordering::Relaxed));
-        let diverge_halts = c.diverge_halts.load(Ordering::Relaxed);
+        let figures = BoxFigures::of(&bx.handles.control);
         let mut tiles = std::mem::take(&mut home.tasks);
         let counts = vyrn_tile::take::<LoadTile>(&mut tiles)
             .ok_or("no load tile")?
@@ -241,14 +260,7 @@ impl LoopbackHome {
                 nodes.push(*n);
             }
         }
-        Ok(HomeRun {
-            counts,
-            nodes,
-            databox,
-            fin,
-            diverge_halts,
-            close_to_final,
-        })
+        Ok(figures.run(counts, nodes, databox))
     }
 
     /// Replica `i`'s node (Simplex or the interim voter, with this home's lab knobs), not
