@@ -987,14 +987,7 @@ impl DecState {
         }
         // Hot path: a home record of its own, next in StepId order, nothing queued on this
         // substream: deliver it now, from this substream's cut (no PendingHalf, no queue).
-        // (A cut-only record of this step already queued on the other substream makes the pair
-        // inconsistent: `merge` refuses it.)
-        let twin = self.streams[1 - si]
-            .pending
-            .front()
-            .is_some_and(|p| p.step == step);
-        if home && !other && !twin && step == self.next_emit && self.streams[si].pending.is_empty()
-        {
+        if home && !other && self.next_in_order(si, step) {
             let mut m = changed;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
@@ -1104,6 +1097,19 @@ impl DecState {
         rec.payload = payload.to_vec();
         s.pending.push_back(rec);
         Ok(())
+    }
+
+    /// The fast path's condition for a record of `step` on substream `si`: next in StepId order,
+    /// nothing queued before it on its substream, and no record of its step queued on the other
+    /// (a cut-only record there makes the pair inconsistent: `merge` refuses it).
+    #[inline]
+    fn next_in_order(&self, si: usize, step: u64) -> bool {
+        step == self.next_emit
+            && self.streams[si].pending.is_empty()
+            && !self.streams[1 - si]
+                .pending
+                .front()
+                .is_some_and(|p| p.step == step)
     }
 
     /// Merge by StepId (07 §3.8): deliver step `next_emit` once its home record and, if OTHER,
