@@ -1106,10 +1106,10 @@ impl DecState {
     fn next_in_order(&self, si: usize, step: u64) -> bool {
         step == self.next_emit
             && self.streams[si].pending.is_empty()
-            && !self.streams[1 - si]
+            && self.streams[1 - si]
                 .pending
                 .front()
-                .is_some_and(|p| p.step == step)
+                .is_none_or(|p| p.step != step)
     }
 
     /// Merge by StepId (07 §3.8): deliver step `next_emit` once its home record and, if OTHER,
