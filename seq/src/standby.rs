@@ -152,7 +152,7 @@ impl<P: Port> Standby<P> {
         &self.port
     }
 
-    /// The listener's metrics (docs/sre.md), each family described where it is rendered.
+    /// The listener's metrics (docs/sre.md), rendered through its table ([`METRICS`]).
     pub fn metrics(&self, e: &mut vyrn_metrics::Exposition) {
         let (l, c) = (&self.listener, &self.counts);
         let lc = l.counters();

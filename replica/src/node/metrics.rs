@@ -228,7 +228,7 @@ vyrn_metrics::alarms! {
 
 impl Node {
     /// The replica's counters, heights and alarms in Prometheus form (docs/sre.md lists each;
-    /// each family is described where it is rendered: `vyrn_metrics::METRICS`).
+    /// each family is declared in this module's table, [`METRICS`]).
     pub fn metrics(&self, e: &mut Exposition) {
         render(self, e)
     }

@@ -20,7 +20,7 @@
 //! sockets between rounds ([`NODE_WAIT`]: at most the next timer away): a replica on a shared dev
 //! core costs nothing while the home is idle.
 //!
-//! **Interim finality voter** ([`InterimVoter`], named as interim until the consensus issue
+//! **Interim finality voter** (`InterimVoter`, feature `lab`; named as interim until the consensus issue
 //! brings Simplex): for every contiguous range of headers this replica holds it asks the core's
 //! verdict (07 §6.4, INV-REP-4: pending while anything is missing, false on a contradiction or
 //! after REP_VERIFY_WAIT_MS) and, only on `True`, signs the range's `RepProposal` digest with its
