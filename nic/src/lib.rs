@@ -112,6 +112,7 @@ pub mod lossy;
 pub mod mem;
 pub mod pair;
 mod queue;
+pub mod sim;
 #[cfg(target_os = "linux")]
 pub mod udp;
 pub mod wait;

@@ -616,6 +616,34 @@ pub struct UdpPort {
     last_tx: TxStamp,
     /// Last `SO_RXQ_OVFL` value seen (the kernel's cumulative drop count for this socket).
     ovfl_seen: u32,
+    /// On a thread with the simulator's network installed: the simulated socket this port
+    /// really is (`sock` is then an unbound placeholder that never becomes readable).
+    sim: Option<SimSide>,
+}
+
+/// A port's simulated socket and its destinations ([`crate::sim`]).
+#[derive(Debug, Clone)]
+struct SimSide {
+    sock: crate::sim::SimSock,
+    default: Option<SocketAddr>,
+    peers: Box<[SocketAddr]>,
+}
+
+impl SimSide {
+    fn dest(&self, d: Dest) -> Result<SocketAddr, NicError> {
+        match d {
+            Dest::Default => self.default.ok_or(NicError::NoDestination),
+            Dest::Peer(i) => self
+                .peers
+                .get(usize::from(i))
+                .copied()
+                .ok_or(NicError::UnknownPeer {
+                    index: i,
+                    peers: self.peers.len(),
+                }),
+            Dest::Addr(a) => Ok(a),
+        }
+    }
 }
 
 impl std::fmt::Debug for UdpPort {
@@ -633,9 +661,15 @@ impl std::fmt::Debug for UdpPort {
 
 impl UdpPort {
     /// Create, configure and bind the socket, and allocate every buffer the port will use.
+    ///
+    /// On a thread where the simulator installed its network ([`crate::sim::install`]), the
+    /// socket is bound there instead, with the same addresses.
     pub fn open(cfg: &UdpConfig) -> Result<UdpPort, NicError> {
         cfg.validate()?;
         let v6 = cfg.bind.is_ipv6();
+        if let Some(net) = crate::sim::installed() {
+            return Self::open_sim(cfg, &net);
+        }
         let domain = if v6 { libc::AF_INET6 } else { libc::AF_INET };
         // SAFETY: a plain syscall with constant arguments; it returns a new fd or -1.
         let raw = unsafe {
@@ -763,6 +797,53 @@ impl UdpPort {
             counters: PortCounters::default(),
             last_tx: TxStamp::default(),
             ovfl_seen: 0,
+            sim: None,
+        })
+    }
+
+    /// [`UdpPort::open`] on the simulated network `net`.
+    fn open_sim(
+        cfg: &UdpConfig,
+        net: &std::sync::Arc<crate::sim::SimNet>,
+    ) -> Result<UdpPort, NicError> {
+        let join = cfg.multicast.filter(|m| m.join).map(|m| m.group);
+        let sock = net.bind(cfg.bind, join, cfg.reuse_addr || cfg.reuse_port)?;
+        // The placeholder: an unbound socket, never readable, so `socket()` still answers.
+        // SAFETY: a plain syscall with constant arguments; it returns a new fd or -1.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_INET,
+                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::IPPROTO_UDP,
+            )
+        };
+        if raw < 0 {
+            return Err(NicError::last_os("socket"));
+        }
+        // SAFETY: raw is a fresh, open fd that nothing else owns or will close.
+        let placeholder = UdpSocket::from(unsafe { OwnedFd::from_raw_fd(raw) });
+        Ok(UdpPort {
+            sock: placeholder,
+            mode: cfg.mode,
+            batch: cfg.batch,
+            max_payload: cfg.max_payload,
+            kernel_ts: false,
+            dests: Dests {
+                v6: false,
+                default: None,
+                peers: Box::new([]),
+            },
+            tx: Scratch::new(1, false),
+            rx: Scratch::new(1, true),
+            pool: RxBatch::new(cfg.batch, cfg.max_payload),
+            counters: PortCounters::default(),
+            last_tx: TxStamp::default(),
+            ovfl_seen: 0,
+            sim: Some(SimSide {
+                sock,
+                default: cfg.default_dest,
+                peers: cfg.peers.clone().into_boxed_slice(),
+            }),
         })
     }
 
@@ -787,11 +868,15 @@ impl UdpPort {
             counters: PortCounters::default(),
             last_tx: TxStamp::default(),
             ovfl_seen: 0,
+            sim: self.sim.clone(),
         })
     }
 
     /// The bound address (with the ephemeral port filled in).
     pub fn local_addr(&self) -> Result<SocketAddr, NicError> {
+        if let Some(s) = &self.sim {
+            return Ok(SocketAddr::V4(s.sock.local()));
+        }
         self.sock
             .local_addr()
             .map_err(|e| NicError::from_io("getsockname", &e))
@@ -848,6 +933,10 @@ impl UdpPort {
     /// true when one is waiting. For threads that share a core and would rather sleep than
     /// spin (tests, benchmarks, a `dev` runner); a pinned hot loop polls `recv_batch` instead.
     pub fn wait_readable(&self, timeout: std::time::Duration) -> Result<bool, NicError> {
+        if let Some(s) = &self.sim {
+            // Simulated time does not pass while this thread waits.
+            return Ok(s.sock.readable());
+        }
         let mut pfd = libc::pollfd {
             fd: self.sock.as_raw_fd(),
             events: libc::POLLIN,
@@ -866,6 +955,9 @@ impl UdpPort {
     }
 
     fn send_impl(&mut self, pkts: &[TxPacket<'_>]) -> Result<usize, NicError> {
+        if let Some(s) = &self.sim {
+            return self.send_sim(&s.clone(), pkts);
+        }
         let fd = self.sock.as_raw_fd();
         let per_call = match self.mode {
             BatchMode::Mmsg => self.batch,
@@ -952,7 +1044,36 @@ impl UdpPort {
     }
 
     /// Receive up to `limit` packets into `batch` (cleared first).
+    fn send_sim(&mut self, s: &SimSide, pkts: &[TxPacket<'_>]) -> Result<usize, NicError> {
+        // The packets up to the first one that cannot go (too long, no destination).
+        let mut ok = Vec::with_capacity(pkts.len());
+        for p in pkts {
+            if p.data.len() > self.max_payload {
+                if ok.is_empty() {
+                    return Err(NicError::Oversize {
+                        len: p.data.len(),
+                        max: self.max_payload,
+                    });
+                }
+                break;
+            }
+            match s.dest(p.dest) {
+                Ok(a) => ok.push((a, p.data)),
+                Err(e) if ok.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        let (n, stamp) = s.sock.send(&mut ok.into_iter(), &mut self.counters)?;
+        if n > 0 {
+            self.last_tx = stamp;
+        }
+        Ok(n)
+    }
+
     fn recv_impl(&mut self, batch: &mut RxBatch, limit: usize) -> Result<usize, NicError> {
+        if let Some(s) = &self.sim {
+            return Ok(s.sock.recv(batch, limit, &mut self.counters));
+        }
         batch.clear();
         let fd = self.sock.as_raw_fd();
         let limit = limit.min(batch.capacity());
@@ -1070,6 +1191,9 @@ impl Port for UdpPort {
     }
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        if self.sim.is_some() {
+            return None;
+        }
         Some(std::os::fd::AsRawFd::as_raw_fd(self.socket()))
     }
 
