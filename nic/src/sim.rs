@@ -45,7 +45,8 @@ pub struct Hop<'a> {
     pub src: SocketAddrV4,
     /// Where it was sent (a group for multicast).
     pub to: SocketAddrV4,
-    /// The receiving port's bound address.
+    /// The receiver: its host (a multicast receiver's join interface, else its bound
+    /// address) and bound port.
     pub dst: SocketAddrV4,
     /// The datagram's number (send order, from 0; every receiver of a multicast sees the same
     /// number, so a policy can drop it on the whole path at once).
@@ -123,6 +124,9 @@ pub struct NetStats {
 
 struct Ep {
     bind: SocketAddrV4,
+    /// The host this port is on: the interface a multicast receiver joined on, else the bound
+    /// address (what a policy sees as the hop's receiver).
+    host: Ipv4Addr,
     groups: Vec<Ipv4Addr>,
     shared: bool,
     /// Arrival (ns, then delivery order) → source and bytes.
@@ -208,7 +212,8 @@ impl Net {
             return;
         }
         for r in rx {
-            let dst = self.eps[r].bind;
+            let e = &self.eps[r];
+            let dst = SocketAddrV4::new(e.host, e.bind.port());
             let hop = Hop {
                 now,
                 src,
@@ -342,11 +347,12 @@ impl SimNet {
             .min()
     }
 
-    /// Bind a port (see the module docs). `shared`: `SO_REUSEADDR`/`SO_REUSEPORT`.
+    /// Bind a port (see the module docs). `join`: the group it receives and the interface it
+    /// joined on; `shared`: `SO_REUSEADDR`/`SO_REUSEPORT`.
     pub(crate) fn bind(
         self: &Arc<Self>,
         bind: SocketAddr,
-        join: Option<Ipv4Addr>,
+        join: Option<(Ipv4Addr, Ipv4Addr)>,
         shared: bool,
     ) -> Result<SimSock, NicError> {
         let SocketAddr::V4(mut bind) = bind else {
@@ -371,7 +377,8 @@ impl SimNet {
         }
         n.eps.push(Ep {
             bind,
-            groups: join.into_iter().collect(),
+            host: join.map_or(*bind.ip(), |j| j.1),
+            groups: join.map(|j| j.0).into_iter().collect(),
             shared,
             queue: BTreeMap::new(),
         });
@@ -608,7 +615,11 @@ mod tests {
             (got, net.stats(), net.trace())
         };
         let (got, s, t) = run();
-        assert_eq!(got, vec![1, 4, 1, 4], "by arrival: each first copy, then each duplicate");
+        assert_eq!(
+            got,
+            vec![1, 4, 1, 4],
+            "by arrival: each first copy, then each duplicate"
+        );
         assert_eq!((s.lost, s.partitioned, s.duplicated), (2, 2, 2));
         assert_eq!(run().2, t, "one schedule, one trace");
     }

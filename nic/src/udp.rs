@@ -806,7 +806,10 @@ impl UdpPort {
         cfg: &UdpConfig,
         net: &std::sync::Arc<crate::sim::SimNet>,
     ) -> Result<UdpPort, NicError> {
-        let join = cfg.multicast.filter(|m| m.join).map(|m| m.group);
+        let join = cfg
+            .multicast
+            .filter(|m| m.join)
+            .map(|m| (m.group, m.interface));
         let sock = net.bind(cfg.bind, join, cfg.reuse_addr || cfg.reuse_port)?;
         // The placeholder: an unbound socket, never readable, so `socket()` still answers.
         // SAFETY: a plain syscall with constant arguments; it returns a new fd or -1.

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 use vyrn_client::loadgen::run::{self, RunClock};
 use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadCounts, LoadGen};
-use vyrn_home::{read_seed, write_dev_home, BoxConfig, HomeConfig};
+use vyrn_home::{read_seed, write_dev_home, BoxConfig, HomeAddrs, HomeConfig};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::ports::{CoreMap, NetBox, RunningBox};
 use vyrn_tile::{Clock, Group, OnPanic, Runner, Seeded, Task, Wait};
@@ -89,6 +89,69 @@ pub struct HomeRun {
     /// The box's block close → final (Q valid finalize votes at its listener): p50, p99, max
     /// (ns) and blocks measured.
     pub close_to_final: [u64; 4],
+}
+
+/// A whole home's tiles on one thread ([`LoopbackHome::one_thread`]): the caller polls
+/// `home` at the times it chooses (the wall clock, or a simulator's), then [`OneThread::finish`].
+pub struct OneThread {
+    /// Every tile: the replicas' fronts first (in voter order), then the data box, the box's
+    /// tiles and the load.
+    pub home: Seeded,
+    /// The box's control figures (final height, divergence halts, close → final).
+    pub control: Arc<vyrn_seq::tiles::ControlStats>,
+    /// When the load stops sending (clock ns).
+    pub end_ns: u64,
+}
+
+impl std::fmt::Debug for OneThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "OneThread({:?}, load until {} ns)",
+            self.home, self.end_ns
+        )
+    }
+}
+
+impl OneThread {
+    /// The load's counts so far.
+    pub fn counts(&self) -> Option<&LoadCounts> {
+        self.home.tasks.iter().find_map(|t| {
+            let t: &dyn std::any::Any = t.as_ref();
+            t.downcast_ref::<LoadTile>().map(|l| &l.load.counts)
+        })
+    }
+
+    /// The replicas' fronts (voter order).
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.home.tasks.iter().filter_map(|t| {
+            let t: &dyn std::any::Any = t.as_ref();
+            t.downcast_ref::<Node>()
+        })
+    }
+
+    /// Stop: the replicas' replays drained, the figures of the run.
+    pub fn finish(mut self) -> Result<HomeRun, String> {
+        let figures = BoxFigures::of(&self.control);
+        let mut tiles = std::mem::take(&mut self.home.tasks);
+        let counts = vyrn_tile::take::<LoadTile>(&mut tiles)
+            .ok_or("no load tile")?
+            .load
+            .counts;
+        let databox = vyrn_tile::take::<vyrn_data::driver::Driver<UdpPort>>(&mut tiles)
+            .ok_or("no data box tile")?
+            .databox;
+        // The replicas were built first, in voter order.
+        let mut nodes = Vec::new();
+        for t in tiles {
+            let t: Box<dyn std::any::Any> = t;
+            if let Ok(mut n) = t.downcast::<Node>() {
+                n.finish().map_err(|e| format!("replay: {e:?}"))?;
+                nodes.push(*n);
+            }
+        }
+        Ok(figures.run(counts, nodes, databox))
+    }
 }
 
 /// The box's figures at the end of the load (its control's watermarks).
@@ -163,6 +226,40 @@ impl LoopbackHome {
         })
     }
 
+    /// The simulator's home (`vyrn-sim`): 2 lanes × 4 sessions, every role at its own address of
+    /// the netns lab ([`HomeAddrs::netns_lab`]: a partition can name a role), its keys drawn from
+    /// `key_seed`, 07's own timings — 1 ms blocks (BLOCK_NS), the replicas' [`Budgets::default`],
+    /// the profile's self-fence — not the dev overrides. Its sockets exist only on the
+    /// simulator's network: build it with [`LoopbackHome::one_thread`] on a thread that
+    /// installed one.
+    pub fn simulated(tag: &str, key_seed: u64) -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "vyrn-sim-{tag}-{}-{key_seed:x}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let p = vyrn_home::write_sim_home(&dir, 2, 4, 20_000, &HomeAddrs::netns_lab(), key_seed)
+            .map_err(|e| format!("sim home: {e}"))?;
+        let mut cfg = BoxConfig::load(&p).map_err(|e| format!("{e:?}"))?;
+        let home = HomeConfig::load(&p).map_err(|e| format!("{e:?}"))?;
+        cfg.block_ns = vyrn_wire::consts::BLOCK_NS;
+        Ok(LoopbackHome {
+            simplex: false,
+            dir,
+            file: p,
+            cfg,
+            home,
+            wrong_root: Vec::new(),
+            replay_tile: Vec::new(),
+            replay_thread: Vec::new(),
+            cut_data: Vec::new(),
+            two_copies: 0,
+            path_loss: None,
+            budgets: Budgets::default(),
+            journal: Vec::new(),
+        })
+    }
+
     /// Run the home with replicas `up` for `secs` of load at `rate` msgs/s (then 1.5 s for the
     /// answers, durable and final still in flight).
     pub fn run(&self, up: &[usize], rate: u64, secs: u64) -> Result<HomeRun, String> {
@@ -209,6 +306,20 @@ impl LoopbackHome {
     /// tiles the processes run, on their real loopback sockets, `secs` of load at `rate` then
     /// 1.5 s for the answers.
     pub fn run_one_thread(&self, seed: u64, rate: u64, secs: u64) -> Result<HomeRun, String> {
+        let mut one = self.one_thread(seed, rate, secs)?;
+        let clock = Clock::from_ns(1_000_000);
+        while clock.now() < one.end_ns + 1_500_000_000 {
+            one.home.step(clock.now());
+        }
+        one.finish()
+    }
+
+    /// Every tile of the home built, not started, for one thread to poll ([`OneThread`]): the
+    /// box's, the data box's, each replica's front (the interim voter) and a client load of
+    /// `rate` msgs/s from 1 ms to `1 ms + secs`, in a [`Seeded`] scheduler drawing from `seed`.
+    /// The ports are opened here: on a thread with the simulator's network installed
+    /// (`vyrn_nic::sim`), they are simulated ones.
+    pub fn one_thread(&self, seed: u64, rate: u64, secs: u64) -> Result<OneThread, String> {
         if self.simplex {
             return Err("one thread runs the interim voter: Simplex has threads of its own".into());
         }
@@ -237,30 +348,11 @@ impl LoopbackHome {
         tasks.extend(bx.tasks);
         let end_ns = 1_000_000 + secs * 1_000_000_000;
         tasks.push(Box::new(LoadTile::open(&self.home, seq, rate, end_ns)?));
-        let mut home = Seeded::new(tasks, seed);
-        let clock = Clock::from_ns(1_000_000);
-        while clock.now() < end_ns + 1_500_000_000 {
-            home.step(clock.now());
-        }
-        let figures = BoxFigures::of(&bx.handles.control);
-        let mut tiles = std::mem::take(&mut home.tasks);
-        let counts = vyrn_tile::take::<LoadTile>(&mut tiles)
-            .ok_or("no load tile")?
-            .load
-            .counts;
-        let databox = vyrn_tile::take::<vyrn_data::driver::Driver<UdpPort>>(&mut tiles)
-            .ok_or("no data box tile")?
-            .databox;
-        // The replicas were built first, in voter order.
-        let mut nodes = Vec::new();
-        for t in tiles {
-            let t: Box<dyn std::any::Any> = t;
-            if let Ok(mut n) = t.downcast::<Node>() {
-                n.finish().map_err(|e| format!("replay: {e:?}"))?;
-                nodes.push(*n);
-            }
-        }
-        Ok(figures.run(counts, nodes, databox))
+        Ok(OneThread {
+            home: Seeded::new(tasks, seed),
+            control: bx.handles.control,
+            end_ns,
+        })
     }
 
     /// Replica `i`'s node (Simplex or the interim voter, with this home's lab knobs), not

@@ -21,6 +21,7 @@ pub fn write_dev_config(
         None,
         &HomeAddrs::loopback(),
         None,
+        None,
     )
 }
 
@@ -152,7 +153,50 @@ pub fn write_dev_home_at(
     n_data: u8,
     addrs: &HomeAddrs,
 ) -> std::io::Result<PathBuf> {
-    write_home(dir, lanes, per_lane, base_port, n_data, addrs, None)
+    write_home(dir, lanes, per_lane, base_port, n_data, addrs, None, None)
+}
+
+/// [`write_dev_home_at`] with every secret key drawn from `key_seed` instead of
+/// `/dev/urandom`: the simulator's homes (`vyrn-sim`), where one seed must give one run, byte
+/// for byte. Never a production home: anyone with the seed has the keys.
+pub fn write_sim_home(
+    dir: &Path,
+    lanes: u8,
+    per_lane: u16,
+    base_port: u16,
+    addrs: &HomeAddrs,
+    key_seed: u64,
+) -> std::io::Result<PathBuf> {
+    write_home(
+        dir,
+        lanes,
+        per_lane,
+        base_port,
+        1,
+        addrs,
+        None,
+        Some(key_seed),
+    )
+}
+
+/// Key `name`'s 32 bytes drawn from `seed` (SplitMix64 over the seed and the name).
+fn seeded_key(seed: u64, name: &str) -> [u8; 32] {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut h = mix(seed);
+    for &b in name.as_bytes() {
+        h = mix(h ^ u64::from(b));
+    }
+    let mut out = [0u8; 32];
+    for (i, c) in out.chunks_mut(8).enumerate() {
+        h = mix(h ^ i as u64);
+        c.copy_from_slice(&h.to_le_bytes());
+    }
+    out
 }
 
 /// Tiles a REF box of `lanes` lanes pins, one core each (two substreams): [`ref_tiles`].
@@ -192,6 +236,7 @@ pub fn write_ref_home(
         n_data,
         addrs,
         Some(core_map),
+        None,
     )
 }
 
@@ -203,6 +248,7 @@ pub(super) fn write_home(
     n_data: u8,
     addrs: &HomeAddrs,
     ref_cores: Option<&[usize]>,
+    key_seed: Option<u64>,
 ) -> std::io::Result<PathBuf> {
     if base_port == 0 || base_port > u16::MAX - 64 {
         return Err(std::io::Error::new(
@@ -224,6 +270,7 @@ pub(super) fn write_home(
         Some(n_data),
         addrs,
         ref_cores,
+        key_seed,
     )
 }
 
@@ -256,6 +303,7 @@ pub(super) fn write_dev(
     data: Option<u8>,
     addrs: &HomeAddrs,
     ref_cores: Option<&[usize]>,
+    key_seed: Option<u64>,
 ) -> std::io::Result<PathBuf> {
     let home = data.is_some();
     let n_data = data.unwrap_or(1);
@@ -274,7 +322,10 @@ pub(super) fn write_dev(
     let key = |name: &str| -> std::io::Result<String> {
         let mut b = [0u8; 32];
         use std::io::Read;
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+        match key_seed {
+            Some(seed) => b = seeded_key(seed, name),
+            None => std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?,
+        }
         let rel = format!("keys/{name}.key");
         let mut hex = String::with_capacity(65);
         for x in &b {

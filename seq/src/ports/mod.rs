@@ -26,7 +26,7 @@ use crate::shm::FrameInfo;
 use crate::shm::SeqConfig;
 use crate::tiles::{self, BoxHandles, CtrlIn, NackReply, NackReq, RxPkt, Wire, WireFor};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use vyrn_engine::Gate;
@@ -190,7 +190,7 @@ struct ClientWire {
     addrs: Arc<SessionAddrs>,
     stats: Arc<NetStats>,
     /// Control: where REP_DurableMark goes (the voters' control addresses), and from which socket.
-    durable: Option<(UdpSocket, Vec<SocketAddr>, u32)>,
+    durable: Option<(UdpPort, Vec<SocketAddr>, u32)>,
     /// Queued messages' bytes, back to back.
     arena: Vec<u8>,
     /// Queued messages: offset and length in `arena`, destination.
@@ -202,7 +202,7 @@ impl ClientWire {
         port: UdpPort,
         addrs: Arc<SessionAddrs>,
         stats: Arc<NetStats>,
-        durable: Option<(UdpSocket, Vec<SocketAddr>, u32)>,
+        durable: Option<(UdpPort, Vec<SocketAddr>, u32)>,
     ) -> Self {
         ClientWire {
             port,
@@ -290,7 +290,7 @@ impl Wire for ClientWire {
         n
     }
     fn durable(&mut self, step: u64, height: u64) {
-        if let Some((sock, to, epoch)) = &self.durable {
+        if let Some((sock, to, epoch)) = &mut self.durable {
             let m = vyrn_wire::msg::ctrl::RepDurableMark {
                 epoch: *epoch,
                 tenure: 0,
@@ -299,7 +299,7 @@ impl Wire for ClientWire {
             };
             if let Ok(b) = m.to_bytes() {
                 for a in to {
-                    let _ = sock.send_to(&b, a);
+                    send_to(sock, &b, *a);
                 }
                 bump(&self.stats.durable_marks);
             }
@@ -816,7 +816,7 @@ impl NetBox {
         let addrs = Arc::new(SessionAddrs::new(e.sessions.iter().map(|s| s.session)));
         let mut paths: Vec<Option<PathPair<P>>> = paths.into_iter().map(Some).collect();
         let client_port = &self.client[0].0;
-        let ctrl_sock = self.ctrl.socket().try_clone().map_err(io_err)?;
+        let ctrl_sock = self.ctrl.try_clone()?;
         let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
         let (links, opener, databoxes) = self.link_keys(cfg, &seq)?;
         let mut err = None;
@@ -930,16 +930,26 @@ impl NetBox {
     }
 }
 
+/// One datagram to `to` from `port` (a cold path: control answers, one send each); whether it
+/// went.
+fn send_to(port: &mut UdpPort, b: &[u8], to: SocketAddr) -> bool {
+    let p = vyrn_nic::TxPacket {
+        data: b,
+        dest: vyrn_nic::Dest::Addr(to),
+    };
+    matches!(port.send_batch(&[p]), Ok(1))
+}
+
 /// Stream core `h`'s answers to NACKs: retransmissions unicast to the NACK's sender from the
 /// control port, and signed NackTooOld for what the ring no longer holds.
 fn nack_reply(
     h: u8,
     seq: &SeqConfig,
-    ctrl_sock: &std::net::UdpSocket,
+    ctrl_sock: &UdpPort,
     stats: &Arc<NetStats>,
 ) -> Option<NackReply> {
-    let sock = ctrl_sock.try_clone().ok()?;
-    let rtx_sock = ctrl_sock.try_clone().ok()?;
+    let mut sock = ctrl_sock.try_clone().ok()?;
+    let mut rtx_sock = ctrl_sock.try_clone().ok()?;
     let stats = stats.clone();
     let rtx_stats = stats.clone();
     let epoch = seq.epoch;
@@ -948,7 +958,7 @@ fn nack_reply(
     // Retransmissions unicast to the NACK's sender from the control port, where
     // the replica takes them (07 §4.10); a cold path, one send per frame.
     let resend = Box::new(move |to: SocketAddr, b: &[u8]| {
-        let ok = rtx_sock.send_to(b, to).is_ok();
+        let ok = send_to(&mut rtx_sock, b, to);
         bump(if ok {
             &rtx_stats.rtx_unicast
         } else {
@@ -976,7 +986,7 @@ fn nack_reply(
                 last = m.to_bytes().ok().map(|b| (oldest, b));
             }
             if let Some((_, b)) = last.as_ref() {
-                let _ = sock.send_to(b, src);
+                send_to(&mut sock, b, src);
                 bump(&stats.too_old);
             }
         }),
@@ -986,12 +996,12 @@ fn nack_reply(
 /// The order hasher's HashList parts to a voter, sealed under its link key (a spoofed,
 /// mis-shaped part would otherwise make a replica refuse the block).
 fn hash_reply(
-    ctrl_sock: &std::net::UdpSocket,
+    ctrl_sock: &UdpPort,
     stats: &Arc<NetStats>,
     links: &HashMap<SocketAddr, LinkKey>,
     epoch: u32,
 ) -> Option<tiles::HashReply> {
-    ctrl_sock.try_clone().ok().map(|sock| {
+    ctrl_sock.try_clone().ok().map(|mut sock| {
         let stats = stats.clone();
         let links = links.clone();
 
@@ -1007,7 +1017,7 @@ fn hash_reply(
                 o.extend_from_slice(b);
                 true
             });
-            let _ = sock.send_to(&buf, to);
+            send_to(&mut sock, &buf, to);
             bump(&stats.hash_list_parts);
         }) as tiles::HashReply
     })

@@ -6,3 +6,4 @@
 
 pub mod book;
 pub mod decode;
+pub mod twin;

@@ -359,9 +359,23 @@ impl Opener {
     }
 }
 
+std::thread_local! {
+    static SIM_START: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The simulator's stand-in for the wall clock of [`start_seq`] on this thread (`vyrn-sim`:
+/// one seed, one run, byte for byte); `None` restores the wall clock. A simulator restarting a
+/// member sets a later value first, as the wall clock would have moved on.
+pub fn set_sim_start_seq(ns: Option<u64>) {
+    SIM_START.with(|c| c.set(ns));
+}
+
 /// A sender's first sequence number: the wall clock in ns (so a restarted member continues
 /// above what it sent before). The one clock read of this module, for the roles to call.
 pub fn start_seq() -> u64 {
+    if let Some(ns) = SIM_START.with(std::cell::Cell::get) {
+        return ns;
+    }
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
