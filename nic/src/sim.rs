@@ -129,6 +129,8 @@ struct Ep {
     host: Ipv4Addr,
     groups: Vec<Ipv4Addr>,
     shared: bool,
+    /// Its last port was dropped: it receives nothing and its address is free again.
+    closed: bool,
     /// Arrival (ns, then delivery order) → source and bytes.
     queue: BTreeMap<(u64, u64), (SocketAddrV4, Vec<u8>)>,
 }
@@ -175,15 +177,15 @@ impl Net {
             return (0..self.eps.len())
                 .filter(|&i| {
                     let e = &self.eps[i];
-                    e.groups.contains(to.ip()) && e.bind.port() == to.port()
+                    !e.closed && e.groups.contains(to.ip()) && e.bind.port() == to.port()
                 })
                 .collect();
         }
-        let exact = (0..self.eps.len()).find(|&i| self.eps[i].bind == to);
+        let exact = (0..self.eps.len()).find(|&i| !self.eps[i].closed && self.eps[i].bind == to);
         let any = || {
             (0..self.eps.len()).find(|&i| {
                 let b = self.eps[i].bind;
-                b.ip().is_unspecified() && b.port() == to.port()
+                !self.eps[i].closed && b.ip().is_unspecified() && b.port() == to.port()
             })
         };
         exact.or_else(any).into_iter().collect()
@@ -368,7 +370,7 @@ impl SimNet {
         } else if n
             .eps
             .iter()
-            .any(|e| e.bind == bind && !(e.shared && shared))
+            .any(|e| !e.closed && e.bind == bind && !(e.shared && shared))
         {
             return Err(NicError::Io {
                 op: "bind",
@@ -380,20 +382,40 @@ impl SimNet {
             host: join.map_or(*bind.ip(), |j| j.1),
             groups: join.map(|j| j.0).into_iter().collect(),
             shared,
+            closed: false,
             queue: BTreeMap::new(),
         });
-        Ok(SimSock {
+        Ok(SimSock(Arc::new(Bound {
             net: self.clone(),
             ep: n.eps.len() - 1,
-        })
+        })))
     }
 }
 
-/// One bound simulated socket (shared by a port and its clones, as a `dup`ed fd is).
+/// One bound simulated socket (shared by a port and its clones, as a `dup`ed fd is; closed
+/// when the last goes).
 #[derive(Clone)]
-pub(crate) struct SimSock {
+pub(crate) struct SimSock(Arc<Bound>);
+
+pub(crate) struct Bound {
     net: Arc<SimNet>,
     ep: usize,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let mut n = self.net.lock();
+        let e = &mut n.eps[self.ep];
+        e.closed = true;
+        e.queue.clear();
+    }
+}
+
+impl std::ops::Deref for SimSock {
+    type Target = Bound;
+    fn deref(&self) -> &Bound {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for SimSock {
@@ -578,8 +600,19 @@ mod tests {
         assert_eq!(b.recv_batch(&mut rx).unwrap(), 0);
         let s = net.stats();
         assert_eq!((s.sent, s.delivered, s.received, s.unrouted), (2, 3, 3, 0));
-        // A second bind of a fixed address is refused (not shared).
+        // A second bind of a fixed address is refused (not shared); dropping the port (and its
+        // clones) frees it, and nothing more reaches it.
         assert!(UdpPort::open(&UdpConfig::new(v4("10.0.0.1:5000"))).is_err());
+        let clone = a.try_clone().unwrap();
+        drop(a);
+        assert!(UdpPort::open(&UdpConfig::new(v4("10.0.0.1:5000"))).is_err());
+        drop(clone);
+        drop(m2);
+        b.send_batch(&[to_g]).unwrap();
+        net.set_now(2_000);
+        assert_eq!(m1.recv_batch(&mut rx).unwrap(), 1);
+        assert_eq!(net.stats().delivered, 4, "a closed receiver gets nothing");
+        assert!(UdpPort::open(&UdpConfig::new(v4("10.0.0.1:5000"))).is_ok());
     }
 
     /// The policy's fates: loss, duplication, partition; and the trace is a function of the

@@ -16,5 +16,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod home;
 pub mod oracle;
 pub mod voting;

@@ -20,8 +20,7 @@ pub fn write_dev_config(
         base_port,
         None,
         &HomeAddrs::loopback(),
-        None,
-        None,
+        Opts::default(),
     )
 }
 
@@ -153,7 +152,15 @@ pub fn write_dev_home_at(
     n_data: u8,
     addrs: &HomeAddrs,
 ) -> std::io::Result<PathBuf> {
-    write_home(dir, lanes, per_lane, base_port, n_data, addrs, None, None)
+    write_home(
+        dir,
+        lanes,
+        per_lane,
+        base_port,
+        n_data,
+        addrs,
+        Opts::default(),
+    )
 }
 
 /// [`write_dev_home_at`] with every secret key drawn from `key_seed` instead of
@@ -174,8 +181,10 @@ pub fn write_sim_home(
         base_port,
         1,
         addrs,
-        None,
-        Some(key_seed),
+        Opts {
+            ref_cores: None,
+            key_seed: Some(key_seed),
+        },
     )
 }
 
@@ -235,9 +244,19 @@ pub fn write_ref_home(
         base_port,
         n_data,
         addrs,
-        Some(core_map),
-        None,
+        Opts {
+            ref_cores: Some(core_map),
+            key_seed: None,
+        },
     )
+}
+
+/// What sets a generated home apart beyond its shape: a REF home's core map, a simulated
+/// home's key seed.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Opts<'a> {
+    pub(super) ref_cores: Option<&'a [usize]>,
+    pub(super) key_seed: Option<u64>,
 }
 
 pub(super) fn write_home(
@@ -247,8 +266,7 @@ pub(super) fn write_home(
     base_port: u16,
     n_data: u8,
     addrs: &HomeAddrs,
-    ref_cores: Option<&[usize]>,
-    key_seed: Option<u64>,
+    opts: Opts<'_>,
 ) -> std::io::Result<PathBuf> {
     if base_port == 0 || base_port > u16::MAX - 64 {
         return Err(std::io::Error::new(
@@ -262,16 +280,7 @@ pub(super) fn write_home(
             format!("a dev home has 1 or {DEV_DATABOXES_MAX} data boxes, not {n_data}"),
         ));
     }
-    write_dev(
-        dir,
-        lanes,
-        per_lane,
-        base_port,
-        Some(n_data),
-        addrs,
-        ref_cores,
-        key_seed,
-    )
+    write_dev(dir, lanes, per_lane, base_port, Some(n_data), addrs, opts)
 }
 
 /// `s` as a TOML basic string, quoted and escaped.
@@ -302,9 +311,12 @@ pub(super) fn write_dev(
     base_port: u16,
     data: Option<u8>,
     addrs: &HomeAddrs,
-    ref_cores: Option<&[usize]>,
-    key_seed: Option<u64>,
+    opts: Opts<'_>,
 ) -> std::io::Result<PathBuf> {
+    let Opts {
+        ref_cores,
+        key_seed,
+    } = opts;
     let home = data.is_some();
     let n_data = data.unwrap_or(1);
     use std::fmt::Write as _;

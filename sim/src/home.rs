@@ -1,0 +1,820 @@
+//! The whole home on one thread, in simulated time, under the faults a seed draws (issue 30;
+//! 07 §15 "vyrn-sim").
+//!
+//! What runs: every production tile of the box (RX, lanes, cut, BBO, stream cores, TX, control,
+//! control RX, order hasher, cert), the data box's, the four replicas' fronts (order RX, repair,
+//! data join, verdict, the interim voter, replay inline) and a client load — the tiles
+//! `vyrn up`'s processes run, built by the same code ([`LoopbackHome::one_thread`]). Their
+//! sockets are bound on [`vyrn_nic::sim::SimNet`] (installed on this thread), so every datagram
+//! crosses a simulated network whose clock is the simulator's. One seed draws the fault
+//! [`Schedule`] and the order in which tiles are polled; the same seed gives the same run, event
+//! for event ([`Report::trace`]).
+//!
+//! Checked while it runs, after every poll (each a [`Violation`] citing 07):
+//! - T-REP-2: every frame the stream cores emit, on each path, goes through both the oracle
+//!   decoder ([`crate::oracle::decode`]) and `vyrn-wire`'s, which must agree.
+//! - INV-FRAME-FIRST (07 §4.3, B-REP-2): every response a client is sent answers a packet whose
+//!   PacketRecord already left on path A and on path B.
+//!
+//! Checked at the end: INV-DET (07 §6: every replica replays the same responses, the same
+//! digest); no replica refused a block or saw a sequencer fault; the box finalized blocks; the
+//! client saw fills, durable and final; liveness: after the last fault healed, the final height
+//! still moved.
+//!
+//! Not simulated yet (issue 30's note lists them): Simplex on commonware's deterministic runtime
+//! (the interim voter votes here), the journal's disk, crash and restart, clock steps, the
+//! Byzantine mocks; and the failure-matrix rows that need failover (§9) or catch-up (§7.6).
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use vyrn_home::PATH_GROUPS;
+use vyrn_nic::lossy::SplitMix64;
+use vyrn_nic::sim::{Fate, Hop, SimNet};
+use vyrn_replica::homekit::{LoopbackHome, OneThread};
+
+use crate::oracle::twin::Twins;
+
+/// Simulated time the home starts at (ns): the roles' clocks start at 1 ms (0 is "never").
+const T0: u64 = 1_000_000;
+/// How far simulated time moves after a round in which some tile had work (ns).
+const BUSY_STEP: u64 = 1_000;
+/// The longest idle jump (ns): timers the tiles do not announce fire at most this late.
+const IDLE_STEP: u64 = 20_000;
+/// Simulated time after the load stops for the last blocks to become final (ns).
+const TAIL_NS: u64 = 150_000_000;
+
+/// Fault kinds a campaign may draw (`vyrn sim --faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultKinds {
+    /// Loss on path A, B or both (from the sender: every receiver of the path loses it).
+    pub loss: bool,
+    /// Duplicated datagrams on the paths.
+    pub dup: bool,
+    /// Latency jitter on every hop (reorders).
+    pub jitter: bool,
+    /// A voter cut from everyone for a while; the box cut from one voter.
+    pub partition: bool,
+    /// The data box down for a while.
+    pub databox: bool,
+    /// A tile or a whole replica not polled for 0.1–50 ms.
+    pub stall: bool,
+}
+
+impl FaultKinds {
+    /// Every kind.
+    pub const ALL: FaultKinds = FaultKinds {
+        loss: true,
+        dup: true,
+        jitter: true,
+        partition: true,
+        databox: true,
+        stall: true,
+    };
+    /// None: a clean network.
+    pub const NONE: FaultKinds = FaultKinds {
+        loss: false,
+        dup: false,
+        jitter: false,
+        partition: false,
+        databox: false,
+        stall: false,
+    };
+
+    /// `all`, `none`, or a comma list of `loss,dup,jitter,partition,databox,stall`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => return Ok(Self::ALL),
+            "none" => return Ok(Self::NONE),
+            _ => {}
+        }
+        let mut k = Self::NONE;
+        for w in s.split(',').map(str::trim) {
+            match w {
+                "loss" => k.loss = true,
+                "dup" => k.dup = true,
+                "jitter" => k.jitter = true,
+                "partition" => k.partition = true,
+                "databox" => k.databox = true,
+                "stall" => k.stall = true,
+                _ => return Err(format!("unknown fault kind {w:?}")),
+            }
+        }
+        Ok(k)
+    }
+}
+
+/// Who a network address is (the sim home sits on the netns lab's addresses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The sequencer box (client, control and path senders).
+    Box,
+    /// Voter `i`.
+    Voter(u8),
+    /// The data box.
+    DataBox,
+    /// A client (the load).
+    Client,
+}
+
+/// The role at `ip` in the sim home (`HomeAddrs::netns_lab`).
+pub fn role(ip: Ipv4Addr) -> Role {
+    let o = ip.octets();
+    if o[0] != 10 || o[1] != 77 {
+        return Role::Client;
+    }
+    match o[3] {
+        1 => Role::Box,
+        10..=13 => Role::Voter(o[3] - 10),
+        20 | 21 => Role::DataBox,
+        _ => Role::Client,
+    }
+}
+
+/// A fault that holds for a window of simulated time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Voter `i` cut off from everyone (07 §14: a voter partitioned).
+    Voter(u8),
+    /// The box cut off from voter `i` (§14: sequencer from k voters, k = 1).
+    BoxFrom(u8),
+    /// The data box down (§14: data box down).
+    DataBox,
+    /// Voter `i`'s tile not polled (a paused process).
+    StallVoter(u8),
+    /// The box's tile named here not polled (a stalled core).
+    StallTile(&'static str),
+}
+
+/// A fault's window, simulated ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// What.
+    pub cut: Cut,
+    /// From (ns).
+    pub from: u64,
+    /// Until (ns, exclusive).
+    pub to: u64,
+}
+
+impl Window {
+    fn holds(&self, now: u64) -> bool {
+        (self.from..self.to).contains(&now)
+    }
+}
+
+/// Everything a seed draws about the network and the faults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// Latency of every hop, ns.
+    pub base_ns: u64,
+    /// Extra latency drawn per hop, 0..=jitter ns (reorders).
+    pub jitter_ns: u64,
+    /// Loss per path (A, B), from the sender.
+    pub path_loss: [f64; 2],
+    /// Duplicate probability per path hop.
+    pub dup: f64,
+    /// Windows of partitions, outages and stalls.
+    pub windows: Vec<Window>,
+}
+
+/// The box tiles a stall may hit.
+const STALL_TILES: [&str; 6] = ["cut", "bbo", "streamA", "streamB", "lane0", "control"];
+
+impl Schedule {
+    /// Draw a schedule from `seed` for a run whose load lasts `load_ns` from [`T0`].
+    pub fn draw(seed: u64, kinds: FaultKinds, load_ns: u64) -> Self {
+        let mut r = SplitMix64::new(seed ^ 0x5c4e_d01e);
+        let mut below = |n: u64| r.next_u64() % n.max(1);
+        let mut s = Schedule {
+            base_ns: 5_000 + below(45_000),
+            jitter_ns: 0,
+            path_loss: [0.0; 2],
+            dup: 0.0,
+            windows: Vec::new(),
+        };
+        // Each kind is drawn in with probability 1/2, so a campaign mixes them.
+        if kinds.jitter && below(2) == 0 {
+            s.jitter_ns = below(200_000);
+        }
+        if kinds.loss && below(2) == 0 {
+            // One path, the other, or both (07 §14: a path lossy or down).
+            let p = below(300) as f64 / 1000.0;
+            match below(3) {
+                0 => s.path_loss[0] = p,
+                1 => s.path_loss[1] = p,
+                _ => s.path_loss = [p, below(300) as f64 / 1000.0],
+            }
+        }
+        if kinds.dup && below(2) == 0 {
+            s.dup = below(50) as f64 / 1000.0;
+        }
+        let window = |cut: Cut, max_ns: u64, below: &mut dyn FnMut(u64) -> u64| {
+            let from = T0 + below(load_ns);
+            let len = 100_000 + below(max_ns);
+            Window {
+                cut,
+                from,
+                to: from + len,
+            }
+        };
+        if kinds.partition && below(2) == 0 {
+            let v = below(4) as u8;
+            let cut = if below(2) == 0 {
+                Cut::Voter(v)
+            } else {
+                Cut::BoxFrom(v)
+            };
+            s.windows.push(window(cut, 50_000_000, &mut below));
+        }
+        if kinds.databox && below(2) == 0 {
+            s.windows.push(window(Cut::DataBox, 50_000_000, &mut below));
+        }
+        if kinds.stall && below(2) == 0 {
+            let cut = if below(2) == 0 {
+                Cut::StallVoter(below(4) as u8)
+            } else {
+                Cut::StallTile(STALL_TILES[below(STALL_TILES.len() as u64) as usize])
+            };
+            s.windows.push(window(cut, 50_000_000, &mut below));
+        }
+        s
+    }
+
+    /// When the last fault window ends (ns), if any.
+    pub fn healed_at(&self) -> Option<u64> {
+        self.windows.iter().map(|w| w.to).max()
+    }
+
+    /// The schedule, a line per fault, as `vyrn sim` prints it.
+    pub fn describe(&self) -> Vec<String> {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mut v = vec![format!(
+            "latency {:.0} µs + jitter 0..{:.0} µs per hop",
+            self.base_ns as f64 / 1e3,
+            self.jitter_ns as f64 / 1e3
+        )];
+        if self.path_loss != [0.0; 2] {
+            v.push(format!(
+                "loss on path A {:.1} %, path B {:.1} %",
+                self.path_loss[0] * 100.0,
+                self.path_loss[1] * 100.0
+            ));
+        }
+        if self.dup > 0.0 {
+            v.push(format!("duplicates on the paths {:.1} %", self.dup * 100.0));
+        }
+        for w in &self.windows {
+            let what = match w.cut {
+                Cut::Voter(i) => format!("voter {i} partitioned from everyone"),
+                Cut::BoxFrom(i) => format!("the box cut from voter {i}"),
+                Cut::DataBox => "the data box down".into(),
+                Cut::StallVoter(i) => format!("voter {i} paused"),
+                Cut::StallTile(t) => format!("the box's {t} tile stalled"),
+            };
+            v.push(format!(
+                "{what} from {:.3} ms to {:.3} ms",
+                ms(w.from),
+                ms(w.to)
+            ));
+        }
+        v
+    }
+
+    /// The kinds this schedule exercises, by name (for the campaign's coverage).
+    pub fn kinds(&self) -> Vec<&'static str> {
+        let mut k = Vec::new();
+        if self.jitter_ns > 0 {
+            k.push("jitter");
+        }
+        if self.path_loss[0] > 0.0 && self.path_loss[1] > 0.0 {
+            k.push("loss-both");
+        } else if self.path_loss != [0.0; 2] {
+            k.push("loss-one");
+        }
+        if self.dup > 0.0 {
+            k.push("dup");
+        }
+        for w in &self.windows {
+            k.push(match w.cut {
+                Cut::Voter(_) => "partition-voter",
+                Cut::BoxFrom(_) => "partition-box-voter",
+                Cut::DataBox => "databox-down",
+                Cut::StallVoter(_) => "stall-voter",
+                Cut::StallTile(_) => "stall-box-tile",
+            });
+        }
+        k
+    }
+
+    /// The network's policy for this schedule: every hop's fate, drawn from `seed` in send
+    /// order.
+    fn policy(&self, seed: u64) -> vyrn_nic::sim::Policy {
+        let s = self.clone();
+        let mut r = SplitMix64::new(seed ^ 0x0e70_4b01);
+        let path_of = |to: SocketAddrV4| PATH_GROUPS.iter().position(|g| g == to.ip());
+        Box::new(move |h: &Hop<'_>| {
+            // Draw the same numbers for every hop, whatever its fate: the stream of draws
+            // depends on the sends alone.
+            let (x, y, z) = (r.next_u64(), r.next_u64(), r.next_u64());
+            let (src, dst) = (role(*h.src.ip()), role(*h.dst.ip()));
+            let cut = s.windows.iter().any(|w| {
+                w.holds(h.now)
+                    && match w.cut {
+                        Cut::Voter(i) => src == Role::Voter(i) || dst == Role::Voter(i),
+                        Cut::BoxFrom(i) => {
+                            (src, dst) == (Role::Box, Role::Voter(i))
+                                || (src, dst) == (Role::Voter(i), Role::Box)
+                        }
+                        Cut::DataBox => src == Role::DataBox || dst == Role::DataBox,
+                        Cut::StallVoter(_) | Cut::StallTile(_) => false,
+                    }
+            });
+            if cut {
+                return Fate::Partitioned;
+            }
+            let delay = s.base_ns
+                + if s.jitter_ns > 0 {
+                    y % (s.jitter_ns + 1)
+                } else {
+                    0
+                };
+            if let Some(p) = path_of(h.to) {
+                // Loss from the sender: one draw per datagram (its id), every receiver alike.
+                let mut d = SplitMix64::new(h.id ^ seed);
+                if unit(d.next_u64()) < s.path_loss[p] {
+                    return Fate::Lost;
+                }
+                if unit(x) < s.dup {
+                    return Fate::Deliver {
+                        delay,
+                        copies: 2,
+                        dup_gap: z % 50_000,
+                    };
+                }
+            }
+            Fate::after(delay)
+        })
+    }
+}
+
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// One run's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimConfig {
+    /// The seed: schedule, poll order, keys.
+    pub seed: u64,
+    /// Fault kinds it may draw.
+    pub kinds: FaultKinds,
+    /// Simulated ms of client load (then [`TAIL_NS`] for the last answers).
+    pub load_ms: u64,
+    /// Client msgs/s.
+    pub rate: u64,
+}
+
+impl SimConfig {
+    /// The campaign's run of `seed`: every fault kind, 300 ms of load at 4000 msgs/s.
+    pub fn campaign(seed: u64) -> Self {
+        SimConfig {
+            seed,
+            kinds: FaultKinds::ALL,
+            load_ms: 300,
+            rate: 4000,
+        }
+    }
+}
+
+/// A broken promise, with where it was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant, as 07 names it.
+    pub invariant: &'static str,
+    /// Simulated time (ns).
+    pub at: u64,
+    /// The poll (step number) after which it was seen, and the tile polled.
+    pub step: u64,
+    /// The tile polled at that step.
+    pub tile: String,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at {:.3} ms, step {} (tile {}): {}",
+            self.invariant,
+            self.at as f64 / 1e6,
+            self.step,
+            self.tile,
+            self.detail
+        )
+    }
+}
+
+/// What one run did and found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The fault schedule.
+    pub schedule: Schedule,
+    /// Broken invariants, first first (the run stops at the first found while running).
+    pub violations: Vec<Violation>,
+    /// The network's trace (hash of every event, events): equal for two runs of one seed.
+    pub trace: (u64, u64),
+    /// Simulated ns run.
+    pub sim_ns: u64,
+    /// Wall time, s.
+    pub wall_s: f64,
+    /// Tile polls.
+    pub polls: u64,
+    /// The network's totals.
+    pub net: vyrn_nic::sim::NetStats,
+    /// Frames each path carried (as emitted) and the decoders checked.
+    pub frames: [u64; 2],
+    /// Responses checked against the gate.
+    pub responses: u64,
+    /// The box's final height at the end.
+    pub final_height: u64,
+    /// The replicas' replay digest (replica 0's; all equal when INV-DET holds).
+    pub digest: [u8; 32],
+    /// The client's answered News, fills, durable and final facts.
+    pub client: [u64; 4],
+}
+
+impl Report {
+    /// True when nothing was violated.
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// The running checks.
+struct Checks {
+    twins: [Twins; 2],
+    /// (session, pkt_seq) → when its PacketRecord left on path A / B.
+    on_path: [HashMap<(u32, u32), u64>; 2],
+    seen_pkts: [usize; 2],
+    k_out: HashMap<u32, [u8; 16]>,
+    box_client: SocketAddrV4,
+    frames: [u64; 2],
+    responses: u64,
+    found: Vec<Violation>,
+}
+
+impl Checks {
+    fn sent(&mut self, s: &vyrn_nic::sim::Sent, step: u64, tile: &str) {
+        let v = |inv: &'static str, detail: String| Violation {
+            invariant: inv,
+            at: s.at,
+            step,
+            tile: tile.to_string(),
+            detail,
+        };
+        if let Some(p) = PATH_GROUPS.iter().position(|g| g == s.to.ip()) {
+            self.frames[p] += 1;
+            if let Err(e) = self.twins[p].frame(&s.data) {
+                let path = if p == 0 { "A" } else { "B" };
+                self.found.push(v(
+                    "T-REP-2 (07 §11)",
+                    format!("path {path}: decoders differ: {e}"),
+                ));
+            }
+            let pkts = &self.twins[p].decoded().pkts;
+            for r in &pkts[self.seen_pkts[p]..] {
+                self.on_path[p]
+                    .entry((r.session, r.pkt_seq))
+                    .or_insert(s.at);
+            }
+            self.seen_pkts[p] = pkts.len();
+            return;
+        }
+        if s.src != self.box_client || role(*s.to.ip()) != Role::Client {
+            return;
+        }
+        // A response to a client: which packet it answers (07 §4.3).
+        let Some(session) = s
+            .data
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            return;
+        };
+        let Some(k) = self.k_out.get(&session) else {
+            return;
+        };
+        let Ok(r) = vyrn_wire::msg::client::Response::parse(&s.data, k) else {
+            return;
+        };
+        self.responses += 1;
+        if r.echo_pkt_seq == 0 {
+            return;
+        }
+        let key = (session, r.echo_pkt_seq);
+        let missing: Vec<&str> = ["A", "B"]
+            .into_iter()
+            .zip(&self.on_path)
+            .filter(|(_, m)| m.get(&key).is_none_or(|&t| t > s.at))
+            .map(|(n, _)| n)
+            .collect();
+        if !missing.is_empty() {
+            self.found.push(v(
+                "INV-FRAME-FIRST (07 §4.3)",
+                format!(
+                    "response {} to session {session} pkt_seq {} left before its PacketRecord was on path {}",
+                    r.resp_seq,
+                    r.echo_pkt_seq,
+                    missing.join(" and ")
+                ),
+            ));
+        }
+    }
+}
+
+/// Run one seed.
+pub fn run(cfg: &SimConfig) -> Result<Report, String> {
+    let wall = Instant::now();
+    let schedule = Schedule::draw(cfg.seed, cfg.kinds, cfg.load_ms * 1_000_000);
+    let net = SimNet::new(schedule.policy(cfg.seed));
+    let _net = vyrn_nic::sim::install(&net);
+    vyrn_wire::msg::seal::set_sim_start_seq(Some(1 << 40));
+    let _unset = Unset;
+    net.set_now(T0);
+    net.tap(true);
+    let h = LoopbackHome::simulated(&format!("s{:x}", cfg.seed), cfg.seed)?;
+    let layout = h.cfg.engine.layout;
+    let mut checks = Checks {
+        twins: [Twins::new(layout)?, Twins::new(layout)?],
+        on_path: [HashMap::new(), HashMap::new()],
+        seen_pkts: [0; 2],
+        k_out: h
+            .home
+            .engine
+            .sessions
+            .iter()
+            .map(|s| (s.session, s.k_out))
+            .collect(),
+        box_client: SocketAddrV4::new(h.cfg.ip, h.cfg.client_port),
+        frames: [0; 2],
+        responses: 0,
+        found: Vec::new(),
+    };
+    let load_s = cfg.load_ms.div_ceil(1000).max(1);
+    let mut one = h.one_thread(cfg.seed, cfg.rate, load_s)?;
+    one.end_ns = T0 + cfg.load_ms * 1_000_000;
+    let end = one.end_ns + TAIL_NS;
+    let names: Vec<String> = one.home.tasks.iter().map(|t| t.name()).collect();
+    let stalled = stall_sets(&schedule, &names);
+    let mut rng = SplitMix64::new(cfg.seed ^ 0x5017);
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    let (mut now, mut polls) = (T0, 0u64);
+    let healed = schedule.healed_at().unwrap_or(T0).max(T0) + 30_000_000;
+    let mut final_at_heal = None;
+    let mut sent = Vec::new();
+    while now < end && checks.found.is_empty() {
+        net.set_now(now);
+        for i in (1..order.len()).rev() {
+            order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        let mut busy = false;
+        for &i in &order {
+            if stalled.iter().any(|(w, t)| *t == i && w.holds(now)) {
+                continue;
+            }
+            busy |= one.home.poll(i, now);
+            polls += 1;
+            net.drain_tap(&mut sent);
+            for s in sent.drain(..) {
+                checks.sent(&s, polls, &names[i]);
+            }
+        }
+        if final_at_heal.is_none() && now >= healed {
+            final_at_heal = Some(one.control.final_height.load(Ordering::Relaxed));
+        }
+        now = if busy {
+            now + BUSY_STEP
+        } else {
+            let next = net.next_arrival().unwrap_or(u64::MAX);
+            next.clamp(now + BUSY_STEP, now + IDLE_STEP)
+        };
+    }
+    let sim_ns = now - T0;
+    let frames = checks.frames;
+    let responses = checks.responses;
+    let mut found = checks.found;
+    let stopped_early = !found.is_empty();
+    let final_height = one.control.final_height.load(Ordering::Relaxed);
+    let mut r = Report {
+        seed: cfg.seed,
+        schedule,
+        violations: Vec::new(),
+        trace: net.trace(),
+        sim_ns,
+        wall_s: 0.0,
+        polls,
+        net: net.stats(),
+        frames,
+        responses,
+        final_height,
+        digest: [0; 32],
+        client: [0; 4],
+    };
+    if !stopped_early {
+        end_checks(one, final_at_heal, now, &mut r, &mut found);
+    }
+    r.violations = found;
+    r.wall_s = wall.elapsed().as_secs_f64();
+    Ok(r)
+}
+
+/// Restores the wall clock of the seal's start sequence when a run ends.
+struct Unset;
+
+impl Drop for Unset {
+    fn drop(&mut self) {
+        vyrn_wire::msg::seal::set_sim_start_seq(None);
+    }
+}
+
+/// Each stall window and the tile index it holds back.
+fn stall_sets(s: &Schedule, names: &[String]) -> Vec<(Window, usize)> {
+    let mut out = Vec::new();
+    for w in &s.windows {
+        match w.cut {
+            // The replicas' fronts are the first tiles, in voter order.
+            Cut::StallVoter(v) => out.push((*w, usize::from(v))),
+            Cut::StallTile(t) => {
+                if let Some(i) = names.iter().position(|n| n == t) {
+                    out.push((*w, i));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn end_checks(
+    one: OneThread,
+    final_at_heal: Option<u64>,
+    now: u64,
+    r: &mut Report,
+    found: &mut Vec<Violation>,
+) {
+    let mut v = |inv: &'static str, detail: String| {
+        found.push(Violation {
+            invariant: inv,
+            at: now,
+            step: r.polls,
+            tile: "(end of run)".into(),
+            detail,
+        })
+    };
+    if let Some(f) = final_at_heal {
+        if r.final_height <= f {
+            v(
+                "liveness (07 §14)",
+                format!("no block became final after the faults healed (final height {f})"),
+            );
+        }
+    }
+    let home = match one.finish() {
+        Ok(h) => h,
+        Err(e) => {
+            v("INV-DET (07 §6)", format!("a replica's replay failed: {e}"));
+            return;
+        }
+    };
+    let c = &home.counts;
+    r.client = [c.answered, c.fills, c.durable, c.fin];
+    if c.answered == 0 || c.fin == 0 {
+        v(
+            "liveness (07 §14)",
+            format!(
+                "the client got {} answers and {} final facts",
+                c.answered, c.fin
+            ),
+        );
+    }
+    if home.diverge_halts > 0 {
+        v(
+            "INV-DET (07 §7.4)",
+            format!(
+                "the box halted the book {} times for a divergence",
+                home.diverge_halts
+            ),
+        );
+    }
+    let Some(first) = home.nodes.first() else {
+        v("INV-DET (07 §6)", "no replica".into());
+        return;
+    };
+    let d0 = first.replay().digest();
+    r.digest = d0;
+    for (i, n) in home.nodes.iter().enumerate() {
+        let c = n.counters();
+        if n.voter().refused().is_some() {
+            v("INV-QUORUM (07 §6)", format!("replica {i} refused a block"));
+        }
+        if c.seq_faults > 0 {
+            v(
+                "07 §3.12",
+                format!("replica {i} saw {} sequencer faults", c.seq_faults),
+            );
+        }
+        let (a, b) = (n.replay(), first.replay());
+        if a.responses != b.responses || a.digest() != d0 {
+            v(
+                "INV-DET (07 §6)",
+                format!(
+                    "replica {i} replayed {} responses, digest {:x?}; replica 0 {} responses, {:x?}",
+                    a.responses,
+                    a.digest(),
+                    b.responses,
+                    d0
+                ),
+            );
+        }
+    }
+}
+
+/// A campaign's result.
+#[derive(Debug, Clone, Default)]
+pub struct Campaign {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Failing seeds and their first violation.
+    pub failed: Vec<(u64, String)>,
+    /// Seeds that exercised each fault kind.
+    pub kinds: std::collections::BTreeMap<&'static str, u64>,
+    /// Simulated ns, over every seed.
+    pub sim_ns: u64,
+    /// Wall s, over every seed.
+    pub wall_s: f64,
+}
+
+/// Run seeds `first..first + n` with `kinds`; `each` sees every report as it ends.
+pub fn campaign(first: u64, n: u64, kinds: FaultKinds, mut each: impl FnMut(&Report)) -> Campaign {
+    let mut c = Campaign::default();
+    for seed in first..first + n {
+        let cfg = SimConfig {
+            kinds,
+            ..SimConfig::campaign(seed)
+        };
+        c.seeds += 1;
+        match run(&cfg) {
+            Ok(r) => {
+                for k in r.schedule.kinds() {
+                    *c.kinds.entry(k).or_default() += 1;
+                }
+                c.sim_ns += r.sim_ns;
+                c.wall_s += r.wall_s;
+                if let Some(v) = r.violations.first() {
+                    c.failed.push((seed, v.to_string()));
+                }
+                each(&r);
+            }
+            Err(e) => c
+                .failed
+                .push((seed, format!("the home did not build: {e}"))),
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_follow_the_lab_addresses() {
+        assert_eq!(role(Ipv4Addr::new(10, 77, 0, 1)), Role::Box);
+        assert_eq!(role(Ipv4Addr::new(10, 77, 1, 1)), Role::Box);
+        assert_eq!(role(Ipv4Addr::new(10, 77, 2, 12)), Role::Voter(2));
+        assert_eq!(role(Ipv4Addr::new(10, 77, 0, 20)), Role::DataBox);
+        assert_eq!(role(Ipv4Addr::LOCALHOST), Role::Client);
+    }
+
+    #[test]
+    fn a_seed_draws_one_schedule_and_kinds_parse() {
+        let a = Schedule::draw(7, FaultKinds::ALL, 300_000_000);
+        assert_eq!(a, Schedule::draw(7, FaultKinds::ALL, 300_000_000));
+        let none = Schedule::draw(7, FaultKinds::NONE, 300_000_000);
+        assert!(none.windows.is_empty() && none.path_loss == [0.0; 2] && none.jitter_ns == 0);
+        assert_eq!(FaultKinds::parse("loss,stall").unwrap().stall, true);
+        assert!(FaultKinds::parse("meteor").is_err());
+        // Over many seeds every kind is drawn.
+        let mut seen = std::collections::BTreeSet::new();
+        for s in 0..200 {
+            seen.extend(Schedule::draw(s, FaultKinds::ALL, 300_000_000).kinds());
+        }
+        assert_eq!(seen.len(), 9, "{seen:?}");
+    }
+}
