@@ -339,6 +339,24 @@ impl SimNet {
         self.lock().stats
     }
 
+    /// Every open port with datagrams still queued: its host and port, how many, the earliest
+    /// arrival (ns). What nobody read by the end of a run.
+    pub fn queued(&self) -> Vec<(SocketAddrV4, usize, u64)> {
+        let n = self.lock();
+        n.eps
+            .iter()
+            .filter(|e| !e.closed && !e.queue.is_empty())
+            .map(|e| {
+                let first = e.queue.keys().next().map_or(0, |k| k.0);
+                (
+                    SocketAddrV4::new(e.host, e.bind.port()),
+                    e.queue.len(),
+                    first,
+                )
+            })
+            .collect()
+    }
+
     /// The earliest arrival still queued at any port (ns), if any: when the driver next has
     /// network work.
     pub fn next_arrival(&self) -> Option<u64> {

@@ -58,6 +58,10 @@ pub struct LoopbackHome {
     pub replay_tile: Vec<usize>,
     /// Replicas whose replay tile runs on its own thread.
     pub replay_thread: Vec<usize>,
+    /// The data box's DATA_HB period and batch window (ns): the dev profile's 1 ms and 200 µs
+    /// (the replicas' dev budgets call it silent after 20 ms), 07's 100 µs and REP_DATA_BATCH_US
+    /// in the simulator's home.
+    pub databox_timing: (u64, u64),
 }
 
 /// Seeded loss on each replication path as the box sends it (`vyrn_nic::lossy`): each frame
@@ -101,6 +105,8 @@ pub struct OneThread {
     pub control: Arc<vyrn_seq::tiles::ControlStats>,
     /// When the load stops sending (clock ns).
     pub end_ns: u64,
+    /// The box's stream-core knobs.
+    pub knobs: Arc<vyrn_seq::tiles::StreamKnobs>,
 }
 
 impl std::fmt::Debug for OneThread {
@@ -223,6 +229,7 @@ impl LoopbackHome {
             path_loss: None,
             budgets: Budgets::dev(),
             journal: Vec::new(),
+            databox_timing: (1_000_000, 200_000),
         })
     }
 
@@ -257,6 +264,10 @@ impl LoopbackHome {
             path_loss: None,
             budgets: Budgets::default(),
             journal: Vec::new(),
+            databox_timing: (
+                vyrn_data::config::DATA_HB_US * 1000,
+                vyrn_wire::consts::REP_DATA_BATCH_US * 1000,
+            ),
         })
     }
 
@@ -306,7 +317,7 @@ impl LoopbackHome {
     /// tiles the processes run, on their real loopback sockets, `secs` of load at `rate` then
     /// 1.5 s for the answers.
     pub fn run_one_thread(&self, seed: u64, rate: u64, secs: u64) -> Result<HomeRun, String> {
-        let mut one = self.one_thread(seed, rate, secs)?;
+        let mut one = self.one_thread(seed, rate, secs * 1_000_000_000)?;
         let clock = Clock::from_ns(1_000_000);
         while clock.now() < one.end_ns + 1_500_000_000 {
             one.home.step(clock.now());
@@ -316,10 +327,11 @@ impl LoopbackHome {
 
     /// Every tile of the home built, not started, for one thread to poll ([`OneThread`]): the
     /// box's, the data box's, each replica's front (the interim voter) and a client load of
-    /// `rate` msgs/s from 1 ms to `1 ms + secs`, in a [`Seeded`] scheduler drawing from `seed`.
+    /// `rate` msgs/s from 1 ms to `1 ms + load_ns`, in a [`Seeded`] scheduler drawing from
+    /// `seed`.
     /// The ports are opened here: on a thread with the simulator's network installed
     /// (`vyrn_nic::sim`), they are simulated ones.
-    pub fn one_thread(&self, seed: u64, rate: u64, secs: u64) -> Result<OneThread, String> {
+    pub fn one_thread(&self, seed: u64, rate: u64, load_ns: u64) -> Result<OneThread, String> {
         if self.simplex {
             return Err("one thread runs the interim voter: Simplex has threads of its own".into());
         }
@@ -327,7 +339,8 @@ impl LoopbackHome {
         for i in 0..self.home.voters_members.len() {
             tasks.push(Box::new(self.open_replica(i)?));
         }
-        let dcfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
+        let (hb, batch) = self.databox_timing;
+        let dcfg = vyrn_data::home::config(&self.home, 0, hb, batch)?;
         let dseed = read_seed(&self.dir.join("keys/databox-0.key"))?;
         let dkey = ed25519_dalek::SigningKey::from_bytes(dseed.expose());
         tasks.push(Box::new(vyrn_data::home::open(&self.home, &dcfg, &dkey)?));
@@ -346,12 +359,13 @@ impl LoopbackHome {
             .tiles_on(&self.cfg, paths)
             .map_err(|e| format!("box tiles: {e}"))?;
         tasks.extend(bx.tasks);
-        let end_ns = 1_000_000 + secs * 1_000_000_000;
+        let end_ns = 1_000_000 + load_ns;
         tasks.push(Box::new(LoadTile::open(&self.home, seq, rate, end_ns)?));
         Ok(OneThread {
             home: Seeded::new(tasks, seed),
             control: bx.handles.control,
             end_ns,
+            knobs: bx.knobs,
         })
     }
 
@@ -429,7 +443,8 @@ impl LoopbackHome {
         &self,
         stop: Arc<AtomicBool>,
     ) -> Result<JoinHandle<Result<vyrn_data::databox::DataBox, String>>, String> {
-        let cfg = vyrn_data::home::config(&self.home, 0, 1_000_000, 200_000)?;
+        let (hb, batch) = self.databox_timing;
+        let cfg = vyrn_data::home::config(&self.home, 0, hb, batch)?;
         let seed = read_seed(&self.dir.join("keys/databox-0.key"))?;
         let key = ed25519_dalek::SigningKey::from_bytes(seed.expose());
         let d = vyrn_data::home::open(&self.home, &cfg, &key)?;

@@ -20,7 +20,15 @@ pub struct ReplaySink {
     pub responses: u64,
     /// Lane events applied.
     pub events: u64,
+    /// The planted nondeterminism ([`Node::plant_map_order`]): sessions answered since the last
+    /// fold.
+    #[cfg(feature = "lab")]
+    pub(super) plant: Option<std::collections::HashSet<u32>>,
 }
+
+/// Responses between two folds of the planted map order.
+#[cfg(feature = "lab")]
+pub(super) const PLANT_BATCH: usize = 8;
 
 /// The replay digest's hasher: fixed seed, the same at every replica (and pinned version).
 pub(super) const DIGEST_HASH: foldhash::quality::FixedState =
@@ -48,6 +56,24 @@ impl ReplaySink {
     }
 }
 
+#[cfg(feature = "lab")]
+impl ReplaySink {
+    fn planted(&mut self, resp: &[u8]) {
+        let Some(mut set) = self.plant.take() else {
+            return;
+        };
+        if let Some(s) = resp.get(..4) {
+            set.insert(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+        }
+        if self.responses % PLANT_BATCH as u64 == 0 {
+            let order: Vec<u8> = set.iter().flat_map(|s| s.to_le_bytes()).collect();
+            self.add(&order);
+            set.clear();
+        }
+        self.plant = Some(set);
+    }
+}
+
 impl crate::replay::tile::ReportingSink for ReplaySink {
     fn report(&self) -> crate::replay::tile::SinkReport {
         crate::replay::tile::SinkReport {
@@ -70,6 +96,8 @@ impl From<crate::replay::tile::SinkReport> for ReplaySink {
             digest,
             responses: r.responses,
             events: r.events,
+            #[cfg(feature = "lab")]
+            plant: None,
         }
     }
 }
@@ -79,6 +107,8 @@ impl EngineSink for ReplaySink {
         if !r.resend {
             self.responses += 1;
             self.add(r.bytes);
+            #[cfg(feature = "lab")]
+            self.planted(r.bytes);
         }
     }
     fn event(&mut self, _lane: u8, _ev: &LaneEvent) {

@@ -43,6 +43,14 @@ impl Node {
         self.lab.data.cut_from(from_ns);
     }
 
+    /// A planted bug for the simulator to find (`vyrn-sim`, issue 30): from now on replay folds,
+    /// every 8 responses, the sessions they answered in a `HashSet`'s iteration
+    /// order into its digest — a nondeterministic map iteration (each replica's set hashes with
+    /// its own random keys), so the replicas' digests part (INV-DET must catch it).
+    pub fn plant_map_order(&mut self) {
+        self.sink.plant = Some(Default::default());
+    }
+
     /// The interim voter.
     pub fn voter(&self) -> &InterimVoter {
         &self.lab.voter

@@ -627,6 +627,8 @@ pub struct BoxTiles {
     pub stats: Arc<NetStats>,
     /// Where clients send (lane 0's port on `ref`).
     pub client_addr: SocketAddr,
+    /// The stream cores' knobs (a test or the simulator may break the gate on purpose).
+    pub knobs: Arc<tiles::StreamKnobs>,
 }
 
 impl std::fmt::Debug for BoxTiles {
@@ -926,6 +928,7 @@ impl NetBox {
             handles,
             stats,
             client_addr,
+            knobs: tiles.knobs.clone(),
         })
     }
 }

@@ -222,12 +222,15 @@ impl Twins {
             ($f:ident) => {
                 let from = self.seen[k];
                 if w.$f.len() != o.$f.len() || w.$f[from..] != o.$f[from..] {
+                    let at = (from..w.$f.len().min(o.$f.len())).find(|&i| w.$f[i] != o.$f[i]);
                     return Err(format!(
-                        "frame {}: {}: wire {} vs oracle {} decoded",
+                        "frame {}: {}: wire {} vs oracle {} decoded; first difference at {at:?}: {:?} vs {:?}",
                         self.frames - 1,
                         stringify!($f),
                         w.$f.len(),
-                        o.$f.len()
+                        o.$f.len(),
+                        at.map(|i| &w.$f[i]),
+                        at.map(|i| &o.$f[i]),
                     ));
                 }
                 self.seen[k] = w.$f.len();
