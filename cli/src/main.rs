@@ -59,6 +59,10 @@ enum Cmd {
     /// Lab: an L2 delay line between two interfaces (the netns lab's metro link where the
     /// kernel has no `netem`; `deploy/lab/netns.sh`).
     LabDelay(cmd::lab::Args),
+    /// Lab: the whole home on one thread in simulated time, under the faults a seed draws; one
+    /// seed replayed exactly, or a campaign (docs/testing.md).
+    #[cfg(feature = "lab")]
+    Sim(cmd::sim::Args),
 }
 
 /// `vyrn metrics`.
@@ -201,6 +205,8 @@ fn main() -> ExitCode {
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Paths(a) => cmd::paths::run(a),
         Cmd::LabDelay(a) => cmd::lab::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::Sim(a) => cmd::sim::run_cmd(a),
         Cmd::Standby(a) => cmd::standby::run(a),
         Cmd::Metrics(a) => cmd::tools::metrics(a.markdown, a.grafana),
         Cmd::Config(ConfigCmd::Init {

@@ -9,6 +9,8 @@ pub mod load;
 pub mod paths;
 pub mod replica;
 pub mod seq;
+#[cfg(feature = "lab")]
+pub mod sim;
 pub mod standby;
 pub mod tools;
 pub mod up;
