@@ -145,6 +145,8 @@ pub enum Cut {
     BoxFrom(u8),
     /// The data box down (§14: data box down).
     DataBox,
+    /// Replication path `p` (0 = A) down: every frame on it lost (§14: one order path down).
+    PathDown(u8),
     /// Voter `i`'s tile not polled (a paused process).
     StallVoter(u8),
     /// The box's tile named here not polled (a stalled core).
@@ -179,6 +181,9 @@ pub struct Schedule {
     pub path_loss: [f64; 2],
     /// Duplicate probability per path hop.
     pub dup: f64,
+    /// Loss on both paths as one voter receives them (§14: frame lost on both paths to one
+    /// replica): the voter and the probability, drawn per hop.
+    pub voter_path_loss: Option<(u8, f64)>,
     /// Windows of partitions, outages and stalls.
     pub windows: Vec<Window>,
 }
@@ -196,6 +201,7 @@ impl Schedule {
             jitter_ns: 0,
             path_loss: [0.0; 2],
             dup: 0.0,
+            voter_path_loss: None,
             windows: Vec::new(),
         };
         // Each kind is drawn in with probability 1/2, so a campaign mixes them.
@@ -269,19 +275,30 @@ impl Schedule {
         if self.dup > 0.0 {
             v.push(format!("duplicates on the paths {:.1} %", self.dup * 100.0));
         }
+        if let Some((i, q)) = self.voter_path_loss {
+            v.push(format!(
+                "loss on both paths to voter {i} {:.1} %",
+                q * 100.0
+            ));
+        }
         for w in &self.windows {
             let what = match w.cut {
                 Cut::Voter(i) => format!("voter {i} partitioned from everyone"),
                 Cut::BoxFrom(i) => format!("the box cut from voter {i}"),
                 Cut::DataBox => "the data box down".into(),
+                Cut::PathDown(p) => format!("path {} down", if p == 0 { "A" } else { "B" }),
                 Cut::StallVoter(i) => format!("voter {i} paused"),
                 Cut::StallTile(t) => format!("the box's {t} tile stalled"),
             };
-            v.push(format!(
-                "{what} from {:.3} ms to {:.3} ms",
-                ms(w.from),
-                ms(w.to)
-            ));
+            if w.to == u64::MAX {
+                v.push(format!("{what} from {:.3} ms to the end", ms(w.from)));
+            } else {
+                v.push(format!(
+                    "{what} from {:.3} ms to {:.3} ms",
+                    ms(w.from),
+                    ms(w.to)
+                ));
+            }
         }
         v
     }
@@ -305,6 +322,7 @@ impl Schedule {
                 Cut::Voter(_) => "partition-voter",
                 Cut::BoxFrom(_) => "partition-box-voter",
                 Cut::DataBox => "databox-down",
+                Cut::PathDown(_) => "path-down",
                 Cut::StallVoter(_) => "stall-voter",
                 Cut::StallTile(_) => "stall-box-tile",
             });
@@ -332,6 +350,7 @@ impl Schedule {
                                 || (src, dst) == (Role::Voter(i), Role::Box)
                         }
                         Cut::DataBox => src == Role::DataBox || dst == Role::DataBox,
+                        Cut::PathDown(p) => path_of(h.to) == Some(usize::from(p)),
                         Cut::StallVoter(_) | Cut::StallTile(_) => false,
                     }
             });
@@ -350,6 +369,11 @@ impl Schedule {
                 if unit(d.next_u64()) < s.path_loss[p] {
                     return Fate::Lost;
                 }
+                if let Some((v, q)) = s.voter_path_loss {
+                    if dst == Role::Voter(v) && unit(z.rotate_left(32)) < q {
+                        return Fate::Lost;
+                    }
+                }
                 if unit(x) < s.dup {
                     return Fate::Deliver {
                         delay,
@@ -365,6 +389,155 @@ impl Schedule {
 
 fn unit(x: u64) -> f64 {
     (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The rows of 07 §14's failure matrix the code implements today, each a named run with its
+/// expected outcome (issue 30 item 6; `vyrn sim --scenario`). Rows not built yet (sequencer
+/// crash, stall and cut from ≥ 2 voters: failover, issue 31; the NVMe drive: the simulated disk;
+/// a leader down: Simplex in the simulator; two different copies, a Byzantine voter, a root
+/// divergence) are listed in docs/testing.md and join as their issues land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// §14 "one frame lost on one path": 5 % loss on path A.
+    OneFrameLostOnOnePath,
+    /// §14 "frame lost on both paths to one replica": 5 % loss on both paths as voter 2
+    /// receives them; NACK repair.
+    FrameLostOnBothPathsToOneReplica,
+    /// §14 "one order path down": path A dark from 50 ms to the end.
+    OneOrderPathDown,
+    /// §14 "one voter crash": voter 3 cut off from 50 ms to the end.
+    OneVoterDown,
+    /// §14 "two voters down (BASE)" and "finality lags > 8 closed blocks": voters 1 and 2 cut
+    /// off for 30 ms; the gate halts the book and resumes once they are back.
+    TwoVotersDownThenBack,
+    /// §14 "data box down": silent for 50 ms.
+    DataBoxDown,
+    /// The sequencer cut off from one voter for 80 ms (the one-voter case of §14 "sequencer
+    /// cut off from ≥ 2 voters": no fence).
+    BoxCutFromOneVoter,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::OneFrameLostOnOnePath,
+        Scenario::FrameLostOnBothPathsToOneReplica,
+        Scenario::OneOrderPathDown,
+        Scenario::OneVoterDown,
+        Scenario::TwoVotersDownThenBack,
+        Scenario::DataBoxDown,
+        Scenario::BoxCutFromOneVoter,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::OneFrameLostOnOnePath => "path-loss",
+            Scenario::FrameLostOnBothPathsToOneReplica => "both-paths-loss-to-one",
+            Scenario::OneOrderPathDown => "path-down",
+            Scenario::OneVoterDown => "voter-down",
+            Scenario::TwoVotersDownThenBack => "two-voters-down",
+            Scenario::DataBoxDown => "databox-down",
+            Scenario::BoxCutFromOneVoter => "box-cut-from-voter",
+        }
+    }
+
+    /// The scenario named `s`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|x| x.name()).collect();
+                format!("unknown scenario {s:?} ({})", names.join(", "))
+            })
+    }
+
+    /// What 07 §14 expects of it.
+    pub fn expected(self) -> &'static str {
+        match self {
+            Scenario::OneFrameLostOnOnePath => {
+                "the other path's copy is taken: no response delayed, nothing lost, no repair needed"
+            }
+            Scenario::FrameLostOnBothPathsToOneReplica => {
+                "holes repaired by NACK; finality and replay unaffected"
+            }
+            Scenario::OneOrderPathDown => "REP_A_PATH; trading continues on path B",
+            Scenario::OneVoterDown => "finality continues with the other three (Q = 3)",
+            Scenario::TwoVotersDownThenBack => {
+                "no Q: the finality gate halts the book within 8 blocks; back: it resumes and every order is final"
+            }
+            Scenario::DataBoxDown => {
+                "payloads come from peers or the sequencer; finality continues"
+            }
+            Scenario::BoxCutFromOneVoter => {
+                "the box counts the other three voters' acks: no fence, trading continues"
+            }
+        }
+    }
+
+    /// Its schedule: a clean network (30 µs hops, 20 µs jitter) with this row's fault.
+    pub fn schedule(self, load_ns: u64) -> Schedule {
+        let mut s = Schedule {
+            base_ns: 30_000,
+            jitter_ns: 20_000,
+            path_loss: [0.0; 2],
+            dup: 0.0,
+            voter_path_loss: None,
+            windows: Vec::new(),
+        };
+        let _ = load_ns;
+        let end = u64::MAX;
+        let w = |cut, from_ms: u64, to: u64| Window {
+            cut,
+            from: T0 + from_ms * 1_000_000,
+            to,
+        };
+        match self {
+            Scenario::OneFrameLostOnOnePath => s.path_loss = [0.05, 0.0],
+            Scenario::FrameLostOnBothPathsToOneReplica => s.voter_path_loss = Some((2, 0.05)),
+            Scenario::OneOrderPathDown => s.windows.push(w(Cut::PathDown(0), 50, end)),
+            Scenario::OneVoterDown => s.windows.push(w(Cut::Voter(3), 50, end)),
+            Scenario::TwoVotersDownThenBack => {
+                for v in [1, 2] {
+                    s.windows.push(w(Cut::Voter(v), 60, T0 + 90_000_000));
+                }
+            }
+            Scenario::DataBoxDown => s.windows.push(w(Cut::DataBox, 60, T0 + 110_000_000)),
+            Scenario::BoxCutFromOneVoter => {
+                s.windows.push(w(Cut::BoxFrom(1), 60, T0 + 140_000_000));
+            }
+        }
+        s
+    }
+
+    /// The row's own expectations beyond the invariants every run checks.
+    pub fn check(self, r: &Report) -> Result<(), String> {
+        let f = &r.figures;
+        let ok = match self {
+            Scenario::OneFrameLostOnOnePath => {
+                r.net.lost > 0 && f.gate_halts == 0 && f.path_alarms == [0, 0]
+            }
+            Scenario::FrameLostOnBothPathsToOneReplica => r.net.lost > 0 && f.repaired > 0,
+            Scenario::OneOrderPathDown => {
+                r.net.partitioned > 1000 && f.gate_halts == 0 && f.path_alarms == [4, 0]
+            }
+            Scenario::OneVoterDown => r.net.partitioned > 0 && f.gate_halts == 0,
+            Scenario::TwoVotersDownThenBack => f.gate_halts > 0 && f.gate_resumes > 0,
+            Scenario::DataBoxDown => f.fetched > 0,
+            Scenario::BoxCutFromOneVoter => r.net.partitioned > 0 && f.gate_halts == 0,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: expected \"{}\"; saw {f:?}, network {:?}",
+                self.name(),
+                self.expected(),
+                r.net
+            ))
+        }
+    }
 }
 
 /// A bug planted in the production code on purpose, which the simulator must find (issue 30's
@@ -407,6 +580,8 @@ pub struct SimConfig {
     pub rate: u64,
     /// A planted bug, if any.
     pub plant: Option<Plant>,
+    /// A row of the failure matrix instead of a drawn schedule.
+    pub scenario: Option<Scenario>,
 }
 
 impl SimConfig {
@@ -418,6 +593,7 @@ impl SimConfig {
             load_ms: 300,
             rate: 4000,
             plant: None,
+            scenario: None,
         }
     }
 }
@@ -482,6 +658,23 @@ pub struct Report {
     pub digest: [u8; 32],
     /// The client's answered News, fills, durable and final facts.
     pub client: [u64; 4],
+    /// What the home did about the faults.
+    pub figures: Figures,
+}
+
+/// What the home did about the faults, for the scenarios' expectations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Times the box's finality gate halted the book, and resumed it (07 §6.8).
+    pub gate_halts: u64,
+    /// See `gate_halts`.
+    pub gate_resumes: u64,
+    /// Holes the replicas repaired by NACK (sum over replicas).
+    pub repaired: u64,
+    /// Payloads the replicas fetched (peers, the sequencer, a data box's answer).
+    pub fetched: u64,
+    /// Replicas whose REP_A_PATH was raised at the end, per path.
+    pub path_alarms: [u64; 2],
 }
 
 impl Report {
@@ -619,7 +812,10 @@ impl Checks {
 /// Run one seed.
 pub fn run(cfg: &SimConfig) -> Result<Report, String> {
     let wall = Instant::now();
-    let schedule = Schedule::draw(cfg.seed, cfg.kinds, cfg.load_ms * 1_000_000);
+    let schedule = match cfg.scenario {
+        Some(sc) => sc.schedule(cfg.load_ms * 1_000_000),
+        None => Schedule::draw(cfg.seed, cfg.kinds, cfg.load_ms * 1_000_000),
+    };
     let net = SimNet::new(schedule.policy(cfg.seed));
     let _net = vyrn_nic::sim::install(&net);
     vyrn_wire::msg::seal::set_sim_start_seq(Some(1 << 40));
@@ -668,7 +864,11 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
     let mut rng = SplitMix64::new(cfg.seed ^ 0x5017);
     let mut order: Vec<usize> = (0..names.len()).collect();
     let (mut now, mut polls) = (T0, 0u64);
-    let healed = schedule.healed_at().unwrap_or(T0).max(T0) + 30_000_000;
+    let healed = schedule
+        .healed_at()
+        .unwrap_or(T0)
+        .max(T0)
+        .saturating_add(30_000_000);
     let mut final_at_heal = None;
     let mut sent = Vec::new();
     let trace_ip: Option<Ipv4Addr> = std::env::var("VYRN_SIM_TRACE")
@@ -740,12 +940,28 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
         final_height,
         digest: [0; 32],
         client: [0; 4],
+        figures: Figures {
+            gate_halts: one.control.gate_halts.load(Ordering::Relaxed),
+            gate_resumes: one.control.gate_resumes.load(Ordering::Relaxed),
+            ..Figures::default()
+        },
     };
     if std::env::var_os("VYRN_SIM_DEBUG").is_some() {
         eprintln!("unread at the end: {:?} (now {now})", net.queued());
     }
     if !stopped_early {
         end_checks(one, final_at_heal, now, &mut r, &mut found);
+    }
+    if let (Some(sc), true) = (cfg.scenario, found.is_empty()) {
+        if let Err(e) = sc.check(&r) {
+            found.push(Violation {
+                invariant: "07 §14 (the row's expected outcome)",
+                at: now,
+                step: r.polls,
+                tile: "(end of run)".into(),
+                detail: e,
+            });
+        }
     }
     r.violations = found;
     r.wall_s = wall.elapsed().as_secs_f64();
@@ -845,7 +1061,22 @@ fn end_checks(
     // 07 §5.7: a replica marks a data box down only when it fell silent; with no fault window
     // it never does (the DATA_HB period under REP_DATA_SILENCE_MS).
     let quiet = r.schedule.windows.is_empty();
+    // A voter cut off to the end (a scenario's crash) is behind, not wrong: it is left out.
+    let gone = |i: usize| {
+        r.schedule
+            .windows
+            .iter()
+            .any(|w| w.cut == Cut::Voter(i as u8) && w.to > now)
+    };
     for (i, n) in home.nodes.iter().enumerate() {
+        r.figures.repaired += n.core().order_rx().counters().repaired;
+        r.figures.fetched += n.core().data().counters().fetched_ok;
+        for p in 0..2 {
+            r.figures.path_alarms[p] += u64::from(n.core().order_rx().path_alarm(p as u8));
+        }
+        if gone(i) {
+            continue;
+        }
         let c = n.counters();
         let down = n.core().data().counters().box_down;
         if quiet && down > 0 {

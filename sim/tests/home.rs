@@ -10,6 +10,7 @@ fn short(seed: u64, kinds: FaultKinds) -> SimConfig {
         load_ms: 120,
         rate: 4000,
         plant: None,
+        scenario: None,
     }
 }
 

@@ -3,11 +3,11 @@
 //! runs many and names each failing seed with the command that replays it (`--seeds`).
 
 use std::process::ExitCode;
-use vyrn_sim::home::{campaign, run, FaultKinds, Plant, Report, SimConfig};
+use vyrn_sim::home::{campaign, run, FaultKinds, Plant, Report, Scenario, SimConfig};
 
 /// `vyrn sim`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("which").required(true).args(["seed", "seeds"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["seed", "seeds", "scenario"])))]
 pub struct Args {
     /// Run this one seed (the same seed gives the same run, event for event).
     #[arg(long)]
@@ -15,6 +15,10 @@ pub struct Args {
     /// Run a campaign of this many seeds, from `--first`.
     #[arg(long)]
     seeds: Option<u64>,
+    /// Run one row of 07 §14's failure matrix (`list`: every row built, with its expected
+    /// outcome); `--seed` then picks the poll order (default 7).
+    #[arg(long)]
+    scenario: Option<String>,
     /// The campaign's first seed.
     #[arg(long, default_value_t = 0)]
     first: u64,
@@ -51,12 +55,35 @@ pub fn run_cmd(a: Args) -> ExitCode {
 fn go(a: &Args) -> Result<bool, String> {
     let kinds = FaultKinds::parse(&a.faults)?;
     let plant = a.plant.as_deref().map(Plant::parse).transpose()?;
+    if let Some(name) = &a.scenario {
+        if name == "list" {
+            for sc in Scenario::ALL {
+                println!("{:<24} {}", sc.name(), sc.expected());
+            }
+            return Ok(true);
+        }
+        let sc = Scenario::parse(name)?;
+        let seed = a.seed.unwrap_or(7);
+        let r = run(&SimConfig {
+            seed,
+            kinds: FaultKinds::NONE,
+            load_ms: a.load_ms,
+            rate: a.rate,
+            plant,
+            scenario: Some(sc),
+        })?;
+        println!("scenario {}: expected: {}", sc.name(), sc.expected());
+        println!("figures: {:?}", r.figures);
+        print_one(&r, &format!("vyrn sim --scenario {name} --seed {seed}"));
+        return Ok(r.ok());
+    }
     let base = |seed| SimConfig {
         seed,
         kinds,
         load_ms: a.load_ms,
         rate: a.rate,
         plant,
+        scenario: None,
     };
     let again = |seed: u64| {
         let mut c = format!("vyrn sim --seed {seed} --faults {}", a.faults);
