@@ -59,3 +59,16 @@ fn the_product_binary_knows_its_own_flags() {
     assert!(help.contains("--journal"), "{help}");
     assert!(!help.contains("--interim-voter"), "{help}");
 }
+
+/// The simulator (`vyrn sim`, the planted bugs it carries) is a lab tool: the product binary
+/// does not know the subcommand.
+#[test]
+fn the_product_binary_has_no_simulator() {
+    let out = Command::new(product())
+        .args(["sim", "--seed", "1"])
+        .output()
+        .expect("run vyrn");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unrecognized subcommand"), "{err}");
+}

@@ -4,8 +4,9 @@
 //! around it: the portable UDP backend ([`udp::UdpPort`], std sockets + libc, `sendmmsg` /
 //! `recvmmsg`, unicast and loopback multicast), the two redundant replication paths of spec 07
 //! §3.1 as two independent ports ([`pair::PathPair`]), an in-memory port pair for
-//! deterministic tests ([`mem::MemPort`]) and a seeded lossy wrapper over any port
-//! ([`lossy::Lossy`]). Kernel-bypass backends (DPDK, AF_XDP, ef_vi/CTPIO) plug in behind cargo
+//! deterministic tests ([`mem::MemPort`]), a seeded lossy wrapper over any port
+//! ([`lossy::Lossy`]) and the simulator's network ([`sim::SimNet`]: on a thread that installed
+//! one, [`udp::UdpPort::open`] binds a simulated socket with the same addresses). Kernel-bypass backends (DPDK, AF_XDP, ef_vi/CTPIO) plug in behind cargo
 //! features later and implement the same trait unchanged.
 //!
 //! # Terminology

@@ -215,22 +215,15 @@ impl LoopbackHome {
         let home = HomeConfig::load(&p).map_err(|e| format!("{e:?}"))?;
         cfg.block_ns = if simplex { 20_000_000 } else { 5_000_000 };
         cfg.self_fence_us = Some(2_000_000);
-        Ok(LoopbackHome {
-            simplex,
+        Ok(Self::with(
             dir,
-            file: p,
+            p,
             cfg,
             home,
-            wrong_root: Vec::new(),
-            replay_tile: Vec::new(),
-            replay_thread: Vec::new(),
-            cut_data: Vec::new(),
-            two_copies: 0,
-            path_loss: None,
-            budgets: Budgets::dev(),
-            journal: Vec::new(),
-            databox_timing: (1_000_000, 200_000),
-        })
+            simplex,
+            Budgets::dev(),
+            (1_000_000, 200_000),
+        ))
     }
 
     /// The simulator's home (`vyrn-sim`): 2 lanes × 4 sessions, every role at its own address of
@@ -250,10 +243,35 @@ impl LoopbackHome {
         let mut cfg = BoxConfig::load(&p).map_err(|e| format!("{e:?}"))?;
         let home = HomeConfig::load(&p).map_err(|e| format!("{e:?}"))?;
         cfg.block_ns = vyrn_wire::consts::BLOCK_NS;
-        Ok(LoopbackHome {
-            simplex: false,
+        let data = (
+            vyrn_data::config::DATA_HB_US * 1000,
+            vyrn_wire::consts::REP_DATA_BATCH_US * 1000,
+        );
+        Ok(Self::with(
             dir,
-            file: p,
+            p,
+            cfg,
+            home,
+            false,
+            Budgets::default(),
+            data,
+        ))
+    }
+
+    /// A home of these files and timings, with no lab knob set.
+    fn with(
+        dir: PathBuf,
+        file: PathBuf,
+        cfg: BoxConfig,
+        home: HomeConfig,
+        simplex: bool,
+        budgets: Budgets,
+        databox_timing: (u64, u64),
+    ) -> Self {
+        LoopbackHome {
+            simplex,
+            dir,
+            file,
             cfg,
             home,
             wrong_root: Vec::new(),
@@ -262,13 +280,10 @@ impl LoopbackHome {
             cut_data: Vec::new(),
             two_copies: 0,
             path_loss: None,
-            budgets: Budgets::default(),
+            budgets,
             journal: Vec::new(),
-            databox_timing: (
-                vyrn_data::config::DATA_HB_US * 1000,
-                vyrn_wire::consts::REP_DATA_BATCH_US * 1000,
-            ),
-        })
+            databox_timing,
+        }
     }
 
     /// Run the home with replicas `up` for `secs` of load at `rate` msgs/s (then 1.5 s for the

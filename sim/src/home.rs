@@ -1,5 +1,5 @@
-//! The whole home on one thread, in simulated time, under the faults a seed draws (issue 30;
-//! 07 §15 "vyrn-sim").
+//! The whole home on one thread, in simulated time, under the faults a seed draws (07 §15
+//! "vyrn-sim"; docs/testing.md).
 //!
 //! What runs: every production tile of the box (RX, lanes, cut, BBO, stream cores, TX, control,
 //! control RX, order hasher, cert), the data box's, the four replicas' fronts (order RX, repair,
@@ -21,7 +21,7 @@
 //! client saw fills, durable and final; liveness: after the last fault healed, the final height
 //! still moved.
 //!
-//! Not simulated yet (issue 30's note lists them): Simplex on commonware's deterministic runtime
+//! Not simulated yet (docs/testing.md lists them): Simplex on commonware's deterministic runtime
 //! (the interim voter votes here), the journal's disk, crash and restart, clock steps, the
 //! Byzantine mocks; and the failure-matrix rows that need failover (§9) or catch-up (§7.6).
 
@@ -192,7 +192,7 @@ pub struct Schedule {
 const STALL_TILES: [&str; 6] = ["cut", "bbo", "streamA", "streamB", "lane0", "control"];
 
 impl Schedule {
-    /// Draw a schedule from `seed` for a run whose load lasts `load_ns` from [`T0`].
+    /// Draw a schedule from `seed` for a run whose load lasts `load_ns` from the start (1 ms).
     pub fn draw(seed: u64, kinds: FaultKinds, load_ns: u64) -> Self {
         let mut r = SplitMix64::new(seed ^ 0x5c4e_d01e);
         let mut below = |n: u64| r.next_u64() % n.max(1);
@@ -392,8 +392,8 @@ fn unit(x: u64) -> f64 {
 }
 
 /// The rows of 07 §14's failure matrix the code implements today, each a named run with its
-/// expected outcome (issue 30 item 6; `vyrn sim --scenario`). Rows not built yet (sequencer
-/// crash, stall and cut from ≥ 2 voters: failover, issue 31; the NVMe drive: the simulated disk;
+/// expected outcome (`vyrn sim --scenario`). Rows not built yet (sequencer
+/// crash, stall and cut from ≥ 2 voters: failover (07 §9); the NVMe drive: the simulated disk;
 /// a leader down: Simplex in the simulator; two different copies, a Byzantine voter, a root
 /// divergence) are listed in docs/testing.md and join as their issues land.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -540,8 +540,8 @@ impl Scenario {
     }
 }
 
-/// A bug planted in the production code on purpose, which the simulator must find (issue 30's
-/// tests; `vyrn sim --plant`).
+/// A bug planted in the production code on purpose, which the simulator must find (its tests;
+/// `vyrn sim --plant`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plant {
     /// The stream cores release responses as a step's record is appended, before the frame is
@@ -574,7 +574,7 @@ pub struct SimConfig {
     pub seed: u64,
     /// Fault kinds it may draw.
     pub kinds: FaultKinds,
-    /// Simulated ms of client load (then [`TAIL_NS`] for the last answers).
+    /// Simulated ms of client load (then 150 ms for the last answers).
     pub load_ms: u64,
     /// Client msgs/s.
     pub rate: u64,
@@ -701,6 +701,27 @@ struct Checks {
 }
 
 impl Checks {
+    fn new(h: &LoopbackHome) -> Result<Self, String> {
+        let layout = h.cfg.engine.layout;
+        Ok(Checks {
+            twins: [Twins::new(layout)?, Twins::new(layout)?],
+            on_path: [HashMap::new(), HashMap::new()],
+            seen_pkts: [0; 2],
+            max_step: [0; 2],
+            k_out: h
+                .home
+                .engine
+                .sessions
+                .iter()
+                .map(|s| (s.session, s.k_out))
+                .collect(),
+            box_client: SocketAddrV4::new(h.cfg.ip, h.cfg.client_port),
+            frames: [0; 2],
+            responses: 0,
+            found: Vec::new(),
+        })
+    }
+
     fn sent(&mut self, s: &vyrn_nic::sim::Sent, step: u64, tile: &str) {
         let v = |inv: &'static str, detail: String| Violation {
             invariant: inv,
@@ -751,25 +772,12 @@ impl Checks {
         // Every fill's step was written to both paths (07 §4.3: the step that covers the op).
         for rec in &r.records {
             if let vyrn_wire::msg::client::Record::Fill { step, .. } = rec {
-                if std::env::var_os("VYRN_SIM_DEBUG").is_some() && *step < 40 {
-                    eprintln!(
-                        "fill of step {step} at id {}: max steps {:?}",
-                        s.id, self.max_step
-                    );
-                }
-                let missing: Vec<&str> = ["A", "B"]
-                    .into_iter()
-                    .zip(self.max_step)
-                    .filter(|&(_, m)| m < *step)
-                    .map(|(n, _)| n)
-                    .collect();
-                if !missing.is_empty() {
+                if let Some(paths) = missing(self.max_step.map(|m| m >= *step)) {
                     self.found.push(v(
                         "INV-FRAME-FIRST (07 §4.3)",
                         format!(
-                            "response {} to session {session} carries a fill of step {step} before that step was on path {}",
+                            "response {} to session {session} carries a fill of step {step} before that step was on path {paths}",
                             r.resp_seq,
-                            missing.join(" and ")
                         ),
                     ));
                     return;
@@ -780,32 +788,26 @@ impl Checks {
             return;
         }
         let key = (session, r.echo_pkt_seq);
-        if std::env::var_os("VYRN_SIM_DEBUG").is_some() && self.responses < 20 {
-            eprintln!(
-                "response at {} id {} to {key:?}: on A {:?}, on B {:?}",
-                s.at,
-                s.id,
-                self.on_path[0].get(&key),
-                self.on_path[1].get(&key)
-            );
-        }
-        let missing: Vec<&str> = ["A", "B"]
-            .into_iter()
-            .zip(&self.on_path)
-            .filter(|(_, m)| m.get(&key).is_none_or(|&id| id > s.id))
-            .map(|(n, _)| n)
-            .collect();
-        if !missing.is_empty() {
+        let on = [0, 1].map(|p| self.on_path[p].get(&key).is_some_and(|&id| id < s.id));
+        if let Some(paths) = missing(on) {
             self.found.push(v(
                 "INV-FRAME-FIRST (07 §4.3)",
                 format!(
-                    "response {} to session {session} pkt_seq {} left before its PacketRecord was on path {}",
-                    r.resp_seq,
-                    r.echo_pkt_seq,
-                    missing.join(" and ")
+                    "response {} to session {session} pkt_seq {} left before its PacketRecord was on path {paths}",
+                    r.resp_seq, r.echo_pkt_seq,
                 ),
             ));
         }
+    }
+}
+
+/// The paths (of A, B) not yet carrying what a response needs: `None` when both do.
+fn missing(on: [bool; 2]) -> Option<&'static str> {
+    match on {
+        [true, true] => None,
+        [false, true] => Some("A"),
+        [true, false] => Some("B"),
+        [false, false] => Some("A and B"),
     }
 }
 
@@ -823,40 +825,9 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
     net.set_now(T0);
     net.tap(true);
     let h = LoopbackHome::simulated(&format!("s{:x}", cfg.seed), cfg.seed)?;
-    let layout = h.cfg.engine.layout;
-    let mut checks = Checks {
-        twins: [Twins::new(layout)?, Twins::new(layout)?],
-        on_path: [HashMap::new(), HashMap::new()],
-        seen_pkts: [0; 2],
-        max_step: [0; 2],
-        k_out: h
-            .home
-            .engine
-            .sessions
-            .iter()
-            .map(|s| (s.session, s.k_out))
-            .collect(),
-        box_client: SocketAddrV4::new(h.cfg.ip, h.cfg.client_port),
-        frames: [0; 2],
-        responses: 0,
-        found: Vec::new(),
-    };
+    let mut checks = Checks::new(&h)?;
     let mut one = h.one_thread(cfg.seed, cfg.rate, cfg.load_ms * 1_000_000)?;
-    match cfg.plant {
-        Some(Plant::Gate) => one
-            .knobs
-            .set_gate_mode(vyrn_seq::stream::GateMode::ReleaseOnAppend),
-        Some(Plant::Decoder) => vyrn_wire::decoder::planted::set_mismerge(PLANT_AT_RECORD),
-        Some(Plant::Replay) => {
-            for t in &mut one.home.tasks {
-                let t: &mut dyn std::any::Any = t.as_mut();
-                if let Some(n) = t.downcast_mut::<vyrn_replica::node::Node>() {
-                    n.plant_map_order();
-                }
-            }
-        }
-        None => {}
-    }
+    plant(&mut one, cfg.plant);
     let end = one.end_ns + TAIL_NS;
     let setup_s = wall.elapsed().as_secs_f64();
     let names: Vec<String> = one.home.tasks.iter().map(|t| t.name()).collect();
@@ -971,6 +942,25 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
 /// The PacketRecord the planted decoder bug mis-merges (on the run's thread, counting every
 /// decoder's).
 const PLANT_AT_RECORD: u64 = 500;
+
+/// Plant `p` in the home's production code (see [`Plant`]).
+fn plant(one: &mut OneThread, p: Option<Plant>) {
+    match p {
+        Some(Plant::Gate) => one
+            .knobs
+            .set_gate_mode(vyrn_seq::stream::GateMode::ReleaseOnAppend),
+        Some(Plant::Decoder) => vyrn_wire::decoder::planted::set_mismerge(PLANT_AT_RECORD),
+        Some(Plant::Replay) => {
+            for t in &mut one.home.tasks {
+                let t: &mut dyn std::any::Any = t.as_mut();
+                if let Some(n) = t.downcast_mut::<vyrn_replica::node::Node>() {
+                    n.plant_map_order();
+                }
+            }
+        }
+        None => {}
+    }
+}
 
 /// Restores the wall clock of the seal's start sequence, and clears a planted decoder bug,
 /// when a run ends.

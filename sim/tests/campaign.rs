@@ -1,4 +1,4 @@
-//! The CI campaign (issue 30): a fixed set of seeds with every fault kind, plus one seed derived
+//! The CI campaign (docs/testing.md): a fixed set of seeds with every fault kind, plus one seed derived
 //! from the commit under test. A failing seed prints the command that replays it. Longer
 //! campaigns: `vyrn sim --seeds N --first F` (docs/testing.md).
 

@@ -1,4 +1,4 @@
-//! The simulated home (issue 30): one seed replays exactly, each planted bug is found, and the
+//! The simulated home (docs/testing.md): one seed replays exactly, each planted bug is found, and the
 //! seeds the simulator once failed stay fixed (regression seeds).
 
 use vyrn_sim::home::{run, FaultKinds, Plant, Report, SimConfig};

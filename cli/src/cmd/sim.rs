@@ -1,5 +1,5 @@
 //! `vyrn sim` (lab build only): the whole home on one thread in simulated time, under the faults
-//! a seed draws (`vyrn_sim::home`, issue 30). One seed replays exactly (`--seed`); a campaign
+//! a seed draws (`vyrn_sim::home`, docs/testing.md). One seed replays exactly (`--seed`); a campaign
 //! runs many and names each failing seed with the command that replays it (`--seeds`).
 
 use std::process::ExitCode;

@@ -188,6 +188,16 @@ pub fn write_sim_home(
     )
 }
 
+/// Key `name`'s 32 secret bytes: from `/dev/urandom`, or drawn from a simulator's seed.
+fn key_bytes(seed: Option<u64>, name: &str) -> std::io::Result<[u8; 32]> {
+    let mut b = [0u8; 32];
+    match seed {
+        Some(seed) => b = seeded_key(seed, name),
+        None => std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut b)?,
+    }
+    Ok(b)
+}
+
 /// Key `name`'s 32 bytes drawn from `seed` (SplitMix64 over the seed and the name).
 fn seeded_key(seed: u64, name: &str) -> [u8; 32] {
     let mix = |mut z: u64| {
@@ -313,10 +323,7 @@ pub(super) fn write_dev(
     addrs: &HomeAddrs,
     opts: Opts<'_>,
 ) -> std::io::Result<PathBuf> {
-    let Opts {
-        ref_cores,
-        key_seed,
-    } = opts;
+    let ref_cores = opts.ref_cores;
     let home = data.is_some();
     let n_data = data.unwrap_or(1);
     use std::fmt::Write as _;
@@ -332,12 +339,7 @@ pub(super) fn write_dev(
     };
     std::fs::create_dir_all(dir.join("keys"))?;
     let key = |name: &str| -> std::io::Result<String> {
-        let mut b = [0u8; 32];
-        use std::io::Read;
-        match key_seed {
-            Some(seed) => b = seeded_key(seed, name),
-            None => std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?,
-        }
+        let mut b = key_bytes(opts.key_seed, name)?;
         let rel = format!("keys/{name}.key");
         let mut hex = String::with_capacity(65);
         for x in &b {

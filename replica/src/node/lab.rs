@@ -43,7 +43,7 @@ impl Node {
         self.lab.data.cut_from(from_ns);
     }
 
-    /// A planted bug for the simulator to find (`vyrn-sim`, issue 30): from now on replay folds,
+    /// A planted bug for the simulator to find (`vyrn-sim`, docs/testing.md): from now on replay folds,
     /// every 8 responses, the sessions they answered in a `HashSet`'s iteration
     /// order into its digest — a nondeterministic map iteration (each replica's set hashes with
     /// its own random keys), so the replicas' digests part (INV-DET must catch it).
