@@ -697,7 +697,18 @@ struct Checks {
     box_client: SocketAddrV4,
     frames: [u64; 2],
     responses: u64,
+    /// Per session: what its responses said so far.
+    sessions: HashMap<u32, Told>,
     found: Vec<Violation>,
+}
+
+/// What the box told one session so far (its first copies, not resends).
+#[derive(Debug, Default, Clone)]
+struct Told {
+    /// Every numbered response's `resp_seq` (notices are outside the numbering).
+    resp_seqs: std::collections::BTreeSet<u64>,
+    durable: u64,
+    fin: u64,
 }
 
 impl Checks {
@@ -718,6 +729,7 @@ impl Checks {
             box_client: SocketAddrV4::new(h.cfg.ip, h.cfg.client_port),
             frames: [0; 2],
             responses: 0,
+            sessions: HashMap::new(),
             found: Vec::new(),
         })
     }
@@ -769,6 +781,10 @@ impl Checks {
             return;
         };
         self.responses += 1;
+        if let Err((inv, e)) = self.told(&r) {
+            self.found.push(v(inv, e));
+            return;
+        }
         // Every fill's step was written to both paths (07 §4.3: the step that covers the op).
         for rec in &r.records {
             if let vyrn_wire::msg::client::Record::Fill { step, .. } = rec {
@@ -798,6 +814,77 @@ impl Checks {
                 ),
             ));
         }
+    }
+}
+
+impl Checks {
+    /// A session's responses in send order (first copies): no `resp_seq` numbers two packets
+    /// (missing-chapters §2; the lanes' and the TX tile's packets may leave out of number order,
+    /// the end check finds the gaps), and its watermarks (07 §6.9) never go back — DUR_QUORUM no
+    /// further than the steps already on both paths, FINAL never below what it said.
+    fn told(&mut self, r: &vyrn_wire::msg::client::Response) -> Result<(), (&'static str, String)> {
+        use vyrn_wire::msg::client::{Record, NOTICE_RESP_SEQ};
+        if r.resend {
+            return Ok(());
+        }
+        let on_both = self.max_step[0].min(self.max_step[1]);
+        let t = self.sessions.entry(r.session).or_default();
+        if r.resp_seq != NOTICE_RESP_SEQ && !t.resp_seqs.insert(r.resp_seq) {
+            return Err((
+                "resp_seq (missing-chapters §2)",
+                format!(
+                    "session {}: resp_seq {} numbers a second packet",
+                    r.session, r.resp_seq
+                ),
+            ));
+        }
+        for rec in &r.records {
+            match *rec {
+                Record::Durable { step, .. } => {
+                    if step < t.durable || step > on_both {
+                        return Err((
+                            "DUR_QUORUM watermark (07 §6.9)",
+                            format!(
+                                "session {}: durable step {step} after {}, with steps to {on_both} on both paths",
+                                r.session, t.durable
+                            ),
+                        ));
+                    }
+                    t.durable = step;
+                }
+                Record::Final { height, .. } => {
+                    if height < t.fin {
+                        return Err((
+                            "FINAL watermark (07 §6.9)",
+                            format!(
+                                "session {}: final height {height} after {}",
+                                r.session, t.fin
+                            ),
+                        ));
+                    }
+                    t.fin = height;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Checks {
+    /// At the end: every session's numbered responses are 1..=n, no gap (missing-chapters §2).
+    fn gapless(&self) -> Result<(), String> {
+        for (session, t) in &self.sessions {
+            let n = t.resp_seqs.len() as u64;
+            if t.resp_seqs.last().is_some_and(|&m| m != n) {
+                let hole = (1..=n).find(|i| !t.resp_seqs.contains(i));
+                return Err(format!(
+                    "session {session}: {n} responses numbered up to {:?}, first hole {hole:?}",
+                    t.resp_seqs.last()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -891,6 +978,17 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
         now = next.clamp(now + BUSY_STEP, now + IDLE_STEP);
     }
     let sim_ns = now - T0;
+    if checks.found.is_empty() {
+        if let Err(e) = checks.gapless() {
+            checks.found.push(Violation {
+                invariant: "resp_seq gapless (missing-chapters §2)",
+                at: now,
+                step: polls,
+                tile: "(end of run)".into(),
+                detail: e,
+            });
+        }
+    }
     let frames = checks.frames;
     let responses = checks.responses;
     let mut found = checks.found;
@@ -1195,6 +1293,76 @@ pub fn campaign(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The per-session checks fail where they should: a `resp_seq` numbering two packets, a
+    /// DUR_QUORUM ahead of the paths, a FINAL going back, a gap at the end.
+    #[test]
+    fn the_session_checks_catch_what_they_name() {
+        use vyrn_wire::msg::client::{Record, Response};
+        let k = [9u8; 16];
+        let fresh = || Checks {
+            twins: [
+                Twins::new(vyrn_wire::Layout::reference()).unwrap(),
+                Twins::new(vyrn_wire::Layout::reference()).unwrap(),
+            ],
+            on_path: [HashMap::new(), HashMap::new()],
+            seen_pkts: [0; 2],
+            max_step: [10, 10],
+            k_out: [(1, k)].into_iter().collect(),
+            box_client: SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 20_000),
+            frames: [0; 2],
+            responses: 0,
+            sessions: HashMap::new(),
+            found: Vec::new(),
+        };
+        let mut id = 0;
+        let mut send = |c: &mut Checks, resp_seq: u64, rec: Record| {
+            id += 1;
+            let data = Response {
+                session: 1,
+                echo_pkt_seq: 0,
+                resp_seq,
+                resend: false,
+                records: vec![rec],
+            }
+            .to_bytes(&k)
+            .unwrap();
+            let sent = vyrn_nic::sim::Sent {
+                at: 5,
+                src: c.box_client,
+                to: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_000),
+                id,
+                data,
+            };
+            c.sent(&sent, id, "test");
+            c.found.last().map(|v| v.invariant)
+        };
+        let fin = |height| Record::Final { height, view: 1 };
+        let dur = |step| Record::Durable { step, height: 1 };
+        let mut c = fresh();
+        assert_eq!(send(&mut c, 1, fin(3)), None);
+        assert_eq!(send(&mut c, 2, dur(10)), None);
+        assert!(c.gapless().is_ok());
+        assert_eq!(
+            send(&mut c, 2, fin(4)),
+            Some("resp_seq (missing-chapters §2)")
+        );
+        let mut c = fresh();
+        assert_eq!(
+            send(&mut c, 1, dur(11)),
+            Some("DUR_QUORUM watermark (07 §6.9)")
+        );
+        let mut c = fresh();
+        assert_eq!(send(&mut c, 1, fin(5)), None);
+        assert_eq!(
+            send(&mut c, u64::MAX, fin(4)),
+            Some("FINAL watermark (07 §6.9)")
+        );
+        let mut c = fresh();
+        assert_eq!(send(&mut c, 1, fin(5)), None);
+        assert_eq!(send(&mut c, 3, fin(5)), None);
+        assert!(c.gapless().is_err());
+    }
 
     #[test]
     fn roles_follow_the_lab_addresses() {
