@@ -213,14 +213,34 @@ fn data_seq_gap_is_fetched_from_that_box() {
 fn silent_box_is_marked_down_and_comes_back() {
     let mut d = DataSide::new(cfg(1));
     let mut o = Out::default();
+    let first = vyrn_replica::front::data::FIRST_CONTACT_NS;
     d.tick(0, &mut o); // the silence clocks start
     d.on_data_frame(0, &frame(DataKind::DataHb, 0, 0, &[]), 100 * US, &mut o)
         .unwrap();
     d.tick(100 * US + MS - 1, &mut o);
-    let ev = o.take();
-    // Boxes 1 and 2 never sent: down at 1 ms. Box 0 is still live.
+    assert!(o.take().is_empty());
+    assert!(!d.box_down(0));
+    // Box 0 was heard: down after REP_DATA_SILENCE_MS of silence.
+    d.tick(100 * US + MS, &mut o);
     assert_eq!(
-        ev,
+        o.take(),
+        vec![Ev::Alarm(DataAlarm::BoxDown {
+            d: 0,
+            last_rx_ns: 100 * US
+        })]
+    );
+    assert!(d.box_down(0));
+    // Boxes 1 and 2 never sent since this replica started: down only after the first-contact
+    // grace (the roles of a home start in any order).
+    d.tick(first - 1, &mut o);
+    assert!(
+        o.take().is_empty(),
+        "raised once, and not before first contact"
+    );
+    assert!(!d.box_down(1) && !d.box_down(2));
+    d.tick(first, &mut o);
+    assert_eq!(
+        o.take(),
         vec![
             Ev::Alarm(DataAlarm::BoxDown {
                 d: 1,
@@ -232,24 +252,17 @@ fn silent_box_is_marked_down_and_comes_back() {
             }),
         ]
     );
-    assert!(!d.box_down(0));
-    d.tick(100 * US + MS, &mut o);
-    assert_eq!(
-        o.take(),
-        vec![Ev::Alarm(DataAlarm::BoxDown {
-            d: 0,
-            last_rx_ns: 100 * US
-        })]
-    );
-    assert!(d.box_down(0));
-    d.tick(10 * MS, &mut o);
-    assert!(o.take().is_empty(), "raised once");
     // Refused datagrams are no sign of life.
-    let _ = d.on_data_frame(0, &[0u8; 30], 11 * MS, &mut o);
+    let _ = d.on_data_frame(0, &[0u8; 30], first + 11 * MS, &mut o);
     assert!(d.box_down(0));
     // Back, with a new data_seq baseline (a restart): no gap toward the old one.
-    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[]), 11 * MS, &mut o)
-        .unwrap();
+    d.on_data_frame(
+        0,
+        &frame(DataKind::Data, 1, 0, &[]),
+        first + 11 * MS,
+        &mut o,
+    )
+    .unwrap();
     assert_eq!(o.take(), vec![Ev::Alarm(DataAlarm::BoxUp { d: 0 })]);
     assert!(!d.box_down(0));
     assert_eq!(d.counters().box_down, 3);
@@ -455,6 +468,9 @@ fn fetch_order_escalates_with_time() {
     d.set_home(1, 2);
     d.set_home(2, 2);
     d.tick(0, &mut o);
+    // The home box is heard once, then silent.
+    d.on_data_frame(2, &frame(DataKind::DataHb, 0, 2, &[]), 0, &mut o)
+        .unwrap();
     let a = pkt(1, 1, 1, 0);
     d.on_record(0, &rec(1, 1, 1), 0, &mut o).unwrap();
     d.on_hash(0, key(1, 1), pkt_hash(&a).unwrap(), 0, &mut o)

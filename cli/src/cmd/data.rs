@@ -60,6 +60,22 @@ pub struct Args {
     /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
     #[arg(long, value_name = "IP:PORT")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Run at this nice value (-20..=19) where allowed (root or CAP_SYS_NICE), else at the one
+    /// it was started with, said on its first line. `vyrn up` gives a dev home's data box -10:
+    /// it stands for a box of its own but shares one core with four replicas and the clients.
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub nice: Option<i32>,
+}
+
+/// Set this process's nice value before it starts a thread (the threads inherit it). `Ok` with
+/// the value it runs at, or why it could not.
+fn set_nice(n: i32) -> Result<i32, String> {
+    // SAFETY: setpriority on this thread (who 0) reads and writes no memory of ours.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, n) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    Ok(n)
 }
 
 /// Every counter of the data box as `vyrn_data_<counter>_total`, with the help its own crate
@@ -77,6 +93,16 @@ pub fn run(o: Args) -> ExitCode {
     // inherit the set).
     if !vyrn_tile::pin::pin_process("vyrn data", o.cores.as_ref().map(|c| c.0.as_slice())) {
         return ExitCode::from(2);
+    }
+    // Before any thread starts: they inherit it.
+    if let Some(n) = o.nice {
+        match set_nice(n) {
+            Ok(n) => println!("data box {}: nice {n}", o.index),
+            Err(e) => println!(
+                "data box {}: nice {n} refused ({e}): running at the nice it was started with",
+                o.index
+            ),
+        }
     }
     let Some(home) = HomeConfig::load_for("vyrn data", &o.home) else {
         return ExitCode::from(2);

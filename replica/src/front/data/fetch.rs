@@ -116,7 +116,13 @@ impl DataSide {
     pub fn tick(&mut self, now: u64, out: &mut impl DataOut) {
         for (d, b) in self.boxes.iter_mut().enumerate() {
             let last = *b.last_rx.get_or_insert(now);
-            if !b.down && now.saturating_sub(last) >= self.cfg.timing.silence_ns {
+            let t = &self.cfg.timing;
+            let window = if b.seen {
+                t.silence_ns
+            } else {
+                t.silence_ns.max(t.first_contact_ns)
+            };
+            if !b.down && now.saturating_sub(last) >= window {
                 b.down = true;
                 self.c.box_down += 1;
                 out.alarm(DataAlarm::BoxDown {

@@ -96,6 +96,10 @@ pub const EXTRA_COPIES_MAX: usize = 3;
 /// Most data boxes (`n_data` is 4 or 5, 07 §5.1; the index is a u8).
 pub const BOXES_MAX: usize = 16;
 
+/// How long a data box may stay unheard after this replica starts before it is down (see
+/// [`DataTiming::first_contact_ns`]).
+pub const FIRST_CONTACT_NS: u64 = 1_000_000_000;
+
 /// Timing of the data side (07 §5.3, §5.5; budgets, overridable by config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataTiming {
@@ -106,6 +110,10 @@ pub struct DataTiming {
     pub fetch_step_ns: u64,
     /// REP_DATA_SILENCE_MS: a data box silent this long is down (07 §5.7).
     pub silence_ns: u64,
+    /// A box this replica has not heard since it started is down only after this long (project
+    /// choice: 07 §5.7 names no start-up rule, and the roles of a home start in any order; a
+    /// box that never comes up still moves its sessions, [`FIRST_CONTACT_NS`] later).
+    pub first_contact_ns: u64,
     /// REP_DATA_RING_S: payloads older than this leave the store.
     pub store_age_ns: u64,
 }
@@ -116,6 +124,7 @@ impl Default for DataTiming {
             wait_ns: REP_DATA_WAIT_US * 1000,
             fetch_step_ns: REP_DATA_WAIT_US * 1000,
             silence_ns: REP_DATA_SILENCE_MS * 1_000_000,
+            first_contact_ns: FIRST_CONTACT_NS,
             store_age_ns: REP_DATA_RING_S * 1_000_000_000,
         }
     }
