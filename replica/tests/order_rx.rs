@@ -755,3 +755,59 @@ fn a_repair_is_taken_only_for_a_hole_and_is_a_peers_by_its_channel() {
     );
     assert!(rx.holes(0).is_empty());
 }
+
+/// 07 §9.3: the TailReport of a tail with holes — F_i is the contiguous prefix, `extra` the runs
+/// held above it, `direct` 1 for what a path brought and 0 for a repair, and the report is
+/// signed and well-formed.
+#[test]
+fn the_tail_report_says_what_is_held_and_how_it_came() {
+    use vyrn_replica::front::failover::report::{tail_report, ReportInput};
+    use vyrn_wire::msg::ctrl::FrameRange;
+    let mut rx = OrderRx::new(cfg(1));
+    let mut o = Out::default();
+    // Substream 0: 1..=5 by path A, 6 missing, 7..=8 held, 9 missing, 10 held.
+    for fs in [1, 2, 3, 4, 5, 7, 8, 10] {
+        let _ = rx.on_frame(0, &frame(0, fs, 0), fs * US, &mut o);
+    }
+    // Substream 1: 1, 2 and 4 by path B, 3 (a hole) repaired by a peer.
+    for fs in [1, 2, 4] {
+        let _ = rx.on_frame(1, &frame(1, fs, FLAG_PATH_B), 20 * US, &mut o);
+    }
+    let _ = rx.on_frame(
+        vyrn_replica::front::order_rx::PEER_CHANNEL,
+        &frame(1, 3, vyrn_wire::frame::FLAG_PEER_REPAIRED),
+        30 * US,
+        &mut o,
+    );
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let inp = ReportInput {
+        epoch: 7,
+        tenure: 2,
+        reporter: 1,
+        h_i: 4,
+        marks: [2, 0],
+        replay_lag_us: 12,
+        promotable: false,
+    };
+    let r = tail_report(&rx, &inp, &key);
+    assert_eq!(r.f_i, [5, 4]);
+    assert_eq!(
+        r.extra[0],
+        vec![FrameRange { a: 7, b: 8 }, FrameRange { a: 10, b: 10 }]
+    );
+    assert!(r.extra[1].is_empty());
+    // Substream 0: frames 3, 4, 5, 7, 8, 10 — all by path A.
+    assert_eq!(r.direct[0], vec![0b0011_1111]);
+    // Substream 1: frames 1, 2, 4 by path B, 3 by a peer.
+    assert_eq!(r.direct[1], vec![0b0000_1011]);
+    assert_eq!(r.t_last_rx, 30 * US);
+    assert!(r.verify(&key.verifying_key()));
+    // It survives the wire.
+    let m = vyrn_wire::msg::ctrl::CtrlMsg::TailReport(Box::new(r.clone()));
+    let mut b = Vec::new();
+    m.encode(&mut b).unwrap();
+    assert_eq!(
+        vyrn_wire::msg::ctrl::CtrlMsg::parse(&b),
+        Ok(vyrn_wire::msg::ctrl::CtrlMsg::TailReport(Box::new(r)))
+    );
+}

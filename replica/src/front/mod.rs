@@ -7,6 +7,7 @@ pub mod core;
 pub mod data;
 pub mod data_down;
 pub mod decode;
+pub mod failover;
 pub mod order_rx;
 pub mod quarantine;
 pub mod verdict;

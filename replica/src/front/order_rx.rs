@@ -433,6 +433,40 @@ impl OrderRx {
         [self.subs[0].next - 1, self.subs[1].next - 1]
     }
 
+    /// What this replica holds of `stream` for a TailReport (07 §9.3): `F_i` (every frame
+    /// `1..=F_i` delivered) and the `extra` ranges held above it, the lowest
+    /// [`TAIL_EXTRA_MAX`](vyrn_wire::msg::ctrl::TAIL_EXTRA_MAX) of them (F* is decided from
+    /// the bottom up).
+    pub fn holdings(&self, stream: u8) -> (u64, Vec<vyrn_wire::msg::ctrl::FrameRange>) {
+        use vyrn_wire::msg::ctrl::{FrameRange, TAIL_EXTRA_MAX};
+        let sub = &self.subs[stream as usize & 1];
+        let mut extra: Vec<FrameRange> = Vec::new();
+        for &k in sub.held.keys() {
+            let full = extra.len() == TAIL_EXTRA_MAX;
+            match extra.last_mut() {
+                Some(r) if r.b + 1 == k => r.b = k,
+                _ if full => break,
+                _ => extra.push(FrameRange { a: k, b: k }),
+            }
+        }
+        (sub.next - 1, extra)
+    }
+
+    /// Whether frame `fs` of `stream` came from a sequencer path (07 §9.3 `direct`): `Some`
+    /// within the last PATH_WINDOW frames this loop accounts per path, `None` older.
+    pub fn direct(&self, stream: u8, fs: u64) -> Option<bool> {
+        let sub = &self.subs[stream as usize & 1];
+        if fs <= sub.accounted || fs > sub.accounted + PATH_WINDOW {
+            return None;
+        }
+        Some(sub.seen[(fs % PATH_WINDOW) as usize] != 0)
+    }
+
+    /// When the newest frame of the tenure came (07 §9.3 `t_last_rx`, this clock).
+    pub fn last_rx(&self) -> Option<u64> {
+        self.last_rx
+    }
+
     /// The holes of `stream`: `(from, to)`, lowest first.
     pub fn holes(&self, stream: u8) -> Vec<(u64, u64)> {
         self.subs[stream as usize & 1]
