@@ -177,6 +177,7 @@ fn tile_loads() {
             seq_key: [1; 32],
             voters: 4,
             rtx_ring_bytes: 8 << 20,
+            tenure: vyrn_seq::shm::TenureId::FIRST,
         };
         let (tiles, mut h) = tiles::build(
             &cfg,
@@ -327,6 +328,7 @@ fn gate_bench() {
         seq_key: [1; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     };
     let clock = Clock::new();
     let stamp = Arc::new(AtomicU64::new(0));

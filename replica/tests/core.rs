@@ -229,6 +229,7 @@ fn follow(runner: Runner) -> Replayed {
         seq_key: [2; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     });
     let cc = CoreConfig {
         engine: e.clone(),

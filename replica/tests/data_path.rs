@@ -118,6 +118,7 @@ fn the_data_path_resolves_verifies_and_replays_every_block() {
             seq_key: [8; 32],
             voters: 4,
             rtx_ring_bytes: 8 << 20,
+            tenure: vyrn_seq::shm::TenureId::FIRST,
         });
         let mut w = Workload::new(&e, seed, Mix::clean());
         let mut rx = OrderRx::new(RxConfig {

@@ -118,6 +118,7 @@ fn run(m: Mixing) -> Seen {
         seq_key: [2; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     });
     let cc = CoreConfig {
         engine: e.clone(),

@@ -811,3 +811,57 @@ fn the_tail_report_says_what_is_held_and_how_it_came() {
         Ok(vyrn_wire::msg::ctrl::CtrlMsg::TailReport(Box::new(r)))
     );
 }
+
+/// 07 §9.1–§9.2: a frozen tail buffers what still arrives and takes it all at an abort; a
+/// deposed tenure takes nothing more (INV-REP-5) and asks nothing of anyone.
+#[test]
+fn a_frozen_tail_buffers_and_a_deposed_tenure_takes_nothing() {
+    let mut rx = OrderRx::new(cfg(1));
+    let mut o = Out::default();
+    for fs in 1..=3 {
+        let _ = rx.on_frame(0, &frame(0, fs, 0), fs * US, &mut o);
+    }
+    assert_eq!(o.delivered.len(), 3);
+    rx.freeze();
+    assert!(rx.is_frozen());
+    for fs in [4, 6, 5] {
+        assert_eq!(
+            rx.on_frame(0, &frame(0, fs, 0), 10 * US, &mut o),
+            RxVerdict::Held
+        );
+    }
+    assert_eq!(o.delivered.len(), 3, "nothing taken while frozen");
+    assert_eq!(rx.contiguous(), [3, 0]);
+    rx.unfreeze(&mut o);
+    assert!(!rx.is_frozen());
+    assert_eq!(rx.contiguous(), [6, 0]);
+    assert_eq!(
+        o.delivered.iter().map(|d| d.1).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5, 6]
+    );
+    assert_eq!(rx.counters().frozen, (3, 3));
+    // Deposed: every frame of the tenure refused, the buffer of a freeze dropped, and no NACK,
+    // repair request or RepAck for the hole that stays.
+    rx.freeze();
+    let _ = rx.on_frame(0, &frame(0, 8, 0), 20 * US, &mut o);
+    rx.depose();
+    assert!(rx.is_deposed() && !rx.is_frozen());
+    assert_eq!(
+        rx.on_frame(0, &frame(0, 7, 0), 21 * US, &mut o),
+        RxVerdict::Refused(Refused::Deposed)
+    );
+    assert_eq!(
+        rx.on_frame(1, &frame(1, 1, FLAG_PATH_B), 21 * US, &mut o),
+        RxVerdict::Refused(Refused::Deposed)
+    );
+    let (nacks, acks) = (o.nacks.len(), o.acks.len());
+    rx.tick(100 * MS, &mut o);
+    assert_eq!(
+        (o.nacks.len(), o.acks.len(), o.repairs.len()),
+        (nacks, acks, 0)
+    );
+    rx.unfreeze(&mut o);
+    assert!(rx.is_deposed(), "an abort cannot undo a deposition");
+    assert_eq!(rx.contiguous(), [6, 0]);
+    assert_eq!(rx.counters().refused[7], 2);
+}

@@ -105,6 +105,7 @@ fn run(peers: Peers) -> Ran {
         seq_key: [2; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     });
     let mut core = ReplicaCore::new(CoreConfig {
         engine: e.clone(),

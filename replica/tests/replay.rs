@@ -76,6 +76,7 @@ impl Rig {
             seq_key: [5; 32],
             voters: 4,
             rtx_ring_bytes: 8 << 20,
+            tenure: vyrn_seq::shm::TenureId::FIRST,
         });
         let tiles = home.tiles();
         Rig {

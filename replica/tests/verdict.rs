@@ -144,6 +144,7 @@ fn run(seed: u64, rounds: usize, corrupt: Option<u64>) -> Run {
         seq_key: [9; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     };
     let mut home = SimBox::new(cfg);
     let key = home.seq_public();

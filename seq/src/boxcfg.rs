@@ -22,6 +22,8 @@ impl SeqConfigOf for BoxConfig {
             seq_key: *self.seq_key.expose(),
             voters: self.voters,
             rtx_ring_bytes: self.rtx_ring_bytes,
+            // The epoch's primary (seq_order index 0) at tenure 0 (07 §2.2).
+            tenure: crate::shm::TenureId::FIRST,
         }
     }
 }

@@ -173,6 +173,27 @@ pub struct SeqConfig {
     pub voters: usize,
     /// Bytes of each stream core's frame ring for retransmission (REP_RTX_RING_BYTES).
     pub rtx_ring_bytes: usize,
+    /// Whose frames these are (07 §2.2): the tenure and this box's sequencer index.
+    pub tenure: TenureId,
+}
+
+/// A tenure and its sequencer (07 §2.2): every frame header, TenureStart, RepAck, NACK,
+/// NackTooOld and REP_DurableMark of the tenure carries them, and a message of another tenure
+/// is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TenureId {
+    /// `tenure`: 0 at the start of each epoch, +1 at every failover.
+    pub tenure: u8,
+    /// The sequencer's index in `REP_Membership.seq_order` (the frame header's `sender`).
+    pub sender: u8,
+}
+
+impl TenureId {
+    /// The first tenure of an epoch, by its primary (`seq_order` index 0).
+    pub const FIRST: TenureId = TenureId {
+        tenure: 0,
+        sender: 0,
+    };
 }
 
 impl std::fmt::Debug for SeqConfig {
@@ -184,6 +205,7 @@ impl std::fmt::Debug for SeqConfig {
             .field("seq_key", &"<secret>")
             .field("voters", &self.voters)
             .field("rtx_ring_bytes", &self.rtx_ring_bytes)
+            .field("tenure", &self.tenure)
             .finish()
     }
 }
@@ -203,6 +225,7 @@ mod secret_tests {
             seq_key: [0xAB; 32],
             voters: 4,
             rtx_ring_bytes: 1,
+            tenure: crate::shm::TenureId::FIRST,
         };
         let s = format!("{c:?}");
         assert!(s.contains("<secret>") && s.contains("voters: 4"), "{s}");

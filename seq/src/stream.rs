@@ -275,24 +275,30 @@ pub struct StreamCore {
 }
 
 impl StreamCore {
-    /// Stream core of substream `h`, starting a tenure: frame 1 is the TenureStart (07 §3.9),
-    /// then a SessionBind per bound session of this half (§3.5).
+    /// Stream core of substream `h` of `cfg`'s box, starting its tenure: frame 1 is the
+    /// TenureStart (07 §3.9), then a SessionBind per bound session of this half (§3.5).
     pub fn new(
         h: u8,
-        layout: Layout,
-        book: u16,
-        epoch: u32,
+        cfg: &crate::shm::SeqConfig,
         binds: &[SessionBind],
-        rtx_ring_bytes: usize,
         sh: &mut impl StreamMem,
     ) -> Self {
+        let (layout, book, epoch) = (cfg.engine.layout, cfg.engine.book, cfg.epoch);
+        let (tenure, rtx_ring_bytes) = (cfg.tenure, cfg.rtx_ring_bytes);
         let first = layout.half_start(h);
         let len = layout.half_len(h);
-        let mut w = FrameWriter::new(book, epoch, 0, 0, h, REP_ORDER_FRAME_MAX);
+        let mut w = FrameWriter::new(
+            book,
+            epoch,
+            tenure.tenure,
+            tenure.sender,
+            h,
+            REP_ORDER_FRAME_MAX,
+        );
         let ts = TenureStart {
             epoch,
-            tenure: 0,
-            sender: 0,
+            tenure: tenure.tenure,
+            sender: tenure.sender,
             first_step: 1,
             first_height: 1,
             prev_header_hash: [0; 32],

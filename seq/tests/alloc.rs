@@ -28,6 +28,7 @@ fn stream_cores_allocate_per_block_not_per_message() {
         seq_key: [1; 32],
         voters: 4,
         rtx_ring_bytes: 1 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     });
     home.set_log_frames(false);
     let mut w = Workload::new(&e, 9, Mix::clean());

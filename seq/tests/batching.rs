@@ -19,6 +19,7 @@ fn a_burst_is_taken_in_one_poll_per_tile_and_coalesced() {
         seq_key: [3; 32],
         voters: 4,
         rtx_ring_bytes: 1 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     });
     let mut w = Workload::new(&e, 11, Mix::clean());
     // A burst: 40 packets queued at once, all of lane 0's sessions and lane 1's.

@@ -37,6 +37,7 @@ impl Rig {
             seq_key: [3; 32],
             voters: 4,
             rtx_ring_bytes: 8 << 20,
+            tenure: vyrn_seq::shm::TenureId::FIRST,
         });
         let voters = (0..4)
             .map(|_| VoterDouble::new(cfg.layout, home.seq_public()))

@@ -30,6 +30,7 @@ fn cfg() -> SeqConfig {
         seq_key: [4; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     }
 }
 

@@ -27,6 +27,7 @@ fn cfg(lanes: u8) -> SeqConfig {
         seq_key: [7; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     }
 }
 
@@ -259,6 +260,7 @@ fn the_replica_decoder_decodes_everything_the_box_writes() {
             seq_key: [seed as u8; 32],
             voters: 4,
             rtx_ring_bytes: 8 << 20,
+            tenure: vyrn_seq::shm::TenureId::FIRST,
         };
         let mut home = SimBox::new(c);
         let mut w = Workload::new(&e, seed, Mix::everything());

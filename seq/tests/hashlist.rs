@@ -20,6 +20,7 @@ fn home() -> (SimBox, EngineConfig) {
         seq_key: [5; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     });
     (h, e)
 }

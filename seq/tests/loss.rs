@@ -19,6 +19,7 @@ fn config(e: &EngineConfig, rtx: usize) -> SeqConfig {
         seq_key: [4; 32],
         voters: 4,
         rtx_ring_bytes: rtx,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     }
 }
 

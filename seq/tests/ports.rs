@@ -238,6 +238,31 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
         std::thread::sleep(Duration::from_micros(200));
     }
     assert_eq!(streams, [true; 2], "no HashList for both substreams");
+    // 07 §2.2: a NACK and a RepAck of another tenure are refused (counted), never answered.
+    let stale = [
+        vyrn_wire::msg::ctrl::Nack {
+            epoch: c.epoch,
+            tenure: 1,
+            stream: 0,
+            from_seq: 5,
+            to_seq: 8,
+        }
+        .to_bytes()
+        .unwrap(),
+        vyrn_wire::msg::ctrl::RepAck {
+            epoch: c.epoch,
+            tenure: 1,
+            contiguous_frame_seq: [1 << 30, 1 << 30],
+            path_mask: 0b11,
+        }
+        .to_bytes()
+        .unwrap(),
+    ];
+    for m in &stale {
+        fetcher
+            .send_batch(&[TxPacket::to(&fseal(m), Dest::Addr(ctrl))])
+            .unwrap();
+    }
     // 07 §4.10: a NACK's frames come back unicast to the address that sent it, flagged
     // retransmit (multicast on the paths they would reach every replica, not this one).
     let nack = vyrn_wire::msg::ctrl::Nack {
@@ -276,7 +301,7 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     assert_eq!(
         got,
         vec![1, 2, 3, 4],
-        "the NACKed frames, unicast to the NACK's sender"
+        "the NACKed frames, unicast to the NACK's sender (none for the other tenure's NACK)"
     );
     // 07 §5.5 source 3: SeqDataReq for the order placed above gets back the very bytes the
     // lane matched (from its retention), from the control port; an unknown packet gets nothing.
@@ -323,7 +348,11 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     assert_eq!(st.rtx_unicast_failed.load(Ordering::Relaxed), 0);
     assert!(st.durable_marks.load(Ordering::Relaxed) >= 1);
     assert!(st.ctrl[0].load(Ordering::Relaxed) > 0 && st.ctrl[2].load(Ordering::Relaxed) > 0);
-    assert_eq!(st.ctrl_bad.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        st.ctrl_bad.load(Ordering::Relaxed),
+        2,
+        "the other tenure's NACK and RepAck"
+    );
     assert_eq!(st.frame_errors.load(Ordering::Relaxed), 0);
     assert!(!h.words.fenced());
     let names: Vec<String> = running.runner.stats.iter().map(|s| s.0.clone()).collect();
@@ -361,9 +390,15 @@ fn threaded_box_answers_over_udp_and_voters_finalize() {
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(h.control.diverge_halts.load(Ordering::Relaxed), 0);
     let (pkt, _) = order(&c, 1, 6);
-    assert!(
-        acked(&mut client, to, &pkt, &c.engine.sessions[1].k_out, 6),
-        "a stranger's Diverge halts nothing"
+    let got = answer_of(&mut client, to, &pkt, &c.engine.sessions[1].k_out, 6);
+    assert_eq!(
+        got,
+        Some(Record::Ack {
+            msg_index: 0,
+            client_tag: 6
+        }),
+        "a stranger's Diverge halts nothing (fenced {})",
+        h.words.fenced()
     );
     // A registered address's Diverge with no evidence (the review's 15 bytes, a timeout from
     // one source): counted, no halt (security review F3).

@@ -27,6 +27,7 @@ fn logged_box(
         seq_key: [9; 32],
         voters: 4,
         rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
     };
     let log = LogWire::default();
     let (tiles, h) = tiles::build(

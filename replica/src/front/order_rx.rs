@@ -114,6 +114,9 @@ pub enum Refused {
     /// ask for: in no hole (security review F2: a forged "repair" ahead of the box's frame made
     /// the genuine one a duplicate).
     Unsolicited,
+    /// A frame of a tenure deposed at this replica (07 §9.2, INV-REP-5), or one that arrived
+    /// while the tail was frozen with the freeze buffer full.
+    Deposed,
 }
 
 /// What a datagram did.
@@ -176,8 +179,10 @@ pub struct RxCounters {
     /// Frames each path never brought (the other path or a repair did), per path.
     pub lost: [u64; PATHS],
     /// Datagrams refused: malformed, another book, another tenure, bad stream, too far ahead,
-    /// held full.
-    pub refused: [u64; 7],
+    /// held full, unsolicited, deposed tenure.
+    pub refused: [u64; 8],
+    /// Frames buffered while the tail was frozen (07 §9.1), and of those applied at an abort.
+    pub frozen: (u64, u64),
     /// Holes opened.
     pub holes: u64,
     /// NACKs sent to the sequencer.
@@ -274,6 +279,20 @@ struct Sub {
     accounted: u64,
 }
 
+/// The tail's gate (07 §9.1–§9.2).
+#[derive(Debug)]
+enum TailGate {
+    /// Frames are taken.
+    Open,
+    /// Suspicion: frames are buffered (path, bytes, arrival), and their bytes.
+    Frozen {
+        buf: Vec<(u8, Vec<u8>, u64)>,
+        bytes: usize,
+    },
+    /// Deposed (INV-REP-5).
+    Deposed,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct PathState {
     last_rx: Option<u64>,
@@ -313,6 +332,7 @@ pub struct OrderRx {
     last_ack: u64,
     next_peer: usize,
     suspected: bool,
+    gate: TailGate,
     counters: RxCounters,
     /// B-REP-3: for each frame both paths brought, the time from the first copy to the
     /// second, ns.
@@ -404,6 +424,7 @@ impl OrderRx {
             subs: [sub(), sub()],
             paths: [PathState::default(); PATHS],
             last_rx: None,
+            gate: TailGate::Open,
             last_ack: 0,
             next_peer: 0,
             suspected: false,
@@ -433,6 +454,48 @@ impl OrderRx {
         [self.subs[0].next - 1, self.subs[1].next - 1]
     }
 
+    /// Freeze the tail (07 §9.1, on suspicion): frames of the tenure are buffered, not taken,
+    /// until [`OrderRx::unfreeze`] or [`OrderRx::depose`]. Bounded like the frames behind holes.
+    pub fn freeze(&mut self) {
+        if matches!(self.gate, TailGate::Open) {
+            self.gate = TailGate::Frozen {
+                buf: Vec::new(),
+                bytes: 0,
+            };
+        }
+    }
+
+    /// The suspicion was aborted (fewer than Q `Silence`, §9.1): take the buffered frames, in
+    /// the order they came; the holes left are repaired as usual.
+    pub fn unfreeze(&mut self, out: &mut impl RxOut) {
+        if !self.is_frozen() {
+            return;
+        }
+        let TailGate::Frozen { buf, .. } = std::mem::replace(&mut self.gate, TailGate::Open) else {
+            return;
+        };
+        for (path, bytes, at) in buf {
+            self.counters.frozen.1 += 1;
+            let _ = self.on_frame(path, &bytes, at, out);
+        }
+    }
+
+    /// The tenure is deposed here (07 §9.2, INV-REP-5): no frame, header or retransmission of
+    /// it is taken again; the buffer is dropped, and no NACK, repair request or RepAck leaves.
+    pub fn depose(&mut self) {
+        self.gate = TailGate::Deposed;
+    }
+
+    /// Whether the tail is frozen.
+    pub fn is_frozen(&self) -> bool {
+        matches!(self.gate, TailGate::Frozen { .. })
+    }
+
+    /// Whether the tenure is deposed here.
+    pub fn is_deposed(&self) -> bool {
+        matches!(self.gate, TailGate::Deposed)
+    }
+
     /// What this replica holds of `stream` for a TailReport (07 §9.3): `F_i` (every frame
     /// `1..=F_i` delivered) and the `extra` ranges held above it, the lowest
     /// [`TAIL_EXTRA_MAX`](vyrn_wire::msg::ctrl::TAIL_EXTRA_MAX) of them (F* is decided from
@@ -460,6 +523,11 @@ impl OrderRx {
             return None;
         }
         Some(sub.seen[(fs % PATH_WINDOW) as usize] != 0)
+    }
+
+    /// The tenure this loop takes and its sequencer's index (07 §2.2).
+    pub fn tenure(&self) -> (u8, u8) {
+        (self.cfg.tenure, self.cfg.sender)
     }
 
     /// When the newest frame of the tenure came (07 §9.3 `t_last_rx`, this clock).
@@ -504,6 +572,7 @@ impl OrderRx {
                 Refused::TooFarAhead => 4,
                 Refused::HeldFull => 5,
                 Refused::Unsolicited => 6,
+                Refused::Deposed => 7,
             };
             self.counters.refused[i] += 1;
         }
@@ -524,6 +593,20 @@ impl OrderRx {
         }
         if h.stream >= c.n_streams {
             return RxVerdict::Refused(Refused::BadStream);
+        }
+        // 07 §9.1–§9.2: a frozen tail buffers, a deposed tenure takes nothing more.
+        match &mut self.gate {
+            TailGate::Open => {}
+            TailGate::Deposed => return RxVerdict::Refused(Refused::Deposed),
+            TailGate::Frozen { buf, bytes: held } => {
+                if *held + bytes.len() > self.held_bytes_max || buf.len() >= HELD_MAX {
+                    return RxVerdict::Refused(Refused::Deposed);
+                }
+                *held += bytes.len();
+                buf.push((path as u8, bytes.to_vec(), now));
+                self.counters.frozen.0 += 1;
+                return RxVerdict::Held;
+            }
         }
         // A frame of the tenure: the stream is alive; a path's frame (retransmissions too)
         // shows that path alive — a repair on the control port shows no path.
@@ -809,6 +892,9 @@ impl OrderRx {
     /// The loop's clock: NACKs and repair requests for holes that waited, the RepAck when due,
     /// the path alarms and the silence suspicion. Call it at least every few µs.
     pub fn tick(&mut self, now: u64, out: &mut impl RxOut) {
+        if self.is_deposed() {
+            return;
+        }
         let t = self.cfg.timing;
         for st in 0..self.cfg.n_streams.min(2) as usize {
             let gone = self.subs[st].seq_gone_below;

@@ -91,7 +91,11 @@ pub(super) fn on_ctrl(
                 core.on_path_frame(REPAIR_CHANNEL, b, now, io);
             }
             // Signed by the box (security review F17): a forged one would stop NACKs to it.
-            Ok(CtrlMsg::NackTooOld(t)) if t.epoch == epoch && t.verify(&io.seq_pub) => {
+            Ok(CtrlMsg::NackTooOld(t))
+                if t.epoch == epoch
+                    && t.tenure == core.order_rx().tenure().0
+                    && t.verify(&io.seq_pub) =>
+            {
                 io.c.too_old += 1;
                 core.on_too_old(t.stream, t.oldest_seq);
             }

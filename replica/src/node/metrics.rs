@@ -95,7 +95,7 @@ vyrn_metrics::metrics! {
     REPLICA_FRAMES_REWOUND: Counter "vyrn_replica_frames_rewound_total" []
         "frames order RX took back after a failed hold";
     REPLICA_FRAMES_REFUSED: Counter "vyrn_replica_frames_refused_total" ["why"]
-        "order-path datagrams refused (07 §4.9): not a frame, another book or tenure, a substream the layout lacks, too far ahead, past the held bound, or a repair nobody asked for (security review F2, F11)";
+        "order-path datagrams refused (07 §4.9): not a frame, another book or tenure, a substream the layout lacks, too far ahead, past the held bound, a repair nobody asked for (security review F2, F11), or a frame of a tenure deposed here (07 §9.2, INV-REP-5)";
     REPLICA_PATH_SKEW_SECONDS: Gauge "vyrn_replica_path_skew_seconds" ["quantile"]
         "B-REP-3: time from a frame's first path copy to the other path's (budget 2 µs)";
     REPLICA_REPLAY_LAG_SECONDS: Gauge "vyrn_replica_replay_lag_seconds" ["quantile"]
@@ -246,6 +246,7 @@ fn render(n: &Node, e: &mut Exposition) {
         "too_far_ahead",
         "held_full",
         "unsolicited",
+        "deposed",
     ]
     .into_iter()
     .zip(rx.refused)

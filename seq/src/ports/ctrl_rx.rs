@@ -20,6 +20,8 @@ pub(super) struct CtrlRxTile {
     pub(super) batch: RxBatch,
     pub(super) voters: HashMap<SocketAddr, usize>,
     pub(super) epoch: u32,
+    /// This box's tenure: a RepAck or NACK of another is refused (07 §2.2).
+    pub(super) tenure: u8,
     /// Control's ack inbox (bounded overflow).
     pub(super) inbox: tiles::Outq<CtrlIn>,
     /// The certificate tile's ring (bounded: full means dropped and counted).
@@ -229,7 +231,7 @@ impl Task for CtrlRxTile {
                 }
             };
             match CtrlMsg::parse(body) {
-                Ok(CtrlMsg::RepAck(a)) if a.epoch == self.epoch => {
+                Ok(CtrlMsg::RepAck(a)) if a.epoch == self.epoch && a.tenure == self.tenure => {
                     bump(&self.stats.ctrl[0]);
                     let ack = CtrlIn::Ack {
                         voter: v,
@@ -242,7 +244,7 @@ impl Task for CtrlRxTile {
                 }
                 // 07 §4.10: this epoch's NACKs only (the codec bounded the span, F5), within
                 // the voter's share of the stream cores' retransmission rate.
-                Ok(CtrlMsg::Nack(k)) if k.epoch == self.epoch => {
+                Ok(CtrlMsg::Nack(k)) if k.epoch == self.epoch && k.tenure == self.tenure => {
                     bump(&self.stats.ctrl[1]);
                     let n = self.nack_share.len();
                     let span = k.to_seq.saturating_sub(k.from_seq).saturating_add(1);

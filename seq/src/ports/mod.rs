@@ -73,8 +73,8 @@ pub struct NetStats {
     pub tx_dropped: AtomicU64,
     /// Control messages taken: RepAck, Nack, FinalityCert.
     pub ctrl: [AtomicU64; 3],
-    /// Control messages refused: unparseable, wrong epoch, or a certificate whose signatures
-    /// do not check.
+    /// Control messages refused: unparseable, another epoch, a RepAck or NACK of another
+    /// tenure (07 §2.2), or a certificate whose signatures do not check.
     pub ctrl_bad: AtomicU64,
     /// Finalize signatures that failed the finality listener's batch check (07 §6.8).
     pub bad_sigs: AtomicU64,
@@ -190,7 +190,7 @@ struct ClientWire {
     addrs: Arc<SessionAddrs>,
     stats: Arc<NetStats>,
     /// Control: where REP_DurableMark goes (the voters' control addresses), and from which socket.
-    durable: Option<(UdpPort, Vec<SocketAddr>, u32)>,
+    durable: Option<(UdpPort, Vec<SocketAddr>, u32, u8)>,
     /// Queued messages' bytes, back to back.
     arena: Vec<u8>,
     /// Queued messages: offset and length in `arena`, destination.
@@ -202,7 +202,7 @@ impl ClientWire {
         port: UdpPort,
         addrs: Arc<SessionAddrs>,
         stats: Arc<NetStats>,
-        durable: Option<(UdpPort, Vec<SocketAddr>, u32)>,
+        durable: Option<(UdpPort, Vec<SocketAddr>, u32, u8)>,
     ) -> Self {
         ClientWire {
             port,
@@ -290,10 +290,10 @@ impl Wire for ClientWire {
         n
     }
     fn durable(&mut self, step: u64, height: u64) {
-        if let Some((sock, to, epoch)) = &mut self.durable {
+        if let Some((sock, to, epoch, tenure)) = &mut self.durable {
             let m = vyrn_wire::msg::ctrl::RepDurableMark {
                 epoch: *epoch,
-                tenure: 0,
+                tenure: *tenure,
                 step,
                 height,
             };
@@ -840,7 +840,7 @@ impl NetBox {
                             ctrl_sock
                                 .try_clone()
                                 .ok()
-                                .map(|s| (s, voter_addrs.clone(), seq.epoch))
+                                .map(|s| (s, voter_addrs.clone(), seq.epoch, seq.tenure.tenure))
                         } else {
                             None
                         };
@@ -897,6 +897,7 @@ impl NetBox {
             hash_tokens: vec![(HASH_LIST_BURST, 0); n_keys],
             voters,
             epoch: seq.epoch,
+            tenure: seq.tenure.tenure,
             inbox: tiles::Outq::new(inbox),
             certs: cert_p,
             nacks,
@@ -955,7 +956,7 @@ fn nack_reply(
     let mut rtx_sock = ctrl_sock.try_clone().ok()?;
     let stats = stats.clone();
     let rtx_stats = stats.clone();
-    let epoch = seq.epoch;
+    let (epoch, tenure) = (seq.epoch, seq.tenure.tenure);
     // NackTooOld is signed (security review F17): the stream's own copy of the key.
     let key = ed25519_dalek::SigningKey::from_bytes(&seq.seq_key);
     // Retransmissions unicast to the NACK's sender from the control port, where
@@ -985,7 +986,7 @@ fn nack_reply(
                     bump(&stats.ctrl_dropped);
                     return;
                 }
-                let m = vyrn_wire::msg::ctrl::NackTooOld::sign(epoch, 0, h, oldest, &key);
+                let m = vyrn_wire::msg::ctrl::NackTooOld::sign(epoch, tenure, h, oldest, &key);
                 last = m.to_bytes().ok().map(|b| (oldest, b));
             }
             if let Some((_, b)) = last.as_ref() {

@@ -91,6 +91,7 @@ fn run(
         seq_key: [6; 32],
         voters: 4,
         rtx_ring_bytes: 64 << 20,
+        tenure: crate::shm::TenureId::FIRST,
     });
     let mut w = Workload::new(engine, seed, mix);
     let mut tiles = home.tiles();

@@ -1358,15 +1358,7 @@ pub fn build(
             words: words.clone(),
             out: wire(WireFor::Stream(h)),
         };
-        let mut core = StreamCore::new(
-            h,
-            lay,
-            e.book,
-            cfg.epoch,
-            &binds,
-            cfg.rtx_ring_bytes,
-            &mut ports,
-        );
+        let mut core = StreamCore::new(h, cfg, &binds, &mut ports);
         if h == 0 {
             core.set_block_ns(cfg.block_ns);
         }
