@@ -151,6 +151,8 @@ pub enum Cut {
     StallVoter(u8),
     /// The box's tile named here not polled (a stalled core).
     StallTile(&'static str),
+    /// Every tile of the box not polled (a paused box: 07 §9.1's silence on both paths).
+    BoxPause,
 }
 
 /// A fault's window, simulated ns.
@@ -289,6 +291,7 @@ impl Schedule {
                 Cut::PathDown(p) => format!("path {} down", if p == 0 { "A" } else { "B" }),
                 Cut::StallVoter(i) => format!("voter {i} paused"),
                 Cut::StallTile(t) => format!("the box's {t} tile stalled"),
+                Cut::BoxPause => "the whole box paused".into(),
             };
             if w.to == u64::MAX {
                 v.push(format!("{what} from {:.3} ms to the end", ms(w.from)));
@@ -325,6 +328,7 @@ impl Schedule {
                 Cut::PathDown(_) => "path-down",
                 Cut::StallVoter(_) => "stall-voter",
                 Cut::StallTile(_) => "stall-box-tile",
+                Cut::BoxPause => "box-pause",
             });
         }
         k
@@ -351,7 +355,7 @@ impl Schedule {
                         }
                         Cut::DataBox => src == Role::DataBox || dst == Role::DataBox,
                         Cut::PathDown(p) => path_of(h.to) == Some(usize::from(p)),
-                        Cut::StallVoter(_) | Cut::StallTile(_) => false,
+                        Cut::StallVoter(_) | Cut::StallTile(_) | Cut::BoxPause => false,
                     }
             });
             if cut {
@@ -415,11 +419,13 @@ pub enum Scenario {
     /// The sequencer cut off from one voter for 80 ms (the one-voter case of §14 "sequencer
     /// cut off from ≥ 2 voters": no fence).
     BoxCutFromOneVoter,
+    /// §14 "sequencer crash", as far as it is built: the whole box paused 20 ms, then back.
+    BoxPause,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::OneFrameLostOnOnePath,
         Scenario::FrameLostOnBothPathsToOneReplica,
         Scenario::OneOrderPathDown,
@@ -427,6 +433,7 @@ impl Scenario {
         Scenario::TwoVotersDownThenBack,
         Scenario::DataBoxDown,
         Scenario::BoxCutFromOneVoter,
+        Scenario::BoxPause,
     ];
 
     /// Its name on the command line.
@@ -439,6 +446,7 @@ impl Scenario {
             Scenario::TwoVotersDownThenBack => "two-voters-down",
             Scenario::DataBoxDown => "databox-down",
             Scenario::BoxCutFromOneVoter => "box-cut-from-voter",
+            Scenario::BoxPause => "box-pause",
         }
     }
 
@@ -472,6 +480,9 @@ impl Scenario {
             }
             Scenario::BoxCutFromOneVoter => {
                 "the box counts the other three voters' acks: no fence, trading continues"
+            }
+            Scenario::BoxPause => {
+                "every voter suspects after FAILOVER_SILENCE_MS and Q Silence depose the tenure at each within 07 §9.7's 3.6 ms; the box's frames after it resumes are refused (INV-REP-5); the book stays halted (the seal and the promotion are not built)"
             }
         }
     }
@@ -507,6 +518,7 @@ impl Scenario {
             Scenario::BoxCutFromOneVoter => {
                 s.windows.push(w(Cut::BoxFrom(1), 60, T0 + 140_000_000));
             }
+            Scenario::BoxPause => s.windows.push(w(Cut::BoxPause, 60, T0 + 80_000_000)),
         }
         s
     }
@@ -526,6 +538,9 @@ impl Scenario {
             Scenario::TwoVotersDownThenBack => f.gate_halts > 0 && f.gate_resumes > 0,
             Scenario::DataBoxDown => f.fetched > 0,
             Scenario::BoxCutFromOneVoter => r.net.partitioned > 0 && f.gate_halts == 0,
+            Scenario::BoxPause => {
+                f.deposed == 4 && f.deposed_after_ns <= DEPOSE_BUDGET_NS && f.refused_deposed > 0
+            }
         };
         if ok {
             Ok(())
@@ -675,7 +690,20 @@ pub struct Figures {
     pub fetched: u64,
     /// Replicas whose REP_A_PATH was raised at the end, per path.
     pub path_alarms: [u64; 2],
+    /// Voters at which the tenure was deposed (07 §9.2), and the longest time from the box's
+    /// last frame (the newest any voter took) to a deposition.
+    pub deposed: u64,
+    /// See `deposed`.
+    pub deposed_after_ns: u64,
+    /// Failover suspicions (07 §9.1), over the voters.
+    pub suspicions: u64,
+    /// Frames the voters refused as a deposed tenure's (INV-REP-5).
+    pub refused_deposed: u64,
 }
+
+/// 07 §9.7 stages 1–3: the last frame reaches every voter, FAILOVER_SILENCE_MS, Silence
+/// all-to-all — 3.6 ms.
+pub const DEPOSE_BUDGET_NS: u64 = 3_600_000;
 
 impl Report {
     /// True when nothing was violated.
@@ -1083,6 +1111,8 @@ fn stall_sets(s: &Schedule, names: &[String]) -> Vec<(Window, usize)> {
                     out.push((*w, i));
                 }
             }
+            // The box's tiles: after the four replicas and the data box, before the load.
+            Cut::BoxPause => out.extend((5..names.len().saturating_sub(1)).map(|i| (*w, i))),
             _ => {}
         }
     }
@@ -1105,7 +1135,15 @@ fn end_checks(
             detail,
         })
     };
-    if let Some(f) = final_at_heal {
+    // A paused box is deposed and nothing takes over yet (07 §9.4–§9.5 not built): the book
+    // stays halted after it.
+    let paused = r
+        .schedule
+        .windows
+        .iter()
+        .find(|w| w.cut == Cut::BoxPause)
+        .copied();
+    if let (Some(f), None) = (final_at_heal, paused) {
         if r.final_height <= f {
             v(
                 "liveness (07 §14)",
@@ -1156,11 +1194,19 @@ fn end_checks(
             .iter()
             .any(|w| w.cut == Cut::Voter(i as u8) && w.to > now)
     };
+    let t_last = home
+        .nodes
+        .iter()
+        .filter_map(|n| n.core().order_rx().last_rx())
+        .max();
     for (i, n) in home.nodes.iter().enumerate() {
         r.figures.repaired += n.core().order_rx().counters().repaired;
         r.figures.fetched += n.core().data().counters().fetched_ok;
         for p in 0..2 {
             r.figures.path_alarms[p] += u64::from(n.core().order_rx().path_alarm(p as u8));
+        }
+        if let Some(e) = failover_figures(i, n, paused, t_last, &mut r.figures) {
+            v("07 §9.1 (a live sequencer deposed)", e);
         }
         if gone(i) {
             continue;
@@ -1211,6 +1257,35 @@ fn end_checks(
             );
         }
     }
+}
+
+/// Voter `i`'s failover figures; a deposition with no paused box is a violation (07 §9.1: one
+/// isolated voter, a lossy path or a stalled tile never depose a live sequencer).
+fn failover_figures(
+    i: usize,
+    n: &vyrn_replica::node::Node,
+    paused: Option<Window>,
+    t_last: Option<u64>,
+    f: &mut Figures,
+) -> Option<String> {
+    use vyrn_replica::front::failover::depose::Phase;
+    let c = n.failover_counters().unwrap_or_default();
+    f.suspicions += c.suspects;
+    f.refused_deposed += n.core().order_rx().counters().refused[7];
+    let Some(Phase::Deposed { at }) = n.failover_phase() else {
+        return None;
+    };
+    f.deposed += 1;
+    let Some(w) = paused else {
+        return Some(format!(
+            "replica {i} deposed the tenure at {at} ns with no box fault ({c:?})"
+        ));
+    };
+    // 07 §9.7's clock starts at the box's last frame: the newest any voter took, no earlier
+    // than the pause.
+    let t = t_last.unwrap_or(w.from);
+    f.deposed_after_ns = f.deposed_after_ns.max(at.saturating_sub(t));
+    None
 }
 
 fn hex8(d: &[u8; 32]) -> String {

@@ -115,6 +115,9 @@ pub struct Budgets {
     /// fails and the frames are asked again ([`crate::front::quarantine`]): the time from a block's
     /// last frame to its signed header — the hash lag and a block.
     pub peer_verify_ns: u64,
+    /// REP_SUSPECT_ABORT_MS, ns: a failover suspicion short of Q `Silence` within this long is
+    /// aborted (07 §9.1).
+    pub suspect_abort_ns: u64,
 }
 
 impl Default for Budgets {
@@ -127,9 +130,15 @@ impl Default for Budgets {
             peer_ring_ns: vyrn_wire::consts::REP_PEER_RING_MS * 1_000_000,
             peer_verify_ns: vyrn_wire::consts::REP_HASHLAG_FAULT_NS
                 + 2 * vyrn_wire::consts::BLOCK_NS,
+            suspect_abort_ns: vyrn_wire::consts::REP_SUSPECT_ABORT_MS * 1_000_000,
         }
     }
 }
+
+/// A dev home's FAILOVER_SILENCE_MS, ns (07: 2 ms).
+pub const DEV_FAILOVER_SILENCE_NS: u64 = 1_000_000_000;
+/// A dev home's REP_SUSPECT_ABORT_MS, ns (07: 5 ms).
+pub const DEV_SUSPECT_ABORT_NS: u64 = 500_000_000;
 
 impl Budgets {
     /// A dev home's budgets (profile `dev`: a sequencer, a data box, four replicas and the
@@ -146,6 +155,12 @@ impl Budgets {
         b.data.fetch_step_ns = 2_000_000;
         b.hashlag_fault_ns = 100_000_000;
         b.peer_verify_ns = 500_000_000;
+        // 07 §9.1 on two shared cores: the box's frames paused up to 76 ms and the roles'
+        // detections spread as far (measured on the data box, the same core), so a silence of
+        // FAILOVER_SILENCE_MS (2 ms) is no sign of a dead box there, and Q voters' Silence do
+        // not come within REP_SUSPECT_ABORT_MS (5 ms) of each other.
+        b.rx.silence_ns = DEV_FAILOVER_SILENCE_NS;
+        b.suspect_abort_ns = DEV_SUSPECT_ABORT_NS;
         b
     }
 }
@@ -627,6 +642,31 @@ impl ReplicaCore {
         self.decode_delivered(now, out);
         self.flush();
         v
+    }
+
+    /// Freeze the tail on a failover suspicion (07 §9.1): order RX buffers the tenure's frames.
+    pub fn freeze(&mut self) {
+        self.rx.freeze();
+    }
+
+    /// The suspicion was aborted (§9.1): the buffered frames are taken and decoded now.
+    pub fn unfreeze(&mut self, now: u64, out: &mut impl ReplicaOut) {
+        self.rx.unfreeze(&mut RxBridge {
+            out: &mut *out,
+            delivered: &mut self.delivered,
+        });
+        self.decode_delivered(now, out);
+        self.flush();
+    }
+
+    /// The tenure is deposed here (§9.2, INV-REP-5): order RX takes none of its frames again.
+    pub fn depose(&mut self) {
+        self.rx.depose();
+    }
+
+    /// The frame_seq of `BlockMark(height)` on `stream`, while the decoder remembers it.
+    pub fn mark_frame(&self, stream: u8, height: u64) -> Option<u64> {
+        self.dec.mark_frame(stream, height)
     }
 
     /// Decode what order RX delivered — through a hold while peer-supplied frames are in

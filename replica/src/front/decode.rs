@@ -77,12 +77,19 @@ pub struct Decoder {
     dec: DecState,
     /// Per substream: the height of its open block (last BlockMark + 1).
     open: [u64; 2],
+    /// Per substream: the newest [`MARKS_KEPT`] BlockMarks as `(height, frame_seq)`, a ring
+    /// indexed by height (a failover's TailReport names the frame of `BlockMark(H_i)`, 07 §9.3).
+    marks: [[(u64, u64); MARKS_KEPT]; 2],
     fault: Option<Fault>,
     counters: DecodeCounters,
 }
 
+/// BlockMarks remembered per substream (64 blocks: 64 ms at 07's 1 ms blocks).
+pub const MARKS_KEPT: usize = 64;
+
 struct Adapter<'a, O: DecodedOut> {
     open: &'a mut [u64; 2],
+    marks: &'a mut [[(u64, u64); MARKS_KEPT]; 2],
     out: &'a mut O,
     counters: &'a mut DecodeCounters,
 }
@@ -102,6 +109,8 @@ impl<O: DecodedOut> Sink for Adapter<'_, O> {
     fn mark(&mut self, at: Pos, m: &BlockMark, _lane_bounds: &[u64]) {
         let o = &mut self.open[at.stream as usize & 1];
         *o = (*o).max(m.height + 1);
+        self.marks[at.stream as usize & 1][m.height as usize % MARKS_KEPT] =
+            (m.height, at.frame_seq);
         self.out.mark(at.stream, m.height, m.last_step);
     }
     fn block(&mut self, b: &BlockRoots) {
@@ -129,6 +138,7 @@ impl Decoder {
         Ok(Decoder {
             dec: DecState::new(layout)?,
             open: [first_height; 2],
+            marks: [[(0, 0); MARKS_KEPT]; 2],
             fault: None,
             counters: DecodeCounters::default(),
         })
@@ -138,6 +148,16 @@ impl Decoder {
     /// decoded so far on it can lie in.
     pub fn open_height(&self, stream: u8) -> u64 {
         self.open[stream as usize & 1]
+    }
+
+    /// The frame_seq of `BlockMark(height)` on `stream`, while it is among the newest
+    /// [`MARKS_KEPT`] (0 for height 0: the tenure's start).
+    pub fn mark_frame(&self, stream: u8, height: u64) -> Option<u64> {
+        if height == 0 {
+            return Some(0);
+        }
+        let (h, fs) = self.marks[stream as usize & 1][height as usize % MARKS_KEPT];
+        (h == height).then_some(fs)
     }
 
     /// The fault, once the decoder found one.
@@ -156,6 +176,7 @@ impl Decoder {
         let r = {
             let mut a = Adapter {
                 open: &mut self.open,
+                marks: &mut self.marks,
                 out,
                 counters: &mut self.counters,
             };

@@ -87,4 +87,10 @@ pub struct NodeCounters {
     pub snapshot_errors: u64,
     /// Snapshots in the area refused by the audit at start (never loaded).
     pub snapshots_refused: u64,
+    /// `Silence` rounds sent to the peers (07 §9.1: a suspicion, and its repeats).
+    pub silences_sent: u64,
+    /// Peers' `Silence` taken off the control port (checked by the deposition after).
+    pub silences_rx: u64,
+    /// Peers' `Silence` dropped at a full queue (the peer repeats it).
+    pub silences_dropped: u64,
 }

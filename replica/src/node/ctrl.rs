@@ -137,6 +137,11 @@ pub(super) fn on_ctrl(
         }
     };
     match CtrlMsg::parse(b) {
+        // 07 §9.1: a peer's Silence, checked and counted by the deposition at the next round.
+        Ok(CtrlMsg::Silence(m)) => {
+            let voter = io.peer_index[peer];
+            super::failover::queue_silence(io, voter, *m);
+        }
         // 07 §5.7: a peer's DataDown gossip, counted toward the quorum by its voter index.
         Ok(CtrlMsg::DataDown(m)) => {
             io.c.data_down_rx += 1;

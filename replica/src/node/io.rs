@@ -35,6 +35,8 @@ pub(super) struct Io {
     pub(super) c: NodeCounters,
     pub(super) name: String,
     pub(super) suspect_since: u64,
+    /// What failover needs of the round (07 §9.1–§9.3).
+    pub(super) fo: super::failover::FailoverIo,
     /// Data box failure (07 §5.7): the gossip, its quorum, the redirects.
     pub(super) down: crate::front::data_down::DataDown,
     /// Voter index of each entry of `peers`.
@@ -100,6 +102,7 @@ impl ReplicaOut for Io {
             // Once per silence (order RX repeats it while the silence lasts).
             RxAlarm::Suspect { last_rx_ns } if last_rx_ns != self.suspect_since => {
                 self.suspect_since = last_rx_ns;
+                self.fo.suspected = true;
                 eprintln!(
                     "{}: failover suspicion (07 §9.1): no frame on either path since t={} ms",
                     self.name,

@@ -6,6 +6,33 @@ use vyrn_metrics::Exposition;
 
 use super::Node;
 
+/// Sequencer failover at this voter (07 §9.1–§9.2).
+fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
+    let c = n.counters();
+    let f = n.failover_counters().unwrap_or_default();
+    for (what, v) in [
+        ("suspected", f.suspects),
+        ("silence_sent", c.silences_sent),
+        ("silence_taken", c.silences_rx),
+        ("silence_counted", f.silences_rx),
+        ("silence_stale", f.refused_stale),
+        ("silence_forged", f.refused_forged),
+        ("silence_dropped", c.silences_dropped),
+        ("aborted", f.aborts),
+    ] {
+        e.put_counter(&REPLICA_FAILOVER, &[what], v);
+    }
+    let deposed = matches!(
+        n.failover_phase(),
+        Some(crate::front::failover::depose::Phase::Deposed { .. })
+    );
+    e.put_gauge(
+        &REPLICA_TENURE_DEPOSED,
+        &[],
+        if deposed { 1.0 } else { 0.0 },
+    );
+}
+
 fn render_journal(e: &mut Exposition, n: &crate::node::Node) {
     if let Some(j) = n.journal() {
         e.put_gauge(&REPLICA_JOURNAL_SYNCED_HEIGHT, &[], j.synced() as f64);
@@ -146,6 +173,10 @@ vyrn_metrics::metrics! {
         "distinct copies of one (session, pkt_seq) held beside its first (a conflicting duplicate the box logged, or a client whose two copies differ), and unasked ones refused past EXTRA_COPIES_MAX (docs/wire.md \"What the box logs\")";
     REPLICA_DATA_DOWN_GOSSIP: Counter "vyrn_replica_data_down_gossip_total" ["dir"]
         "DataDown gossip (07 §5.7), by direction: rounds sent, messages taken from peers";
+    REPLICA_FAILOVER: Counter "vyrn_replica_failover_total" ["what"]
+        "sequencer failover at this voter (07 §9.1–§9.2): suspicions that froze the tail, Silence rounds sent, peers' Silence taken, counted, refused as stale (another epoch, tenure or sequencer) or forged (not a voter, another reporter, a bad signature), dropped at a full queue, and suspicions aborted short of Q";
+    REPLICA_TENURE_DEPOSED: Gauge "vyrn_replica_tenure_deposed" []
+        "1 once the tenure is deposed at this voter (07 §9.2, INV-REP-5: its frames are refused from then on)";
     REPLICA_PEER_DATA: Counter "vyrn_replica_peer_data_total" ["what"]
         "payloads fetched from peers and the sequencer (07 §5.5 sources 2 and 3): PeerDataFetch asked, PeerData received, served, not held, over the rate; SeqDataReq asked, SeqData received";
     REPLICA_DATA_REDIRECTS: Counter "vyrn_replica_data_redirects_total" []
@@ -316,6 +347,7 @@ fn render(n: &Node, e: &mut Exposition) {
         e.put_counter(&REPLICA_PEER_DATA, &[dir], v);
     }
     e.put_counter(&REPLICA_DATA_REDIRECTS, &[], c.redirects_sent);
+    render_failover(e, n);
     e.put_counter(&REPLICA_PAYLOADS_UNAVAILABLE, &[], c.unavailable);
     e.put_counter(&REPLICA_COPY_MISMATCHES, &[], c.copy_mismatches);
     e.put_counter(&REPLICA_SEQ_FAULTS, &[], c.seq_faults);

@@ -91,6 +91,7 @@ mod config;
 mod counters;
 mod ctrl;
 mod digest;
+mod failover;
 #[cfg(feature = "lab")]
 mod interim;
 mod io;
@@ -149,6 +150,8 @@ pub struct Node {
     sessions: Vec<u32>,
     /// 07 §7.5's snapshots (`snapshot_blocks`).
     snaps: Option<NodeSnaps>,
+    /// Sequencer failover at this voter (07 §9.1–§9.2).
+    failover: Option<failover::NodeFailover>,
     /// The replay error that halted the front (the tile's polls then do nothing).
     failed: Option<vyrn_engine::home::ReplayError>,
     /// Set with `failed`, for whoever supervises the runner.
@@ -199,9 +202,8 @@ impl Node {
             .map(|v| v.index)
             .collect();
         let n_peers = peer_index.len();
-        // Q of 07 §5.7: n − f with f = ⌊(n − 1)/3⌋.
-        let n_voters = h.voters_members.len();
-        let quorum = vyrn_home::quorum(n_voters) as u32;
+        // Q of 07 §5.7 and §9.2: n − f with f = ⌊(n − 1)/3⌋.
+        let quorum = vyrn_home::quorum(h.voters_members.len()) as u32;
         let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
         let (links, opener) = member_links(cfg, seq_ctrl, &boxes)?;
         let (paths, ctrl, data) = open_sockets(cfg, me)?;
@@ -283,6 +285,7 @@ impl Node {
                 c: NodeCounters::default(),
                 name: format!("replica {}", cfg.index),
                 suspect_since: u64::MAX,
+                fo: failover::FailoverIo::new(cfg.index as u8),
                 down: crate::front::data_down::DataDown::new(
                     h.databoxes.len() as u8,
                     quorum,
@@ -314,6 +317,7 @@ impl Node {
             diverge: None,
             sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
             snaps,
+            failover: Some(failover::NodeFailover::new(cfg, quorum)),
             failed: None,
             halted: Arc::new(AtomicBool::new(false)),
         })
@@ -582,7 +586,9 @@ impl Node {
                 t.poll(now);
             }
             self.data_failover(now);
+            self.failover_poll(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
+                self.io.fo.header_height = self.io.fo.header_height.max(h);
                 match self.simplex.as_mut() {
                     Some(v) => v.on_header(h, hash),
                     #[cfg(feature = "lab")]

@@ -342,6 +342,21 @@ impl Deposition {
 
     /// Timers at `now`: the abort of a suspicion short of Q, and the `Silence` repeats.
     pub fn tick(&mut self, now: u64) -> Steps {
+        if let Phase::Deposed { at } = self.phase {
+            // A peer that missed this voter's Silence may still be short of Q: repeat it for
+            // a while (REP_SUSPECT_ABORT_MS × 4).
+            let repeat = self.own.is_some()
+                && now < at.saturating_add(self.cfg.abort_ns.saturating_mul(4))
+                && now.saturating_sub(self.last_broadcast) >= self.cfg.resend_ns;
+            if repeat {
+                self.last_broadcast = now;
+                self.c.broadcasts += 1;
+            }
+            return Steps {
+                broadcast: repeat,
+                ..Steps::default()
+            };
+        }
         let Phase::Frozen { since, .. } = self.phase else {
             return Steps::default();
         };
@@ -481,7 +496,9 @@ mod tests {
         let s = d.on_silence(3, &silence(&k[3], 3), 9 * MS).unwrap();
         assert!(s.deposed);
         assert_eq!(d.phase(), Phase::Deposed { at: 9 * MS });
-        // Deposed for good: no abort, no more suspicion.
+        // Deposed for good: no abort, no more suspicion; its Silence repeated a while for
+        // peers that missed it, then no more.
+        assert!(d.tick(11 * MS).broadcast);
         assert_eq!(d.tick(100 * MS), Steps::default());
         assert_eq!(
             d.on_suspect(SilenceReason::Silence, report(&k[0], 0, 0, 0), 101 * MS),

@@ -1,7 +1,13 @@
 //! This replica's TailReport (07 §9.3), built from its order RX.
 
 use ed25519_dalek::SigningKey;
-use vyrn_wire::msg::ctrl::{TailReport, TAIL_DIRECT_MAX_BYTES};
+use vyrn_wire::msg::ctrl::TailReport;
+
+/// `direct` bytes sent per substream at most (16,384 frames): the report rides in one sealed
+/// `Silence` datagram within a replica's 9,216-byte receive slot (two bitmaps, 64 `extra`
+/// ranges each and the envelope: under 6.5 KB). Frames past it get no bit, read as 0 (not
+/// claimed direct).
+pub const DIRECT_BYTES_SENT: usize = 2048;
 
 use crate::front::order_rx::OrderRx;
 
@@ -29,8 +35,8 @@ pub struct ReportInput {
 /// The TailReport of `rx`'s tail with `inp`, signed by `key` (a voter's vote key, the
 /// standby's `seq_key`). `direct`, per substream, covers `(mark, F_i]` then the `extra` frames
 /// in order, LSB first: 1 where a sequencer path brought the frame, 0 where a repair did or the
-/// frame is older than the loop's per-path window (the weaker claim). `t_last_rx` is the order
-/// RX's clock (07 names PTP time).
+/// frame is older than the loop's per-path window (the weaker claim); at most
+/// [`DIRECT_BYTES_SENT`] bytes each. `t_last_rx` is the order RX's clock (07 names PTP time).
 pub fn tail_report(rx: &OrderRx, inp: &ReportInput, key: &SigningKey) -> TailReport {
     let mut f_i = [0u64; 2];
     let mut extra: [Vec<_>; 2] = Default::default();
@@ -42,7 +48,7 @@ pub fn tail_report(rx: &OrderRx, inp: &ReportInput, key: &SigningKey) -> TailRep
         let frames = (from..=f).chain(x.iter().flat_map(|r| r.a..=r.b));
         let mut bits: Vec<u8> = Vec::new();
         for (i, k) in frames.enumerate() {
-            if i / 8 >= TAIL_DIRECT_MAX_BYTES {
+            if i / 8 >= DIRECT_BYTES_SENT {
                 break;
             }
             if i % 8 == 0 {
@@ -71,4 +77,50 @@ pub fn tail_report(rx: &OrderRx, inp: &ReportInput, key: &SigningKey) -> TailRep
     };
     r.sign(key);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vyrn_wire::msg::ctrl::{FrameRange, Silence, SilenceReason, TAIL_EXTRA_MAX};
+
+    /// The largest report this replica sends — 64 `extra` ranges and a full `direct` bitmap on
+    /// both substreams — fits one sealed datagram in a replica's 9,216-byte receive slot.
+    #[test]
+    fn the_largest_silence_fits_one_receive_slot() {
+        let ranges: Vec<FrameRange> = (0..TAIL_EXTRA_MAX as u64)
+            .map(|i| FrameRange {
+                a: 10 + 3 * i,
+                b: 11 + 3 * i,
+            })
+            .collect();
+        let mut r = TailReport {
+            epoch: u32::MAX,
+            tenure: 255,
+            reporter: 3,
+            h_i: u64::MAX,
+            f_i: [8, 8],
+            extra: [ranges.clone(), ranges],
+            direct: [vec![0xFF; DIRECT_BYTES_SENT], vec![0xFF; DIRECT_BYTES_SENT]],
+            t_last_rx: u64::MAX,
+            replay_lag_us: u32::MAX,
+            promotable: true,
+            sig: [0; 64],
+        };
+        r.sign(&SigningKey::from_bytes(&[1; 32]));
+        let m = Silence {
+            epoch: u32::MAX,
+            tenure: 255,
+            seq: 0,
+            reason: SilenceReason::Silence,
+            report: r,
+        };
+        let mut b = Vec::new();
+        vyrn_wire::msg::ctrl::CtrlMsg::Silence(Box::new(m))
+            .encode(&mut b)
+            .unwrap();
+        // The member envelope adds its header and tag.
+        let sealed = b.len() + vyrn_wire::msg::seal::SEAL_OVERHEAD;
+        assert!(sealed <= 9216, "{sealed} bytes");
+    }
 }

@@ -1,0 +1,217 @@
+//! Sequencer failover at the process (07 §9.1–§9.2): order RX's suspicion freezes the tail and
+//! sends this voter's signed `Silence` (with its TailReport) to every peer; the peers' `Silence`
+//! are checked and counted ([`crate::front::failover::depose`]); short of Q within
+//! REP_SUSPECT_ABORT_MS the tail is unfrozen and its buffered frames taken; with Q the tenure is
+//! deposed here and order RX refuses its frames from then on (INV-REP-5).
+//!
+//! What follows a deposition — the seal proposal, the standby's promotion, SeqChange — is not
+//! built: a deposed tenure leaves the book halted, as a dead sequencer did before, and the
+//! replica says so once.
+
+use super::*;
+use crate::front::failover::depose::{DeposeConfig, Deposition, Phase, Steps};
+use crate::front::failover::report::{tail_report, ReportInput};
+use vyrn_wire::msg::ctrl::{Silence, SilenceReason};
+
+/// Peers' `Silence` waiting for the next round at most (more are dropped and counted: a peer
+/// repeats its own while it stays frozen).
+pub(super) const SILENCES_QUEUED_MAX: usize = 64;
+
+/// What the round passes to failover: order RX's suspicion, the peers' `Silence`, and what a
+/// TailReport names.
+#[derive(Debug)]
+pub(super) struct FailoverIo {
+    /// Order RX raised a failover suspicion since the last round (07 §9.1).
+    pub(super) suspected: bool,
+    /// Peers' `Silence` for the next round (by voter index).
+    pub(super) silences: Vec<(usize, Silence)>,
+    /// This voter's index.
+    pub(super) me: u8,
+    /// The highest height whose header this replica holds (07 §9.3 `H_i` is at most it).
+    pub(super) header_height: u64,
+}
+
+impl FailoverIo {
+    pub(super) fn new(me: u8) -> Self {
+        FailoverIo {
+            suspected: false,
+            silences: Vec::new(),
+            me,
+            header_height: 0,
+        }
+    }
+}
+
+/// The failover state of a replica process.
+#[derive(Debug)]
+pub(super) struct NodeFailover {
+    pub(super) dep: Deposition,
+    key: ed25519_dalek::SigningKey,
+    n_streams: u8,
+    /// The deposition's log line, once.
+    said_deposed: bool,
+}
+
+impl NodeFailover {
+    /// Voter `cfg.index` of `cfg.home`, watching tenure 0 of the epoch's primary.
+    pub(super) fn new(cfg: &NodeConfig, quorum: u32) -> Self {
+        let h = &cfg.home;
+        let mut voters: Vec<_> = h
+            .voters_members
+            .iter()
+            .map(|v| (v.index, v.vote_key))
+            .collect();
+        voters.sort_by_key(|v| v.0);
+        let mut dc = DeposeConfig::new(
+            h.epoch,
+            0,
+            0,
+            cfg.index,
+            voters.into_iter().map(|v| v.1).collect(),
+            quorum,
+        );
+        dc.abort_ns = cfg.budgets.suspect_abort_ns;
+        dc.resend_ns = (dc.abort_ns / 4).max(1);
+        NodeFailover {
+            dep: Deposition::new(dc),
+            key: cfg.vote_key.clone(),
+            n_streams: h.engine.layout.n_streams,
+            said_deposed: false,
+        }
+    }
+}
+
+/// The highest height `h ≤ header_height` whose BlockMark the decoder still remembers on every
+/// substream, with those marks' frame_seqs (07 §9.3 `H_i`); `(0, [0, 0])` for none.
+fn signed_part(core: &ReplicaCore, header_height: u64, n_streams: u8) -> (u64, [u64; 2]) {
+    let lo = header_height.saturating_sub(crate::front::decode::MARKS_KEPT as u64);
+    for h in (lo..=header_height).rev() {
+        let a = core.mark_frame(0, h);
+        let b = if n_streams > 1 {
+            core.mark_frame(1, h)
+        } else {
+            Some(0)
+        };
+        if let (Some(a), Some(b)) = (a, b) {
+            return (h, [a, b]);
+        }
+    }
+    (0, [0, 0])
+}
+
+impl Node {
+    /// This voter's TailReport now (07 §9.3), signed by its vote key.
+    fn own_tail_report(&self, f: &NodeFailover) -> vyrn_wire::msg::ctrl::TailReport {
+        let (key, n_streams) = (&f.key, f.n_streams);
+        let (h_i, marks) = signed_part(&self.core, self.io.fo.header_height, n_streams);
+        let (tenure, _) = self.core.order_rx().tenure();
+        let lag = self.core.replay_lag_time();
+        tail_report(
+            self.core.order_rx(),
+            &ReportInput {
+                epoch: self.epoch,
+                tenure,
+                reporter: self.io.fo.me,
+                h_i,
+                marks,
+                replay_lag_us: (lag.p50 / 1000).min(u32::MAX as u64) as u32,
+                promotable: false,
+            },
+            key,
+        )
+    }
+
+    /// 07 §9.1–§9.2 at `now`: a new suspicion, the peers' `Silence`, the abort and repeat timers.
+    pub(super) fn failover_poll(&mut self, now: u64) {
+        let Some(mut f) = self.failover.take() else {
+            self.io.fo.silences.clear();
+            return;
+        };
+        let mut steps = Steps::default();
+        if std::mem::take(&mut self.io.fo.suspected) && !f.dep.is_frozen() && !f.dep.is_deposed() {
+            let report = self.own_tail_report(&f);
+            steps = merge(steps, f.dep.on_suspect(SilenceReason::Silence, report, now));
+        }
+        for (voter, m) in std::mem::take(&mut self.io.fo.silences) {
+            if let Ok(s) = f.dep.on_silence(voter, &m, now) {
+                steps = merge(steps, s);
+            }
+        }
+        steps = merge(steps, f.dep.tick(now));
+        self.apply(&mut f, steps, now);
+        self.failover = Some(f);
+    }
+
+    fn apply(&mut self, f: &mut NodeFailover, s: Steps, now: u64) {
+        if s.broadcast {
+            if let Some(m) = f.dep.silence() {
+                for i in 0..self.io.peers.len() {
+                    let to = self.io.peers[i];
+                    self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+                }
+                self.io.c.silences_sent += 1;
+            }
+        }
+        if f.dep.is_frozen() && !self.core.order_rx().is_frozen() {
+            eprintln!(
+                "{}: failover suspicion (07 §9.1): tail frozen, Silence sent to the peers; Q of them within {} ms depose the tenure",
+                self.io.name,
+                f.dep.config().abort_ns / 1_000_000
+            );
+            self.core.freeze();
+        }
+        if s.unfreeze {
+            eprintln!(
+                "{}: failover suspicion aborted (07 §9.1): fewer than Q voters sent Silence within {} ms; the frozen frames are taken",
+                self.io.name,
+                f.dep.config().abort_ns / 1_000_000
+            );
+            self.core.unfreeze(now, &mut self.io);
+        }
+        if s.deposed {
+            self.core.depose();
+            if !f.said_deposed {
+                f.said_deposed = true;
+                let who: Vec<String> = (0..64)
+                    .filter(|i| f.dep.counted(now) & (1u64 << i) != 0)
+                    .map(|i: u32| i.to_string())
+                    .collect();
+                eprintln!(
+                    "{}: failover: tenure {} of sequencer {} deposed (07 §9.2): Silence from voters {}; INV-REP-5: its frames are refused from now. The seal and the standby's promotion are not built: the book stays halted",
+                    self.io.name,
+                    f.dep.config().tenure,
+                    f.dep.config().seq,
+                    who.join(",")
+                );
+            }
+        }
+    }
+
+    /// Where failover stands at this voter (`None`: not watched).
+    pub fn failover_phase(&self) -> Option<Phase> {
+        self.failover.as_ref().map(|f| f.dep.phase())
+    }
+
+    /// The failover counters (`None`: not watched).
+    pub fn failover_counters(&self) -> Option<crate::front::failover::depose::DeposeCounters> {
+        self.failover.as_ref().map(|f| f.dep.counters())
+    }
+}
+
+fn merge(a: Steps, b: Steps) -> Steps {
+    Steps {
+        broadcast: a.broadcast || b.broadcast,
+        unfreeze: a.unfreeze || b.unfreeze,
+        deposed: a.deposed || b.deposed,
+    }
+}
+
+/// A peer's `Silence` off the control port, for the next round (bounded).
+pub(super) fn queue_silence(io: &mut Io, voter: usize, m: Silence) {
+    if io.fo.silences.len() >= SILENCES_QUEUED_MAX {
+        io.c.silences_dropped += 1;
+        return;
+    }
+    io.c.silences_rx += 1;
+    io.fo.silences.push((voter, m));
+}
