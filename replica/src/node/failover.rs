@@ -23,6 +23,9 @@ pub(super) const SILENCES_QUEUED_MAX: usize = 64;
 pub(super) struct FailoverIo {
     /// Order RX raised a failover suspicion since the last round (07 §9.1).
     pub(super) suspected: bool,
+    /// The decoder stopped a substream since the last round (REP_E_HASHLAG, or another
+    /// sequencer fault): a suspicion for that reason.
+    pub(super) fault: Option<SilenceReason>,
     /// Peers' `Silence` for the next round (by voter index).
     pub(super) silences: Vec<(usize, Silence)>,
     /// This voter's index.
@@ -35,6 +38,7 @@ impl FailoverIo {
     pub(super) fn new(me: u8) -> Self {
         FailoverIo {
             suspected: false,
+            fault: None,
             silences: Vec::new(),
             me,
             header_height: 0,
@@ -128,9 +132,11 @@ impl Node {
             return;
         };
         let mut steps = Steps::default();
-        if std::mem::take(&mut self.io.fo.suspected) && !f.dep.is_frozen() && !f.dep.is_deposed() {
+        let silent = std::mem::take(&mut self.io.fo.suspected).then_some(SilenceReason::Silence);
+        let reason = self.io.fo.fault.take().or(silent);
+        if let Some(reason) = reason.filter(|_| !f.dep.is_frozen() && !f.dep.is_deposed()) {
             let report = self.own_tail_report(&f);
-            steps = merge(steps, f.dep.on_suspect(SilenceReason::Silence, report, now));
+            steps = merge(steps, f.dep.on_suspect(reason, report, now));
         }
         for (voter, m) in std::mem::take(&mut self.io.fo.silences) {
             if let Ok(s) = f.dep.on_silence(voter, &m, now) {

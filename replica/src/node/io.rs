@@ -181,6 +181,13 @@ impl ReplicaOut for Io {
     }
     fn fault(&mut self, f: &Fault) {
         self.c.seq_faults += 1;
+        // 07 §9.1: REP_E_HASHLAG, or a stream the decoder had to stop (its bytes break 07 §3: a
+        // sequencer fault, like a block failing order_root), is a suspicion.
+        self.fo.fault = Some(if f.err.code == vyrn_wire::error::RepE::HashLag {
+            vyrn_wire::msg::ctrl::SilenceReason::HashLag
+        } else {
+            vyrn_wire::msg::ctrl::SilenceReason::OrderRoot
+        });
         eprintln!(
             "{}: alarm=SEQ_FAULT {:?} at block {} (07 §3.12, §10.1): that block and every later one is refused",
             self.name, f.err, f.height
