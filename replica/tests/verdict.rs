@@ -499,3 +499,48 @@ fn unsigned_headers_change_nothing_a_signed_one_decides() {
         Verdict::Refused(Refusal::SeqSig)
     );
 }
+
+/// 07 §10.1: a second header the sequencer signed for a height it already signed is
+/// equivocation — its block is refused as a conflict and the two headers are taken out as
+/// `SeqEquivocation`, self-verifying evidence (once; the same header again is nothing new).
+#[test]
+fn two_signed_headers_for_one_height_are_equivocation_evidence() {
+    let r = run(7, 2000, None);
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let h1 = *r
+        .book
+        .headers
+        .iter()
+        .find(|h| h.height == 1)
+        .expect("height 1");
+    let mut v = Verdicts::new(key.verifying_key(), h1.epoch, Anchor::default());
+    assert!(v.on_header(&h1));
+    assert!(v.take_evidence().is_empty());
+    let mut other = h1;
+    other.data_root = [5; 32];
+    other.sign(&key);
+    assert!(!v.on_header(&other));
+    assert!(!v.on_header(&h1), "the first again: nothing new");
+    let ev = v.take_evidence();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        (ev[0].height, ev[0].header_a, ev[0].header_b),
+        (1, h1, other)
+    );
+    assert_eq!(ev[0].check(&key.verifying_key()), Ok(()));
+    assert!(v.take_evidence().is_empty(), "taken once");
+    assert_eq!(v.counters().conflicts, 1);
+    // It survives the wire and still checks; under another key it does not.
+    let mut b = Vec::new();
+    vyrn_wire::msg::ctrl::CtrlMsg::SeqEquivocation(Box::new(ev[0]))
+        .encode(&mut b)
+        .unwrap();
+    let Ok(vyrn_wire::msg::ctrl::CtrlMsg::SeqEquivocation(back)) =
+        vyrn_wire::msg::ctrl::CtrlMsg::parse(&b)
+    else {
+        panic!("parses");
+    };
+    assert_eq!(back.check(&key.verifying_key()), Ok(()));
+    let stranger = ed25519_dalek::SigningKey::from_bytes(&[1; 32]);
+    assert!(back.check(&stranger.verifying_key()).is_err());
+}

@@ -37,6 +37,9 @@ use vyrn_replica::homekit::{LoopbackHome, OneThread};
 
 use crate::oracle::twin::Twins;
 
+mod scenario;
+pub use scenario::Scenario;
+
 /// Simulated time the home starts at (ns): the roles' clocks start at 1 ms (0 is "never").
 const T0: u64 = 1_000_000;
 /// The least step of simulated time (ns).
@@ -153,6 +156,9 @@ pub enum Cut {
     StallTile(&'static str),
     /// Every tile of the box not polled (a paused box: 07 §9.1's silence on both paths).
     BoxPause,
+    /// The box signs two headers for one height and voter 0 holds both (07 §10.1), from the
+    /// window's start.
+    Equivocate,
 }
 
 /// A fault's window, simulated ns.
@@ -292,6 +298,7 @@ impl Schedule {
                 Cut::StallVoter(i) => format!("voter {i} paused"),
                 Cut::StallTile(t) => format!("the box's {t} tile stalled"),
                 Cut::BoxPause => "the whole box paused".into(),
+                Cut::Equivocate => "the box equivocates (two signed headers, one height)".into(),
             };
             if w.to == u64::MAX {
                 v.push(format!("{what} from {:.3} ms to the end", ms(w.from)));
@@ -329,6 +336,7 @@ impl Schedule {
                 Cut::StallVoter(_) => "stall-voter",
                 Cut::StallTile(_) => "stall-box-tile",
                 Cut::BoxPause => "box-pause",
+                Cut::Equivocate => "equivocate",
             });
         }
         k
@@ -355,7 +363,10 @@ impl Schedule {
                         }
                         Cut::DataBox => src == Role::DataBox || dst == Role::DataBox,
                         Cut::PathDown(p) => path_of(h.to) == Some(usize::from(p)),
-                        Cut::StallVoter(_) | Cut::StallTile(_) | Cut::BoxPause => false,
+                        Cut::StallVoter(_)
+                        | Cut::StallTile(_)
+                        | Cut::BoxPause
+                        | Cut::Equivocate => false,
                     }
             });
             if cut {
@@ -393,166 +404,6 @@ impl Schedule {
 
 fn unit(x: u64) -> f64 {
     (x >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The rows of 07 §14's failure matrix the code implements today, each a named run with its
-/// expected outcome (`vyrn sim --scenario`). Rows not built yet (sequencer
-/// crash, stall and cut from ≥ 2 voters: failover (07 §9); the NVMe drive: the simulated disk;
-/// a leader down: Simplex in the simulator; two different copies, a Byzantine voter, a root
-/// divergence) are listed in docs/testing.md and join as their issues land.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scenario {
-    /// §14 "one frame lost on one path": 5 % loss on path A.
-    OneFrameLostOnOnePath,
-    /// §14 "frame lost on both paths to one replica": 5 % loss on both paths as voter 2
-    /// receives them; NACK repair.
-    FrameLostOnBothPathsToOneReplica,
-    /// §14 "one order path down": path A dark from 50 ms to the end.
-    OneOrderPathDown,
-    /// §14 "one voter crash": voter 3 cut off from 50 ms to the end.
-    OneVoterDown,
-    /// §14 "two voters down (BASE)" and "finality lags > 8 closed blocks": voters 1 and 2 cut
-    /// off for 30 ms; the gate halts the book and resumes once they are back.
-    TwoVotersDownThenBack,
-    /// §14 "data box down": silent for 50 ms.
-    DataBoxDown,
-    /// The sequencer cut off from one voter for 80 ms (the one-voter case of §14 "sequencer
-    /// cut off from ≥ 2 voters": no fence).
-    BoxCutFromOneVoter,
-    /// §14 "sequencer crash", as far as it is built: the whole box paused 20 ms, then back.
-    BoxPause,
-}
-
-impl Scenario {
-    /// Every scenario.
-    pub const ALL: [Scenario; 8] = [
-        Scenario::OneFrameLostOnOnePath,
-        Scenario::FrameLostOnBothPathsToOneReplica,
-        Scenario::OneOrderPathDown,
-        Scenario::OneVoterDown,
-        Scenario::TwoVotersDownThenBack,
-        Scenario::DataBoxDown,
-        Scenario::BoxCutFromOneVoter,
-        Scenario::BoxPause,
-    ];
-
-    /// Its name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::OneFrameLostOnOnePath => "path-loss",
-            Scenario::FrameLostOnBothPathsToOneReplica => "both-paths-loss-to-one",
-            Scenario::OneOrderPathDown => "path-down",
-            Scenario::OneVoterDown => "voter-down",
-            Scenario::TwoVotersDownThenBack => "two-voters-down",
-            Scenario::DataBoxDown => "databox-down",
-            Scenario::BoxCutFromOneVoter => "box-cut-from-voter",
-            Scenario::BoxPause => "box-pause",
-        }
-    }
-
-    /// The scenario named `s`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|x| x.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Self::ALL.iter().map(|x| x.name()).collect();
-                format!("unknown scenario {s:?} ({})", names.join(", "))
-            })
-    }
-
-    /// What 07 §14 expects of it.
-    pub fn expected(self) -> &'static str {
-        match self {
-            Scenario::OneFrameLostOnOnePath => {
-                "the other path's copy is taken: no response delayed, nothing lost, no repair needed"
-            }
-            Scenario::FrameLostOnBothPathsToOneReplica => {
-                "holes repaired by NACK; finality and replay unaffected"
-            }
-            Scenario::OneOrderPathDown => "REP_A_PATH; trading continues on path B",
-            Scenario::OneVoterDown => "finality continues with the other three (Q = 3)",
-            Scenario::TwoVotersDownThenBack => {
-                "no Q: the finality gate halts the book within 8 blocks; back: it resumes and every order is final"
-            }
-            Scenario::DataBoxDown => {
-                "payloads come from peers or the sequencer; finality continues"
-            }
-            Scenario::BoxCutFromOneVoter => {
-                "the box counts the other three voters' acks: no fence, trading continues"
-            }
-            Scenario::BoxPause => {
-                "every voter suspects after FAILOVER_SILENCE_MS and Q Silence depose the tenure at each within 07 §9.7's 3.6 ms; the box's frames after it resumes are refused (INV-REP-5); the book stays halted (the seal and the promotion are not built)"
-            }
-        }
-    }
-
-    /// Its schedule: a clean network (30 µs hops, 20 µs jitter) with this row's fault.
-    pub fn schedule(self, load_ns: u64) -> Schedule {
-        let mut s = Schedule {
-            base_ns: 30_000,
-            jitter_ns: 20_000,
-            path_loss: [0.0; 2],
-            dup: 0.0,
-            voter_path_loss: None,
-            windows: Vec::new(),
-        };
-        let _ = load_ns;
-        let end = u64::MAX;
-        let w = |cut, from_ms: u64, to: u64| Window {
-            cut,
-            from: T0 + from_ms * 1_000_000,
-            to,
-        };
-        match self {
-            Scenario::OneFrameLostOnOnePath => s.path_loss = [0.05, 0.0],
-            Scenario::FrameLostOnBothPathsToOneReplica => s.voter_path_loss = Some((2, 0.05)),
-            Scenario::OneOrderPathDown => s.windows.push(w(Cut::PathDown(0), 50, end)),
-            Scenario::OneVoterDown => s.windows.push(w(Cut::Voter(3), 50, end)),
-            Scenario::TwoVotersDownThenBack => {
-                for v in [1, 2] {
-                    s.windows.push(w(Cut::Voter(v), 60, T0 + 90_000_000));
-                }
-            }
-            Scenario::DataBoxDown => s.windows.push(w(Cut::DataBox, 60, T0 + 110_000_000)),
-            Scenario::BoxCutFromOneVoter => {
-                s.windows.push(w(Cut::BoxFrom(1), 60, T0 + 140_000_000));
-            }
-            Scenario::BoxPause => s.windows.push(w(Cut::BoxPause, 60, T0 + 80_000_000)),
-        }
-        s
-    }
-
-    /// The row's own expectations beyond the invariants every run checks.
-    pub fn check(self, r: &Report) -> Result<(), String> {
-        let f = &r.figures;
-        let ok = match self {
-            Scenario::OneFrameLostOnOnePath => {
-                r.net.lost > 0 && f.gate_halts == 0 && f.path_alarms == [0, 0]
-            }
-            Scenario::FrameLostOnBothPathsToOneReplica => r.net.lost > 0 && f.repaired > 0,
-            Scenario::OneOrderPathDown => {
-                r.net.partitioned > 1000 && f.gate_halts == 0 && f.path_alarms == [4, 0]
-            }
-            Scenario::OneVoterDown => r.net.partitioned > 0 && f.gate_halts == 0,
-            Scenario::TwoVotersDownThenBack => f.gate_halts > 0 && f.gate_resumes > 0,
-            Scenario::DataBoxDown => f.fetched > 0,
-            Scenario::BoxCutFromOneVoter => r.net.partitioned > 0 && f.gate_halts == 0,
-            Scenario::BoxPause => {
-                f.deposed == 4 && f.deposed_after_ns <= DEPOSE_BUDGET_NS && f.refused_deposed > 0
-            }
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "{}: expected \"{}\"; saw {f:?}, network {:?}",
-                self.name(),
-                self.expected(),
-                r.net
-            ))
-        }
-    }
 }
 
 /// A bug planted in the production code on purpose, which the simulator must find (its tests;
@@ -943,6 +794,11 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
     let mut checks = Checks::new(&h)?;
     let mut one = h.one_thread(cfg.seed, cfg.rate, cfg.load_ms * 1_000_000)?;
     plant(&mut one, cfg.plant);
+    let mut equivocate = schedule
+        .windows
+        .iter()
+        .find(|w| w.cut == Cut::Equivocate)
+        .map(|w| (w.from, evidence(&h)));
     let end = one.end_ns + TAIL_NS;
     let setup_s = wall.elapsed().as_secs_f64();
     let names: Vec<String> = one.home.tasks.iter().map(|t| t.name()).collect();
@@ -965,6 +821,9 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
         net.set_now(now);
         for i in (1..order.len()).rev() {
             order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        if let Some((_, ev)) = equivocate.take_if(|(at, _)| now >= *at) {
+            give_evidence(&mut one, ev);
         }
         let mut busy = false;
         for &i in &order {
@@ -1088,6 +947,43 @@ fn plant(one: &mut OneThread, p: Option<Plant>) {
     }
 }
 
+/// Two headers for height 1 that the home's box signed, with different bytes (07 §10.1).
+fn evidence(h: &LoopbackHome) -> vyrn_wire::msg::ctrl::SeqEquivocation {
+    let key = ed25519_dalek::SigningKey::from_bytes(h.cfg.seq_key.expose());
+    let mut a = vyrn_wire::header::BlockHeader {
+        height: 1,
+        epoch: h.home.epoch,
+        book: h.home.engine.book,
+        first_step: 1,
+        last_step: 0,
+        prev: [0; 32],
+        order_root: [1; 32],
+        data_root: [2; 32],
+        seq_sig: [0; 64],
+    };
+    let mut b = a;
+    b.data_root = [3; 32];
+    a.sign(&key);
+    b.sign(&key);
+    vyrn_wire::msg::ctrl::SeqEquivocation {
+        epoch: h.home.epoch,
+        height: 1,
+        header_a: a,
+        header_b: b,
+    }
+}
+
+/// Voter 0 holds the evidence (as if it had found it).
+fn give_evidence(one: &mut OneThread, ev: vyrn_wire::msg::ctrl::SeqEquivocation) {
+    for t in &mut one.home.tasks {
+        let t: &mut dyn std::any::Any = t.as_mut();
+        if let Some(n) = t.downcast_mut::<vyrn_replica::node::Node>() {
+            n.give_evidence(ev);
+            return;
+        }
+    }
+}
+
 /// Restores the wall clock of the seal's start sequence, and clears a planted decoder bug,
 /// when a run ends.
 struct Unset;
@@ -1141,7 +1037,7 @@ fn end_checks(
         .schedule
         .windows
         .iter()
-        .find(|w| w.cut == Cut::BoxPause)
+        .find(|w| matches!(w.cut, Cut::BoxPause | Cut::Equivocate))
         .copied();
     if let (Some(f), None) = (final_at_heal, paused) {
         if r.final_height <= f {
@@ -1281,9 +1177,12 @@ fn failover_figures(
             "replica {i} deposed the tenure at {at} ns with no box fault ({c:?})"
         ));
     };
-    // 07 §9.7's clock starts at the box's last frame: the newest any voter took, no earlier
-    // than the pause.
-    let t = t_last.unwrap_or(w.from);
+    // 07 §9.7's clock starts at the box's last frame: the newest any voter took; evidence's
+    // at its arrival.
+    let t = match w.cut {
+        Cut::BoxPause => t_last.unwrap_or(w.from),
+        _ => w.from,
+    };
     f.deposed_after_ns = f.deposed_after_ns.max(at.saturating_sub(t));
     None
 }

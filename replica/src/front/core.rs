@@ -664,6 +664,12 @@ impl ReplicaCore {
         self.rx.depose();
     }
 
+    /// The `SeqEquivocation` evidence the verdict found since the last call (07 §10.1: two
+    /// headers the sequencer signed for one height).
+    pub fn take_evidence(&mut self) -> Vec<vyrn_wire::msg::ctrl::SeqEquivocation> {
+        self.verdicts.take_evidence()
+    }
+
     /// The frame_seq of `BlockMark(height)` on `stream`, while the decoder remembers it.
     pub fn mark_frame(&self, stream: u8, height: u64) -> Option<u64> {
         self.dec.mark_frame(stream, height)

@@ -144,6 +144,9 @@ pub struct Verdicts {
     /// Headers with their `seq_sig` check.
     headers: BTreeMap<u64, (BlockHeader, bool)>,
     conflicts: BTreeMap<u64, ()>,
+    /// `SeqEquivocation` evidence found and not yet taken (07 §10.1), at most
+    /// [`EVIDENCE_KEPT`].
+    evidence: Vec<vyrn_wire::msg::ctrl::SeqEquivocation>,
     roots: BTreeMap<u64, BlockRoots>,
     fault: Option<Fault>,
     /// Pending since, per proposal range `(first, last)`.
@@ -151,7 +154,15 @@ pub struct Verdicts {
     counters: VerdictCounters,
 }
 
+/// Equivocation evidence held for the node at most (one is enough to depose the tenure).
+pub const EVIDENCE_KEPT: usize = 4;
+
 impl Verdicts {
+    /// Take the `SeqEquivocation` evidence found since the last call (07 §10.1).
+    pub fn take_evidence(&mut self) -> Vec<vyrn_wire::msg::ctrl::SeqEquivocation> {
+        std::mem::take(&mut self.evidence)
+    }
+
     /// Verdicts for the tenure whose sequencer signs with `seq_key`, of `epoch`, chained on
     /// `anchor`.
     pub fn new(seq_key: ed25519_dalek::VerifyingKey, epoch: u32, anchor: Anchor) -> Self {
@@ -161,6 +172,7 @@ impl Verdicts {
             anchor,
             headers: BTreeMap::new(),
             conflicts: BTreeMap::new(),
+            evidence: Vec::new(),
             roots: BTreeMap::new(),
             fault: None,
             since: BTreeMap::new(),
@@ -200,9 +212,18 @@ impl Verdicts {
         }
         match held {
             // Two different headers the sequencer signed for one height: equivocation.
-            Some((_, true)) if ok => {
+            Some((old, true)) if ok => {
                 self.counters.conflicts += 1;
                 self.conflicts.insert(h.height, ());
+                // Self-verifying evidence (07 §10.1): both signed, one (epoch, height).
+                if self.evidence.len() < EVIDENCE_KEPT && h.epoch == old.epoch {
+                    self.evidence.push(vyrn_wire::msg::ctrl::SeqEquivocation {
+                        epoch: old.epoch,
+                        height: h.height,
+                        header_a: old,
+                        header_b: *h,
+                    });
+                }
                 false
             }
             Some((_, true)) => false,

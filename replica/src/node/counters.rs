@@ -93,4 +93,11 @@ pub struct NodeCounters {
     pub silences_rx: u64,
     /// Peers' `Silence` dropped at a full queue (the peer repeats it).
     pub silences_dropped: u64,
+    /// `SeqEquivocation` evidence sent to the peers (07 §10.1: found here, or a peer's passed on
+    /// once).
+    pub evidence_sent: u64,
+    /// Peers' `SeqEquivocation` that checked (two headers the sequencer signed for one height).
+    pub evidence_rx: u64,
+    /// Peers' `SeqEquivocation` refused: not valid evidence, or a full queue.
+    pub evidence_bad: u64,
 }

@@ -11,7 +11,7 @@
 use super::*;
 use crate::front::failover::depose::{DeposeConfig, Deposition, Phase, Steps};
 use crate::front::failover::report::{tail_report, ReportInput};
-use vyrn_wire::msg::ctrl::{Silence, SilenceReason};
+use vyrn_wire::msg::ctrl::{SeqEquivocation, Silence, SilenceReason};
 
 /// Peers' `Silence` waiting for the next round at most (more are dropped and counted: a peer
 /// repeats its own while it stays frozen).
@@ -28,6 +28,10 @@ pub(super) struct FailoverIo {
     pub(super) fault: Option<SilenceReason>,
     /// Peers' `Silence` for the next round (by voter index).
     pub(super) silences: Vec<(usize, Silence)>,
+    /// Peers' `SeqEquivocation` for the next round.
+    pub(super) evidence: Vec<SeqEquivocation>,
+    /// Heights whose evidence this voter already sent (each is sent once).
+    pub(super) evidence_sent: std::collections::BTreeSet<u64>,
     /// This voter's index.
     pub(super) me: u8,
     /// The highest height whose header this replica holds (07 §9.3 `H_i` is at most it).
@@ -40,6 +44,8 @@ impl FailoverIo {
             suspected: false,
             fault: None,
             silences: Vec::new(),
+            evidence: Vec::new(),
+            evidence_sent: Default::default(),
             me,
             header_height: 0,
         }
@@ -133,7 +139,8 @@ impl Node {
         };
         let mut steps = Steps::default();
         let silent = std::mem::take(&mut self.io.fo.suspected).then_some(SilenceReason::Silence);
-        let reason = self.io.fo.fault.take().or(silent);
+        let equiv = self.equivocation().then_some(SilenceReason::Equiv);
+        let reason = equiv.or(self.io.fo.fault.take()).or(silent);
         if let Some(reason) = reason.filter(|_| !f.dep.is_frozen() && !f.dep.is_deposed()) {
             let report = self.own_tail_report(&f);
             steps = merge(steps, f.dep.on_suspect(reason, report, now));
@@ -146,6 +153,38 @@ impl Node {
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
         self.failover = Some(f);
+    }
+
+    /// 07 §10.1: equivocation evidence found here or taken from a peer — checked under the
+    /// tenure's `seq_key`, sent once per height to every peer, and a suspicion (EQUIV) at once.
+    /// True when valid evidence is held.
+    fn equivocation(&mut self) -> bool {
+        let mut ev = self.core.take_evidence();
+        for m in std::mem::take(&mut self.io.fo.evidence) {
+            if m.check(&self.io.seq_pub).is_ok() && m.epoch == self.epoch {
+                self.io.c.evidence_rx += 1;
+                ev.push(m);
+            } else {
+                self.io.c.evidence_bad += 1;
+            }
+        }
+        let mut any = false;
+        for m in ev {
+            any = true;
+            if self.io.fo.evidence_sent.len() >= 64 || !self.io.fo.evidence_sent.insert(m.height) {
+                continue;
+            }
+            eprintln!(
+                "{}: SeqEquivocation (07 §10.1): the sequencer signed two headers for height {}; evidence sent to the peers, suspicion EQUIV",
+                self.io.name, m.height
+            );
+            for i in 0..self.io.peers.len() {
+                let to = self.io.peers[i];
+                self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+            }
+            self.io.c.evidence_sent += 1;
+        }
+        any
     }
 
     fn apply(&mut self, f: &mut NodeFailover, s: Steps, now: u64) {
@@ -210,6 +249,15 @@ fn merge(a: Steps, b: Steps) -> Steps {
         unfreeze: a.unfreeze || b.unfreeze,
         deposed: a.deposed || b.deposed,
     }
+}
+
+/// A peer's `SeqEquivocation` off the control port, for the next round (bounded).
+pub(super) fn queue_evidence(io: &mut Io, m: SeqEquivocation) {
+    if io.fo.evidence.len() >= SILENCES_QUEUED_MAX {
+        io.c.evidence_bad += 1;
+        return;
+    }
+    io.fo.evidence.push(m);
 }
 
 /// A peer's `Silence` off the control port, for the next round (bounded).

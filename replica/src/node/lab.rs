@@ -51,6 +51,12 @@ impl Node {
         self.sink.plant = Some(Default::default());
     }
 
+    /// Hand this replica equivocation evidence as if a peer had sent it (07 §10.1; the
+    /// simulator's equivocating sequencer): it is checked and acted on at the next round.
+    pub fn give_evidence(&mut self, m: vyrn_wire::msg::ctrl::SeqEquivocation) {
+        super::failover::queue_evidence(&mut self.io, m);
+    }
+
     /// The interim voter.
     pub fn voter(&self) -> &InterimVoter {
         &self.lab.voter

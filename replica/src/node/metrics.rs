@@ -19,6 +19,9 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         ("silence_forged", f.refused_forged),
         ("silence_dropped", c.silences_dropped),
         ("aborted", f.aborts),
+        ("equivocation_sent", c.evidence_sent),
+        ("equivocation_taken", c.evidence_rx),
+        ("equivocation_refused", c.evidence_bad),
     ] {
         e.put_counter(&REPLICA_FAILOVER, &[what], v);
     }
