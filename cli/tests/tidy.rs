@@ -31,7 +31,7 @@ const FN_LINES_MAX: usize = 150;
 const FILE_LINES_MAX: usize = 1500;
 
 /// Files allowed past [`FILE_LINES_MAX`], `(file, lines)`, each a codec: each may not grow.
-const LONG_FILES: &[(&str, usize)] = &[("wire/src/msg/ctrl.rs", 1975)];
+const LONG_FILES: &[(&str, usize)] = &[("wire/src/msg/ctrl.rs", 1922)];
 
 /// Import circles known today, `(crate folder, modules in the circle sorted)`: none (the
 /// last ones, in the box, were opened; an entry here is a debt with a reason).

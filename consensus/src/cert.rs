@@ -14,7 +14,9 @@ use commonware_consensus::simplex::types::{Proposal, Subject};
 use commonware_consensus::types::{Epoch, Round, View};
 use commonware_cryptography::certificate::{Attestation, Scheme as _};
 use commonware_parallel::Sequential;
-use vyrn_wire::msg::consensus::{CertEntry, RepFinalityCert, RepProposal};
+use vyrn_wire::msg::consensus::{
+    CertEntry, ProposalKind, RepFinalityCert, RepProposal, RepSealExt,
+};
 use vyrn_wire::msg::ctrl::RepMembership;
 
 use crate::voters::{Voters, VotersError};
@@ -44,6 +46,10 @@ pub enum CertErr {
     UnknownSigner(u8),
     /// An entry's signature does not verify (the first bad index).
     BadSignature(u8),
+    /// A seal certificate (kind 1) checked without its `REP_SealExt`, a headers certificate
+    /// checked with one, or a seal ext that does not encode (07 §9.4: the seal's payload is
+    /// `BLAKE3(proposal ‖ seal ext)`).
+    SealExt,
 }
 
 impl std::fmt::Display for CertErr {
@@ -57,6 +63,10 @@ impl std::fmt::Display for CertErr {
             CertErr::TooFew { have, need } => write!(f, "{have} signatures, Q is {need}"),
             CertErr::UnknownSigner(i) => write!(f, "entry names voter {i}, not in the set"),
             CertErr::BadSignature(i) => write!(f, "voter {i}'s signature does not verify"),
+            CertErr::SealExt => write!(
+                f,
+                "a seal certificate is checked with its REP_SealExt, a headers certificate without"
+            ),
         }
     }
 }
@@ -68,12 +78,36 @@ pub fn payload_digest(p: &RepProposal) -> Digest {
     commonware_cryptography::blake3::Digest(p.digest())
 }
 
+/// The Simplex payload of a seal proposal: `BLAKE3(REP_Proposal ‖ REP_SealExt)` (07 §9.4).
+/// None when the ext does not encode (more unavailable packets than the wire carries, or out of
+/// order).
+pub fn seal_payload(p: &RepProposal, ext: &RepSealExt) -> Option<Digest> {
+    vyrn_wire::msg::consensus::seal_digest(p, ext)
+        .ok()
+        .map(commonware_cryptography::blake3::Digest)
+}
+
+/// The payload of `p`: its headers digest, or with `ext` its seal digest (None when the kind and
+/// the presence of `ext` disagree, or the ext does not encode).
+pub fn payload_of(p: &RepProposal, ext: Option<&RepSealExt>) -> Option<Digest> {
+    match (p.kind, ext) {
+        (ProposalKind::Headers, None) => Some(payload_digest(p)),
+        (ProposalKind::Seal, Some(e)) => seal_payload(p, e),
+        _ => None,
+    }
+}
+
 /// The Simplex proposal a finalize vote signs.
 pub fn cw_proposal(epoch: u32, view: u64, parent_view: u64, p: &RepProposal) -> Proposal<Digest> {
+    cw_proposal_of(epoch, view, parent_view, payload_digest(p))
+}
+
+/// The Simplex proposal over `payload` (a headers or a seal digest).
+fn cw_proposal_of(epoch: u32, view: u64, parent_view: u64, payload: Digest) -> Proposal<Digest> {
     Proposal::new(
         Round::new(Epoch::new(epoch as u64), View::new(view)),
         View::new(parent_view),
-        payload_digest(p),
+        payload,
     )
 }
 
@@ -102,7 +136,27 @@ impl FinalizeSigner {
 
     /// The finalize signature over `p` at `(epoch, view)` with parent `parent_view`.
     pub fn sign(&self, epoch: u32, view: u64, parent_view: u64, p: &RepProposal) -> [u8; 64] {
-        let proposal = cw_proposal(epoch, view, parent_view, p);
+        self.sign_payload(epoch, view, parent_view, payload_digest(p))
+    }
+
+    /// The finalize signature over a seal proposal `p` with its `ext` (07 §9.4); zeros when the
+    /// ext does not encode.
+    pub fn sign_seal(
+        &self,
+        epoch: u32,
+        view: u64,
+        parent_view: u64,
+        p: &RepProposal,
+        ext: &RepSealExt,
+    ) -> [u8; 64] {
+        match seal_payload(p, ext) {
+            Some(d) => self.sign_payload(epoch, view, parent_view, d),
+            None => [0; 64],
+        }
+    }
+
+    fn sign_payload(&self, epoch: u32, view: u64, parent_view: u64, payload: Digest) -> [u8; 64] {
+        let proposal = cw_proposal_of(epoch, view, parent_view, payload);
         let mut out = [0u8; 64];
         if let Some(sig) = self
             .scheme
@@ -144,7 +198,12 @@ fn attestation(voters: &Voters, e: &CertEntry) -> Option<Attestation<Scheme>> {
 /// certificate's other rules are [`verify_finality_cert`]'s; this is the finality listener's
 /// per-vote check (07 §6.8).
 pub fn valid_entries(voters: &Voters, cert: &RepFinalityCert) -> Vec<u8> {
-    let proposal = cw_proposal(cert.epoch, cert.view, cert.parent_view, &cert.proposal);
+    valid_entries_of(voters, cert, payload_digest(&cert.proposal))
+}
+
+/// [`valid_entries`] over an explicit payload (a seal's).
+fn valid_entries_of(voters: &Voters, cert: &RepFinalityCert, payload: Digest) -> Vec<u8> {
+    let proposal = cw_proposal_of(cert.epoch, cert.view, cert.parent_view, payload);
     let atts: Vec<Attestation<Scheme>> = cert
         .entries
         .iter()
@@ -182,8 +241,36 @@ pub fn verify_finality_cert(
     verify_with(cert, &voters)
 }
 
-/// [`verify_finality_cert`] against a voter set already built (the same check).
+/// Check a seal certificate (07 §9.4): a `REP_FinalityCert` over a kind-1 proposal whose
+/// signatures cover `BLAKE3(proposal ‖ ext)`. With its certificate the seal block needs no
+/// `seq_sig`: the certificate stands in for it.
+pub fn verify_seal_cert(
+    cert: &RepFinalityCert,
+    ext: &RepSealExt,
+    membership: &RepMembership,
+) -> Result<(), CertErr> {
+    let voters = Voters::from_membership(membership, cert.epoch).map_err(CertErr::Membership)?;
+    verify_seal_with(cert, ext, &voters)
+}
+
+/// [`verify_seal_cert`] against a voter set already built.
+pub fn verify_seal_with(
+    cert: &RepFinalityCert,
+    ext: &RepSealExt,
+    voters: &Voters,
+) -> Result<(), CertErr> {
+    let payload = payload_of(&cert.proposal, Some(ext)).ok_or(CertErr::SealExt)?;
+    verify_payload(cert, voters, payload)
+}
+
+/// [`verify_finality_cert`] against a voter set already built (the same check). A seal
+/// certificate is refused here (`SealExt`): [`verify_seal_with`] checks it with its ext.
 pub fn verify_with(cert: &RepFinalityCert, voters: &Voters) -> Result<(), CertErr> {
+    let payload = payload_of(&cert.proposal, None).ok_or(CertErr::SealExt)?;
+    verify_payload(cert, voters, payload)
+}
+
+fn verify_payload(cert: &RepFinalityCert, voters: &Voters, payload: Digest) -> Result<(), CertErr> {
     if cert.epoch != voters.epoch() || cert.proposal.epoch != cert.epoch {
         return Err(CertErr::Epoch);
     }
@@ -203,7 +290,7 @@ pub fn verify_with(cert: &RepFinalityCert, voters: &Voters) -> Result<(), CertEr
     if let Some(e) = cert.entries.iter().find(|e| e.index as usize >= voters.n()) {
         return Err(CertErr::UnknownSigner(e.index));
     }
-    let ok = valid_entries(voters, cert);
+    let ok = valid_entries_of(voters, cert, payload);
     if let Some(e) = cert.entries.iter().find(|e| !ok.contains(&e.index)) {
         return Err(CertErr::BadSignature(e.index));
     }
@@ -218,7 +305,18 @@ pub fn to_finalization(
     voters: &Voters,
     cert: &RepFinalityCert,
 ) -> Result<crate::Finalization, CertErr> {
-    verify_with(cert, voters)?;
+    to_finalization_of(voters, cert, None)
+}
+
+/// [`to_finalization`] of a certificate over a headers proposal (`ext` None) or a seal (`ext`
+/// its seal ext).
+pub fn to_finalization_of(
+    voters: &Voters,
+    cert: &RepFinalityCert,
+    ext: Option<&RepSealExt>,
+) -> Result<crate::Finalization, CertErr> {
+    let payload = payload_of(&cert.proposal, ext).ok_or(CertErr::SealExt)?;
+    verify_payload(cert, voters, payload)?;
     // commonware's certificate: signers as a bitmap over its participant order, signatures in
     // that order.
     let mut by_participant = Vec::with_capacity(cert.entries.len());
@@ -237,7 +335,7 @@ pub fn to_finalization(
     )
     .map_err(|_| CertErr::Order)?;
     Ok(crate::Finalization {
-        proposal: cw_proposal(cert.epoch, cert.view, cert.parent_view, &cert.proposal),
+        proposal: cw_proposal_of(cert.epoch, cert.view, cert.parent_view, payload),
         certificate: commonware_cryptography::ed25519::certificate::Certificate {
             signers,
             signatures: by_participant
@@ -256,7 +354,17 @@ pub fn from_finalization(
     f: &crate::Finalization,
     proposal: &RepProposal,
 ) -> Option<RepFinalityCert> {
-    if f.proposal.payload != payload_digest(proposal) {
+    from_finalization_of(voters, f, proposal, None)
+}
+
+/// [`from_finalization`] of a headers proposal (`ext` None) or a seal (`ext` its seal ext).
+pub fn from_finalization_of(
+    voters: &Voters,
+    f: &crate::Finalization,
+    proposal: &RepProposal,
+    ext: Option<&RepSealExt>,
+) -> Option<RepFinalityCert> {
+    if Some(f.proposal.payload) != payload_of(proposal, ext) {
         return None;
     }
     let mut entries = Vec::with_capacity(f.certificate.signatures.len());

@@ -39,7 +39,7 @@ pub use cert::{
     finalize_subject_bytes, payload_digest, sign_finalize, verify_finality_cert, CertErr,
     FinalizeSigner,
 };
-pub use desk::{Check, Desk, DeskConfig, DeskCounters, DeskOut, Ledger};
+pub use desk::{Check, Desk, DeskConfig, DeskCounters, DeskOut, Ledger, SealAsk};
 pub use listener::{FinalityListener, ListenerCounters, VoteOutcome};
 pub use voters::{Voters, VotersError};
 

@@ -141,6 +141,10 @@ pub struct VoterCounters {
     pub root_faults: u64,
     /// REP_A_DIVERGE raised (07 §7.4, INV-REP-9): at most one per run.
     pub diverges: u64,
+    /// Seal offers this voter made as seal leader (07 §9.4).
+    pub seal_offers_out: u64,
+    /// Seal certificates exported (07 §9.4).
+    pub seal_certs_out: u64,
 }
 
 /// The replica's Simplex voter: the desk on the replica's loop, the engine on its thread.
@@ -310,6 +314,8 @@ impl SimplexVoter {
                 DeskOut::RootCert(_) => c.root_certs_out += 1,
                 DeskOut::RootFault { .. } => c.root_faults += 1,
                 DeskOut::Diverge(_) => c.diverges += 1,
+                DeskOut::SealOffer { .. } => c.seal_offers_out += 1,
+                DeskOut::SealCert { .. } => c.seal_certs_out += 1,
             }
             send(&o);
         });
@@ -330,6 +336,14 @@ impl SimplexVoter {
             self.hashes = self.hashes.split_off(&keep_from);
         }
         busy
+    }
+
+    /// A peer's seal offer for the desk (07 §9.4): indexed for `verify` when its form is right.
+    pub fn offer_seal(
+        &mut self,
+        m: vyrn_wire::msg::ctrl::SealOffer,
+    ) -> Result<(), vyrn_consensus::desk::OfferRefused> {
+        self.desk.offer_seal(m.proposal, m.ext).map(|_| ())
     }
 
     /// Vote for nothing more (the replica's journal failed: `Desk::stop_votes`).

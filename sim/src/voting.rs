@@ -34,11 +34,14 @@ use vyrn_consensus::{
 };
 use vyrn_wire::consts::{FIN_GATE_BLOCKS, REP_GATE_RESUME_BLOCKS};
 use vyrn_wire::header::{BlockHeader, Hash};
-use vyrn_wire::msg::consensus::RepFinalityCert;
+use vyrn_wire::msg::consensus::{RepFinalityCert, RepProposal, RepSealExt};
 use vyrn_wire::msg::ctrl::FinalizeVote;
 
 /// The epoch every simulated home runs.
 pub const EPOCH: u32 = 1;
+
+mod seal;
+pub use seal::{seal_ext, seal_hash, SealSim};
 
 /// What a voter is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +92,9 @@ pub struct VoterSpec {
     pub root_delay: Option<Duration>,
     /// The split of a [`Role::Twins`] voter.
     pub twins: Option<TwinSplit>,
+    /// This voter computes another next sequencer than the seal leader (07 §9.5: it refuses
+    /// the seal; as leader it offers its own).
+    pub seal_disagrees: bool,
 }
 
 impl VoterSpec {
@@ -103,6 +109,7 @@ impl VoterSpec {
             wrong_root: BTreeSet::new(),
             root_delay: Some(Duration::from_millis(2)),
             twins: None,
+            seal_disagrees: false,
         }
     }
 }
@@ -153,6 +160,8 @@ pub struct SimConfig {
     /// State roots (07 §7.4): the aggregation engine beside Simplex at every honest voter;
     /// `None` runs Simplex alone.
     pub roots: Option<RootsSim>,
+    /// A sequencer that dies after its last block, sealed by the voters (07 §9.4).
+    pub seal: Option<SealSim>,
     /// A scripted Twins prefix (commonware's `mocks::twins` generator, `twins::cases`): every
     /// engine, honest or twin, elects the scenario's leader view by view, and each
     /// [`Role::Twins`] voter's halves exchange votes and certificates only with the scenario's
@@ -194,6 +203,7 @@ impl SimConfig {
             cycle: Duration::from_micros(10),
             scale: 1,
             roots: None,
+            seal: None,
             #[cfg(feature = "mocks")]
             twins_script: None,
         }
@@ -229,6 +239,10 @@ impl SimConfig {
         if let Some(r) = &mut self.roots {
             r.timeout *= k;
         }
+        if let Some(s) = &mut self.seal {
+            s.detect *= k;
+            s.ready *= k;
+        }
         for o in &mut self.outages {
             o.from *= k;
             o.to *= k;
@@ -261,6 +275,10 @@ pub struct VoterReport {
     pub root_faults: Vec<(u64, u8, [u8; 32])>,
     /// Its REP_A_DIVERGE, with when it fired (ns since start).
     pub diverge: Option<(u64, vyrn_wire::msg::ctrl::Diverge)>,
+    /// The seals it offered as seal leader (07 §9.4).
+    pub seal_offers: Vec<(RepProposal, RepSealExt)>,
+    /// The seal certificates it exported, with when (ns since start).
+    pub seal_certs: Vec<(u64, RepFinalityCert, RepSealExt)>,
 }
 
 /// What the sequencer saw.
@@ -374,9 +392,26 @@ pub struct SimLedger {
     spec: VoterSpec,
     block_ns: u64,
     now: u64,
+    seal: Option<seal::SealScript>,
 }
 
 impl SimLedger {
+    /// Voter `spec`'s ledger over `chain`; `seal`: the sequencer dies after `blocks` and is
+    /// sealed (07 §9.4).
+    fn new(
+        chain: Arc<Vec<(BlockHeader, Hash)>>,
+        spec: &VoterSpec,
+        block_ns: u64,
+        seal: Option<(SealSim, u64)>,
+    ) -> Self {
+        SimLedger {
+            chain,
+            spec: spec.clone(),
+            block_ns,
+            now: 0,
+            seal: seal.map(|(s, blocks)| seal::SealScript::new(&s, blocks, block_ns, spec)),
+        }
+    }
     fn close(&self, h: u64) -> u64 {
         h * self.block_ns
     }
@@ -437,6 +472,14 @@ impl Ledger for SimLedger {
         }
         Check::True
     }
+    fn seal(&mut self, parent_last: u64, now: u64) -> vyrn_consensus::SealAsk {
+        self.now = now;
+        self.seal_ask(parent_last)
+    }
+    fn check_seal(&mut self, p: &RepProposal, ext: &RepSealExt, now: u64) -> Check {
+        self.now = now;
+        self.seal_check(p, ext)
+    }
 }
 
 fn ns(ctx: &deterministic::Context) -> u64 {
@@ -455,6 +498,10 @@ struct DeskWire {
     seq_link: u64,
     poll: Duration,
     end: u64,
+    /// Seal offers between the voters' control ports (07 §9.4), one queue per voter.
+    mail: seal::SealMail,
+    /// One hop between voters, ns.
+    link_ns: u64,
 }
 
 /// A voter's desk loop: poll it against its ledger, send its votes and certificates to the
@@ -473,12 +520,15 @@ fn spawn_desk(
         seq_link,
         poll,
         end,
+        mail,
+        link_ns,
     } = w;
     ctx.spawn(move |ctx| async move {
         let mut fin = 0;
         loop {
             let now = ns(&ctx);
             ledger.now = now;
+            seal::deliver(&mail, i, now, &mut desk);
             desk.poll(now, &mut ledger);
             let is_cut = cut.lock().map(|c| c[i]).unwrap_or(false);
             {
@@ -510,6 +560,13 @@ fn spawn_desk(
                     DeskOut::Diverge(d) => {
                         r.diverge.get_or_insert((now, d));
                     }
+                    DeskOut::SealOffer { proposal, ext } => {
+                        if !is_cut {
+                            seal::post(&mail, i, now + link_ns, &proposal, &ext);
+                        }
+                        r.seal_offers.push((proposal, ext));
+                    }
+                    DeskOut::SealCert { cert, ext } => r.seal_certs.push((now, cert, ext)),
                 });
                 let f = desk.final_height();
                 for h in fin + 1..=f {
@@ -595,6 +652,7 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
     }
 
     let inbox: SeqInbox = Arc::new(Mutex::new(VecDeque::new()));
+    let mail: seal::SealMail = Arc::new(Mutex::new(vec![VecDeque::new(); n]));
     let cut: Arc<Mutex<Vec<bool>>> = Arc::new(Mutex::new(vec![false; n]));
     let mut reports: Vec<Option<Arc<Mutex<VoterReport>>>> = Vec::with_capacity(n);
     let mut twin_reports: Vec<(usize, Vec<Arc<Mutex<VoterReport>>>)> = Vec::new();
@@ -682,6 +740,8 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
                 seq_link: cfg.seq_link.as_nanos() as u64,
                 poll: cfg.poll,
                 end,
+                mail: mail.clone(),
+                link_ns: cfg.link.as_nanos() as u64,
             };
             let mut dcfg = DeskConfig::new(me, EPOCH, 0, genesis);
             dcfg.verify_wait_ns = vyrn_wire::consts::REP_VERIFY_WAIT_MS * 1_000_000;
@@ -727,12 +787,7 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
             for (label, desk) in [("primary", desk_p), ("secondary", desk_s)] {
                 let report = Arc::new(Mutex::new(VoterReport::default()));
                 halves.push(report.clone());
-                let ledger = SimLedger {
-                    chain: chain.clone(),
-                    spec: spec.clone(),
-                    block_ns,
-                    now: 0,
-                };
+                let ledger = SimLedger::new(chain.clone(), spec, block_ns, None);
                 spawn_desk(ctx.child(label), desk, ledger, report, wire.clone());
             }
             twin_reports.push((i, halves));
@@ -788,12 +843,8 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
         );
         let report = Arc::new(Mutex::new(VoterReport::default()));
         reports.push(Some(report.clone()));
-        let ledger = SimLedger {
-            chain: chain.clone(),
-            spec: spec.clone(),
-            block_ns,
-            now: 0,
-        };
+        let seal = cfg.seal.map(|s| (s, cfg.blocks));
+        let ledger = SimLedger::new(chain.clone(), spec, block_ns, seal);
         spawn_desk(
             ctx.child("desk"),
             desk,
@@ -806,6 +857,8 @@ async fn home(context: deterministic::Context, cfg: SimConfig) -> SimReport {
                 seq_link: cfg.seq_link.as_nanos() as u64,
                 poll: cfg.poll,
                 end,
+                mail: mail.clone(),
+                link_ns: cfg.link.as_nanos() as u64,
             },
         );
     }

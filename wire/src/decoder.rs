@@ -1472,5 +1472,8 @@ impl<T: Copy + Default> Fifo<T> {
     }
 }
 
+mod open;
+pub use open::OpenBlock;
+
 #[cfg(feature = "planted")]
 pub mod planted;

@@ -30,11 +30,14 @@ use vyrn_wire::consts::{
 };
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::consensus::{
-    CertEntry, ProposalKind, RepFinalityCert, RepProposal, RepRootCert,
+    CertEntry, ProposalKind, RepFinalityCert, RepProposal, RepRootCert, RepSealExt,
 };
 use vyrn_wire::msg::ctrl::{Diverge, DivergeDigest, DivergeReason, FinalizeVote};
 
 pub use crate::ingress::{FaultKind, Req};
+pub use seal::{OfferRefused, SealAsk, SEALS_KEPT};
+
+mod seal;
 use crate::roots::{root_digest, root_height, RootScheme};
 
 use crate::voters::Voters;
@@ -73,6 +76,21 @@ pub trait Ledger {
     /// `R(h)`, the state commitment after block `h`, once this replica's replay computed it
     /// (07 §7.4; asked only for root heights, and only when roots are on).
     fn root(&mut self, h: u64) -> Option<Hash>;
+    /// Asked when this voter leads a view whose parent ends at `parent_last`: its seal, if the
+    /// sequencer's tenure is deposed here (07 §9.2, §9.4). The default never seals.
+    fn seal(&mut self, parent_last: u64, now: u64) -> SealAsk {
+        let _ = (parent_last, now);
+        SealAsk::No
+    }
+    /// The vote's check of a seal offer (07 §9.4: §6.4 items 1, 3, 4 on the signed range, §9.3
+    /// items 3 and 4 on the tail, the next sequencer recomputed). The default refuses it.
+    fn check_seal(&mut self, p: &RepProposal, ext: &RepSealExt, now: u64) -> Check {
+        let _ = (ext, now);
+        Check::False {
+            at: p.first_height,
+            contradiction: true,
+        }
+    }
 }
 
 /// What the desk gives the replica to send or record.
@@ -97,6 +115,22 @@ pub enum DeskOut {
     /// `REP_A_DIVERGE` (INV-REP-9): this voter votes for nothing more; the message goes to the
     /// sequencer's control core, which halts the book. Sent once.
     Diverge(Diverge),
+    /// The seal this voter proposed as leader (07 §9.4): to every other voter's control port,
+    /// whose desks take it with [`Desk::offer_seal`].
+    SealOffer {
+        /// The kind-1 proposal.
+        proposal: RepProposal,
+        /// Its `REP_SealExt`.
+        ext: RepSealExt,
+    },
+    /// A finalized seal's certificate with its ext (07 §9.4): stands in for the seal header's
+    /// `seq_sig`; to the control ports and the cert journal like [`DeskOut::Cert`].
+    SealCert {
+        /// Q finalize signatures over `BLAKE3(proposal ‖ ext)`.
+        cert: RepFinalityCert,
+        /// The seal ext.
+        ext: RepSealExt,
+    },
     /// A voter signed a root other than the certified one (07 §10.2: `RootFault{index, sig}`);
     /// `signer == me` when this replica's own root is the odd one.
     RootFault {
@@ -219,6 +253,14 @@ pub struct DeskCounters {
     pub diverged: u64,
     /// 1 once the replica stopped this voter's votes ([`Desk::stop_votes`]: its journal failed).
     pub votes_stopped: u64,
+    /// Seal offers taken (07 §9.4).
+    pub seal_offers: u64,
+    /// Seal offers refused for their form (kind, epoch, range, ext).
+    pub seal_offers_refused: u64,
+    /// Seals this voter proposed as leader.
+    pub seals_proposed: u64,
+    /// Seals finalized here (their certificate exported).
+    pub seals_final: u64,
 }
 
 /// One root index as this voter sees it (07 §7.4).
@@ -296,6 +338,8 @@ pub struct Desk {
     diverged: Option<Diverge>,
     /// The replica withdrew this voter ([`Desk::stop_votes`]).
     votes_stopped: bool,
+    /// Seal offers by payload (07 §9.4).
+    seals: seal::Seals,
 }
 
 /// Root indices kept (a stall longer than this many roots keeps the newest); never one inside
@@ -366,6 +410,7 @@ impl Desk {
                 root_signer: None,
                 diverged: None,
                 votes_stopped: false,
+                seals: seal::Seals::default(),
             },
             crate::ingress::DeskLink::new(tx, full),
         )
@@ -545,7 +590,11 @@ impl Desk {
         if *parent == self.cfg.genesis {
             return Some(self.cfg.genesis_height);
         }
-        self.by_digest.get(&parent.0).map(|r| r.last)
+        self.by_digest
+            .get(&parent.0)
+            .copied()
+            .or_else(|| self.seals.range(&parent.0))
+            .map(|r| r.last)
     }
 
     fn prune(&mut self) {
@@ -740,6 +789,10 @@ impl Desk {
             return None;
         }
         let parent_last = self.parent_last(w.parent.as_ref()?)?;
+        if let Some(d) = self.seal_propose(parent_last, now, ledger) {
+            // 07 §9.4: a deposed tenure's seal, or nothing while it is being built.
+            return d;
+        }
         let first = parent_last + 1;
         ledger.header_hash(first)?;
         // INV-REP-7: a proposal ends before the first height the root gate holds back.
@@ -794,6 +847,21 @@ impl Desk {
             }
         }
         let timed_out = now.saturating_sub(w.since) > self.cfg.verify_wait_ns;
+        if self.seals.get(&w.payload.0).is_some() && !self.by_digest.contains_key(&w.payload.0) {
+            let parent_last = match &w.parent {
+                None => None,
+                Some(p) => match self.parent_last(p) {
+                    Some(pl) => Some(pl),
+                    None if timed_out => {
+                        self.counters.verify_timeout += 1;
+                        return Some(false);
+                    }
+                    None => return None,
+                },
+            };
+            let c = self.seal_check(&w.payload.0, parent_last, now, ledger)?;
+            return self.check_answer(c, timed_out);
+        }
         let Some(r) = self.by_digest.get(&w.payload.0).copied() else {
             // No held range has this digest (yet).
             if timed_out {
@@ -826,7 +894,13 @@ impl Desk {
             }
             return None;
         }
-        match ledger.check(r.first, r.last, &r.last_hash, now) {
+        let c = ledger.check(r.first, r.last, &r.last_hash, now);
+        self.check_answer(c, timed_out)
+    }
+
+    /// verify's answer from a ledger's check.
+    fn check_answer(&mut self, c: Check, timed_out: bool) -> Option<bool> {
+        match c {
             Check::True => Some(true),
             Check::False {
                 contradiction: true,
@@ -852,6 +926,19 @@ impl Desk {
         let mut busy = false;
         let finals = std::mem::take(&mut self.unresolved_finals);
         for f in finals {
+            if !self.by_digest.contains_key(&f.proposal.payload.0) {
+                if let Some(r) = self.seal_final(&f) {
+                    // 07 §9.4: the seal's range is final; its certificate went out with the ext.
+                    busy = true;
+                    let view = f.proposal.round.view().get();
+                    self.finals.insert(r.last, (r.first, r.last_hash, view));
+                    if r.last > self.final_height {
+                        self.final_height = r.last;
+                        self.final_view = view;
+                    }
+                    continue;
+                }
+            }
             let Some(r) = self.by_digest.get(&f.proposal.payload.0).copied() else {
                 if f.proposal.round.view().get() > self.final_view
                     && self.unresolved_finals.len() < UNRESOLVED_MAX
@@ -877,6 +964,10 @@ impl Desk {
         }
         let votes = std::mem::take(&mut self.unresolved_votes);
         for (view, parent_view, payload, sig) in votes {
+            if self.seals.get(&payload.0).is_some() {
+                // A seal vote names its proposal only: the listeners take the certificate.
+                continue;
+            }
             let Some(r) = self.by_digest.get(&payload.0).copied() else {
                 if view > self.final_view && self.unresolved_votes.len() < UNRESOLVED_MAX {
                     self.unresolved_votes
@@ -1231,3 +1322,5 @@ impl Desk {
 
 #[cfg(test)]
 mod root_tests;
+#[cfg(test)]
+mod seal_tests;

@@ -100,4 +100,10 @@ pub struct NodeCounters {
     pub evidence_rx: u64,
     /// Peers' `SeqEquivocation` refused: not valid evidence, or a full queue.
     pub evidence_bad: u64,
+    /// Seal offers taken off the control port (07 §9.4), for the desk.
+    pub seal_offers_rx: u64,
+    /// Seal offers dropped at a full queue.
+    pub seal_offers_dropped: u64,
+    /// Seal offers the desk refused for their form (kind, epoch, range).
+    pub seal_offers_refused: u64,
 }

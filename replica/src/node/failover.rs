@@ -11,7 +11,7 @@
 use super::*;
 use crate::front::failover::depose::{DeposeConfig, Deposition, Phase, Steps};
 use crate::front::failover::report::{tail_report, ReportInput};
-use vyrn_wire::msg::ctrl::{SeqEquivocation, Silence, SilenceReason};
+use vyrn_wire::msg::ctrl::{SealOffer, SeqEquivocation, Silence, SilenceReason};
 
 /// Peers' `Silence` waiting for the next round at most (more are dropped and counted: a peer
 /// repeats its own while it stays frozen).
@@ -30,6 +30,8 @@ pub(super) struct FailoverIo {
     pub(super) silences: Vec<(usize, Silence)>,
     /// Peers' `SeqEquivocation` for the next round.
     pub(super) evidence: Vec<SeqEquivocation>,
+    /// Seal offers from the seal leader for the desk (07 §9.4).
+    pub(super) seal_offers: Vec<SealOffer>,
     /// Heights whose evidence this voter already sent (each is sent once).
     pub(super) evidence_sent: std::collections::BTreeSet<u64>,
     /// This voter's index.
@@ -45,6 +47,7 @@ impl FailoverIo {
             fault: None,
             silences: Vec::new(),
             evidence: Vec::new(),
+            seal_offers: Vec::new(),
             evidence_sent: Default::default(),
             me,
             header_height: 0,
@@ -258,6 +261,16 @@ pub(super) fn queue_evidence(io: &mut Io, m: SeqEquivocation) {
         return;
     }
     io.fo.evidence.push(m);
+}
+
+/// A peer's `SealOffer` off the control port, for the desk at the next round (bounded).
+pub(super) fn queue_seal_offer(io: &mut Io, m: SealOffer) {
+    if io.fo.seal_offers.len() >= vyrn_consensus::desk::SEALS_KEPT {
+        io.c.seal_offers_dropped += 1;
+        return;
+    }
+    io.c.seal_offers_rx += 1;
+    io.fo.seal_offers.push(m);
 }
 
 /// A peer's `Silence` off the control port, for the next round (bounded).

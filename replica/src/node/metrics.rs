@@ -22,6 +22,9 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         ("equivocation_sent", c.evidence_sent),
         ("equivocation_taken", c.evidence_rx),
         ("equivocation_refused", c.evidence_bad),
+        ("seal_offer_taken", c.seal_offers_rx),
+        ("seal_offer_dropped", c.seal_offers_dropped),
+        ("seal_offer_refused", c.seal_offers_refused),
     ] {
         e.put_counter(&REPLICA_FAILOVER, &[what], v);
     }

@@ -609,6 +609,12 @@ impl Node {
             self.write_snapshots();
         }
         if let Some(v) = self.simplex.as_mut() {
+            // 07 §9.4: the seal leader's offers, indexed before the desk answers.
+            for m in std::mem::take(&mut self.io.fo.seal_offers) {
+                if v.offer_seal(m).is_err() {
+                    self.io.c.seal_offers_refused += 1;
+                }
+            }
             // The desk answers on every round (the engine waits on it), the verdict's timers
             // ran above.
             let io = &mut self.io;
@@ -645,9 +651,12 @@ impl Node {
         let mut b = Vec::with_capacity(256);
         // 07 §6.8: votes and certificates to the sequencer's and the standby's control
         // ports, so both learn finality at the same hop.
-        let standby = matches!(o, DeskOut::Vote(_) | DeskOut::Cert(_))
-            .then_some(self.io.standby_ctrl)
-            .flatten();
+        let standby = matches!(
+            o,
+            DeskOut::Vote(_) | DeskOut::Cert(_) | DeskOut::SealCert { .. }
+        )
+        .then_some(self.io.standby_ctrl)
+        .flatten();
         let ok = match &o {
             DeskOut::Vote(fv) => fv.encode(&mut b).is_ok(),
             DeskOut::Cert(c) => {
@@ -656,6 +665,33 @@ impl Node {
                 if ok {
                     if let Some(j) = self.journal.as_mut() {
                         j.submit_cert(crate::disk::journal::cert::CertKind::Finality, b.clone());
+                    }
+                }
+                ok
+            }
+            DeskOut::SealOffer { proposal, ext } => {
+                // 07 §9.4: the seal this voter leads, to every other voter (not the box).
+                let m = vyrn_wire::msg::ctrl::SealOffer {
+                    proposal: *proposal,
+                    ext: ext.clone(),
+                };
+                for i in 0..self.io.peers.len() {
+                    let to = self.io.peers[i];
+                    self.io.queue(Sock::Ctrl, to, |q| m.encode(q).is_ok());
+                }
+                false
+            }
+            DeskOut::SealCert { cert, ext } => {
+                // 07 §9.4: the seal's certificate stands in for its seq_sig; the cert journal
+                // keeps it and its ext (§8.2).
+                let m = vyrn_wire::msg::ctrl::SealCert {
+                    cert: cert.clone(),
+                    ext: ext.clone(),
+                };
+                let ok = m.encode(&mut b).is_ok();
+                if ok {
+                    if let Some(j) = self.journal.as_mut() {
+                        j.submit_cert(crate::disk::journal::cert::CertKind::SealExt, b.clone());
                     }
                 }
                 ok

@@ -195,12 +195,18 @@ impl RepSealExt {
     /// Parse a whole seal extension.
     pub fn parse(b: &[u8]) -> Result<Self, Malformed> {
         let mut r = Reader::new(b);
+        let ext = Self::read(&mut r)?;
+        finish(&r)?;
+        Ok(ext)
+    }
+
+    /// Read one seal extension (its count bounds what follows).
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
         let end_frame_seq = [r.u64_le()?, r.u64_le()?];
         let next_seq = r.u8()?;
         let next_tenure = r.u8()?;
         let n = r.u32_le()? as usize;
-        let unavail = read_keys(&mut r, n)?;
-        finish(&r)?;
+        let unavail = read_keys(r, n)?;
         Ok(RepSealExt {
             end_frame_seq,
             next_seq,

@@ -15,7 +15,8 @@ use crate::error::Malformed;
 use crate::header::{BlockHeader, Hash};
 use crate::leb::Reader;
 use crate::msg::consensus::{
-    read_entries_bounded, write_entries, CertEntry, RepFinalityCert, NEXT_SEQ_NONE,
+    read_entries_bounded, write_entries, CertEntry, RepFinalityCert, RepProposal, RepSealExt,
+    NEXT_SEQ_NONE,
 };
 use crate::msg::{finish, put_u16, put_u32, put_u64, Addr18, PktKey};
 use crate::msg::{MAX_MEMBERS, N_BASE, N_CHAIN, Q_BASE, Q_CHAIN};
@@ -81,6 +82,13 @@ pub mod ty {
     /// [`SeqData`](super::SeqData): the sequencer's answer, the bytes its lane matched (a vyrn
     /// decision: 07 names only the request).
     pub const SEQ_DATA: u8 = 0x1A;
+    /// [`SealOffer`](super::SealOffer): the seal leader's kind-1 proposal with its
+    /// `REP_SealExt`, to every voter (07 §9.4; how the ext reaches the voters is a vyrn
+    /// decision: Simplex carries only the digest).
+    pub const SEAL_OFFER: u8 = 0x1B;
+    /// [`SealCert`](super::SealCert): a finalized seal's certificate with its ext, to the
+    /// sequencers' and the standby's control ports (07 §9.4; a vyrn decision like the offer).
+    pub const SEAL_CERT: u8 = 0x1C;
 }
 
 /// Most `extra` ranges per substream in a TailReport (07 §9.3).
@@ -196,6 +204,11 @@ impl Body for RepAck {
     }
 }
 ctrl_codec!(RepAck, ty::REP_ACK);
+
+mod seal;
+mod vote;
+pub use seal::{SealCert, SealOffer, SEAL_MSG_UNAVAIL_MAX};
+pub use vote::FinalizeVote;
 
 fn check_range(stream: u8, from: u64, to: u64) -> Result<(), Malformed> {
     check_stream(stream)?;
@@ -905,82 +918,6 @@ impl Body for RepDurableMark {
     }
 }
 ctrl_codec!(RepDurableMark, ty::REP_DURABLE_MARK);
-
-/// One voter's Simplex finalize vote (07 §6.8: "every voter sends its finalize vote to the
-/// sequencer's REP_UDP_CTRL"): everything a `REP_FinalityCert` entry needs, so the sequencer's
-/// finality listener checks it as a certificate of one entry. `sig` is the voter's Simplex
-/// finalize signature over `Proposal { round: (epoch, view), parent: parent_view, payload:
-/// proposal.digest() }` under namespace `b"vyrn-v1"` (07 §6.5; `vyrn-consensus` signs and checks
-/// it). Bytes (`docs/wire-messages.md`): type byte, epoch u32, view u64, parent_view u64, the 85
-/// proposal bytes, the voter index, the signature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FinalizeVote {
-    /// Epoch; equals `proposal.epoch`.
-    pub epoch: u32,
-    /// The Simplex view of the proposal.
-    pub view: u64,
-    /// Its parent's view (< `view`).
-    pub parent_view: u64,
-    /// The proposal voted for.
-    pub proposal: crate::msg::consensus::RepProposal,
-    /// Voter index (position in `REP_Membership.voters`).
-    pub index: u8,
-    /// The voter's Simplex finalize signature.
-    pub sig: [u8; 64],
-}
-
-impl Body for FinalizeVote {
-    fn check(&self) -> Result<(), Malformed> {
-        if self.epoch != self.proposal.epoch
-            || (self.index as usize) >= MAX_MEMBERS
-            || self.view <= self.parent_view
-        {
-            return Err(Malformed::BadValue);
-        }
-        Ok(())
-    }
-    fn write_body(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.epoch);
-        put_u64(out, self.view);
-        put_u64(out, self.parent_view);
-        self.proposal.encode(out);
-        out.push(self.index);
-        out.extend_from_slice(&self.sig);
-    }
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let epoch = r.u32_le()?;
-        let view = r.u64_le()?;
-        let parent_view = r.u64_le()?;
-        let proposal = crate::msg::consensus::RepProposal::parse(
-            r.bytes(crate::msg::consensus::RepProposal::LEN)?,
-        )?;
-        Ok(FinalizeVote {
-            epoch,
-            view,
-            parent_view,
-            proposal,
-            index: r.u8()?,
-            sig: r.array()?,
-        })
-    }
-}
-ctrl_codec!(FinalizeVote, ty::FINALIZE_VOTE);
-
-impl FinalizeVote {
-    /// The vote as the one entry of a certificate (what the finality listener checks).
-    pub fn as_cert(&self) -> RepFinalityCert {
-        RepFinalityCert {
-            epoch: self.epoch,
-            view: self.view,
-            parent_view: self.parent_view,
-            proposal: self.proposal,
-            entries: vec![CertEntry {
-                index: self.index,
-                sig: self.sig,
-            }],
-        }
-    }
-}
 
 /// Why a voter raised `REP_A_DIVERGE` (07 §7.4, INV-REP-9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -1864,6 +1801,10 @@ pub enum CtrlMsg {
     SeqDataReq(SeqDataReq),
     /// [`ty::SEQ_DATA`].
     SeqData(SeqData),
+    /// [`ty::SEAL_OFFER`].
+    SealOffer(Box<SealOffer>),
+    /// [`ty::SEAL_CERT`].
+    SealCert(Box<SealCert>),
 }
 
 impl CtrlMsg {
@@ -1896,6 +1837,8 @@ impl CtrlMsg {
             ty::PEER_DATA => CtrlMsg::PeerData(PeerData::parse(b)?),
             ty::SEQ_DATA_REQ => CtrlMsg::SeqDataReq(SeqDataReq::parse(b)?),
             ty::SEQ_DATA => CtrlMsg::SeqData(SeqData::parse(b)?),
+            ty::SEAL_OFFER => CtrlMsg::SealOffer(Box::new(SealOffer::parse(b)?)),
+            ty::SEAL_CERT => CtrlMsg::SealCert(Box::new(SealCert::parse(b)?)),
             _ => return Err(Malformed::BadKind),
         })
     }
@@ -1932,6 +1875,8 @@ impl CtrlMsg {
             CtrlMsg::PeerData(m) => m.encode(out),
             CtrlMsg::SeqDataReq(m) => m.encode(out),
             CtrlMsg::SeqData(m) => m.encode(out),
+            CtrlMsg::SealOffer(m) => m.encode(out),
+            CtrlMsg::SealCert(m) => m.encode(out),
         }
     }
 
@@ -1970,6 +1915,8 @@ impl CtrlMsg {
             CtrlMsg::PeerData(_) => ty::PEER_DATA,
             CtrlMsg::SeqDataReq(_) => ty::SEQ_DATA_REQ,
             CtrlMsg::SeqData(_) => ty::SEQ_DATA,
+            CtrlMsg::SealOffer(_) => ty::SEAL_OFFER,
+            CtrlMsg::SealCert(_) => ty::SEAL_CERT,
         }
     }
 }
