@@ -1297,3 +1297,36 @@ fn key_fetches_in_flight_are_bounded_and_answers_free_the_window() {
     }
     assert_eq!(d.rec_state(key(1, 1)), Some(RecState::Unhashed));
 }
+
+/// The seal block (07 §9.4) is the records after each substream's last BlockMark: its
+/// `data_root` is §6.1's over them, the same as the root a BlockMark there would have closed.
+#[test]
+fn the_open_blocks_data_root_is_the_root_its_mark_would_close() {
+    let mut d = DataSide::new(cfg(2));
+    let mut o = Out::default();
+    // Block 1 marked, then block 2's records with no mark (the sequencer died).
+    two_stream_block(&mut d, &mut o);
+    d.on_mark(0, 1).unwrap();
+    d.on_mark(1, 1).unwrap();
+    let p = pkt(300, 1, 3, 9);
+    d.on_record(0, &rec(300, 1, 3), 0, &mut o).unwrap();
+    assert_eq!(d.open_data_root(2), None, "a record not resolved");
+    d.on_hash(0, key(300, 1), pkt_hash(&p).unwrap(), 0, &mut o)
+        .unwrap();
+    d.on_data_frame(0, &frame(DataKind::Data, 100, 0, &[&p]), 0, &mut o)
+        .unwrap();
+    d.on_record(1, &advance(), 0, &mut o).unwrap();
+    let open = d.open_data_root(2).expect("every record resolved");
+    assert_eq!(
+        d.open_data_root(3),
+        None,
+        "its last mark is not height 2's parent"
+    );
+    let mut a = DataRootHasher::default();
+    a.push(&full_hash(&p).unwrap());
+    assert_eq!(open.halves, [a.finish(), empty_root()]);
+    // The mark, had it come, closes the same root.
+    d.on_mark(0, 2).unwrap();
+    d.on_mark(1, 2).unwrap();
+    assert_eq!(d.data_root(2), Some(open));
+}

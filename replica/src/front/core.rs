@@ -675,6 +675,14 @@ impl ReplicaCore {
         self.dec.mark_frame(stream, height)
     }
 
+    /// The open block as a seal would close it, with its `data_root` once every record of it is
+    /// resolved (07 §9.4).
+    pub fn open_block(&self) -> Option<(vyrn_wire::decoder::OpenBlock, Option<Hash>)> {
+        let ob = self.dec.open_block()?;
+        let dr = self.data.open_data_root(ob.height).map(|r| r.data_root);
+        Some((ob, dr))
+    }
+
     /// Decode what order RX delivered — through a hold while peer-supplied frames are in
     /// question ([`crate::front::quarantine`]) — until nothing is left (a failed hold gives order RX
     /// back frames it delivers again).

@@ -150,6 +150,11 @@ impl Decoder {
         self.open[stream as usize & 1]
     }
 
+    /// The open block as a seal would close it (07 §9.4; `DecState::open_block`).
+    pub fn open_block(&self) -> Option<vyrn_wire::decoder::OpenBlock> {
+        self.dec.open_block()
+    }
+
     /// The frame_seq of `BlockMark(height)` on `stream`, while it is among the newest
     /// [`MARKS_KEPT`] (0 for height 0: the tenure's start).
     pub fn mark_frame(&self, stream: u8, height: u64) -> Option<u64> {

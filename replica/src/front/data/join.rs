@@ -493,6 +493,37 @@ impl DataSide {
         true
     }
 
+    /// The open block's `data_root` (07 §9.4: the seal block is the records after each
+    /// substream's last BlockMark, here `height − 1`'s), as §6.1 over every record decoded so
+    /// far; `None` while one is unresolved, or when a substream's last mark is not `height − 1`.
+    /// (The seal's unavailable packets, 32 zero bytes each, are not built: such a seal waits.)
+    pub fn open_data_root(&self, height: u64) -> Option<BlockDataRoot> {
+        let ns = self.cfg.n_streams as usize;
+        let mut halves = [empty_root(); 2];
+        for (s, sub) in self.subs.iter().enumerate().take(ns) {
+            // No mark yet this tenure: every record is the open block's.
+            let last = sub.marks.back().map(|m| m.0).or(sub.last_height);
+            if last.is_some_and(|h| h + 1 != height) {
+                return None;
+            }
+            let start = sub.marks.back().map_or(sub.base, |m| m.1);
+            let mut d = DataRootHasher::default();
+            for rid in start..sub.end() {
+                let r = sub.get(rid)?;
+                match r.state {
+                    RecState::Advance => {}
+                    RecState::Resolved => d.push(&r.full?),
+                    _ => return None,
+                }
+            }
+            halves[s] = d.finish();
+        }
+        Some(BlockDataRoot {
+            data_root: data_root(&halves[0], &halves[1]),
+            halves,
+        })
+    }
+
     /// Block `height`'s `data_root` from the resolved payloads' full hashes in O-order, per
     /// substream (07 §6.1); `None` until every record is resolved.
     pub fn data_root(&self, height: u64) -> Option<BlockDataRoot> {
