@@ -326,6 +326,44 @@ impl LoopbackHome {
         Ok(figures.run(counts, nodes, databox))
     }
 
+    /// [`LoopbackHome::run`], then the box dies (its runner stopped: no frame, heartbeat or
+    /// answer more) and the replicas and the data box go on for `after`: what a home does
+    /// without its sequencer (07 §9: deposition, the seal).
+    pub fn run_box_dies(
+        &self,
+        up: &[usize],
+        rate: u64,
+        secs: u64,
+        after: std::time::Duration,
+    ) -> Result<HomeRun, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut reps = Vec::new();
+        for &i in up {
+            reps.push(self.spawn_replica(i, stop.clone())?);
+        }
+        let data = self.spawn_databox(stop.clone())?;
+        if self.simplex {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        let (running, seq) = start_box_with(&self.cfg, self.path_loss)?;
+        let counts = load_from(&self.home, seq, rate, secs, 1500, 7, 0)?;
+        let figures = BoxFigures::of(&running.handles.control);
+        running.runner.stop();
+        std::thread::sleep(after);
+        stop.store(true, Ordering::Relaxed);
+        let mut nodes = Vec::new();
+        for j in reps {
+            nodes.push(
+                j.join()
+                    .map_err(|_| "a replica thread panicked".to_string())??,
+            );
+        }
+        let databox = data
+            .join()
+            .map_err(|_| "the data box thread panicked".to_string())??;
+        Ok(figures.run(counts, nodes, databox))
+    }
+
     /// The whole home on the calling thread: every tile of the box, the data box's, each
     /// replica's front (interim voter: Simplex runs on its own runtime's threads) and the
     /// client load, polled one at a time in an order drawn from `seed` ([`Seeded`]) — the same

@@ -162,7 +162,11 @@ pub struct SimplexVoter {
     counters: VoterCounters,
     last_catchup: u64,
     lab_wrong_root: bool,
+    /// The seal this voter builds and checks once the tenure is deposed here (07 §9.4).
+    seal: Option<crate::front::failover::seal::SealPlan>,
 }
+
+mod seal;
 
 /// How often a voter behind its final height checks the next finalized range itself.
 const CATCHUP_NS: u64 = 1_000_000;
@@ -262,6 +266,7 @@ impl SimplexVoter {
             lab_wrong_root: cfg.lab_wrong_root,
             #[cfg(not(feature = "lab"))]
             lab_wrong_root: false,
+            seal: None,
         })
     }
 
@@ -283,6 +288,7 @@ impl SimplexVoter {
     ) -> bool {
         let mut ledger = CoreLedger {
             core,
+            seal: self.seal.as_ref(),
             out,
             hashes: &self.hashes,
             ranges: &mut self.ranges,
@@ -346,6 +352,17 @@ impl SimplexVoter {
         self.desk.offer_seal(m.proposal, m.ext).map(|_| ())
     }
 
+    /// The seal to build and check from now on (07 §9.4: the tenure is deposed here and the
+    /// wait of §9.2 is over).
+    pub fn set_seal(&mut self, plan: crate::front::failover::seal::SealPlan) {
+        self.seal = Some(plan);
+    }
+
+    /// Whether a seal plan is set.
+    pub fn sealing(&self) -> bool {
+        self.seal.is_some()
+    }
+
     /// Vote for nothing more (the replica's journal failed: `Desk::stop_votes`).
     pub fn stop_votes(&mut self) {
         self.desk.stop_votes();
@@ -404,6 +421,7 @@ impl Drop for SimplexVoter {
 /// The verdict as the desk's ledger (07 §6.4).
 struct CoreLedger<'a, O> {
     core: &'a mut ReplicaCore,
+    seal: Option<&'a crate::front::failover::seal::SealPlan>,
     out: &'a mut O,
     hashes: &'a BTreeMap<u64, Hash>,
     ranges: &'a mut BTreeMap<u64, u64>,
@@ -441,6 +459,17 @@ impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
                 contradiction: false,
             },
         }
+    }
+    fn seal(&mut self, parent_last: u64, now: u64) -> vyrn_consensus::SealAsk {
+        self.seal_ask(parent_last, now)
+    }
+    fn check_seal(
+        &mut self,
+        p: &vyrn_wire::msg::consensus::RepProposal,
+        ext: &vyrn_wire::msg::consensus::RepSealExt,
+        now: u64,
+    ) -> Check {
+        self.seal_check(p, ext, now)
     }
     fn root(&mut self, h: u64) -> Option<Hash> {
         let mut r = self.core.root(h)?;

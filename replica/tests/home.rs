@@ -311,3 +311,38 @@ fn one_replica_with_a_wrong_state_root_is_a_root_fault_and_the_home_trades_on() 
     }
     let _ = std::fs::remove_dir_all(&h.dir);
 }
+
+/// 07 §9.1–§9.4: the box dies after its load. Every replica finds the silence, Q `Silence`s
+/// depose the tenure, each computes the same plan once the wait is over, and the next Simplex
+/// leader's seal — its header from the leader's decoder, checked by every voter against its
+/// own — is finalized: a kind-1 certificate over `BLAKE3(proposal ‖ ext)` at every voter, with
+/// no promotable standby (`next_seq` 0xFF), so the book stays halted with every response of the
+/// prefix final.
+#[test]
+fn a_dead_box_is_deposed_and_its_prefix_sealed_by_the_voters() {
+    let (h, _serial) = home("sealed", 49_400, true);
+    let r = h
+        .run_box_dies(&[0, 1, 2, 3], 1000, 2, std::time::Duration::from_secs(8))
+        .expect("the home runs");
+    assert!(r.counts.fin > 0, "nothing final at the client");
+    for (i, n) in r.nodes.iter().enumerate() {
+        assert!(
+            matches!(
+                n.failover_phase(),
+                Some(vyrn_replica::front::failover::depose::Phase::Deposed { .. })
+            ),
+            "replica {i}: {:?}",
+            n.failover_phase()
+        );
+        assert_eq!(
+            n.counters().seals_final,
+            1,
+            "replica {i}: the seal is final"
+        );
+        let v = n.simplex().expect("simplex voter");
+        assert!(v.sealing());
+        let c = v.desk_counters();
+        assert_eq!(c.seals_final, 1, "replica {i}: {c:?}");
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}

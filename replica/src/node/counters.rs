@@ -106,4 +106,6 @@ pub struct NodeCounters {
     pub seal_offers_dropped: u64,
     /// Seal offers the desk refused for their form (kind, epoch, range).
     pub seal_offers_refused: u64,
+    /// Seals finalized here (07 §9.4: their certificate exported).
+    pub seals_final: u64,
 }

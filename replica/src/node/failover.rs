@@ -4,9 +4,11 @@
 //! REP_SUSPECT_ABORT_MS the tail is unfrozen and its buffered frames taken; with Q the tenure is
 //! deposed here and order RX refuses its frames from then on (INV-REP-5).
 //!
-//! What follows a deposition — the seal proposal, the standby's promotion, SeqChange — is not
-//! built: a deposed tenure leaves the book halted, as a dead sequencer did before, and the
-//! replica says so once.
+//! Once the seal leader's wait (§9.2) is over, `H*`, `F*` and the next sequencer go to the voter
+//! as its seal plan (`plan_seal`): its ledger proposes the seal when it leads a view and checks
+//! the leader's otherwise (07 §9.4, `vote::seal`). What follows the seal — the standby's
+//! promotion, SeqChange — is not built: the book stays halted with every response of the
+//! prefix final.
 
 use super::*;
 use crate::front::failover::depose::{DeposeConfig, Deposition, Phase, Steps};
@@ -63,6 +65,10 @@ pub(super) struct NodeFailover {
     n_streams: u8,
     /// The deposition's log line, once.
     said_deposed: bool,
+    /// The book (the seal header's).
+    book: u16,
+    /// The seal plan went to the voter (07 §9.4).
+    planned: bool,
 }
 
 impl NodeFailover {
@@ -90,6 +96,8 @@ impl NodeFailover {
             key: cfg.vote_key.clone(),
             n_streams: h.engine.layout.n_streams,
             said_deposed: false,
+            book: h.engine.book,
+            planned: false,
         }
     }
 }
@@ -155,6 +163,9 @@ impl Node {
         }
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
+        if f.dep.is_deposed() && !f.planned && f.dep.wait_over(now) {
+            self.plan_seal(&mut f);
+        }
         self.failover = Some(f);
     }
 
@@ -225,7 +236,7 @@ impl Node {
                     .map(|i: u32| i.to_string())
                     .collect();
                 eprintln!(
-                    "{}: failover: tenure {} of sequencer {} deposed (07 §9.2): Silence from voters {}; INV-REP-5: its frames are refused from now. The seal and the standby's promotion are not built: the book stays halted",
+                    "{}: failover: tenure {} of sequencer {} deposed (07 §9.2): Silence from voters {}; INV-REP-5: its frames are refused from now; the seal follows (07 §9.3–§9.4). The standby's promotion is not built: the book stays halted",
                     self.io.name,
                     f.dep.config().tenure,
                     f.dep.config().seq,
@@ -233,6 +244,49 @@ impl Node {
                 );
             }
         }
+    }
+
+    /// 07 §9.3–§9.4 once the wait is over: `H*` and `F*` from every report held, the next
+    /// sequencer (none: no standby reports yet, so `0xFF` and the book stays halted), the seal
+    /// plan to the voter, whose ledger proposes and checks the seal from then on.
+    fn plan_seal(&mut self, f: &mut NodeFailover) {
+        use crate::front::failover::prefix::{f_star, h_star, next_seq, Holdings};
+        let reports: Vec<&vyrn_wire::msg::ctrl::TailReport> = f.dep.reports().collect();
+        let hs = h_star(reports.iter().copied());
+        let mut fs = [0u64; 2];
+        for (s, x) in fs.iter_mut().enumerate().take(f.n_streams as usize) {
+            let hold: Vec<Holdings<'_>> = reports.iter().map(|r| Holdings::of(r, s)).collect();
+            *x = f_star(&hold);
+        }
+        let c = f.dep.config();
+        let ext = vyrn_wire::msg::consensus::RepSealExt {
+            end_frame_seq: fs,
+            next_seq: next_seq(&[], c.seq),
+            next_tenure: c.tenure.wrapping_add(1),
+            unavail: Vec::new(),
+        };
+        let Some(v) = self.simplex.as_mut() else {
+            return;
+        };
+        f.planned = true;
+        eprintln!(
+            "{}: failover: seal plan (07 §9.3): {} reports, H* = {hs}, F* = [{}, {}], next sequencer {} — the seal is proposed by the next Simplex leader",
+            self.io.name,
+            reports.len(),
+            fs[0],
+            fs[1],
+            if ext.next_seq == vyrn_wire::msg::consensus::NEXT_SEQ_NONE {
+                "none (no promotable standby reported: the book stays halted)".to_string()
+            } else {
+                ext.next_seq.to_string()
+            }
+        );
+        v.set_seal(crate::front::failover::seal::SealPlan {
+            epoch: self.epoch,
+            book: f.book,
+            h_star: hs,
+            ext,
+        });
     }
 
     /// Where failover stands at this voter (`None`: not watched).

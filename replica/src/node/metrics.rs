@@ -25,6 +25,7 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         ("seal_offer_taken", c.seal_offers_rx),
         ("seal_offer_dropped", c.seal_offers_dropped),
         ("seal_offer_refused", c.seal_offers_refused),
+        ("seal_final", c.seals_final),
     ] {
         e.put_counter(&REPLICA_FAILOVER, &[what], v);
     }

@@ -684,6 +684,21 @@ impl Node {
             DeskOut::SealCert { cert, ext } => {
                 // 07 §9.4: the seal's certificate stands in for its seq_sig; the cert journal
                 // keeps it and its ext (§8.2).
+                self.io.c.seals_final += 1;
+                eprintln!(
+                    "{}: failover: the seal is final (07 §9.4): heights {}..={} (the seal block {}), F* = [{}, {}], next sequencer {}: every response of the prefix is final",
+                    self.io.name,
+                    cert.proposal.first_height,
+                    cert.proposal.last_height,
+                    cert.proposal.last_height,
+                    ext.end_frame_seq[0],
+                    ext.end_frame_seq[1],
+                    if ext.next_seq == vyrn_wire::msg::consensus::NEXT_SEQ_NONE {
+                        "none: the book stays halted".to_string()
+                    } else {
+                        ext.next_seq.to_string()
+                    }
+                );
                 let m = vyrn_wire::msg::ctrl::SealCert {
                     cert: cert.clone(),
                     ext: ext.clone(),

@@ -14,6 +14,21 @@ use vyrn_wire::decoder::OpenBlock;
 use vyrn_wire::header::{BlockHeader, Hash};
 use vyrn_wire::msg::consensus::{ProposalKind, RepProposal, RepSealExt};
 
+/// What a voter that deposed the tenure seals (07 §9.4): set by the node once the wait of §9.2
+/// is over, read by its ledger when Simplex asks it to propose or verify a seal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealPlan {
+    /// The epoch.
+    pub epoch: u32,
+    /// The book.
+    pub book: u16,
+    /// `H*`: the highest height any report holds a signed header for.
+    pub h_star: u64,
+    /// `F*`, the next sequencer and tenure, nothing unavailable (a seal that needs an
+    /// unavailable list waits: not built).
+    pub ext: RepSealExt,
+}
+
 /// The signed block the prefix starts from: `H*` and what its header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignedTip {
