@@ -289,6 +289,29 @@ impl LoopbackHome {
     /// Run the home with replicas `up` for `secs` of load at `rate` msgs/s (then 1.5 s for the
     /// answers, durable and final still in flight).
     pub fn run(&self, up: &[usize], rate: u64, secs: u64) -> Result<HomeRun, String> {
+        self.run_inner(up, rate, secs, None)
+    }
+
+    /// [`LoopbackHome::run`], then the box dies (its runner stopped: no frame, heartbeat or
+    /// answer more) and the replicas and the data box go on for `after`: what a home does
+    /// without its sequencer (07 §9: deposition, the seal).
+    pub fn run_box_dies(
+        &self,
+        up: &[usize],
+        rate: u64,
+        secs: u64,
+        after: std::time::Duration,
+    ) -> Result<HomeRun, String> {
+        self.run_inner(up, rate, secs, Some(after))
+    }
+
+    fn run_inner(
+        &self,
+        up: &[usize],
+        rate: u64,
+        secs: u64,
+        box_dies: Option<std::time::Duration>,
+    ) -> Result<HomeRun, String> {
         let stop = Arc::new(AtomicBool::new(false));
         // The replicas and the data box first: they are on the paths before the first frame.
         let mut reps = Vec::new();
@@ -311,6 +334,14 @@ impl LoopbackHome {
             let _ = t.join();
         }
         let figures = BoxFigures::of(&running.handles.control);
+        let running = match box_dies {
+            Some(after) => {
+                running.runner.stop();
+                std::thread::sleep(after);
+                None
+            }
+            None => Some(running),
+        };
         stop.store(true, Ordering::Relaxed);
         let mut nodes = Vec::new();
         for j in reps {
@@ -322,45 +353,9 @@ impl LoopbackHome {
         let databox = data
             .join()
             .map_err(|_| "the data box thread panicked".to_string())??;
-        running.runner.stop();
-        Ok(figures.run(counts, nodes, databox))
-    }
-
-    /// [`LoopbackHome::run`], then the box dies (its runner stopped: no frame, heartbeat or
-    /// answer more) and the replicas and the data box go on for `after`: what a home does
-    /// without its sequencer (07 §9: deposition, the seal).
-    pub fn run_box_dies(
-        &self,
-        up: &[usize],
-        rate: u64,
-        secs: u64,
-        after: std::time::Duration,
-    ) -> Result<HomeRun, String> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut reps = Vec::new();
-        for &i in up {
-            reps.push(self.spawn_replica(i, stop.clone())?);
+        if let Some(r) = running {
+            r.runner.stop();
         }
-        let data = self.spawn_databox(stop.clone())?;
-        if self.simplex {
-            std::thread::sleep(std::time::Duration::from_secs(2));
-        }
-        let (running, seq) = start_box_with(&self.cfg, self.path_loss)?;
-        let counts = load_from(&self.home, seq, rate, secs, 1500, 7, 0)?;
-        let figures = BoxFigures::of(&running.handles.control);
-        running.runner.stop();
-        std::thread::sleep(after);
-        stop.store(true, Ordering::Relaxed);
-        let mut nodes = Vec::new();
-        for j in reps {
-            nodes.push(
-                j.join()
-                    .map_err(|_| "a replica thread panicked".to_string())??,
-            );
-        }
-        let databox = data
-            .join()
-            .map_err(|_| "the data box thread panicked".to_string())??;
         Ok(figures.run(counts, nodes, databox))
     }
 
