@@ -1320,6 +1320,21 @@ impl Desk {
     }
 }
 
+/// Four voters whose seeds are `[seed + i; 32]` (the desk's unit tests).
+#[cfg(test)]
+fn test_voters(seed: u8) -> Voters {
+    let keys: Vec<[u8; 32]> = (0..4u8)
+        .map(|i| {
+            use commonware_cryptography::Signer as _;
+            let k = crate::private_key(&[seed + i; 32]);
+            let mut b = [0u8; 32];
+            b.copy_from_slice(k.public_key().as_ref());
+            b
+        })
+        .collect();
+    Voters::with_simplex_quorum(1, &keys).unwrap_or_else(|e| panic!("test voters: {e:?}"))
+}
+
 #[cfg(test)]
 mod root_tests;
 #[cfg(test)]

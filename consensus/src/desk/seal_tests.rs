@@ -45,16 +45,7 @@ impl Ledger for L {
 }
 
 fn desk() -> (Desk, L) {
-    let keys: Vec<[u8; 32]> = (0..4u8)
-        .map(|i| {
-            use commonware_cryptography::Signer as _;
-            let k = crate::private_key(&[0x50 + i; 32]);
-            let mut b = [0u8; 32];
-            b.copy_from_slice(k.public_key().as_ref());
-            b
-        })
-        .collect();
-    let voters = Voters::with_simplex_quorum(1, &keys).unwrap();
+    let voters = super::test_voters(0x50);
     let genesis = crate::genesis_digest(1, 0, &[0; 32]);
     let mut cfg = DeskConfig::new(0, 1, 0, genesis);
     cfg.verify_wait_ns = 1_000_000;
