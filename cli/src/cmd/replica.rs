@@ -9,7 +9,7 @@
 //! * `--index`: which voter this is; `--key`: its secret vote seed (hex, a 0600 file), whose
 //!   public key must be that voter's `vote_key`.
 //! * Budgets: 07's figures, or on a `dev` home [`Budgets::dev`] (RepAcks every 250 µs, a data
-//!   box down after 20 ms of silence, a hash-lag fault at 100 ms), printed at start. `--ack-us`
+//!   box down after 200 ms of silence, a hash-lag fault at 100 ms), printed at start. `--ack-us`
 //!   overrides the RepAck period.
 //! * `--journal DIR[,DIR..]`: the block journal's drive directories (07 §8.2): recovered and
 //!   verified at start (printed), then every block this replica votes for is written once
