@@ -45,7 +45,6 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("home/src/file/tables.rs", "box_table", 298),
     ("home/src/file/writer.rs", "write_dev", 295),
     ("seq/src/ports/ctrl_rx.rs", "poll", 194),
-    ("seq/src/tiles/mod.rs", "build", 216),
     ("seq/src/stream.rs", "poll", 160),
     ("replica/src/disk/journal/cert.rs", "open_mode", 160),
     ("consensus/src/desk/mod.rs", "roots_step", 162),

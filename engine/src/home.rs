@@ -372,6 +372,13 @@ pub enum ReplayError {
         /// The step waiting.
         step: u64,
     },
+    /// A promotion (07 §9.5) found a record its lane has not run: its payload is not joined.
+    Unresolved {
+        /// Lane.
+        lane: u8,
+        /// The record's first LaneSeq.
+        first_lane_seq: u64,
+    },
     /// Replay's input could not be read (a replica's replay ring carried a message that does
     /// not parse): replay stops rather than run a corrupt stream.
     Input {
@@ -704,6 +711,15 @@ impl ReplayEngine {
             full = self.shuffle.is_none() || !progress;
         }
         Ok(self.t.bbo.done())
+    }
+
+    /// The first record (lane order) still waiting for its lane to run it: `(lane,
+    /// first_lane_seq)`.
+    pub(crate) fn first_waiting(&self) -> Option<(u8, u64)> {
+        self.recs
+            .iter()
+            .enumerate()
+            .find_map(|(l, q)| q.front().map(|(r, _)| (l as u8, r.first_lane_seq)))
     }
 
     /// After the whole log: if steps remain that can never run, say which.

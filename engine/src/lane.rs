@@ -389,6 +389,39 @@ impl Lane {
         self.next_lane_seq - 1
     }
 
+    /// Where this lane's records go on in a new tenure (07 §9.4–§9.5): its LaneDec mirror as
+    /// TenureStart's `LaneBase` — the next LaneSeq, the last `rx_ts` and `fills_applied` it
+    /// encoded against.
+    pub fn tenure_base(&self) -> vyrn_wire::records::LaneBase {
+        vyrn_wire::records::LaneBase {
+            next_lane_seq: self.enc.next_lane_seq,
+            rx_ts_base: self.enc.prev_rx_ts,
+            fills_applied_base: self.enc.prev_fills_applied,
+        }
+    }
+
+    /// This lane's sessions as the SessionBinds a new tenure starts with (07 §3.5): each bound
+    /// slot at the `next_pkt_seq` its mirror encodes against, ascending by slot.
+    pub fn session_binds(&self) -> impl Iterator<Item = vyrn_wire::records::SessionBind> + '_ {
+        self.sessions
+            .iter()
+            .enumerate()
+            .filter_map(move |(slot, s)| {
+                s.as_ref().map(|s| vyrn_wire::records::SessionBind {
+                    lane: self.id,
+                    slot: slot as u16,
+                    session: s.session,
+                    next_pkt_seq: self.enc_next[slot],
+                })
+            })
+    }
+
+    /// A replay lane made live (07 §9.5, promotion): its responses, resends from the replayed
+    /// hot ring included, are tagged under each session's `K_out` from now on.
+    pub fn go_live(&mut self) {
+        self.tag_out = true;
+    }
+
     /// The last step whose events this lane applied (`fills_applied`).
     pub fn applied(&self) -> u64 {
         self.applied

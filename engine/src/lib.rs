@@ -24,6 +24,7 @@ pub mod hash;
 pub mod home;
 pub mod lane;
 pub mod load;
+pub mod promote;
 pub mod resp;
 pub mod snapcodec;
 pub mod snapshot;
@@ -35,4 +36,5 @@ pub use book::{Book, BookConfig, BookReject, Event, Op, OpKind, RestingOrder, Si
 pub use config::{AccountCfg, EngineConfig, SessionCfg};
 pub use home::{Capture, EngineSink, LiveEngine, LoggedStep, ReplayEngine, ReplayError};
 pub use lane::{Lane, LaneDrop, Verdict};
+pub use promote::Handover;
 pub use resp::{Gate, RespOut};

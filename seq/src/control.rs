@@ -215,6 +215,18 @@ impl Control {
         }
     }
 
+    /// Start after `prev_step` and `prev_height` (a later tenure, 07 §9.5): everything up to
+    /// them is final (the seal), so durable, covered, closed and final all stand there.
+    pub fn start_at(&mut self, prev_step: u64, prev_height: u64) {
+        self.durable = prev_step;
+        self.durable_sent = prev_step;
+        self.covered = [prev_step; 2];
+        self.final_step = prev_step;
+        self.final_height = prev_height;
+        self.closed_height = prev_height;
+        self.certified = (prev_height, 0);
+    }
+
     /// Override the self-fence window (REP_SELF_FENCE_US is a budget, 07 §4.8): for boxes
     /// whose voters do not run on dedicated cores, e.g. a dev home sharing two cores.
     pub fn set_self_fence_us(&mut self, us: u64) {
@@ -499,9 +511,14 @@ impl Control {
 }
 
 /// Control for a box: `voters` voters, quorum Q = n − ⌊(n − 1)/3⌋ (3 of 4 in BASE), watermarks
-/// to every configured session.
-pub(crate) fn control_for(cfg: &crate::shm::SeqConfig) -> Control {
-    Control::new(
+/// to every configured session; for a tenure starting at `base`, its self-fence window
+/// `self_fence_us` (None: REP_SELF_FENCE_US).
+pub(crate) fn control_for(
+    cfg: &crate::shm::SeqConfig,
+    base: &crate::takeover::TenureBase,
+    self_fence_us: Option<u64>,
+) -> Control {
+    let mut c = Control::new(
         cfg.voters,
         vyrn_home::quorum(cfg.voters),
         cfg.engine
@@ -509,5 +526,10 @@ pub(crate) fn control_for(cfg: &crate::shm::SeqConfig) -> Control {
             .iter()
             .map(|s| (s.session, s.k_out))
             .collect(),
-    )
+    );
+    c.start_at(base.prev_step(), base.first_height - 1);
+    if let Some(us) = self_fence_us {
+        c.set_self_fence_us(us);
+    }
+    c
 }

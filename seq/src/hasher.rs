@@ -29,11 +29,12 @@ pub(crate) struct OrderHasher {
 }
 
 impl OrderHasher {
-    /// The hasher of a box at the start of a tenure (the key expanded once, never written).
-    pub(crate) fn new(cfg: &SeqConfig) -> Self {
+    /// The hasher of a box at the start of a tenure whose chain goes on from `prev` (the key
+    /// expanded once, never written).
+    pub(crate) fn new(cfg: &SeqConfig, prev: [u8; 32]) -> Self {
         OrderHasher {
             fulls: std::collections::HashMap::new(),
-            prev: [0; 32],
+            prev,
             key: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key),
             signer: crate::signer::SlicedSigner::new(&cfg.seq_key),
             unsigned: VecDeque::new(),

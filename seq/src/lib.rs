@@ -24,6 +24,7 @@ pub mod shm;
 pub mod signer;
 pub mod standby;
 pub mod stream;
+pub mod takeover;
 pub mod tiles;
 
 #[cfg(feature = "testkit")]

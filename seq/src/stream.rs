@@ -39,7 +39,7 @@ use vyrn_wire::layout::Layout;
 use vyrn_wire::leb::push_u64;
 use vyrn_wire::records::{
     encode_block_mark, encode_hash_run, encode_session_bind, encode_step_half, tag, HalfRecord,
-    LaneBase, SessionBind, StepState, TenureStart,
+    StepState,
 };
 
 /// Retransmissions a stream core may send back to back before the REP_RTX_MAX_FPS rate holds.
@@ -275,12 +275,12 @@ pub struct StreamCore {
 }
 
 impl StreamCore {
-    /// Stream core of substream `h` of `cfg`'s box, starting its tenure: frame 1 is the
-    /// TenureStart (07 §3.9), then a SessionBind per bound session of this half (§3.5).
+    /// Stream core of substream `h` of `cfg`'s box, starting its tenure at `base`: frame 1 is
+    /// the TenureStart (07 §3.9), then a SessionBind per bound session of this half (§3.5).
     pub fn new(
         h: u8,
         cfg: &crate::shm::SeqConfig,
-        binds: &[SessionBind],
+        base: &crate::takeover::TenureBase,
         sh: &mut impl StreamMem,
     ) -> Self {
         let (layout, book, epoch) = (cfg.engine.layout, cfg.engine.book, cfg.epoch);
@@ -295,27 +295,13 @@ impl StreamCore {
             h,
             REP_ORDER_FRAME_MAX,
         );
-        let ts = TenureStart {
-            epoch,
-            tenure: tenure.tenure,
-            sender: tenure.sender,
-            first_step: 1,
-            first_height: 1,
-            prev_header_hash: [0; 32],
-            lanes: (0..len)
-                .map(|_| LaneBase {
-                    next_lane_seq: 1,
-                    rx_ts_base: 0,
-                    fills_applied_base: 0,
-                })
-                .collect(),
-            prev_cut: vec![0; len],
-        };
+        let ts = base.tenure_start(&layout, h, epoch, tenure);
         let mut b = Vec::new();
         ts.encode(&mut b);
         w.tenure_start(&b);
         w.flush();
-        for bind in binds
+        for bind in base
+            .binds
             .iter()
             .filter(|b| layout.stream_of(b.lane as usize) == h)
         {
@@ -330,12 +316,12 @@ impl StreamCore {
             first,
             len,
             w,
-            st: StepState::new(1, &vec![0; len]),
+            st: StepState::new(base.first_step, &ts.prev_cut),
             steprun_n: 0,
             steprun: Vec::with_capacity(256),
-            drained: vec![0; len],
-            written: vec![0; len],
-            half_cut: vec![0; len],
+            drained: ts.prev_cut.clone(),
+            written: ts.prev_cut.clone(),
+            half_cut: ts.prev_cut.clone(),
             open_step: None,
             open_since: None,
             last_write: 0,
@@ -353,21 +339,21 @@ impl StreamCore {
             track: true,
             hb_ns: REP_HB_US * 1000,
             block_recs: Vec::new(),
-            prev_last_step: 0,
-            prev_bounds: vec![0; len],
+            prev_last_step: base.prev_step(),
+            prev_bounds: ts.prev_cut.clone(),
             rtx: RtxRing::new(rtx_ring_bytes),
             rtx_tokens: RTX_BURST,
             rtx_refill_ns: 0,
             rtx_counters: RtxCounters::default(),
             block_ns: u64::MAX,
             next_close: u64::MAX,
-            next_height: 1,
+            next_height: base.first_height,
             pending: VecDeque::new(),
             path_down: [false; 2],
             down_since: [0; 2],
             unfenced: false,
             deferred: None,
-            deferred_cut: vec![0; len],
+            deferred_cut: ts.prev_cut.clone(),
             last_sealed: 0,
             gate: GateCounters::default(),
         };

@@ -569,6 +569,21 @@ impl Replayer {
         }
     }
 
+    /// Hand this replay's engine to the box it promotes (07 §9.5): every event applied first
+    /// (`sink` gets those answers as replay's own), then the lanes, BBO core and trailing ops
+    /// as [`Handover`](vyrn_engine::Handover). Consumes the replay (INV-WRITER: one writer at
+    /// a time). Refused while a step or record waits for its input, and for a split replay (its
+    /// lanes live on their workers).
+    pub fn promote(self, sink: &mut impl EngineSink) -> Result<vyrn_engine::Handover, ReplayError> {
+        match self.eng {
+            Eng::One(e) => e.promote(sink),
+            Eng::Split(_) => Err(ReplayError::Split {
+                step: self.replayed_step,
+                what: "a split replay's lanes are on their workers: promotion takes a one-thread replay",
+            }),
+        }
+    }
+
     /// Apply every event of the steps replayed so far (the end of the input, or a snapshot
     /// point, 07 §7.5). Until then a lane applies a step's events when its next record comes
     /// (dependency 1 of §7.1: a record runs after exactly the events its `fills_applied`

@@ -254,28 +254,49 @@ impl SimBox {
     /// A box with a self-fence window of `self_fence_us` (None: REP_SELF_FENCE_US) and a
     /// scheduler drawing from `seed`.
     pub fn build(cfg: SeqConfig, self_fence_us: Option<u64>, seed: u64) -> Self {
+        Self::build_at(cfg, None, self_fence_us, seed)
+    }
+
+    /// A promoted standby's box (07 §9.5): its tenure (`cfg.tenure`) starts after the seal,
+    /// from the engine `t` hands over; otherwise as [`SimBox::build`].
+    pub fn takeover(
+        cfg: SeqConfig,
+        t: crate::takeover::Takeover,
+        self_fence_us: Option<u64>,
+        seed: u64,
+    ) -> Self {
+        Self::build_at(cfg, Some(t), self_fence_us, seed)
+    }
+
+    fn build_at(
+        cfg: SeqConfig,
+        t: Option<crate::takeover::Takeover>,
+        self_fence_us: Option<u64>,
+        seed: u64,
+    ) -> Self {
         let wire = LogWire::default();
         let nack_out: Arc<Mutex<Vec<NackOutcome>>> = Arc::default();
         let hash_parts: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let no = nack_out.clone();
         let hp = hash_parts.clone();
-        let (tiles, handles) = tiles::build(
-            &cfg,
-            self_fence_us,
-            |_| Box::new(wire.clone()) as Box<dyn Wire>,
-            |_| {
-                let no = no.clone();
-                Some(tiles::NackReply {
-                    resend: None,
-                    answer: Box::new(move |_n: NackReq, out: NackOutcome| {
-                        lock(&no).push(out);
-                    }),
-                })
-            },
-            Some(Box::new(move |_to: SocketAddr, b: &[u8]| {
-                lock(&hp).push(b.to_vec());
-            })),
-        );
+        let w = wire.clone();
+        let mk_wire = move |_| Box::new(w.clone()) as Box<dyn Wire>;
+        let nack = move |_| {
+            let no = no.clone();
+            Some(tiles::NackReply {
+                resend: None,
+                answer: Box::new(move |_n: NackReq, out: NackOutcome| {
+                    lock(&no).push(out);
+                }),
+            })
+        };
+        let hash: Option<tiles::HashReply> = Some(Box::new(move |_to: SocketAddr, b: &[u8]| {
+            lock(&hp).push(b.to_vec());
+        }));
+        let (tiles, handles) = match t {
+            Some(t) => tiles::build_takeover(&cfg, t, self_fence_us, mk_wire, nack, hash),
+            None => tiles::build(&cfg, self_fence_us, mk_wire, nack, hash),
+        };
         let knobs = tiles.knobs.clone();
         let tasks = tiles.tiles;
         let names: Vec<String> = tasks.iter().map(|t| t.name()).collect();

@@ -24,17 +24,24 @@ pub struct Words {
 }
 
 impl Words {
-    /// The words of a box of `n` lanes at the start of a tenure: nothing released, nothing cut,
-    /// not fenced.
-    pub(super) fn new(n: usize) -> Words {
+    /// The words of a box at the start of a tenure after step `prev_step`, each lane at
+    /// `bounds[l]` (07 §9.4's `prev_cut`; all 0 at an epoch's start): nothing of the tenure
+    /// released, cut at the bounds (published as store 1 when any is above 0), not fenced.
+    pub(super) fn at(prev_step: u64, bounds: &[u64]) -> Words {
+        let n = bounds.len();
+        let cut = PublishedCut::new(n);
+        if bounds.iter().any(|&b| b > 0) {
+            cut.store(1, bounds);
+        }
         Words {
-            lane_counter: (0..n)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
+            lane_counter: bounds
+                .iter()
+                .map(|&b| CachePadded::new(AtomicU64::new(b)))
                 .collect(),
-            cut: PublishedCut::new(n),
-            step_done: StepDone::new(0, 0),
-            released: [Released::new(0), Released::new(0)],
-            lane_cut: (0..n).map(|_| LaneCut::new(0, 0)).collect(),
+            cut,
+            step_done: StepDone::new(prev_step, 0),
+            released: [Released::new(prev_step), Released::new(prev_step)],
+            lane_cut: bounds.iter().map(|&b| LaneCut::new(prev_step, b)).collect(),
             fenced: SeqFenced::new(),
             close_req: CloseReq::new(),
             errors: AtomicU64::new(0),

@@ -1,0 +1,380 @@
+//! Promotion (07 §9.5): the standby's replay becomes the next sequencer. A box of tenure 0 (the
+//! production tiles, seeded) trades under a workload with every kind of input and dies; a
+//! replica and the standby decode its frames and replay them; the seal closes the prefix (07
+//! §9.4: the open block after the last signed header); the standby's replay is handed to a box
+//! of tenure 1 (`vyrn_seq::takeover`), whose TenureStart starts at the seal's bounds; the
+//! workload goes on against it — its clients resending packets of tenure 0 and sending new
+//! ones. The replica decodes tenure 1's frames with a fresh decoder and goes on replaying on the
+//! same engine. Every response either box sent must come out of the replica's replay byte for
+//! byte, and every resend tenure 1 answered for a packet of tenure 0 is that packet's original
+//! response with `flags.resend` (07 §9.5's dedupe table: a duplicate is not executed again).
+
+mod boxrun;
+
+use std::collections::HashMap;
+
+use boxrun::{as_sent, finalize, first_copy_key, Net, Responses};
+
+use vyrn_engine::workload::{Input, Mix, Workload};
+use vyrn_engine::EngineConfig;
+use vyrn_replica::front::decode::{DecodedOut, Decoder, Fault};
+use vyrn_replica::front::failover::seal::{seal_header, SignedTip};
+use vyrn_replica::front::order_rx::{OrderRx, RxConfig, RxTiming};
+use vyrn_replica::replay::{PayloadSource, Replayer};
+use vyrn_seq::shm::TenureId;
+use vyrn_seq::takeover::{Takeover, TakeoverErr};
+use vyrn_seq::testkit::{SimBox, Tile, WireEvent};
+use vyrn_seq::SeqConfig;
+use vyrn_wire::decoder::{Awaiting, Pos};
+use vyrn_wire::header::BlockHeader;
+use vyrn_wire::records::{PacketRecord, Step};
+
+const EPOCH: u32 = 2;
+
+/// The payloads the data tier holds: every copy of each (session, pkt_seq), as sent.
+#[derive(Default)]
+struct Store(HashMap<(u32, u32), Vec<Vec<u8>>>);
+
+impl PayloadSource for Store {
+    fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
+        self.0.get(&(session, pkt_seq))?.iter().find_map(|p| {
+            (vyrn_wire::msg::client::pkt_hash(p).ok() == Some(pkt_hash)).then_some(p.as_slice())
+        })
+    }
+}
+
+/// Feeds the replica's replay and, while it lives, the standby's; keeps the newest header.
+struct Tap<'a> {
+    replica: &'a mut Replayer,
+    standby: Option<&'a mut Replayer>,
+    tip: &'a mut Option<BlockHeader>,
+    faults: Vec<Fault>,
+}
+
+impl Tap<'_> {
+    fn each(&mut self, mut f: impl FnMut(&mut Replayer)) {
+        f(self.replica);
+        if let Some(s) = self.standby.as_deref_mut() {
+            f(s);
+        }
+    }
+}
+
+impl DecodedOut for Tap<'_> {
+    fn record(&mut self, _h: u64, _at: Pos, r: &PacketRecord) {
+        self.each(|p| p.on_record(r));
+    }
+    fn hash(&mut self, _at: Pos, lane: u8, rec: &Awaiting, pkt_hash: u64) {
+        self.each(|p| p.on_hash(lane, rec.first_lane_seq, pkt_hash));
+    }
+    fn step(&mut self, s: &Step, cut: &[u64], payload: &[u8]) {
+        self.each(|p| p.on_step(s, cut, payload));
+    }
+    fn header(&mut self, h: &BlockHeader) {
+        if self.tip.as_ref().is_none_or(|t| h.height > t.height) {
+            *self.tip = Some(*h);
+        }
+    }
+    fn fault(&mut self, f: &Fault) {
+        self.faults.push(*f);
+    }
+}
+
+fn seq_config(e: &EngineConfig, tenure: TenureId) -> SeqConfig {
+    SeqConfig {
+        engine: e.clone(),
+        epoch: EPOCH,
+        block_ns: 40_000,
+        seq_key: [5; 32],
+        voters: 4,
+        rtx_ring_bytes: 8 << 20,
+        tenure,
+    }
+}
+
+fn order_rx(e: &EngineConfig, t: TenureId) -> OrderRx {
+    OrderRx::new(RxConfig {
+        book: e.book,
+        epoch: EPOCH,
+        tenure: t.tenure,
+        sender: t.sender,
+        n_streams: 2,
+        n_peers: 0,
+        timing: RxTiming::default(),
+    })
+}
+
+/// One tenure's box, read on path A through order RX.
+struct Tenure {
+    home: SimBox,
+    rx: OrderRx,
+    net: Net,
+    tiles: Vec<Tile>,
+    /// First copies it sent, by (session, resp_seq).
+    live: HashMap<(u32, u64), Vec<u8>>,
+    /// Resends it sent (flags.resend).
+    resent: Vec<Vec<u8>>,
+}
+
+impl Tenure {
+    fn new(e: &EngineConfig, home: SimBox, t: TenureId) -> Self {
+        Tenure {
+            tiles: home.tiles(),
+            home,
+            rx: order_rx(e, t),
+            net: Net::default(),
+            live: HashMap::new(),
+            resent: Vec::new(),
+        }
+    }
+
+    /// One round at `now` (a packet first when `input` has one): the frames delivered in order.
+    fn round(&mut self, now: u64, input: Option<(u64, Vec<u8>)>) -> Vec<Vec<u8>> {
+        if let Some((rx_ts, bytes)) = input {
+            self.home.receive(rx_ts, bytes);
+        }
+        for &t in &self.tiles {
+            self.home.poll(t, now);
+        }
+        for ev in self.home.drain_wire() {
+            match ev {
+                WireEvent::Frame { bytes, path: 0, .. } => {
+                    self.rx.on_frame(0, &bytes, now, &mut self.net);
+                }
+                WireEvent::Resp { bytes, .. } => match first_copy_key(&bytes) {
+                    Some(k) => {
+                        self.live.entry(k).or_insert(bytes);
+                    }
+                    None => self.resent.push(bytes),
+                },
+                _ => {}
+            }
+        }
+        finalize(&mut self.home, self.rx.contiguous(), now);
+        std::mem::take(&mut self.net.delivered)
+    }
+}
+
+/// The workload's next packet, its copy kept as the data tier keeps it.
+fn next_packet(w: &mut Workload, store: &mut Store) -> Option<(u64, Vec<u8>)> {
+    let Input::Packet { rx_ts, bytes } = w.next_input() else {
+        return None;
+    };
+    if bytes.len() >= 16 {
+        let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+        let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        store.0.entry((s, q)).or_default().push(bytes.clone());
+    }
+    Some((rx_ts, bytes))
+}
+
+#[test]
+fn the_standbys_replay_becomes_the_next_tenure_and_every_answer_replays_the_same() {
+    for seed in 1..=3u64 {
+        let e = EngineConfig::test_home(4, 4);
+        let t0 = TenureId::FIRST;
+        let t1 = TenureId {
+            tenure: 1,
+            sender: 1,
+        };
+        let mut w = Workload::new(&e, seed, Mix::everything());
+        let mut store = Store::default();
+        let mut replica = Replayer::new(e.clone());
+        let mut standby = Replayer::new(e.clone());
+        let (mut out_r, mut out_s) = (Responses::default(), Responses::default());
+        let mut tip = None;
+        let mut faults = Vec::new();
+        let mut now = 0u64;
+
+        // Tenure 0 trades, then goes quiet (every block closed and signed) and dies.
+        let mut box0 = Tenure::new(&e, SimBox::new(seq_config(&e, t0)), t0);
+        let mut dec0 = Decoder::new(e.layout, 1).unwrap();
+        // Idle rounds go on until the newest block's header is in (the seal here starts at a
+        // block boundary: a tail spanning an unsigned mark is not sealed yet).
+        for round in 0.. {
+            let caught_up = tip.as_ref().is_some_and(|t: &BlockHeader| {
+                Some(t.height + 1) == dec0.open_block().map(|o| o.height)
+            });
+            if round >= 4000 && caught_up {
+                break;
+            }
+            assert!(round < 20_000, "seed {seed}: the headers never caught up");
+            let input = if round < 3000 {
+                let p = next_packet(&mut w, &mut store);
+                now = now.max(w.now());
+                p
+            } else {
+                now += 1_000;
+                None
+            };
+            let frames = box0.round(now, input);
+            let mut tap = Tap {
+                replica: &mut replica,
+                standby: Some(&mut standby),
+                tip: &mut tip,
+                faults: Vec::new(),
+            };
+            for f in frames {
+                dec0.on_frame(&f, now, &mut tap);
+            }
+            faults.extend(tap.faults);
+            replica.pump(&store, &mut out_r).unwrap();
+            standby.pump(&store, &mut out_s).unwrap();
+        }
+        assert!(faults.is_empty(), "seed {seed}: {faults:?}");
+
+        // The seal (07 §9.4): the open block after H*, the newest signed header.
+        let tip = tip.expect("headers");
+        let open = dec0.open_block().expect("an open block");
+        let signed = SignedTip {
+            height: tip.height,
+            hash: tip.header_hash(),
+            last_step: tip.last_step,
+        };
+        let seal = seal_header(EPOCH, e.book, &signed, &open, [0xda; 32]).expect("seal header");
+
+        // A replay short of the seal cannot be handed over.
+        let behind = Replayer::new(e.clone())
+            .promote(&mut Responses::default())
+            .expect("an empty replay promotes");
+        match Takeover::new(&e, behind, &seal) {
+            Err(TakeoverErr::NotAtSeal { next_step: 1, want }) => {
+                assert_eq!(want, seal.last_step + 1)
+            }
+            other => panic!("seed {seed}: {other:?}"),
+        }
+
+        // Promotion: the standby's replay becomes tenure 1's box.
+        let handover = standby.promote(&mut out_s).expect("the prefix is replayed");
+        assert_eq!(handover.bounds(), open.lane_bounds, "seed {seed}");
+        let t = Takeover::new(&e, handover, &seal).expect("at the seal");
+        assert_eq!(t.base.first_step, seal.last_step + 1);
+        assert_eq!(t.base.first_height, seal.height + 1);
+        let box1 = SimBox::takeover(seq_config(&e, t1), t, None, seed);
+        let mut box1 = Tenure::new(&e, box1, t1);
+        let mut dec1 = Decoder::new(e.layout, seal.height + 1).unwrap();
+        let mut tip1 = None;
+        let steps0 = replica.lag().0;
+        for round in 0..4000 {
+            let input = if round < 3000 {
+                let p = next_packet(&mut w, &mut store);
+                now = now.max(w.now());
+                p
+            } else {
+                now += 1_000;
+                None
+            };
+            let frames = box1.round(now, input);
+            let mut tap = Tap {
+                replica: &mut replica,
+                standby: None,
+                tip: &mut tip1,
+                faults: Vec::new(),
+            };
+            for f in frames {
+                dec1.on_frame(&f, now, &mut tap);
+            }
+            faults.extend(tap.faults);
+            replica.pump(&store, &mut out_r).unwrap();
+        }
+        replica.settle(&mut out_r);
+        assert!(faults.is_empty(), "seed {seed}: tenure 1: {faults:?}");
+        let tip1 = tip1.expect("tenure 1 signed headers");
+        assert!(
+            tip1.height > seal.height + 10,
+            "seed {seed}: {}",
+            tip1.height
+        );
+        let (decoded, replayed) = replica.lag();
+        assert_eq!(decoded, replayed, "seed {seed}: replay caught up");
+        assert!(
+            decoded > steps0 + 1000,
+            "seed {seed}: {steps0} → {decoded} steps"
+        );
+
+        // Every response of either tenure came out of the replica's replay, byte for byte, and
+        // the replay answered nothing neither box sent.
+        let sent = as_sent(&e, &out_r.by_key);
+        assert!(
+            box0.live.len() > 1000 && box1.live.len() > 1000,
+            "seed {seed}"
+        );
+        for (k, b) in box0.live.iter().chain(&box1.live) {
+            let r = sent
+                .get(k)
+                .unwrap_or_else(|| panic!("seed {seed}: {k:?} not replayed"));
+            assert_eq!(r, b, "seed {seed}: response {k:?} differs");
+        }
+        let extra: Vec<_> = sent
+            .keys()
+            .filter(|k| !box0.live.contains_key(k) && !box1.live.contains_key(k))
+            .collect();
+        assert!(extra.is_empty(), "seed {seed}: replay-only {extra:?}");
+
+        // 07 §9.5: a resend of a packet of tenure 0 is a duplicate — tenure 1 answers it from
+        // the replayed hot ring, the original response with flags.resend, tagged under K_out.
+        let mut from_t0 = 0;
+        for b in &box1.resent {
+            let key = (
+                u32::from_le_bytes(b[0..4].try_into().unwrap()),
+                u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            );
+            let Some(orig) = box0.live.get(&key) else {
+                continue;
+            };
+            let mut first = b.clone();
+            first[17] &= !1;
+            let s = e.sessions.iter().find(|s| s.session == key.0).unwrap();
+            vyrn_engine::resp::tag(&mut first, &s.k_out);
+            assert_eq!(&first, orig, "seed {seed}: resend of {key:?}");
+            from_t0 += 1;
+        }
+        assert!(from_t0 > 0, "seed {seed}: no resend of tenure 0 answered");
+        // Tenure 1 traded on the book tenure 0 left (its risk state and resting orders): fills,
+        // and no halt — its finality gate starts at the seal, not at height 0.
+        let (_, fin, c) = box1.home.watermarks();
+        assert_eq!(c.gate_halts, 0, "seed {seed}");
+        assert_eq!(
+            fin,
+            box1.home.closed_height(),
+            "seed {seed}: tenure 1 final"
+        );
+        let k1 = kinds(&e, &box1.live);
+        assert!(
+            k1.get("Fill").copied().unwrap_or(0) > 100,
+            "seed {seed}: {k1:?}"
+        );
+        assert!(!k1.contains_key("RejectBookHalted"), "seed {seed}: {k1:?}");
+        println!(
+            "seed {seed}: seal at height {} step {}; tenure 0 {} answers, tenure 1 {} answers \
+             ({from_t0} resends of tenure 0's), {decoded} steps",
+            seal.height,
+            seal.last_step,
+            box0.live.len(),
+            box1.live.len()
+        );
+    }
+}
+
+/// Records in `live` by kind (a Reject by its code).
+fn kinds(
+    e: &EngineConfig,
+    live: &HashMap<(u32, u64), Vec<u8>>,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for ((s, _), b) in live {
+        let k = e.sessions.iter().find(|x| x.session == *s).unwrap().k_out;
+        let r = vyrn_wire::msg::client::Response::parse(b, &k).unwrap();
+        for rec in &r.records {
+            let name = format!("{rec:?}");
+            let name = name.split([' ', '{', '(']).next().unwrap().to_string();
+            let name = if let vyrn_wire::msg::client::Record::Reject { code, .. } = rec {
+                format!("Reject{code:?}")
+            } else {
+                name
+            };
+            *m.entry(name).or_default() += 1;
+        }
+    }
+    m
+}
