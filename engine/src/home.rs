@@ -402,6 +402,37 @@ pub enum ReplayError {
 pub trait Payloads {
     /// The payload of `(session, pkt_seq)` whose 8-byte hash is `pkt_hash`, if held.
     fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]>;
+
+    /// The payload of `(session, pkt_seq)` by its key alone, for a record the sealed prefix
+    /// left unhashed (07 §9.3: "its payload is accepted on (session, pkt_seq) alone"): the one
+    /// distinct copy held (copies that differ only in `flags` are one), or why not.
+    fn payload_by_key(&self, _session: u32, _pkt_seq: u32) -> KeyOnly<'_> {
+        KeyOnly::NotHeld
+    }
+}
+
+/// A payload looked up by its key alone ([`Payloads::payload_by_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOnly<'a> {
+    /// The one distinct copy held.
+    Held(&'a [u8]),
+    /// No copy held.
+    NotHeld,
+    /// Two or more different copies: the client equivocated (07 §9.6 case d).
+    Ambiguous,
+}
+
+/// What [`ReplayEngine::resolve_unhashed`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unhashed {
+    /// Records given the one copy their key holds.
+    pub resolved: u64,
+    /// Records whose key holds no copy.
+    pub not_held: u64,
+    /// Records whose key holds different copies.
+    pub ambiguous: u64,
+    /// The first record left waiting, `(lane, first_lane_seq)`.
+    pub first_left: Option<(u8, u64)>,
 }
 
 /// No stored payloads: every record was fed with its own ([`ReplayEngine::push_record`]).
@@ -711,6 +742,36 @@ impl ReplayEngine {
             full = self.shuffle.is_none() || !progress;
         }
         Ok(self.t.bbo.done())
+    }
+
+    /// At the seal (07 §9.3 item 4): every record still without its HashRun takes its payload
+    /// by key alone, when exactly one distinct copy is held. Records already hashed keep
+    /// waiting for their own copy.
+    pub fn resolve_unhashed(&mut self, src: &impl Payloads) -> Unhashed {
+        let mut u = Unhashed::default();
+        let mut found = Vec::new();
+        for (l, q) in self.recs.iter().enumerate() {
+            for (r, i) in q {
+                if !matches!(i, Input::Keyed(None)) {
+                    continue;
+                }
+                match src.payload_by_key(r.session, r.pkt_seq) {
+                    KeyOnly::Held(b) => {
+                        found.push((l as u8, r.first_lane_seq, b.to_vec()));
+                        continue;
+                    }
+                    KeyOnly::NotHeld => u.not_held += 1,
+                    KeyOnly::Ambiguous => u.ambiguous += 1,
+                }
+                u.first_left = u.first_left.or(Some((l as u8, r.first_lane_seq)));
+            }
+        }
+        for (l, f, b) in found {
+            if self.set_payload(l, f, &b) {
+                u.resolved += 1;
+            }
+        }
+        u
     }
 
     /// The first record (lane order) still waiting for its lane to run it: `(lane,

@@ -34,7 +34,9 @@ pub mod workload;
 pub use bbo::{Bbo, ControlReq, Fwd, LaneEvent, Outcome, StepIn, StepOut};
 pub use book::{Book, BookConfig, BookReject, Event, Op, OpKind, RestingOrder, Side};
 pub use config::{AccountCfg, EngineConfig, SessionCfg};
-pub use home::{Capture, EngineSink, LiveEngine, LoggedStep, ReplayEngine, ReplayError};
+pub use home::{
+    Capture, EngineSink, KeyOnly, LiveEngine, LoggedStep, ReplayEngine, ReplayError, Unhashed,
+};
 pub use lane::{Lane, LaneDrop, Verdict};
 pub use promote::Handover;
 pub use resp::{Gate, RespOut};

@@ -1330,3 +1330,31 @@ fn the_open_blocks_data_root_is_the_root_its_mark_would_close() {
     d.on_mark(1, 2).unwrap();
     assert_eq!(d.data_root(2), Some(open));
 }
+
+/// 07 §9.3 item 4: at the seal a record with no HashRun takes its payload by key alone — the
+/// one distinct copy held (copies differing only in `flags`, a client's resend, are one); none
+/// held, or two different copies (a client that equivocated, 07 §9.6 case d), leave it waiting.
+#[test]
+fn a_payload_by_key_alone_is_the_one_distinct_copy_held() {
+    use vyrn_engine::home::Payloads;
+    use vyrn_engine::KeyOnly;
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    let a = pkt(10, 1, 2, 0);
+    let mut a_resend = a.clone();
+    a_resend[3] |= vyrn_wire::msg::client::REQ_FLAG_RESEND;
+    let (b, b_other) = (pkt(10, 2, 1, 0), pkt(10, 2, 1, 7));
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&a, &b]), 10, &mut o)
+        .unwrap();
+    d.on_data_frame(
+        1,
+        &frame(DataKind::Data, 1, 1, &[&a_resend, &b_other]),
+        20,
+        &mut o,
+    )
+    .unwrap();
+    assert_eq!(d.payload_by_key(10, 1), KeyOnly::Held(&a[..]));
+    assert_eq!(d.payload_by_key(10, 2), KeyOnly::Ambiguous);
+    assert_eq!(d.payload_by_key(10, 3), KeyOnly::NotHeld);
+    assert_eq!(d.payload_by_key(11, 1), KeyOnly::NotHeld);
+}

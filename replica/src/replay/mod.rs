@@ -569,6 +569,16 @@ impl Replayer {
         }
     }
 
+    /// At the seal (07 §9.3 item 4): every record of the prefix still without its HashRun
+    /// takes its payload by key alone ([`PayloadSource::payload_by_key`]); run [`Self::pump`]
+    /// after. A split replay resolves none (its records are on the lane workers).
+    pub fn resolve_unhashed(&mut self, src: &impl PayloadSource) -> vyrn_engine::Unhashed {
+        match &mut self.eng {
+            Eng::One(e) => e.resolve_unhashed(src),
+            Eng::Split(_) => vyrn_engine::Unhashed::default(),
+        }
+    }
+
     /// Hand this replay's engine to the box it promotes (07 §9.5): every event applied first
     /// (`sink` gets those answers as replay's own), then the lanes, BBO core and trailing ops
     /// as [`Handover`](vyrn_engine::Handover). Consumes the replay (INV-WRITER: one writer at

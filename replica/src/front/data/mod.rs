@@ -680,6 +680,20 @@ impl crate::replay::PayloadSource for DataSide {
         let key = vyrn_wire::msg::PktKey { session, pkt_seq };
         self.payload_with_hash(key, pkt_hash).map(|(p, _)| p)
     }
+
+    /// The one distinct copy of the key (by the full hash this replica computed when it stored
+    /// each): 07 §9.3's rule for a record the sealed prefix left unhashed.
+    fn payload_by_key(&self, session: u32, pkt_seq: u32) -> vyrn_engine::KeyOnly<'_> {
+        let key = vyrn_wire::msg::PktKey { session, pkt_seq };
+        let mut copies = self.store.copies(&key).map(|(_, p)| p);
+        let Some(first) = copies.next() else {
+            return vyrn_engine::KeyOnly::NotHeld;
+        };
+        if copies.any(|p| p.m.full != first.m.full) {
+            return vyrn_engine::KeyOnly::Ambiguous;
+        }
+        vyrn_engine::KeyOnly::Held(first.bytes)
+    }
 }
 
 #[cfg(test)]
