@@ -1358,3 +1358,53 @@ fn a_payload_by_key_alone_is_the_one_distinct_copy_held() {
     assert_eq!(d.payload_by_key(10, 3), KeyOnly::NotHeld);
     assert_eq!(d.payload_by_key(11, 1), KeyOnly::NotHeld);
 }
+
+/// The seal's `data_root` (07 §9.4) over a tail that spans marks: every record after
+/// `BlockMark(H*)`, whatever marks follow, as §6.1 — a record left unhashed with the one copy
+/// its key holds (§9.3 item 4); none while its key holds two different copies, or once the
+/// blocks after `H*` are released.
+#[test]
+fn the_seal_data_root_spans_the_blocks_after_h_star() {
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Out::default();
+    let p: Vec<Vec<u8>> = (1..=4).map(|q| pkt(10, q, 1, 0)).collect();
+    let refs: Vec<&[u8]> = p.iter().map(|v| v.as_slice()).collect();
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &refs), 10, &mut o)
+        .unwrap();
+    let hashed = |d: &mut DataSide, o: &mut Out, q: u32| {
+        d.on_record(0, &rec(10, q, 1), 0, o).unwrap();
+        d.on_hash(0, key(10, q), pkt_hash(&p[q as usize - 1]).unwrap(), 0, o)
+            .unwrap();
+    };
+    // Block 1: packet 1. Block 2: packet 2. The tail after BlockMark(2): packet 3 hashed,
+    // packet 4 never hashed (the box died before its HashRun).
+    hashed(&mut d, &mut o, 1);
+    d.on_mark(0, 1).unwrap();
+    hashed(&mut d, &mut o, 2);
+    d.on_mark(0, 2).unwrap();
+    hashed(&mut d, &mut o, 3);
+    d.on_record(0, &rec(10, 4, 1), 0, &mut o).unwrap();
+    let root = |fulls: &[usize]| {
+        let mut h = DataRootHasher::default();
+        for &i in fulls {
+            h.push(&full_hash(&p[i - 1]).unwrap());
+        }
+        data_root(&h.finish(), &empty_root())
+    };
+    let dr = |d: &DataSide, h| d.tail_data_root(h).map(|r| r.data_root);
+    assert_eq!(dr(&d, 2), Some(root(&[3, 4])), "after the last mark");
+    assert_eq!(dr(&d, 1), Some(root(&[2, 3, 4])), "spanning BlockMark(2)");
+    assert_eq!(
+        dr(&d, 0),
+        Some(root(&[1, 2, 3, 4])),
+        "from the tenure's start"
+    );
+    // A second, different copy of packet 4: ambiguous by key, no root.
+    let other = pkt(10, 4, 1, 9);
+    d.on_data_frame(1, &frame(DataKind::Data, 1, 1, &[&other]), 20, &mut o)
+        .unwrap();
+    assert_eq!(dr(&d, 2), None);
+    // Blocks released past H*: the tail after it is gone.
+    d.release_through(1);
+    assert_eq!(dr(&d, 0), None);
+}

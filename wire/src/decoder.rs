@@ -1473,7 +1473,7 @@ impl<T: Copy + Default> Fifo<T> {
 }
 
 mod open;
-pub use open::OpenBlock;
+pub use open::{OpenBlock, Tail};
 
 #[cfg(feature = "planted")]
 pub mod planted;

@@ -213,6 +213,8 @@ pub struct ReplicaCore {
     peer_verify_ns: u64,
     n_sources: u32,
     counters: CoreCounters,
+    /// Where the tenure's chain starts (the seal's `H*` may be it).
+    anchor: Anchor,
 }
 
 /// Where replay runs: inline (one thread for every stage: the multiplexed form), or on its own
@@ -474,6 +476,7 @@ impl ReplicaCore {
             peer_verify_ns: Budgets::default().peer_verify_ns,
             n_sources: 1 + cfg.n_peers as u32,
             counters: CoreCounters::default(),
+            anchor: cfg.anchor,
         })
     }
 
@@ -681,11 +684,14 @@ impl ReplicaCore {
         self.dec.mark_frame(stream, height)
     }
 
-    /// The open block as a seal would close it, with its `data_root` once every record of it is
-    /// resolved (07 §9.4).
-    pub fn open_block(&self) -> Option<(vyrn_wire::decoder::OpenBlock, Option<Hash>)> {
-        let ob = self.dec.open_block()?;
-        let dr = self.data.open_data_root(ob.height).map(|r| r.data_root);
+    /// The seal's block after `BlockMark(h_star)` (07 §9.4; [`Decoder::seal_block`]: however
+    /// many marks whose headers never came the tail spans), with its `data_root` once every
+    /// record of it is resolved (an unhashed one by key alone, §9.3 item 4).
+    pub fn seal_block(&self, h_star: u64) -> Option<(vyrn_wire::decoder::OpenBlock, Option<Hash>)> {
+        let ob = self
+            .dec
+            .seal_block(h_star, (self.anchor.height, self.anchor.last_step))?;
+        let dr = self.data.tail_data_root(h_star).map(|r| r.data_root);
         Some((ob, dr))
     }
 

@@ -77,9 +77,12 @@ pub struct Decoder {
     dec: DecState,
     /// Per substream: the height of its open block (last BlockMark + 1).
     open: [u64; 2],
-    /// Per substream: the newest [`MARKS_KEPT`] BlockMarks as `(height, frame_seq)`, a ring
-    /// indexed by height (a failover's TailReport names the frame of `BlockMark(H_i)`, 07 §9.3).
-    marks: [[(u64, u64); MARKS_KEPT]; 2],
+    /// Per substream: the newest [`MARKS_KEPT`] BlockMarks as `(height, frame_seq,
+    /// last_step)`, a ring indexed by height (a failover's TailReport names the frame of
+    /// `BlockMark(H_i)`, 07 §9.3; the seal starts after `last_step(H*)`, §9.4).
+    marks: [[(u64, u64, u64); MARKS_KEPT]; 2],
+    /// The newest blocks' ORDER section bytes (the seal's `order_root`, 07 §9.4).
+    tail: crate::front::failover::tail::TailBytes,
     fault: Option<Fault>,
     counters: DecodeCounters,
 }
@@ -89,13 +92,15 @@ pub const MARKS_KEPT: usize = 64;
 
 struct Adapter<'a, O: DecodedOut> {
     open: &'a mut [u64; 2],
-    marks: &'a mut [[(u64, u64); MARKS_KEPT]; 2],
+    marks: &'a mut [[(u64, u64, u64); MARKS_KEPT]; 2],
+    tail: &'a mut crate::front::failover::tail::TailBytes,
     out: &'a mut O,
     counters: &'a mut DecodeCounters,
 }
 
 impl<O: DecodedOut> Sink for Adapter<'_, O> {
     fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
+        self.tail.push(stream, height, bytes);
         self.out.order_bytes(stream, height, bytes);
     }
     fn pkt(&mut self, at: Pos, r: &PacketRecord) {
@@ -110,7 +115,7 @@ impl<O: DecodedOut> Sink for Adapter<'_, O> {
         let o = &mut self.open[at.stream as usize & 1];
         *o = (*o).max(m.height + 1);
         self.marks[at.stream as usize & 1][m.height as usize % MARKS_KEPT] =
-            (m.height, at.frame_seq);
+            (m.height, at.frame_seq, m.last_step);
         self.out.mark(at.stream, m.height, m.last_step);
     }
     fn block(&mut self, b: &BlockRoots) {
@@ -138,7 +143,8 @@ impl Decoder {
         Ok(Decoder {
             dec: DecState::new(layout)?,
             open: [first_height; 2],
-            marks: [[(0, 0); MARKS_KEPT]; 2],
+            marks: [[(0, 0, 0); MARKS_KEPT]; 2],
+            tail: Default::default(),
             fault: None,
             counters: DecodeCounters::default(),
         })
@@ -161,8 +167,50 @@ impl Decoder {
         if height == 0 {
             return Some(0);
         }
-        let (h, fs) = self.marks[stream as usize & 1][height as usize % MARKS_KEPT];
+        let (h, fs, _) = self.marks[stream as usize & 1][height as usize % MARKS_KEPT];
         (h == height).then_some(fs)
+    }
+
+    /// The seal's block (07 §9.4) after `BlockMark(h_star)`, however many later marks the tail
+    /// spans (a box that died after closing a block whose header never came): `first_step =
+    /// last_step(h_star) + 1`, the last step delivered, each substream's `order_root` over its
+    /// bytes after that mark, the lane bounds and frames held. `anchor` is the tenure's
+    /// `(height, last_step)`, for an `h_star` at the tenure's start. `None` when a substream
+    /// failed, has not passed `BlockMark(h_star)`, or the mark or the bytes after it are no
+    /// longer kept.
+    pub fn seal_block(
+        &self,
+        h_star: u64,
+        anchor: (u64, u64),
+    ) -> Option<vyrn_wire::decoder::OpenBlock> {
+        let t = self.dec.tail()?;
+        let n = self.dec.layout().n_streams as usize;
+        let last_of_h_star = if h_star == anchor.0 {
+            anchor.1
+        } else {
+            let (h, _, step) = self.marks[0][h_star as usize % MARKS_KEPT];
+            (h == h_star).then_some(step)?
+        };
+        let first_step = last_of_h_star + 1;
+        if t.open_height[..n].iter().any(|&o| o <= h_star) || t.last_step + 1 < first_step {
+            return None;
+        }
+        let a = self.tail.root_since(0, h_star)?;
+        let b = if n == 2 {
+            self.tail.root_since(1, h_star)?
+        } else {
+            vyrn_wire::header::empty_root()
+        };
+        Some(vyrn_wire::decoder::OpenBlock {
+            height: h_star + 1,
+            first_step,
+            last_step: t.last_step,
+            order_root: vyrn_wire::header::order_root(&a, &b),
+            order_root_a: a,
+            order_root_b: b,
+            lane_bounds: t.lane_bounds,
+            next_frame_seq: t.next_frame_seq,
+        })
     }
 
     /// The fault, once the decoder found one.
@@ -182,6 +230,7 @@ impl Decoder {
             let mut a = Adapter {
                 open: &mut self.open,
                 marks: &mut self.marks,
+                tail: &mut self.tail,
                 out,
                 counters: &mut self.counters,
             };

@@ -12,15 +12,16 @@ use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::consensus::{RepProposal, RepSealExt};
 
 impl<O: ReplicaOut> CoreLedger<'_, O> {
-    /// This replica's seal header, from `H*`'s header hash and its open block (None: it does not
-    /// hold the prefix's start, or a record of the open block is unresolved).
+    /// This replica's seal header, from `H*`'s header hash and its tail after `BlockMark(H*)`
+    /// (None: it does not hold the prefix's start, or a record of the tail is unresolved).
     fn own_seal(&self) -> Option<(BlockHeader, vyrn_wire::decoder::OpenBlock, SignedTip)> {
         let plan = self.seal?;
-        let (ob, dr) = self.core.open_block()?;
+        let (ob, dr) = self.core.seal_block(plan.h_star)?;
         let tip = SignedTip {
             height: plan.h_star,
             hash: *self.hashes.get(&plan.h_star)?,
-            // The decoder took BlockMark(H*) and checked it against H*'s header.
+            // BlockMark(H*)'s last step, as the decoder took it (and checked it against H*'s
+            // header).
             last_step: ob.first_step.checked_sub(1)?,
         };
         let hdr = seal_header(plan.epoch, plan.book, &tip, &ob, dr?).ok()?;

@@ -257,6 +257,9 @@ struct Sub {
     marked: VecDeque<(u64, u64, [u8; 32])>,
     /// ORDER bytes since the last mark.
     root: Vec<u8>,
+    /// Every ORDER section byte of the tenure by the block it belongs to (a mark's own bytes
+    /// to the block it closes): the seal's root over a tail that spans marks (07 §9.4).
+    by_height: BTreeMap<u64, Vec<u8>>,
     /// Half records by step.
     halves: BTreeMap<u64, Half>,
 }
@@ -405,7 +408,13 @@ impl Oracle {
                     let res = self.mark(stream, &mut r);
                     // The mark's own bytes close its block's root (wire-decisions 14).
                     if res.is_ok() {
-                        self.subs[si].root.extend_from_slice(&body[start..r.at]);
+                        let sub = &mut self.subs[si];
+                        sub.root.extend_from_slice(&body[start..r.at]);
+                        let h = sub.mark_height;
+                        sub.by_height
+                            .entry(h)
+                            .or_default()
+                            .extend_from_slice(&body[start..r.at]);
                         self.close_mark(stream);
                         continue;
                     }
@@ -420,9 +429,28 @@ impl Oracle {
                 _ => Err(Code::Tag),
             };
             res?;
-            self.subs[si].root.extend_from_slice(&body[start..r.at]);
+            let sub = &mut self.subs[si];
+            sub.root.extend_from_slice(&body[start..r.at]);
+            let h = sub.mark_height.wrapping_add(1);
+            sub.by_height
+                .entry(h)
+                .or_default()
+                .extend_from_slice(&body[start..r.at]);
         }
         Ok(())
+    }
+
+    /// BLAKE3 over substream `stream`'s ORDER section bytes after `BlockMark(h)` through the
+    /// last frame taken (07 §9.4: the seal's `order_root` half when `h` is `H*`), whatever
+    /// marks follow `h`.
+    pub fn order_root_since(&self, stream: u8, h: u64) -> [u8; 32] {
+        let mut x = blake3::Hasher::new();
+        if let Some(s) = self.subs.get(stream as usize) {
+            for (_, b) in s.by_height.range(h.wrapping_add(1)..) {
+                x.update(b);
+            }
+        }
+        *x.finalize().as_bytes()
     }
 
     fn tenure_start(&mut self, stream: u8, f: &[u8], r: &mut Rd<'_>) -> Result<(), Code> {

@@ -87,3 +87,49 @@ impl DecState {
         })
     }
 }
+
+/// Where a decoder's substreams stopped, whatever BlockMarks they passed (07 §9.4's seal over a
+/// tail that spans marks whose headers never came): the fields of the seal header that do not
+/// depend on where the prefix's signed part ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    /// The last step delivered (every step complete in the frames held).
+    pub last_step: u64,
+    /// Per lane, the last `lane_seq` decoded.
+    pub lane_bounds: Vec<u64>,
+    /// Per substream, the next frame_seq expected.
+    pub next_frame_seq: [u64; 2],
+    /// Per substream, its open block's height (last BlockMark + 1).
+    pub open_height: [u64; 2],
+}
+
+impl DecState {
+    /// The tail (see [`Tail`]), or `None` when a substream failed or has no TenureStart yet.
+    pub fn tail(&self) -> Option<Tail> {
+        let n = self.layout.n_streams as usize;
+        let live = &self.streams[..n];
+        if live
+            .iter()
+            .any(|s| s.failed.is_some() || s.tenure.is_none())
+        {
+            return None;
+        }
+        let lanes = self.layout.n_lanes as usize;
+        let mark_step = live.iter().map(|s| s.last_mark_step).max().unwrap_or(0);
+        Some(Tail {
+            last_step: self.next_emit.saturating_sub(1).max(mark_step),
+            lane_bounds: self.lanes[..lanes.min(self.lanes.len())]
+                .iter()
+                .map(|l| l.st.next_lane_seq.saturating_sub(1))
+                .collect(),
+            next_frame_seq: [
+                live[0].next_frame_seq,
+                live.get(1).map_or(0, |s| s.next_frame_seq),
+            ],
+            open_height: [
+                live[0].next_height,
+                live.get(1).map_or(0, |s| s.next_height),
+            ],
+        })
+    }
+}

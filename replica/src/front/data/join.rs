@@ -524,6 +524,55 @@ impl DataSide {
         })
     }
 
+    /// The seal's `data_root` (07 §9.4) over every record after `BlockMark(h_star)` on each
+    /// substream, however many later marks the tail spans, as §6.1. A record the prefix left
+    /// unhashed counts with the one distinct copy its key holds (§9.3 item 4). `None` while a
+    /// record is missing, its key holds different copies, or the records after `h_star` are
+    /// no longer held (released).
+    pub fn tail_data_root(&self, h_star: u64) -> Option<BlockDataRoot> {
+        let ns = self.cfg.n_streams as usize;
+        let mut halves = [empty_root(); 2];
+        for (s, sub) in self.subs.iter().enumerate().take(ns) {
+            let start = match sub.marks.iter().find(|m| m.0 == h_star) {
+                Some(m) => m.1,
+                // Every mark up to h_star released (marks are consecutive heights), or none
+                // passed this tenure: the records after it start at `base`.
+                None if sub
+                    .marks
+                    .front()
+                    .map_or(sub.last_height.is_none_or(|h| h == h_star), |m| {
+                        m.0 == h_star + 1
+                    }) =>
+                {
+                    sub.base
+                }
+                None => return None,
+            };
+            let mut d = DataRootHasher::default();
+            for rid in start..sub.end() {
+                let r = sub.get(rid)?;
+                match r.state {
+                    RecState::Advance => {}
+                    RecState::Resolved => d.push(&r.full?),
+                    RecState::Unhashed => {
+                        let mut copies = self.store.copies(&r.key).map(|(_, p)| p.m.full);
+                        let full = copies.next()?;
+                        if copies.any(|f| f != full) {
+                            return None;
+                        }
+                        d.push(&full);
+                    }
+                    _ => return None,
+                }
+            }
+            halves[s] = d.finish();
+        }
+        Some(BlockDataRoot {
+            data_root: data_root(&halves[0], &halves[1]),
+            halves,
+        })
+    }
+
     /// Block `height`'s `data_root` from the resolved payloads' full hashes in O-order, per
     /// substream (07 §6.1); `None` until every record is resolved.
     pub fn data_root(&self, height: u64) -> Option<BlockDataRoot> {

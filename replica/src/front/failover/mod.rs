@@ -10,3 +10,4 @@ pub mod depose;
 pub mod prefix;
 pub mod report;
 pub mod seal;
+pub mod tail;
