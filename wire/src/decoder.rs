@@ -297,6 +297,11 @@ impl DecState {
         self.hashlag_fault_ns = ns.max(1);
     }
 
+    /// The hash-lag fault threshold in force.
+    pub fn hashlag_fault_ns(&self) -> u64 {
+        self.hashlag_fault_ns
+    }
+
     /// The layout.
     pub fn layout(&self) -> &Layout {
         &self.layout

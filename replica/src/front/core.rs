@@ -684,6 +684,11 @@ impl ReplicaCore {
         self.dec.mark_frame(stream, height)
     }
 
+    /// The open block's height on `stream` (its last BlockMark + 1).
+    pub fn open_height(&self, stream: u8) -> u64 {
+        self.dec.open_height(stream)
+    }
+
     /// The seal's block after `BlockMark(h_star)` (07 §9.4; [`Decoder::seal_block`]: however
     /// many marks whose headers never came the tail spans), with its `data_root` once every
     /// record of it is resolved (an unhashed one by key alone, §9.3 item 4).
@@ -996,5 +1001,76 @@ impl ReplicaCore {
             &mut self.data,
             &mut DataBridge::new(out, &mut self.replay),
         )
+    }
+}
+
+/// The tenure after a final seal (07 §9.4–§9.5): whose frames come next, and the seal they
+/// follow.
+#[derive(Debug, Clone)]
+pub struct NextTenure {
+    /// `next_tenure` of the seal.
+    pub tenure: u8,
+    /// `next_seq`: the promoted sequencer's index.
+    pub sender: u8,
+    /// Its `seq_key`.
+    pub seq_key: ed25519_dalek::VerifyingKey,
+    /// `H*`: the seal starts after its BlockMark.
+    pub h_star: u64,
+    /// The seal header (height `Hs = H* + 1`, its last step).
+    pub seal: BlockHeader,
+}
+
+impl ReplicaCore {
+    /// The seal is final (07 §9.4): the records after `BlockMark(H*)` are the seal block — the
+    /// ones the dead box never hashed resolved by key alone (§9.3 item 4) — replay runs to the
+    /// seal's last step, and the core follows the next tenure: order RX and the decoder for its
+    /// frames from height `Hs + 1`, the verdict and header checks under its sequencer's key, the
+    /// chain anchored at the seal. Replay and the data side go on (one engine across tenures).
+    /// Returns the records resolved by key.
+    pub fn next_tenure(&mut self, t: &NextTenure, out: &mut impl ReplicaOut) -> u64 {
+        let (h_star, hs) = (t.h_star, t.seal.height);
+        let h_star_step = t.seal.first_step.saturating_sub(1);
+        let n = self
+            .data
+            .seal(h_star, hs, &mut DataBridge::new(out, &mut self.replay));
+        match &mut self.replay {
+            ReplayPart::Inline(p) => {
+                p.resolve_unhashed(&self.data);
+                p.on_seal(h_star, h_star_step, hs, t.seal.last_step);
+            }
+            // The tile's root clock learns the seal block as a block (a root height inside a
+            // tail that spans marks is not re-taken there).
+            ReplayPart::Tile(x) => x.block(hs, t.seal.last_step),
+        }
+        let lay = self.dec.layout();
+        self.rx = OrderRx::new(RxConfig {
+            tenure: t.tenure,
+            sender: t.sender,
+            ..*self.rx.config()
+        });
+        let mut dec = Decoder::new(lay, hs + 1).unwrap_or_else(|_| unreachable!("a valid layout"));
+        dec.set_hashlag_fault_ns(self.dec.hashlag_fault_ns());
+        self.dec = dec;
+        self.anchor = Anchor {
+            height: hs,
+            header_hash: t.seal.header_hash(),
+            last_step: t.seal.last_step,
+        };
+        self.verdicts = Verdicts::new(t.seq_key, self.check.epoch, self.anchor);
+        self.check.seq_key = t.seq_key;
+        self.hold = None;
+        self.strikes.clear();
+        self.delivered.bytes.clear();
+        self.delivered.ends.clear();
+        n
+    }
+
+    /// Hand the inline replay's engine to the box this replica's host promotes (07 §9.5;
+    /// `Replayer::promote`): consumes the core. `None` for a replay on its own tile.
+    pub fn into_replayer(self) -> Option<Replayer> {
+        match self.replay {
+            ReplayPart::Inline(p) => Some(p),
+            ReplayPart::Tile(_) => None,
+        }
     }
 }

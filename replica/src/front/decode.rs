@@ -138,6 +138,16 @@ impl Decoder {
         self.dec.set_hashlag_fault_ns(ns);
     }
 
+    /// The hash-lag fault threshold in force.
+    pub fn hashlag_fault_ns(&self) -> u64 {
+        self.dec.hashlag_fault_ns()
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        *self.dec.layout()
+    }
+
     /// A decoder for `layout`; blocks are numbered from `first_height`.
     pub fn new(layout: Layout, first_height: u64) -> Result<Self, &'static str> {
         Ok(Decoder {

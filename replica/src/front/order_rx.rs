@@ -439,6 +439,11 @@ impl OrderRx {
         }
     }
 
+    /// The configuration (its timing as last set).
+    pub fn config(&self) -> &RxConfig {
+        &self.cfg
+    }
+
     /// Replace the loop's timing (budgets, 07 §15).
     pub fn set_timing(&mut self, t: RxTiming) {
         self.cfg.timing = t;

@@ -345,6 +345,24 @@ impl Replayer {
         }
     }
 
+    /// The seal is final (07 §9.4): the blocks the dead tenure marked after `h_star` (whose
+    /// last step is `h_star_step`) are not blocks — the seal block `hs`, ending at `last_step`,
+    /// is. A root taken or due above `h_star` is dropped; `R(hs)` is taken at the seal's end.
+    pub fn on_seal(&mut self, h_star: u64, h_star_step: u64, hs: u64, last_step: u64) {
+        let c = &mut self.roots;
+        if c.root_blocks == 0 {
+            return;
+        }
+        c.ahead.retain(|&h, _| h <= h_star);
+        c.due.retain(|&(h, _)| h <= h_star);
+        c.taken.retain(|&h, _| h <= h_star);
+        if c.closed > h_star {
+            c.closed = h_star;
+            c.closed_step = h_star_step;
+        }
+        self.on_block(hs, last_step);
+    }
+
     /// `R(h)` if replay took it (07 §7.4).
     pub fn root(&self, h: u64) -> Option<Hash> {
         self.roots.taken.get(&h).copied()

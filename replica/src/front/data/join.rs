@@ -524,6 +524,53 @@ impl DataSide {
         })
     }
 
+    /// The seal is final (07 §9.4): every record after `BlockMark(h_star)` is the seal block
+    /// `hs`'s, whatever marks the dead tenure wrote after `h_star`; the next tenure's blocks
+    /// follow from `hs + 1`. Records the prefix left unhashed are resolved by key alone first
+    /// ([`DataSide::resolve_unhashed`]). Returns how many were.
+    pub fn seal(&mut self, h_star: u64, hs: u64, out: &mut impl DataOut) -> u64 {
+        let n = self.resolve_unhashed(out);
+        for sub in self.subs.iter_mut().take(self.cfg.n_streams as usize) {
+            while sub.marks.back().is_some_and(|m| m.0 > h_star) {
+                sub.marks.pop_back();
+            }
+            let end = sub.end();
+            sub.marks.push_back((hs, end));
+            sub.last_height = Some(hs);
+        }
+        n
+    }
+
+    /// 07 §9.3 item 4: each record still unhashed whose key holds one distinct copy is resolved
+    /// with it (handed to replay through `out` as any resolved record); returns how many.
+    pub fn resolve_unhashed(&mut self, out: &mut impl DataOut) -> u64 {
+        let mut n = 0;
+        for sub in self.subs.iter_mut().take(self.cfg.n_streams as usize) {
+            for r in sub.recs.iter_mut() {
+                if r.advance || r.pkt_hash.is_some() || r.state == RecState::Resolved {
+                    continue;
+                }
+                let mut copies = self.store.copies(&r.key).map(|(_, p)| p);
+                let Some(p) = copies.next() else {
+                    continue;
+                };
+                if copies.any(|q| q.m.full != p.m.full) {
+                    continue;
+                }
+                Self::answered(&mut self.in_flight, r);
+                r.state = RecState::Resolved;
+                r.full = Some(p.m.full);
+                // Its hash from here on is its copy's: a later record of the key (a resend the
+                // next tenure logs as a duplicate) takes the next HashRun, not this one.
+                r.pkt_hash = Some(pkt_hash_of(&p.m.full));
+                self.c.resolved += 1;
+                out.resolved(r.lane, r.first_lane_seq, p.bytes);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// The seal's `data_root` (07 §9.4) over every record after `BlockMark(h_star)` on each
     /// substream, however many later marks the tail spans, as §6.1. A record the prefix left
     /// unhashed counts with the one distinct copy its key holds (§9.3 item 4). `None` while a

@@ -1,0 +1,424 @@
+//! A replica follows the next tenure after a seal (07 §9.4–§9.5), on the whole receive side
+//! (`ReplicaCore`: order RX, the decoder, the data side with copy 2 in DATA frames, the verdict,
+//! replay). A box of tenure 0 dies mid-flow — half the time with a closed block whose header
+//! never came — and a voter and the standby, each a `ReplicaCore`, build the same seal block
+//! (`seal_block`: its `order_root` over the tail after `BlockMark(H*)`, its `data_root` with the
+//! records the box never hashed resolved by key alone). The standby takes the seal
+//! (`next_tenure`), replays to its end and hands its engine to tenure 1's box; the voter takes
+//! the seal and follows tenure 1: its frames decode from height `Hs + 1`, every block of it
+//! verifies under the new sequencer's key against a chain anchored at the seal, and replay goes
+//! on across the boundary — every answer either box sent, and every one tenure 0 made and never
+//! sent (the clients' resends bring them), is replay's, byte for byte.
+
+mod boxrun;
+
+use std::collections::HashMap;
+
+use boxrun::{as_sent, finalize, first_copy_key, Responses};
+
+use vyrn_engine::workload::{Input, Mix, Workload};
+use vyrn_engine::EngineConfig;
+use vyrn_replica::front::core::{CoreConfig, NextTenure, ReplicaCore, ReplicaOut};
+use vyrn_replica::front::decode::Fault;
+use vyrn_replica::front::failover::seal::{seal_header, SignedTip};
+use vyrn_replica::front::verdict::{Anchor, VerifyOutcome};
+use vyrn_seq::shm::TenureId;
+use vyrn_seq::takeover::Takeover;
+use vyrn_seq::testkit::{SimBox, WireEvent};
+use vyrn_seq::SeqConfig;
+use vyrn_wire::header::BlockHeader;
+use vyrn_wire::msg::client::{siphash128, SipKey, REQ_FLAG_RESEND};
+use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
+
+const EPOCH: u32 = 4;
+
+#[derive(Default)]
+struct Out {
+    faults: Vec<Fault>,
+    headers: Vec<BlockHeader>,
+}
+
+impl ReplicaOut for Out {
+    fn fault(&mut self, f: &Fault) {
+        self.faults.push(*f);
+    }
+    fn header(&mut self, h: &BlockHeader) {
+        self.headers.push(*h);
+    }
+}
+
+/// One replica: its core, what it emitted, what replay answered.
+struct Replica {
+    core: ReplicaCore,
+    out: Out,
+    resp: Responses,
+}
+
+impl Replica {
+    fn new(e: &EngineConfig, seq_key: ed25519_dalek::VerifyingKey) -> Self {
+        let mut core = ReplicaCore::new(CoreConfig {
+            engine: e.clone(),
+            epoch: EPOCH,
+            tenure: 0,
+            sender: 0,
+            seq_key,
+            n_boxes: 1,
+            n_peers: 0,
+            anchor: Anchor::default(),
+        })
+        .unwrap();
+        for s in &e.sessions {
+            core.data_mut().set_home(s.session, 0);
+        }
+        Replica {
+            core,
+            out: Out::default(),
+            resp: Responses::default(),
+        }
+    }
+
+    fn tip(&self) -> BlockHeader {
+        *self
+            .out
+            .headers
+            .iter()
+            .max_by_key(|h| h.height)
+            .expect("headers")
+    }
+}
+
+fn seq_config(e: &EngineConfig, tenure: TenureId, key: u8) -> SeqConfig {
+    SeqConfig {
+        engine: e.clone(),
+        epoch: EPOCH,
+        block_ns: 40_000,
+        seq_key: [key; 32],
+        voters: 4,
+        rtx_ring_bytes: 8 << 20,
+        tenure,
+    }
+}
+
+/// The home on loopback in one thread: the box, copy 2 as DATA frames, the replicas.
+struct Rig {
+    e: EngineConfig,
+    home: SimBox,
+    reps: Vec<Replica>,
+    data_seq: u64,
+    now: u64,
+    /// First copies the clients got, and resends.
+    live: HashMap<(u32, u64), Vec<u8>>,
+    resent: Vec<Vec<u8>>,
+    /// Copy 2 of every packet sent, by (session, pkt_seq) (the clients' retained buffers).
+    sent: HashMap<(u32, u32), Vec<u8>>,
+}
+
+impl Rig {
+    fn round(&mut self, input: Option<(u64, Vec<u8>)>) {
+        if let Some((rx_ts, bytes)) = input {
+            self.data_seq += 1;
+            let mut b =
+                DataFrameBuilder::new(DataKind::Data, self.e.book, EPOCH as u16, self.data_seq, 0);
+            b.push(&bytes).unwrap();
+            for r in &mut self.reps {
+                r.core.on_data_frame(0, b.as_bytes(), self.now, &mut r.out);
+            }
+            if bytes.len() >= 16 {
+                let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+                let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+                self.sent.entry((s, q)).or_insert_with(|| bytes.clone());
+            }
+            self.home.receive(rx_ts, bytes);
+        }
+        for t in self.home.tiles() {
+            self.home.poll(t, self.now);
+        }
+        for ev in self.home.drain_wire() {
+            match ev {
+                WireEvent::Frame { bytes, path, .. } => {
+                    for r in &mut self.reps {
+                        r.core.on_path_frame(path, &bytes, self.now, &mut r.out);
+                    }
+                }
+                WireEvent::Resp { bytes, .. } => match first_copy_key(&bytes) {
+                    Some(k) => {
+                        self.live.entry(k).or_insert(bytes);
+                    }
+                    None => self.resent.push(bytes),
+                },
+                _ => {}
+            }
+        }
+        for r in &mut self.reps {
+            r.core
+                .tick(self.now, &mut r.out, &mut r.resp)
+                .expect("replay");
+        }
+        let c = self.reps[0].core.order_rx().contiguous();
+        finalize(&mut self.home, c, self.now);
+    }
+}
+
+/// A client's resend of `b` (07 §9.5): `flags.resend`, retagged under `K_seq`.
+fn resend_of(b: &[u8], k_seq: &SipKey) -> Vec<u8> {
+    let mut b = b.to_vec();
+    b[3] |= REQ_FLAG_RESEND;
+    let n = b.len() - 16;
+    let tag = siphash128(k_seq, &b[..n]);
+    b[n..].copy_from_slice(&tag);
+    b
+}
+
+impl Rig {
+    /// Sessions with a hole in the `resp_seq`s they received (first copies and resends).
+    fn holes(&self) -> Vec<u32> {
+        let mut got: HashMap<u32, std::collections::BTreeSet<u64>> = HashMap::new();
+        for b in self.live.values().chain(&self.resent) {
+            let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
+            let q = u64::from_le_bytes(b[8..16].try_into().unwrap());
+            got.entry(s).or_default().insert(q);
+        }
+        let mut holes: Vec<u32> = got
+            .into_iter()
+            .filter(|(_, q)| q.last().is_some_and(|&m| m as usize != q.len()))
+            .map(|(s, _)| s)
+            .collect();
+        holes.sort_unstable();
+        holes
+    }
+}
+
+#[test]
+fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
+    for seed in 1..=6u64 {
+        let e = EngineConfig::test_home(4, 4);
+        let t1 = TenureId {
+            tenure: 1,
+            sender: 1,
+        };
+        let home = SimBox::new(seq_config(&e, TenureId::FIRST, 2));
+        let key0 = home.seq_public();
+        let mut rig = Rig {
+            reps: vec![Replica::new(&e, key0), Replica::new(&e, key0)],
+            e: e.clone(),
+            home,
+            data_seq: 0,
+            now: 0,
+            live: HashMap::new(),
+            resent: Vec::new(),
+            sent: HashMap::new(),
+        };
+        // Resends, risk rejects, cancels, IOCs, several messages a packet. No malformed packets
+        // (their copies mismatch the box's and are fetched from the sequencer's retention,
+        // which this rig does not serve: `replica/tests/data_path.rs` does), and no packets
+        // ahead of sequence: a client that sends two different packets under one `pkt_seq`
+        // leaves its key ambiguous, and a record of it the dead box never hashed is then
+        // unavailable (07 §9.3, §9.6 case d: the seal's unavailable list, not built).
+        let mix = Mix {
+            bad: 0,
+            gap: 0,
+            halt: 0,
+            ..Mix::everything()
+        };
+        let mut w = Workload::new(&e, seed, mix);
+        let kill = 400 + (seed as usize * 977) % 2_400;
+        let spanning = seed % 2 == 0;
+        for round in 0.. {
+            assert!(round < 10_000, "seed {seed}: no kill point");
+            if round >= kill {
+                let open = rig.reps[0].core.open_height(0);
+                let tip = rig.reps[0].out.headers.iter().map(|h| h.height).max();
+                if !spanning || tip.is_some_and(|t| open > t + 1) {
+                    break;
+                }
+            }
+            let input = match w.next_input() {
+                Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
+                Input::Control(_) => None,
+            };
+            rig.now = rig.now.max(w.now());
+            rig.round(input);
+        }
+        let t0_answers = rig.live.len();
+        let t0_sent: Vec<(u32, u32)> = rig.sent.keys().copied().collect();
+
+        // The seal (07 §9.4): both replicas build the same block after BlockMark(H*).
+        let tip = rig.reps[0].tip();
+        assert_eq!(rig.reps[1].tip(), tip, "seed {seed}");
+        let (ob, dr) = rig.reps[0]
+            .core
+            .seal_block(tip.height)
+            .expect("the tail is held");
+        assert_eq!(
+            rig.reps[1].core.seal_block(tip.height),
+            Some((ob.clone(), dr)),
+            "seed {seed}: the voter and the standby seal the same block"
+        );
+        let dr = dr.expect("every record of the tail resolved (unhashed ones by key)");
+        let signed = SignedTip {
+            height: tip.height,
+            hash: tip.header_hash(),
+            last_step: tip.last_step,
+        };
+        let seal = seal_header(EPOCH, e.book, &signed, &ob, dr).expect("seal header");
+        assert!(
+            !spanning || rig.reps[0].core.open_height(0) > seal.height,
+            "seed {seed}"
+        );
+
+        // The standby takes the seal, replays to its end and becomes tenure 1's box.
+        let mut standby = rig.reps.pop().unwrap();
+        let box1_cfg = seq_config(&e, t1, 3);
+        let key1 = ed25519_dalek::SigningKey::from_bytes(&box1_cfg.seq_key).verifying_key();
+        let nt = NextTenure {
+            tenure: 1,
+            sender: 1,
+            seq_key: key1,
+            h_star: tip.height,
+            seal,
+        };
+        standby.core.next_tenure(&nt, &mut standby.out);
+        standby
+            .core
+            .tick(rig.now, &mut standby.out, &mut standby.resp)
+            .unwrap();
+        let handover = standby
+            .core
+            .into_replayer()
+            .expect("inline replay")
+            .promote(&mut standby.resp)
+            .expect("the standby replayed the prefix");
+        let t = Takeover::new(&e, handover, &seal).expect("at the seal");
+        rig.home = SimBox::takeover(box1_cfg, t, None, seed);
+        assert_eq!(rig.home.seq_public(), key1);
+
+        // The voter takes the seal and follows tenure 1.
+        let resolved = rig.reps[0].core.next_tenure(&nt, &mut Out::default());
+
+        // 07 §9.5: the clients resend every packet that got no answer, in order, first.
+        let answered: std::collections::HashSet<(u32, u32)> = rig
+            .live
+            .values()
+            .map(|b| {
+                let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
+                (s, u32::from_le_bytes(b[4..8].try_into().unwrap()))
+            })
+            .collect();
+        let k_seq: HashMap<u32, SipKey> = e.sessions.iter().map(|s| (s.session, s.k_seq)).collect();
+        let mut unanswered: Vec<(u32, u32)> = rig
+            .sent
+            .keys()
+            .filter(|k| !answered.contains(k) && k_seq.contains_key(&k.0))
+            .copied()
+            .collect();
+        unanswered.sort_unstable();
+        for k in unanswered {
+            let b = resend_of(&rig.sent[&k], &k_seq[&k.0]);
+            rig.now += 500;
+            let now = rig.now;
+            rig.round(Some((now, b)));
+        }
+        for round in 0..4_000 {
+            let input = if round < 2_500 {
+                match w.next_input() {
+                    Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
+                    Input::Control(_) => None,
+                }
+            } else {
+                None
+            };
+            rig.now = if round < 2_500 {
+                rig.now.max(w.now())
+            } else {
+                rig.now + 1_000
+            };
+            rig.round(input);
+        }
+        // A client with a hole in its `resp_seq` (an answer tenure 0 made and never sent: a
+        // maker fill of a step whose frame left just before the box died) resends its retained
+        // packets; a duplicate is answered with every response it had (docs/client.md).
+        for _ in 0..3 {
+            let holes = rig.holes();
+            if holes.is_empty() {
+                break;
+            }
+            for session in holes {
+                // Every packet it retains (here: all of tenure 0's) — a maker fill answers a
+                // packet that may be long past.
+                let mut mine: Vec<(u32, u32)> =
+                    t0_sent.iter().filter(|k| k.0 == session).copied().collect();
+                mine.sort_unstable();
+                for k in &mine {
+                    let b = resend_of(&rig.sent[k], &k_seq[&k.0]);
+                    rig.now += 500;
+                    let now = rig.now;
+                    rig.round(Some((now, b)));
+                }
+            }
+            for _ in 0..500 {
+                rig.now += 1_000;
+                rig.round(None);
+            }
+        }
+        let r = &mut rig.reps[0];
+        r.core.settle(&mut r.resp);
+        assert!(r.out.faults.is_empty(), "seed {seed}: {:?}", r.out.faults);
+
+        // Every block of tenure 1 verifies under its key, chained from the seal.
+        let last = r.out.headers.iter().map(|h| h.height).max().unwrap();
+        assert!(last > seal.height + 10, "seed {seed}: {last}");
+        let hdr = *r.out.headers.iter().find(|h| h.height == last).unwrap();
+        let now = rig.now;
+        assert_eq!(
+            r.core.verify(
+                seal.height + 1,
+                last,
+                &hdr.header_hash(),
+                now,
+                &mut Out::default()
+            ),
+            VerifyOutcome::True,
+            "seed {seed}"
+        );
+        let (dec, rep) = r.core.replay_lag();
+        assert_eq!(dec, rep, "seed {seed}: replay caught up");
+
+        // Replay across the boundary: every answer a client got, and nothing it did not.
+        let sent = as_sent(&e, &r.resp.by_key);
+        for (k, b) in &rig.live {
+            assert_eq!(sent.get(k), Some(b), "seed {seed}: response {k:?}");
+        }
+        let mut recovered = std::collections::HashSet::new();
+        for b in &rig.resent {
+            let key = (
+                u32::from_le_bytes(b[0..4].try_into().unwrap()),
+                u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            );
+            let mut first = b.clone();
+            first[17] &= !1;
+            let s = e.sessions.iter().find(|s| s.session == key.0).unwrap();
+            vyrn_engine::resp::tag(&mut first, &s.k_out);
+            assert_eq!(sent.get(&key), Some(&first), "seed {seed}: resend {key:?}");
+            recovered.insert(key);
+        }
+        let never: Vec<_> = sent
+            .keys()
+            .filter(|k| !rig.live.contains_key(k) && !recovered.contains(k))
+            .collect();
+        assert!(never.is_empty(), "seed {seed}: no client got {never:?}");
+        println!(
+            "seed {seed}: killed at round {kill}{}; seal height {} (H* {}); {t0_answers} answers \
+             before, {} in all; {resolved} records resolved by key; blocks {}..={last} of \
+             tenure 1 verified",
+            if spanning {
+                " after an unsigned mark"
+            } else {
+                ""
+            },
+            seal.height,
+            tip.height,
+            rig.live.len(),
+            seal.height + 1
+        );
+    }
+}
