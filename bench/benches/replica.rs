@@ -629,7 +629,37 @@ fn run(shape: &str, cfg: &EngineConfig, c: &vyrn_seq::testkit::capture::Capture,
     let core3_less_sig =
         on("decoder").then(|| core3("  core 3 less the headers' seq_sig (per msg)", 1));
     if on("decoder") {
-        core3("  core 3: the decoder alone (per msg)", 0);
+        let dec_alone = core3("  core 3: the decoder alone (per msg)", 0);
+        // Inside the decoder alone: keeping the newest blocks' ORDER bytes for a seal over a
+        // tail that spans marks (07 §9.4, `front::failover::tail`), on the same sections.
+        #[derive(Default)]
+        struct Sections(Vec<(u8, u64, Vec<u8>)>);
+        impl DecodedOut for Sections {
+            fn order_bytes(&mut self, stream: u8, height: u64, bytes: &[u8]) {
+                self.0.push((stream, height, bytes.to_vec()));
+            }
+        }
+        let mut secs = Sections::default();
+        let mut dec = Decoder::new(cfg.layout, 1).expect("decoder");
+        for (i, f) in c.frames.iter().enumerate() {
+            dec.on_frame(f, i as u64, &mut secs);
+        }
+        let tail = measure_with_setup(
+            "    of which the seal's tail bytes (per msg)",
+            r,
+            c.msgs,
+            vyrn_replica::front::failover::tail::TailBytes::default,
+            |mut t| {
+                for (s, h, b) in &secs.0 {
+                    t.push(*s, *h, b);
+                }
+                t
+            },
+        );
+        println!(
+            "    the tail bytes are {:.1}% of the decoder alone",
+            tail.p50_ns() / dec_alone.p50_ns() * 100.0
+        );
     }
     let data_only = on("data").then(|| {
         measure_with_setup(
