@@ -345,7 +345,9 @@ fn run(seed: u64, kill: Kill) -> Run {
     let t = Takeover::new(&e, handover, &seal).expect("at the seal");
     assert_eq!(t.base.first_step, seal.last_step + 1);
     assert_eq!(t.base.first_height, seal.height + 1);
-    let box1 = SimBox::takeover(seq_config(&e, t1), t, None, seed);
+    // Odd seeds: a warm standby's box, its memory and signer built before the promotion.
+    let reserve = (seed % 2 == 1).then(|| vyrn_seq::tiles::Reserve::new(&seq_config(&e, t1)));
+    let box1 = SimBox::takeover(seq_config(&e, t1), t, reserve, None, seed);
     let mut box1 = Tenure::new(&e, box1, t1);
     let mut dec1 = Decoder::new(e.layout, seal.height + 1).unwrap();
     let mut tip1 = None;

@@ -32,11 +32,21 @@ impl OrderHasher {
     /// The hasher of a box at the start of a tenure whose chain goes on from `prev` (the key
     /// expanded once, never written).
     pub(crate) fn new(cfg: &SeqConfig, prev: [u8; 32]) -> Self {
+        Self::with_signer(cfg, prev, crate::signer::SlicedSigner::new(&cfg.seq_key))
+    }
+
+    /// [`OrderHasher::new`] with the sliced signer built beforehand (its tables take ~3 ms: a
+    /// warm standby builds them at start, 07 §9.5); `signer` must be `cfg.seq_key`'s.
+    pub(crate) fn with_signer(
+        cfg: &SeqConfig,
+        prev: [u8; 32],
+        signer: crate::signer::SlicedSigner,
+    ) -> Self {
         OrderHasher {
             fulls: std::collections::HashMap::new(),
             prev,
             key: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key),
-            signer: crate::signer::SlicedSigner::new(&cfg.seq_key),
+            signer,
             unsigned: VecDeque::new(),
             epoch: cfg.epoch,
             book: cfg.engine.book,

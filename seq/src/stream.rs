@@ -139,14 +139,14 @@ pub struct RtxCounters {
 /// evicts the oldest frames it overlaps. No allocation per frame once the index has grown to its
 /// steady size.
 #[derive(Debug)]
-struct RtxRing {
+pub(crate) struct RtxRing {
     buf: Vec<u8>,
     idx: VecDeque<(u64, u32, u16)>,
     tail: usize,
 }
 
 impl RtxRing {
-    fn new(bytes: usize) -> Self {
+    pub(crate) fn new(bytes: usize) -> Self {
         let mut buf = vec![0u8; bytes];
         // Prefault: a zeroed allocation is mapped lazily, and the first write to each page would
         // take a page fault (µs) on the gate path during the ring's first pass.
@@ -283,8 +283,20 @@ impl StreamCore {
         base: &crate::takeover::TenureBase,
         sh: &mut impl StreamMem,
     ) -> Self {
+        Self::with_ring(h, cfg, base, RtxRing::new(cfg.rtx_ring_bytes), sh)
+    }
+
+    /// [`StreamCore::new`] with its frame ring built (and faulted in) beforehand: a warm
+    /// standby's box takes it at promotion (07 §9.5, B-REP-8).
+    pub(crate) fn with_ring(
+        h: u8,
+        cfg: &crate::shm::SeqConfig,
+        base: &crate::takeover::TenureBase,
+        rtx: RtxRing,
+        sh: &mut impl StreamMem,
+    ) -> Self {
         let (layout, book, epoch) = (cfg.engine.layout, cfg.engine.book, cfg.epoch);
-        let (tenure, rtx_ring_bytes) = (cfg.tenure, cfg.rtx_ring_bytes);
+        let tenure = cfg.tenure;
         let first = layout.half_start(h);
         let len = layout.half_len(h);
         let mut w = FrameWriter::new(
@@ -341,7 +353,7 @@ impl StreamCore {
             block_recs: Vec::new(),
             prev_last_step: base.prev_step(),
             prev_bounds: ts.prev_cut.clone(),
-            rtx: RtxRing::new(rtx_ring_bytes),
+            rtx,
             rtx_tokens: RTX_BURST,
             rtx_refill_ns: 0,
             rtx_counters: RtxCounters::default(),

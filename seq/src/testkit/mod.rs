@@ -259,18 +259,20 @@ impl SimBox {
 
     /// A promoted standby's box (07 §9.5): its tenure (`cfg.tenure`) starts after the seal,
     /// from the engine `t` hands over; otherwise as [`SimBox::build`].
+    /// A warm standby passes the memory it built at start (`reserve`, [`tiles::Reserve`]).
     pub fn takeover(
         cfg: SeqConfig,
         t: crate::takeover::Takeover,
+        reserve: Option<tiles::Reserve>,
         self_fence_us: Option<u64>,
         seed: u64,
     ) -> Self {
-        Self::build_at(cfg, Some(t), self_fence_us, seed)
+        Self::build_at(cfg, Some((t, reserve)), self_fence_us, seed)
     }
 
     fn build_at(
         cfg: SeqConfig,
-        t: Option<crate::takeover::Takeover>,
+        t: Option<(crate::takeover::Takeover, Option<tiles::Reserve>)>,
         self_fence_us: Option<u64>,
         seed: u64,
     ) -> Self {
@@ -294,7 +296,7 @@ impl SimBox {
             lock(&hp).push(b.to_vec());
         }));
         let (tiles, handles) = match t {
-            Some(t) => tiles::build_takeover(&cfg, t, self_fence_us, mk_wire, nack, hash),
+            Some((t, r)) => tiles::build_takeover(&cfg, t, r, self_fence_us, mk_wire, nack, hash),
             None => tiles::build(&cfg, self_fence_us, mk_wire, nack, hash),
         };
         let knobs = tiles.knobs.clone();

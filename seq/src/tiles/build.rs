@@ -22,14 +22,54 @@ pub fn build(
         nack_reply: &mut nack_reply,
         hash_reply,
     };
-    build_at(cfg, base, None, hooks)
+    build_at(cfg, base, None, None, hooks)
+}
+
+/// What a box's build takes time for that a warm standby builds when it starts, not at
+/// promotion (07 §9.5, B-REP-8): each stream core's frame ring (REP_RTX_RING_BYTES, every page
+/// touched), each lane's packet retention table, and the sliced signer's tables for its
+/// `seq_key` (~3 ms).
+pub struct Reserve {
+    rtx: Vec<crate::stream::RtxRing>,
+    retain: Vec<crate::retain::PktRetain>,
+    signer: crate::signer::SlicedSigner,
+    /// The public key the signer is for (a box of another key builds its own).
+    public: ed25519_dalek::VerifyingKey,
+}
+
+impl std::fmt::Debug for Reserve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reserve")
+            .field("rtx", &self.rtx.len())
+            .field("retain", &self.retain.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reserve {
+    /// The memory of a box of `cfg`, faulted in.
+    pub fn new(cfg: &SeqConfig) -> Self {
+        let lay = cfg.engine.layout;
+        Reserve {
+            rtx: (0..lay.n_streams)
+                .map(|_| crate::stream::RtxRing::new(cfg.rtx_ring_bytes))
+                .collect(),
+            retain: (0..lay.n_lanes)
+                .map(|_| crate::retain::PktRetain::new(crate::retain::RETAIN_SLOTS))
+                .collect(),
+            signer: crate::signer::SlicedSigner::new(&cfg.seq_key),
+            public: ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key).verifying_key(),
+        }
+    }
 }
 
 /// Build the box of a promoted standby (07 §9.5): its tenure (`cfg.tenure`) starts after the
-/// seal, with the lanes, BBO core and trailing ops of `t`'s engine; otherwise as [`build`].
+/// seal, with the lanes, BBO core and trailing ops of `t`'s engine, in the memory of `reserve`
+/// when the standby built one (else faulted in now); otherwise as [`build`].
 pub fn build_takeover(
     cfg: &SeqConfig,
     t: Takeover,
+    reserve: Option<Reserve>,
     self_fence_us: Option<u64>,
     mut wire: impl FnMut(WireFor) -> Box<dyn Wire>,
     mut nack_reply: impl FnMut(u8) -> Option<NackReply>,
@@ -41,7 +81,7 @@ pub fn build_takeover(
         nack_reply: &mut nack_reply,
         hash_reply,
     };
-    build_at(cfg, t.base, Some(t.engine), hooks)
+    build_at(cfg, t.base, Some(t.engine), reserve, hooks)
 }
 
 /// What the caller gives every box it builds.
@@ -70,6 +110,7 @@ struct LaneEnds {
 fn lane_tiles(
     cfg: &SeqConfig,
     engine: Option<(Vec<Lane>, Vec<VecDeque<Fwd>>)>,
+    retain: Vec<crate::retain::PktRetain>,
     words: &Arc<Words>,
     wire: &mut dyn FnMut(WireFor) -> Box<dyn Wire>,
     retain_stats: &Arc<RetainStats>,
@@ -92,6 +133,7 @@ fn lane_tiles(
         answer_c: Vec::new(),
     };
     let mut lanes = Vec::new();
+    let mut retain = retain.into_iter();
     for l in 0..n {
         let (ap, ac) = spsc::channel(256);
         let (anp, anc) = spsc::channel(256);
@@ -136,7 +178,9 @@ fn lane_tiles(
             },
             words: words.clone(),
             out: Out::new(wire(WireFor::Lane(l as u8)), words.clone()),
-            retain: crate::retain::PktRetain::new(crate::retain::RETAIN_SLOTS),
+            retain: retain
+                .next()
+                .unwrap_or_else(|| crate::retain::PktRetain::new(crate::retain::RETAIN_SLOTS)),
             asks: ac,
             answers: anp,
             retain_stats: retain_stats.clone(),
@@ -149,8 +193,17 @@ fn build_at(
     cfg: &SeqConfig,
     base: TenureBase,
     engine: Option<Handover>,
+    reserve: Option<Reserve>,
     hooks: Hooks<'_>,
 ) -> (BoxTiles, BoxHandles) {
+    let (mut rtx, retain, signer) = match reserve {
+        Some(r) => {
+            let mine = ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key).verifying_key();
+            let signer = (r.public == mine).then_some(r.signer);
+            (r.rtx.into_iter(), r.retain, signer)
+        }
+        None => (Vec::new().into_iter(), Vec::new(), None),
+    };
     let (wire, nack_reply) = (hooks.wire, hooks.nack_reply);
     let e = &cfg.engine;
     let lay = e.layout;
@@ -165,7 +218,7 @@ fn build_at(
         Some(h) => (h.bbo, Some((h.lanes, h.fwd))),
         None => (Bbo::new(e), None),
     };
-    let (lanes, mut ends) = lane_tiles(cfg, engine_lanes, &words, wire, &retain_stats);
+    let (lanes, mut ends) = lane_tiles(cfg, engine_lanes, retain, &words, wire, &retain_stats);
     let (ctl_p, ctl_c) = spsc::channel(1024);
     let (in_p, in_c) = spsc::channel(1 << 14);
     let (vote_p, vote_c) = spsc::channel(1 << 12);
@@ -198,7 +251,10 @@ fn build_at(
             words: words.clone(),
             out: wire(WireFor::Stream(h)),
         };
-        let mut core = StreamCore::new(h, cfg, &base, &mut ports);
+        let mut core = match rtx.next() {
+            Some(r) => StreamCore::with_ring(h, cfg, &base, r, &mut ports),
+            None => StreamCore::new(h, cfg, &base, &mut ports),
+        };
         if h == 0 {
             core.set_block_ns(cfg.block_ns);
         }
@@ -222,7 +278,10 @@ fn build_at(
     let stats = Arc::new(ControlStats::default());
     let [fs_a, fs_b]: [Consumer<(u64, u64)>; 2] =
         fs_c.try_into().unwrap_or_else(|_| unreachable!("two"));
-    let hasher = OrderHasher::new(cfg, base.prev_header_hash);
+    let hasher = match signer {
+        Some(s) => OrderHasher::with_signer(cfg, base.prev_header_hash, s),
+        None => OrderHasher::new(cfg, base.prev_header_hash),
+    };
     let seq_public = hasher.public();
     let mut tiles: Vec<Box<dyn Task>> = Vec::new();
     for t in lanes {

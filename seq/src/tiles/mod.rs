@@ -37,7 +37,7 @@ use vyrn_wire::records::PacketRecord;
 
 mod build;
 mod words;
-pub use build::{build, build_takeover};
+pub use build::{build, build_takeover, Reserve};
 use words::{gate_open, Held, RespBytes};
 pub use words::{GateStats, Words};
 
