@@ -346,6 +346,12 @@ impl RepFinalityCert {
         Ok(())
     }
 
+    /// Whether [`Self::encode`] would write it (what it checks, without the bytes).
+    pub fn validate(&self) -> Result<(), Malformed> {
+        self.check()?;
+        check_entries(&self.entries, Q_BASE as usize)
+    }
+
     /// Parse a whole certificate: layout, proposal range, epoch match, `parent_view < view`,
     /// entry count and order. Signatures are not checked here.
     pub fn parse(b: &[u8]) -> Result<Self, Malformed> {

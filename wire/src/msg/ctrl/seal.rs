@@ -61,13 +61,12 @@ pub struct SealCert {
 impl Body for SealCert {
     fn check(&self) -> Result<(), Malformed> {
         check_seal_ext(&self.cert.proposal, &self.ext)?;
-        self.cert.to_bytes().map(|_| ())
+        self.cert.validate()
     }
     fn write_body(&self, out: &mut Vec<u8>) {
-        // Checked by `check` before any byte is written.
-        let c = self.cert.to_bytes().unwrap_or_default();
-        put_u16(out, c.len() as u16);
-        out.extend_from_slice(&c);
+        // Checked by `check` before any byte is written: encoded once, in place.
+        put_u16(out, self.cert.encoded_len() as u16);
+        let _ = self.cert.encode(out);
         let _ = self.ext.encode(out);
     }
     fn read_body(r: &mut Reader<'_>) -> Result<Self, Malformed> {
