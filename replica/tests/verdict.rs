@@ -436,6 +436,24 @@ fn headers_that_lie_are_refused_and_verify_answers_the_range() {
     bad_prev.sign(&key);
     v3.on_header(&bad_prev);
     assert_eq!(v3.verdict(1, &pv), Verdict::Refused(Refusal::Prev));
+    // 07 §9.1: refused in a vote for what the sequencer's own signature vouches for, it is
+    // handed to the node once, as a suspicion; a bad signature never is.
+    assert_eq!(v3.take_contradiction(), None, "not asked in a vote yet");
+    assert!(matches!(
+        v3.verify(1, 1, &bad_prev.header_hash(), 0, &pv),
+        VerifyOutcome::False(1, Some(Refusal::Prev))
+    ));
+    assert_eq!(v3.take_contradiction(), Some((1, Refusal::Prev)));
+    assert_eq!(v3.take_contradiction(), None);
+    assert!(matches!(
+        v2.verify(1, 1, &bad_sig.header_hash(), 0, &pv),
+        VerifyOutcome::False(1, Some(Refusal::SeqSig))
+    ));
+    assert_eq!(
+        v2.take_contradiction(),
+        None,
+        "anyone can send a bad signature"
+    );
     let mut v4 = Verdicts::new(key.verifying_key(), 3, Anchor::default());
     let mut gap = ready[0];
     gap.height = 1;

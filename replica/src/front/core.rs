@@ -684,6 +684,12 @@ impl ReplicaCore {
         self.dec.mark_frame(stream, height)
     }
 
+    /// The first block the verdict refused for a contradiction the sequencer signed, since the
+    /// last call ([`Verdicts::take_contradiction`]; 07 §9.1: a suspicion).
+    pub fn take_contradiction(&mut self) -> Option<(u64, crate::front::verdict::Refusal)> {
+        self.verdicts.take_contradiction()
+    }
+
     /// The open block's height on `stream` (its last BlockMark + 1).
     pub fn open_height(&self, stream: u8) -> u64 {
         self.dec.open_height(stream)

@@ -152,12 +152,24 @@ pub struct Verdicts {
     /// Pending since, per proposal range `(first, last)`.
     since: BTreeMap<(u64, u64), u64>,
     counters: VerdictCounters,
+    /// The first block refused for what only the sequencer could have caused — a header its
+    /// `seq_sig` vouches for that does not chain, skips steps, or names another `order_root`
+    /// than its frames decode to — not yet taken (07 §9.1: a suspicion).
+    signed_contradiction: Option<(u64, Refusal)>,
 }
 
 /// Equivocation evidence held for the node at most (one is enough to depose the tenure).
 pub const EVIDENCE_KEPT: usize = 4;
 
 impl Verdicts {
+    /// Take the first block refused since the last call for a contradiction the sequencer's own
+    /// signature vouches for (`Prev`, `StepGap`, `OrderRoot`): 07 §9.1 makes it a suspicion.
+    /// Not `SeqSig` (anyone can send a bad signature) nor `DataRoot` (a client's two copies can
+    /// cause it, §5.6).
+    pub fn take_contradiction(&mut self) -> Option<(u64, Refusal)> {
+        self.signed_contradiction.take()
+    }
+
     /// Take the `SeqEquivocation` evidence found since the last call (07 §10.1).
     pub fn take_evidence(&mut self) -> Vec<vyrn_wire::msg::ctrl::SeqEquivocation> {
         std::mem::take(&mut self.evidence)
@@ -177,6 +189,7 @@ impl Verdicts {
             fault: None,
             since: BTreeMap::new(),
             counters: VerdictCounters::default(),
+            signed_contradiction: None,
         }
     }
 
@@ -360,6 +373,12 @@ impl Verdicts {
                 Verdict::Refused(r) => {
                     self.counters.refused += 1;
                     self.since.remove(&(first, last));
+                    if matches!(
+                        r,
+                        Refusal::Prev | Refusal::StepGap { .. } | Refusal::OrderRoot
+                    ) {
+                        self.signed_contradiction.get_or_insert((h, r));
+                    }
                     return VerifyOutcome::False(h, Some(r));
                 }
                 Verdict::Pending(p) => {

@@ -151,7 +151,17 @@ impl Node {
         let mut steps = Steps::default();
         let silent = std::mem::take(&mut self.io.fo.suspected).then_some(SilenceReason::Silence);
         let equiv = self.equivocation().then_some(SilenceReason::Equiv);
-        let reason = equiv.or(self.io.fo.fault.take()).or(silent);
+        // 07 §9.1: a block the verdict refused for what the sequencer signed (its frames decode
+        // to another order_root, or its header breaks the chain) is a suspicion too.
+        let contra = self.core.take_contradiction().map(|(h, r)| {
+            eprintln!(
+                "{}: alarm=SEQ_FAULT block {h} refused: {r:?} under the sequencer's own seq_sig (07 §6.4, §9.1): suspicion",
+                self.io.name
+            );
+            self.io.c.seq_faults += 1;
+            SilenceReason::OrderRoot
+        });
+        let reason = equiv.or(self.io.fo.fault.take()).or(contra).or(silent);
         if let Some(reason) = reason.filter(|_| !f.dep.is_frozen() && !f.dep.is_deposed()) {
             let report = self.own_tail_report(&f);
             steps = merge(steps, f.dep.on_suspect(reason, report, now));
