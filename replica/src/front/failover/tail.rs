@@ -4,17 +4,19 @@
 //! decoder's per-block roots cannot be joined into it (BLAKE3 of a concatenation is not a
 //! function of the parts' digests), so the bytes are kept.
 //!
-//! Kept: the newest [`TAIL_BLOCKS`] heights per substream. A header normally follows its mark by
-//! one signature (tens of µs), so the unsigned tail is one or two blocks; a seal whose `H*` is
-//! older than what is kept is refused here (`None`), like one this replica lacks frames for.
-//! Each block's buffer is reused once it ages out: no allocation per block once warm.
+//! Kept: the newest [`TAIL_BLOCKS`] heights per substream, as many as the decoder keeps marks
+//! for and a seal's range may span (REP_MAX_SEAL_RANGE). A header normally follows its mark by
+//! one signature (tens of µs), so the unsigned tail is one or two blocks; a box whose signer
+//! fell behind (at start, under load) leaves more — the takeover campaign met 18. A seal whose
+//! `H*` is older than what is kept is refused here (`None`), like one this replica lacks frames
+//! for. Each block's buffer is reused once it ages out: no allocation per block once warm.
 
 use std::collections::VecDeque;
 
 use vyrn_wire::header::Hash;
 
 /// Heights kept per substream.
-pub const TAIL_BLOCKS: usize = 16;
+pub const TAIL_BLOCKS: usize = vyrn_wire::consts::REP_MAX_SEAL_RANGE as usize;
 
 /// The newest blocks' ORDER section bytes, per substream.
 #[derive(Debug, Clone, Default)]
