@@ -29,14 +29,9 @@ pub(crate) struct OrderHasher {
 }
 
 impl OrderHasher {
-    /// The hasher of a box at the start of a tenure whose chain goes on from `prev` (the key
-    /// expanded once, never written).
-    pub(crate) fn new(cfg: &SeqConfig, prev: [u8; 32]) -> Self {
-        Self::with_signer(cfg, prev, crate::signer::SlicedSigner::new(&cfg.seq_key))
-    }
-
-    /// [`OrderHasher::new`] with the sliced signer built beforehand (its tables take ~3 ms: a
-    /// warm standby builds them at start, 07 §9.5); `signer` must be `cfg.seq_key`'s.
+    /// The hasher of a box at the start of a tenure whose chain goes on from `prev`, signing
+    /// with `signer` (built for `cfg.seq_key`: its tables take ~3 ms, so a warm standby builds
+    /// them at start, 07 §9.5). The key is expanded once, never written.
     pub(crate) fn with_signer(
         cfg: &SeqConfig,
         prev: [u8; 32],

@@ -3,6 +3,7 @@
 //! ([`build_takeover`], 07 §9.5).
 
 use super::*;
+use crate::stream::RtxRing;
 use crate::takeover::{Takeover, TenureBase};
 use vyrn_engine::Handover;
 
@@ -30,7 +31,7 @@ pub fn build(
 /// touched), each lane's packet retention table, and the sliced signer's tables for its
 /// `seq_key` (~3 ms).
 pub struct Reserve {
-    rtx: Vec<crate::stream::RtxRing>,
+    rtx: Vec<RtxRing>,
     retain: Vec<crate::retain::PktRetain>,
     signer: crate::signer::SlicedSigner,
     /// The public key the signer is for (a box of another key builds its own).
@@ -46,13 +47,32 @@ impl std::fmt::Debug for Reserve {
     }
 }
 
+/// A reserve's parts for `cfg`'s box: its frame rings, retention tables, and its signer when
+/// built for `cfg`'s key (none for another key: the box builds its own).
+type ReserveParts = (
+    std::vec::IntoIter<RtxRing>,
+    Vec<crate::retain::PktRetain>,
+    Option<crate::signer::SlicedSigner>,
+);
+
 impl Reserve {
+    fn parts(r: Option<Reserve>, cfg: &SeqConfig) -> ReserveParts {
+        match r {
+            Some(r) => {
+                let mine = ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key).verifying_key();
+                let signer = (r.public == mine).then_some(r.signer);
+                (r.rtx.into_iter(), r.retain, signer)
+            }
+            None => (Vec::new().into_iter(), Vec::new(), None),
+        }
+    }
+
     /// The memory of a box of `cfg`, faulted in.
     pub fn new(cfg: &SeqConfig) -> Self {
         let lay = cfg.engine.layout;
         Reserve {
             rtx: (0..lay.n_streams)
-                .map(|_| crate::stream::RtxRing::new(cfg.rtx_ring_bytes))
+                .map(|_| RtxRing::new(cfg.rtx_ring_bytes))
                 .collect(),
             retain: (0..lay.n_lanes)
                 .map(|_| crate::retain::PktRetain::new(crate::retain::RETAIN_SLOTS))
@@ -196,14 +216,7 @@ fn build_at(
     reserve: Option<Reserve>,
     hooks: Hooks<'_>,
 ) -> (BoxTiles, BoxHandles) {
-    let (mut rtx, retain, signer) = match reserve {
-        Some(r) => {
-            let mine = ed25519_dalek::SigningKey::from_bytes(&cfg.seq_key).verifying_key();
-            let signer = (r.public == mine).then_some(r.signer);
-            (r.rtx.into_iter(), r.retain, signer)
-        }
-        None => (Vec::new().into_iter(), Vec::new(), None),
-    };
+    let (mut rtx, retain, signer) = Reserve::parts(reserve, cfg);
     let (wire, nack_reply) = (hooks.wire, hooks.nack_reply);
     let e = &cfg.engine;
     let lay = e.layout;
@@ -251,10 +264,10 @@ fn build_at(
             words: words.clone(),
             out: wire(WireFor::Stream(h)),
         };
-        let mut core = match rtx.next() {
-            Some(r) => StreamCore::with_ring(h, cfg, &base, r, &mut ports),
-            None => StreamCore::new(h, cfg, &base, &mut ports),
-        };
+        let ring = rtx
+            .next()
+            .unwrap_or_else(|| RtxRing::new(cfg.rtx_ring_bytes));
+        let mut core = StreamCore::with_ring(h, cfg, &base, ring, &mut ports);
         if h == 0 {
             core.set_block_ns(cfg.block_ns);
         }
@@ -278,10 +291,8 @@ fn build_at(
     let stats = Arc::new(ControlStats::default());
     let [fs_a, fs_b]: [Consumer<(u64, u64)>; 2] =
         fs_c.try_into().unwrap_or_else(|_| unreachable!("two"));
-    let hasher = match signer {
-        Some(s) => OrderHasher::with_signer(cfg, base.prev_header_hash, s),
-        None => OrderHasher::new(cfg, base.prev_header_hash),
-    };
+    let signer = signer.unwrap_or_else(|| crate::signer::SlicedSigner::new(&cfg.seq_key));
+    let hasher = OrderHasher::with_signer(cfg, base.prev_header_hash, signer);
     let seq_public = hasher.public();
     let mut tiles: Vec<Box<dyn Task>> = Vec::new();
     for t in lanes {
