@@ -14,7 +14,7 @@ mod boxrun;
 
 use std::collections::HashMap;
 
-use boxrun::{as_sent, finalize, first_copy_key, Responses};
+use boxrun::{as_sent, finalize, first_copy_key, resend_of, resp_seq_holes, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
@@ -27,7 +27,7 @@ use vyrn_seq::takeover::Takeover;
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::header::BlockHeader;
-use vyrn_wire::msg::client::{siphash128, SipKey, REQ_FLAG_RESEND};
+use vyrn_wire::msg::client::SipKey;
 use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
 
 const EPOCH: u32 = 4;
@@ -156,35 +156,6 @@ impl Rig {
         }
         let c = self.reps[0].core.order_rx().contiguous();
         finalize(&mut self.home, c, self.now);
-    }
-}
-
-/// A client's resend of `b` (07 §9.5): `flags.resend`, retagged under `K_seq`.
-fn resend_of(b: &[u8], k_seq: &SipKey) -> Vec<u8> {
-    let mut b = b.to_vec();
-    b[3] |= REQ_FLAG_RESEND;
-    let n = b.len() - 16;
-    let tag = siphash128(k_seq, &b[..n]);
-    b[n..].copy_from_slice(&tag);
-    b
-}
-
-impl Rig {
-    /// Sessions with a hole in the `resp_seq`s they received (first copies and resends).
-    fn holes(&self) -> Vec<u32> {
-        let mut got: HashMap<u32, std::collections::BTreeSet<u64>> = HashMap::new();
-        for b in self.live.values().chain(&self.resent) {
-            let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
-            let q = u64::from_le_bytes(b[8..16].try_into().unwrap());
-            got.entry(s).or_default().insert(q);
-        }
-        let mut holes: Vec<u32> = got
-            .into_iter()
-            .filter(|(_, q)| q.last().is_some_and(|&m| m as usize != q.len()))
-            .map(|(s, _)| s)
-            .collect();
-        holes.sort_unstable();
-        holes
     }
 }
 
@@ -345,7 +316,7 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
         // maker fill of a step whose frame left just before the box died) resends its retained
         // packets; a duplicate is answered with every response it had (docs/client.md).
         for _ in 0..3 {
-            let holes = rig.holes();
+            let holes = resp_seq_holes(rig.live.values().chain(&rig.resent));
             if holes.is_empty() {
                 break;
             }

@@ -13,7 +13,7 @@ mod boxrun;
 
 use std::collections::HashMap;
 
-use boxrun::{as_sent, finalize, first_copy_key, Net, Responses};
+use boxrun::{as_sent, finalize, first_copy_key, resend_of, resp_seq_holes, Net, Responses};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
@@ -50,12 +50,7 @@ impl Store {
 
     /// A client's resend of `key` (07 §9.5): the stored copy with `flags.resend`, retagged.
     fn resend_of(&self, key: (u32, u32)) -> Vec<u8> {
-        let mut b = self.copies[&key][0].clone();
-        b[3] |= vyrn_wire::msg::client::REQ_FLAG_RESEND;
-        let n = b.len() - 16;
-        let tag = vyrn_wire::msg::client::siphash128(&self.k_seq[&key.0], &b[..n]);
-        b[n..].copy_from_slice(&tag);
-        b
+        resend_of(&self.copies[&key][0], &self.k_seq[&key.0])
     }
 
     /// Copy 2 of a packet, kept when the data tier's ingest would take it.
@@ -399,7 +394,8 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
     let mut holes_resent = false;
     for round in 0..6_000 {
         if round == 4_000 {
-            for session in holes(&box0, &box1) {
+            let got = box0.live.values().chain(box1.live.values());
+            for session in resp_seq_holes(got.chain(&box0.resent).chain(&box1.resent)) {
                 holes_resent = true;
                 let mut mine: Vec<(u32, u32)> =
                     t0_sent.iter().filter(|k| k.0 == session).copied().collect();
@@ -593,25 +589,6 @@ fn a_box_killed_mid_flow_loses_no_answer_and_every_client_gets_every_answer() {
         unhashed > 0 && recovered > 0,
         "{unhashed} unhashed, {recovered} recovered"
     );
-}
-
-/// Sessions with a hole in the `resp_seq`s their client got (first copies of either tenure
-/// and tenure 1's resends).
-fn holes(box0: &Tenure, box1: &Tenure) -> Vec<u32> {
-    let mut got: HashMap<u32, std::collections::BTreeSet<u64>> = HashMap::new();
-    let firsts = box0.live.values().chain(box1.live.values());
-    for b in firsts.chain(&box0.resent).chain(&box1.resent) {
-        let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
-        let q = u64::from_le_bytes(b[8..16].try_into().unwrap());
-        got.entry(s).or_default().insert(q);
-    }
-    let mut h: Vec<u32> = got
-        .into_iter()
-        .filter(|(_, q)| q.last().is_some_and(|&m| m as usize != q.len()))
-        .map(|(s, _)| s)
-        .collect();
-    h.sort_unstable();
-    h
 }
 
 /// Records in `live` by kind (a Reject by its code).

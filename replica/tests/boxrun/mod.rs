@@ -98,3 +98,31 @@ pub fn finalize(home: &mut SimBox, contiguous: [u64; 2], now: u64) {
         }
     }
 }
+
+/// A client's resend of `b` (07 §9.5): `flags.resend`, retagged under `K_seq`.
+pub fn resend_of(b: &[u8], k_seq: &vyrn_wire::msg::client::SipKey) -> Vec<u8> {
+    let mut b = b.to_vec();
+    b[3] |= vyrn_wire::msg::client::REQ_FLAG_RESEND;
+    let n = b.len() - 16;
+    let tag = vyrn_wire::msg::client::siphash128(k_seq, &b[..n]);
+    b[n..].copy_from_slice(&tag);
+    b
+}
+
+/// Sessions with a hole in the `resp_seq`s of the responses they received (first copies and
+/// resends): a client resends its retained packets then (docs/client.md).
+pub fn resp_seq_holes<'a>(got: impl IntoIterator<Item = &'a Vec<u8>>) -> Vec<u32> {
+    let mut by: HashMap<u32, std::collections::BTreeSet<u64>> = HashMap::new();
+    for b in got {
+        let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
+        let q = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        by.entry(s).or_default().insert(q);
+    }
+    let mut holes: Vec<u32> = by
+        .into_iter()
+        .filter(|(_, q)| q.last().is_some_and(|&m| m as usize != q.len()))
+        .map(|(s, _)| s)
+        .collect();
+    holes.sort_unstable();
+    holes
+}

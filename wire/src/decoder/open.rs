@@ -45,13 +45,8 @@ impl DecState {
     /// has not), or a marked block still waits for its steps.
     pub fn open_block(&self) -> Option<OpenBlock> {
         let n = self.layout.n_streams as usize;
+        let t = self.tail()?;
         let live = &self.streams[..n];
-        if live
-            .iter()
-            .any(|s| s.failed.is_some() || s.tenure.is_none())
-        {
-            return None;
-        }
         let s0 = &live[0];
         if live
             .iter()
@@ -68,22 +63,15 @@ impl DecState {
         } else {
             empty_root()
         };
-        let lanes = self.layout.n_lanes as usize;
         Some(OpenBlock {
             height: s0.next_height,
             first_step: s0.last_mark_step + 1,
-            last_step: self.next_emit.saturating_sub(1).max(s0.last_mark_step),
+            last_step: t.last_step,
             order_root: crate::header::order_root(&a, &b),
             order_root_a: a,
             order_root_b: b,
-            lane_bounds: self.lanes[..lanes.min(self.lanes.len())]
-                .iter()
-                .map(|l| l.st.next_lane_seq.saturating_sub(1))
-                .collect(),
-            next_frame_seq: [
-                s0.next_frame_seq,
-                live.get(1).map_or(0, |s| s.next_frame_seq),
-            ],
+            lane_bounds: t.lane_bounds,
+            next_frame_seq: t.next_frame_seq,
         })
     }
 }

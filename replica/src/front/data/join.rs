@@ -507,21 +507,36 @@ impl DataSide {
                 return None;
             }
             let start = sub.marks.back().map_or(sub.base, |m| m.1);
-            let mut d = DataRootHasher::default();
-            for rid in start..sub.end() {
-                let r = sub.get(rid)?;
-                match r.state {
-                    RecState::Advance => {}
-                    RecState::Resolved => d.push(&r.full?),
-                    _ => return None,
-                }
-            }
-            halves[s] = d.finish();
+            halves[s] = self.half_root(sub, start, false)?;
         }
         Some(BlockDataRoot {
             data_root: data_root(&halves[0], &halves[1]),
             halves,
         })
+    }
+
+    /// One substream's half of a `data_root` (07 §6.1) over its records from `start` to the
+    /// newest: every one resolved, or with `by_key` an unhashed one by the one distinct copy
+    /// its key holds (§9.3 item 4); `None` otherwise.
+    fn half_root(&self, sub: &Sub, start: u64, by_key: bool) -> Option<Hash> {
+        let mut d = DataRootHasher::default();
+        for rid in start..sub.end() {
+            let r = sub.get(rid)?;
+            match r.state {
+                RecState::Advance => {}
+                RecState::Resolved => d.push(&r.full?),
+                RecState::Unhashed if by_key => {
+                    let mut copies = self.store.copies(&r.key).map(|(_, p)| p.m.full);
+                    let full = copies.next()?;
+                    if copies.any(|f| f != full) {
+                        return None;
+                    }
+                    d.push(&full);
+                }
+                _ => return None,
+            }
+        }
+        Some(d.finish())
     }
 
     /// The seal is final (07 §9.4): every record after `BlockMark(h_star)` is the seal block
@@ -595,24 +610,7 @@ impl DataSide {
                 }
                 None => return None,
             };
-            let mut d = DataRootHasher::default();
-            for rid in start..sub.end() {
-                let r = sub.get(rid)?;
-                match r.state {
-                    RecState::Advance => {}
-                    RecState::Resolved => d.push(&r.full?),
-                    RecState::Unhashed => {
-                        let mut copies = self.store.copies(&r.key).map(|(_, p)| p.m.full);
-                        let full = copies.next()?;
-                        if copies.any(|f| f != full) {
-                            return None;
-                        }
-                        d.push(&full);
-                    }
-                    _ => return None,
-                }
-            }
-            halves[s] = d.finish();
+            halves[s] = self.half_root(sub, start, true)?;
         }
         Some(BlockDataRoot {
             data_root: data_root(&halves[0], &halves[1]),
