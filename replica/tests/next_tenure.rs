@@ -14,7 +14,9 @@ mod boxrun;
 
 use std::collections::HashMap;
 
-use boxrun::{as_sent, finalize, first_copy_key, resend_of, resp_seq_holes, Responses};
+use boxrun::{
+    as_first_copy, as_sent, finalize, first_copy_key, resend_of, resp_seq_holes, Responses,
+};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
@@ -368,14 +370,7 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
         }
         let mut recovered = std::collections::HashSet::new();
         for b in &rig.resent {
-            let key = (
-                u32::from_le_bytes(b[0..4].try_into().unwrap()),
-                u64::from_le_bytes(b[8..16].try_into().unwrap()),
-            );
-            let mut first = b.clone();
-            first[17] &= !1;
-            let s = e.sessions.iter().find(|s| s.session == key.0).unwrap();
-            vyrn_engine::resp::tag(&mut first, &s.k_out);
+            let (key, first) = as_first_copy(&e, b);
             assert_eq!(sent.get(&key), Some(&first), "seed {seed}: resend {key:?}");
             recovered.insert(key);
         }

@@ -13,7 +13,9 @@ mod boxrun;
 
 use std::collections::HashMap;
 
-use boxrun::{as_sent, finalize, first_copy_key, resend_of, resp_seq_holes, Net, Responses};
+use boxrun::{
+    as_first_copy, as_sent, finalize, first_copy_key, resend_of, resp_seq_holes, Net, Responses,
+};
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
@@ -477,14 +479,7 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
     // how a client gets the answers tenure 0 made and never sent.
     let (mut resends_of_t0, mut recovered) = (0, std::collections::HashSet::new());
     for b in &box1.resent {
-        let key = (
-            u32::from_le_bytes(b[0..4].try_into().unwrap()),
-            u64::from_le_bytes(b[8..16].try_into().unwrap()),
-        );
-        let mut first = b.clone();
-        first[17] &= !1;
-        let s = e.sessions.iter().find(|s| s.session == key.0).unwrap();
-        vyrn_engine::resp::tag(&mut first, &s.k_out);
+        let (key, first) = as_first_copy(&e, b);
         let orig = sent
             .get(&key)
             .unwrap_or_else(|| panic!("seed {seed}: resend {key:?} never replayed"));

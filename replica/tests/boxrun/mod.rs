@@ -126,3 +126,21 @@ pub fn resp_seq_holes<'a>(got: impl IntoIterator<Item = &'a Vec<u8>>) -> Vec<u32
     holes.sort_unstable();
     holes
 }
+
+/// A resent response as its first copy: `(session, resp_seq)` and its bytes with
+/// `flags.resend` cleared and the tag recomputed under the session's `K_out`.
+pub fn as_first_copy(e: &vyrn_engine::EngineConfig, b: &[u8]) -> ((u32, u64), Vec<u8>) {
+    let key = (
+        u32::from_le_bytes(b[0..4].try_into().unwrap()),
+        u64::from_le_bytes(b[8..16].try_into().unwrap()),
+    );
+    let mut first = b.to_vec();
+    first[17] &= !1;
+    let s = e
+        .sessions
+        .iter()
+        .find(|s| s.session == key.0)
+        .expect("session");
+    vyrn_engine::resp::tag(&mut first, &s.k_out);
+    (key, first)
+}
