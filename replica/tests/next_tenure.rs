@@ -20,7 +20,9 @@ use boxrun::{
 
 use vyrn_engine::workload::{Input, Mix, Workload};
 use vyrn_engine::EngineConfig;
-use vyrn_replica::front::core::{CoreConfig, NextTenure, ReplicaCore, ReplicaOut};
+use vyrn_replica::front::core::{
+    CoreConfig, NextTenure, NextTenureRefused, ReplicaCore, ReplicaOut,
+};
 use vyrn_replica::front::decode::Fault;
 use vyrn_replica::front::failover::seal::{seal_header, SignedTip};
 use vyrn_replica::front::verdict::{Anchor, VerifyOutcome};
@@ -250,7 +252,23 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
             h_star: tip.height,
             seal,
         };
-        standby.core.next_tenure(&nt, &mut standby.out);
+        // A seal that is not the block after H*, or not this replica's own: refused.
+        let mut off = nt.clone();
+        off.h_star += 1;
+        assert_eq!(
+            standby.core.next_tenure(&off, &mut standby.out),
+            Err(NextTenureRefused::Form)
+        );
+        let mut other = nt.clone();
+        other.seal.order_root[0] ^= 1;
+        assert_eq!(
+            standby.core.next_tenure(&other, &mut standby.out),
+            Err(NextTenureRefused::Differs)
+        );
+        standby
+            .core
+            .next_tenure(&nt, &mut standby.out)
+            .expect("the standby holds the prefix");
         standby
             .core
             .tick(rig.now, &mut standby.out, &mut standby.resp)
@@ -273,7 +291,10 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
         assert_eq!(rig.home.seq_public(), key1);
 
         // The voter takes the seal and follows tenure 1.
-        let resolved = rig.reps[0].core.next_tenure(&nt, &mut Out::default());
+        let resolved = rig.reps[0]
+            .core
+            .next_tenure(&nt, &mut Out::default())
+            .expect("the voter holds the prefix");
 
         // 07 §9.5: the clients resend every packet that got no answer, in order, first.
         let answered: std::collections::HashSet<(u32, u32)> = rig

@@ -1026,14 +1026,43 @@ pub struct NextTenure {
     pub seal: BlockHeader,
 }
 
+/// Why [`ReplicaCore::next_tenure`] refused a seal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextTenureRefused {
+    /// The seal is not the block after `H*`.
+    Form,
+    /// This replica does not hold the tail after `BlockMark(H*)` (fewer frames, a fault, or
+    /// marks no longer kept).
+    NotHeld,
+    /// Its own seal block differs from the seal's (other steps or `order_root`).
+    Differs,
+}
+
 impl ReplicaCore {
     /// The seal is final (07 §9.4): the records after `BlockMark(H*)` are the seal block — the
     /// ones the dead box never hashed resolved by key alone (§9.3 item 4) — replay runs to the
     /// seal's last step, and the core follows the next tenure: order RX and the decoder for its
     /// frames from height `Hs + 1`, the verdict and header checks under its sequencer's key, the
     /// chain anchored at the seal. Replay and the data side go on (one engine across tenures).
-    /// Returns the records resolved by key.
-    pub fn next_tenure(&mut self, t: &NextTenure, out: &mut impl ReplicaOut) -> u64 {
+    /// Returns the records resolved by key; refused, changing nothing, unless the seal is
+    /// the block after `H*` and this replica's own seal block is the one it names (the same
+    /// steps and `order_root`: it holds exactly the prefix).
+    pub fn next_tenure(
+        &mut self,
+        t: &NextTenure,
+        out: &mut impl ReplicaOut,
+    ) -> Result<u64, NextTenureRefused> {
+        if t.seal.height != t.h_star.wrapping_add(1) {
+            return Err(NextTenureRefused::Form);
+        }
+        let (own, _) = self
+            .seal_block(t.h_star)
+            .ok_or(NextTenureRefused::NotHeld)?;
+        if (own.first_step, own.last_step, own.order_root)
+            != (t.seal.first_step, t.seal.last_step, t.seal.order_root)
+        {
+            return Err(NextTenureRefused::Differs);
+        }
         let (h_star, hs) = (t.h_star, t.seal.height);
         let h_star_step = t.seal.first_step.saturating_sub(1);
         let n = self
@@ -1068,7 +1097,7 @@ impl ReplicaCore {
         self.strikes.clear();
         self.delivered.bytes.clear();
         self.delivered.ends.clear();
-        n
+        Ok(n)
     }
 
     /// Hand the inline replay's engine to the box this replica's host promotes (07 §9.5;
