@@ -90,8 +90,18 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     // 07 §6.8: the standby's finality listener heard the voters too (the verdict demands its
     // final height reach the box's).
     assert!(
-        report.contains("## The standby's finality listener")
-            && !report.contains("standby: final height 0 "),
+        report.contains("## The standby (") && !report.contains("standby: final height 0 "),
+        "{report}"
+    );
+    // 07 §9.5: the standby's non-voting replica replayed the same responses as the voters.
+    let digest = replica_column(&report, 2);
+    let standby_row = report
+        .lines()
+        .find(|l| l.starts_with("| standby |"))
+        .unwrap_or_else(|| panic!("no standby row\n{report}"));
+    assert_eq!(
+        standby_row.split('|').nth(2).map(str::trim),
+        digest.first().copied(),
         "{report}"
     );
     // The ping phase first: one request in flight, its round trips reported.

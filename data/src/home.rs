@@ -4,8 +4,10 @@
 //!
 //! Sockets: the client port at the box's `client_addr` (copy 2), one socket per voter `i` at
 //! `dest_base + i` whose default destination is voter `i`'s `data_addr` (DATA, DATA_HB,
-//! FETCH_RESP out; that voter's DataFetch and DataDown in), and an unbound socket toward the
-//! sequencer's control port (DataBadMac, CopyConflict).
+//! FETCH_RESP out; that voter's DataFetch and DataDown in), one for the standby's replica where
+//! the home has one (`standby_port`, to its `data_addr`: 07 §5.1's destinations are the voters
+//! and the standby), and an unbound socket toward the sequencer's control port (DataBadMac,
+//! CopyConflict).
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
@@ -54,6 +56,13 @@ pub fn config(h: &HomeConfig, index: u8, hb_ns: u64, batch_ns: u64) -> Result<Da
             voter: true,
         })
         .collect();
+    // 07 §5.1: the destinations are the voters and the standby (its replica, 07 §9.5).
+    if h.standby_member().is_some() {
+        c.dests.push(DestConfig {
+            name: "standby".into(),
+            voter: false,
+        });
+    }
     c.validate()
         .map_err(|e| format!("data box config: {e:?}"))?;
     Ok(c)
@@ -96,6 +105,15 @@ pub fn open(
         c.send_buffer = Some(4 << 20);
         dests.push(open(c, format!("socket for voter {} at {at}", v.index))?);
     }
+    // The standby's replica is destination `voters` (07 §5.1).
+    let standby = h.standby_member();
+    if let (Some(sb), true) = (&standby, cfg.dests.len() > h.voters_members.len()) {
+        let at = me.standby_addr(sb.index);
+        let mut c = UdpConfig::new(at).with_batch(64);
+        c.default_dest = sb.data_addr;
+        c.send_buffer = Some(4 << 20);
+        dests.push(open(c, format!("socket for the standby at {at}"))?);
+    }
     let databox = DataBox::new(cfg).map_err(|e| format!("{e:?}"))?;
     let mut d = Driver::new(databox, clients, seq_ctrl, dests, 64).map_err(|e| format!("{e:?}"))?;
     // 07 §5.2's reports go to the sequencer sealed (security review F13: its control port takes
@@ -120,6 +138,16 @@ pub fn open(
         let mut o = vyrn_wire::msg::seal::Opener::new(h.epoch);
         o.add(vyrn_wire::msg::seal::from::voter(v.index), link);
         d.expect_sealed(i, o);
+    }
+    if let (Some(sb), true) = (&standby, cfg.dests.len() > h.voters_members.len()) {
+        if let Some(a) = sb.data_addr {
+            d.expect_source(sb.index, a);
+        }
+        let link = vyrn_wire::msg::seal::LinkKey::agree(key, &sb.vote_key)
+            .ok_or("[standby] link_key gives no link key")?;
+        let mut o = vyrn_wire::msg::seal::Opener::new(h.epoch);
+        o.add(vyrn_wire::msg::seal::from::STANDBY, link);
+        d.expect_sealed(sb.index, o);
     }
     Ok(d)
 }

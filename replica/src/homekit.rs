@@ -393,9 +393,7 @@ impl LoopbackHome {
         let dkey = ed25519_dalek::SigningKey::from_bytes(dseed.expose());
         tasks.push(Box::new(vyrn_data::home::open(&self.home, &dcfg, &dkey)?));
         let mut net = NetBox::open(&self.cfg, false).map_err(|e| format!("box sockets: {e}"))?;
-        for m in &self.cfg.voters_members {
-            net.register_voter(m.ctrl_addr, m.index, m.vote_key);
-        }
+        net.register_members(&self.cfg);
         let seq = net.client_addrs()[0];
         let (paths, _rx) = vyrn_seq::ports::open_paths_for(
             self.cfg.engine.layout.n_streams as usize,
@@ -419,13 +417,21 @@ impl LoopbackHome {
 
     /// Replica `i`'s node (Simplex or the interim voter, with this home's lab knobs), not
     /// started.
+    ///
+    /// `i` = the home's voter count opens the standby's non-voting replica (07 §9.5) instead,
+    /// under `keys/standby.key`.
     pub fn open_replica(&self, i: usize) -> Result<Node, String> {
-        let seed = read_seed(&self.dir.join(format!("keys/voter-{i}.key")))
-            .map_err(|e| format!("voter key: {e}"))?;
+        let standby = i == self.home.voters_members.len();
+        let key = match standby {
+            true => "keys/standby.key".to_string(),
+            false => format!("keys/voter-{i}.key"),
+        };
+        let seed = read_seed(&self.dir.join(key)).map_err(|e| format!("key: {e}"))?;
         let cfg = NodeConfig {
             home: self.home.clone(),
             index: i,
             vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
+            standby,
             budgets: self.budgets,
             journal: self
                 .journal
@@ -434,7 +440,7 @@ impl LoopbackHome {
             journal_backend: Default::default(),
             journal_sync_ns: 0,
             journal_cores: None,
-            simplex: self.simplex.then(|| {
+            simplex: (self.simplex && !standby).then(|| {
                 let mut s = crate::vote::SimplexCfg::new(
                     self.home.voters_members.iter().map(|m| m.p2p()).collect(),
                     self.dir.join(format!("consensus-{i}")),
@@ -548,9 +554,7 @@ pub fn start_box_with(
     loss: Option<PathLoss>,
 ) -> Result<(RunningBox, SocketAddr), String> {
     let mut net = NetBox::open(cfg, false).map_err(|e| format!("box sockets: {e}"))?;
-    for m in &cfg.voters_members {
-        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
-    }
+    net.register_members(cfg);
     let seq = net.client_addrs()[0];
     let map = CoreMap::Shared {
         threads: 2,

@@ -346,3 +346,39 @@ fn a_dead_box_is_deposed_and_its_prefix_sealed_by_the_voters() {
     }
     let _ = std::fs::remove_dir_all(&h.dir);
 }
+
+/// 07 §9.3–§9.5 with the warm standby's non-voting replica running: it replays the same book as
+/// the voters, and when the box dies it sends its TailReport (promotable: warm and caught up) to
+/// every voter; every voter's plan then names it next (`next_seq` = its `seq_order` index, 1),
+/// every voter checks the leader's seal against that, and the seal that finalizes names it. (Its
+/// promotion in the process is not built: the book stays halted.)
+#[test]
+fn a_dead_box_is_sealed_naming_the_promotable_standby_next() {
+    let (mut h, _serial) = home("sealed-standby", 49_500, true);
+    // 07's 10 s of history is this test's whole load: 1 s here.
+    h.budgets.promote_history_ns = 1_000_000_000;
+    let n = h.home.voters_members.len();
+    let r = h
+        .run_box_dies(&[0, 1, 2, 3, n], 1000, 3, std::time::Duration::from_secs(8))
+        .expect("the home runs");
+    assert!(r.counts.fin > 0, "nothing final at the client");
+    let (voters, standby) = r.nodes.split_at(n);
+    let standby = &standby[0];
+    let (checked, promotable, alarm) = standby.standby_state().expect("the standby's replica");
+    assert!(checked > 0 && !alarm, "{checked} {promotable:?}");
+    // It replayed what the voters replayed.
+    assert_eq!(standby.replay().digest(), voters[0].replay().digest());
+    assert!(standby.replay().responses > 0);
+    for (i, v) in voters.iter().enumerate() {
+        assert_eq!(
+            v.counters().seals_final,
+            1,
+            "replica {i}: the seal is final"
+        );
+        let (_, ext) = v.sealed().expect("the seal");
+        assert_eq!(ext.next_seq, 1, "replica {i}: the standby is named next");
+        assert_eq!(ext.next_tenure, 1);
+        assert_eq!(v.replay().digest(), voters[0].replay().digest());
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}

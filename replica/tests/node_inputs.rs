@@ -21,6 +21,7 @@ fn config(h: &LoopbackHome, i: usize) -> NodeConfig {
         home: h.home.clone(),
         index: i,
         vote_key: SigningKey::from_bytes(seed.expose()),
+        standby: false,
         budgets: h.budgets,
         journal: None,
         journal_backend: Default::default(),

@@ -107,6 +107,8 @@ pub const REP_ROOT_TIMEOUT_MS: u64 = 2000;
 pub const REP_SNAP_INTERVAL_S: u64 = 60;
 /// Replay history needed to be promotable, s (07 §7.5; budget).
 pub const REP_PROMOTE_HISTORY_S: u64 = 10;
+/// Replay lag a promotable standby reports at most, µs (07 §9.5: `replay_lag_us ≤ 2,000`).
+pub const REP_PROMOTE_LAG_US: u64 = 2_000;
 /// "Caught up" threshold, ms (07 §7.6; budget).
 pub const REP_LIVE_LAG_MS: u64 = 10;
 /// A suspicion without Q is abandoned after this, ms (07 §9.1; budget).

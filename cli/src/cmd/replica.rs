@@ -156,10 +156,8 @@ fn cut(s: &str) -> Result<(u8, u64), String> {
     Ok((path, secs))
 }
 
-/// The block journal, the cert journal and the order journal (07 §8.2, §4.10), with
-/// REP_A_JOURNAL.
 /// The replica's metrics page: what it renders (`Node::metrics`) and the endpoint's own.
-fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
+pub(super) fn render(n: &Node, published: &vyrn_metrics::Published) -> String {
     let mut e = vyrn_metrics::Exposition::new();
     n.metrics(&mut e);
     published.own(&mut e);
@@ -265,11 +263,7 @@ pub fn run(o: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut budgets = if home.profile == Profile::Dev {
-        Budgets::dev()
-    } else {
-        Budgets::default()
-    };
+    let mut budgets = Budgets::of(home.profile);
     if let Some(us) = o.ack_us {
         budgets.rx.ack_ns = us * 1000;
     }
@@ -299,6 +293,7 @@ pub fn run(o: Args) -> ExitCode {
         home,
         index: o.index,
         vote_key: ed25519_dalek::SigningKey::from_bytes(seed.expose()),
+        standby: false,
         budgets,
         journal: o.journal.clone(),
         journal_backend: o.journal_backend,
@@ -511,7 +506,7 @@ fn voter_line(n: &Node) -> String {
 }
 
 /// What an operator reads about one replica.
-fn line(n: &Node) -> String {
+pub(super) fn line(n: &Node) -> String {
     let c = n.counters();
     let core = n.core();
     let rx = core.order_rx().counters();

@@ -192,9 +192,7 @@ pub fn run(o: Args) -> ExitCode {
         }
         eprintln!("vyrn seq: warning: no voters configured: nothing becomes durable or final, and the finality gate halts the book after FIN_GATE_BLOCKS blocks");
     }
-    for m in &cfg.voters_members {
-        net.register_voter(m.ctrl_addr, m.index, m.vote_key);
-    }
+    net.register_members(&cfg);
     // The metrics port and the signal handler before the box starts: a port clash must refuse
     // the start, not end a tenure that has begun.
     // SIGTERM/SIGINT end the run cleanly (the summary is printed).

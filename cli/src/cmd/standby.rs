@@ -1,4 +1,4 @@
-//! `vyrn standby`: the warm standby's finality listener (07 §6.8).
+//! `vyrn standby`: the warm standby — its finality listener (07 §6.8) and its non-voting replica (07 §9.5).
 //!
 //! Usage: `vyrn standby --home FILE [--key FILE] [--secs N] [--metrics IP:PORT] [--cores LIST]`.
 //!
@@ -19,10 +19,21 @@
 //! [`CERT_BURST`](vyrn_consensus::listener::CERT_BURST) (a token bucket per voter; the rest is
 //! counted and dropped before any signature check).
 //!
-//! Not built: the rest of the warm standby of 07 §9 — its replay, TailReport and promotion.
+//! Where `[standby]` names its replica (`replica_addr`, `data_addr`), the process also runs the
+//! standby's non-voting replica (07 §9.5, C-ONEBIN): a replica's front and replay
+//! (`vyrn_replica::node::Node` with `standby`) on both paths' multicast groups, fed DATA frames
+//! by every data box and repaired by NACKs to the box, checking every block as a voter's
+//! verdict would and voting in none. It reports whether it is `promotable` (07 §9.5:
+//! REP_PROMOTE_HISTORY_S replayed, replay lag within REP_PROMOTE_LAG_US, no block refused) and
+//! raises REP_A_STANDBY once warm when it is not.
 //!
-//! A line a second (final height and view, votes, bad signatures); `--metrics` serves
-//! `vyrn_standby_*` in Prometheus text; at the end a summary line `standby: final height H`.
+//! When the box goes silent, the replica sends its TailReport (07 §9.3) to every voter, and a seal
+//! names the standby next when it is promotable. Not built: its promotion in this process (the library part is `vyrn_seq::takeover`), its repair from peers.
+//!
+//! A line a second from each (the listener's final height and view, votes, bad signatures; the
+//! replica's checked height, promotable and a replica's line); `--metrics` serves
+//! `vyrn_standby_*` and the replica's `vyrn_replica_*` in Prometheus text; at the end the summary
+//! lines `standby: final height H` and `standby replica: replay digest D over N responses`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,6 +44,8 @@ use std::time::Instant;
 use super::{cores, Cores};
 use vyrn_home::HomeConfig;
 use vyrn_nic::udp::UdpPort;
+use vyrn_replica::front::core::Budgets;
+use vyrn_replica::node::{Node, NodeConfig, Promotable};
 use vyrn_seq::standby::Standby;
 
 /// `vyrn standby`.
@@ -100,16 +113,33 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         ));
     }
     let standby = vyrn_seq::standby::open(home, &me)?;
+    // 07 §9.5: the non-voting replica beside the listener, where the file names one.
+    let node = match home.standby_replica {
+        Some(_) => Some(open_replica(home, &me)?),
+        None => None,
+    };
     drop(me);
     let at = standby
         .port()
         .local_addr()
         .map_err(|e| format!("control port: {e}"))?;
     println!(
-        "standby: finality listener on {at} for {} voters (Q {}); replay and promotion (07 §9) not built",
+        "standby: finality listener on {at} for {} voters (Q {})",
         standby.listener().voters().n(),
         standby.listener().voters().quorum()
     );
+    match (&node, home.standby_replica) {
+        (Some(_), Some(r)) => println!(
+            "standby: replica (non-voting, 07 §9.5) on {}, data on {}, paths on port {}/{}; promotion not built (a sealed home stays halted)",
+            r.ctrl_addr,
+            r.data_addr.map_or("-".into(), |a| a.to_string()),
+            home.path_port,
+            home.path_port + 1
+        ),
+        _ => println!(
+            "standby: no [standby] replica_addr: finality listener only (not promotable, REP_A_STANDBY)"
+        ),
+    }
     let stop = vyrn_nic::wait::stop_on_signals();
     let published = vyrn_metrics::Published::default();
     if let Some(a) = o.metrics {
@@ -118,9 +148,68 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         println!("standby: metrics on http://{at}/metrics");
         published.set(render(&standby, &published));
     }
-    // The listener is one cold tile on the runner, blocking on its control port; its line a
-    // second and its metrics page are rendered on its own thread.
-    let metrics = o.metrics.is_some();
+    let metrics = o.metrics.is_some().then_some(published);
+    let (runner, halted) = start(standby, node, metrics);
+    let t0 = Instant::now();
+    vyrn_tile::supervise(&runner, "standby", || {
+        stop.load(Ordering::Relaxed)
+            || halted.as_ref().is_some_and(|h| h.load(Ordering::Relaxed))
+            || (o.secs > 0 && t0.elapsed().as_secs() >= o.secs)
+    });
+    let mut tiles = runner.stop();
+    let s = vyrn_tile::take::<vyrn_tile::Reported<Standby<UdpPort>>>(&mut tiles)
+        .ok_or("the listener's tile was lost (its thread panicked)")?
+        .tile;
+    let node = vyrn_tile::take::<vyrn_tile::Reported<Node>>(&mut tiles).map(|t| t.tile);
+    summary(&s);
+    match node {
+        Some(mut n) => {
+            let r = n.finish();
+            replica_summary(&n);
+            r.map_err(|e| format!("the standby's replay stopped: {e:?}"))
+        }
+        None if halted.is_some() => Err("the replica's tile was lost (its thread panicked)".into()),
+        None => Ok(()),
+    }
+}
+
+/// The standby's replica (07 §9.5): a replica's front and replay on the home's `[standby]`
+/// addresses, under the standby's identity, checking every block and voting in none.
+fn open_replica(home: &HomeConfig, me: &ed25519_dalek::SigningKey) -> Result<Node, String> {
+    let budgets = Budgets::of(home.profile);
+    let cfg = NodeConfig {
+        home: home.clone(),
+        index: home.voters_members.len(),
+        vote_key: me.clone(),
+        standby: true,
+        budgets,
+        journal: None,
+        journal_backend: Default::default(),
+        journal_sync_ns: 0,
+        journal_cores: None,
+        simplex: None,
+        replay_tile: false,
+        replay_lanes: 0,
+        replay_lane_cores: Vec::new(),
+        snapshot_blocks: 0,
+    };
+    Node::open(&cfg).map_err(|e| format!("the standby's replica: {e}"))
+}
+
+/// The listener (blocking on its port) and the replica (as a replica's front waits) on a
+/// thread each; a line a second from each, and the metrics page from both.
+fn start(
+    standby: Standby<UdpPort>,
+    node: Option<Node>,
+    published: Option<vyrn_metrics::Published>,
+) -> (
+    vyrn_tile::Runner,
+    Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) {
+    // The listener's part of the page, which the replica's thread completes when it runs.
+    let part = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let with_node = node.is_some();
+    let (p1, part1) = (published.clone(), part.clone());
     let mut sec = 0u64;
     let tile = vyrn_tile::Reported::new(
         standby,
@@ -129,36 +218,75 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
             sec += 1;
             let (l, counts) = (s.listener(), s.counts());
             println!(
-            "[{sec:>4}s] standby: final height {} (view {}), votes {}, bad {}, from unknown sources {}",
-            l.final_height(),
-            l.final_view(),
-            counts.taken,
-            counts.bad,
-            counts.unknown
-        );
-            if metrics {
-                published.set(render(s, &published));
+                "[{sec:>4}s] standby: final height {} (view {}), votes {}, bad {}, from unknown sources {}",
+                l.final_height(),
+                l.final_view(),
+                counts.taken,
+                counts.bad,
+                counts.unknown
+            );
+            match (&p1, with_node) {
+                (Some(p), false) => p.set(render(s, p)),
+                (Some(_), true) => {
+                    let mut e = vyrn_metrics::Exposition::new();
+                    s.metrics(&mut e);
+                    *part1.lock().unwrap_or_else(|e| e.into_inner()) = e.render();
+                }
+                (None, _) => {}
             }
         },
     );
-    let runner = vyrn_tile::Runner::start(
-        vec![vyrn_tile::Group {
+    let mut groups = vec![vyrn_tile::Group {
+        core: None,
+        wait: vyrn_tile::Wait::Block {
+            timeout_ns: 100_000_000,
+        },
+        tasks: vec![Box::new(tile)],
+    }];
+    let halted = node.as_ref().map(Node::halted);
+    if let Some(node) = node {
+        let mut sec = 0u64;
+        let tile = vyrn_tile::Reported::new(node, 1_000_000_000, move |n: &mut Node, _| {
+            sec += 1;
+            println!("[{sec:>4}s] standby replica: {}", standby_line(n));
+            if let Some(p) = &published {
+                let text = super::replica::render(n, p);
+                let listener = part.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                p.set(text + &listener);
+            }
+        });
+        groups.push(vyrn_tile::Group {
             core: None,
-            wait: vyrn_tile::Wait::Block {
-                timeout_ns: 100_000_000,
-            },
+            wait: vyrn_replica::node::NODE_WAIT,
             tasks: vec![Box::new(tile)],
-        }],
-        vyrn_tile::Clock::new(),
-    );
-    let t0 = Instant::now();
-    vyrn_tile::supervise(&runner, "standby", || {
-        stop.load(Ordering::Relaxed) || (o.secs > 0 && t0.elapsed().as_secs() >= o.secs)
-    });
-    let mut tiles = runner.stop();
-    let s = vyrn_tile::take::<vyrn_tile::Reported<Standby<UdpPort>>>(&mut tiles)
-        .ok_or("the listener's tile was lost (its thread panicked)")?
-        .tile;
+        });
+    }
+    (
+        vyrn_tile::Runner::start(groups, vyrn_tile::Clock::from_ns(1_000_000)),
+        halted,
+    )
+}
+
+/// The standby's state first (07 §9.5), then a replica's line.
+fn standby_line(n: &Node) -> String {
+    let (checked, p, alarm) = n
+        .standby_state()
+        .unwrap_or((0, Promotable::Warming(0), false));
+    format!(
+        "checked to {checked}, promotable {}{}; {}",
+        match p {
+            Promotable::Yes => "yes".to_string(),
+            Promotable::Warming(ns) => format!("no (warming, {} s of history)", ns / 1_000_000_000),
+            Promotable::Lagging(us) => format!("no (replay lag {us} µs)"),
+            Promotable::Refused(h) => format!("no (block {h} refused)"),
+        },
+        if alarm { ", alarm REP_A_STANDBY" } else { "" },
+        super::replica::line(n)
+    )
+}
+
+/// The listener's summary line.
+fn summary(s: &Standby<UdpPort>) {
     let (listener, counts) = (s.listener(), s.counts());
     let lc = listener.counters();
     println!(
@@ -175,5 +303,19 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         counts.unsealed,
         counts.bad_seal
     );
-    Ok(())
+}
+
+/// The replica's summary: its line, and its replay digest (`vyrn up` compares it with the
+/// voters').
+fn replica_summary(n: &Node) {
+    println!("standby replica: {}", standby_line(n));
+    let d = n.replay().digest();
+    println!(
+        "standby replica: replay digest {} over {} responses",
+        d.iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
+        n.replay().responses
+    );
 }

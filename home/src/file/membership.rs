@@ -10,6 +10,7 @@ use super::*;
 pub(super) fn dev_membership(
     voters: &[SigningKey],
     seq: &SigningKey,
+    standby: Option<&SigningKey>,
     base_port: u16,
     n_data: u8,
     addrs: &HomeAddrs,
@@ -41,7 +42,18 @@ pub(super) fn dev_membership(
             facility: 1,
             client_addr: at(addrs.box_ip, base_port),
             repl_addr: at(addrs.box_path_ips[0], base_port + DEV_PATHS),
-        }],
+        }]
+        .into_iter()
+        // 07 §9.5: the warm standby next, in F2; its client port is where it takes over.
+        .chain(standby.map(|k| SeqBox {
+            index: 1,
+            role: Role::Standby,
+            seq_key: k.verifying_key().to_bytes(),
+            facility: vyrn_wire::msg::ctrl::STANDBY_FACILITY,
+            client_addr: at(addrs.box_ip, base_port + DEV_STANDBY_CLIENT),
+            repl_addr: at(addrs.box_path_ips[0], base_port + DEV_PATHS),
+        }))
+        .collect(),
         recovery: 0,
         data_boxes: (0..n_data)
             .map(|d| DataBox {
@@ -58,6 +70,26 @@ pub(super) fn dev_membership(
         .map(|(i, k)| m.sign_entry(i as u8, k))
         .collect();
     m
+}
+
+/// 07 §9.5: the record's warm standby (`seq_order`'s `Standby` entry) is the file's `[standby]`:
+/// its `seq_key` is the standby's `link_key` (one identity per box, as the primary's `seq_pub`),
+/// and a record that names a standby needs the file's `[standby]`.
+pub(super) fn check_standby_seq(
+    m: RepMembership,
+    standby_key: Option<VerifyingKey>,
+) -> Result<RepMembership, String> {
+    let named = m
+        .seq_order
+        .iter()
+        .find(|s| s.role == vyrn_wire::msg::ctrl::Role::Standby);
+    match (named, standby_key) {
+        (Some(s), Some(k)) if s.seq_key != k.to_bytes() => {
+            Err("the standby's seq_key is not [standby] link_key".into())
+        }
+        (Some(_), None) => Err("it names a standby; the file has no [standby] link_key".into()),
+        _ => Ok(m),
+    }
 }
 
 /// Parse and check a `REP_Membership` file (07 §13.1) for a home of `epoch` whose file lists

@@ -219,6 +219,9 @@ pub struct DataBoxMember {
     /// The box's Ed25519 identity (`link_key`): the voters agree the member envelope's link
     /// keys with it (`vyrn_wire::msg::seal`; its secret is `vyrn data --key`).
     pub link_key: VerifyingKey,
+    /// `standby_port`: the port of its socket for the standby's replica
+    /// ([`DataBoxMember::standby_addr`]); `None`: `dest_base + voters`.
+    pub standby_port: Option<u16>,
 }
 
 impl DataBoxMember {
@@ -226,6 +229,31 @@ impl DataBoxMember {
     pub fn dest_addr(&self, i: usize) -> SocketAddr {
         SocketAddr::new(self.client_addr.ip(), self.dest_base.wrapping_add(i as u16))
     }
+
+    /// The address of this box's socket for the warm standby's replica (07 §5.1: the
+    /// destinations are the voters and the standby): `standby_port` on `client_addr`'s IP, else
+    /// the port above the last voter's (`dest_base + voters`).
+    pub fn standby_addr(&self, voters: usize) -> SocketAddr {
+        let port = self
+            .standby_port
+            .unwrap_or(self.dest_base.wrapping_add(voters as u16));
+        SocketAddr::new(self.client_addr.ip(), port)
+    }
+}
+
+/// The warm standby's non-voting replica (07 §9.5, C-ONEBIN: `vyrn standby` runs a replica's
+/// front and replay beside its finality listener): the `[standby]` keys `replica_addr`,
+/// `data_addr`, `path_a_ip`, `path_b_ip`. It joins both paths' multicast groups like a voter, the
+/// data boxes fan out to it, and it NACKs the box; it never votes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StandbyReplica {
+    /// Its replica's control socket (`replica_addr`): NACKs to the box leave from here and the
+    /// retransmissions come back to it.
+    pub ctrl_addr: SocketAddr,
+    /// Where data boxes send it DATA frames (`data_addr`); `None` in a home with no data box.
+    pub data_addr: Option<SocketAddr>,
+    /// Its interface address on path A and on path B (default `replica_addr`'s IP).
+    pub path_ips: [Ipv4Addr; 2],
 }
 
 /// What every role of a home reads from the home's file (the replicas and the data boxes):
@@ -265,9 +293,51 @@ pub struct HomeConfig {
     pub standby_ctrl: Option<SocketAddr>,
     /// The standby's Ed25519 identity (`[standby] link_key`), for the member envelope.
     pub standby_key: Option<VerifyingKey>,
+    /// The standby's non-voting replica, where `[standby]` names one (`replica_addr`).
+    pub standby_replica: Option<StandbyReplica>,
 }
 
 impl HomeConfig {
+    /// The warm standby's sequencer index and `seq_key` (07 §9.5; its TailReport's `reporter`
+    /// and signing key): its `seq_order` entry in the membership, else index 1 under `[standby]
+    /// link_key` in a file with no membership. `None` unless `[standby]` names its replica.
+    pub fn standby_seq(&self) -> Option<(u8, VerifyingKey)> {
+        self.standby_replica?;
+        let key = self.standby_key?;
+        let Some(m) = &self.membership else {
+            return Some((1, key));
+        };
+        m.seq_order
+            .iter()
+            .find(|s| s.role == vyrn_wire::msg::ctrl::Role::Standby)
+            .map(|s| (s.index, key))
+    }
+
+    /// How many sequencer boxes `seq_order` lists (07 §13.1): the membership's, else the primary
+    /// and the standby's replica where the file names one.
+    pub fn seq_boxes(&self) -> usize {
+        match &self.membership {
+            Some(m) => m.seq_order.len(),
+            None => 1 + usize::from(self.standby_replica.is_some()),
+        }
+    }
+
+    /// The standby's replica as a member of the data fan-out and the paths: voter slot
+    /// `voters` (the data boxes' socket for it is [`DataBoxMember::standby_addr`]), its
+    /// `link_key` in place of a vote key. `None` unless `[standby]` names its replica.
+    pub fn standby_member(&self) -> Option<VoterMember> {
+        let r = self.standby_replica?;
+        Some(VoterMember {
+            index: self.voters_members.len(),
+            ctrl_addr: r.ctrl_addr,
+            vote_key: self.standby_key?,
+            data_addr: r.data_addr,
+            p2p_addr: None,
+            path_ips: r.path_ips,
+            held_mib: None,
+        })
+    }
+
     /// Session `session`'s data home (07 §5.1): box `session mod n` of the home's `n` data
     /// boxes. Every role uses this one rule (the data boxes, the replicas' fetch order).
     pub fn data_home(&self, session: u32) -> u8 {
@@ -315,6 +385,7 @@ impl HomeConfig {
             session_addrs: c.session_addrs,
             standby_ctrl: c.standby_ctrl,
             standby_key: c.standby_key,
+            standby_replica: c.standby_replica,
         })
     }
 }
@@ -362,6 +433,9 @@ pub struct BoxConfig {
     /// The standby's Ed25519 identity (`[standby] link_key`): the voters seal what they send
     /// it with the link key agreed with it (`vyrn_wire::msg::seal`).
     pub standby_key: Option<VerifyingKey>,
+    /// The standby's non-voting replica (`[standby] replica_addr`, `data_addr`): the data boxes
+    /// fan out to it and the box serves its NACKs.
+    pub standby_replica: Option<StandbyReplica>,
     /// The box's client UDP port (`dev`, `consumer`: all lanes; `ref`: lane l listens on
     /// `client_port + l`, the flow filter of 07 §9.5). 0: any free port.
     pub client_port: u16,
@@ -835,6 +909,7 @@ fn membership_of(
     seq_public: Option<VerifyingKey>,
     epoch: u32,
     voters_members: &[VoterMember],
+    standby_key: Option<VerifyingKey>,
 ) -> Result<Option<RepMembership>, CfgError> {
     let (Some((f, line)), Some(sp)) = (membership_file, seq_public) else {
         return Ok(None);
@@ -844,6 +919,7 @@ fn membership_of(
         .map_err(|e| format!("membership = {f}: cannot read {}: {e}", at.display()))
         .and_then(|b| {
             check_membership(&b, epoch, voters_members, &sp)
+                .and_then(|m| check_standby_seq(m, standby_key))
                 .map_err(|w| format!("membership = {f}: {w}"))
         })
         .map(Some)
@@ -920,6 +996,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         mut databoxes,
         standby_ctrl,
         standby_key,
+        standby_replica,
     } = t;
 
     check_sessions(file, &sessions, &account_lines, e);
@@ -952,6 +1029,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         }
     }
     check_databoxes(file, &mut databoxes, &voters_members, voters_line, e);
+    check_standby_data(file, &databoxes, standby_replica.as_ref(), voters_line, e);
     let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
     let epoch_n = epoch.map_or(1, |x| x.0 as u32);
     let membership = membership_of(
@@ -961,6 +1039,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         seq_public,
         epoch_n,
         &voters_members,
+        standby_key,
     )
     .unwrap_or_else(|e| {
         errs.push(e);
@@ -984,6 +1063,7 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
         session_addrs,
         standby_ctrl,
         standby_key,
+        standby_replica,
         client_port: client_port.map_or(0, |x| x.0 as u16),
         ctrl_port: ctrl_port.map_or(0, |x| x.0 as u16),
         path_port,

@@ -200,6 +200,23 @@ pub(super) fn check_databoxes(
     }
 }
 
+/// A home with data boxes fans out to the standby's replica too (07 §5.1): it needs `data_addr`.
+pub(super) fn check_standby_data(
+    file: &Path,
+    databoxes: &[(DataBoxMember, usize)],
+    standby: Option<&StandbyReplica>,
+    line: usize,
+    e: &mut Vec<CfgError>,
+) {
+    if !databoxes.is_empty() && standby.is_some_and(|r| r.data_addr.is_none()) {
+        e.push(err(
+            file,
+            line,
+            "the file has [databox] sections and a [standby] replica_addr, so [standby] needs data_addr",
+        ));
+    }
+}
+
 /// What `[box]` says, checked (every mistake pushed with its line), for the rest of the parse.
 pub(super) struct BoxTable<'a> {
     pub(super) profile: Profile,
@@ -543,6 +560,7 @@ pub(super) struct Tables {
     pub(super) databoxes: Vec<(DataBoxMember, usize)>,
     pub(super) standby_ctrl: Option<SocketAddr>,
     pub(super) standby_key: Option<VerifyingKey>,
+    pub(super) standby_replica: Option<StandbyReplica>,
 }
 
 /// What every table's parser needs of the file: its path (for errors), its folder (key files
@@ -780,6 +798,10 @@ pub(super) fn databox_table(
     );
     // The member envelope's identity (its secret: `vyrn data --key`).
     let link_key = take_pub(&mut k, "link_key", true, file, e);
+    // Its socket for the standby's replica (07 §5.1); default `dest_base + voters`.
+    let standby_port = k
+        .num("standby_port", false, (1, u16::MAX as u64), "a UDP port", e)
+        .map(|x| x.0 as u16);
     k.finish(e);
     if let (Some(index), Some((client_addr, _)), Some((dest_base, _)), Some((link_key, _))) =
         (index, client_addr, dest_base, link_key)
@@ -793,6 +815,7 @@ pub(super) fn databox_table(
                 client_addr,
                 dest_base: dest_base as u16,
                 link_key,
+                standby_port,
             },
             s.1,
         ));
@@ -807,7 +830,47 @@ pub(super) fn standby_table(ctx: &Ctx<'_>, s: &Section, t: &mut Tables, e: &mut 
     t.standby_ctrl = take_addr(&mut k, "ctrl_addr", true, file, e).map(|x| x.0);
     // The member envelope's identity (its secret: `vyrn standby --key`).
     t.standby_key = take_pub(&mut k, "link_key", true, file, e).map(|x| x.0);
+    // 07 §9.5: its non-voting replica, optional (a home without one has a listener only).
+    let replica = take_addr(&mut k, "replica_addr", false, file, e);
+    let data_addr = take_addr(&mut k, "data_addr", false, file, e).map(|x| x.0);
+    let path_a_ip = take_ip(&mut k, "path_a_ip", file, e);
+    let path_b_ip = take_ip(&mut k, "path_b_ip", file, e);
     k.finish(e);
+    let Some((ctrl_addr, line)) = replica else {
+        if data_addr.is_some() || path_a_ip.is_some() || path_b_ip.is_some() {
+            e.push(err(
+                file,
+                s.1,
+                "[standby]: data_addr and path_a_ip/path_b_ip are its replica's: replica_addr is needed with them".to_string(),
+            ));
+        }
+        return;
+    };
+    let own = match ctrl_addr.ip() {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(_) => None,
+    };
+    let [Some(pa), Some(pb)] = [path_a_ip, path_b_ip].map(|p| p.or(own)) else {
+        e.push(err(
+            file,
+            line,
+            "[standby]: replica_addr is IPv6, so path_a_ip and path_b_ip are needed (the paths are IPv4 multicast, 07 §3.1)".to_string(),
+        ));
+        return;
+    };
+    if Some(ctrl_addr) == t.standby_ctrl || Some(ctrl_addr) == data_addr {
+        e.push(err(
+            file,
+            line,
+            format!("[standby]: replica_addr = {ctrl_addr} is also its ctrl_addr or data_addr"),
+        ));
+        return;
+    }
+    t.standby_replica = Some(StandbyReplica {
+        ctrl_addr,
+        data_addr,
+        path_ips: [pa, pb],
+    });
 }
 
 /// A required or optional Ed25519 public key `name` (64 hex digits), refusing small-order

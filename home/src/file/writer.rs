@@ -33,6 +33,12 @@ pub const DEV_VOTER_CTRL: u16 = 10;
 pub const DEV_STANDBY: u16 = 9;
 /// See [`DEV_VOTER_CTRL`].
 pub const DEV_VOTER_DATA: u16 = 20;
+/// A dev home's standby replica (07 §9.5): its control socket at `base_port +
+/// DEV_STANDBY_REPLICA`, its data socket one above, data box `d`'s socket for it at `+ 2 + d`.
+pub const DEV_STANDBY_REPLICA: u16 = 42;
+/// A dev home's standby's client port once promoted (07 §9.5; its `seq_order` entry's
+/// `client_addr`): `base_port + DEV_STANDBY_CLIENT`.
+pub const DEV_STANDBY_CLIENT: u16 = 46;
 /// See [`DEV_VOTER_CTRL`].
 pub const DEV_DATABOX: u16 = 30;
 /// The paths' port offset: A at `base_port + DEV_PATHS`, B one above.
@@ -314,6 +320,80 @@ pub(super) fn toml_str(s: &str) -> String {
     out
 }
 
+/// A dev home's `[standby]`: its finality listener and its non-voting replica (07 §6.8, §9.5)
+/// on the box's address; `rel` is its key file, `public` its public key.
+fn standby_section(c: &mut String, addrs: &HomeAddrs, base_port: u16, rel: &str, public: &str) {
+    use std::fmt::Write as _;
+    let ip = addrs.box_ip;
+    let _ = writeln!(
+        c,
+        "\n[standby]    # the warm standby (07 §6.8, §9.5): voters send it their finalize votes and certificates too"
+    );
+    let _ = writeln!(c, "ctrl_addr = \"{ip}:{}\"", base_port + DEV_STANDBY);
+    let _ = writeln!(
+        c,
+        "link_key = {}    # its identity for the member envelope; secret: {rel}",
+        toml_str(public)
+    );
+    let _ = writeln!(
+        c,
+        "replica_addr = \"{ip}:{}\"    # its non-voting replica (07 §9.5): NACKs to the box, retransmissions back",
+        base_port + DEV_STANDBY_REPLICA
+    );
+    let _ = writeln!(
+        c,
+        "data_addr = \"{ip}:{}\"    # where the data boxes send it DATA frames",
+        base_port + DEV_STANDBY_REPLICA + 1
+    );
+    if addrs.box_path_ips != [ip; 2] {
+        let _ = writeln!(
+            c,
+            "path_a_ip = \"{}\"\npath_b_ip = \"{}\"",
+            addrs.box_path_ips[0], addrs.box_path_ips[1]
+        );
+    }
+}
+
+/// The key files of a dev home's members, relative to its folder.
+struct DevKeys<'a> {
+    voters: &'a [String],
+    seq: &'a str,
+    standby: Option<&'a str>,
+}
+
+/// A dev home's `membership.bin` ([`dev_membership`]), from its members' key files.
+fn write_dev_membership(
+    dir: &Path,
+    keys: &DevKeys<'_>,
+    base_port: u16,
+    n_data: u8,
+    addrs: &HomeAddrs,
+) -> std::io::Result<()> {
+    let seed_of = |rel: &str| -> std::io::Result<SigningKey> {
+        let seed = read_seed(&dir.join(rel))
+            .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, x))?;
+        Ok(SigningKey::from_bytes(seed.expose()))
+    };
+    let voter_keys: Vec<SigningKey> = keys
+        .voters
+        .iter()
+        .map(|r| seed_of(r))
+        .collect::<std::io::Result<_>>()?;
+    let standby = keys.standby.map(seed_of).transpose()?;
+    let m = dev_membership(
+        &voter_keys,
+        &seed_of(keys.seq)?,
+        standby.as_ref(),
+        base_port,
+        n_data,
+        addrs,
+    );
+    let mut mb = Vec::new();
+    m.encode(&mut mb)
+        .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{x:?}")))?;
+    std::fs::write(dir.join("membership.bin"), mb)
+}
+
 pub(super) fn write_dev(
     dir: &Path,
     lanes: u8,
@@ -494,20 +574,17 @@ pub(super) fn write_dev(
             c,
             "membership = \"membership.bin\"    # REP_Membership (07 §13.1), certified by its voters; every role checks it against this file"
         );
-        let seed_of = |rel: &str| -> std::io::Result<SigningKey> {
-            let seed = read_seed(&dir.join(rel))
-                .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, x))?;
-            Ok(SigningKey::from_bytes(seed.expose()))
+        // 07 §9.5: the standby is in seq_order where the home has one (the `[standby]` below).
+        let standby_rel = match base_port + (lanes as u16) < base_port + DEV_STANDBY {
+            true => Some(key("standby")?),
+            false => None,
         };
-        let voter_keys: Vec<SigningKey> = rels
-            .iter()
-            .map(|r| seed_of(r))
-            .collect::<std::io::Result<_>>()?;
-        let m = dev_membership(&voter_keys, &seed_of(&seq_rel)?, base_port, n_data, addrs);
-        let mut mb = Vec::new();
-        m.encode(&mut mb)
-            .map_err(|x| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{x:?}")))?;
-        std::fs::write(dir.join("membership.bin"), mb)?;
+        let keys = DevKeys {
+            voters: &rels,
+            seq: &seq_rel,
+            standby: standby_rel.as_deref(),
+        };
+        write_dev_membership(dir, &keys, base_port, n_data, addrs)?;
         for i in 0..4u16 {
             let rel = rels[i as usize].clone();
             let _ = writeln!(
@@ -531,23 +608,8 @@ pub(super) fn write_dev(
             }
             let _ = writeln!(c, "vote_key = {}", toml_str(&public(&rel)?));
         }
-        if base_port + (lanes as u16) < base_port + DEV_STANDBY {
-            let _ = writeln!(
-                c,
-                "\n[standby]    # the warm standby's finality listener (07 §6.8): voters send it their finalize votes and certificates too"
-            );
-            let _ = writeln!(
-                c,
-                "ctrl_addr = \"{}:{}\"",
-                addrs.box_ip,
-                base_port + DEV_STANDBY
-            );
-            let rel = key("standby")?;
-            let _ = writeln!(
-                c,
-                "link_key = {}    # its identity for the member envelope; secret: {rel}",
-                toml_str(&public(&rel)?)
-            );
+        if let Some(rel) = &standby_rel {
+            standby_section(&mut c, addrs, base_port, rel, &public(rel)?);
         }
         for d in 0..n_data {
             let port = dev_databox_port(base_port, d);
@@ -562,6 +624,13 @@ pub(super) fn write_dev(
                 "dest_base = {}    # its socket for voter i: dest_base + i",
                 port + 1
             );
+            if base_port + (lanes as u16) < base_port + DEV_STANDBY {
+                let _ = writeln!(
+                    c,
+                    "standby_port = {}    # its socket for the standby's replica",
+                    base_port + DEV_STANDBY_REPLICA + 2 + d as u16
+                );
+            }
             let rel = key(&format!("databox-{d}"))?;
             let _ = writeln!(
                 c,

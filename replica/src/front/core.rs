@@ -118,6 +118,9 @@ pub struct Budgets {
     /// REP_SUSPECT_ABORT_MS, ns: a failover suspicion short of Q `Silence` within this long is
     /// aborted (07 §9.1).
     pub suspect_abort_ns: u64,
+    /// REP_PROMOTE_HISTORY_S, ns: the replay history a standby's replica needs to be
+    /// promotable (07 §9.5).
+    pub promote_history_ns: u64,
 }
 
 impl Default for Budgets {
@@ -131,6 +134,7 @@ impl Default for Budgets {
             peer_verify_ns: vyrn_wire::consts::REP_HASHLAG_FAULT_NS
                 + 2 * vyrn_wire::consts::BLOCK_NS,
             suspect_abort_ns: vyrn_wire::consts::REP_SUSPECT_ABORT_MS * 1_000_000,
+            promote_history_ns: vyrn_wire::consts::REP_PROMOTE_HISTORY_S * 1_000_000_000,
         }
     }
 }
@@ -144,6 +148,15 @@ pub const DEV_SUSPECT_ABORT_NS: u64 = 500_000_000;
 pub const DEV_DATA_SILENCE_NS: u64 = 200_000_000;
 
 impl Budgets {
+    /// The budgets of a home of `profile`: [`Budgets::dev`] on a dev home, 07's figures
+    /// elsewhere.
+    pub fn of(profile: vyrn_home::Profile) -> Self {
+        match profile {
+            vyrn_home::Profile::Dev => Budgets::dev(),
+            _ => Budgets::default(),
+        }
+    }
+
     /// A dev home's budgets (profile `dev`: a sequencer, a data box, four replicas and the
     /// clients on two shared cores, `docs/operator.md`): RepAcks every 250 µs, the data box's
     /// DATA_HB every 1 ms, and silence means down after 200 ms (with 20 ms a clean CI machine's

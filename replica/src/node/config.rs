@@ -6,10 +6,15 @@ use super::*;
 pub struct NodeConfig {
     /// The home's file, as every role reads it.
     pub home: HomeConfig,
-    /// This voter's index in the membership.
+    /// This voter's index in the membership; the standby's replica ([`NodeConfig::standby`])
+    /// takes the slot after the voters, `voters`.
     pub index: usize,
-    /// This voter's vote key (its secret; its public half is the membership's `vote_key`).
+    /// This voter's vote key (its secret; its public half is the membership's `vote_key`); the
+    /// standby's identity (`[standby] link_key`) for the standby's replica.
     pub vote_key: SigningKey,
+    /// The warm standby's non-voting replica (07 §9.5): the home's `[standby] replica_addr`
+    /// and `data_addr`, sealed `from::STANDBY`, every block checked and none voted.
+    pub standby: bool,
     /// The core's budgets ([`Budgets::dev`] on a dev home, 07's figures elsewhere).
     pub budgets: Budgets,
     /// The block journal's drive directories (07 §8.2); `None`: no journal.

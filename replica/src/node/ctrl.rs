@@ -56,6 +56,71 @@ pub(super) fn per_peer(peers: usize, rate: u64, burst: u64) -> Vec<Tokens> {
         .collect()
 }
 
+/// A datagram from the box's control port: its retransmissions, NackTooOld, HashList, SeqData
+/// and REP_DurableMark.
+fn on_box(core: &mut ReplicaCore, io: &mut Io, epoch: u32, b: &[u8], now: u64) {
+    // HashList and SeqData come sealed by the box; frames (order_root),
+    // NackTooOld (seq_sig) and REP_DurableMark (counted only) come bare.
+    let sealed = seal::Sealed::is_sealed(b);
+    let b = if sealed {
+        match io.opener.open(b) {
+            Ok((f, body)) if f == seal::from::BOX_HASHER || f == seal::from::BOX_CTRL => body,
+            Ok(_) | Err(_) => {
+                io.c.bad_seal += 1;
+                return;
+            }
+        }
+    } else {
+        b
+    };
+    match CtrlMsg::parse(b) {
+        _ if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC => {
+            // The sequencer's retransmission, unicast to this replica (07 §4.10).
+            io.c.rtx_in += 1;
+            core.on_path_frame(REPAIR_CHANNEL, b, now, io);
+        }
+        // Signed by the box (security review F17): a forged one would stop NACKs to it.
+        Ok(CtrlMsg::NackTooOld(t))
+            if t.epoch == epoch
+                && t.tenure == core.order_rx().tenure().0
+                && t.verify(&io.seq_pub) =>
+        {
+            io.c.too_old += 1;
+            core.on_too_old(t.stream, t.oldest_seq);
+        }
+        Ok(CtrlMsg::HashList(l)) if sealed => core.on_hash_list(&l, now, io),
+        Ok(CtrlMsg::RepDurableMark(_)) => io.c.durable_marks += 1,
+        // The canonical copy (07 §5.5 source 3, §5.6): checked like any other.
+        Ok(CtrlMsg::SeqData(d)) if sealed => {
+            io.c.seq_data_rx += 1;
+            core.on_fetched(Source::Seq, &d.pkt, now, io);
+        }
+        Ok(CtrlMsg::HashList(_) | CtrlMsg::SeqData(_)) => io.c.unsealed += 1,
+        _ => io.c.ctrl_bad += 1,
+    }
+}
+
+/// At a voter, a datagram from the standby's replica (07 §9.5): its `Silence`, sealed by it,
+/// for its TailReport (07 §9.3: it reports, its Silence never counts toward Q). Nothing else is
+/// taken from it.
+fn on_standby(io: &mut Io, b: &[u8]) {
+    let body = match io.opener.open_from(seal::from::STANDBY, b) {
+        Ok(body) => body,
+        Err(SealErr::NotSealed) => {
+            io.c.unsealed += 1;
+            return;
+        }
+        Err(_) => {
+            io.c.bad_seal += 1;
+            return;
+        }
+    };
+    match CtrlMsg::parse(body) {
+        Ok(CtrlMsg::Silence(m)) => super::failover::queue_standby_report(io, m.report),
+        _ => io.c.ctrl_bad += 1,
+    }
+}
+
 /// A control datagram from `src`.
 pub(super) fn on_ctrl(
     core: &mut ReplicaCore,
@@ -70,45 +135,11 @@ pub(super) fn on_ctrl(
         return;
     };
     if src == io.seq_ctrl {
-        // HashList and SeqData come sealed by the box; frames (order_root),
-        // NackTooOld (seq_sig) and REP_DurableMark (counted only) come bare.
-        let sealed = seal::Sealed::is_sealed(b);
-        let b = if sealed {
-            match io.opener.open(b) {
-                Ok((f, body)) if f == seal::from::BOX_HASHER || f == seal::from::BOX_CTRL => body,
-                Ok(_) | Err(_) => {
-                    io.c.bad_seal += 1;
-                    return;
-                }
-            }
-        } else {
-            b
-        };
-        match CtrlMsg::parse(b) {
-            _ if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC => {
-                // The sequencer's retransmission, unicast to this replica (07 §4.10).
-                io.c.rtx_in += 1;
-                core.on_path_frame(REPAIR_CHANNEL, b, now, io);
-            }
-            // Signed by the box (security review F17): a forged one would stop NACKs to it.
-            Ok(CtrlMsg::NackTooOld(t))
-                if t.epoch == epoch
-                    && t.tenure == core.order_rx().tenure().0
-                    && t.verify(&io.seq_pub) =>
-            {
-                io.c.too_old += 1;
-                core.on_too_old(t.stream, t.oldest_seq);
-            }
-            Ok(CtrlMsg::HashList(l)) if sealed => core.on_hash_list(&l, now, io),
-            Ok(CtrlMsg::RepDurableMark(_)) => io.c.durable_marks += 1,
-            // The canonical copy (07 §5.5 source 3, §5.6): checked like any other.
-            Ok(CtrlMsg::SeqData(d)) if sealed => {
-                io.c.seq_data_rx += 1;
-                core.on_fetched(Source::Seq, &d.pkt, now, io);
-            }
-            Ok(CtrlMsg::HashList(_) | CtrlMsg::SeqData(_)) => io.c.unsealed += 1,
-            _ => io.c.ctrl_bad += 1,
-        }
+        on_box(core, io, epoch, b, now);
+        return;
+    }
+    if Some(src) == io.standby_replica {
+        on_standby(io, b);
         return;
     }
     let Some(peer) = io.peers.iter().position(|&p| p == src) else {
@@ -233,7 +264,12 @@ pub(super) fn member_links(
         links.push((*a, agree(&d.link_key, "a data box's link_key")?));
     }
     if let (Some(a), Some(k)) = (h.standby_ctrl, h.standby_key) {
-        links.push((a, agree(&k, "the standby's link_key")?));
+        let link = agree(&k, "the standby's link_key")?;
+        // A voter takes the standby's replica's TailReport (07 §9.3), sealed by it.
+        if !cfg.standby && h.standby_replica.is_some() {
+            opener.add(seal::from::STANDBY, link.clone());
+        }
+        links.push((a, link));
     }
     Ok((links, opener))
 }

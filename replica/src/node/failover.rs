@@ -30,6 +30,8 @@ pub(super) struct FailoverIo {
     pub(super) fault: Option<SilenceReason>,
     /// Peers' `Silence` for the next round (by voter index).
     pub(super) silences: Vec<(usize, Silence)>,
+    /// The standby's TailReports for the next round (07 §9.3).
+    pub(super) standby_reports: Vec<vyrn_wire::msg::ctrl::TailReport>,
     /// Peers' `SeqEquivocation` for the next round.
     pub(super) evidence: Vec<SeqEquivocation>,
     /// Seal offers from the seal leader for the desk (07 §9.4).
@@ -48,6 +50,7 @@ impl FailoverIo {
             suspected: false,
             fault: None,
             silences: Vec::new(),
+            standby_reports: Vec::new(),
             evidence: Vec::new(),
             seal_offers: Vec::new(),
             evidence_sent: Default::default(),
@@ -89,6 +92,8 @@ impl NodeFailover {
             voters.into_iter().map(|v| v.1).collect(),
             quorum,
         );
+        // 07 §9.3: a voter waits for the standby's report too, and names it next when promotable.
+        dc.standby = (!cfg.standby).then(|| h.standby_seq()).flatten();
         dc.abort_ns = cfg.budgets.suspect_abort_ns;
         dc.resend_ns = (dc.abort_ns / 4).max(1);
         NodeFailover {
@@ -136,7 +141,8 @@ impl Node {
                 h_i,
                 marks,
                 replay_lag_us: (lag.p50 / 1000).min(u32::MAX as u64) as u32,
-                promotable: false,
+                // 07 §9.5: a voter never is; the standby's replica when warm and caught up.
+                promotable: self.standby_state().is_some_and(|s| s.1.yes()),
             },
             key,
         )
@@ -170,6 +176,9 @@ impl Node {
             if let Ok(s) = f.dep.on_silence(voter, &m, now) {
                 steps = merge(steps, s);
             }
+        }
+        for r in std::mem::take(&mut self.io.fo.standby_reports) {
+            let _ = f.dep.on_standby_report(&r);
         }
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
@@ -271,7 +280,7 @@ impl Node {
         let c = f.dep.config();
         let ext = vyrn_wire::msg::consensus::RepSealExt {
             end_frame_seq: fs,
-            next_seq: next_seq(&[], c.seq),
+            next_seq: next_seq(&standings(&f.dep, self.seq_boxes), c.seq),
             next_tenure: c.tenure.wrapping_add(1),
             unavail: Vec::new(),
         };
@@ -335,6 +344,35 @@ pub(super) fn queue_seal_offer(io: &mut Io, m: SealOffer) {
     }
     io.c.seal_offers_rx += 1;
     io.fo.seal_offers.push(m);
+}
+
+/// Each `seq_order` entry's standing in this failover (07 §9.5): the deposed tenure's box, and
+/// the standby as its TailReport says (reported, promotable).
+fn standings(
+    dep: &Deposition,
+    seq_boxes: usize,
+) -> Vec<crate::front::failover::prefix::SeqStanding> {
+    let mut s = vec![crate::front::failover::prefix::SeqStanding::default(); seq_boxes];
+    if let Some(x) = s.get_mut(dep.config().seq as usize) {
+        x.deposed = true;
+    }
+    if let Some(r) = dep.standby_report() {
+        if let Some(x) = s.get_mut(r.reporter as usize) {
+            x.reported = true;
+            x.promotable = r.promotable;
+        }
+    }
+    s
+}
+
+/// The standby's TailReport off the control port, for the next round (bounded).
+pub(super) fn queue_standby_report(io: &mut Io, r: vyrn_wire::msg::ctrl::TailReport) {
+    if io.fo.standby_reports.len() >= SILENCES_QUEUED_MAX {
+        io.c.silences_dropped += 1;
+        return;
+    }
+    io.c.silences_rx += 1;
+    io.fo.standby_reports.push(r);
 }
 
 /// A peer's `Silence` off the control port, for the next round (bounded).

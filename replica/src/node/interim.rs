@@ -1,8 +1,7 @@
 //! The interim finality voter: signs a range's proposal digest once the verdict says `True`.
 
 use super::*;
-use crate::front::verdict::{Pending, Refusal, VerifyOutcome};
-use vyrn_wire::consts::REP_MAX_HDRS_PER_PROPOSAL;
+use crate::front::verdict::{Pending, Refusal};
 use vyrn_wire::msg::consensus::{ProposalKind, RepProposal};
 use vyrn_wire::msg::ctrl::FinalizeVote;
 
@@ -81,51 +80,27 @@ impl InterimVoter {
         if self.refused.is_some() || self.stopped {
             return;
         }
-        let mut last = None;
-        for (&h, hash) in self.hashes.range(self.next..) {
-            if h != last.map_or(self.next, |(l, _)| l + 1)
-                || h - self.next >= REP_MAX_HDRS_PER_PROPOSAL
-            {
-                break;
-            }
-            last = Some((h, *hash));
-        }
-        let Some((mut last_h, mut last_hash)) = last else {
-            return;
-        };
         // INV-REP-4: vote only on what the verdict says is held and checked.
-        let first = core.verify(self.next, last_h, &last_hash, now, out);
-        self.pending = match first {
-            VerifyOutcome::Pending(h, p) => Some((h, p)),
-            _ => None,
-        };
-        match first {
-            VerifyOutcome::True => {}
-            VerifyOutcome::Pending(h, _) if h > self.next => {
-                // The blocks below the pending one are complete: vote them now.
-                last_h = h - 1;
-                let Some(x) = self.hashes.get(&last_h) else {
-                    return;
-                };
-                last_hash = *x;
-                if core.verify(self.next, last_h, &last_hash, now, out) != VerifyOutcome::True {
-                    return;
-                }
+        let (last_h, _) = match super::follow::verify_run(core, &self.hashes, self.next, now, out) {
+            super::follow::Run::Through(h, hash) => {
+                self.pending = None;
+                (h, hash)
             }
-            VerifyOutcome::Pending(..) => return,
-            // A contradiction: never (INV-REP-4).
-            VerifyOutcome::False(h, Some(r)) => {
+            super::follow::Run::Wait(p) => {
+                self.pending = p;
+                return;
+            }
+            super::follow::Run::Refused(h, r) => {
+                self.pending = None;
                 self.refused = Some((h, r));
                 return;
             }
-            // Pending past REP_VERIFY_WAIT_MS: this ask is false; the next asks afresh.
-            VerifyOutcome::False(_, None) => {
+            super::follow::Run::TimedOut => {
+                self.pending = None;
                 self.timeouts += 1;
                 return;
             }
-        }
-        // One proposal per height (view h + 1 on parent view h): every honest interim voter
-        // signs the same proposals, so Q of them make the listener's quorum (07 §6.8).
+        };
         let Some(signer) = &self.signer else {
             return;
         };

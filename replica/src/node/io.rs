@@ -55,6 +55,11 @@ pub(super) struct Io {
     pub(super) links: Vec<(SocketAddr, LinkKey)>,
     /// What it takes sealed: the box's HashList and SeqData, every peer's control messages.
     pub(super) opener: Opener,
+    /// At a voter: the standby's replica's control address, whose TailReport it takes (07 §9.3).
+    pub(super) standby_replica: Option<SocketAddr>,
+    /// The standby's replica (07 §9.5): it sends the box no RepAck (the box gates on the
+    /// voters' acks; its NACKs alone repair its holes).
+    pub(super) standby: bool,
 }
 
 impl Io {
@@ -83,6 +88,9 @@ impl ReplicaOut for Io {
         }
     }
     fn ack(&mut self, a: &RepAck) {
+        if self.standby {
+            return;
+        }
         let to = self.seq_ctrl;
         self.queue(Sock::Ctrl, to, |b| a.encode(b).is_ok());
     }

@@ -96,6 +96,10 @@ vyrn_metrics::metrics! {
     /// Every family this role renders (docs/sre.md's metric reference and the Grafana
     /// dashboard are generated from the tables: `vyrn metrics`).
     pub METRICS;
+    REPLICA_STANDBY_CHECKED_HEIGHT: Gauge "vyrn_replica_standby_checked_height" []
+        "the standby's replica: every block through this height checks as a voter's would (07 §9.5)";
+    REPLICA_STANDBY_PROMOTABLE: Gauge "vyrn_replica_standby_promotable" []
+        "the standby's replica: 1 when promotable (REP_PROMOTE_HISTORY_S replayed, replay lag p50 within REP_PROMOTE_LAG_US, no block refused)";
     REPLICA_JOURNAL_SYNCED_HEIGHT: Gauge "vyrn_replica_journal_synced_height" []
         "highest height synced to the journal";
     REPLICA_JOURNAL_APPENDED: Counter "vyrn_replica_journal_appended_total" []
@@ -262,6 +266,7 @@ vyrn_metrics::alarms! {
     ALARM_JOURNAL: "REP_A_JOURNAL" "replica";
     ALARM_PATH: "REP_A_PATH" "replica";
     ALARM_DIVERGE: "REP_A_DIVERGE" "replica";
+    ALARM_STANDBY: "REP_A_STANDBY" "standby";
 }
 
 impl Node {
@@ -416,4 +421,15 @@ fn render(n: &Node, e: &mut Exposition) {
         );
     }
     render_journal(e, n);
+    render_standby(e, n);
+}
+
+/// 07 §9.5: the standby's replica.
+fn render_standby(e: &mut Exposition, n: &Node) {
+    if let Some((checked, p, alarm)) = n.standby_state() {
+        e.put_gauge(&REPLICA_STANDBY_CHECKED_HEIGHT, &[], checked as f64);
+        let promotable = if p.yes() { 1.0 } else { 0.0 };
+        e.put_gauge(&REPLICA_STANDBY_PROMOTABLE, &[], promotable);
+        e.put_alarm(&ALARM_STANDBY, &[], alarm);
+    }
 }

@@ -92,6 +92,7 @@ mod counters;
 mod ctrl;
 mod digest;
 mod failover;
+mod follow;
 #[cfg(feature = "lab")]
 mod interim;
 mod io;
@@ -105,6 +106,7 @@ pub use counters::NodeCounters;
 pub use ctrl::PEER_DATA_MAX_PPS;
 use ctrl::{member_links, on_ctrl, per_peer, Tokens};
 pub use digest::ReplaySink;
+pub use follow::Promotable;
 #[cfg(feature = "lab")]
 pub use interim::InterimVoter;
 use io::{open_sockets, Io, Sock};
@@ -152,6 +154,12 @@ pub struct Node {
     snaps: Option<NodeSnaps>,
     /// Sequencer failover at this voter (07 §9.1–§9.2).
     failover: Option<failover::NodeFailover>,
+    /// The standby's replica: its check of every block, in place of a voter (07 §9.5).
+    follower: Option<follow::Follower>,
+    /// How many boxes `seq_order` lists (07 §9.5's choice of the next sequencer).
+    seq_boxes: usize,
+    /// The final seal (07 §9.4): the seal block's height and its `REP_SealExt`.
+    sealed: Option<(u64, vyrn_wire::msg::consensus::RepSealExt)>,
     /// The replay error that halted the front (the tile's polls then do nothing).
     failed: Option<vyrn_engine::home::ReplayError>,
     /// Set with `failed`, for whoever supervises the runner.
@@ -174,37 +182,23 @@ impl Node {
     /// Open voter `cfg.index`'s sockets and build its core.
     pub fn open(cfg: &NodeConfig) -> Result<Node, String> {
         let h = &cfg.home;
-        let me = h
-            .voters_members
-            .iter()
-            .find(|v| v.index == cfg.index)
-            .ok_or_else(|| format!("voter {} is not in the home's membership", cfg.index))?;
-        if me.vote_key != cfg.vote_key.verifying_key() {
-            return Err(format!(
-                "the vote key given is not voter {}'s vote_key in the home's file",
-                cfg.index
-            ));
-        }
+        let me = member(cfg)?;
+        let me = &me;
         if h.path_port == 0 {
             return Err("the home's file sets no path_port: replica processes join the paths at a fixed port".into());
         }
         let seq_ctrl = SocketAddr::new(std::net::IpAddr::V4(h.box_ip), h.ctrl_port);
-        let peers: Vec<SocketAddr> = h
+        // Every voter but this one (the standby's replica: every voter).
+        let (peers, peer_index): (Vec<SocketAddr>, Vec<usize>) = h
             .voters_members
             .iter()
             .filter(|v| v.index != cfg.index)
-            .map(|v| v.ctrl_addr)
-            .collect();
-        let peer_index: Vec<usize> = h
-            .voters_members
-            .iter()
-            .filter(|v| v.index != cfg.index)
-            .map(|v| v.index)
-            .collect();
+            .map(|v| (v.ctrl_addr, v.index))
+            .unzip();
         let n_peers = peer_index.len();
         // Q of 07 §5.7 and §9.2: n − f with f = ⌊(n − 1)/3⌋.
         let quorum = vyrn_home::quorum(h.voters_members.len()) as u32;
-        let boxes: Vec<SocketAddr> = h.databoxes.iter().map(|d| d.dest_addr(cfg.index)).collect();
+        let boxes = box_addrs(cfg);
         let (links, opener) = member_links(cfg, seq_ctrl, &boxes)?;
         let (paths, ctrl, data) = open_sockets(cfg, me)?;
         let cc = CoreConfig {
@@ -283,9 +277,12 @@ impl Node {
                 pending_order: Default::default(),
                 now: 0,
                 c: NodeCounters::default(),
-                name: format!("replica {}", cfg.index),
+                name: match cfg.standby {
+                    true => "standby replica".into(),
+                    false => format!("replica {}", cfg.index),
+                },
                 suspect_since: u64::MAX,
-                fo: failover::FailoverIo::new(cfg.index as u8),
+                fo: failover::FailoverIo::new(reporter(cfg)),
                 down: crate::front::data_down::DataDown::new(
                     h.databoxes.len() as u8,
                     quorum,
@@ -296,7 +293,11 @@ impl Node {
                 peer_data_tokens: Tokens::new(PEER_DATA_MAX_PPS, 4096),
                 peer_data_share: per_peer(n_peers, PEER_DATA_MAX_PPS, 4096),
                 peer_rtx_share: per_peer(n_peers, vyrn_wire::consts::REP_PEER_RTX_MAX_FPS, 4096),
-                sealer: Sealer::new(seal::from::voter(cfg.index), h.epoch, seal::start_seq()),
+                sealer: Sealer::new(sealed_from(cfg), h.epoch, seal::start_seq()),
+                standby: cfg.standby,
+                standby_replica: (!cfg.standby)
+                    .then(|| h.standby_replica.map(|r| r.ctrl_addr))
+                    .flatten(),
                 links,
                 opener,
             },
@@ -318,6 +319,11 @@ impl Node {
             sessions: h.engine.sessions.iter().map(|s| s.session).collect(),
             snaps,
             failover: Some(failover::NodeFailover::new(cfg, quorum)),
+            follower: cfg
+                .standby
+                .then(|| follow::Follower::new(cfg.budgets.promote_history_ns)),
+            seq_boxes: h.seq_boxes(),
+            sealed: None,
             failed: None,
             halted: Arc::new(AtomicBool::new(false)),
         })
@@ -365,9 +371,30 @@ impl Node {
 
     /// Every height through this one was checked true by this replica's verdict (voted).
     pub fn voted(&self) -> u64 {
-        self.simplex
-            .as_ref()
-            .map_or_else(|| self.interim_voted(), |v| v.voted)
+        match (&self.simplex, &self.follower) {
+            (Some(v), _) => v.voted,
+            (None, Some(f)) => f.checked,
+            (None, None) => self.interim_voted(),
+        }
+    }
+
+    /// The final seal this voter holds (07 §9.4): the seal block's height and its
+    /// `REP_SealExt` (`next_seq`: the box named to take over, 0xFF for none).
+    pub fn sealed(&self) -> Option<&(u64, vyrn_wire::msg::consensus::RepSealExt)> {
+        self.sealed.as_ref()
+    }
+
+    /// The standby's replica (07 §9.5): the height through which every block checks, whether
+    /// it is promotable now (and why not), and whether REP_A_STANDBY is raised. `None` on a
+    /// voter.
+    pub fn standby_state(&self) -> Option<(u64, Promotable, bool)> {
+        let f = self.follower.as_ref()?;
+        let lag_us = self.core.replay_lag_time().p50 / 1000;
+        Some((
+            f.checked,
+            f.promotable(self.io.now, lag_us),
+            f.alarm_raised(),
+        ))
     }
 
     /// Replay's digest and counts: replay's own when it runs on its tile (as the tile last
@@ -589,12 +616,13 @@ impl Node {
             self.failover_poll(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 self.io.fo.header_height = self.io.fo.header_height.max(h);
-                match self.simplex.as_mut() {
-                    Some(v) => v.on_header(h, hash),
+                match (self.simplex.as_mut(), self.follower.as_mut()) {
+                    (Some(v), _) => v.on_header(h, hash),
+                    (None, Some(f)) => f.on_header(h, hash),
                     #[cfg(feature = "lab")]
-                    None => self.lab.voter.on_header(h, hash),
+                    (None, None) => self.lab.voter.on_header(h, hash),
                     #[cfg(not(feature = "lab"))]
-                    None => {}
+                    (None, None) => {}
                 }
                 if self.held.len() < 1 << 16 {
                     self.held.push_back((h, last_step));
@@ -624,6 +652,12 @@ impl Node {
             }
             for o in outs {
                 self.on_desk_out(o, now);
+            }
+        } else if let (Some(f), true) = (self.follower.as_mut(), ticked) {
+            f.tick(&mut self.core, now, &mut self.io);
+            if f.alarm_due(now) {
+                let lag_us = self.core.replay_lag_time().p50 / 1000;
+                f.alarm(f.promotable(now, lag_us));
             }
         } else if ticked {
             self.interim_tick(now);
@@ -696,9 +730,13 @@ impl Node {
                     if ext.next_seq == vyrn_wire::msg::consensus::NEXT_SEQ_NONE {
                         "none: the book stays halted".to_string()
                     } else {
-                        ext.next_seq.to_string()
+                        format!(
+                            "{} (the standby; its promotion is not built in the processes: the book stays halted)",
+                            ext.next_seq
+                        )
                     }
                 );
+                self.sealed = Some((cert.proposal.last_height, ext.clone()));
                 let m = vyrn_wire::msg::ctrl::SealCert {
                     cert: cert.clone(),
                     ext: ext.clone(),
@@ -1010,6 +1048,74 @@ fn frame_store(
 
 /// The voting set — the home's REP_Membership when it names one (07 §13.1, checked at load),
 /// else the `[voter.N]` sections' keys — and the Simplex voter when `cfg` runs one.
+/// Each data box's socket for this replica: voter `i`'s at `dest_base + i`, the standby's at
+/// its `standby_port` (07 §5.1).
+fn box_addrs(cfg: &NodeConfig) -> Vec<SocketAddr> {
+    let h = &cfg.home;
+    h.databoxes
+        .iter()
+        .map(|d| match cfg.standby {
+            true => d.standby_addr(cfg.index),
+            false => d.dest_addr(cfg.index),
+        })
+        .collect()
+}
+
+/// This replica's TailReport `reporter` (07 §9.3): its voter index, or the standby's sequencer
+/// index.
+fn reporter(cfg: &NodeConfig) -> u8 {
+    match cfg.standby {
+        true => cfg.home.standby_seq().map_or(1, |s| s.0),
+        false => cfg.index as u8,
+    }
+}
+
+/// The member envelope's `from` for this replica.
+fn sealed_from(cfg: &NodeConfig) -> u8 {
+    match cfg.standby {
+        true => seal::from::STANDBY,
+        false => seal::from::voter(cfg.index),
+    }
+}
+
+/// This replica's member entry: voter `cfg.index`, or the standby's replica (07 §9.5), whose
+/// key must be the one the file names.
+fn member(cfg: &NodeConfig) -> Result<vyrn_home::VoterMember, String> {
+    let h = &cfg.home;
+    if cfg.standby {
+        if cfg.simplex.is_some() {
+            return Err(
+                "the standby's replica votes in nothing: it takes no consensus engine".into(),
+            );
+        }
+        let me = h.standby_member().ok_or(
+            "the home's [standby] names no replica (replica_addr) and link_key: nothing to run",
+        )?;
+        if cfg.index != me.index {
+            return Err(format!(
+                "the standby's replica takes slot {} (after the voters), not {}",
+                me.index, cfg.index
+            ));
+        }
+        if me.vote_key != cfg.vote_key.verifying_key() {
+            return Err("the key given is not the secret of [standby] link_key".into());
+        }
+        return Ok(me);
+    }
+    let me = h
+        .voters_members
+        .iter()
+        .find(|v| v.index == cfg.index)
+        .ok_or_else(|| format!("voter {} is not in the home's membership", cfg.index))?;
+    if me.vote_key != cfg.vote_key.verifying_key() {
+        return Err(format!(
+            "the vote key given is not voter {}'s vote_key in the home's file",
+            cfg.index
+        ));
+    }
+    Ok(me.clone())
+}
+
 fn start_voting(
     cfg: &NodeConfig,
 ) -> Result<

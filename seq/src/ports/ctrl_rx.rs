@@ -19,6 +19,9 @@ pub(super) struct CtrlRxTile {
     pub(super) ctrl: UdpPort,
     pub(super) batch: RxBatch,
     pub(super) voters: HashMap<SocketAddr, usize>,
+    /// The standby's replica's index in `voters` (07 §9.5): sealed `from::STANDBY`, served
+    /// NACKs and data requests only.
+    pub(super) standby: Option<usize>,
     pub(super) epoch: u32,
     /// This box's tenure: a RepAck or NACK of another is refused (07 §2.2).
     pub(super) tenure: u8,
@@ -151,24 +154,9 @@ pub(super) fn on_data_report(stats: &NetStats, body: &[u8]) {
     }
 }
 
-impl Task for CtrlRxTile {
-    fn name(&self) -> String {
-        "ctrl-rx".into()
-    }
-    fn backpressure(&self) -> u64 {
-        self.inbox.spilled()
-    }
-    fn class(&self) -> crate::runner::TileClass {
-        crate::runner::TileClass::Cold
-    }
-    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        Some(self.ctrl.socket().as_raw_fd())
-    }
-    fn poll(&mut self, now: u64) -> bool {
-        use vyrn_wire::msg::ctrl::CtrlMsg;
-        self.inbox.drain();
-        // The lanes' SeqData answers (07 §5.5 source 3), sent from this port.
+impl CtrlRxTile {
+    /// The lanes' SeqData answers (07 §5.5 source 3), sealed and sent from this port.
+    fn send_seq_data_answers(&mut self) {
         let mut answered = false;
         for q in &mut self.data_answers {
             while let Some(a) = q.pop() {
@@ -195,6 +183,51 @@ impl Task for CtrlRxTile {
         if answered {
             let _ = self.ctrl.flush();
         }
+    }
+
+    /// The envelope's `from` of registered index `v`: a voter's index, or the standby's.
+    fn sender_of(&self, v: usize) -> u8 {
+        if Some(v) == self.standby {
+            seal::from::STANDBY
+        } else {
+            seal::from::voter(v)
+        }
+    }
+
+    /// 07 §9.5: the standby's replica votes in nothing and gates nothing — its NACKs and data
+    /// requests only; a voter may send anything the match below takes.
+    fn may_send(
+        &self,
+        v: usize,
+        msg: &Result<vyrn_wire::msg::ctrl::CtrlMsg, vyrn_wire::Malformed>,
+    ) -> bool {
+        use vyrn_wire::msg::ctrl::CtrlMsg;
+        Some(v) != self.standby
+            || matches!(
+                msg,
+                Ok(CtrlMsg::Nack(_) | CtrlMsg::SeqDataReq(_) | CtrlMsg::HashListReq(_))
+            )
+    }
+}
+
+impl Task for CtrlRxTile {
+    fn name(&self) -> String {
+        "ctrl-rx".into()
+    }
+    fn backpressure(&self) -> u64 {
+        self.inbox.spilled()
+    }
+    fn class(&self) -> crate::runner::TileClass {
+        crate::runner::TileClass::Cold
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.ctrl.socket().as_raw_fd())
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        use vyrn_wire::msg::ctrl::CtrlMsg;
+        self.inbox.drain();
+        self.send_seq_data_answers();
         let got = self.ctrl.recv_batch(&mut self.batch);
         self.stats
             .ctrl_truncated
@@ -219,7 +252,7 @@ impl Task for CtrlRxTile {
             };
             // Sealed by that voter under its link key, fresh (a spoofed source
             // address or a replayed capture is refused here, before anything is parsed).
-            let body = match self.opener.open_from(seal::from::voter(v), p.data) {
+            let body = match self.opener.open_from(self.sender_of(v), p.data) {
                 Ok(b) => b,
                 Err(SealErr::NotSealed) => {
                     bump(&self.stats.ctrl_unsealed);
@@ -231,6 +264,7 @@ impl Task for CtrlRxTile {
                 }
             };
             match CtrlMsg::parse(body) {
+                m if !self.may_send(v, &m) => bump(&self.stats.ctrl_bad),
                 Ok(CtrlMsg::RepAck(a)) if a.epoch == self.epoch && a.tenure == self.tenure => {
                     bump(&self.stats.ctrl[0]);
                     let ack = CtrlIn::Ack {

@@ -602,6 +602,9 @@ pub struct NetBox {
     client: Vec<(UdpPort, Option<u8>)>,
     ctrl: UdpPort,
     voters: Vec<(SocketAddr, usize, ed25519_dalek::VerifyingKey)>,
+    /// The standby's replica (07 §9.5): its control address and identity. Its NACKs,
+    /// SeqDataReqs and HashListReqs are served like a voter's; it votes in nothing.
+    standby: Option<(SocketAddr, ed25519_dalek::VerifyingKey)>,
 }
 
 /// A running box.
@@ -665,6 +668,7 @@ impl NetBox {
             client,
             ctrl: open(cfg.ctrl_port)?,
             voters: Vec::new(),
+            standby: None,
         })
     }
 
@@ -689,6 +693,24 @@ impl NetBox {
         key: ed25519_dalek::VerifyingKey,
     ) {
         self.voters.push((addr, index, key));
+    }
+
+    /// Every member of `cfg`'s home that speaks to the control port: its voters (REP_Membership)
+    /// and the standby's replica where the file names one.
+    pub fn register_members(&mut self, cfg: &BoxConfig) {
+        for m in &cfg.voters_members {
+            self.register_voter(m.ctrl_addr, m.index, m.vote_key);
+        }
+        if let (Some(r), Some(k)) = (cfg.standby_replica, cfg.standby_key) {
+            self.register_standby(r.ctrl_addr, k);
+        }
+    }
+
+    /// The warm standby's replica (07 §9.5, `[standby] replica_addr` and `link_key`): its
+    /// messages come sealed `from::STANDBY`; the box serves its NACKs and data requests under a
+    /// share of its own and takes no ack, vote, certificate or `Diverge` from it.
+    pub fn register_standby(&mut self, addr: SocketAddr, key: ed25519_dalek::VerifyingKey) {
+        self.standby = Some((addr, key));
     }
 
     /// Build the tiles and start them on `map`; returns the running box and the paths'
@@ -744,6 +766,13 @@ impl NetBox {
                 "a voter's key gives no link key (a weak key)",
             ))?;
             opener.add(seal::from::voter(i), l.clone());
+            links.insert(a, l);
+        }
+        if let Some((a, k)) = self.standby {
+            let l = LinkKey::agree(&box_key, &k).ok_or(NicError::Config(
+                "[standby] link_key gives no link key (a weak key)",
+            ))?;
+            opener.add(seal::from::STANDBY, l.clone());
             links.insert(a, l);
         }
         let mut databoxes = Opener::new(seq.epoch);
@@ -866,7 +895,13 @@ impl NetBox {
             return Err(io_err(e));
         }
         let mut handles = handles;
-        let (listener, voters, n_keys) = self.finality_listener(cfg.voters, seq.epoch)?;
+        let (listener, mut voters, n_keys) = self.finality_listener(cfg.voters, seq.epoch)?;
+        // The standby's replica takes the index after every registered one.
+        let standby = self.standby.map(|(a, _)| {
+            voters.insert(a, n_keys);
+            n_keys
+        });
+        let n_keys = n_keys + usize::from(standby.is_some());
         let rx = std::mem::take(&mut handles.rx);
         let nacks = std::mem::take(&mut handles.nacks);
         let (hq, _) = vyrn_rings::spsc::channel(1);
@@ -896,6 +931,7 @@ impl NetBox {
             cert_tokens: vec![(CERT_BURST, 0); n_keys],
             hash_tokens: vec![(HASH_LIST_BURST, 0); n_keys],
             voters,
+            standby,
             epoch: seq.epoch,
             tenure: seq.tenure.tenure,
             inbox: tiles::Outq::new(inbox),

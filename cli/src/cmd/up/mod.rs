@@ -1091,10 +1091,16 @@ fn up(a: Args) -> Result<bool, String> {
         );
         let _ = writeln!(
             v,
-            "  final height {:.0} of {:.0} closed (standby {:.0})   gate halts {:.0}   fenced {}",
+            "  final height {:.0} of {:.0} closed (standby: final {:.0}, checked {:.0}, promotable {})   gate halts {:.0}   fenced {}",
             sq.get("vyrn_seq_final_height"),
             sq.get("vyrn_seq_closed_height"),
             get("standby").get("vyrn_standby_final_height"),
+            get("standby").get("vyrn_replica_standby_checked_height"),
+            if get("standby").get("vyrn_replica_standby_promotable") >= 1.0 {
+                "yes"
+            } else {
+                "no"
+            },
             sq.get("vyrn_seq_finality_gate_halts_total"),
             sq.get("vyrn_seq_fenced") >= 1.0
         );

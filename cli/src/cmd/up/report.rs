@@ -124,38 +124,7 @@ pub(super) fn report(
     if seq.contains("seq_fenced true") {
         problems.push("the box fenced".into());
     }
-    // 07 §6.8: the standby hears every finalize vote the box hears; its final height must
-    // reach the box's (within the finality gate's 8 blocks: it stops a moment later, or
-    // earlier, than the box).
-    if let Some(p) = procs.iter().find(|p| p.name == "standby") {
-        let text = p.log_text();
-        let sb = text
-            .lines()
-            .rev()
-            .find(|l| l.starts_with("standby: final height"))
-            .map(str::to_string);
-        let height = |l: &str, key: &str| -> Option<u64> {
-            l.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
-        };
-        let box_final = seq
-            .lines()
-            .find(|l| l.starts_with("control:"))
-            .and_then(|l| height(l, "final height "));
-        let _ = writeln!(
-            r,
-            "## The standby's finality listener (`vyrn standby`, 07 §6.8)\n\nThe voters send their finalize votes and certificates to the standby's control port as to the box's; it batch-verifies them like the box's certificate tile (its replay and promotion, 07 §9, are not built).\n\n```\n{}\n```\n",
-            sb.as_deref().unwrap_or("(no summary)")
-        );
-        match (
-            sb.as_deref().and_then(|l| height(l, "final height ")),
-            box_final,
-        ) {
-            (Some(s), Some(b)) if s + vyrn_wire::consts::FIN_GATE_BLOCKS >= b && s > 0 => {}
-            (s, b) => problems.push(format!(
-                "the standby's final height {s:?} falls short of the box's {b:?}"
-            )),
-        }
-    }
+    standby_section(&mut r, procs, &seq, &mut problems);
     if let Some(at) = a.lab.attack() {
         let _ = writeln!(
             r,
@@ -198,7 +167,14 @@ pub(super) fn report(
         "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | replay lag p50 / p99 / max (07 §7.3, budget 2 ms) | exit |\n|---|---|---|---|---|---|"
     );
     let mut digests = Vec::new();
-    for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
+    // 07 §9.5: the standby's non-voting replica replays the same book; its digest must be the
+    // voters'.
+    let standby_replica =
+        |p: &&Proc| p.name == "standby" && p.log_text().contains("standby: replica (non-voting");
+    for p in procs
+        .iter()
+        .filter(|p| p.name.starts_with("replica") || standby_replica(p))
+    {
         let text = p.log_text();
         let d = text
             .lines()
@@ -378,6 +354,40 @@ pub(super) fn report(
 type Series<'a> = (&'a str, fn(&Tick) -> f64);
 
 /// The run's SVG plots: rates, latency, final lag.
+/// 07 §6.8: the standby hears every finalize vote the box hears; its final height must reach the
+/// box's (within the finality gate's 8 blocks: it stops a moment later, or earlier, than the box).
+fn standby_section(r: &mut String, procs: &[Proc], seq: &str, problems: &mut Vec<String>) {
+    if let Some(p) = procs.iter().find(|p| p.name == "standby") {
+        let text = p.log_text();
+        let sb = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("standby: final height"))
+            .map(str::to_string);
+        let height = |l: &str, key: &str| -> Option<u64> {
+            l.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
+        };
+        let box_final = seq
+            .lines()
+            .find(|l| l.starts_with("control:"))
+            .and_then(|l| height(l, "final height "));
+        let _ = writeln!(
+            r,
+            "## The standby (`vyrn standby`, 07 §6.8, §9.5)\n\nThe voters send their finalize votes and certificates to the standby's control port as to the box's; it batch-verifies them like the box's certificate tile. Its non-voting replica (where the home names one) replays the book: its row in the replicas' table below must show the voters' digest. Its promotion (07 §9.5) is not built.\n\n```\n{}\n```\n",
+            sb.as_deref().unwrap_or("(no summary)")
+        );
+        match (
+            sb.as_deref().and_then(|l| height(l, "final height ")),
+            box_final,
+        ) {
+            (Some(s), Some(b)) if s + vyrn_wire::consts::FIN_GATE_BLOCKS >= b && s > 0 => {}
+            (s, b) => problems.push(format!(
+                "the standby's final height {s:?} falls short of the box's {b:?}"
+            )),
+        }
+    }
+}
+
 fn plot(run: &Path, tl: &[Tick]) -> Result<Vec<String>, String> {
     if tl.len() < 2 {
         return Err("fewer than two seconds recorded".into());

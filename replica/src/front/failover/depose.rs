@@ -390,6 +390,11 @@ impl Deposition {
             .chain(self.standby.as_ref())
     }
 
+    /// The standby's TailReport, when held (07 §9.3).
+    pub fn standby_report(&self) -> Option<&TailReport> {
+        self.standby.as_ref()
+    }
+
     /// The seal leader's wait (07 §9.2) is over at `now`: deposed, and either every voter's and
     /// the standby's report is held, or `min(T*, deposed at) + REP_TAIL_WAIT_MS` has passed.
     pub fn wait_over(&self, now: u64) -> bool {
