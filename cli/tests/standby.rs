@@ -130,7 +130,13 @@ fn a_home_without_a_standby_is_refused() {
     let text = std::fs::read_to_string(&file).unwrap();
     let cut = text.split("\n[standby]").collect::<Vec<_>>();
     let rest = cut[1].split_once("\n\n").map_or("", |x| x.1);
-    std::fs::write(&file, format!("{}\n{}", cut[0], rest)).unwrap();
+    // Its membership record names the standby (07 §9.5): a file without `[standby]` has none.
+    let head: String = cut[0]
+        .lines()
+        .filter(|l| !l.starts_with("membership ="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&file, format!("{head}\n{rest}")).unwrap();
     assert!(HomeConfig::load(&file).unwrap().standby_ctrl.is_none());
     let out = Command::new(env!("CARGO_BIN_EXE_vyrn"))
         .args(["standby", "--secs", "1", "--home"])

@@ -2,18 +2,15 @@
 //! passes; every kind of mistake is reported with its file and line, all at once; the machine
 //! checks catch a core map that does not fit, ports in use and keys that are not private.
 
+mod common;
+
+use common::{line_of, tmp};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use std::path::{Path, PathBuf};
 use vyrn_home::{
     bind_addrs, read_seed, ref_tiles, startup_checks, write_dev_config, write_dev_home_at,
     write_ref_home, BoxConfig, CfgError, HomeAddrs, HomeConfig, Profile,
 };
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vyrn-boxcfg-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 fn port(k: u16) -> u16 {
     40_000 + (std::process::id() % 10_000) as u16 + k * 50
@@ -132,14 +129,6 @@ fn startup_checks_catch_the_machine_problems() {
         .iter()
         .any(|e| e.contains("one tile per core")));
     let _ = std::fs::remove_dir_all(&d);
-}
-
-/// The 1-based line of the first line of `text` that contains `needle`.
-fn line_of(text: &str, needle: &str) -> usize {
-    1 + text
-        .lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle:?} not in the text"))
 }
 
 /// Load `text` as `d/name.conf`; it must fail with an error containing `want` on the line of

@@ -1,23 +1,11 @@
 //! The warm standby's non-voting replica in the home's file (07 §9.5): `[standby]
 //! replica_addr`, `data_addr`, and each data box's `standby_port`.
 
+mod common;
+
+use common::{line_of, tmp};
 use ed25519_dalek::SigningKey;
-use std::path::PathBuf;
 use vyrn_home::HomeConfig;
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vyrn-standby-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-/// Line (1-based) of the first line of `text` containing `needle`.
-fn line_of(text: &str, needle: &str) -> usize {
-    1 + text
-        .lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle:?} not in the text"))
-}
 
 /// 07 §9.5: `[standby] replica_addr`, `data_addr` (its non-voting replica) and a data box's
 /// `standby_port` are read; the replica is the membership's slot after the voters, with the

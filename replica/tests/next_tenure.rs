@@ -297,23 +297,9 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
             .expect("the voter holds the prefix");
 
         // 07 §9.5: the clients resend every packet that got no answer, in order, first.
-        let answered: std::collections::HashSet<(u32, u32)> = rig
-            .live
-            .values()
-            .map(|b| {
-                let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
-                (s, u32::from_le_bytes(b[4..8].try_into().unwrap()))
-            })
-            .collect();
         let k_seq: HashMap<u32, SipKey> = e.sessions.iter().map(|s| (s.session, s.k_seq)).collect();
-        let mut unanswered: Vec<(u32, u32)> = rig
-            .sent
-            .keys()
-            .filter(|k| !answered.contains(k) && k_seq.contains_key(&k.0))
-            .copied()
-            .collect();
-        unanswered.sort_unstable();
-        for k in unanswered {
+        let unanswered = boxrun::unanswered(rig.sent.keys(), rig.live.values());
+        for k in unanswered.into_iter().filter(|k| k_seq.contains_key(&k.0)) {
             let b = resend_of(&rig.sent[&k], &k_seq[&k.0]);
             rig.now += 500;
             let now = rig.now;

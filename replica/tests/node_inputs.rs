@@ -15,23 +15,16 @@ use vyrn_replica::node::{Node, NodeConfig, NodeCounters};
 use vyrn_wire::msg::ctrl::RepairReq;
 use vyrn_wire::msg::seal::{from, LinkKey, Sealer};
 
+/// The secret key in `keys/{name}.key` of the home.
+fn key_of(h: &LoopbackHome, name: &str) -> SigningKey {
+    let seed = read_seed(&h.dir.join(format!("keys/{name}.key"))).unwrap();
+    SigningKey::from_bytes(seed.expose())
+}
+
 fn config(h: &LoopbackHome, i: usize) -> NodeConfig {
-    let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
     NodeConfig {
-        home: h.home.clone(),
-        index: i,
-        vote_key: SigningKey::from_bytes(seed.expose()),
-        standby: false,
         budgets: h.budgets,
-        journal: None,
-        journal_backend: Default::default(),
-        journal_sync_ns: 0,
-        journal_cores: None,
-        simplex: None,
-        replay_tile: false,
-        replay_lanes: 0,
-        replay_lane_cores: Vec::new(),
-        snapshot_blocks: 0,
+        ..NodeConfig::new(h.home.clone(), i, key_of(h, &format!("voter-{i}")))
     }
 }
 
@@ -66,10 +59,7 @@ fn poll_until(node: &mut Node, t0: Instant, done: impl Fn(&NodeCounters) -> bool
 #[test]
 fn a_peer_is_heard_only_through_its_seal() {
     let h = LoopbackHome::new("seal", 29_300, false).expect("dev home");
-    let key = |i: usize| {
-        let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
-        SigningKey::from_bytes(seed.expose())
-    };
+    let key = |i: usize| key_of(&h, &format!("voter-{i}"));
     let mut node = Node::open(&config(&h, 0)).expect("replica 0 opens");
     let t0 = Instant::now();
     let me = h.home.voters_members[0].ctrl_addr;
@@ -114,16 +104,14 @@ fn a_peer_is_heard_only_through_its_seal() {
     assert!(poll_until(&mut node, t0, |c| c.repairs_served.0 == 2));
 }
 
-/// Each peer gets its share (1/(n-1)) of REP_PEER_RTX_MAX_FPS. A peer that
+/// Each peer gets its share (1/(n-1), or 1/n with the standby's replica served too, 07 §9.5) of
+/// REP_PEER_RTX_MAX_FPS. A peer that
 /// asks past its share's burst at one instant is refused (`repairs_over_share`); another peer is
 /// still served at that same instant.
 #[test]
 fn one_peer_cannot_use_up_the_repair_budget_of_the_others() {
     let h = LoopbackHome::new("share", 29_500, false).expect("dev home");
-    let key = |i: usize| {
-        let seed = read_seed(&h.dir.join(format!("keys/voter-{i}.key"))).unwrap();
-        SigningKey::from_bytes(seed.expose())
-    };
+    let key = |i: usize| key_of(&h, &format!("voter-{i}"));
     let mut node = Node::open(&config(&h, 0)).expect("replica 0 opens");
     let me = h.home.voters_members[0].ctrl_addr;
     let req = RepairReq {
@@ -147,7 +135,10 @@ fn one_peer_cannot_use_up_the_repair_budget_of_the_others() {
     let p1 = UdpSocket::bind(h.home.voters_members[1].ctrl_addr).unwrap();
     let l1 = LinkKey::agree(&key(1), &key(0).verifying_key()).unwrap();
     let mut s1 = Sealer::new(from::voter(1), h.home.epoch, 1);
-    // 4,096 / 3 peers = 1,365 at once; each request that finds nothing held costs one.
+    // 4,096 / (3 peers + the standby) = 1,024 at once; each request that finds nothing held costs
+    // one.
+    let slots = 3 + u64::from(h.home.standby_replica.is_some());
+    let share = 4_096 / slots;
     let asked = 1_400u64;
     for k in 0..asked {
         p1.send_to(&s1.seal_bytes(&l1, &req), me).unwrap();
@@ -161,13 +152,51 @@ fn one_peer_cannot_use_up_the_repair_budget_of_the_others() {
     let c = node.counters();
     assert_eq!(
         (c.repairs_served.0, c.repairs_over_share),
-        (1_365, 35),
+        (share, asked - share),
         "{c:?}"
     );
     let p2 = UdpSocket::bind(h.home.voters_members[2].ctrl_addr).unwrap();
     let l2 = LinkKey::agree(&key(2), &key(0).verifying_key()).unwrap();
     let mut s2 = Sealer::new(from::voter(2), h.home.epoch, 1);
     p2.send_to(&s2.seal_bytes(&l2, &req), me).unwrap();
-    poll_at(&mut node, &|c| c.repairs_served.0 == 1_366);
-    assert_eq!(node.counters().repairs_served.0, 1_366);
+    poll_at(&mut node, &|c| c.repairs_served.0 == share + 1);
+    assert_eq!(node.counters().repairs_served.0, share + 1);
+}
+
+/// 07 §9.5: a voter serves the standby's replica like a peer — its RepairReq taken only from its
+/// `replica_addr`, sealed `from::STANDBY` under the standby's link key; bare, or sealed as a
+/// voter, refused.
+#[test]
+fn a_voter_serves_the_standby_replica_through_its_seal() {
+    let h = LoopbackHome::new("standby-in", 29_560, false).expect("dev home");
+    let r = h
+        .home
+        .standby_replica
+        .expect("a dev home names its standby's replica");
+    let seed = read_seed(&h.dir.join("keys/standby.key")).unwrap();
+    let standby = SigningKey::from_bytes(seed.expose());
+    let v0 = SigningKey::from_bytes(read_seed(&h.dir.join("keys/voter-0.key")).unwrap().expose());
+    let mut node = Node::open(&config(&h, 0)).expect("replica 0 opens");
+    let t0 = Instant::now();
+    let me = h.home.voters_members[0].ctrl_addr;
+    let sock = UdpSocket::bind(r.ctrl_addr).unwrap();
+    let req = RepairReq {
+        epoch: h.home.epoch,
+        tenure: 0,
+        stream: 0,
+        from_seq: 1,
+        to_seq: 4,
+    }
+    .to_bytes()
+    .unwrap();
+    let link = LinkKey::agree(&standby, &v0.verifying_key()).unwrap();
+    sock.send_to(&req, me).unwrap();
+    assert!(poll_until(&mut node, t0, |c| c.unsealed == 1));
+    let mut as_voter = Sealer::new(from::voter(1), h.home.epoch, 1_000);
+    sock.send_to(&as_voter.seal_bytes(&link, &req), me).unwrap();
+    assert!(poll_until(&mut node, t0, |c| c.bad_seal == 1));
+    assert_eq!(node.counters().repairs_served.0, 0);
+    let mut s = Sealer::new(from::STANDBY, h.home.epoch, 1_000);
+    sock.send_to(&s.seal_bytes(&link, &req), me).unwrap();
+    assert!(poll_until(&mut node, t0, |c| c.repairs_served.0 == 1));
 }

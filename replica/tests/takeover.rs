@@ -371,21 +371,7 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
     let t0_sent: Vec<(u32, u32)> = store.copies.keys().copied().collect();
 
     // 07 §9.5: the clients resend every packet that got no answer, in order, first.
-    let answered: std::collections::HashSet<(u32, u32)> = box0
-        .live
-        .values()
-        .map(|b| {
-            let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
-            (s, u32::from_le_bytes(b[4..8].try_into().unwrap()))
-        })
-        .collect();
-    let mut unanswered: Vec<(u32, u32)> = store
-        .copies
-        .keys()
-        .filter(|k| !answered.contains(k))
-        .copied()
-        .collect();
-    unanswered.sort_unstable();
+    let unanswered = boxrun::unanswered(store.copies.keys(), box0.live.values());
     let mut resend: std::collections::VecDeque<Vec<u8>> =
         unanswered.iter().map(|k| store.resend_of(*k)).collect();
 

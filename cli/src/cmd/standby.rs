@@ -44,7 +44,6 @@ use std::time::Instant;
 use super::{cores, Cores};
 use vyrn_home::HomeConfig;
 use vyrn_nic::udp::UdpPort;
-use vyrn_replica::front::core::Budgets;
 use vyrn_replica::node::{Node, NodeConfig, Promotable};
 use vyrn_seq::standby::Standby;
 
@@ -176,22 +175,9 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
 /// The standby's replica (07 §9.5): a replica's front and replay on the home's `[standby]`
 /// addresses, under the standby's identity, checking every block and voting in none.
 fn open_replica(home: &HomeConfig, me: &ed25519_dalek::SigningKey) -> Result<Node, String> {
-    let budgets = Budgets::of(home.profile);
     let cfg = NodeConfig {
-        home: home.clone(),
-        index: home.voters_members.len(),
-        vote_key: me.clone(),
         standby: true,
-        budgets,
-        journal: None,
-        journal_backend: Default::default(),
-        journal_sync_ns: 0,
-        journal_cores: None,
-        simplex: None,
-        replay_tile: false,
-        replay_lanes: 0,
-        replay_lane_cores: Vec::new(),
-        snapshot_blocks: 0,
+        ..NodeConfig::new(home.clone(), home.voters_members.len(), me.clone())
     };
     Node::open(&cfg).map_err(|e| format!("the standby's replica: {e}"))
 }

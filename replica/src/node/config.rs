@@ -43,3 +43,27 @@ pub struct NodeConfig {
     /// drive's `snapshots/`. 0: none. Needs a journal and state roots.
     pub snapshot_blocks: u64,
 }
+
+impl NodeConfig {
+    /// Voter `index` of `home` (or, with `standby` set after, the standby's replica) under
+    /// `vote_key`: the profile's budgets ([`Budgets::of`]), no journal, no snapshots, the interim
+    /// voter (`simplex` unset), replay inline.
+    pub fn new(home: HomeConfig, index: usize, vote_key: SigningKey) -> Self {
+        NodeConfig {
+            budgets: Budgets::of(home.profile),
+            home,
+            index,
+            vote_key,
+            standby: false,
+            journal: None,
+            journal_backend: Default::default(),
+            journal_sync_ns: 0,
+            journal_cores: None,
+            simplex: None,
+            replay_tile: false,
+            replay_lanes: 0,
+            replay_lane_cores: Vec::new(),
+            snapshot_blocks: 0,
+        }
+    }
+}

@@ -100,23 +100,103 @@ fn on_box(core: &mut ReplicaCore, io: &mut Io, epoch: u32, b: &[u8], now: u64) {
     }
 }
 
-/// At a voter, a datagram from the standby's replica (07 §9.5): its `Silence`, sealed by it,
-/// for its TailReport (07 §9.3: it reports, its Silence never counts toward Q). Nothing else is
-/// taken from it.
-fn on_standby(io: &mut Io, b: &[u8]) {
-    let body = match io.opener.open_from(seal::from::STANDBY, b) {
-        Ok(body) => body,
+/// `b` opened as sealed by member `from` (its envelope checked, fresh); `None`, counted
+/// (`unsealed`, `bad_seal`), otherwise.
+fn open_sealed<'a>(io: &mut Io, from: u8, b: &'a [u8]) -> Option<&'a [u8]> {
+    match io.opener.open_from(from, b) {
+        Ok(body) => Some(body),
         Err(SealErr::NotSealed) => {
             io.c.unsealed += 1;
-            return;
+            None
         }
         Err(_) => {
             io.c.bad_seal += 1;
-            return;
+            None
         }
+    }
+}
+
+/// 07 §5.5: a peer (share `slot`, at `to`) asks for a payload this replica stored; answered
+/// when held, at most PEER_DATA_MAX_PPS a second (the asker moves to its next source otherwise).
+fn serve_data(
+    core: &ReplicaCore,
+    io: &mut Io,
+    f: &vyrn_wire::msg::ctrl::PeerDataFetch,
+    slot: usize,
+    to: SocketAddr,
+    now: u64,
+) {
+    let key = PktKey {
+        session: f.session,
+        pkt_seq: f.pkt_seq,
+    };
+    let Some(pkt) = core.data().payload_for(key, f.pkt_hash) else {
+        io.c.peer_data_missing += 1;
+        return;
+    };
+    let share = io
+        .peer_data_share
+        .get_mut(slot)
+        .is_some_and(|t| t.take(now));
+    if !share || !io.peer_data_tokens.take(now) {
+        io.c.peer_data_capped += 1;
+        return;
+    }
+    io.queue(Sock::Ctrl, to, |b| {
+        vyrn_wire::msg::ctrl::PeerData::encode_parts(f.session, f.pkt_seq, pkt, b)
+    });
+    io.c.peer_data_served += 1;
+}
+
+/// 07 §4.10: a peer's RepairReq (share `slot`, at `to`), served from the frame store within its
+/// share of REP_PEER_RTX_MAX_FPS: one peer's storm never uses up the store's whole budget.
+fn serve_repair(
+    io: &mut Io,
+    r: &vyrn_wire::msg::ctrl::RepairReq,
+    slot: usize,
+    to: SocketAddr,
+    now: u64,
+) {
+    if !io.peer_rtx_share.get_mut(slot).is_some_and(|t| t.take(now)) {
+        io.c.repairs_over_share += 1;
+        return;
+    }
+    let Io {
+        store,
+        arena,
+        msgs,
+        c,
+        peer_rtx_share,
+        ..
+    } = io;
+    c.repairs_served.0 += 1;
+    let served = store.serve(r, now, |f| {
+        let start = arena.len();
+        arena.extend_from_slice(f);
+        msgs.push((Sock::Ctrl, to, start, arena.len()));
+        c.repairs_served.1 += 1;
+    });
+    peer_rtx_share[slot].spend(served.sent.saturating_sub(1));
+}
+
+/// At a voter, a datagram from the standby's replica (07 §9.5), sealed by it: its `Silence`, for
+/// its TailReport (07 §9.3: it reports, its Silence never counts toward Q), and its RepairReq
+/// and PeerDataFetch, served like a peer's under a share of their own (the slot after the
+/// peers'). Nothing else is taken from it.
+fn on_standby(core: &ReplicaCore, io: &mut Io, epoch: u32, src: SocketAddr, b: &[u8], now: u64) {
+    let Some(body) = open_sealed(io, seal::from::STANDBY, b) else {
+        return;
     };
     match CtrlMsg::parse(body) {
         Ok(CtrlMsg::Silence(m)) => super::failover::queue_standby_report(io, m.report),
+        Ok(CtrlMsg::PeerDataFetch(f)) => {
+            let slot = io.peers.len();
+            serve_data(core, io, &f, slot, src, now)
+        }
+        Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
+            let slot = io.peers.len();
+            serve_repair(io, &r, slot, src, now)
+        }
         _ => io.c.ctrl_bad += 1,
     }
 }
@@ -139,7 +219,7 @@ pub(super) fn on_ctrl(
         return;
     }
     if Some(src) == io.standby_replica {
-        on_standby(io, b);
+        on_standby(core, io, epoch, src, b, now);
         return;
     }
     let Some(peer) = io.peers.iter().position(|&p| p == src) else {
@@ -153,19 +233,8 @@ pub(super) fn on_ctrl(
         return;
     }
     // Every other message from a peer comes sealed by that peer.
-    let b = match io
-        .opener
-        .open_from(seal::from::voter(io.peer_index[peer]), b)
-    {
-        Ok(body) => body,
-        Err(SealErr::NotSealed) => {
-            io.c.unsealed += 1;
-            return;
-        }
-        Err(_) => {
-            io.c.bad_seal += 1;
-            return;
-        }
+    let Some(b) = open_sealed(io, seal::from::voter(io.peer_index[peer]), b) else {
+        return;
     };
     match CtrlMsg::parse(b) {
         // 07 §10.1: a peer's equivocation evidence, checked at the next round.
@@ -183,26 +252,9 @@ pub(super) fn on_ctrl(
             let voter = io.peer_index[peer];
             io.down.on_peer(voter, m.d, now);
         }
-        // 07 §5.5: a peer asks for a payload this replica stored; answered when held, at most
-        // PEER_DATA_MAX_PPS a second (the asker moves to its next source otherwise).
         Ok(CtrlMsg::PeerDataFetch(f)) => {
-            let key = PktKey {
-                session: f.session,
-                pkt_seq: f.pkt_seq,
-            };
-            let Some(pkt) = core.data().payload_for(key, f.pkt_hash) else {
-                io.c.peer_data_missing += 1;
-                return;
-            };
-            if !io.peer_data_share[peer].take(now) || !io.peer_data_tokens.take(now) {
-                io.c.peer_data_capped += 1;
-                return;
-            }
             let to = io.peers[peer];
-            io.queue(Sock::Ctrl, to, |b| {
-                vyrn_wire::msg::ctrl::PeerData::encode_parts(f.session, f.pkt_seq, pkt, b)
-            });
-            io.c.peer_data_served += 1;
+            serve_data(core, io, &f, peer, to, now)
         }
         // A peer's answer: checked like any pushed packet (the replica's own full hash).
         Ok(CtrlMsg::PeerData(d)) => {
@@ -211,28 +263,7 @@ pub(super) fn on_ctrl(
         }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let to = io.peers[peer];
-            // The peer's share of REP_PEER_RTX_MAX_FPS first: one peer's
-            // storm never uses up the store's whole budget.
-            if !io.peer_rtx_share[peer].take(now) {
-                io.c.repairs_over_share += 1;
-                return;
-            }
-            let Io {
-                store,
-                arena,
-                msgs,
-                c,
-                peer_rtx_share,
-                ..
-            } = io;
-            c.repairs_served.0 += 1;
-            let served = store.serve(&r, now, |f| {
-                let start = arena.len();
-                arena.extend_from_slice(f);
-                msgs.push((Sock::Ctrl, to, start, arena.len()));
-                c.repairs_served.1 += 1;
-            });
-            peer_rtx_share[peer].spend(served.sent.saturating_sub(1));
+            serve_repair(io, &r, peer, to, now)
         }
         _ => io.c.ctrl_bad += 1,
     }
@@ -266,8 +297,9 @@ pub(super) fn member_links(
     if let (Some(a), Some(k)) = (h.standby_ctrl, h.standby_key) {
         let link = agree(&k, "the standby's link_key")?;
         // A voter takes the standby's replica's TailReport (07 §9.3), sealed by it.
-        if !cfg.standby && h.standby_replica.is_some() {
+        if let (false, Some(r)) = (cfg.standby, h.standby_replica) {
             opener.add(seal::from::STANDBY, link.clone());
+            links.push((r.ctrl_addr, link.clone()));
         }
         links.push((a, link));
     }

@@ -195,7 +195,9 @@ impl Node {
             .filter(|v| v.index != cfg.index)
             .map(|v| (v.ctrl_addr, v.index))
             .unzip();
-        let n_peers = peer_index.len();
+        // One share of the peer services per peer, and one for the standby's replica after them
+        // (07 §9.5).
+        let shares = peer_index.len() + usize::from(!cfg.standby && h.standby_replica.is_some());
         // Q of 07 §5.7 and §9.2: n − f with f = ⌊(n − 1)/3⌋.
         let quorum = vyrn_home::quorum(h.voters_members.len()) as u32;
         let boxes = box_addrs(cfg);
@@ -291,8 +293,8 @@ impl Node {
                 peer_index,
                 moved: vec![Vec::new(); h.databoxes.len()],
                 peer_data_tokens: Tokens::new(PEER_DATA_MAX_PPS, 4096),
-                peer_data_share: per_peer(n_peers, PEER_DATA_MAX_PPS, 4096),
-                peer_rtx_share: per_peer(n_peers, vyrn_wire::consts::REP_PEER_RTX_MAX_FPS, 4096),
+                peer_data_share: per_peer(shares, PEER_DATA_MAX_PPS, 4096),
+                peer_rtx_share: per_peer(shares, vyrn_wire::consts::REP_PEER_RTX_MAX_FPS, 4096),
                 sealer: Sealer::new(sealed_from(cfg), h.epoch, seal::start_seq()),
                 standby: cfg.standby,
                 standby_replica: (!cfg.standby)
@@ -539,10 +541,13 @@ impl Node {
         });
         for s in steps.into_iter().flatten() {
             match s {
+                // The standby's replica votes in nothing (07 §5.7): it re-homes its own fetches
+                // on the voters' gossip, and sends neither gossip nor redirects.
+                DownStep::Gossip(_) if self.io.standby => {}
                 DownStep::Gossip(d) => {
                     let m = vyrn_wire::msg::ctrl::DataDown { d };
-                    for i in 0..self.io.peers.len() {
-                        let to = self.io.peers[i];
+                    let standby = self.io.standby_replica;
+                    for to in self.io.peers.clone().into_iter().chain(standby) {
                         self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
                     }
                     for i in 0..self.io.boxes.len() {
@@ -568,6 +573,9 @@ impl Node {
                             self.io.name,
                             moved.len()
                         );
+                    }
+                    if self.io.standby {
+                        continue;
                     }
                     // Each session's resend_from from one pass over the live records.
                     let points = self.core.data().resend_points(moved);

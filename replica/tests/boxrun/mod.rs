@@ -109,6 +109,28 @@ pub fn resend_of(b: &[u8], k_seq: &vyrn_wire::msg::client::SipKey) -> Vec<u8> {
     b
 }
 
+/// The packets of `sent` (by `(session, pkt_seq)`) that no response in `got` answers, in order:
+/// what a client resends to the next sequencer (07 §9.5).
+pub fn unanswered<'a, 'b>(
+    sent: impl IntoIterator<Item = &'a (u32, u32)>,
+    got: impl IntoIterator<Item = &'b Vec<u8>>,
+) -> Vec<(u32, u32)> {
+    let answered: std::collections::HashSet<(u32, u32)> = got
+        .into_iter()
+        .map(|b| {
+            let s = u32::from_le_bytes(b[0..4].try_into().unwrap());
+            (s, u32::from_le_bytes(b[4..8].try_into().unwrap()))
+        })
+        .collect();
+    let mut out: Vec<(u32, u32)> = sent
+        .into_iter()
+        .filter(|k| !answered.contains(k))
+        .copied()
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// Sessions with a hole in the `resp_seq`s of the responses they received (first copies and
 /// resends): a client resends its retained packets then (docs/client.md).
 pub fn resp_seq_holes<'a>(got: impl IntoIterator<Item = &'a Vec<u8>>) -> Vec<u32> {
