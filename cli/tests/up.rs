@@ -645,3 +645,47 @@ fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// 07 §14 "sequencer process crash" (`--kill-seq`): the box is SIGKILLed 10 s into the load. Every
+/// voter finds the silence, Q `Silence`s depose the tenure, the standby's replica sends its
+/// TailReport (promotable: 12 s of history, caught up), and the seal finalizes the prefix at
+/// every voter naming the standby next; every replica and the standby replayed the same
+/// responses. (Its promotion is not built: the book stays halted.)
+#[test]
+fn a_killed_box_is_deposed_and_sealed_naming_the_standby_next() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "kill-seq",
+        29_900,
+        &["--duration", "14", "--rate", "1000", "--kill-seq", "10"],
+    );
+    assert!(
+        stdout.contains("the sequencer box killed (SIGKILL)"),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains("OK: the home traded until its box was killed"),
+        "{report}"
+    );
+    for i in 0..4 {
+        let log = std::fs::read_to_string(run.join(format!("replica-{i}.log"))).unwrap();
+        assert!(log.contains("deposed (07 §9.2)"), "replica {i}: {log}");
+        let fin = log
+            .lines()
+            .find(|l| l.contains("the seal is final"))
+            .unwrap_or_else(|| panic!("replica {i}: no final seal\n{log}"));
+        assert!(
+            fin.contains("next sequencer 1 (the standby"),
+            "replica {i}: {fin}"
+        );
+    }
+    let digests = replica_column(&report, 2);
+    let standby = report
+        .lines()
+        .find(|l| l.starts_with("| standby |"))
+        .and_then(|l| l.split('|').nth(2))
+        .map(str::trim);
+    assert_eq!(standby, digests.first().copied(), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

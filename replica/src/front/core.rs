@@ -121,6 +121,9 @@ pub struct Budgets {
     /// REP_PROMOTE_HISTORY_S, ns: the replay history a standby's replica needs to be
     /// promotable (07 §9.5).
     pub promote_history_ns: u64,
+    /// REP_TAIL_WAIT_MS, ns: how long past the deposition (and `T*`) the seal leader waits for
+    /// the reports it lacks (07 §9.2).
+    pub tail_wait_ns: u64,
 }
 
 impl Default for Budgets {
@@ -135,6 +138,7 @@ impl Default for Budgets {
                 + 2 * vyrn_wire::consts::BLOCK_NS,
             suspect_abort_ns: vyrn_wire::consts::REP_SUSPECT_ABORT_MS * 1_000_000,
             promote_history_ns: vyrn_wire::consts::REP_PROMOTE_HISTORY_S * 1_000_000_000,
+            tail_wait_ns: (vyrn_wire::consts::REP_TAIL_WAIT_MS * 1e6) as u64,
         }
     }
 }
@@ -143,6 +147,10 @@ impl Default for Budgets {
 pub const DEV_FAILOVER_SILENCE_NS: u64 = 1_000_000_000;
 /// A dev home's REP_SUSPECT_ABORT_MS, ns (07: 5 ms).
 pub const DEV_SUSPECT_ABORT_NS: u64 = 500_000_000;
+/// A dev home's REP_TAIL_WAIT_MS, ns (07: 4.05 ms = fence 1.15 + detection 2.0 + a hop 0.8 +
+/// 0.1, counted from `T*`, the newest frame any report names): its detection
+/// ([`DEV_FAILOVER_SILENCE_NS`]) and the roles' spread ([`DEV_SUSPECT_ABORT_NS`]).
+pub const DEV_TAIL_WAIT_NS: u64 = DEV_FAILOVER_SILENCE_NS + DEV_SUSPECT_ABORT_NS;
 
 /// A dev home's REP_DATA_SILENCE_MS ([`Budgets::dev`]): 200 ms.
 pub const DEV_DATA_SILENCE_NS: u64 = 200_000_000;
@@ -180,6 +188,10 @@ impl Budgets {
         // not come within REP_SUSPECT_ABORT_MS (5 ms) of each other.
         b.rx.silence_ns = DEV_FAILOVER_SILENCE_NS;
         b.suspect_abort_ns = DEV_SUSPECT_ABORT_NS;
+        // The seal leader's wait (07 §9.2) runs from `T*`, the newest frame: it spans the
+        // detection, so a dev home's is its 1 s silence plus the spread (with 07's 4.05 ms, or
+        // 250 ms, it was over before the deposition and the standby's report came too late).
+        b.tail_wait_ns = DEV_TAIL_WAIT_NS;
         b
     }
 }

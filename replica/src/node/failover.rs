@@ -11,7 +11,7 @@
 //! prefix final.
 
 use super::*;
-use crate::front::failover::depose::{DeposeConfig, Deposition, Phase, Steps};
+use crate::front::failover::depose::{DeposeConfig, Deposition, Phase, SilenceRefused, Steps};
 use crate::front::failover::report::{tail_report, ReportInput};
 use vyrn_wire::msg::ctrl::{SealOffer, SeqEquivocation, Silence, SilenceReason};
 
@@ -72,6 +72,8 @@ pub(super) struct NodeFailover {
     book: u16,
     /// The seal plan went to the voter (07 §9.4).
     planned: bool,
+    /// A refused standby report was logged.
+    said_refused: bool,
 }
 
 impl NodeFailover {
@@ -95,6 +97,7 @@ impl NodeFailover {
         // 07 §9.3: a voter waits for the standby's report too, and names it next when promotable.
         dc.standby = (!cfg.standby).then(|| h.standby_seq()).flatten();
         dc.abort_ns = cfg.budgets.suspect_abort_ns;
+        dc.tail_wait_ns = cfg.budgets.tail_wait_ns;
         dc.resend_ns = (dc.abort_ns / 4).max(1);
         NodeFailover {
             dep: Deposition::new(dc),
@@ -103,6 +106,7 @@ impl NodeFailover {
             said_deposed: false,
             book: h.engine.book,
             planned: false,
+            said_refused: false,
         }
     }
 }
@@ -178,7 +182,37 @@ impl Node {
             }
         }
         for r in std::mem::take(&mut self.io.fo.standby_reports) {
-            let _ = f.dep.on_standby_report(&r);
+            let first = f.dep.standby_report().is_none();
+            match f.dep.on_standby_report(&r) {
+                Ok(()) if first => eprintln!(
+                    "{}: failover: the standby's TailReport taken (07 §9.3): H_i {}, promotable {}{}",
+                    self.io.name,
+                    r.h_i,
+                    r.promotable,
+                    match f.dep.phase() {
+                        Phase::Deposed { at } => format!(
+                            ", {} ms after the deposition",
+                            now.saturating_sub(at) / 1_000_000
+                        ),
+                        _ => " (before the deposition)".to_string(),
+                    }
+                ),
+                Ok(()) => {}
+                // Once: the standby repeats its report while it suspects.
+                Err(e) if !f.said_refused => {
+                    f.said_refused = true;
+                    eprintln!(
+                        "{}: failover: the standby's TailReport refused: {e:?}{}",
+                        self.io.name,
+                        match e {
+                            SilenceRefused::NoStandby =>
+                                " (the membership's seq_order names no standby: it cannot be named next)",
+                            _ => "",
+                        }
+                    )
+                }
+                Err(_) => {}
+            }
         }
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);

@@ -95,6 +95,13 @@ pub struct Args {
     /// with two data boxes (`--data-boxes 2`).
     #[arg(long, value_name = "D@SECS", value_parser = restart_at)]
     pub kill_data: Option<(usize, u64)>,
+    /// Lab fault: SIGKILL the sequencer box S seconds after the load starts and leave it down
+    /// (07 §14 "sequencer process crash"): every voter must find the silence, Q of them depose
+    /// the tenure, and the seal must finalize the prefix at every voter, naming the warm standby
+    /// next when its replica is promotable (10 s of history: S ≥ 8 with the 2 s ping). Its
+    /// promotion is not built, so the book stays halted; at least 4 s of the run must follow.
+    #[arg(long, value_name = "SECS")]
+    pub kill_seq: Option<u64>,
     /// Run every role in its own network namespace of the netns lab (build it first, as root:
     /// `deploy/lab/netns.sh up`): the box, each voter and each data box on a facility network
     /// and — box and voters — on two separate path networks, the load from here. The home is
@@ -292,6 +299,61 @@ fn ref_placement_here(databoxes: usize) -> Result<RefPlacement, String> {
         .collect();
     let topo = vyrn_tile::topo::Topology::detect();
     ref_placement(&mask, &topo, REF_LANES, 4, databoxes)
+}
+
+/// The lab faults' arguments against a home of `n` replicas and `nd` data boxes.
+fn check_faults(a: &Args, n: usize, nd: usize) -> Result<(), String> {
+    if let Some((i, _)) = a.restart_replica.filter(|r| r.0 >= n) {
+        return Err(format!("--restart-replica {i}: the home has {n} replicas"));
+    }
+    if let Some((d, _)) = a.kill_data.filter(|k| nd < 2 || k.0 >= nd) {
+        return Err(format!(
+            "--kill-data {d}: the home has {nd} data box(es); killing one needs a live backup (--data-boxes 2)"
+        ));
+    }
+    if let Some(s) = a.kill_seq.filter(|&s| s + 4 > a.duration) {
+        return Err(format!(
+            "--kill-seq {s}: the run must go on at least 4 s after it (--duration {} is too short): the voters depose the box after 1 s of silence and seal after that",
+            a.duration
+        ));
+    }
+    Ok(())
+}
+
+/// The lab's kills, each once, when the run's clock `t` (s since the load started) reaches it:
+/// SIGKILL, left down.
+#[derive(Default)]
+struct Kills {
+    data: bool,
+    seq: bool,
+}
+
+impl Kills {
+    fn on_time(&mut self, a: &Args, t: f64, procs: &mut [Proc]) {
+        // 07 §14 "data box down".
+        if let Some((d, at)) = a.kill_data.filter(|k| !self.data && t >= k.1 as f64) {
+            self.data = true;
+            kill(procs, &format!("data box {d}"));
+            println!("vyrn up: data box {d} killed (SIGKILL) at {at} s; it stays down");
+        }
+        // 07 §14 "sequencer process crash".
+        if let Some(at) = a.kill_seq.filter(|&s| !self.seq && t >= s as f64) {
+            self.seq = true;
+            kill(procs, "sequencer");
+            println!(
+                "vyrn up: the sequencer box killed (SIGKILL) at {at} s; it stays down: the voters must depose it and seal its prefix (07 §9)"
+            );
+        }
+    }
+}
+
+/// SIGKILL the process `name` and mark it killed on purpose.
+fn kill(procs: &mut [Proc], name: &str) {
+    if let Some(p) = procs.iter_mut().find(|p| p.name == name) {
+        p.signal(libc::SIGKILL);
+        p.status = p.child.wait().ok();
+        p.lab_killed = true;
+    }
 }
 
 fn restart_at(s: &str) -> Result<(usize, u64), String> {
@@ -759,18 +821,7 @@ fn up(a: Args) -> Result<bool, String> {
 
     let mut procs: Vec<Proc> = Vec::new();
     let mut journals: Vec<(usize, Vec<PathBuf>)> = Vec::new();
-    if let Some((i, _)) = a.restart_replica {
-        if i >= n {
-            return Err(format!("--restart-replica {i}: the home has {n} replicas"));
-        }
-    }
-    if let Some((d, _)) = a.kill_data {
-        if nd < 2 || d >= nd as usize {
-            return Err(format!(
-                "--kill-data {d}: the home has {nd} data box(es); killing one needs a live backup (--data-boxes 2)"
-            ));
-        }
-    }
+    check_faults(&a, n, nd as usize)?;
     let mut replica_args: Vec<Vec<String>> = Vec::new();
     // The replicas and data boxes first: they join the paths before the first frame.
     for i in 0..n {
@@ -969,7 +1020,7 @@ fn up(a: Args) -> Result<bool, String> {
     let mut alarms_seen: Vec<String> = Vec::new();
     let mut last: HashMap<String, Samples> = HashMap::new();
     let mut restarted = false;
-    let mut data_killed = false;
+    let mut kills = Kills::default();
     let mut attacker = Attacker::open(&a)?;
     // In the lab a path cut is the network's: the path's bridge goes down (healed at the end).
     let lab_cut: Option<(String, u64)> = a.lab.cut_path().filter(|_| a.netns).and_then(|c| {
@@ -1213,20 +1264,8 @@ fn up(a: Args) -> Result<bool, String> {
                 );
             }
         }
-        // The lab's data box failure: SIGKILL, left down (07 §14 "data box down").
         attacker.tick(t, &home);
-        if let Some((d, at)) = a.kill_data {
-            if !data_killed && t >= at as f64 {
-                data_killed = true;
-                let name = format!("data box {d}");
-                if let Some(p) = procs.iter_mut().find(|p| p.name == name) {
-                    p.signal(libc::SIGKILL);
-                    p.status = p.child.wait().ok();
-                    p.lab_killed = true;
-                }
-                println!("vyrn up: data box {d} killed (SIGKILL) at {t:.0} s; it stays down");
-            }
-        }
+        kills.on_time(&a, t, &mut procs);
         if procs
             .iter()
             .any(|p| p.status.is_some() && !is_client(&p.name) && !p.lab_killed)

@@ -64,48 +64,7 @@ pub(super) fn report(
         }
         let _ = writeln!(r, "```\n");
     }
-    let _ = writeln!(r, "## Clients (`vyrn load`, open loop)\n\n```");
-    let mut in_summary = false;
-    for l in load.lines() {
-        if l.starts_with("--- summary") {
-            in_summary = true;
-            continue;
-        }
-        if in_summary {
-            let _ = writeln!(r, "{l}");
-        }
-    }
-    let _ = writeln!(r, "```\n");
-    // The generator's own end-of-run counts (its endpoint is gone once it exits): "sent N (…),
-    // answered N, fills N, durable N, final N, …".
-    let count = |key: &str| -> f64 {
-        load.lines()
-            .find(|l| l.starts_with("sent "))
-            .and_then(|l| l.split(", ").find_map(|part| part.strip_prefix(key)))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    let summary = load.lines().any(|l| l.starts_with("sent "));
-    if !summary {
-        problems.push("the load generator printed no summary (killed?)".into());
-    }
-    let (answered, fills, not_durable, not_final) = (
-        count("answered "),
-        count("fills "),
-        count("fills not yet durable "),
-        count("not yet final "),
-    );
-    if answered < 1.0 {
-        problems.push("no order was answered".into());
-    }
-    if fills < 1.0 {
-        problems.push("no fill".into());
-    }
-    if not_durable > 0.0 || not_final > 0.0 {
-        problems.push(format!(
-            "of {fills:.0} fills, {not_durable:.0} never became durable and {not_final:.0} never final"
-        ));
-    }
+    clients_section(&mut r, &load, a.kill_seq.is_some(), &mut problems);
     let seq = procs
         .iter()
         .find(|p| p.name == "sequencer")
@@ -124,7 +83,10 @@ pub(super) fn report(
     if seq.contains("seq_fenced true") {
         problems.push("the box fenced".into());
     }
-    standby_section(&mut r, procs, &seq, &mut problems);
+    standby_section(&mut r, procs, &seq, a.kill_seq.is_none(), &mut problems);
+    if let Some(at) = a.kill_seq {
+        failover_section(&mut r, procs, at, &mut problems);
+    }
     if let Some(at) = a.lab.attack() {
         let _ = writeln!(
             r,
@@ -335,7 +297,9 @@ pub(super) fn report(
         }
     }
     let _ = writeln!(r, "\n## Verdict\n");
-    if problems.is_empty() {
+    if problems.is_empty() && a.kill_seq.is_some() {
+        let _ = writeln!(r, "OK: the home traded until its box was killed; every fill durable; every voter deposed the box and holds the final seal of its prefix; every replica replayed the same responses; every journal verifies. The book stays halted (the promotion is not built).");
+    } else if problems.is_empty() {
         let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
     } else {
         ok = false;
@@ -356,7 +320,69 @@ type Series<'a> = (&'a str, fn(&Tick) -> f64);
 /// The run's SVG plots: rates, latency, final lag.
 /// 07 §6.8: the standby hears every finalize vote the box hears; its final height must reach the
 /// box's (within the finality gate's 8 blocks: it stops a moment later, or earlier, than the box).
-fn standby_section(r: &mut String, procs: &[Proc], seq: &str, problems: &mut Vec<String>) {
+/// The load generator's summary and its checks: answers, fills, every fill durable and final
+/// (`box_killed`: not demanded, `--kill-seq`).
+fn clients_section(r: &mut String, load: &str, box_killed: bool, problems: &mut Vec<String>) {
+    let _ = writeln!(r, "## Clients (`vyrn load`, open loop)\n\n```");
+    let mut in_summary = false;
+    for l in load.lines() {
+        if l.starts_with("--- summary") {
+            in_summary = true;
+            continue;
+        }
+        if in_summary {
+            let _ = writeln!(r, "{l}");
+        }
+    }
+    let _ = writeln!(r, "```\n");
+    // The generator's own end-of-run counts (its endpoint is gone once it exits): "sent N (…),
+    // answered N, fills N, durable N, final N, …".
+    let count = |key: &str| -> f64 {
+        load.lines()
+            .find(|l| l.starts_with("sent "))
+            .and_then(|l| l.split(", ").find_map(|part| part.strip_prefix(key)))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let summary = load.lines().any(|l| l.starts_with("sent "));
+    if !summary {
+        problems.push("the load generator printed no summary (killed?)".into());
+    }
+    let (answered, fills, not_durable, not_final) = (
+        count("answered "),
+        count("fills "),
+        count("fills not yet durable "),
+        count("not yet final "),
+    );
+    if answered < 1.0 {
+        problems.push("no order was answered".into());
+    }
+    if fills < 1.0 {
+        problems.push("no fill".into());
+    }
+    // A killed box tells its clients nothing more (no REP_DurableMark, no final height): the seal
+    // makes their last fills final at the voters (checked in the failover section), and the
+    // client learns it from the next sequencer (07 §9.5, not built).
+    let (not_durable, not_final) = if box_killed {
+        (0.0, 0.0)
+    } else {
+        (not_durable, not_final)
+    };
+    if not_durable > 0.0 || not_final > 0.0 {
+        problems.push(format!(
+            "of {fills:.0} fills, {not_durable:.0} never became durable and {not_final:.0} never final"
+        ));
+    }
+}
+
+/// `box_lived`: the box ran to the end and printed its final height (not `--kill-seq`).
+fn standby_section(
+    r: &mut String,
+    procs: &[Proc],
+    seq: &str,
+    box_lived: bool,
+    problems: &mut Vec<String>,
+) {
     if let Some(p) = procs.iter().find(|p| p.name == "standby") {
         let text = p.log_text();
         let sb = text
@@ -381,10 +407,61 @@ fn standby_section(r: &mut String, procs: &[Proc], seq: &str, problems: &mut Vec
             box_final,
         ) {
             (Some(s), Some(b)) if s + vyrn_wire::consts::FIN_GATE_BLOCKS >= b && s > 0 => {}
+            (Some(s), _) if !box_lived && s > 0 => {}
             (s, b) => problems.push(format!(
                 "the standby's final height {s:?} falls short of the box's {b:?}"
             )),
         }
+    }
+}
+
+/// 07 §14 "sequencer process crash" (`--kill-seq`): every voter deposed the tenure and holds
+/// the final seal, all naming the same next sequencer — the standby when its replica was
+/// promotable.
+fn failover_section(r: &mut String, procs: &[Proc], at: u64, problems: &mut Vec<String>) {
+    let _ = writeln!(
+        r,
+        "## Failover (07 §9; `--kill-seq {at}`)\n\nThe sequencer box was SIGKILLed {at} s into the load and left down. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. Its promotion (07 §9.5) is not built: the book stays halted, and the clients' last fills, final at the voters through the seal, are not yet known final at the clients.\n\n```"
+    );
+    let mut named = Vec::new();
+    for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
+        let text = p.log_text();
+        for l in text.lines().filter(|l| {
+            l.contains("deposed (07 §9.2)")
+                || l.contains("seal plan")
+                || l.contains("the seal is final")
+        }) {
+            let _ = writeln!(r, "{}", l.trim());
+        }
+        let fin = text
+            .lines()
+            .find(|l| l.contains("the seal is final"))
+            .and_then(|l| l.split("next sequencer ").nth(1))
+            .map(|x| x.split([' ', ':']).next().unwrap_or("").to_string());
+        match fin {
+            Some(x) => named.push(x),
+            None => problems.push(format!("{}: no final seal (07 §9.4)", p.name)),
+        }
+    }
+    let _ = writeln!(r, "```\n");
+    let standby_ready = procs
+        .iter()
+        .find(|p| p.name == "standby")
+        .map(|p| p.log_text())
+        .is_some_and(|t| {
+            t.lines()
+                .any(|l| l.contains("standby replica: checked to") && l.contains("promotable yes"))
+        });
+    named.sort();
+    named.dedup();
+    match named.as_slice() {
+        [one] if standby_ready && one != "1" => problems.push(format!(
+            "the seal names next sequencer {one}, not the promotable standby (1)"
+        )),
+        [_] | [] => {}
+        more => problems.push(format!(
+            "the voters' seals name different next sequencers: {more:?}"
+        )),
     }
 }
 
