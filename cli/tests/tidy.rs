@@ -53,7 +53,7 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("cli/src/cmd/up/report.rs", "report", 307),
     ("cli/src/cmd/seq.rs", "run", 253),
     ("cli/src/cmd/paths.rs", "stream", 334),
-    ("cli/src/cmd/replica.rs", "run", 173),
+    ("cli/src/cmd/replica.rs", "run", 165),
     ("cli/src/cmd/load.rs", "run", 192),
 ];
 

@@ -21,6 +21,19 @@ fn key_of(h: &LoopbackHome, name: &str) -> SigningKey {
     SigningKey::from_bytes(seed.expose())
 }
 
+/// A RepairReq for frames 1..=`to` of substream 0 of tenure 0.
+fn repair_req(h: &LoopbackHome, to: u64) -> Vec<u8> {
+    RepairReq {
+        epoch: h.home.epoch,
+        tenure: 0,
+        stream: 0,
+        from_seq: 1,
+        to_seq: to,
+    }
+    .to_bytes()
+    .unwrap()
+}
+
 fn config(h: &LoopbackHome, i: usize) -> NodeConfig {
     NodeConfig {
         budgets: h.budgets,
@@ -65,15 +78,7 @@ fn a_peer_is_heard_only_through_its_seal() {
     let me = h.home.voters_members[0].ctrl_addr;
     // Voter 1 is not running: this socket is its control address.
     let peer = UdpSocket::bind(h.home.voters_members[1].ctrl_addr).unwrap();
-    let req = RepairReq {
-        epoch: h.home.epoch,
-        tenure: 0,
-        stream: 0,
-        from_seq: 1,
-        to_seq: 4,
-    }
-    .to_bytes()
-    .unwrap();
+    let req = repair_req(&h, 4);
     let link = LinkKey::agree(&key(1), &key(0).verifying_key()).unwrap();
     let mut s1 = Sealer::new(from::voter(1), h.home.epoch, 1_000);
     let mut s2 = Sealer::new(from::voter(2), h.home.epoch, 1_000);
@@ -114,15 +119,7 @@ fn one_peer_cannot_use_up_the_repair_budget_of_the_others() {
     let key = |i: usize| key_of(&h, &format!("voter-{i}"));
     let mut node = Node::open(&config(&h, 0)).expect("replica 0 opens");
     let me = h.home.voters_members[0].ctrl_addr;
-    let req = RepairReq {
-        epoch: h.home.epoch,
-        tenure: 0,
-        stream: 0,
-        from_seq: 1,
-        to_seq: 1,
-    }
-    .to_bytes()
-    .unwrap();
+    let req = repair_req(&h, 1);
     // One instant: no refill while the requests are taken.
     let now = 1_000_000_000u64;
     let poll_at = |node: &mut Node, done: &dyn Fn(&NodeCounters) -> bool| {
@@ -180,15 +177,7 @@ fn a_voter_serves_the_standby_replica_through_its_seal() {
     let t0 = Instant::now();
     let me = h.home.voters_members[0].ctrl_addr;
     let sock = UdpSocket::bind(r.ctrl_addr).unwrap();
-    let req = RepairReq {
-        epoch: h.home.epoch,
-        tenure: 0,
-        stream: 0,
-        from_seq: 1,
-        to_seq: 4,
-    }
-    .to_bytes()
-    .unwrap();
+    let req = repair_req(&h, 4);
     let link = LinkKey::agree(&standby, &v0.verifying_key()).unwrap();
     sock.send_to(&req, me).unwrap();
     assert!(poll_until(&mut node, t0, |c| c.unsealed == 1));

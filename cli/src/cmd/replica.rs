@@ -403,15 +403,7 @@ pub fn run(o: Args) -> ExitCode {
     println!("{}", line(&node));
     // The data side's every counter (07 §5.3–§5.6), for the SRE reading a replica that lagged.
     println!("{name}: data side {:?}", node.core().data().counters());
-    let d = node.replay().digest();
-    println!(
-        "{name}: replay digest {} over {} responses",
-        d.iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>(),
-        node.replay().responses
-    );
+    println!("{name}: {}", digest_line(&node));
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -502,6 +494,17 @@ fn voter_line(n: &Node) -> String {
             (false, _) => ", engine starting".to_string(),
             _ => String::new(),
         }
+    )
+}
+
+/// `replay digest D over N responses`: the first 8 bytes of replay's order-free digest (`vyrn
+/// up` compares it across the replicas and the standby).
+pub(super) fn digest_line(n: &Node) -> String {
+    let d = n.replay().digest();
+    let hex: String = d.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "replay digest {hex} over {} responses",
+        n.replay().responses
     )
 }
 

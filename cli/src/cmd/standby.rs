@@ -295,13 +295,5 @@ fn summary(s: &Standby<UdpPort>) {
 /// voters').
 fn replica_summary(n: &Node) {
     println!("standby replica: {}", standby_line(n));
-    let d = n.replay().digest();
-    println!(
-        "standby replica: replay digest {} over {} responses",
-        d.iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>(),
-        n.replay().responses
-    );
+    println!("standby replica: {}", super::replica::digest_line(n));
 }
