@@ -136,7 +136,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
             home.path_port + 1
         ),
         _ => println!(
-            "standby: no [standby] replica_addr: finality listener only (not promotable, REP_A_STANDBY)"
+            "standby: no [standby] replica_addr: finality listener only (never promotable: a seal names no next sequencer)"
         ),
     }
     let stop = vyrn_nic::wait::stop_on_signals();

@@ -298,7 +298,7 @@ pub(super) fn report(
     }
     let _ = writeln!(r, "\n## Verdict\n");
     if problems.is_empty() && a.kill_seq.is_some() {
-        let _ = writeln!(r, "OK: the home traded until its box was killed; every fill durable; every voter deposed the box and holds the final seal of its prefix; every replica replayed the same responses; every journal verifies. The book stays halted (the promotion is not built).");
+        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); every replica replayed the same responses; every journal verifies. The clients' last durable and final notices died with the box and are not checked; the book stays halted (the promotion is not built).");
     } else if problems.is_empty() {
         let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
     } else {
