@@ -94,6 +94,10 @@ fn the_standby_replica_is_read_and_checked() {
         .map(|l| format!("{l}\n"))
         .collect();
     refused("no_data", &no_data, "[standby] needs data_addr");
+    // The replica on voter 0's control address: a voter could not tell it from its peer.
+    let v0 = h.voters_members[0].ctrl_addr.to_string();
+    let on_voter = good.replace("127.0.0.1:47342", &v0);
+    refused("on_voter", &on_voter, "is also a voter's address");
     // The membership's standby is another key than [standby] link_key.
     let other = SigningKey::from_bytes(&[7; 32]).verifying_key();
     let hex: String = other

@@ -1028,8 +1028,8 @@ fn parse(file: &Path, base: &Path, text: &str, mode: Mode) -> Result<BoxConfig, 
             e.push(err(file, 0, format!("engine: {x}")));
         }
     }
-    check_databoxes(file, &mut databoxes, &voters_members, voters_line, e);
-    check_standby_data(file, &databoxes, standby_replica.as_ref(), voters_line, e);
+    let (vm, sb) = (&voters_members, standby_replica.as_ref());
+    check_databoxes(file, &mut databoxes, vm, sb, voters_line, e);
     let databoxes: Vec<DataBoxMember> = databoxes.into_iter().map(|d| d.0).collect();
     let epoch_n = epoch.map_or(1, |x| x.0 as u32);
     let membership = membership_of(

@@ -169,12 +169,13 @@ pub(super) fn voter_members(
     voters_members
 }
 
-/// Data boxes: indices 0..n without a hole (a session's data home is an index), and every voter
-/// with a `data_addr` when there are any.
+/// Data boxes: indices 0..n without a hole (a session's data home is an index), every voter
+/// with a `data_addr` when there are any, and the standby's replica ([`check_standby_data`]).
 pub(super) fn check_databoxes(
     file: &Path,
     databoxes: &mut [(DataBoxMember, usize)],
     voters_members: &[VoterMember],
+    standby: Option<&StandbyReplica>,
     voters_line: usize,
     e: &mut Vec<CfgError>,
 ) {
@@ -198,22 +199,43 @@ pub(super) fn check_databoxes(
             "the file has [databox] sections, so every [voter] needs data_addr",
         ));
     }
+    check_standby_data(file, databoxes, voters_members, standby, voters_line, e);
 }
 
 /// A home with data boxes fans out to the standby's replica too (07 §5.1): it needs `data_addr`.
-pub(super) fn check_standby_data(
+/// Its addresses are no voter's: a voter tells the standby's messages from a peer's by the
+/// source address (then by the seal).
+fn check_standby_data(
     file: &Path,
     databoxes: &[(DataBoxMember, usize)],
+    voters: &[VoterMember],
     standby: Option<&StandbyReplica>,
     line: usize,
     e: &mut Vec<CfgError>,
 ) {
-    if !databoxes.is_empty() && standby.is_some_and(|r| r.data_addr.is_none()) {
+    let Some(r) = standby else {
+        return;
+    };
+    if !databoxes.is_empty() && r.data_addr.is_none() {
         e.push(err(
             file,
             line,
             "the file has [databox] sections and a [standby] replica_addr, so [standby] needs data_addr",
         ));
+    }
+    let taken = |a: SocketAddr| {
+        voters
+            .iter()
+            .any(|v| v.ctrl_addr == a || v.data_addr == Some(a) || v.p2p() == a)
+    };
+    for a in std::iter::once(r.ctrl_addr).chain(r.data_addr) {
+        if taken(a) {
+            e.push(err(
+                file,
+                line,
+                format!("[standby]: {a} is also a voter's address"),
+            ));
+        }
     }
 }
 
