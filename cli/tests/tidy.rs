@@ -51,7 +51,6 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("sim/src/voting.rs", "home", 368),
     ("cli/src/cmd/up/mod.rs", "up", 647),
     ("cli/src/cmd/up/report.rs", "report", 307),
-    ("cli/src/cmd/seq.rs", "run", 253),
     ("cli/src/cmd/paths.rs", "stream", 334),
     ("cli/src/cmd/replica.rs", "run", 165),
     ("cli/src/cmd/load.rs", "run", 192),

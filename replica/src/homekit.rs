@@ -93,6 +93,31 @@ pub struct HomeRun {
     /// The box's block close → final (Q valid finalize votes at its listener): p50, p99, max
     /// (ns) and blocks measured.
     pub close_to_final: [u64; 4],
+    /// The standby's box, where the seal named it and it took over (07 §9.5); the standby's
+    /// replica is then not among `nodes`.
+    pub promoted: Option<Promoted>,
+}
+
+/// What a promoted standby's box did (07 §9.5), from the seal to the end of the run.
+#[derive(Debug, Clone)]
+pub struct Promoted {
+    /// The seal block's height: the tenure starts at the next.
+    pub seal_height: u64,
+    /// The tenure's first step.
+    pub first_step: u64,
+    /// From the promote flag (the seal final here, replay at its end) to the box's tiles
+    /// started, ns.
+    pub promote_ns: u64,
+    /// The box's final height (its listener) at the end of the run.
+    pub fin: u64,
+    /// Frame writes its stream cores queued on path A.
+    pub frames: u64,
+}
+
+/// How the standby's thread ended: still a replica, or promoted.
+enum StandbyEnd {
+    Replica(Box<Node>),
+    Promoted(Promoted),
 }
 
 /// A whole home's tiles on one thread ([`LoopbackHome::one_thread`]): the caller polls
@@ -190,6 +215,7 @@ impl BoxFigures {
             fin: self.fin,
             diverge_halts: self.diverge_halts,
             close_to_final: self.close_to_final,
+            promoted: None,
         }
     }
 }
@@ -315,8 +341,14 @@ impl LoopbackHome {
         let stop = Arc::new(AtomicBool::new(false));
         // The replicas and the data box first: they are on the paths before the first frame.
         let mut reps = Vec::new();
+        let n = self.home.voters_members.len();
+        let mut standby = None;
         for &i in up {
-            reps.push(self.spawn_replica(i, stop.clone())?);
+            if i == n {
+                standby = Some(self.spawn_standby(stop.clone())?);
+            } else {
+                reps.push(self.spawn_replica(i, stop.clone())?);
+            }
         }
         let data = self.spawn_databox(stop.clone())?;
         if self.simplex {
@@ -350,13 +382,67 @@ impl LoopbackHome {
                     .map_err(|_| "a replica thread panicked".to_string())??,
             );
         }
+        let mut promoted = None;
+        if let Some(t) = standby {
+            match t
+                .join()
+                .map_err(|_| "the standby's thread panicked".to_string())??
+            {
+                StandbyEnd::Replica(node) => nodes.push(*node),
+                StandbyEnd::Promoted(p) => promoted = Some(p),
+            }
+        }
         let databox = data
             .join()
             .map_err(|_| "the data box thread panicked".to_string())??;
         if let Some(r) = running {
             r.runner.stop();
         }
-        Ok(figures.run(counts, nodes, databox))
+        let mut run = figures.run(counts, nodes, databox);
+        run.promoted = promoted;
+        Ok(run)
+    }
+
+    /// The standby's replica until `stop`, and its promotion when the seal names it (07 §9.5):
+    /// its engine, replayed to the seal, becomes the box of the next tenure
+    /// (`vyrn_seq::takeover`), on the standby's addresses, until `stop`.
+    fn spawn_standby(
+        &self,
+        stop: Arc<AtomicBool>,
+    ) -> Result<JoinHandle<Result<StandbyEnd, String>>, String> {
+        let node = self.open_replica(self.home.voters_members.len())?;
+        let seed = read_seed(&self.dir.join("keys/standby.key"))?;
+        let file = self.file.clone();
+        Ok(std::thread::spawn(move || {
+            let clock = Clock::from_ns(1_000_000);
+            let (halted, promote) = (node.halted(), node.promote_flag());
+            let mut tiles = run_until(
+                Box::new(node),
+                crate::node::NODE_WAIT,
+                clock,
+                &stop,
+                &[&halted, &promote],
+            )?;
+            let mut node =
+                vyrn_tile::take::<Node>(&mut tiles).ok_or("the standby's tile was lost")?;
+            if !promote.load(Ordering::Acquire) {
+                node.finish().map_err(|e| format!("replay: {e:?}"))?;
+                return Ok(StandbyEnd::Replica(node));
+            }
+            let t0 = std::time::Instant::now();
+            let (running, p) = promote_standby(*node, &file, seed)?;
+            let mut p = Promoted {
+                promote_ns: t0.elapsed().as_nanos() as u64,
+                ..p
+            };
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            p.fin = BoxFigures::of(&running.handles.control).fin;
+            p.frames = running.stats.path_writes[0].load(Ordering::Relaxed);
+            running.runner.stop();
+            Ok(StandbyEnd::Promoted(p))
+        }))
     }
 
     /// The whole home on the calling thread: every tile of the box, the data box's, each
@@ -482,7 +568,7 @@ impl LoopbackHome {
                 crate::node::NODE_WAIT,
                 clock,
                 &stop,
-                &halted,
+                &[&halted],
             )?;
             let mut node =
                 vyrn_tile::take::<Node>(&mut tiles).ok_or("the replica's tile was lost")?;
@@ -507,7 +593,13 @@ impl LoopbackHome {
         };
         Ok(std::thread::spawn(move || {
             let never = AtomicBool::new(false);
-            let mut tiles = run_until(Box::new(d), wait, Clock::from_ns(1_000_000), &stop, &never)?;
+            let mut tiles = run_until(
+                Box::new(d),
+                wait,
+                Clock::from_ns(1_000_000),
+                &stop,
+                &[&never],
+            )?;
             vyrn_tile::take::<vyrn_data::driver::Driver<UdpPort>>(&mut tiles)
                 .map(|d| d.databox)
                 .ok_or_else(|| "the data box's tile was lost".to_string())
@@ -515,13 +607,47 @@ impl LoopbackHome {
     }
 }
 
-/// One tile on a runner thread of its own until `stop` or `halted` (or it panics: an error).
+/// The standby's replica `node`, named next by the final seal, promoted (07 §9.5): its engine
+/// replayed to the seal handed to a box of the next tenure on the standby's addresses
+/// (`BoxConfig::standby_box` of the home's `file`, under its `seed`), started on two threads.
+pub fn promote_standby(
+    node: Node,
+    file: &std::path::Path,
+    seed: vyrn_home::secret::Seed32,
+) -> Result<(RunningBox, Promoted), String> {
+    let (tenure, sender) = node
+        .followed()
+        .map(|f| (f.next.tenure, f.next.sender))
+        .ok_or("the standby follows no seal")?;
+    let cfg = BoxConfig::standby_box(file, seed)?;
+    let (engine, seal) = node.into_handover()?;
+    let map = CoreMap::Shared {
+        threads: 2,
+        cores: vec![],
+    };
+    let id = vyrn_seq::shm::TenureId { tenure, sender };
+    let (running, _paths, first_step) =
+        vyrn_seq::ports::start_promoted(&cfg, &map, Clock::new(), engine, &seal, id)?;
+    Ok((
+        running,
+        Promoted {
+            seal_height: seal.height,
+            first_step,
+            promote_ns: 0,
+            fin: 0,
+            frames: 0,
+        },
+    ))
+}
+
+/// One tile on a runner thread of its own until `stop` or one of `halted` (or it panics: an
+/// error).
 fn run_until(
     tile: Box<dyn vyrn_tile::Task>,
     wait: Wait,
     clock: Clock,
     stop: &AtomicBool,
-    halted: &AtomicBool,
+    halted: &[&AtomicBool],
 ) -> Result<Vec<Box<dyn vyrn_tile::Task>>, String> {
     let runner = Runner::start_with(
         vec![Group {
@@ -532,7 +658,10 @@ fn run_until(
         clock,
         OnPanic::StopAll,
     );
-    while runner.alive() && !stop.load(Ordering::Relaxed) && !halted.load(Ordering::Relaxed) {
+    while runner.alive()
+        && !stop.load(Ordering::Relaxed)
+        && !halted.iter().any(|h| h.load(Ordering::Relaxed))
+    {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     if let Some(p) = runner.panicked() {

@@ -358,6 +358,12 @@ impl SimplexVoter {
         self.seal = Some(plan);
     }
 
+    /// The seal is final and the next tenure followed (07 §9.5): headers are proposed and
+    /// checked as before, from the seal block on.
+    pub fn clear_seal(&mut self) {
+        self.seal = None;
+    }
+
     /// Whether a seal plan is set.
     pub fn sealing(&self) -> bool {
         self.seal.is_some()

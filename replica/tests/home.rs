@@ -350,10 +350,13 @@ fn a_dead_box_is_deposed_and_its_prefix_sealed_by_the_voters() {
 /// 07 §9.3–§9.5 with the warm standby's non-voting replica running: it replays the same book as
 /// the voters, and when the box dies it sends its TailReport (promotable: warm and caught up) to
 /// every voter; every voter's plan then names it next (`next_seq` = its `seq_order` index, 1),
-/// every voter checks the leader's seal against that, and the seal that finalizes names it. (Its
-/// promotion in the process is not built: the book stays halted.)
+/// every voter checks the leader's seal against that, and the seal that finalizes names it. The
+/// voters send the standby the seal's certificate; it checks it, replays to the seal and is
+/// promoted: its engine becomes the box of tenure 1 on the standby's addresses, whose frames
+/// every voter takes (each follows tenure 1 under the standby's key from the block after the
+/// seal).
 #[test]
-fn a_dead_box_is_sealed_naming_the_promotable_standby_next() {
+fn a_dead_box_is_sealed_and_the_standby_promoted_to_the_next_tenure() {
     let (mut h, _serial) = home("sealed-standby", 49_500, true);
     // 07's 10 s of history is this test's whole load: 1 s here.
     h.budgets.promote_history_ns = 1_000_000_000;
@@ -362,22 +365,34 @@ fn a_dead_box_is_sealed_naming_the_promotable_standby_next() {
         .run_box_dies(&[0, 1, 2, 3, n], 1000, 3, std::time::Duration::from_secs(8))
         .expect("the home runs");
     assert!(r.counts.fin > 0, "nothing final at the client");
-    let (voters, standby) = r.nodes.split_at(n);
-    let standby = &standby[0];
-    let (checked, promotable, alarm) = standby.standby_state().expect("the standby's replica");
-    assert!(checked > 0 && !alarm, "{checked} {promotable:?}");
-    // It replayed what the voters replayed.
-    assert_eq!(standby.replay().digest(), voters[0].replay().digest());
-    assert!(standby.replay().responses > 0);
+    let p = r.promoted.as_ref().expect("the standby was promoted");
+    eprintln!("promoted: {p:?}");
+    assert_eq!(r.nodes.len(), n, "the standby's replica became the box");
+    assert!(p.frames > 0, "the promoted box wrote no frame: {p:?}");
+    // Its blocks are final: the voters vote on tenure 1's headers under the standby's key.
+    assert!(
+        p.fin > p.seal_height + 10,
+        "the promoted box's final height {} (the seal at {})",
+        p.fin,
+        p.seal_height
+    );
+    let voters = &r.nodes;
     for (i, v) in voters.iter().enumerate() {
         assert_eq!(
             v.counters().seals_final,
             1,
             "replica {i}: the seal is final"
         );
-        let (_, ext) = v.sealed().expect("the seal");
+        let (hs, ext) = v.sealed().expect("the seal");
         assert_eq!(ext.next_seq, 1, "replica {i}: the standby is named next");
         assert_eq!(ext.next_tenure, 1);
+        assert_eq!(*hs, p.seal_height, "replica {i}");
+        let f = v.followed().expect("the voter follows tenure 1");
+        assert_eq!((f.next.tenure, f.next.sender), (1, 1), "replica {i}");
+        assert_eq!(v.core().order_rx().tenure(), (1, 1), "replica {i}");
+        assert_eq!(v.counters().follow_refused, 0, "replica {i}");
+        let fin = v.simplex().expect("simplex").final_height();
+        assert!(fin > p.seal_height + 10, "replica {i}: final at {fin}");
         assert_eq!(v.replay().digest(), voters[0].replay().digest());
     }
     let _ = std::fs::remove_dir_all(&h.dir);

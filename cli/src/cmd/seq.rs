@@ -225,7 +225,23 @@ pub fn run(o: Args) -> ExitCode {
     );
     print_placement(&running, &map);
     let _ = t0;
-    published.set(render(&running, &published, clock.now()));
+    let metrics = o.metrics.is_some().then_some(&published);
+    serve_box(running, clock, o.secs, stop, metrics)
+}
+
+/// The running box's report a second (and its metrics page when `published`), until `secs`
+/// (0: none) or `stop`; then the summary. Exit 0, or 1 on encoding refusals. `vyrn seq` runs
+/// its box here, and a promoted standby its own (07 §9.5).
+pub(super) fn serve_box(
+    running: RunningBox,
+    clock: Clock,
+    secs: u64,
+    stop: &std::sync::atomic::AtomicBool,
+    published: Option<&vyrn_metrics::Published>,
+) -> ExitCode {
+    if let Some(p) = published {
+        p.set(render(&running, p, clock.now()));
+    }
     let h = &running.handles;
     let s = &running.stats;
     let mut last_busy: Vec<u64> = vec![0; running.runner.stats.len()];
@@ -279,10 +295,10 @@ pub fn run(o: Args) -> ExitCode {
             h.words.fenced(),
             loads.join(", ")
         );
-        if o.metrics.is_some() {
-            published.set(render(&running, &published, clock.now()));
+        if let Some(p) = published {
+            p.set(render(&running, p, clock.now()));
         }
-        if (o.secs > 0 && sec >= o.secs) || stop.load(Ordering::Relaxed) {
+        if (secs > 0 && sec >= secs) || stop.load(Ordering::Relaxed) {
             break;
         }
     }
@@ -299,6 +315,21 @@ pub fn run(o: Args) -> ExitCode {
         .map(|(n, _, s)| (n.clone(), s.busy_ns.load(Ordering::Relaxed)))
         .collect();
     runner.stop();
+    let loads: Vec<String> = stats_v
+        .iter()
+        .map(|(n, b)| format!("{n} {:.1}%", *b as f64 * 100.0 / total_ns.max(1) as f64))
+        .collect();
+    summary(&handles, &stats, &loads, peak_stream, peak_hasher)
+}
+
+/// The box's summary at the end of its run: its ports, the tiles' loads, control, finality.
+fn summary(
+    handles: &vyrn_seq::tiles::BoxHandles,
+    stats: &vyrn_seq::ports::NetStats,
+    loads: &[String],
+    peak_stream: f64,
+    peak_hasher: f64,
+) -> ExitCode {
     let mut ok = true;
     println!("--- summary");
     println!(
@@ -336,10 +367,6 @@ pub fn run(o: Args) -> ExitCode {
         stats.seq_data_sent.load(Ordering::Relaxed),
         stats.durable_marks.load(Ordering::Relaxed),
     );
-    let loads: Vec<String> = stats_v
-        .iter()
-        .map(|(n, b)| format!("{n} {:.1}%", *b as f64 * 100.0 / total_ns.max(1) as f64))
-        .collect();
     println!("tile load over the run (busy / wall): {}", loads.join(", "));
     println!(
         "peak 1 s load: stream cores {:.1}% (B-REP-4 budget 50%), order hasher {:.1}% (B-REP-6 budget 60%)",

@@ -113,11 +113,23 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     }
     let standby = vyrn_seq::standby::open(home, &me)?;
     // 07 §9.5: the non-voting replica beside the listener, where the file names one.
-    let node = match home.standby_replica {
+    let mut node = match home.standby_replica {
         Some(_) => Some(open_replica(home, &me)?),
         None => None,
     };
     drop(me);
+    // The box it becomes when promoted, checked now: a standby that could not start it is
+    // never reported promotable.
+    let boxed = node.as_ref().map(|_| {
+        vyrn_home::BoxConfig::standby_box(&o.home, seed.clone())
+            .map_err(|e| format!("its box: {e}"))
+    });
+    if let (Some(Err(e)), Some(n)) = (&boxed, node.as_mut()) {
+        eprintln!("vyrn standby: warning: this standby cannot be promoted ({e}): it reports promotable = 0");
+        n.bar_promotion();
+    }
+    let boxed = boxed.and_then(Result::ok);
+    drop(seed);
     let at = standby
         .port()
         .local_addr()
@@ -129,11 +141,18 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     );
     match (&node, home.standby_replica) {
         (Some(_), Some(r)) => println!(
-            "standby: replica (non-voting, 07 §9.5) on {}, data on {}, paths on port {}/{}; promotion not built (a sealed home stays halted)",
+            "standby: replica (non-voting, 07 §9.5) on {}, data on {}, paths on port {}/{}; {}",
             r.ctrl_addr,
             r.data_addr.map_or("-".into(), |a| a.to_string()),
             home.path_port,
-            home.path_port + 1
+            home.path_port + 1,
+            match &boxed {
+                Some(b) => format!(
+                    "promoted on a seal that names it: its box on client port {}:{}, control port {}",
+                    b.ip, b.client_port, b.ctrl_port
+                ),
+                None => "never promoted".into(),
+            }
         ),
         _ => println!(
             "standby: no [standby] replica_addr: finality listener only (never promotable: a seal names no next sequencer)"
@@ -147,13 +166,16 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         println!("standby: metrics on http://{at}/metrics");
         published.set(render(&standby, &published));
     }
-    let metrics = o.metrics.is_some().then_some(published);
+    let metrics = o.metrics.is_some().then_some(published.clone());
+    let promote = node.as_ref().map(Node::promote_flag);
     let (runner, halted) = start(standby, node, metrics);
     let t0 = Instant::now();
+    let promoted = || promote.as_ref().is_some_and(|p| p.load(Ordering::Acquire));
     vyrn_tile::supervise(&runner, "standby", || {
         stop.load(Ordering::Relaxed)
             || halted.as_ref().is_some_and(|h| h.load(Ordering::Relaxed))
             || (o.secs > 0 && t0.elapsed().as_secs() >= o.secs)
+            || promoted()
     });
     let mut tiles = runner.stop();
     let s = vyrn_tile::take::<vyrn_tile::Reported<Standby<UdpPort>>>(&mut tiles)
@@ -161,6 +183,17 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         .tile;
     let node = vyrn_tile::take::<vyrn_tile::Reported<Node>>(&mut tiles).map(|t| t.tile);
     summary(&s);
+    if let (true, Some(cfg)) = (promoted(), boxed.as_ref()) {
+        let node = node.ok_or("the replica's tile was lost (its thread panicked)")?;
+        // The listener's control port is the box's now.
+        drop(s);
+        let left = match o.secs {
+            0 => 0,
+            s => s.saturating_sub(t0.elapsed().as_secs()).max(1),
+        };
+        let metrics = o.metrics.is_some().then_some(&published);
+        return promote_box(node, cfg, left, stop, metrics);
+    }
     match node {
         Some(mut n) => {
             let r = n.finish();
@@ -169,6 +202,49 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         }
         None if halted.is_some() => Err("the replica's tile was lost (its thread panicked)".into()),
         None => Ok(()),
+    }
+}
+
+/// 07 §9.5: the seal named this standby and its replay stands at the seal: its engine becomes
+/// the box of the next tenure on the standby's addresses (`cfg`), run and reported as `vyrn seq`
+/// runs its box, for `secs` more (0: until a signal).
+fn promote_box(
+    node: Node,
+    cfg: &vyrn_home::BoxConfig,
+    secs: u64,
+    stop: &std::sync::atomic::AtomicBool,
+    published: Option<&vyrn_metrics::Published>,
+) -> Result<(), String> {
+    let t0 = Instant::now();
+    let f = node
+        .followed()
+        .cloned()
+        .ok_or("the standby's replica follows no seal")?;
+    println!("standby replica: {}", super::replica::digest_line(&node));
+    let (engine, seal) = node.into_handover()?;
+    let map = vyrn_seq::ports::core_map_of(cfg);
+    let clock = vyrn_seq::runner::Clock::new();
+    let tenure = vyrn_seq::shm::TenureId {
+        tenure: f.next.tenure,
+        sender: f.next.sender,
+    };
+    let (running, paths, first_step) =
+        vyrn_seq::ports::start_promoted(cfg, &map, clock, engine, &seal, tenure)?;
+    println!(
+        "standby: promoted (07 §9.5): tenure {} of sequencer {} from step {first_step}, height {} (after the seal block {}), {:.1} ms from the seal to the box's tiles; client port {:?}, control port {}:{}, replication paths over {}",
+        tenure.tenure,
+        tenure.sender,
+        seal.height + 1,
+        seal.height,
+        t0.elapsed().as_secs_f64() * 1e3,
+        running.client_addr,
+        cfg.ip,
+        cfg.ctrl_port,
+        paths.how
+    );
+    match super::seq::serve_box(running, clock, secs, stop, published) {
+        c if c == ExitCode::SUCCESS => Ok(()),
+        _ => Err("the promoted box reported encoding refusals".into()),
     }
 }
 
@@ -265,6 +341,7 @@ fn standby_line(n: &Node) -> String {
             Promotable::Warming(ns) => format!("no (warming, {} s of history)", ns / 1_000_000_000),
             Promotable::Lagging(us) => format!("no (replay lag {us} µs)"),
             Promotable::Refused(h) => format!("no (block {h} refused)"),
+            Promotable::NoBox => "no (its box cannot start: see the start warning)".to_string(),
         },
         if alarm { ", alarm REP_A_STANDBY" } else { "" },
         super::replica::line(n)

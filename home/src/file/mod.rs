@@ -481,6 +481,71 @@ impl BoxConfig {
     }
 }
 
+impl BoxConfig {
+    /// The warm standby's box as it will run once promoted (07 §9.5), from the home's file
+    /// `path` read as every role reads it and the standby's own seed (`[standby] link_key` is
+    /// its public key, and its `seq_order` entry's `seq_key`): its control port is `[standby]
+    /// ctrl_addr` (where its listener took votes until then), its client port the address its
+    /// `seq_order` entry gives clients, its paths' interfaces `[standby] path_a_ip` and
+    /// `path_b_ip`; it has no standby of its own. Everything else — the engine, the sessions,
+    /// the voters, the data boxes, the budgets — is the home's.
+    pub fn standby_box(path: &Path, seed: Seed32) -> Result<BoxConfig, String> {
+        let text = read_text(path).map_err(|e| join_errs(&e))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut c = parse(path, base, &text, Mode::Home).map_err(|e| join_errs(&e))?;
+        let key = ed25519_dalek::SigningKey::from_bytes(seed.expose()).verifying_key();
+        if c.standby_key != Some(key) {
+            return Err("the standby's seed is not the secret of [standby] link_key".into());
+        }
+        let ctrl = c
+            .standby_ctrl
+            .ok_or("the home's file has no [standby] ctrl_addr")?;
+        let r = c
+            .standby_replica
+            .ok_or("the home's file names no standby replica ([standby] replica_addr)")?;
+        let entry = c
+            .membership
+            .as_ref()
+            .and_then(|m| {
+                m.seq_order
+                    .iter()
+                    .find(|s| s.role == vyrn_wire::msg::ctrl::Role::Standby)
+            })
+            .ok_or("the membership's seq_order names no standby: no client address to take")?;
+        if entry.seq_key != key.to_bytes() {
+            return Err("the membership's standby seq_key is not [standby] link_key".into());
+        }
+        let client = vyrn_wire::msg::addr_to_socket(&entry.client_addr);
+        let (std::net::IpAddr::V4(ip), std::net::IpAddr::V4(client_ip)) = (ctrl.ip(), client.ip())
+        else {
+            return Err("the standby's addresses must be IPv4".into());
+        };
+        if ip != client_ip {
+            return Err(format!(
+                "the standby's client address {client} (seq_order) and ctrl_addr {ctrl} are on different hosts"
+            ));
+        }
+        c.ip = ip;
+        c.ctrl_port = ctrl.port();
+        c.client_port = client.port();
+        c.path_ips = r.path_ips;
+        c.seq_pub = key;
+        c.seq_key = seed;
+        c.seq_key_file = PathBuf::new();
+        c.standby_ctrl = None;
+        c.standby_key = None;
+        c.standby_replica = None;
+        Ok(c)
+    }
+}
+
+fn join_errs(e: &[CfgError]) -> String {
+    e.iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The file's text, or the one error saying why it cannot be read.
 fn read_text(path: &Path) -> Result<String, Vec<CfgError>> {
     std::fs::read_to_string(path).map_err(|e| {

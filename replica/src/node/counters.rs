@@ -108,4 +108,9 @@ pub struct NodeCounters {
     pub seal_offers_refused: u64,
     /// Seals finalized here (07 §9.4: their certificate exported).
     pub seals_final: u64,
+    /// Final seals this replica could not follow (07 §9.5: it does not hold the prefix the
+    /// seal names, or the next box is unknown to it).
+    pub follow_refused: u64,
+    /// Seal certificates refused at the standby's replica (bad signatures, too many queued).
+    pub seal_certs_bad: u64,
 }

@@ -241,6 +241,8 @@ pub(super) fn on_ctrl(
         Ok(CtrlMsg::SeqEquivocation(m)) => super::failover::queue_evidence(io, *m),
         // 07 §9.4: the seal leader's offer, for the desk at the next round.
         Ok(CtrlMsg::SealOffer(m)) => super::failover::queue_seal_offer(io, *m),
+        // 07 §9.4: at the standby's replica, a voter's certificate of the final seal.
+        Ok(CtrlMsg::SealCert(m)) if io.standby => super::failover::queue_seal_cert(io, *m),
         // 07 §9.1: a peer's Silence, checked and counted by the deposition at the next round.
         Ok(CtrlMsg::Silence(m)) => {
             let voter = io.peer_index[peer];

@@ -36,6 +36,10 @@ pub(super) struct FailoverIo {
     pub(super) evidence: Vec<SeqEquivocation>,
     /// Seal offers from the seal leader for the desk (07 §9.4).
     pub(super) seal_offers: Vec<SealOffer>,
+    /// At the standby's replica: the voters' seal certificates (07 §9.4), for the next round.
+    pub(super) seal_certs: Vec<vyrn_wire::msg::ctrl::SealCert>,
+    /// The newest held headers' hashes by height (the seal header's `prev` is `H*`'s).
+    pub(super) recent: std::collections::BTreeMap<u64, Hash>,
     /// Heights whose evidence this voter already sent (each is sent once).
     pub(super) evidence_sent: std::collections::BTreeSet<u64>,
     /// This voter's index.
@@ -53,6 +57,8 @@ impl FailoverIo {
             standby_reports: Vec::new(),
             evidence: Vec::new(),
             seal_offers: Vec::new(),
+            seal_certs: Vec::new(),
+            recent: Default::default(),
             evidence_sent: Default::default(),
             me,
             header_height: 0,
@@ -108,6 +114,21 @@ impl NodeFailover {
             planned: false,
             said_refused: false,
         }
+    }
+}
+
+impl NodeFailover {
+    /// Watch tenure `tenure` of sequencer `seq` from now on (07 §9.5: the seal named it), with
+    /// no standby to name next (the standby was promoted; BASE has one).
+    pub(super) fn follow(&mut self, tenure: u8, seq: u8) {
+        let mut dc = self.dep.config().clone();
+        dc.tenure = tenure;
+        dc.seq = seq;
+        dc.standby = None;
+        self.dep = Deposition::new(dc);
+        self.said_deposed = false;
+        self.planned = false;
+        self.said_refused = false;
     }
 }
 
@@ -289,7 +310,7 @@ impl Node {
                     .map(|i: u32| i.to_string())
                     .collect();
                 eprintln!(
-                    "{}: failover: tenure {} of sequencer {} deposed (07 §9.2): Silence from voters {}; INV-REP-5: its frames are refused from now; the seal follows (07 §9.3–§9.4). The standby's promotion is not built: the book stays halted",
+                    "{}: failover: tenure {} of sequencer {} deposed (07 §9.2): Silence from voters {}; INV-REP-5: its frames are refused from now; the seal follows (07 §9.3–§9.4)",
                     self.io.name,
                     f.dep.config().tenure,
                     f.dep.config().seq,
@@ -368,6 +389,15 @@ pub(super) fn queue_evidence(io: &mut Io, m: SeqEquivocation) {
         return;
     }
     io.fo.evidence.push(m);
+}
+
+/// A voter's `SealCert` off the standby replica's control port, for the next round (bounded).
+pub(super) fn queue_seal_cert(io: &mut Io, m: vyrn_wire::msg::ctrl::SealCert) {
+    if io.fo.seal_certs.len() >= 8 {
+        io.c.seal_certs_bad += 1;
+        return;
+    }
+    io.fo.seal_certs.push(m);
 }
 
 /// A peer's `SealOffer` off the control port, for the desk at the next round (bounded).

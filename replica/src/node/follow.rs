@@ -78,6 +78,8 @@ pub(super) struct Follower {
     next_alarm: u64,
     /// REP_PROMOTE_HISTORY_S, ns ([`crate::front::core::Budgets::promote_history_ns`]).
     history_ns: u64,
+    /// Its host cannot start the box it would become ([`Node::bar_promotion`]).
+    pub(super) barred: bool,
 }
 
 /// How often the standby reads replay's lag for REP_A_STANDBY (a histogram read: not per
@@ -95,6 +97,9 @@ pub enum Promotable {
     Lagging(u64),
     /// The verdict refused a block at this height.
     Refused(u64),
+    /// Its host cannot start the box it would become (its home file names no client address
+    /// for it, or its key is not the membership's).
+    NoBox,
 }
 
 impl Promotable {
@@ -144,6 +149,9 @@ impl Follower {
     /// 07 §9.5 at `now`, with replay's lag `lag_us`.
     pub(super) fn promotable(&self, now: u64, lag_us: u64) -> Promotable {
         use vyrn_wire::consts::REP_PROMOTE_LAG_US;
+        if self.barred {
+            return Promotable::NoBox;
+        }
         if let Some((h, _)) = self.refused {
             return Promotable::Refused(h);
         }
@@ -160,7 +168,10 @@ impl Follower {
     /// REP_A_STANDBY (07 §9.5: the second-failure margin is missing) as a structured line on
     /// each change once warm: raised while not promotable (warming does not raise it).
     pub(super) fn alarm(&mut self, p: Promotable) {
-        let raise = matches!(p, Promotable::Lagging(_) | Promotable::Refused(_));
+        let raise = matches!(
+            p,
+            Promotable::Lagging(_) | Promotable::Refused(_) | Promotable::NoBox
+        );
         if raise != self.alarm {
             self.alarm = raise;
             eprintln!(

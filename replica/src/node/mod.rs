@@ -100,6 +100,7 @@ mod journal;
 #[cfg(feature = "lab")]
 mod lab;
 pub mod metrics;
+mod tenure;
 
 pub use config::NodeConfig;
 pub use counters::NodeCounters;
@@ -112,6 +113,7 @@ pub use interim::InterimVoter;
 use io::{open_sockets, Io, Sock};
 pub use journal::{JournalFailure, NodeJournal};
 use journal::{NodeSnaps, JOURNAL_PENDING_MAX, SNAPS_PENDING};
+pub use tenure::{FollowRefused, Followed};
 
 /// A replica process's state: the core and its sockets.
 #[derive(Debug)]
@@ -164,6 +166,8 @@ pub struct Node {
     failed: Option<vyrn_engine::home::ReplayError>,
     /// Set with `failed`, for whoever supervises the runner.
     halted: Arc<AtomicBool>,
+    /// After a final seal: the tenure it names (07 §9.4–§9.5).
+    next: tenure::NodeTenure,
 }
 
 type ReplayThread = (
@@ -256,8 +260,6 @@ impl Node {
         }
         let (own, store) = frame_store(cfg, &mut core)?;
         let (voters, simplex) = start_voting(cfg)?;
-        #[cfg(not(feature = "lab"))]
-        let _ = voters;
         Ok(Node {
             core,
             paths,
@@ -328,6 +330,7 @@ impl Node {
             sealed: None,
             failed: None,
             halted: Arc::new(AtomicBool::new(false)),
+            next: tenure::NodeTenure::new(cfg, voters),
         })
     }
 
@@ -624,6 +627,10 @@ impl Node {
             self.failover_poll(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 self.io.fo.header_height = self.io.fo.header_height.max(h);
+                self.io.fo.recent.insert(h, hash);
+                if self.io.fo.recent.len() > tenure::RECENT_HASHES {
+                    self.io.fo.recent.pop_first();
+                }
                 match (self.simplex.as_mut(), self.follower.as_mut()) {
                     (Some(v), _) => v.on_header(h, hash),
                     (None, Some(f)) => f.on_header(h, hash),
@@ -661,11 +668,17 @@ impl Node {
             for o in outs {
                 self.on_desk_out(o, now);
             }
-        } else if let (Some(f), true) = (self.follower.as_mut(), ticked) {
-            f.tick(&mut self.core, now, &mut self.io);
-            if f.alarm_due(now) {
-                let lag_us = self.core.replay_lag_time().p50 / 1000;
-                f.alarm(f.promotable(now, lag_us));
+        } else if self.follower.is_some() && ticked {
+            // 07 §9.4: the voters' certificates of the final seal.
+            for m in std::mem::take(&mut self.io.fo.seal_certs) {
+                self.on_seal_cert(&m, now);
+            }
+            if let Some(f) = self.follower.as_mut() {
+                f.tick(&mut self.core, now, &mut self.io);
+                if f.alarm_due(now) {
+                    let lag_us = self.core.replay_lag_time().p50 / 1000;
+                    f.alarm(f.promotable(now, lag_us));
+                }
             }
         } else if ticked {
             self.interim_tick(now);
@@ -738,10 +751,7 @@ impl Node {
                     if ext.next_seq == vyrn_wire::msg::consensus::NEXT_SEQ_NONE {
                         "none: the book stays halted".to_string()
                     } else {
-                        format!(
-                            "{} (the standby; its promotion is not built in the processes: the book stays halted)",
-                            ext.next_seq
-                        )
+                        format!("{} (the standby, promoted on this seal)", ext.next_seq)
                     }
                 );
                 self.sealed = Some((cert.proposal.last_height, ext.clone()));
@@ -749,13 +759,26 @@ impl Node {
                     cert: cert.clone(),
                     ext: ext.clone(),
                 };
+                // 07 §9.5: the standby's replica learns the seal from the voters.
+                if let Some(to) = self.io.standby_replica {
+                    self.io.queue(Sock::Ctrl, to, |q| m.encode(q).is_ok());
+                }
                 let ok = m.encode(&mut b).is_ok();
                 if ok {
                     if let Some(j) = self.journal.as_mut() {
                         j.submit_cert(crate::disk::journal::cert::CertKind::SealExt, b.clone());
                     }
                 }
-                ok
+                if ok {
+                    if let Some(to) = standby {
+                        self.io.queue(Sock::Ctrl, to, |q| {
+                            q.extend_from_slice(&b);
+                            true
+                        });
+                    }
+                }
+                self.follow_seal(&cert.proposal, ext, now);
+                false
             }
             DeskOut::Fault { kind, signer, view } => {
                 self.io.c.consensus_faults += 1;

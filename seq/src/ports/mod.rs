@@ -24,6 +24,8 @@ use crate::mem::PathWrite;
 use crate::runner::{Clock, Group, Runner, Task};
 use crate::shm::FrameInfo;
 use crate::shm::SeqConfig;
+use crate::shm::TenureId;
+use crate::takeover::Takeover;
 use crate::tiles::{self, BoxHandles, CtrlIn, NackReply, NackReq, RxPkt, Wire, WireFor};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -793,6 +795,7 @@ impl NetBox {
         &self,
         n: usize,
         epoch: u32,
+        final_from: u64,
     ) -> Result<
         (
             Option<vyrn_consensus::FinalityListener>,
@@ -824,7 +827,7 @@ impl NetBox {
                         "the voters' keys do not form a voting set (a bad or repeated key)",
                     )
                 })?;
-                Some(vyrn_consensus::FinalityListener::new(set, 0))
+                Some(vyrn_consensus::FinalityListener::new(set, final_from))
             }
             Some(_) => None,
             None => return Err(NicError::Config(
@@ -834,6 +837,37 @@ impl NetBox {
         Ok((listener, voters, keys.len()))
     }
 
+    /// A promoted standby's box (07 §9.5): its tiles built on `t`'s engine for tenure
+    /// `tenure` (`next_tenure` and `next_seq` of the seal), started on `map` as
+    /// [`NetBox::start`] starts the epoch's primary. `cfg` is the standby's box
+    /// ([`vyrn_home::HomeConfig::standby_box`]).
+    pub fn start_takeover(
+        self,
+        cfg: &BoxConfig,
+        map: &CoreMap,
+        clock: Clock,
+        t: Takeover,
+        tenure: TenureId,
+    ) -> Result<(RunningBox, PathsRx), NicError> {
+        let (paths, paths_rx) = open_paths_for(
+            cfg.engine.layout.n_streams as usize,
+            cfg.path_port,
+            cfg.path_ips,
+        )?;
+        let tiles = self.tiles_at(cfg, paths, Some((t, tenure)))?;
+        let groups = plan(tiles.tasks, map);
+        let runner = Runner::start(groups, clock);
+        Ok((
+            RunningBox {
+                runner,
+                handles: tiles.handles,
+                stats: tiles.stats,
+                client_addr: tiles.client_addr,
+            },
+            paths_rx,
+        ))
+    }
+
     /// The box's tiles on its sockets and `paths`, not started: [`NetBox::start_on`] places
     /// them on threads; a seeded scheduler may poll them all on one.
     pub fn tiles_on<P: Port + Send + 'static>(
@@ -841,7 +875,24 @@ impl NetBox {
         cfg: &BoxConfig,
         paths: Vec<PathPair<P>>,
     ) -> Result<BoxTiles, NicError> {
-        let seq = cfg.seq_config();
+        self.tiles_at(cfg, paths, None)
+    }
+
+    /// [`NetBox::tiles_on`], or a promoted box's on `takeover` (07 §9.5).
+    fn tiles_at<P: Port + Send + 'static>(
+        self,
+        cfg: &BoxConfig,
+        paths: Vec<PathPair<P>>,
+        takeover: Option<(Takeover, TenureId)>,
+    ) -> Result<BoxTiles, NicError> {
+        let mut seq = cfg.seq_config();
+        // The promoted box's tenure, and the height before its first: everything through the
+        // seal is final already.
+        let mut final_from = 0;
+        if let Some((t, tenure)) = &takeover {
+            seq.tenure = *tenure;
+            final_from = t.base.first_height.saturating_sub(1);
+        }
         let e = &seq.engine;
         let stats = Arc::new(NetStats::default());
         let addrs = Arc::new(SessionAddrs::new(e.sessions.iter().map(|s| s.session)));
@@ -851,51 +902,51 @@ impl NetBox {
         let voter_addrs: Vec<SocketAddr> = self.voters.iter().map(|v| v.0).collect();
         let (links, opener, databoxes) = self.link_keys(cfg, &seq)?;
         let mut err = None;
-        let (tiles, handles) = tiles::build(
-            &seq,
-            cfg.self_fence_us,
-            |w| -> Box<dyn Wire> {
-                match w {
-                    WireFor::Stream(h) => match paths.get_mut(h as usize).and_then(Option::take) {
-                        Some(p) => Box::new(PathWire::new(p, stats.clone())),
-                        None => {
-                            err.get_or_insert(std::io::Error::other("no path pair"));
-                            Box::new(NullWire)
+        let wire = |w| -> Box<dyn Wire> {
+            match w {
+                WireFor::Stream(h) => match paths.get_mut(h as usize).and_then(Option::take) {
+                    Some(p) => Box::new(PathWire::new(p, stats.clone())),
+                    None => {
+                        err.get_or_insert(std::io::Error::other("no path pair"));
+                        Box::new(NullWire)
+                    }
+                },
+                WireFor::Lane(_) | WireFor::Tx | WireFor::Control => {
+                    let port = client_port.try_clone();
+                    let durable = if w == WireFor::Control {
+                        ctrl_sock
+                            .try_clone()
+                            .ok()
+                            .map(|s| (s, voter_addrs.clone(), seq.epoch, seq.tenure.tenure))
+                    } else {
+                        None
+                    };
+                    match port {
+                        Ok(port) => {
+                            Box::new(ClientWire::new(port, addrs.clone(), stats.clone(), durable))
                         }
-                    },
-                    WireFor::Lane(_) | WireFor::Tx | WireFor::Control => {
-                        let port = client_port.try_clone();
-                        let durable = if w == WireFor::Control {
-                            ctrl_sock
-                                .try_clone()
-                                .ok()
-                                .map(|s| (s, voter_addrs.clone(), seq.epoch, seq.tenure.tenure))
-                        } else {
-                            None
-                        };
-                        match port {
-                            Ok(port) => Box::new(ClientWire::new(
-                                port,
-                                addrs.clone(),
-                                stats.clone(),
-                                durable,
-                            )),
-                            Err(e) => {
-                                err = Some(std::io::Error::other(e.to_string()));
-                                Box::new(NullWire)
-                            }
+                        Err(e) => {
+                            err = Some(std::io::Error::other(e.to_string()));
+                            Box::new(NullWire)
                         }
                     }
                 }
-            },
-            |h| nack_reply(h, &seq, &ctrl_sock, &stats),
-            hash_reply(&ctrl_sock, &stats, &links, seq.epoch),
-        );
+            }
+        };
+        let nacks = |h| nack_reply(h, &seq, &ctrl_sock, &stats);
+        let hashes = hash_reply(&ctrl_sock, &stats, &links, seq.epoch);
+        let (tiles, handles) = match takeover {
+            None => tiles::build(&seq, cfg.self_fence_us, wire, nacks, hashes),
+            Some((t, _)) => {
+                tiles::build_takeover(&seq, t, None, cfg.self_fence_us, wire, nacks, hashes)
+            }
+        };
         if let Some(e) = err {
             return Err(io_err(e));
         }
         let mut handles = handles;
-        let (listener, mut voters, n_keys) = self.finality_listener(cfg.voters, seq.epoch)?;
+        let (listener, mut voters, n_keys) =
+            self.finality_listener(cfg.voters, seq.epoch, final_from)?;
         // The standby's replica takes the index after every registered one.
         let standby = self.standby.map(|(a, _)| {
             voters.insert(a, n_keys);
@@ -968,6 +1019,29 @@ impl NetBox {
             knobs: tiles.knobs.clone(),
         })
     }
+}
+
+/// A promoted standby's box (07 §9.5), opened and started: the tenure `tenure` after `seal` on
+/// `engine` (the standby's replay, standing at the seal's last step), on `cfg`'s ports
+/// ([`vyrn_home::BoxConfig::standby_box`]), its voters the membership's. Returns the running
+/// box, its paths' receiving side, and the tenure's first step.
+pub fn start_promoted(
+    cfg: &BoxConfig,
+    map: &CoreMap,
+    clock: Clock,
+    engine: vyrn_engine::Handover,
+    seal: &vyrn_wire::header::BlockHeader,
+    tenure: TenureId,
+) -> Result<(RunningBox, PathsRx, u64), String> {
+    let t = Takeover::new(&cfg.engine, engine, seal).map_err(|e| format!("takeover: {e:?}"))?;
+    let first_step = t.base.first_step;
+    let mut net = NetBox::open(cfg, cfg.profile == Profile::Ref)
+        .map_err(|e| format!("the promoted box's ports: {e}"))?;
+    net.register_members(cfg);
+    let (running, paths) = net
+        .start_takeover(cfg, map, clock, t, tenure)
+        .map_err(|e| format!("the promoted box's start: {e}"))?;
+    Ok((running, paths, first_step))
 }
 
 /// One datagram to `to` from `port` (a cold path: control answers, one send each); whether it

@@ -1,0 +1,281 @@
+//! After the seal (07 §9.4–§9.5): the replica follows the tenure the seal names.
+//!
+//! A voter learns the seal from its own desk (its certificate); the standby's replica from the
+//! voters, which send it the certificate with its ext sealed under its link key, checked here
+//! against the epoch's voting set. Either way the seal header is rebuilt from this replica's
+//! own tail after `BlockMark(H*)` and must hash to the proposal's `last_hash`
+//! ([`ReplicaCore::next_tenure`] then checks the steps and `order_root` again and runs replay to
+//! the seal's last step).
+//!
+//! Then a voter turns to the promoted box: order RX, the decoder and the verdict take its
+//! tenure under its `seq_key`; NACKs, RepAcks, HashListReqs and votes go to its control port
+//! (the standby's `ctrl_addr`, where its listener took votes until now), and what that port
+//! seals is opened under the link key agreed with its key; failover watches the new tenure
+//! (with no standby left to name: BASE has one). The standby's replica named next stops: its
+//! engine, replayed to the seal, is what its host promotes ([`Node::into_handover`]).
+
+use super::*;
+use crate::front::core::{NextTenure, NextTenureRefused};
+use crate::front::failover::seal::{seal_header, SignedTip};
+use vyrn_wire::msg::consensus::{RepProposal, RepSealExt, NEXT_SEQ_NONE};
+
+/// Heights whose header hash the node keeps for the seal (`H*` is one of the newest held).
+pub(super) const RECENT_HASHES: usize = 1024;
+
+/// Why the seal could not be followed here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowRefused {
+    /// `next_seq` is no box this replica knows (only the standby of `[standby]` is).
+    UnknownSeq(u8),
+    /// This replica no longer holds `header_hash(H*)`.
+    NoTip(u64),
+    /// It does not hold the tail after `BlockMark(H*)` (or a record of it is unresolved).
+    NoTail,
+    /// Its own seal header does not hash to the certificate's `last_hash`.
+    Differs,
+    /// The core refused the seal.
+    Core(NextTenureRefused),
+}
+
+/// What a replica holds of the tenure after the seal.
+#[derive(Debug, Clone)]
+pub struct Followed {
+    /// The tenure, its sequencer, its key, `H*` and the seal header.
+    pub next: NextTenure,
+    /// When it was taken (the node's clock, ns).
+    pub at: u64,
+}
+
+/// What a replica needs to follow the tenure a seal names.
+#[derive(Debug)]
+pub(super) struct NodeTenure {
+    /// The tenure followed after a final seal.
+    followed: Option<Followed>,
+    /// Set when the standby's replica is named next and stands at the seal (its host promotes).
+    promote: Arc<AtomicBool>,
+    /// The home, as this replica read it (the next sequencer's key and address).
+    home: HomeConfig,
+    /// Its own key: the link key with the promoted box is agreed from it.
+    vote_key: SigningKey,
+    /// The epoch's voting set (the standby's replica checks the seal certificate against it).
+    voters: Option<vyrn_consensus::Voters>,
+}
+
+impl NodeTenure {
+    pub(super) fn new(cfg: &NodeConfig, voters: Option<vyrn_consensus::Voters>) -> Self {
+        NodeTenure {
+            followed: None,
+            promote: Arc::new(AtomicBool::new(false)),
+            home: cfg.home.clone(),
+            vote_key: cfg.vote_key.clone(),
+            voters,
+        }
+    }
+}
+
+impl Node {
+    /// The seal `p` with `ext` is final (07 §9.4): follow the tenure it names (nothing for
+    /// `next_seq` 0xFF: the book stays halted).
+    pub(super) fn follow_seal(&mut self, p: &RepProposal, ext: &RepSealExt, now: u64) {
+        if ext.next_seq == NEXT_SEQ_NONE || self.next.followed.is_some() {
+            return;
+        }
+        match self.next_tenure_of(p, ext) {
+            Ok(t) => self.take_tenure(t, now),
+            Err(e) => {
+                self.io.c.follow_refused += 1;
+                eprintln!(
+                    "{}: failover: the final seal names sequencer {} for tenure {}, which this replica cannot follow: {e:?}",
+                    self.io.name, ext.next_seq, ext.next_tenure
+                );
+            }
+        }
+    }
+
+    /// The next tenure the seal names, its header rebuilt from this replica's tail.
+    fn next_tenure_of(
+        &self,
+        p: &RepProposal,
+        ext: &RepSealExt,
+    ) -> Result<NextTenure, FollowRefused> {
+        let h = &self.next.home;
+        let seq_key = h
+            .standby_seq()
+            .filter(|s| s.0 == ext.next_seq)
+            .map(|s| s.1)
+            .ok_or(FollowRefused::UnknownSeq(ext.next_seq))?;
+        let h_star = p.last_height.saturating_sub(1);
+        let hash = *self
+            .io
+            .fo
+            .recent
+            .get(&h_star)
+            .ok_or(FollowRefused::NoTip(h_star))?;
+        let (ob, dr) = self.core.seal_block(h_star).ok_or(FollowRefused::NoTail)?;
+        let tip = SignedTip {
+            height: h_star,
+            hash,
+            last_step: ob.first_step.saturating_sub(1),
+        };
+        let dr = dr.ok_or(FollowRefused::NoTail)?;
+        let seal = seal_header(self.epoch, h.engine.book, &tip, &ob, dr)
+            .map_err(|_| FollowRefused::NoTail)?;
+        if seal.header_hash() != p.last_hash {
+            return Err(FollowRefused::Differs);
+        }
+        Ok(NextTenure {
+            tenure: ext.next_tenure,
+            sender: ext.next_seq,
+            seq_key,
+            h_star,
+            seal,
+        })
+    }
+
+    fn take_tenure(&mut self, t: NextTenure, now: u64) {
+        let resolved = match self.core.next_tenure(&t, &mut self.io) {
+            Ok(n) => n,
+            Err(e) => {
+                self.io.c.follow_refused += 1;
+                eprintln!(
+                    "{}: failover: the core refuses the seal: {e:?}",
+                    self.io.name
+                );
+                return;
+            }
+        };
+        let me_next = self.io.standby && t.sender == self.io.fo.me;
+        eprintln!(
+            "{}: failover: following tenure {} of sequencer {} from height {} (the seal block {} ends at step {}; {resolved} record(s) of the tail resolved by key){}",
+            self.io.name,
+            t.tenure,
+            t.sender,
+            t.seal.height + 1,
+            t.seal.height,
+            t.seal.last_step,
+            if me_next {
+                ": this standby is named next, its engine replayed to the seal goes to the box"
+            } else {
+                ""
+            }
+        );
+        if !self.io.standby {
+            self.turn_to_box(&t);
+        }
+        // No standby is left to name after a promotion (BASE has one; the next warms later).
+        if let Some(f) = self.failover.as_mut() {
+            f.follow(t.tenure, t.sender);
+        }
+        if let Some(v) = self.simplex.as_mut() {
+            v.clear_seal();
+        }
+        self.next.followed = Some(Followed { next: t, at: now });
+        if me_next {
+            self.next.promote.store(true, Ordering::Release);
+        }
+    }
+
+    /// Every message to the box goes to the promoted box's control port from now on, and
+    /// what it seals is opened under the link key with its key (07 §9.5).
+    fn turn_to_box(&mut self, t: &NextTenure) {
+        let Some(ctrl) = self.next.home.standby_ctrl else {
+            return;
+        };
+        let Some(link) = LinkKey::agree(&self.next.vote_key, &t.seq_key) else {
+            return;
+        };
+        self.io.opener.add(seal::from::BOX_HASHER, link.clone());
+        self.io.opener.add(seal::from::BOX_CTRL, link.clone());
+        self.io.links.retain(|l| l.0 != ctrl);
+        self.io.links.push((ctrl, link));
+        self.io.seq_ctrl = ctrl;
+        self.io.seq_pub = t.seq_key;
+        // Votes and certificates went to the box and the standby: they are one box now.
+        self.io.standby_ctrl = None;
+        self.io.standby_replica = None;
+    }
+
+    /// A voter's seal certificate sent to the standby's replica (07 §9.4), checked against the
+    /// epoch's voting set and followed.
+    pub(super) fn on_seal_cert(&mut self, m: &vyrn_wire::msg::ctrl::SealCert, now: u64) {
+        if !self.io.standby || self.sealed.is_some() {
+            return;
+        }
+        let ok =
+            self.next.voters.as_ref().is_some_and(|v| {
+                vyrn_consensus::cert::verify_seal_with(&m.cert, &m.ext, v).is_ok()
+            });
+        if !ok {
+            self.io.c.seal_certs_bad += 1;
+            return;
+        }
+        self.io.c.seals_final += 1;
+        eprintln!(
+            "{}: failover: the seal is final (07 §9.4, its certificate from a voter): heights {}..={}, next sequencer {}",
+            self.io.name,
+            m.cert.proposal.first_height,
+            m.cert.proposal.last_height,
+            m.ext.next_seq
+        );
+        self.sealed = Some((m.cert.proposal.last_height, m.ext.clone()));
+        self.follow_seal(&m.cert.proposal, &m.ext, now);
+    }
+
+    /// The standby's host cannot start the box this replica would become: it never reports
+    /// `promotable` (07 §9.5) and REP_A_STANDBY is raised.
+    pub fn bar_promotion(&mut self) {
+        if let Some(f) = self.follower.as_mut() {
+            f.barred = true;
+        }
+    }
+
+    /// The tenure this replica follows after a seal, if any.
+    pub fn followed(&self) -> Option<&Followed> {
+        self.next.followed.as_ref()
+    }
+
+    /// Set once the standby's replica was named next and its replay stands at the seal: its
+    /// host stops the node's tile and promotes ([`Node::into_handover`]).
+    pub fn promote_flag(&self) -> Arc<AtomicBool> {
+        self.next.promote.clone()
+    }
+
+    /// The standby's engine, replayed to the seal, and the seal header (07 §9.5): what the
+    /// promoted box starts from (`vyrn_seq::takeover::Takeover`). Consumes the node (one
+    /// writer, INV-WRITER). Refused unless the seal named this standby and replay runs inline.
+    pub fn into_handover(
+        mut self,
+    ) -> Result<(vyrn_engine::Handover, vyrn_wire::header::BlockHeader), String> {
+        let f = self
+            .next
+            .followed
+            .take()
+            .filter(|f| self.io.standby && f.next.sender == self.io.fo.me)
+            .ok_or("the seal names another box (or none has been followed)")?;
+        self.stop_replay_thread();
+        let mut sink = std::mem::take(&mut self.sink);
+        let core = std::mem::replace(&mut self.core, placeholder_core(&self.next.home)?);
+        let r = core
+            .into_replayer()
+            .ok_or("replay runs on its own tile: promotion takes an inline replay")?;
+        let h = r
+            .promote(&mut sink)
+            .map_err(|e| format!("the replay cannot be promoted: {e:?}"))?;
+        Ok((h, f.next.seal))
+    }
+}
+
+/// An empty core to stand where the promoted one was (the node is dropped right after).
+fn placeholder_core(h: &HomeConfig) -> Result<ReplicaCore, String> {
+    ReplicaCore::new(CoreConfig {
+        engine: h.engine.clone(),
+        epoch: h.epoch,
+        tenure: 0,
+        sender: 0,
+        seq_key: h.seq_pub,
+        n_boxes: 1,
+        n_peers: 0,
+        anchor: Anchor::default(),
+    })
+    .map_err(|e| e.to_string())
+}
