@@ -166,6 +166,16 @@ counters! {
     redirects_refused,
     /// Redirects for a session whose address this box does not know.
     redirects_no_addr,
+    /// `SeqChange` messages received from destinations (07 §9.5).
+    seq_change_votes,
+    /// `SeqChange` refused: not from a voter, or too many different ones at once.
+    seq_change_refused,
+    /// `SeqChange`s that reached Q voters and were relayed.
+    seq_changes,
+    /// `SeqChange` records relayed to clients.
+    seq_change_relayed,
+    /// Sessions a `SeqChange` could not reach: no address known for them.
+    seq_change_no_addr,
     /// Packets the driver's ports refused to send (hard errors).
     tx_errors,
 }

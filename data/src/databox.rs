@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use vyrn_wire::error::Malformed;
 use vyrn_wire::header::Hash;
 use vyrn_wire::msg::client::{pkt_hash_of, REQ_MAX_LEN};
-use vyrn_wire::msg::ctrl::{ty, CopyConflict, DataBadMac, DataDown, DataFetch, DataRedirect};
+use vyrn_wire::msg::ctrl::{
+    ty, CopyConflict, DataBadMac, DataDown, DataFetch, DataRedirect, SeqChange,
+};
 use vyrn_wire::msg::data::DATA_HDR_BYTES;
 
 use crate::config::{ConfigError, DataConfig, FETCH_RANGE_MAX};
@@ -376,6 +378,11 @@ impl DataBox {
                 let sidx = self.parse.session_index(r.session);
                 self.failover
                     .on_redirect(&r, sidx, &mut self.out, &mut self.counters);
+            }
+            ty::SEQ_CHANGE => {
+                let m = SeqChange::parse(msg).map_err(CtrlError::Malformed)?;
+                self.failover
+                    .on_seq_change(from, &m, &mut self.out, &mut self.counters);
             }
             t => return Err(CtrlError::Unexpected(t)),
         }

@@ -11,6 +11,12 @@
 //!    ([`Failover::on_redirect`]). A repeat with the same or a higher `resend_from` is not
 //!    relayed again; a lower one is (the client must resend more).
 //!
+//! 4. After a final seal (07 §9.5, client redirect), the voters send `SeqChange{epoch, tenure,
+//!    new_seq, address}`; once `quorum` distinct voters sent the same one, the box relays it to
+//!    every session whose address it knows, as a `SeqChange` response record
+//!    ([`Failover::on_seq_change`]), once per tenure (`new_seq` 0xFF: no sequencer, the book
+//!    stays halted). A single voter cannot move the clients.
+//!
 //! The relay is a response packet (docs/wire-messages.md §5) tagged under the session's `K_out`,
 //! with `echo_pkt_seq` 0 and `resp_seq` = [`RELAY_RESP_SEQ`]: the data box is not part of the
 //! sequencer's gapless `resp_seq` stream, so it uses a value that stream never reaches.
@@ -18,7 +24,7 @@
 use std::net::SocketAddr;
 
 use vyrn_wire::msg::client::{Record, Response, SipKey};
-use vyrn_wire::msg::ctrl::DataRedirect;
+use vyrn_wire::msg::ctrl::{DataRedirect, SeqChange};
 
 use crate::counters::Counters;
 use crate::out::{Class, OutQueue, To};
@@ -51,7 +57,14 @@ pub struct Failover {
     votes: Box<[u64; 256]>,
     down: Box<[bool; 256]>,
     sessions: Box<[SessionFo]>,
+    /// `SeqChange`s being voted, each with its voters (bit per destination); a few at most.
+    seq_votes: Vec<(SeqChange, u64)>,
+    /// The newest `(epoch, tenure)` relayed.
+    seq_taken: Option<(u32, u8)>,
 }
+
+/// `SeqChange`s voted at once (more are refused: honest voters send one per seal).
+const SEQ_VOTES_MAX: usize = 4;
 
 impl core::fmt::Debug for Failover {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -95,7 +108,86 @@ impl Failover {
                     last: None,
                 })
                 .collect(),
+            seq_votes: Vec::new(),
+            seq_taken: None,
         }
+    }
+
+    /// The newest `SeqChange` relayed (07 §9.5), if any.
+    pub fn seq_change(&self) -> Option<(u32, u8)> {
+        self.seq_taken
+    }
+
+    /// A voter's `SeqChange` from destination `from` (07 §9.5). Once `quorum` distinct voters
+    /// sent the same one for a later tenure than the last relayed, it is relayed to every
+    /// session whose address this box knows. Returns the sessions it was queued for.
+    pub fn on_seq_change(
+        &mut self,
+        from: usize,
+        m: &SeqChange,
+        out: &mut OutQueue,
+        c: &mut Counters,
+    ) -> usize {
+        c.seq_change_votes += 1;
+        if from >= 64 || self.voters & (1 << from) == 0 {
+            c.seq_change_refused += 1;
+            return 0;
+        }
+        if self.seq_taken.is_some_and(|t| (m.epoch, m.tenure) <= t) {
+            return 0;
+        }
+        let held = self.seq_votes.len();
+        let votes = match self.seq_votes.iter_mut().find(|v| v.0 == *m) {
+            Some(v) => {
+                v.1 |= 1 << from;
+                v.1
+            }
+            None if held < SEQ_VOTES_MAX => {
+                self.seq_votes.push((*m, 1 << from));
+                1 << from
+            }
+            None => {
+                c.seq_change_refused += 1;
+                return 0;
+            }
+        };
+        if votes.count_ones() < self.quorum {
+            return 0;
+        }
+        self.seq_taken = Some((m.epoch, m.tenure));
+        self.seq_votes.clear();
+        c.seq_changes += 1;
+        let mut n = 0;
+        for s in self.sessions.iter() {
+            let Some(addr) = s.addr else {
+                c.seq_change_no_addr += 1;
+                continue;
+            };
+            let Some(id) = out.alloc(Class::Ctrl) else {
+                c.ctrl_out_full += 1;
+                continue;
+            };
+            let resp = Response {
+                session: s.session,
+                echo_pkt_seq: 0,
+                resp_seq: RELAY_RESP_SEQ,
+                resend: false,
+                records: vec![Record::SeqChange {
+                    epoch: m.epoch,
+                    tenure: m.tenure,
+                    new_seq: m.new_seq,
+                    addr: m.addr,
+                }],
+            };
+            if resp.encode(&s.k_out, out.buf_mut(id)).is_err() {
+                out.cancel(id);
+                continue;
+            }
+            out.commit(id, To::Client(Some(addr)));
+            n += 1;
+        }
+        c.seq_change_relayed += n as u64;
+        n
     }
 
     /// Whether box `d` is down here (Q votes).
@@ -298,5 +390,57 @@ mod tests {
         assert_eq!(f.serving(2), None);
         assert_eq!(f.backup(9), None, "unknown box");
         assert_eq!(c.data_down_self, 1, "box 1 is this box");
+    }
+
+    #[test]
+    fn seq_change_needs_q_distinct_voters_and_is_relayed_once_per_tenure() {
+        let mut f = fo();
+        let mut c = Counters::default();
+        let mut out = OutQueue::new(16);
+        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        f.seen(0, Some(a));
+        let m = SeqChange {
+            epoch: 1,
+            tenure: 1,
+            new_seq: 1,
+            addr: vyrn_wire::msg::addr_from_socket("127.0.0.1:5000".parse().unwrap()),
+        };
+        assert_eq!(f.on_seq_change(0, &m, &mut out, &mut c), 0);
+        assert_eq!(
+            f.on_seq_change(0, &m, &mut out, &mut c),
+            0,
+            "same voter twice"
+        );
+        assert_eq!(
+            f.on_seq_change(4, &m, &mut out, &mut c),
+            0,
+            "the standby is no voter"
+        );
+        // A voter naming another box counts for that one only.
+        let other = SeqChange { new_seq: 2, ..m };
+        assert_eq!(f.on_seq_change(1, &other, &mut out, &mut c), 0);
+        assert_eq!(f.on_seq_change(1, &m, &mut out, &mut c), 0);
+        assert!(out.is_empty());
+        assert_eq!(f.on_seq_change(2, &m, &mut out, &mut c), 1);
+        assert_eq!(f.seq_change(), Some((1, 1)));
+        let (to, bytes, _) = out.get(0).expect("queued");
+        assert_eq!(to, To::Client(Some(a)));
+        let r = Response::parse(bytes, &[0; 16]).expect("tagged under K_out");
+        assert_eq!(
+            r.records,
+            vec![Record::SeqChange {
+                epoch: 1,
+                tenure: 1,
+                new_seq: 1,
+                addr: m.addr
+            }]
+        );
+        // The fourth voter's copy, and the tenure again: nothing more.
+        assert_eq!(f.on_seq_change(3, &m, &mut out, &mut c), 0);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (c.seq_changes, c.seq_change_relayed, c.seq_change_refused),
+            (1, 1, 1)
+        );
     }
 }

@@ -50,6 +50,9 @@ pub struct LoopbackHome {
     pub path_loss: Option<PathLoss>,
     /// The replicas' budgets ([`Budgets::dev`] unless a test changes them).
     pub budgets: Budgets,
+    /// The box dies this long after the load starts, under the load, which goes on
+    /// ([`LoopbackHome::run_box_dies`] then waits its `after` once the load ends).
+    pub kill_at: Option<std::time::Duration>,
     /// Replicas that journal (block, cert and order journal in `journal-I` of the home's
     /// directory).
     pub journal: Vec<usize>,
@@ -112,6 +115,12 @@ pub struct Promoted {
     pub fin: u64,
     /// Frame writes its stream cores queued on path A.
     pub frames: u64,
+    /// Client packets it took (the clients' resends and new orders after SeqChange).
+    pub rx_client: u64,
+    /// Responses and notices it sent.
+    pub responses: u64,
+    /// Its last step done (above `first_step - 1`: it stepped orders of its own tenure).
+    pub step_done: u64,
 }
 
 /// How the standby's thread ended: still a replica, or promoted.
@@ -307,6 +316,7 @@ impl LoopbackHome {
             two_copies: 0,
             path_loss: None,
             budgets,
+            kill_at: None,
             journal: Vec::new(),
             databox_timing,
         }
@@ -361,18 +371,38 @@ impl LoopbackHome {
             std::thread::spawn(move || two_copies(&home, seq, n))
         });
         let skip = usize::from(self.two_copies > 0);
-        let counts = load_from(&self.home, seq, rate, secs, 1500, 7, skip)?;
+        let load = {
+            let home = self.home.clone();
+            std::thread::spawn(move || load_from(&home, seq, rate, secs, 1500, 7, skip))
+        };
+        // `kill_at`: the box dies under the load, which goes on (07 §9.5: the clients follow
+        // the promoted standby when the data boxes relay the seal's SeqChange).
+        let mut running = Some(running);
+        let mut killed = None;
+        if let (Some(at), Some(r)) = (self.kill_at, running.take()) {
+            std::thread::sleep(at);
+            killed = Some(BoxFigures::of(&r.handles.control));
+            r.runner.stop();
+        }
+        let counts = load
+            .join()
+            .map_err(|_| "the load's thread panicked".to_string())??;
         if let Some(t) = hostile {
             let _ = t.join();
         }
-        let figures = BoxFigures::of(&running.handles.control);
-        let running = match box_dies {
-            Some(after) => {
-                running.runner.stop();
+        if killed.is_some() {
+            std::thread::sleep(box_dies.unwrap_or_default());
+        }
+        let figures = killed
+            .or_else(|| running.as_ref().map(|r| BoxFigures::of(&r.handles.control)))
+            .ok_or("the box is neither killed nor running")?;
+        let running = match (running, box_dies) {
+            (Some(r), Some(after)) => {
+                r.runner.stop();
                 std::thread::sleep(after);
                 None
             }
-            None => Some(running),
+            (r, _) => r,
         };
         stop.store(true, Ordering::Relaxed);
         let mut nodes = Vec::new();
@@ -439,7 +469,11 @@ impl LoopbackHome {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             p.fin = BoxFigures::of(&running.handles.control).fin;
-            p.frames = running.stats.path_writes[0].load(Ordering::Relaxed);
+            let st = &running.stats;
+            p.frames = st.path_writes[0].load(Ordering::Relaxed);
+            p.rx_client = st.rx_client.load(Ordering::Relaxed);
+            p.responses = st.responses.load(Ordering::Relaxed);
+            p.step_done = running.handles.words.step_done();
             running.runner.stop();
             Ok(StandbyEnd::Promoted(p))
         }))
@@ -636,6 +670,9 @@ pub fn promote_standby(
             promote_ns: 0,
             fin: 0,
             frames: 0,
+            rx_client: 0,
+            responses: 0,
+            step_done: 0,
         },
     ))
 }

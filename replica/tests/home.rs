@@ -397,3 +397,46 @@ fn a_dead_box_is_sealed_and_the_standby_promoted_to_the_next_tenure() {
     }
     let _ = std::fs::remove_dir_all(&h.dir);
 }
+
+/// 07 §9.5, client redirect: the box dies under the load, which goes on. The seal names the
+/// warm standby, which is promoted; every voter sends the data box `SeqChange`, which relays it
+/// to every session once Q voters agree; the clients switch to the standby's box and resend
+/// every packet with no response, and trading goes on there: it takes client packets, answers
+/// them and steps orders of its own tenure, and its blocks are final.
+#[test]
+fn the_clients_follow_the_promoted_standby_and_trade_on() {
+    let (mut h, _serial) = home("promoted-trade", 49_600, true);
+    h.budgets.promote_history_ns = 1_000_000_000;
+    h.kill_at = Some(std::time::Duration::from_secs(3));
+    let n = h.home.voters_members.len();
+    let r = h
+        .run_box_dies(&[0, 1, 2, 3, n], 1000, 8, std::time::Duration::from_secs(2))
+        .expect("the home runs");
+    let p = r.promoted.as_ref().expect("the standby was promoted");
+    eprintln!("promoted: {p:?}; load: {:?}", r.counts);
+    let dc = r.databox.counters();
+    assert_eq!(
+        dc.seq_changes, 1,
+        "the data box relayed one SeqChange: {dc:?}"
+    );
+    assert!(dc.seq_change_relayed > 0, "{dc:?}");
+    assert!(
+        p.rx_client > 0,
+        "no client packet reached the promoted box: {p:?}"
+    );
+    assert!(p.responses > 0, "the promoted box answered nothing: {p:?}");
+    assert!(
+        p.step_done >= p.first_step,
+        "the promoted box stepped nothing of its own: {p:?}"
+    );
+    assert!(p.fin > p.seal_height + 10, "{p:?}");
+    for (i, v) in r.nodes.iter().enumerate() {
+        assert_eq!(v.counters().seq_changes_sent, 1, "replica {i}");
+        assert_eq!(
+            v.replay().digest(),
+            r.nodes[0].replay().digest(),
+            "replica {i}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}

@@ -111,6 +111,8 @@ pub struct NodeCounters {
     /// Final seals this replica could not follow (07 §9.5: it does not hold the prefix the
     /// seal names, or the next box is unknown to it).
     pub follow_refused: u64,
+    /// `SeqChange`s sent to the data boxes (07 §9.5: one per final seal).
+    pub seq_changes_sent: u64,
     /// Seal certificates refused at the standby's replica (bad signatures, too many queued).
     pub seal_certs_bad: u64,
 }

@@ -26,6 +26,9 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         ("seal_offer_dropped", c.seal_offers_dropped),
         ("seal_offer_refused", c.seal_offers_refused),
         ("seal_final", c.seals_final),
+        ("follow_refused", c.follow_refused),
+        ("seal_cert_refused", c.seal_certs_bad),
+        ("seq_change_sent", c.seq_changes_sent),
     ] {
         e.put_counter(&REPLICA_FAILOVER, &[what], v);
     }
@@ -33,6 +36,7 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         n.failover_phase(),
         Some(crate::front::failover::depose::Phase::Deposed { .. })
     );
+    e.put_gauge(&REPLICA_TENURE, &[], n.core().order_rx().tenure().0 as f64);
     e.put_gauge(
         &REPLICA_TENURE_DEPOSED,
         &[],
@@ -186,8 +190,10 @@ vyrn_metrics::metrics! {
         "DataDown gossip (07 §5.7), by direction: rounds sent, messages taken from peers";
     REPLICA_FAILOVER: Counter "vyrn_replica_failover_total" ["what"]
         "sequencer failover at this voter (07 §9.1–§9.2): suspicions that froze the tail, Silence rounds sent, peers' Silence taken, counted, refused as stale (another epoch, tenure or sequencer) or forged (not a voter, another reporter, a bad signature), dropped at a full queue, and suspicions aborted short of Q";
+    REPLICA_TENURE: Gauge "vyrn_replica_tenure" []
+        "the tenure whose frames this replica takes (07 §2.2): 0 for the epoch's primary, 1 once it follows the standby promoted by a seal (07 §9.5)";
     REPLICA_TENURE_DEPOSED: Gauge "vyrn_replica_tenure_deposed" []
-        "1 once the tenure is deposed at this voter (07 §9.2, INV-REP-5: its frames are refused from then on)";
+        "1 once the tenure it watches is deposed at this voter (07 §9.2, INV-REP-5: its frames are refused from then on); 0 again once it follows the next tenure";
     REPLICA_PEER_DATA: Counter "vyrn_replica_peer_data_total" ["what"]
         "payloads fetched from peers and the sequencer (07 §5.5 sources 2 and 3): PeerDataFetch asked, PeerData received, served, not held, over the rate; SeqDataReq asked, SeqData received";
     REPLICA_DATA_REDIRECTS: Counter "vyrn_replica_data_redirects_total" []

@@ -77,7 +77,11 @@ impl Node {
     /// The seal `p` with `ext` is final (07 §9.4): follow the tenure it names (nothing for
     /// `next_seq` 0xFF: the book stays halted).
     pub(super) fn follow_seal(&mut self, p: &RepProposal, ext: &RepSealExt, now: u64) {
-        if ext.next_seq == NEXT_SEQ_NONE || self.next.followed.is_some() {
+        if self.next.followed.is_some() {
+            return;
+        }
+        if ext.next_seq == NEXT_SEQ_NONE {
+            self.announce(ext);
             return;
         }
         match self.next_tenure_of(p, ext) {
@@ -162,6 +166,10 @@ impl Node {
         if !self.io.standby {
             self.turn_to_box(&t);
         }
+        let ext = self.sealed.as_ref().map(|s| s.1.clone());
+        if let Some(ext) = ext {
+            self.announce(&ext);
+        }
         // No standby is left to name after a promotion (BASE has one; the next warms later).
         if let Some(f) = self.failover.as_mut() {
             f.follow(t.tenure, t.sender);
@@ -193,6 +201,42 @@ impl Node {
         // Votes and certificates went to the box and the standby: they are one box now.
         self.io.standby_ctrl = None;
         self.io.standby_replica = None;
+    }
+
+    /// 07 §9.5 client redirect: a voter tells every data box which sequencer the seal names
+    /// (`SeqChange`, with its client address from `seq_order`; `new_seq` 0xFF: none); each
+    /// relays it to the sessions it serves once Q voters agree.
+    fn announce(&mut self, ext: &RepSealExt) {
+        if self.io.standby {
+            return;
+        }
+        let addr = match ext.next_seq {
+            NEXT_SEQ_NONE => Some([0u8; 18]),
+            s => self.next.home.membership.as_ref().and_then(|m| {
+                m.seq_order
+                    .iter()
+                    .find(|b| b.index == s)
+                    .map(|b| b.client_addr)
+            }),
+        };
+        let Some(addr) = addr else {
+            eprintln!(
+                "{}: failover: the membership gives no client address for sequencer {}: no SeqChange sent",
+                self.io.name, ext.next_seq
+            );
+            return;
+        };
+        let m = vyrn_wire::msg::ctrl::SeqChange {
+            epoch: self.epoch,
+            tenure: ext.next_tenure,
+            new_seq: ext.next_seq,
+            addr,
+        };
+        for i in 0..self.io.boxes.len() {
+            let to = self.io.boxes[i];
+            self.io.queue(Sock::Data, to, |b| m.encode(b).is_ok());
+        }
+        self.io.c.seq_changes_sent += 1;
     }
 
     /// A voter's seal certificate sent to the standby's replica (07 §9.4), checked against the
