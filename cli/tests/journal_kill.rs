@@ -74,7 +74,7 @@ fn a_replica_killed_mid_write_recovers_every_durable_block_and_serves_nothing_co
     let databox = h.spawn_databox(stop.clone()).expect("data box");
     std::thread::sleep(Duration::from_millis(300));
     let (running, seq) = vyrn_replica::homekit::start_box(cfg).expect("box");
-    let counts = vyrn_replica::homekit::load_from(home, seq, 2000, 2, 500, 3, 0).expect("load");
+    let counts = vyrn_replica::homekit::load_from(home, seq, 2000, 2, 3, 0, 100).expect("load");
     assert!(counts.fin > 0, "nothing final: {:?}", counts.fin);
 
     // Mid-write: the box closes a block every 5 ms and the process journals each one.

@@ -646,18 +646,21 @@ fn a_data_box_killed_moves_its_sessions_to_the_backup_and_nothing_is_lost() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// 07 §14 "sequencer process crash" (`--kill-seq`): the box is SIGKILLed 10 s into the load. Every
-/// voter finds the silence, Q `Silence`s depose the tenure, the standby's replica sends its
-/// TailReport (promotable: 12 s of history, caught up), and the seal finalizes the prefix at
-/// every voter naming the standby next; every replica and the standby replayed the same
-/// responses. (Its promotion is not built: the book stays halted.)
+/// 07 §14 "sequencer process crash", the whole path in processes: the box is SIGKILLed under
+/// the load and left down; every voter finds the silence, Q `Silence`s depose the tenure, the
+/// standby's replica sends its TailReport (promotable: 12 s of history, caught up), and the seal
+/// finalizes the prefix at every voter naming the standby next. The standby replays to the seal
+/// and is promoted (07 §9.5): its engine becomes the box of tenure 1; every voter follows it and
+/// sends the data box `SeqChange`, which tells the clients; they resend what had no answer and
+/// trade on, every fill durable and final. The voters replay the same responses through both
+/// tenures, and the journal holds both without a gap.
 #[test]
-fn a_killed_box_is_deposed_and_sealed_naming_the_standby_next() {
+fn a_killed_box_is_sealed_and_the_standby_promoted_and_the_clients_trade_on() {
     let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, run, stdout) = up_ok(
         "kill-seq",
         29_900,
-        &["--duration", "14", "--rate", "1000", "--kill-seq", "10"],
+        &["--duration", "16", "--rate", "1000", "--kill-seq", "10"],
     );
     assert!(
         stdout.contains("the sequencer box killed (SIGKILL)"),
@@ -665,7 +668,8 @@ fn a_killed_box_is_deposed_and_sealed_naming_the_standby_next() {
     );
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(
-        report.contains("OK: the home traded until its box was killed"),
+        report.contains("OK: the home traded until its box was killed")
+            && report.contains("the standby was promoted"),
         "{report}"
     );
     for i in 0..4 {
@@ -679,13 +683,27 @@ fn a_killed_box_is_deposed_and_sealed_naming_the_standby_next() {
             fin.contains("next sequencer 1 (the standby"),
             "replica {i}: {fin}"
         );
+        assert!(
+            log.contains("failover: following tenure 1 of sequencer 1"),
+            "replica {i}: {log}"
+        );
     }
-    let digests = replica_column(&report, 2);
-    let standby = report
+    let standby = std::fs::read_to_string(run.join("standby.log")).unwrap();
+    assert!(standby.contains("standby: promoted (07 §9.5)"), "{standby}");
+    // The clients were answered after the failover.
+    let (before, after) = report
         .lines()
-        .find(|l| l.starts_with("| standby |"))
-        .and_then(|l| l.split('|').nth(2))
-        .map(str::trim);
-    assert_eq!(standby, digests.first().copied(), "{report}");
+        .find(|l| l.starts_with("The clients (the load generator"))
+        .and_then(|l| {
+            let n = |k: &str| -> Option<u64> {
+                l.split(k).next()?.split_whitespace().last()?.parse().ok()
+            };
+            Some((n(" answered by the kill")?, n(" by the end")?))
+        })
+        .unwrap_or_else(|| panic!("no clients line\n{report}"));
+    assert!(after > before + 1000, "{before} -> {after}\n{report}");
+    let digests = replica_column(&report, 2);
+    assert_eq!(digests.len(), 4, "{report}");
+    assert!(digests.iter().all(|d| *d == digests[0]), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use vyrn_client::loadgen::run::{self, RunClock};
-use vyrn_client::loadgen::{sessions_for, LoadConfig, LoadCounts, LoadGen};
+use vyrn_client::loadgen::{sessions_for, sessions_with, LoadConfig, LoadCounts, LoadGen};
 use vyrn_home::{read_seed, write_dev_home, BoxConfig, HomeAddrs, HomeConfig};
 use vyrn_nic::udp::{UdpConfig, UdpPort};
 use vyrn_seq::ports::{CoreMap, NetBox, RunningBox};
@@ -373,7 +373,10 @@ impl LoopbackHome {
         let skip = usize::from(self.two_copies > 0);
         let load = {
             let home = self.home.clone();
-            std::thread::spawn(move || load_from(&home, seq, rate, secs, 1500, 7, skip))
+            // A box killed under the load: the clients retain what they send across the dev
+            // home's failover (seconds, not 07's 20 ms) to resend it to the promoted standby.
+            let retain_ms = if self.kill_at.is_some() { 15_000 } else { 100 };
+            std::thread::spawn(move || load_from(&home, seq, rate, secs, 7, skip, retain_ms))
         };
         // `kill_at`: the box dies under the load, which goes on (07 §9.5: the clients follow
         // the promoted standby when the data boxes relay the seal's SeqChange).
@@ -759,17 +762,20 @@ pub fn start_box_with(
 }
 
 /// The home's sessions after the first `skip` (left to another client) at `rate` msgs/s open
-/// loop for `secs`, copy 1 to `seq`, copy 2 to data box 0, then `drain_ms` for answers,
-/// durable and final still in flight.
+/// loop for `secs`, copy 1 to `seq`, copy 2 to data box 0, then 1.5 s for answers, durable and
+/// final still in flight; each session retains what it sends `retain_ms` (07 §5.7: at least
+/// REP_CLIENT_RETAIN_MS).
 pub fn load_from(
     home: &HomeConfig,
     seq: SocketAddr,
     rate: u64,
     secs: u64,
-    drain_ms: u64,
     seed: u64,
     skip: usize,
+    retain_ms: u64,
 ) -> Result<LoadCounts, String> {
+    // Answers in flight when the load stops still count.
+    let drain_ms = 1500;
     let mut c = UdpConfig::loopback().with_batch(64);
     c.recv_buffer = Some(8 << 20);
     let port = UdpPort::open(&c).map_err(|e| format!("client socket: {e}"))?;
@@ -784,8 +790,21 @@ pub fn load_from(
         .first()
         .ok_or("the home has no data box")?
         .client_addr;
-    let mut sessions =
-        sessions_for(e.book, keys, seq, data, 50_000_000).map_err(|e| format!("{e:?}"))?;
+    let keys = keys.map(|(s, a, b)| (s, a, b, 0));
+    // 07 §5.7: at least REP_CLIENT_RETAIN_MS; longer where a failover must be resent over.
+    let retain_ns = retain_ms.max(vyrn_wire::consts::REP_CLIENT_RETAIN_MS) * 1_000_000;
+    let mut sessions = sessions_with(
+        e.book,
+        keys,
+        |_| seq,
+        vec![data],
+        50_000_000,
+        |c| {
+            c.retain_ns = retain_ns;
+            c.gap_giveup_ns = c.gap_giveup_ns.max(2 * retain_ns);
+        },
+    )
+    .map_err(|e| format!("{e:?}"))?;
     let mut driver = vyrn_client::Driver::new(port, &sessions);
     let mut load = LoadGen::new(
         LoadConfig {

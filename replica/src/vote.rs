@@ -358,10 +358,13 @@ impl SimplexVoter {
         self.seal = Some(plan);
     }
 
-    /// The seal is final and the next tenure followed (07 §9.5): headers are proposed and
-    /// checked as before, from the seal block on.
-    pub fn clear_seal(&mut self) {
+    /// The seal ending at `seal_height` is final and the next tenure followed (07 §9.5): the
+    /// seal block counts as checked (this voter's seal check passed on it), and headers are
+    /// proposed and checked as before from the block after it.
+    pub fn follow_seal(&mut self, seal_height: u64) {
         self.seal = None;
+        self.voted = self.voted.max(seal_height);
+        self.ranges = self.ranges.split_off(&(seal_height + 1));
     }
 
     /// Whether a seal plan is set.

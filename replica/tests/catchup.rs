@@ -44,7 +44,7 @@ impl Traffic {
         let data = h.spawn_databox(stop.clone()).expect("data box");
         let (running, seq) = start_box_with(&h.cfg, None).expect("box");
         let home = h.home.clone();
-        let load = std::thread::spawn(move || load_from(&home, seq, 2000, 4, 1500, 7, 0));
+        let load = std::thread::spawn(move || load_from(&home, seq, 2000, 4, 7, 0, 100));
         Traffic {
             data,
             running,

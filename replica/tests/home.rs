@@ -408,12 +408,23 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
     let (mut h, _serial) = home("promoted-trade", 49_600, true);
     h.budgets.promote_history_ns = 1_000_000_000;
     h.kill_at = Some(std::time::Duration::from_secs(3));
+    h.journal = vec![0];
     let n = h.home.voters_members.len();
     let r = h
         .run_box_dies(&[0, 1, 2, 3, n], 1000, 8, std::time::Duration::from_secs(2))
         .expect("the home runs");
-    let p = r.promoted.as_ref().expect("the standby was promoted");
+    let p = r.promoted.clone().expect("the standby was promoted");
     eprintln!("promoted: {p:?}; load: {:?}", r.counts);
+    // The clients resent what the dead box never answered, and trade on: most of what they
+    // sent is answered, and every fill is durable and final.
+    let sent: u64 = r.counts.sent.iter().sum();
+    assert!(
+        r.counts.answered > sent / 2,
+        "answered {} of {sent}: the clients did not trade on",
+        r.counts.answered
+    );
+    assert_eq!(r.counts.durable, r.counts.fills, "{:?}", r.counts);
+    assert_eq!(r.counts.fin, r.counts.fills, "{:?}", r.counts);
     let dc = r.databox.counters();
     assert_eq!(
         dc.seq_changes, 1,
@@ -438,5 +449,28 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
             "replica {i}"
         );
     }
+    // Replica 0's journal holds both tenures without a gap: tenure 0's blocks under the box's
+    // key, the seal block (its certificate stands in for seq_sig), tenure 1's under the
+    // standby's key (07 §8.2, §9.4–§9.5).
+    drop(r);
+    let mut jc = vyrn_replica::disk::journal::JournalConfig::new(vec![h.dir.join("journal-0")]);
+    jc.read_only = true;
+    jc.verifying_key = Some(h.home.seq_pub);
+    jc.later_keys = h.home.later_tenure_keys();
+    let (j, rep) = vyrn_replica::disk::journal::BlockJournal::open(jc).expect("the journal");
+    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
+    let hs = j.heights();
+    assert!(
+        hs.last().is_some_and(|&t| t > p.seal_height + 10),
+        "the journal ends at {:?}, the seal at {}",
+        hs.last(),
+        p.seal_height
+    );
+    let first = hs[0];
+    assert!(
+        hs.iter().enumerate().all(|(k, &x)| x == first + k as u64),
+        "a gap in the journal around the seal {}",
+        p.seal_height
+    );
     let _ = std::fs::remove_dir_all(&h.dir);
 }

@@ -27,10 +27,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use vyrn_client::loadgen::ping::Ping;
 use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
-use vyrn_client::loadgen::{sessions_routed, LoadConfig, LoadGen};
+use vyrn_client::loadgen::{sessions_with, LoadConfig, LoadGen};
 use vyrn_client::Driver;
 use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
+use vyrn_wire::consts::REP_CLIENT_RETAIN_MS;
 
 /// `vyrn load`: the exchange clients' load generator.
 #[derive(Debug, clap::Args)]
@@ -72,6 +73,12 @@ pub struct Args {
     /// Final facts (the wait ends as soon as every fill has both).
     #[arg(long, value_name = "MS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub drain_ms: u64,
+    /// Keep every sent packet this long for resends (07 §5.7, §9.5; never below
+    /// REP_CLIENT_RETAIN_MS = 100). After a failover the new sequencer answers BAD_SEQ from the
+    /// first packet it never took, and the session resends from there: a dev home's failover
+    /// takes seconds, not 07's 20 ms, so `vyrn up --kill-seq` raises this to cover it.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub retain_ms: u64,
     /// Serve Prometheus metrics (`GET /metrics`) on this address: counts and the four latency
     /// distributions, updated once a second (open loop only).
     #[arg(long, value_name = "IP:PORT")]
@@ -141,27 +148,9 @@ pub fn run(o: Args) -> ExitCode {
     // 07 §5.7: where the home binds these sessions (`client_addr`), the generator sends from
     // there, so a backup data box can relay a DataRedirect before it had a copy from them.
     let bound = sessions_addr(&cfg, o.skip);
-    let open = |buf: usize, at: Option<SocketAddr>| {
-        let mut c = match at {
-            Some(a) => UdpConfig::new(a).with_batch(64),
-            None => UdpConfig::new(any).with_batch(64),
-        };
-        c.recv_buffer = Some(buf);
-        UdpPort::open(&c)
-    };
-    let first = match open(8 << 20, bound) {
-        Err(e) if bound.is_some() => {
-            eprintln!(
-                "vyrn load: warning: binding the sessions' client_addr {}: {e}; sending from an ephemeral port (a backup data box cannot relay DataRedirect)",
-                bound.unwrap_or(any)
-            );
-            open(8 << 20, None)
-        }
-        r => r,
-    };
-    let (port, sink) = match (first, open(1 << 20, None)) {
-        (Ok(p), Ok(s)) => (p, s),
-        (Err(e), _) | (_, Err(e)) => {
+    let (port, sink) = match open_ports(any, bound) {
+        Ok(x) => x,
+        Err(e) => {
             eprintln!("vyrn load: opening sockets: {e}");
             return ExitCode::from(2);
         }
@@ -214,7 +203,8 @@ pub fn run(o: Args) -> ExitCode {
         let copy2 = boxes.get(home as usize).copied().unwrap_or(data);
         return misbehave(&o, e.book, s, seq_of(s.session), copy2);
     }
-    let mut sessions = match sessions_routed(e.book, keys, seq_of, boxes, 50_000_000) {
+    let tweak = retention(o.retain_ms);
+    let mut sessions = match sessions_with(e.book, keys, seq_of, boxes, 50_000_000, tweak) {
         Ok(v) => v,
         Err(err) => {
             eprintln!("vyrn load: sessions: {err:?}");
@@ -262,7 +252,14 @@ pub fn run(o: Args) -> ExitCode {
             |l| println!("{l}"),
         );
         let copy2 = sink.map_or(0, |s| s.count);
-        return finish(p.summary(), &driver, copy2, p.counts.answered, seq);
+        return finish(
+            p.summary(),
+            &driver,
+            &sessions,
+            copy2,
+            p.counts.answered,
+            seq,
+        );
     }
     let mut load = LoadGen::new(
         LoadConfig {
@@ -313,7 +310,14 @@ pub fn run(o: Args) -> ExitCode {
         published.set(render(&load, &published));
     }
     let copy2 = sink.map_or(0, |s| s.count);
-    finish(load.summary(), &driver, copy2, load.counts.answered, seq)
+    finish(
+        load.summary(),
+        &driver,
+        &sessions,
+        copy2,
+        load.counts.answered,
+        seq,
+    )
 }
 
 #[cfg(feature = "lab")]
@@ -431,11 +435,46 @@ fn misbehave(
     }
 }
 
+/// The client's socket (at `bound` where the home binds the sessions, else an ephemeral one on
+/// `any`'s address) and the local sink that counts copy 2 when there is no data box.
+fn open_ports(
+    any: SocketAddr,
+    bound: Option<SocketAddr>,
+) -> Result<(UdpPort, UdpPort), vyrn_nic::NicError> {
+    let open = |buf: usize, at: Option<SocketAddr>| {
+        let mut c = UdpConfig::new(at.unwrap_or(any)).with_batch(64);
+        c.recv_buffer = Some(buf);
+        UdpPort::open(&c)
+    };
+    let first = match open(8 << 20, bound) {
+        Err(e) if bound.is_some() => {
+            eprintln!(
+                "vyrn load: warning: binding the sessions' client_addr {}: {e}; sending from an ephemeral port (a backup data box cannot relay DataRedirect)",
+                bound.unwrap_or(any)
+            );
+            open(8 << 20, None)
+        }
+        r => r,
+    };
+    Ok((first?, open(1 << 20, None)?))
+}
+
+/// 07 §5.7, §9.5: sent packets stay retained `ms` (at least REP_CLIENT_RETAIN_MS), so a
+/// failover's resend can repeat every packet with no response.
+fn retention(ms: u64) -> impl Fn(&mut vyrn_client::SessionConfig) {
+    let retain_ns = ms.max(REP_CLIENT_RETAIN_MS) * 1_000_000;
+    move |c| {
+        c.retain_ns = retain_ns;
+        c.gap_giveup_ns = c.gap_giveup_ns.max(2 * retain_ns);
+    }
+}
+
 /// The end of a run, either mode: the summary, the driver's counters, and exit 1 if nothing was
 /// answered.
 fn finish(
     summary: Vec<String>,
     driver: &Driver<UdpPort>,
+    sessions: &[vyrn_client::Session],
     copy2: u64,
     answered: u64,
     seq: SocketAddr,
@@ -444,6 +483,44 @@ fn finish(
     for line in summary {
         println!("{line}");
     }
+    // What the sessions dropped and why, and where copy 1 goes at the end (07 §9.5: another
+    // sequencer after a failover).
+    let mut c = vyrn_client::session::Counters::default();
+    for s in sessions {
+        let x = s.counters();
+        c.rx_ok += x.rx_ok;
+        c.rx_dup += x.rx_dup;
+        c.rx_bad_tag += x.rx_bad_tag;
+        c.rx_bad_echo += x.rx_bad_echo;
+        c.rx_resent += x.rx_resent;
+        c.bad_seq += x.bad_seq;
+        c.notice_stale += x.notice_stale;
+        c.resend_seq += x.resend_seq;
+        c.gaps += x.gaps;
+        c.resp_lost += x.resp_lost;
+        c.expired_unanswered += x.expired_unanswered;
+    }
+    let mut to: Vec<String> = sessions
+        .iter()
+        .map(|s| s.seq_addr().map_or("none".into(), |a| a.to_string()))
+        .collect();
+    to.sort();
+    to.dedup();
+    println!(
+        "sessions: responses taken {} (resent {}), dropped: duplicate resp_seq {}, bad tag {}, bad echo {}; BAD_SEQ {}, stale notices {}, copy-1 resends {}, resp_seq gaps {} (lost {}), expired unanswered {}; copy 1 goes to {}",
+        c.rx_ok,
+        c.rx_resent,
+        c.rx_dup,
+        c.rx_bad_tag,
+        c.rx_bad_echo,
+        c.bad_seq,
+        c.notice_stale,
+        c.resend_seq,
+        c.gaps,
+        c.resp_lost,
+        c.expired_unanswered,
+        to.join(", ")
+    );
     println!(
         "driver: {:?}; copy 2 packets counted locally: {copy2}",
         driver.counters()

@@ -172,6 +172,10 @@ pub fn journal_inspect(
     let mut cfg = JournalConfig::new(drives.to_vec());
     cfg.read_only = true;
     cfg.verifying_key = home.as_ref().map(|h| h.seq_pub);
+    cfg.later_keys = home
+        .as_ref()
+        .map(|h| h.later_tenure_keys())
+        .unwrap_or_default();
     let (mut j, rep) = match BlockJournal::open(cfg) {
         Ok(x) => x,
         Err(e) => {

@@ -430,6 +430,19 @@ pub fn sessions_routed(
     data_boxes: Vec<std::net::SocketAddr>,
     resend_ns: u64,
 ) -> Result<Vec<Session>, crate::ConfigError> {
+    sessions_with(book, keys, seq_of, data_boxes, resend_ns, |_| {})
+}
+
+/// As [`sessions_routed`], each session's config finished by `tweak` (a longer retention, say:
+/// a dev home's failover outlasts 07's 100 ms).
+pub fn sessions_with(
+    book: u16,
+    keys: impl IntoIterator<Item = HomedKeys>,
+    seq_of: impl Fn(u32) -> std::net::SocketAddr,
+    data_boxes: Vec<std::net::SocketAddr>,
+    resend_ns: u64,
+    tweak: impl Fn(&mut crate::SessionConfig),
+) -> Result<Vec<Session>, crate::ConfigError> {
     keys.into_iter()
         .map(|(session, k_seq, k_out, home)| {
             let mut c = crate::SessionConfig::new(
@@ -444,6 +457,7 @@ pub fn sessions_routed(
             c.resend_after_ns = resend_ns;
             c.resend_gap_ns = resend_ns / 2;
             c.gap_resend_ns = resend_ns;
+            tweak(&mut c);
             Session::new(c, 1, 0)
         })
         .collect()

@@ -313,6 +313,15 @@ impl HomeConfig {
             .map(|s| (s.index, key))
     }
 
+    /// The keys of the tenures after the epoch's first, as a journal checks them (07 §9.5):
+    /// tenure 1 is the standby's, promoted by the first seal (BASE has one standby).
+    pub fn later_tenure_keys(&self) -> Vec<(u8, VerifyingKey)> {
+        self.standby_seq()
+            .map(|(_, k)| (1, k))
+            .into_iter()
+            .collect()
+    }
+
     /// How many sequencer boxes `seq_order` lists (07 §13.1): the membership's, else the primary
     /// and the standby's replica where the file names one.
     pub fn seq_boxes(&self) -> usize {

@@ -466,8 +466,12 @@ impl Node {
             };
             let [a, b] = self.io.pending_order.remove(&h).unwrap_or_default();
             let core = &self.core;
-            let rec =
-                crate::disk::record::block_record(0, hdr, &a, &b, |f| core.block_packets(h, f));
+            // The tenure that produced it (07 §9.5: after a seal, the next one's from the
+            // block after the seal block; the seal block is the deposed tenure's last).
+            let tenure = self.next.tenure_of(h);
+            let rec = crate::disk::record::block_record(tenure, hdr, &a, &b, |f| {
+                core.block_packets(h, f)
+            });
             match rec {
                 Some(r) => j.submit(h, r),
                 None => j.skipped += 1,
@@ -558,6 +562,7 @@ impl NodeJournal {
             Some(dirs) => {
                 let mut jc = JournalConfig::new(dirs.clone());
                 jc.verifying_key = Some(h.seq_pub);
+                jc.later_keys = h.later_tenure_keys();
                 jc.backend = cfg.journal_backend;
                 let (journal, recovered) =
                     BlockJournal::open(jc).map_err(|e| format!("journal: {e:?}"))?;

@@ -62,6 +62,15 @@ pub(super) struct NodeTenure {
 }
 
 impl NodeTenure {
+    /// The tenure that produced block `h`: the followed one after its seal block, else the
+    /// epoch's first.
+    pub(super) fn tenure_of(&self, h: u64) -> u8 {
+        match &self.followed {
+            Some(f) if h > f.next.seal.height => f.next.tenure,
+            _ => 0,
+        }
+    }
+
     pub(super) fn new(cfg: &NodeConfig, voters: Option<vyrn_consensus::Voters>) -> Self {
         NodeTenure {
             followed: None,
@@ -175,7 +184,12 @@ impl Node {
             f.follow(t.tenure, t.sender);
         }
         if let Some(v) = self.simplex.as_mut() {
-            v.clear_seal();
+            v.follow_seal(t.seal.height);
+        }
+        // The seal block is final: the journal writes it with its header (zero `seq_sig`, its
+        // certificate in the cert journal) and the ORDER bytes of the tail.
+        if self.io.keep {
+            self.io.pending_hdr.insert(t.seal.height, t.seal);
         }
         self.next.followed = Some(Followed { next: t, at: now });
         if me_next {

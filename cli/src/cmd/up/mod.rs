@@ -677,6 +677,46 @@ pub fn run(a: Args) -> ExitCode {
     }
 }
 
+/// `vyrn load`'s arguments for the run: the home, the duration and rate, a 5 s drain, the
+/// sessions after the ping's (and the misbehaving client's), its core, and under `--kill-seq`
+/// a retention that covers a dev home's failover.
+fn load_args(a: &Args, hs: &str, load_core: Option<usize>) -> Vec<String> {
+    let mut load_args = vec![
+        "load".to_string(),
+        "--home".into(),
+        hs.to_string(),
+        "--secs".into(),
+        (if a.duration == 0 {
+            u32::MAX as u64
+        } else {
+            a.duration
+        })
+        .to_string(),
+        "--rate".into(),
+        a.rate.to_string(),
+        "--seed".into(),
+        a.seed.to_string(),
+        // Up to 5 s after the last send for every fill's Durable and Final (ends as soon as
+        // every fill has both): the verdict counts them.
+        "--drain-ms".into(),
+        "5000".into(),
+        // The first session is the ping phase's (a session's pkt_seq is one client's), the
+        // second the misbehaving client's with `--misbehave`.
+        "--skip".into(),
+        (if a.lab.misbehave() { "2" } else { "1" }).into(),
+    ];
+    if let Some(c) = load_core {
+        load_args.extend(["--core".into(), c.to_string()]);
+    }
+    // `--kill-seq`: a dev home's failover takes seconds (its budgets are a shared machine's,
+    // not 07's), so the clients retain what they send long enough to resend it to the promoted
+    // standby (07 §9.5).
+    if a.kill_seq.is_some() {
+        load_args.extend(["--retain-ms".into(), "15000".into()]);
+    }
+    load_args
+}
+
 fn up(a: Args) -> Result<bool, String> {
     // --profile ref: every role's cores, before anything is written or started.
     let placement = match a.profile {
@@ -947,33 +987,7 @@ fn up(a: Args) -> Result<bool, String> {
         }
         ping = Some(p);
     }
-    let mut load_args = vec![
-        "load".to_string(),
-        "--home".into(),
-        hs.clone(),
-        "--secs".into(),
-        (if a.duration == 0 {
-            u32::MAX as u64
-        } else {
-            a.duration
-        })
-        .to_string(),
-        "--rate".into(),
-        a.rate.to_string(),
-        "--seed".into(),
-        a.seed.to_string(),
-        // Up to 5 s after the last send for every fill's Durable and Final (ends as soon as
-        // every fill has both): the verdict counts them.
-        "--drain-ms".into(),
-        "5000".into(),
-        // The first session is the ping phase's (a session's pkt_seq is one client's), the
-        // second the misbehaving client's with `--misbehave`.
-        "--skip".into(),
-        (if a.lab.misbehave() { "2" } else { "1" }).into(),
-    ];
-    if let Some(c) = load_core {
-        load_args.extend(["--core".into(), c.to_string()]);
-    }
+    let load_args = load_args(&a, &hs, load_core);
     let load_port = port(1 + nd + n as u16);
     procs.push(Proc::spawn(
         "load",

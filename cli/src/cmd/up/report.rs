@@ -64,7 +64,22 @@ pub(super) fn report(
         }
         let _ = writeln!(r, "```\n");
     }
-    clients_section(&mut r, &load, a.kill_seq.is_some(), &mut problems);
+    // 07 §9.5: the standby took over after a `--kill-seq` seal (its box then ran to the end).
+    let promoted = procs
+        .iter()
+        .find(|p| p.name == "standby")
+        .map(|p| p.log_text())
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("standby: promoted"))
+                .map(str::to_string)
+        });
+    clients_section(
+        &mut r,
+        &load,
+        a.kill_seq.is_some() && promoted.is_none(),
+        &mut problems,
+    );
     let seq = procs
         .iter()
         .find(|p| p.name == "sequencer")
@@ -85,7 +100,7 @@ pub(super) fn report(
     }
     standby_section(&mut r, procs, &seq, a.kill_seq.is_none(), &mut problems);
     if let Some(at) = a.kill_seq {
-        failover_section(&mut r, procs, at, &mut problems);
+        failover_section(&mut r, procs, at, promoted.as_deref(), &load, &mut problems);
     }
     if let Some(at) = a.lab.attack() {
         let _ = writeln!(
@@ -124,72 +139,7 @@ pub(super) fn report(
             "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later on the same files; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
         );
     }
-    let _ = writeln!(
-        r,
-        "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | replay lag p50 / p99 / max (07 §7.3, budget 2 ms) | exit |\n|---|---|---|---|---|---|"
-    );
-    let mut digests = Vec::new();
-    // 07 §9.5: the standby's non-voting replica replays the same book; its digest must be the
-    // voters'.
-    let standby_replica =
-        |p: &&Proc| p.name == "standby" && p.log_text().contains("standby: replica (non-voting");
-    for p in procs
-        .iter()
-        .filter(|p| p.name.starts_with("replica") || standby_replica(p))
-    {
-        let text = p.log_text();
-        let d = text
-            .lines()
-            .find(|l| l.contains("replay digest"))
-            .map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                let i = w.iter().position(|x| *x == "digest").map_or(0, |i| i + 1);
-                (
-                    w.get(i).unwrap_or(&"?").to_string(),
-                    w.get(i + 2).unwrap_or(&"?").to_string(),
-                )
-            })
-            .unwrap_or(("none".into(), "0".into()));
-        // The voter's newest line: "…, root certs N…".
-        let roots = text
-            .lines()
-            .rev()
-            .find_map(|l| {
-                let i = l.find("root certs ")? + "root certs ".len();
-                l[i..].split([',', ' ']).next().map(str::to_string)
-            })
-            .unwrap_or_else(|| "-".into());
-        // The newest status line: "…, replay lag p50/p99/max A/B/C ms over N steps, …".
-        let lag = text
-            .lines()
-            .rev()
-            .find_map(|l| {
-                let i = l.find("replay lag p50/p99/max ")? + "replay lag p50/p99/max ".len();
-                let v = l[i..].split(' ').next()?;
-                Some(format!("{} ms", v.replace('/', " / ")))
-            })
-            .unwrap_or_else(|| "-".into());
-        if text.contains("REP_A_DIVERGE") {
-            problems.push(format!("{} raised REP_A_DIVERGE", p.name));
-        }
-        let _ = writeln!(
-            r,
-            "| {} | `{}` | {} | {} | {} | {} |",
-            p.name,
-            d.0,
-            d.1,
-            roots,
-            lag,
-            p.status.map_or("killed".to_string(), |s| s.to_string())
-        );
-        digests.push(d.0);
-    }
-    let mut distinct = digests.clone();
-    distinct.sort();
-    distinct.dedup();
-    if distinct.len() != 1 || distinct[0] == "none" {
-        problems.push(format!("replay digests differ or are missing: {digests:?}"));
-    }
+    replicas_section(&mut r, procs, promoted.is_some(), &mut problems);
     let _ = writeln!(
         r,
         "\n## Journals (opened read-only, every record checked)\n"
@@ -198,6 +148,7 @@ pub(super) fn report(
         let mut cfg = vyrn_replica::disk::journal::JournalConfig::new(d.clone());
         cfg.read_only = true;
         cfg.verifying_key = Some(home.seq_pub);
+        cfg.later_keys = home.later_tenure_keys();
         match vyrn_replica::disk::journal::BlockJournal::open(cfg) {
             Ok((mut j, rep)) => {
                 let hs = j.heights();
@@ -297,8 +248,10 @@ pub(super) fn report(
         }
     }
     let _ = writeln!(r, "\n## Verdict\n");
-    if problems.is_empty() && a.kill_seq.is_some() {
-        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); every replica replayed the same responses; every journal verifies. The clients' last durable and final notices died with the box and are not checked; the book stays halted (the promotion is not built).");
+    if problems.is_empty() && a.kill_seq.is_some() && promoted.is_some() {
+        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); the standby was promoted and every voter follows its tenure; the clients switched to it, resent what had no answer and traded on, every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    } else if problems.is_empty() && a.kill_seq.is_some() {
+        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); every replica replayed the same responses; every journal verifies. No standby was promoted: the book stays halted, and the clients' last durable and final notices died with the box (not checked).");
     } else if problems.is_empty() {
         let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
     } else {
@@ -312,6 +265,89 @@ pub(super) fn report(
     println!("\n{r}");
     println!("vyrn up: report written to {}", path.display());
     Ok(ok)
+}
+
+/// The replicas' table: each one's replay digest, responses, root certificates, replay lag and
+/// exit; every digest must be the same (a `promoted` standby's is its replay up to the seal, not
+/// compared).
+fn replicas_section(r: &mut String, procs: &[Proc], promoted: bool, problems: &mut Vec<String>) {
+    let _ = writeln!(
+        r,
+        "## Replicas\n\n| replica | replay digest | responses | state-root certs (07 §7.4) | replay lag p50 / p99 / max (07 §7.3, budget 2 ms) | exit |\n|---|---|---|---|---|---|"
+    );
+    let mut digests = Vec::new();
+    // 07 §9.5: the standby's non-voting replica replays the same book; its digest must be the
+    // voters'.
+    let standby_replica =
+        |p: &&Proc| p.name == "standby" && p.log_text().contains("standby: replica (non-voting");
+    for p in procs
+        .iter()
+        .filter(|p| p.name.starts_with("replica") || standby_replica(p))
+    {
+        let text = p.log_text();
+        let d = text
+            .lines()
+            .find(|l| l.contains("replay digest"))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let i = w.iter().position(|x| *x == "digest").map_or(0, |i| i + 1);
+                (
+                    w.get(i).unwrap_or(&"?").to_string(),
+                    w.get(i + 2).unwrap_or(&"?").to_string(),
+                )
+            })
+            .unwrap_or(("none".into(), "0".into()));
+        // The voter's newest line: "…, root certs N…".
+        let roots = text
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let i = l.find("root certs ")? + "root certs ".len();
+                l[i..].split([',', ' ']).next().map(str::to_string)
+            })
+            .unwrap_or_else(|| "-".into());
+        // The newest status line: "…, replay lag p50/p99/max A/B/C ms over N steps, …".
+        let lag = text
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let i = l.find("replay lag p50/p99/max ")? + "replay lag p50/p99/max ".len();
+                let v = l[i..].split(' ').next()?;
+                Some(format!("{} ms", v.replace('/', " / ")))
+            })
+            .unwrap_or_else(|| "-".into());
+        if text.contains("REP_A_DIVERGE") {
+            problems.push(format!("{} raised REP_A_DIVERGE", p.name));
+        }
+        let _ = writeln!(
+            r,
+            "| {} | `{}` | {} | {} | {} | {} |",
+            p.name,
+            d.0,
+            d.1,
+            roots,
+            lag,
+            p.status.map_or("killed".to_string(), |s| s.to_string())
+        );
+        // A promoted standby's replay ended at the seal, when its engine became the box:
+        // its digest is the prefix's, not the voters' at the end.
+        if p.name != "standby" || !promoted {
+            digests.push(d.0);
+        }
+    }
+    if promoted {
+        let _ = writeln!(
+            r,
+            "
+The standby's row is its replay up to the seal, when its engine became the box of the next tenure (07 §9.5); the voters' rows go on through that tenure."
+        );
+    }
+    let mut distinct = digests.clone();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() != 1 || distinct[0] == "none" {
+        problems.push(format!("replay digests differ or are missing: {digests:?}"));
+    }
 }
 
 /// A plotted line: its name and how to read it off a second of the timeline.
@@ -362,7 +398,8 @@ fn clients_section(r: &mut String, load: &str, box_killed: bool, problems: &mut 
     }
     // A killed box tells its clients nothing more (no REP_DurableMark, no final height): the seal
     // makes their last fills final at the voters (checked in the failover section), and the
-    // client learns it from the next sequencer (07 §9.5, not built).
+    // clients learn it from the next sequencer's watermarks (07 §9.5) — demanded unless no
+    // standby was promoted.
     let (not_durable, not_final) = if box_killed {
         (0.0, 0.0)
     } else {
@@ -399,7 +436,7 @@ fn standby_section(
             .and_then(|l| height(l, "final height "));
         let _ = writeln!(
             r,
-            "## The standby (`vyrn standby`, 07 §6.8, §9.5)\n\nThe voters send their finalize votes and certificates to the standby's control port as to the box's; it batch-verifies them like the box's certificate tile. Its non-voting replica (where the home names one) replays the book: its row in the replicas' table below must show the voters' digest. Its promotion (07 §9.5) is not built.\n\n```\n{}\n```\n",
+            "## The standby (`vyrn standby`, 07 §6.8, §9.5)\n\nThe voters send their finalize votes and certificates to the standby's control port as to the box's; it batch-verifies them like the box's certificate tile. Its non-voting replica (where the home names one) replays the book: its row in the replicas' table below must show the voters' digest (up to the seal, when it was promoted: 07 §9.5).\n\n```\n{}\n```\n",
             sb.as_deref().unwrap_or("(no summary)")
         );
         match (
@@ -417,22 +454,33 @@ fn standby_section(
 
 /// 07 §14 "sequencer process crash" (`--kill-seq`): every voter deposed the tenure and holds
 /// the final seal, all naming the same next sequencer — the standby when its replica was
-/// promotable.
-fn failover_section(r: &mut String, procs: &[Proc], at: u64, problems: &mut Vec<String>) {
+/// promotable; then (07 §9.5) the standby promoted, every voter following its tenure, and the
+/// clients trading on (`promoted`: the standby's promotion line).
+fn failover_section(
+    r: &mut String,
+    procs: &[Proc],
+    at: u64,
+    promoted: Option<&str>,
+    load: &str,
+    problems: &mut Vec<String>,
+) {
     let _ = writeln!(
         r,
-        "## Failover (07 §9; `--kill-seq {at}`)\n\nThe sequencer box was SIGKILLed {at} s into the load and left down. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. Its promotion (07 §9.5) is not built: the book stays halted, and the clients' last fills, final at the voters through the seal, are not yet known final at the clients.\n\n```"
+        "## Failover (07 §9; `--kill-seq {at}`)\n\nThe sequencer box was SIGKILLed {at} s into the load and left down. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. The standby then replays to the seal and its engine becomes the box of tenure 1 (07 §9.5); every voter follows that tenure, tells the data boxes (`SeqChange`), which tell the clients; the clients resend what had no answer and trade on. A dev home's budgets are a shared machine's (silence 20 ms, the wait for reports 1.5 s), not 07's 20 ms.\n\n```"
     );
     let mut named = Vec::new();
+    let mut following = 0;
     for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
         let text = p.log_text();
         for l in text.lines().filter(|l| {
             l.contains("deposed (07 §9.2)")
                 || l.contains("seal plan")
                 || l.contains("the seal is final")
+                || l.contains("failover: following tenure")
         }) {
             let _ = writeln!(r, "{}", l.trim());
         }
+        following += usize::from(text.contains("failover: following tenure 1"));
         let fin = text
             .lines()
             .find(|l| l.contains("the seal is final"))
@@ -442,6 +490,9 @@ fn failover_section(r: &mut String, procs: &[Proc], at: u64, problems: &mut Vec<
             Some(x) => named.push(x),
             None => problems.push(format!("{}: no final seal (07 §9.4)", p.name)),
         }
+    }
+    if let Some(l) = promoted {
+        let _ = writeln!(r, "{l}");
     }
     let _ = writeln!(r, "```\n");
     let standby_ready = procs
@@ -463,6 +514,73 @@ fn failover_section(r: &mut String, procs: &[Proc], at: u64, problems: &mut Vec<
             "the voters' seals name different next sequencers: {more:?}"
         )),
     }
+    if named.as_slice() != ["1"] {
+        return;
+    }
+    // 07 §9.5: the standby named next is promoted, and every voter follows it.
+    let voters = procs
+        .iter()
+        .filter(|p| p.name.starts_with("replica"))
+        .count();
+    if promoted.is_none() {
+        problems.push("the seal names the standby, which was not promoted".into());
+    }
+    if following < voters {
+        problems.push(format!(
+            "{following} of {voters} replicas follow the promoted standby's tenure"
+        ));
+    }
+    let (before, after, gap) = client_outage(load, at);
+    let _ = writeln!(
+        r,
+        "The clients (the load generator's one-second lines): {before} answered by the kill at {at} s, {after} by the end; the longest run of seconds with no new answer: {gap} s (the dev home's outage, to the second).\n"
+    );
+    if after <= before {
+        problems.push(format!(
+            "the clients got no answer after the failover ({before} answered by the kill, {after} at the end)"
+        ));
+    }
+}
+
+/// From the load generator's one-second lines (`t=  Ns … answered N …`): answered by second
+/// `at`, answered at the end, and the longest run of seconds after `at` in which the count did
+/// not grow before growing again.
+fn client_outage(load: &str, at: u64) -> (u64, u64, u64) {
+    let mut pts: Vec<(u64, u64)> = Vec::new();
+    for l in load.lines().filter(|l| l.starts_with("t=")) {
+        let t = l[2..]
+            .trim_start()
+            .split('s')
+            .next()
+            .and_then(|x| x.parse::<u64>().ok());
+        let n = l
+            .split("answered ")
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
+            .and_then(|x| x.parse::<u64>().ok());
+        if let (Some(t), Some(n)) = (t, n) {
+            pts.push((t, n));
+        }
+    }
+    let before = pts
+        .iter()
+        .filter(|p| p.0 <= at)
+        .map(|p| p.1)
+        .max()
+        .unwrap_or(0);
+    let after = pts.last().map_or(0, |p| p.1);
+    // A run counts once answers come again (the drain after the last send is no outage).
+    let (mut gap, mut run, mut last) = (0, 0, before);
+    for &(_, n) in pts.iter().filter(|p| p.0 > at) {
+        if n > last {
+            gap = gap.max(run);
+            run = 0;
+        } else {
+            run += 1;
+        }
+        last = n;
+    }
+    (before, after, gap)
 }
 
 fn plot(run: &Path, tl: &[Tick]) -> Result<Vec<String>, String> {

@@ -94,6 +94,10 @@ pub struct JournalConfig {
     /// and at recovery. Seal blocks (zero `seq_sig`) are certified by the voters' seal
     /// certificate (07 §9.4), which this journal does not check.
     pub verifying_key: Option<ed25519_dalek::VerifyingKey>,
+    /// The keys of the tenures after the first (07 §9.5: a promoted standby signs its own
+    /// tenure's headers): a normal block of tenure `t > 0` verifies under the key paired with
+    /// `t` here, and is refused when none is (with `verifying_key` set).
+    pub later_keys: Vec<(u8, ed25519_dalek::VerifyingKey)>,
     /// Heights per bucket of the `(session, pkt_seq) → height` index (07 §8.2: 1 s = 1000
     /// blocks at 1 kHz).
     pub pkt_index_granularity: u64,
@@ -120,6 +124,7 @@ impl JournalConfig {
             budget_blocks_per_drive: u64::MAX,
             max_record_bytes: 64 << 20,
             verifying_key: None,
+            later_keys: Vec::new(),
             pkt_index_granularity: 1000,
             archive_alarm_lag_blocks: 18_000_000,
             max_batch: 64,
@@ -879,8 +884,12 @@ impl BlockJournal {
         if self.drive_of(r.height) != drive {
             return Err(Refusal::Misplaced);
         }
-        if let Some(k) = &self.cfg.verifying_key {
-            if r.kind == BlockKind::Normal && !r.header.verify(k) {
+        if let Some(k0) = &self.cfg.verifying_key {
+            let k = match r.tenure {
+                0 => Some(k0),
+                t => self.cfg.later_keys.iter().find(|k| k.0 == t).map(|k| &k.1),
+            };
+            if r.kind == BlockKind::Normal && !k.is_some_and(|k| r.header.verify(k)) {
                 return Err(Refusal::Signature);
             }
         }
