@@ -328,6 +328,52 @@ fn acks_every_period_only_while_frames_arrive() {
     assert_eq!(s, 1);
 }
 
+/// 07 §9.5 then §9.1: a tenure that never sends its first frame is no tenure at all. A fresh
+/// order RX raises no suspicion before a first frame; told the tenure is due by `at`
+/// (`expect_first_by`, a replica following a seal), it suspects FAILOVER_SILENCE_MS after `at`
+/// and not before; a first frame in time counts as usual.
+#[test]
+fn a_promoted_tenure_that_never_sends_is_suspected_after_its_budget() {
+    let count = |o: &Out| {
+        o.alarms
+            .iter()
+            .filter(|a| matches!(a, RxAlarm::Suspect { .. }))
+            .count()
+    };
+    let mut quiet = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    for t in 1..=20 {
+        quiet.tick(t * MS, &mut o);
+    }
+    assert_eq!(count(&o), 0, "no frame yet, no expectation: no suspicion");
+    let mut rx = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    rx.expect_first_by(5 * MS);
+    let mut now = 0;
+    while now < 7 * MS {
+        now += US;
+        rx.tick(now, &mut o);
+    }
+    assert_eq!(
+        count(&o),
+        0,
+        "within the budget and FAILOVER_SILENCE_MS of it"
+    );
+    while now < 8 * MS {
+        now += US;
+        rx.tick(now, &mut o);
+    }
+    assert_eq!(count(&o), 1, "silent past the budget: suspected");
+    // A tenure whose first frame comes in time is watched from that frame.
+    let mut ok = OrderRx::new(cfg(0));
+    let mut o = Out::default();
+    ok.expect_first_by(5 * MS);
+    ok.on_frame(0, &frame(0, 1, 0), 4 * MS, &mut o);
+    assert_eq!(ok.last_rx(), Some(4 * MS));
+    ok.tick(5 * MS, &mut o);
+    assert_eq!(count(&o), 0);
+}
+
 #[test]
 fn rep_a_path_for_a_silent_path_and_for_losses() {
     let mut rx = OrderRx::new(cfg(0));

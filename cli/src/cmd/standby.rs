@@ -222,6 +222,7 @@ fn promote_box(
         .ok_or("the standby's replica follows no seal")?;
     println!("standby replica: {}", super::replica::digest_line(&node));
     let (engine, seal) = node.into_handover()?;
+    let handover = t0.elapsed();
     let map = vyrn_seq::ports::core_map_of(cfg);
     let clock = vyrn_seq::runner::Clock::new();
     let tenure = vyrn_seq::shm::TenureId {
@@ -231,12 +232,13 @@ fn promote_box(
     let (running, paths, first_step) =
         vyrn_seq::ports::start_promoted(cfg, &map, clock, engine, &seal, tenure)?;
     println!(
-        "standby: promoted (07 §9.5): tenure {} of sequencer {} from step {first_step}, height {} (after the seal block {}), {:.1} ms from the seal to the box's tiles; client port {:?}, control port {}:{}, replication paths over {}",
+        "standby: promoted (07 §9.5): tenure {} of sequencer {} from step {first_step}, height {} (after the seal block {}), {:.1} ms from the seal to the box's tiles (the engine handed over in {:.1} ms); client port {:?}, control port {}:{}, replication paths over {}",
         tenure.tenure,
         tenure.sender,
         seal.height + 1,
         seal.height,
         t0.elapsed().as_secs_f64() * 1e3,
+        handover.as_secs_f64() * 1e3,
         running.client_addr,
         cfg.ip,
         cfg.ctrl_port,

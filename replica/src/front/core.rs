@@ -124,6 +124,10 @@ pub struct Budgets {
     /// REP_TAIL_WAIT_MS, ns: how long past the deposition (and `T*`) the seal leader waits for
     /// the reports it lacks (07 §9.2).
     pub tail_wait_ns: u64,
+    /// How long after a replica follows a seal the next tenure's silence starts counting
+    /// (07 §9.7 stage 9: promotion, B-REP-8's 3 ms): a named sequencer that never sends its
+    /// first frame is then suspected like a silent one.
+    pub promote_wait_ns: u64,
 }
 
 impl Default for Budgets {
@@ -139,6 +143,7 @@ impl Default for Budgets {
             suspect_abort_ns: vyrn_wire::consts::REP_SUSPECT_ABORT_MS * 1_000_000,
             promote_history_ns: vyrn_wire::consts::REP_PROMOTE_HISTORY_S * 1_000_000_000,
             tail_wait_ns: (vyrn_wire::consts::REP_TAIL_WAIT_MS * 1e6) as u64,
+            promote_wait_ns: 3_000_000,
         }
     }
 }
@@ -192,6 +197,8 @@ impl Budgets {
         // detection, so a dev home's is its 1 s silence plus the spread (with 07's 4.05 ms, or
         // 250 ms, it was over before the deposition and the standby's report came too late).
         b.tail_wait_ns = DEV_TAIL_WAIT_NS;
+        // A dev standby's promotion took 20–110 ms (debug builds, two shared cores).
+        b.promote_wait_ns = 2_000_000_000;
         b
     }
 }

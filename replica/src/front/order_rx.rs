@@ -535,6 +535,15 @@ impl OrderRx {
         (self.cfg.tenure, self.cfg.sender)
     }
 
+    /// The tenure is due to start by `at` (07 §9.5: its box is being promoted): its silence
+    /// counts from then, so a sequencer that never sends its first frame is suspected (07 §9.1)
+    /// like one that stopped.
+    pub fn expect_first_by(&mut self, at: u64) {
+        if self.last_rx.is_none() {
+            self.last_rx = Some(at);
+        }
+    }
+
     /// When the newest frame of the tenure came (07 §9.3 `t_last_rx`, this clock).
     pub fn last_rx(&self) -> Option<u64> {
         self.last_rx

@@ -59,6 +59,8 @@ pub(super) struct NodeTenure {
     vote_key: SigningKey,
     /// The epoch's voting set (the standby's replica checks the seal certificate against it).
     voters: Option<vyrn_consensus::Voters>,
+    /// [`crate::front::core::Budgets::promote_wait_ns`].
+    promote_wait_ns: u64,
 }
 
 impl NodeTenure {
@@ -78,6 +80,7 @@ impl NodeTenure {
             home: cfg.home.clone(),
             vote_key: cfg.vote_key.clone(),
             voters,
+            promote_wait_ns: cfg.budgets.promote_wait_ns,
         }
     }
 }
@@ -174,6 +177,9 @@ impl Node {
         );
         if !self.io.standby {
             self.turn_to_box(&t);
+            // A promoted box that never sends is suspected once its budget is over.
+            let by = now.saturating_add(self.next.promote_wait_ns);
+            self.core.order_rx_mut().expect_first_by(by);
         }
         let ext = self.sealed.as_ref().map(|s| s.1.clone());
         if let Some(ext) = ext {
