@@ -28,7 +28,12 @@
 //! raises REP_A_STANDBY once warm when it is not.
 //!
 //! When the box goes silent, the replica sends its TailReport (07 §9.3) to every voter, and a seal
-//! names the standby next when it is promotable. Not built: its promotion in this process (the library part is `vyrn_seq::takeover`), its repair from peers.
+//! names the standby next when it is promotable. When the seal is final (the voters send it the
+//! certificate), the replica follows it, replays to the seal's last step and stops; this process
+//! then hands its engine to the box of the next tenure (`vyrn_seq::takeover`, one writer:
+//! INV-WRITER) on the standby's addresses (`BoxConfig::standby_box`, checked at the start: a
+//! standby that could not start it reports promotable = 0) and runs it as `vyrn seq` runs its
+//! box, for the rest of `--secs`.
 //!
 //! A line a second from each (the listener's final height and view, votes, bad signatures; the
 //! replica's checked height, promotable and a replica's line); `--metrics` serves

@@ -98,8 +98,9 @@ pub struct Args {
     /// Lab fault: SIGKILL the sequencer box S seconds after the load starts and leave it down
     /// (07 §14 "sequencer process crash"): every voter must find the silence, Q of them depose
     /// the tenure, and the seal must finalize the prefix at every voter, naming the warm standby
-    /// next when its replica is promotable (10 s of history: S ≥ 8 with the 2 s ping). Its
-    /// promotion is not built, so the book stays halted; at least 4 s of the run must follow.
+    /// next when its replica is promotable (10 s of history: S ≥ 8 with the 2 s ping); the
+    /// standby is then promoted (07 §9.5), the voters follow its tenure and the clients, told by
+    /// the data boxes, resend and trade on. At least 4 s of the run must follow.
     #[arg(long, value_name = "SECS")]
     pub kill_seq: Option<u64>,
     /// Run every role in its own network namespace of the netns lab (build it first, as root:

@@ -466,7 +466,7 @@ fn failover_section(
 ) {
     let _ = writeln!(
         r,
-        "## Failover (07 §9; `--kill-seq {at}`)\n\nThe sequencer box was SIGKILLed {at} s into the load and left down. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. The standby then replays to the seal and its engine becomes the box of tenure 1 (07 §9.5); every voter follows that tenure, tells the data boxes (`SeqChange`), which tell the clients; the clients resend what had no answer and trade on. A dev home's budgets are a shared machine's (silence 20 ms, the wait for reports 1.5 s), not 07's 20 ms.\n\n```"
+        "## Failover (07 §9; `--kill-seq {at}`)\n\nThe sequencer box was SIGKILLed {at} s into the load and left down. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. The standby then replays to the seal and its engine becomes the box of tenure 1 (07 §9.5); every voter follows that tenure, tells the data boxes (`SeqChange`), which tell the clients; the clients resend what had no answer and trade on. A dev home's budgets are a shared machine's (silence 1 s, the wait for reports 1.5 s), so its outage is seconds, not 07's 20 ms.\n\n```"
     );
     let mut named = Vec::new();
     let mut following = 0;
