@@ -50,7 +50,7 @@ const LONG_FNS: &[(&str, &str, usize)] = &[
     ("consensus/src/desk/mod.rs", "roots_step", 162),
     ("sim/src/voting.rs", "home", 368),
     ("cli/src/cmd/up/mod.rs", "up", 621),
-    ("cli/src/cmd/up/report.rs", "report", 260),
+    ("cli/src/cmd/up/report.rs", "report", 250),
     ("cli/src/cmd/paths.rs", "stream", 334),
     ("cli/src/cmd/replica.rs", "run", 165),
     ("cli/src/cmd/load.rs", "run", 189),

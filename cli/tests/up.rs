@@ -707,3 +707,39 @@ fn a_killed_box_is_sealed_and_the_standby_promoted_and_the_clients_trade_on() {
     assert!(digests.iter().all(|d| *d == digests[0]), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// 07 §14 "sequencer stalls": the box is stopped (SIGSTOP) for 3 s under the load, longer than
+/// the voters' detection, then resumed. The voters depose it, seal its prefix and promote the
+/// standby as for a crash, and the clients trade on there; the box, resumed, is a deposed tenure
+/// — the voters refuse its frames and ack none — so it fences (07 §4.8) and releases nothing
+/// more.
+#[test]
+fn a_stalled_box_is_replaced_and_fences_when_it_resumes() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "stall-seq",
+        30_000,
+        &[
+            "--duration",
+            "16",
+            "--rate",
+            "1000",
+            "--stall-seq",
+            "9@3000",
+        ],
+    );
+    assert!(
+        stdout.contains("the sequencer box stopped (SIGSTOP) at 9 s for 3000 ms"),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains("OK: the box stalled long enough to be deposed"),
+        "{report}"
+    );
+    let seq = std::fs::read_to_string(run.join("seq.log")).unwrap();
+    assert!(seq.contains("seq_fenced true"), "{seq}");
+    let standby = std::fs::read_to_string(run.join("standby.log")).unwrap();
+    assert!(standby.contains("standby: promoted (07 §9.5)"), "{standby}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

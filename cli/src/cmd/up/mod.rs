@@ -103,6 +103,14 @@ pub struct Args {
     /// the data boxes, resend and trade on. At least 4 s of the run must follow.
     #[arg(long, value_name = "SECS")]
     pub kill_seq: Option<u64>,
+    /// Lab fault: stop the sequencer box (SIGSTOP) S seconds after the load starts for MS
+    /// milliseconds, then let it go on (SIGCONT): a box that stalls (07 §14 "sequencer stalls").
+    /// Shorter than the voters' detection (a dev home's 1 s of silence plus the Silence round)
+    /// and nothing happens but a pause; longer, and the voters depose it, seal its prefix and
+    /// promote the standby as for `--kill-seq`, and the box, resumed, is deposed for good: the
+    /// voters refuse its frames (INV-REP-5), send it no acks, and it fences (07 §4.8).
+    #[arg(long, value_name = "S@MS", value_parser = stall_at, conflicts_with = "kill_seq")]
+    pub stall_seq: Option<(u64, u64)>,
     /// Run every role in its own network namespace of the netns lab (build it first, as root:
     /// `deploy/lab/netns.sh up`): the box, each voter and each data box on a facility network
     /// and — box and voters — on two separate path networks, the load from here. The home is
@@ -318,7 +326,26 @@ fn check_faults(a: &Args, n: usize, nd: usize) -> Result<(), String> {
             a.duration
         ));
     }
+    if let Some((s, ms)) = a
+        .stall_seq
+        .filter(|&(s, ms)| s + ms.div_ceil(1000) + 4 > a.duration)
+    {
+        return Err(format!(
+            "--stall-seq {s}@{ms}: the run must go on at least 4 s after the box resumes (--duration {} is too short)",
+            a.duration
+        ));
+    }
     Ok(())
+}
+
+fn stall_at(s: &str) -> Result<(u64, u64), String> {
+    let (t, ms) = s.split_once('@').ok_or("S@MS, e.g. 8@3000")?;
+    let t = t.parse::<u64>().map_err(|e| format!("{t}: {e}"))?;
+    let ms = ms.parse::<u64>().map_err(|e| format!("{ms}: {e}"))?;
+    if ms == 0 {
+        return Err("a stall of 0 ms is no stall".into());
+    }
+    Ok((t, ms))
 }
 
 /// The lab's kills, each once, when the run's clock `t` (s since the load started) reaches it:
@@ -327,6 +354,8 @@ fn check_faults(a: &Args, n: usize, nd: usize) -> Result<(), String> {
 struct Kills {
     data: bool,
     seq: bool,
+    /// `--stall-seq`: stopped (a thread resumes it).
+    stall: bool,
 }
 
 impl Kills {
@@ -344,6 +373,31 @@ impl Kills {
             println!(
                 "vyrn up: the sequencer box killed (SIGKILL) at {at} s; it stays down: the voters must depose it and seal its prefix (07 §9)"
             );
+        }
+        // 07 §14 "sequencer stalls".
+        if let Some((at, ms)) = a.stall_seq.filter(|s| !self.stall && t >= s.0 as f64) {
+            self.stall = true;
+            let Some(p) = procs
+                .iter()
+                .find(|p| p.name == "sequencer" && p.status.is_none())
+            else {
+                return;
+            };
+            let pid = p.child.id() as libc::pid_t;
+            p.signal(libc::SIGSTOP);
+            println!("vyrn up: the sequencer box stopped (SIGSTOP) at {at} s for {ms} ms");
+            // Resumed to the millisecond, off the once-a-second loop.
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(ms));
+                // SAFETY: kill(2) on our own child's pid (still ours: it was stopped, not
+                // reaped); no memory is touched.
+                unsafe {
+                    libc::kill(pid, libc::SIGCONT);
+                }
+                println!(
+                    "vyrn up: the sequencer box resumed (SIGCONT) after {ms} ms: deposed by then, the voters refuse its frames and it fences; else it trades on"
+                );
+            });
         }
     }
 }
@@ -712,7 +766,7 @@ fn load_args(a: &Args, hs: &str, load_core: Option<usize>) -> Vec<String> {
     // `--kill-seq`: a dev home's failover takes seconds (its budgets are a shared machine's,
     // not 07's), so the clients retain what they send long enough to resend it to the promoted
     // standby (07 §9.5).
-    if a.kill_seq.is_some() {
+    if a.kill_seq.is_some() || a.stall_seq.is_some() {
         load_args.extend(["--retain-ms".into(), "15000".into()]);
     }
     load_args

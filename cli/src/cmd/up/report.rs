@@ -17,7 +17,6 @@ pub(super) fn report(
     load_last: &Samples,
 ) -> Result<bool, String> {
     let mut r = String::new();
-    let mut ok = true;
     let mut problems: Vec<String> = Vec::new();
     let _ = writeln!(r, "# vyrn up — run report\n");
     let _ = writeln!(
@@ -64,20 +63,11 @@ pub(super) fn report(
         }
         let _ = writeln!(r, "```\n");
     }
-    // 07 §9.5: the standby took over after a `--kill-seq` seal (its box then ran to the end).
-    let promoted = procs
-        .iter()
-        .find(|p| p.name == "standby")
-        .map(|p| p.log_text())
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("standby: promoted"))
-                .map(str::to_string)
-        });
+    let (promoted, fault_at, failed_over) = box_fault(a, procs);
     clients_section(
         &mut r,
         &load,
-        a.kill_seq.is_some() && promoted.is_none(),
+        failed_over && promoted.is_none(),
         &mut problems,
     );
     let seq = procs
@@ -95,12 +85,24 @@ pub(super) fn report(
         let _ = writeln!(r, "{l}");
     }
     let _ = writeln!(r, "```\n");
-    if seq.contains("seq_fenced true") {
+    // A stalled box resumed after its deposition fences (07 §4.8: no voter acks it again).
+    if seq.contains("seq_fenced true") && !(failed_over && a.stall_seq.is_some()) {
         problems.push("the box fenced".into());
     }
-    standby_section(&mut r, procs, &seq, a.kill_seq.is_none(), &mut problems);
-    if let Some(at) = a.kill_seq {
-        failover_section(&mut r, procs, at, promoted.as_deref(), &load, &mut problems);
+    standby_section(&mut r, procs, &seq, !failed_over, &mut problems);
+    if let Some((at, ms)) = a.stall_seq {
+        stall_section(&mut r, &seq, at, ms, failed_over, &mut problems);
+    }
+    if let (Some(at), true) = (fault_at, failed_over || a.kill_seq.is_some()) {
+        let how = how_failed(a, at);
+        failover_section(
+            &mut r,
+            procs,
+            (at, &how),
+            promoted.as_deref(),
+            &load,
+            &mut problems,
+        );
     }
     if let Some(at) = a.lab.attack() {
         let _ = writeln!(
@@ -247,19 +249,7 @@ pub(super) fn report(
             let _ = writeln!(r, "(plots not drawn: {e})");
         }
     }
-    let _ = writeln!(r, "\n## Verdict\n");
-    if problems.is_empty() && a.kill_seq.is_some() && promoted.is_some() {
-        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); the standby was promoted and every voter follows its tenure; the clients switched to it, resent what had no answer and traded on, every fill durable and final; every replica replayed the same responses; every journal verifies.");
-    } else if problems.is_empty() && a.kill_seq.is_some() {
-        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); every replica replayed the same responses; every journal verifies. No standby was promoted: the book stays halted, and the clients' last durable and final notices died with the box (not checked).");
-    } else if problems.is_empty() {
-        let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
-    } else {
-        ok = false;
-        for p in &problems {
-            let _ = writeln!(r, "- FAILED: {p}");
-        }
-    }
+    let ok = verdict(&mut r, a, &problems, failed_over, promoted.is_some());
     let path = run.join("report.md");
     std::fs::write(&path, &r).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("\n{r}");
@@ -348,6 +338,66 @@ The standby's row is its replay up to the seal, when its engine became the box o
     if distinct.len() != 1 || distinct[0] == "none" {
         problems.push(format!("replay digests differ or are missing: {digests:?}"));
     }
+}
+
+/// The report's verdict: OK with what was demanded (the fault's case), or every problem found.
+fn verdict(
+    r: &mut String,
+    a: &Args,
+    problems: &[String],
+    failed_over: bool,
+    promoted: bool,
+) -> bool {
+    let _ = writeln!(r, "\n## Verdict\n");
+    if problems.is_empty() && a.stall_seq.is_some() && !failed_over {
+        let _ = writeln!(r, "OK: the box stalled for less than the voters' detection: nobody deposed it, and the home traded on; every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    } else if problems.is_empty() && a.stall_seq.is_some() && promoted {
+        let _ = writeln!(r, "OK: the box stalled long enough to be deposed: every voter holds the final seal of its prefix, the standby was promoted and every voter follows its tenure; the clients switched to it and traded on, every fill durable and final; the stalled box, resumed, was refused (INV-REP-5) and fenced; every replica replayed the same responses; every journal verifies.");
+    } else if problems.is_empty() && a.kill_seq.is_some() && promoted {
+        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); the standby was promoted and every voter follows its tenure; the clients switched to it, resent what had no answer and traded on, every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    } else if problems.is_empty() && a.kill_seq.is_some() {
+        let _ = writeln!(r, "OK: the home traded until its box was killed; every voter deposed the box and holds the final seal of its prefix (every response through F* final); every replica replayed the same responses; every journal verifies. No standby was promoted: the book stays halted, and the clients' last durable and final notices died with the box (not checked).");
+    } else if problems.is_empty() {
+        let _ = writeln!(r, "OK: the home traded; every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    } else {
+        for p in problems {
+            let _ = writeln!(r, "- FAILED: {p}");
+        }
+    }
+    problems.is_empty()
+}
+
+/// What was done to the box at `at` s (`--stall-seq` or `--kill-seq`).
+fn how_failed(a: &Args, at: u64) -> String {
+    match a.stall_seq {
+        Some((_, ms)) => format!("stopped (SIGSTOP) {at} s into the load for {ms} ms"),
+        None => format!("SIGKILLed {at} s into the load and left down"),
+    }
+}
+
+/// The box's fault: the standby's promotion line (07 §9.5: it took over after a seal; its box
+/// then ran to the end), when the fault came (`--kill-seq`, `--stall-seq`), and whether the
+/// voters deposed the box (a stall shorter than their detection deposes nothing: a pause).
+fn box_fault(a: &Args, procs: &[Proc]) -> (Option<String>, Option<u64>, bool) {
+    // 07 §9.5: the standby took over after a `--kill-seq` seal (its box then ran to the end).
+    let promoted = procs
+        .iter()
+        .find(|p| p.name == "standby")
+        .map(|p| p.log_text())
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("standby: promoted"))
+                .map(str::to_string)
+        });
+    // The box's fault (`--kill-seq`, `--stall-seq`) and whether the voters deposed it: a stall
+    // shorter than their detection deposes nothing and is only a pause.
+    let fault_at = a.kill_seq.or(a.stall_seq.map(|s| s.0));
+    let failed_over = fault_at.is_some()
+        && procs
+            .iter()
+            .filter(|p| p.name.starts_with("replica"))
+            .any(|p| p.log_text().contains("deposed (07 §9.2)"));
+    (promoted, fault_at, failed_over)
 }
 
 /// A plotted line: its name and how to read it off a second of the timeline.
@@ -459,14 +509,14 @@ fn standby_section(
 fn failover_section(
     r: &mut String,
     procs: &[Proc],
-    at: u64,
+    (at, how): (u64, &str),
     promoted: Option<&str>,
     load: &str,
     problems: &mut Vec<String>,
 ) {
     let _ = writeln!(
         r,
-        "## Failover (07 §9; `--kill-seq {at}`)\n\nThe sequencer box was SIGKILLed {at} s into the load and left down. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. The standby then replays to the seal and its engine becomes the box of tenure 1 (07 §9.5); every voter follows that tenure, tells the data boxes (`SeqChange`), which tell the clients; the clients resend what had no answer and trade on. A dev home's budgets are a shared machine's (silence 1 s, the wait for reports 1.5 s), so its outage is seconds, not 07's 20 ms.\n\n```"
+        "## Failover (07 §9)\n\nThe sequencer box was {how}. Each voter must find the silence, Q `Silence`s depose the tenure (INV-REP-5), and the seal (a kind-1 Simplex proposal) must finalize the prefix at every voter, naming the warm standby next when its replica reported promotable. The standby then replays to the seal and its engine becomes the box of tenure 1 (07 §9.5); every voter follows that tenure, tells the data boxes (`SeqChange`), which tell the clients; the clients resend what had no answer and trade on. A dev home's budgets are a shared machine's (silence 1 s, the wait for reports 1.5 s), so its outage is seconds, not 07's 20 ms.\n\n```"
     );
     let mut named = Vec::new();
     let mut following = 0;
@@ -539,6 +589,32 @@ fn failover_section(
         problems.push(format!(
             "the clients got no answer after the failover ({before} answered by the kill, {after} at the end)"
         ));
+    }
+}
+
+/// 07 §14 "sequencer stalls" (`--stall-seq S@MS`): what the box did once resumed. Deposed by
+/// then (`failed_over`), it must fence (no voter acks a deposed tenure) and release nothing more;
+/// else it trades on as before.
+fn stall_section(
+    r: &mut String,
+    seq: &str,
+    at: u64,
+    ms: u64,
+    failed_over: bool,
+    problems: &mut Vec<String>,
+) {
+    let _ = writeln!(
+        r,
+        "## Stall (07 §14; `--stall-seq {at}@{ms}`)\n\nThe sequencer box was stopped (SIGSTOP) {at} s into the load for {ms} ms, then resumed. {}\n",
+        if failed_over {
+            "The voters deposed it meanwhile (below): resumed, it is a deposed tenure — every voter refuses its frames (INV-REP-5) and acks none, so it fences (07 §4.8) and its clients, told by the data boxes, trade at the promoted standby."
+        } else {
+            "That is shorter than the voters' detection: no voter deposed it, and it traded on."
+        }
+    );
+    if failed_over && !seq.contains("seq_fenced true") {
+        problems
+            .push("the stalled box, resumed after its deposition, did not fence (07 §4.8)".into());
     }
 }
 
