@@ -382,10 +382,12 @@ impl LoopbackHome {
         // the promoted standby when the data boxes relay the seal's SeqChange).
         let mut running = Some(running);
         let mut killed = None;
-        if let (Some(at), Some(r)) = (self.kill_at, running.take()) {
-            std::thread::sleep(at);
-            killed = Some(BoxFigures::of(&r.handles.control));
-            r.runner.stop();
+        if let Some(at) = self.kill_at {
+            if let Some(r) = running.take() {
+                std::thread::sleep(at);
+                killed = Some(BoxFigures::of(&r.handles.control));
+                r.runner.stop();
+            }
         }
         let counts = load
             .join()
@@ -664,7 +666,7 @@ pub fn promote_standby(
     };
     let id = vyrn_seq::shm::TenureId { tenure, sender };
     let (running, _paths, first_step) =
-        vyrn_seq::ports::start_promoted(&cfg, &map, Clock::new(), engine, &seal, id)?;
+        vyrn_seq::ports::start_promoted(&cfg, &map, Clock::new(), engine, &seal, (id, None))?;
     Ok((
         running,
         Promoted {

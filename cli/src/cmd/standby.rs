@@ -135,6 +135,8 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     }
     let boxed = boxed.and_then(Result::ok);
     drop(seed);
+    // 07 §9.5: a warm standby's box memory and signer, built now (not at the promotion).
+    let reserve = boxed.as_ref().map(vyrn_seq::ports::standby_reserve);
     let at = standby
         .port()
         .local_addr()
@@ -197,7 +199,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
             s => s.saturating_sub(t0.elapsed().as_secs()).max(1),
         };
         let metrics = o.metrics.is_some().then_some(&published);
-        return promote_box(node, cfg, left, stop, metrics);
+        return promote_box(node, (cfg, reserve), left, stop, metrics);
     }
     match node {
         Some(mut n) => {
@@ -215,7 +217,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
 /// runs its box, for `secs` more (0: until a signal).
 fn promote_box(
     node: Node,
-    cfg: &vyrn_home::BoxConfig,
+    (cfg, reserve): (&vyrn_home::BoxConfig, Option<vyrn_seq::tiles::Reserve>),
     secs: u64,
     stop: &std::sync::atomic::AtomicBool,
     published: Option<&vyrn_metrics::Published>,
@@ -235,7 +237,7 @@ fn promote_box(
         sender: f.next.sender,
     };
     let (running, paths, first_step) =
-        vyrn_seq::ports::start_promoted(cfg, &map, clock, engine, &seal, tenure)?;
+        vyrn_seq::ports::start_promoted(cfg, &map, clock, engine, &seal, (tenure, reserve))?;
     println!(
         "standby: promoted (07 §9.5): tenure {} of sequencer {} from step {first_step}, height {} (after the seal block {}), {:.1} ms from the seal to the box's tiles (the engine handed over in {:.1} ms); client port {:?}, control port {}:{}, replication paths over {}",
         tenure.tenure,

@@ -848,13 +848,14 @@ impl NetBox {
         clock: Clock,
         t: Takeover,
         tenure: TenureId,
+        reserve: Option<tiles::Reserve>,
     ) -> Result<(RunningBox, PathsRx), NicError> {
         let (paths, paths_rx) = open_paths_for(
             cfg.engine.layout.n_streams as usize,
             cfg.path_port,
             cfg.path_ips,
         )?;
-        let tiles = self.tiles_at(cfg, paths, Some((t, tenure)))?;
+        let tiles = self.tiles_at(cfg, paths, Some((t, tenure, reserve)))?;
         let groups = plan(tiles.tasks, map);
         let runner = Runner::start(groups, clock);
         Ok((
@@ -883,13 +884,13 @@ impl NetBox {
         self,
         cfg: &BoxConfig,
         paths: Vec<PathPair<P>>,
-        takeover: Option<(Takeover, TenureId)>,
+        takeover: Option<(Takeover, TenureId, Option<tiles::Reserve>)>,
     ) -> Result<BoxTiles, NicError> {
         let mut seq = cfg.seq_config();
         // The promoted box's tenure, and the height before its first: everything through the
         // seal is final already.
         let mut final_from = 0;
-        if let Some((t, tenure)) = &takeover {
+        if let Some((t, tenure, _)) = &takeover {
             seq.tenure = *tenure;
             final_from = t.base.first_height.saturating_sub(1);
         }
@@ -937,8 +938,8 @@ impl NetBox {
         let hashes = hash_reply(&ctrl_sock, &stats, &links, seq.epoch);
         let (tiles, handles) = match takeover {
             None => tiles::build(&seq, cfg.self_fence_us, wire, nacks, hashes),
-            Some((t, _)) => {
-                tiles::build_takeover(&seq, t, None, cfg.self_fence_us, wire, nacks, hashes)
+            Some((t, _, reserve)) => {
+                tiles::build_takeover(&seq, t, reserve, cfg.self_fence_us, wire, nacks, hashes)
             }
         };
         if let Some(e) = err {
@@ -1024,14 +1025,16 @@ impl NetBox {
 /// A promoted standby's box (07 §9.5), opened and started: the tenure `tenure` after `seal` on
 /// `engine` (the standby's replay, standing at the seal's last step), on `cfg`'s ports
 /// ([`vyrn_home::BoxConfig::standby_box`]), its voters the membership's. Returns the running
-/// box, its paths' receiving side, and the tenure's first step.
+/// box, its paths' receiving side, and the tenure's first step. `reserve`: the box's memory and
+/// signer built while the standby was warm ([`standby_reserve`]), so the promotion only hands
+/// them over.
 pub fn start_promoted(
     cfg: &BoxConfig,
     map: &CoreMap,
     clock: Clock,
     engine: vyrn_engine::Handover,
     seal: &vyrn_wire::header::BlockHeader,
-    tenure: TenureId,
+    (tenure, reserve): (TenureId, Option<tiles::Reserve>),
 ) -> Result<(RunningBox, PathsRx, u64), String> {
     let t = Takeover::new(&cfg.engine, engine, seal).map_err(|e| format!("takeover: {e:?}"))?;
     let first_step = t.base.first_step;
@@ -1039,9 +1042,16 @@ pub fn start_promoted(
         .map_err(|e| format!("the promoted box's ports: {e}"))?;
     net.register_members(cfg);
     let (running, paths) = net
-        .start_takeover(cfg, map, clock, t, tenure)
+        .start_takeover(cfg, map, clock, t, tenure, reserve)
         .map_err(|e| format!("the promoted box's start: {e}"))?;
     Ok((running, paths, first_step))
+}
+
+/// What a warm standby builds before any seal (07 §9.5 "promotion"): its box's frame rings,
+/// retention tables and signer for `cfg` (its own key), touched now so a promotion takes them
+/// over instead of allocating and faulting them in.
+pub fn standby_reserve(cfg: &BoxConfig) -> tiles::Reserve {
+    tiles::Reserve::new(&cfg.seq_config())
 }
 
 /// One datagram to `to` from `port` (a cold path: control answers, one send each); whether it
