@@ -66,6 +66,16 @@ pub struct Driver<P: Port> {
     /// Sealed copies of one batch to the sequencer (reused).
     sealed: Vec<Vec<u8>>,
     rx: RxBatch,
+    /// The boxes a seal may promote (07 §9.5): `seq_order` index, control address, link key.
+    successors: Vec<(u8, std::net::SocketAddr, LinkKey)>,
+    /// The sequencer's control address after a `SeqChange` (`None`: the port's own dest).
+    seq_dest: Option<std::net::SocketAddr>,
+    /// Destinations no longer fed (bit per destination): the standby's replica once promoted.
+    retired: u64,
+    /// The `(epoch, tenure)` of the last `SeqChange` acted on.
+    followed: Option<(u32, u8)>,
+    /// The standby's replica's destination index and its `seq_order` index.
+    standby_dest: Option<(usize, u8)>,
 }
 
 impl<P: Port> Driver<P> {
@@ -93,6 +103,11 @@ impl<P: Port> Driver<P> {
             sealed: Vec::new(),
             dests,
             rx: RxBatch::new(rx_batch.max(1), REP_DATA_FRAME_MAX),
+            successors: Vec::new(),
+            seq_dest: None,
+            retired: 0,
+            followed: None,
+            standby_dest: None,
         })
     }
 
@@ -125,6 +140,44 @@ impl<P: Port> Driver<P> {
     /// the member envelope: the box takes a data box's reports only sealed).
     pub fn seal_to_seq(&mut self, key: LinkKey, sealer: Sealer) {
         self.seq_seal = Some((key, sealer));
+    }
+
+    /// A box a seal may name next (07 §9.5: `seq_order` index `seq`, its control address and
+    /// the link key with it), and, for the standby, the destination its replica is fed at.
+    pub fn add_successor(
+        &mut self,
+        seq: u8,
+        ctrl: std::net::SocketAddr,
+        key: LinkKey,
+        dest: Option<usize>,
+    ) {
+        self.successors.push((seq, ctrl, key));
+        if let Some(d) = dest {
+            self.standby_dest = Some((d, seq));
+        }
+    }
+
+    /// After a `SeqChange` this box relayed (07 §9.5): its reports go to the new sequencer's
+    /// control port, sealed under the link key with it, and the promoted standby's replica —
+    /// now the box — is fed no more DATA frames.
+    fn follow_seq(&mut self) {
+        let Some(m) = self.databox.failover().seq_change().copied() else {
+            return;
+        };
+        if self.followed == Some((m.epoch, m.tenure)) {
+            return;
+        }
+        self.followed = Some((m.epoch, m.tenure));
+        if let Some(&(_, ctrl, ref key)) = self.successors.iter().find(|s| s.0 == m.new_seq) {
+            self.seq_dest = Some(ctrl);
+            // The same sender numbering goes on: the new box's opener starts a fresh window.
+            if let Some(s) = self.seq_seal.as_mut() {
+                s.0 = key.clone();
+            }
+        }
+        if let Some((d, _)) = self.standby_dest.filter(|s| s.1 == m.new_seq) {
+            self.retired |= 1 << d;
+        }
     }
 
     /// Destination `i`'s port.
@@ -170,6 +223,7 @@ impl<P: Port> Driver<P> {
                 work += n;
             }
         }
+        self.follow_seq();
         if let Ok(n) = self.seq_ctrl.recv_batch(&mut self.rx) {
             let c = self.databox.counters_mut();
             c.ctrl_rx += n as u64;
@@ -180,11 +234,13 @@ impl<P: Port> Driver<P> {
         work + self.drain()
     }
 
-    /// Ports a message must reach, as a bit mask.
-    fn need(n_dests: usize, to: To) -> u64 {
+    /// Ports a message must reach, as a bit mask (a `retired` destination none).
+    fn need(n_dests: usize, retired: u64, to: To) -> u64 {
         match to {
-            To::Dests => ((1u64 << n_dests) - 1) << PORT_DEST0,
-            To::Dest(i) if (i as usize) < n_dests => 1 << (PORT_DEST0 + i as usize),
+            To::Dests => (((1u64 << n_dests) - 1) & !retired) << PORT_DEST0,
+            To::Dest(i) if (i as usize) < n_dests && retired & (1 << i) == 0 => {
+                1 << (PORT_DEST0 + i as usize)
+            }
             // A destination that does not exist: nothing to reach.
             To::Dest(_) => 0,
             To::SeqCtrl => 1 << PORT_SEQ_CTRL,
@@ -202,7 +258,11 @@ impl<P: Port> Driver<P> {
             for port in 0..PORT_DEST0 + nd {
                 progress |= self.send_port(port, nd);
             }
-            let r = self.databox.out().release_done(|to| Self::need(nd, to));
+            let retired = self.retired;
+            let r = self
+                .databox
+                .out()
+                .release_done(|to| Self::need(nd, retired, to));
             released += r;
             if !progress || self.databox.out().is_empty() {
                 return released;
@@ -212,6 +272,7 @@ impl<P: Port> Driver<P> {
 
     /// One `send_batch` on `port` with the first messages it still lacks. True if any went.
     fn send_port(&mut self, port: usize, nd: usize) -> bool {
+        let (retired, seq_dest) = (self.retired, self.seq_dest);
         let out = self.databox.out();
         let n = out.len().min(DRAIN);
         let mut txs = [TxPacket::new(&[]); DRAIN];
@@ -222,11 +283,12 @@ impl<P: Port> Driver<P> {
                 break;
             };
             let bit = 1u64 << port;
-            if Self::need(nd, to) & bit == 0 || sent & bit != 0 {
+            if Self::need(nd, retired, to) & bit == 0 || sent & bit != 0 {
                 continue;
             }
-            let dest = match to {
-                To::Client(Some(a)) => Dest::Addr(a),
+            let dest = match (to, seq_dest) {
+                (To::Client(Some(a)), _) => Dest::Addr(a),
+                (To::SeqCtrl, Some(a)) => Dest::Addr(a),
                 _ => Dest::Default,
             };
             txs[cnt] = TxPacket::to(bytes, dest);
@@ -247,8 +309,9 @@ impl<P: Port> Driver<P> {
                         true
                     });
                 }
+                let dest = seq_dest.map_or(Dest::Default, Dest::Addr);
                 for (k, t) in txs[..cnt].iter_mut().enumerate() {
-                    *t = TxPacket::to(&self.sealed[k], Dest::Default);
+                    *t = TxPacket::to(&self.sealed[k], dest);
                 }
             }
         }

@@ -59,8 +59,8 @@ pub struct Failover {
     sessions: Box<[SessionFo]>,
     /// `SeqChange`s being voted, each with its voters (bit per destination); a few at most.
     seq_votes: Vec<(SeqChange, u64)>,
-    /// The newest `(epoch, tenure)` relayed.
-    seq_taken: Option<(u32, u8)>,
+    /// The newest `SeqChange` relayed.
+    seq_taken: Option<SeqChange>,
 }
 
 /// `SeqChange`s voted at once (more are refused: honest voters send one per seal).
@@ -114,8 +114,8 @@ impl Failover {
     }
 
     /// The newest `SeqChange` relayed (07 §9.5), if any.
-    pub fn seq_change(&self) -> Option<(u32, u8)> {
-        self.seq_taken
+    pub fn seq_change(&self) -> Option<&SeqChange> {
+        self.seq_taken.as_ref()
     }
 
     /// A voter's `SeqChange` from destination `from` (07 §9.5). Once `quorum` distinct voters
@@ -133,7 +133,10 @@ impl Failover {
             c.seq_change_refused += 1;
             return 0;
         }
-        if self.seq_taken.is_some_and(|t| (m.epoch, m.tenure) <= t) {
+        if self
+            .seq_taken
+            .is_some_and(|t| (m.epoch, m.tenure) <= (t.epoch, t.tenure))
+        {
             return 0;
         }
         let held = self.seq_votes.len();
@@ -154,15 +157,17 @@ impl Failover {
         if votes.count_ones() < self.quorum {
             return 0;
         }
-        self.seq_taken = Some((m.epoch, m.tenure));
+        self.seq_taken = Some(*m);
         self.seq_votes.clear();
         c.seq_changes += 1;
         let mut n = 0;
         for s in self.sessions.iter() {
-            let Some(addr) = s.addr else {
+            // As a redirect: a session heard from on a port with no addresses (a test's
+            // `MemPort`) goes to the port's own peer.
+            if s.addr.is_none() && !s.seen {
                 c.seq_change_no_addr += 1;
                 continue;
-            };
+            }
             let Some(id) = out.alloc(Class::Ctrl) else {
                 c.ctrl_out_full += 1;
                 continue;
@@ -183,7 +188,7 @@ impl Failover {
                 out.cancel(id);
                 continue;
             }
-            out.commit(id, To::Client(Some(addr)));
+            out.commit(id, To::Client(s.addr));
             n += 1;
         }
         c.seq_change_relayed += n as u64;
@@ -422,7 +427,7 @@ mod tests {
         assert_eq!(f.on_seq_change(1, &m, &mut out, &mut c), 0);
         assert!(out.is_empty());
         assert_eq!(f.on_seq_change(2, &m, &mut out, &mut c), 1);
-        assert_eq!(f.seq_change(), Some((1, 1)));
+        assert_eq!(f.seq_change(), Some(&m));
         let (to, bytes, _) = out.get(0).expect("queued");
         assert_eq!(to, To::Client(Some(a)));
         let r = Response::parse(bytes, &[0; 16]).expect("tagged under K_out");

@@ -146,8 +146,13 @@ pub fn open(
         let link = vyrn_wire::msg::seal::LinkKey::agree(key, &sb.vote_key)
             .ok_or("[standby] link_key gives no link key")?;
         let mut o = vyrn_wire::msg::seal::Opener::new(h.epoch);
-        o.add(vyrn_wire::msg::seal::from::STANDBY, link);
+        o.add(vyrn_wire::msg::seal::from::STANDBY, link.clone());
         d.expect_sealed(sb.index, o);
+        // 07 §9.5: promoted, the standby is the box: this box's reports go to its control
+        // port under the same link key, and its replica is fed no more.
+        if let (Some(ctrl), Some((seq, _))) = (h.standby_ctrl, h.standby_seq()) {
+            d.add_successor(seq, ctrl, link, Some(sb.index));
+        }
     }
     Ok(d)
 }

@@ -220,3 +220,68 @@ fn this_box_voted_down_still_relays_as_the_backup() {
         "the client hears it"
     );
 }
+
+/// Packets waiting at `port`, drained.
+fn drain(port: &mut MemPort) -> usize {
+    let mut rx = RxBatch::new(64, 9216);
+    let mut n = 0;
+    while let Ok(k) = port.recv_batch(&mut rx) {
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    n
+}
+
+/// 07 §9.5: once Q voters' `SeqChange` names the standby, the box relays it to the sessions it
+/// knows, and the standby's replica — promoted, the box now — is fed no more DATA frames; the
+/// voters still are.
+#[test]
+fn after_a_seq_change_to_the_standby_its_replica_is_fed_no_more() {
+    use vyrn_wire::msg::ctrl::SeqChange;
+    use vyrn_wire::msg::seal::LinkKey;
+    let mut n = net();
+    let a = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let b = ed25519_dalek::SigningKey::from_bytes(&[9; 32]).verifying_key();
+    let link = LinkKey::agree(&a, &b).expect("a link key");
+    // The standby is seq_order index 1, fed at destination 4.
+    n.driver
+        .add_successor(1, "127.0.0.1:9".parse().unwrap(), link, Some(4));
+    let mut now = 1_000_000;
+    send_all(&mut n.client, &[packet(102, 1, 1, 1, false)]);
+    for _ in 0..5 {
+        now += 1_000_000;
+        n.driver.poll(now);
+    }
+    assert!(
+        drain(&mut n.replicas[4]) > 0,
+        "the standby's replica is fed"
+    );
+    assert!(drain(&mut n.replicas[0]) > 0);
+    let m = SeqChange {
+        epoch: 0x0001_0002,
+        tenure: 1,
+        new_seq: 1,
+        addr: vyrn_wire::msg::addr_from_socket("127.0.0.1:5000".parse().unwrap()),
+    }
+    .to_bytes()
+    .unwrap();
+    for r in 0..3 {
+        send(&mut n.replicas[r], &m);
+    }
+    send_all(&mut n.client, &[packet(102, 2, 1, 2, false)]);
+    for _ in 0..5 {
+        now += 1_000_000;
+        n.driver.poll(now);
+    }
+    assert_eq!(n.driver.databox.counters().seq_changes, 1);
+    let got = responses(&mut n.client, 102);
+    assert!(
+        got.iter()
+            .any(|r| matches!(r.records[0], Record::SeqChange { new_seq: 1, .. })),
+        "{got:?}"
+    );
+    assert!(drain(&mut n.replicas[0]) > 0, "the voters are still fed");
+    assert_eq!(drain(&mut n.replicas[4]), 0, "the promoted standby is not");
+}

@@ -840,7 +840,7 @@ impl NetBox {
     /// A promoted standby's box (07 §9.5): its tiles built on `t`'s engine for tenure
     /// `tenure` (`next_tenure` and `next_seq` of the seal), started on `map` as
     /// [`NetBox::start`] starts the epoch's primary. `cfg` is the standby's box
-    /// ([`vyrn_home::HomeConfig::standby_box`]).
+    /// ([`vyrn_home::BoxConfig::standby_box`]).
     pub fn start_takeover(
         self,
         cfg: &BoxConfig,
