@@ -168,28 +168,15 @@ impl Failover {
                 c.seq_change_no_addr += 1;
                 continue;
             }
-            let Some(id) = out.alloc(Class::Ctrl) else {
-                c.ctrl_out_full += 1;
-                continue;
+            let rec = Record::SeqChange {
+                epoch: m.epoch,
+                tenure: m.tenure,
+                new_seq: m.new_seq,
+                addr: m.addr,
             };
-            let resp = Response {
-                session: s.session,
-                echo_pkt_seq: 0,
-                resp_seq: RELAY_RESP_SEQ,
-                resend: false,
-                records: vec![Record::SeqChange {
-                    epoch: m.epoch,
-                    tenure: m.tenure,
-                    new_seq: m.new_seq,
-                    addr: m.addr,
-                }],
-            };
-            if resp.encode(&s.k_out, out.buf_mut(id)).is_err() {
-                out.cancel(id);
-                continue;
+            if relay(s, rec, out, c) == Relayed::Yes {
+                n += 1;
             }
-            out.commit(id, To::Client(s.addr));
-            n += 1;
         }
         c.seq_change_relayed += n as u64;
         n
@@ -323,31 +310,55 @@ impl Failover {
             c.redirects_no_addr += 1;
             return false;
         }
-        let Some(id) = out.alloc(Class::Ctrl) else {
-            c.ctrl_out_full += 1;
-            return false;
+        let rec = Record::DataRedirect {
+            from: r.from,
+            to: r.to,
+            resend_from: r.resend_from,
         };
-        let resp = Response {
-            session: s.session,
-            echo_pkt_seq: 0,
-            resp_seq: RELAY_RESP_SEQ,
-            resend: false,
-            records: vec![Record::DataRedirect {
-                from: r.from,
-                to: r.to,
-                resend_from: r.resend_from,
-            }],
-        };
-        if resp.encode(&s.k_out, out.buf_mut(id)).is_err() {
-            out.cancel(id);
-            c.redirects_refused += 1;
-            return false;
+        match relay(s, rec, out, c) {
+            Relayed::Yes => {}
+            Relayed::Full => return false,
+            Relayed::Unencodable => {
+                c.redirects_refused += 1;
+                return false;
+            }
         }
-        out.commit(id, To::Client(s.addr));
         self.sessions[sidx as usize].last = Some((r.from, r.to, r.resend_from));
         c.redirects_relayed += 1;
         true
     }
+}
+
+/// What [`relay`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relayed {
+    Yes,
+    /// No out buffer free (`ctrl_out_full`).
+    Full,
+    /// The record does not encode.
+    Unencodable,
+}
+
+/// Queue `rec` to session `s`'s client as a response packet tagged under its `K_out`, outside
+/// its `resp_seq` stream ([`RELAY_RESP_SEQ`]).
+fn relay(s: &SessionFo, rec: Record, out: &mut OutQueue, c: &mut Counters) -> Relayed {
+    let Some(id) = out.alloc(Class::Ctrl) else {
+        c.ctrl_out_full += 1;
+        return Relayed::Full;
+    };
+    let resp = Response {
+        session: s.session,
+        echo_pkt_seq: 0,
+        resp_seq: RELAY_RESP_SEQ,
+        resend: false,
+        records: vec![rec],
+    };
+    if resp.encode(&s.k_out, out.buf_mut(id)).is_err() {
+        out.cancel(id);
+        return Relayed::Unencodable;
+    }
+    out.commit(id, To::Client(s.addr));
+    Relayed::Yes
 }
 
 #[cfg(test)]

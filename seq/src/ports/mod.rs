@@ -723,11 +723,7 @@ impl NetBox {
         map: &CoreMap,
         clock: Clock,
     ) -> Result<(RunningBox, PathsRx), NicError> {
-        let (paths, paths_rx) = open_paths_for(
-            cfg.engine.layout.n_streams as usize,
-            cfg.path_port,
-            cfg.path_ips,
-        )?;
+        let (paths, paths_rx) = box_paths(cfg)?;
         let running = self.start_on(cfg, map, clock, paths)?;
         Ok((running, paths_rx))
     }
@@ -850,11 +846,7 @@ impl NetBox {
         tenure: TenureId,
         reserve: Option<tiles::Reserve>,
     ) -> Result<(RunningBox, PathsRx), NicError> {
-        let (paths, paths_rx) = open_paths_for(
-            cfg.engine.layout.n_streams as usize,
-            cfg.path_port,
-            cfg.path_ips,
-        )?;
+        let (paths, paths_rx) = box_paths(cfg)?;
         let tiles = self.tiles_at(cfg, paths, Some((t, tenure, reserve)))?;
         let groups = plan(tiles.tasks, map);
         let runner = Runner::start(groups, clock);
@@ -1020,6 +1012,15 @@ impl NetBox {
             knobs: tiles.knobs.clone(),
         })
     }
+}
+
+/// `cfg`'s replication paths: one pair per stream core, and their receiving side.
+fn box_paths(cfg: &BoxConfig) -> Result<(Vec<PathPair<UdpPort>>, PathsRx), NicError> {
+    open_paths_for(
+        cfg.engine.layout.n_streams as usize,
+        cfg.path_port,
+        cfg.path_ips,
+    )
 }
 
 /// A promoted standby's box (07 §9.5), opened and started: the tenure `tenure` after `seal` on
