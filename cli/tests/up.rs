@@ -698,10 +698,15 @@ fn a_killed_box_is_sealed_and_the_standby_promoted_and_the_clients_trade_on() {
             let n = |k: &str| -> Option<u64> {
                 l.split(k).next()?.split_whitespace().last()?.parse().ok()
             };
-            Some((n(" answered by the kill")?, n(" by the end")?))
+            Some((n(" answered by the fault")?, n(" by the end")?))
         })
         .unwrap_or_else(|| panic!("no clients line\n{report}"));
     assert!(after > before + 1000, "{before} -> {after}\n{report}");
+    assert!(
+        report.contains("The longest time with no answer at any client: ")
+            && !report.contains("no answer at any client: not reported"),
+        "{report}"
+    );
     let digests = replica_column(&report, 2);
     assert_eq!(digests.len(), 4, "{report}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{report}");

@@ -111,6 +111,10 @@ pub struct LoadGen {
     pub counts: LoadCounts,
     next_progress_s: u64,
     sent_at_last_line: u64,
+    /// When the newest answer came, and the longest time between two answers with its start
+    /// (the outage a client saw: a failover's, 07 §9.7).
+    last_answer: Option<u64>,
+    longest_gap: (u64, u64),
 }
 
 impl LoadGen {
@@ -132,6 +136,8 @@ impl LoadGen {
             counts: LoadCounts::default(),
             next_progress_s: 1,
             sent_at_last_line: 0,
+            last_answer: None,
+            longest_gap: (0, 0),
             cfg,
         }
     }
@@ -231,6 +237,13 @@ impl LoadGen {
                     o.answered = true;
                     self.stats.req_ack.record(now.saturating_sub(o.intended));
                     self.counts.answered += 1;
+                    if let Some(l) = self.last_answer {
+                        let gap = now.saturating_sub(l);
+                        if gap > self.longest_gap.0 {
+                            self.longest_gap = (gap, l);
+                        }
+                    }
+                    self.last_answer = Some(now);
                 }
                 let end = match x.kind {
                     ExecKind::Fill { step, leaves, .. } => {
@@ -370,7 +383,18 @@ impl LoadGen {
             self.fills_not_durable(),
             self.fills_not_final()
         ));
+        let (gap, from) = self.longest_gap;
+        out.push(format!(
+            "longest time with no answer: {:.1} ms, from {:.3} s into the run",
+            gap as f64 / 1e6,
+            from as f64 / 1e9
+        ));
         out
+    }
+
+    /// The longest time between two answers (ns) and when it began (this run's clock, ns).
+    pub fn longest_gap(&self) -> (u64, u64) {
+        self.longest_gap
     }
 }
 

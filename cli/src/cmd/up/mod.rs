@@ -28,7 +28,11 @@ use std::time::{Duration, Instant};
 
 use vyrn_home::{BoxConfig, HomeConfig};
 
+mod faults;
 mod report;
+#[cfg(feature = "lab")]
+use faults::cut_path;
+use faults::{check_faults, restart_at, stall_at, Kills};
 use report::report;
 
 /// `vyrn up`: a BASE home on loopback with its load, a live view and a report.
@@ -310,122 +314,21 @@ fn ref_placement_here(databoxes: usize) -> Result<RefPlacement, String> {
     ref_placement(&mask, &topo, REF_LANES, 4, databoxes)
 }
 
-/// The lab faults' arguments against a home of `n` replicas and `nd` data boxes.
-fn check_faults(a: &Args, n: usize, nd: usize) -> Result<(), String> {
-    if let Some((i, _)) = a.restart_replica.filter(|r| r.0 >= n) {
-        return Err(format!("--restart-replica {i}: the home has {n} replicas"));
-    }
-    if let Some((d, _)) = a.kill_data.filter(|k| nd < 2 || k.0 >= nd) {
-        return Err(format!(
-            "--kill-data {d}: the home has {nd} data box(es); killing one needs a live backup (--data-boxes 2)"
-        ));
-    }
-    if let Some(s) = a.kill_seq.filter(|&s| s + 4 > a.duration) {
-        return Err(format!(
-            "--kill-seq {s}: the run must go on at least 4 s after it (--duration {} is too short): the voters depose the box after 1 s of silence and seal after that",
-            a.duration
-        ));
-    }
-    if let Some((s, ms)) = a
-        .stall_seq
-        .filter(|&(s, ms)| s + ms.div_ceil(1000) + 4 > a.duration)
-    {
-        return Err(format!(
-            "--stall-seq {s}@{ms}: the run must go on at least 4 s after the box resumes (--duration {} is too short)",
-            a.duration
-        ));
-    }
-    Ok(())
-}
-
-fn stall_at(s: &str) -> Result<(u64, u64), String> {
-    let (t, ms) = s.split_once('@').ok_or("S@MS, e.g. 8@3000")?;
-    let t = t.parse::<u64>().map_err(|e| format!("{t}: {e}"))?;
-    let ms = ms.parse::<u64>().map_err(|e| format!("{ms}: {e}"))?;
-    if ms == 0 {
-        return Err("a stall of 0 ms is no stall".into());
-    }
-    Ok((t, ms))
-}
-
-/// The lab's kills, each once, when the run's clock `t` (s since the load started) reaches it:
-/// SIGKILL, left down.
-#[derive(Default)]
-struct Kills {
-    data: bool,
-    seq: bool,
-    /// `--stall-seq`: stopped (a thread resumes it).
-    stall: bool,
-}
-
-impl Kills {
-    fn on_time(&mut self, a: &Args, t: f64, procs: &mut [Proc]) {
-        // 07 §14 "data box down".
-        if let Some((d, at)) = a.kill_data.filter(|k| !self.data && t >= k.1 as f64) {
-            self.data = true;
-            kill(procs, &format!("data box {d}"));
-            println!("vyrn up: data box {d} killed (SIGKILL) at {at} s; it stays down");
-        }
-        // 07 §14 "sequencer process crash".
-        if let Some(at) = a.kill_seq.filter(|&s| !self.seq && t >= s as f64) {
-            self.seq = true;
-            kill(procs, "sequencer");
-            println!(
-                "vyrn up: the sequencer box killed (SIGKILL) at {at} s; it stays down: the voters must depose it and seal its prefix (07 §9)"
-            );
-        }
-        // 07 §14 "sequencer stalls".
-        if let Some((at, ms)) = a.stall_seq.filter(|s| !self.stall && t >= s.0 as f64) {
-            self.stall = true;
-            let Some(p) = procs
-                .iter()
-                .find(|p| p.name == "sequencer" && p.status.is_none())
-            else {
-                return;
-            };
-            let pid = p.child.id() as libc::pid_t;
-            p.signal(libc::SIGSTOP);
-            println!("vyrn up: the sequencer box stopped (SIGSTOP) at {at} s for {ms} ms");
-            // Resumed to the millisecond, off the once-a-second loop.
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(ms));
-                // SAFETY: kill(2) on our own child's pid (still ours: it was stopped, not
-                // reaped); no memory is touched.
-                unsafe {
-                    libc::kill(pid, libc::SIGCONT);
-                }
-                println!(
-                    "vyrn up: the sequencer box resumed (SIGCONT) after {ms} ms: deposed by then, the voters refuse its frames and it fences; else it trades on"
-                );
-            });
-        }
-    }
-}
-
-/// SIGKILL the process `name` and mark it killed on purpose.
-fn kill(procs: &mut [Proc], name: &str) {
-    if let Some(p) = procs.iter_mut().find(|p| p.name == name) {
-        p.signal(libc::SIGKILL);
-        p.status = p.child.wait().ok();
-        p.lab_killed = true;
-    }
-}
-
-fn restart_at(s: &str) -> Result<(usize, u64), String> {
-    let (i, t) = s.split_once('@').ok_or("I@SECS, e.g. 1@4")?;
-    let i = i.parse::<usize>().map_err(|e| format!("{i}: {e}"))?;
-    let t = t.parse::<u64>().map_err(|e| format!("{t}: {e}"))?;
-    Ok((i, t))
-}
-
-#[cfg(feature = "lab")]
-fn cut_path(s: &str) -> Result<String, String> {
-    let (p, t) = s.split_once('@').ok_or("PATH@SECS, e.g. B@2")?;
-    if !matches!(p, "A" | "B" | "a" | "b") {
-        return Err(format!("{p}: path A or B"));
-    }
-    t.parse::<u32>().map_err(|e| format!("{t}: {e}"))?;
-    Ok(s.to_string())
+/// The box's samples — the standby's page once it was promoted (07 §9.5: its process is the
+/// box, serving `vyrn_seq_*`) — and the live line's note of the tenure the replicas follow.
+fn box_samples(last: &HashMap<String, Samples>, n: usize) -> (Samples, String) {
+    let get = |name: &str| last.get(name).cloned().unwrap_or_default();
+    let tenure = (0..n)
+        .map(|i| get(&format!("replica {i}")).get("vyrn_replica_tenure"))
+        .fold(0.0f64, f64::max);
+    let promoted = get("standby").get("vyrn_seq_closed_height") > 0.0;
+    let note = match (tenure > 0.0, promoted) {
+        (false, _) => String::new(),
+        (true, true) => format!(" tenure {tenure:.0} (the standby's box)"),
+        (true, false) => format!(" tenure {tenure:.0}"),
+    };
+    let sq = get(if promoted { "standby" } else { "sequencer" });
+    (sq, note)
 }
 
 /// Run directories kept in the work directory (each holds its journals, ~0.5 GB with the
@@ -1111,7 +1014,7 @@ fn up(a: Args) -> Result<bool, String> {
             }
         }
         let get = |name: &str| last.get(name).cloned().unwrap_or_default();
-        let sq = get("sequencer");
+        let (sq, tenure_note) = box_samples(&last, n);
         let ld = get("load");
         let reps: Vec<Samples> = (0..n).map(|i| get(&format!("replica {i}"))).collect();
         let datas: Vec<Samples> = (0..nd).map(|d| get(&format!("data box {d}"))).collect();
@@ -1286,7 +1189,7 @@ fn up(a: Args) -> Result<bool, String> {
             println!("\x1b[H\x1b[2J{v}  (Ctrl-C stops the home and writes the report)");
         } else {
             println!(
-                "[{t:>4.0}s] in {in_ps:.0}/s out {out_ps:.0}/s ack p50/p99 {:.2}/{:.2} ms final {:.0}/{:.0} lag {final_lag:.0} journal {journal_mbps:.2} MB/s alarms {}",
+                "[{t:>4.0}s] in {in_ps:.0}/s out {out_ps:.0}/s ack p50/p99 {:.2}/{:.2} ms final {:.0}/{:.0} lag {final_lag:.0} journal {journal_mbps:.2} MB/s alarms {}{tenure_note}",
                 tick.ack_p50_ms,
                 tick.ack_p99_ms,
                 sq.get("vyrn_seq_final_height"),
