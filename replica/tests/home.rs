@@ -317,7 +317,8 @@ fn one_replica_with_a_wrong_state_root_is_a_root_fault_and_the_home_trades_on() 
 /// leader's seal — its header from the leader's decoder, checked by every voter against its
 /// own — is finalized: a kind-1 certificate over `BLAKE3(proposal ‖ ext)` at every voter, with
 /// no promotable standby (`next_seq` 0xFF), so the book stays halted with every response of the
-/// prefix final.
+/// prefix final, and every voter sends the data box `SeqChange{none}`, which it relays to the
+/// clients.
 #[test]
 fn a_dead_box_is_deposed_and_its_prefix_sealed_by_the_voters() {
     let (h, _serial) = home("sealed", 49_400, true);
@@ -343,7 +344,14 @@ fn a_dead_box_is_deposed_and_its_prefix_sealed_by_the_voters() {
         assert!(v.sealing());
         let c = v.desk_counters();
         assert_eq!(c.seals_final, 1, "replica {i}: {c:?}");
+        // 07 §9.5: no promotable box; every voter tells the data box, SeqChange{none}.
+        assert_eq!(n.counters().seq_changes_sent, 1, "replica {i}");
+        assert!(n.followed().is_none(), "replica {i} follows no tenure");
     }
+    // The data box relays it to the clients: no sequencer, the book stays halted.
+    let dc = r.databox.counters();
+    assert_eq!(dc.seq_changes, 1, "{dc:?}");
+    assert!(dc.seq_change_relayed > 0, "{dc:?}");
     let _ = std::fs::remove_dir_all(&h.dir);
 }
 

@@ -331,6 +331,11 @@ fn box_samples(last: &HashMap<String, Samples>, n: usize) -> (Samples, String) {
     (sq, note)
 }
 
+/// Whether `name`'s page can be the box's: the sequencer's, or the promoted standby's (07 §9.5).
+fn is_box_page(name: &str) -> bool {
+    name == "sequencer" || name == "standby"
+}
+
 /// Run directories kept in the work directory (each holds its journals, ~0.5 GB with the
 /// journal's 256 MiB segments); older ones are removed when a run starts.
 const KEEP_RUNS: usize = 3;
@@ -1008,7 +1013,7 @@ fn up(a: Args) -> Result<bool, String> {
             p.poll();
             if let Some(m) = p.metrics {
                 if let Some(sm) = scrape(m) {
-                    seq_fresh |= p.name == "sequencer";
+                    seq_fresh |= is_box_page(&p.name);
                     last.insert(p.name.clone(), sm);
                 }
             }
