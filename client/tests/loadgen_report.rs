@@ -20,7 +20,7 @@ fn sessions_for_sets_every_resend_timer_and_summary_lists_four_distributions() {
     }
     let load = LoadGen::new(LoadConfig::default(), sessions.len());
     let lines = load.summary();
-    assert_eq!(lines.len(), 5);
+    assert_eq!(lines.len(), 6);
     for (l, name) in lines.iter().zip([
         "request -> ack",
         "request -> fill",
@@ -30,6 +30,11 @@ fn sessions_for_sets_every_resend_timer_and_summary_lists_four_distributions() {
         assert!(l.starts_with(name) && l.contains("p99.9"), "{l}");
     }
     assert!(lines[4].starts_with("sent 0 "), "{}", lines[4]);
+    // The outage its clients saw (none yet: no answer came).
+    assert_eq!(
+        lines[5],
+        "longest time with no answer: 0.0 ms, from 0.000 s into the run"
+    );
 }
 
 /// A REF box listens for lane `l`'s sessions on `client_port + l` (07 §9.5 flow filter): the

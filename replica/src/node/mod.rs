@@ -625,6 +625,7 @@ impl Node {
             }
             self.data_failover(now);
             self.failover_poll(now);
+            self.retry_follow(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 self.io.fo.header_height = self.io.fo.header_height.max(h);
                 self.io.fo.recent.insert(h, hash);

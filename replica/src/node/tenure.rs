@@ -61,7 +61,18 @@ pub(super) struct NodeTenure {
     voters: Option<vyrn_consensus::Voters>,
     /// [`crate::front::core::Budgets::promote_wait_ns`].
     promote_wait_ns: u64,
+    /// A final seal this replica could not follow yet (its tail still arriving), tried again
+    /// every [`FOLLOW_RETRY_EVERY_NS`] until the deadline, and when it was last tried.
+    retry: Option<(RepProposal, RepSealExt, u64)>,
+    retried_at: u64,
 }
+
+/// How often a seal not followed yet is tried again (each try rebuilds the seal block).
+pub(super) const FOLLOW_RETRY_EVERY_NS: u64 = 1_000_000;
+
+/// How long a replica keeps trying to follow a final seal it cannot follow yet (its tail after
+/// `BlockMark(H*)` still being repaired).
+pub(super) const FOLLOW_RETRY_NS: u64 = 10_000_000_000;
 
 impl NodeTenure {
     /// The tenure that produced block `h`: the followed one after its seal block, else the
@@ -81,6 +92,8 @@ impl NodeTenure {
             vote_key: cfg.vote_key.clone(),
             voters,
             promote_wait_ns: cfg.budgets.promote_wait_ns,
+            retry: None,
+            retried_at: 0,
         }
     }
 }
@@ -97,15 +110,45 @@ impl Node {
             return;
         }
         match self.next_tenure_of(p, ext) {
-            Ok(t) => self.take_tenure(t, now),
-            Err(e) => {
-                self.io.c.follow_refused += 1;
-                eprintln!(
-                    "{}: failover: the final seal names sequencer {} for tenure {}, which this replica cannot follow: {e:?}",
-                    self.io.name, ext.next_seq, ext.next_tenure
-                );
+            Ok(t) => {
+                self.next.retry = None;
+                self.take_tenure(t, now);
             }
+            // Logged once: tried again until FOLLOW_RETRY_NS (a tail still being repaired).
+            Err(e) if self.next.retry.is_none() => {
+                eprintln!(
+                    "{}: failover: the final seal names sequencer {} for tenure {}, which this replica cannot follow yet: {e:?}; trying again for {} s",
+                    self.io.name,
+                    ext.next_seq,
+                    ext.next_tenure,
+                    FOLLOW_RETRY_NS / 1_000_000_000
+                );
+                self.next.retry = Some((*p, ext.clone(), now.saturating_add(FOLLOW_RETRY_NS)));
+            }
+            Err(_) => {}
         }
+    }
+
+    /// A final seal not followed yet, tried again (every [`FOLLOW_RETRY_EVERY_NS`]); given up,
+    /// counted and logged once, past its deadline.
+    pub(super) fn retry_follow(&mut self, now: u64) {
+        if now.saturating_sub(self.next.retried_at) < FOLLOW_RETRY_EVERY_NS {
+            return;
+        }
+        let Some((p, ext, until)) = self.next.retry.clone() else {
+            return;
+        };
+        self.next.retried_at = now;
+        if now > until {
+            self.next.retry = None;
+            self.io.c.follow_refused += 1;
+            eprintln!(
+                "{}: failover: gave up following tenure {} of sequencer {}: this replica does not hold the prefix the seal names; restart it to catch up from its peers",
+                self.io.name, ext.next_tenure, ext.next_seq
+            );
+            return;
+        }
+        self.follow_seal(&p, &ext, now);
     }
 
     /// The next tenure the seal names, its header rebuilt from this replica's tail.
