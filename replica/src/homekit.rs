@@ -794,17 +794,13 @@ pub fn load_from(
         .client_addr;
     let keys = keys.map(|(s, a, b)| (s, a, b, 0));
     // 07 §5.7: at least REP_CLIENT_RETAIN_MS; longer where a failover must be resent over.
-    let retain_ns = retain_ms.max(vyrn_wire::consts::REP_CLIENT_RETAIN_MS) * 1_000_000;
     let mut sessions = sessions_with(
         e.book,
         keys,
         |_| seq,
         vec![data],
         50_000_000,
-        |c| {
-            c.retain_ns = retain_ns;
-            c.gap_giveup_ns = c.gap_giveup_ns.max(2 * retain_ns);
-        },
+        vyrn_client::loadgen::retention(retain_ms),
     )
     .map_err(|e| format!("{e:?}"))?;
     let mut driver = vyrn_client::Driver::new(port, &sessions);

@@ -27,11 +27,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use vyrn_client::loadgen::ping::Ping;
 use vyrn_client::loadgen::run::{self, Copy2Sink, RunClock};
-use vyrn_client::loadgen::{sessions_with, LoadConfig, LoadGen};
+use vyrn_client::loadgen::{retention, sessions_with, LoadConfig, LoadGen};
 use vyrn_client::Driver;
 use vyrn_home::HomeConfig;
 use vyrn_nic::udp::{UdpConfig, UdpPort};
-use vyrn_wire::consts::REP_CLIENT_RETAIN_MS;
 
 /// `vyrn load`: the exchange clients' load generator.
 #[derive(Debug, clap::Args)]
@@ -457,16 +456,6 @@ fn open_ports(
         r => r,
     };
     Ok((first?, open(1 << 20, None)?))
-}
-
-/// 07 §5.7, §9.5: sent packets stay retained `ms` (at least REP_CLIENT_RETAIN_MS), so a
-/// failover's resend can repeat every packet with no response.
-fn retention(ms: u64) -> impl Fn(&mut vyrn_client::SessionConfig) {
-    let retain_ns = ms.max(REP_CLIENT_RETAIN_MS) * 1_000_000;
-    move |c| {
-        c.retain_ns = retain_ns;
-        c.gap_giveup_ns = c.gap_giveup_ns.max(2 * retain_ns);
-    }
 }
 
 /// The end of a run, either mode: the summary, the driver's counters, and exit 1 if nothing was

@@ -457,6 +457,17 @@ pub fn sessions_routed(
     sessions_with(book, keys, seq_of, data_boxes, resend_ns, |_| {})
 }
 
+/// A session config `tweak` for [`sessions_with`]: every sent packet retained `ms` (at least
+/// REP_CLIENT_RETAIN_MS, 07 §5.7), so a failover's resend (07 §9.5) can repeat every packet
+/// with no response.
+pub fn retention(ms: u64) -> impl Fn(&mut crate::SessionConfig) {
+    let retain_ns = ms.max(vyrn_wire::consts::REP_CLIENT_RETAIN_MS) * 1_000_000;
+    move |c| {
+        c.retain_ns = retain_ns;
+        c.gap_giveup_ns = c.gap_giveup_ns.max(2 * retain_ns);
+    }
+}
+
 /// As [`sessions_routed`], each session's config finished by `tweak` (a longer retention, say:
 /// a dev home's failover outlasts 07's 100 ms).
 pub fn sessions_with(
