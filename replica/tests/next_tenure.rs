@@ -25,6 +25,7 @@ use vyrn_replica::front::core::{
 };
 use vyrn_replica::front::decode::Fault;
 use vyrn_replica::front::failover::seal::{seal_header, SignedTip};
+use vyrn_replica::front::order_rx::{FetchHint, RxVerdict, PEER_CHANNEL};
 use vyrn_replica::front::verdict::{Anchor, VerifyOutcome};
 use vyrn_seq::shm::TenureId;
 use vyrn_seq::takeover::Takeover;
@@ -32,6 +33,7 @@ use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::client::SipKey;
+use vyrn_wire::msg::ctrl::RepairReq;
 use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
 
 const EPOCH: u32 = 4;
@@ -40,9 +42,13 @@ const EPOCH: u32 = 4;
 struct Out {
     faults: Vec<Fault>,
     headers: Vec<BlockHeader>,
+    repairs: Vec<RepairReq>,
 }
 
 impl ReplicaOut for Out {
+    fn repair(&mut self, _peer: usize, r: &RepairReq) {
+        self.repairs.push(*r);
+    }
     fn fault(&mut self, f: &Fault) {
         self.faults.push(*f);
     }
@@ -60,6 +66,10 @@ struct Replica {
 
 impl Replica {
     fn new(e: &EngineConfig, seq_key: ed25519_dalek::VerifyingKey) -> Self {
+        Self::with_peers(e, seq_key, 0)
+    }
+
+    fn with_peers(e: &EngineConfig, seq_key: ed25519_dalek::VerifyingKey, n_peers: usize) -> Self {
         let mut core = ReplicaCore::new(CoreConfig {
             engine: e.clone(),
             epoch: EPOCH,
@@ -67,7 +77,7 @@ impl Replica {
             sender: 0,
             seq_key,
             n_boxes: 1,
-            n_peers: 0,
+            n_peers,
             anchor: Anchor::default(),
         })
         .unwrap();
@@ -115,6 +125,10 @@ struct Rig {
     resent: Vec<Vec<u8>>,
     /// Copy 2 of every packet sent, by (session, pkt_seq) (the clients' retained buffers).
     sent: HashMap<(u32, u32), Vec<u8>>,
+    /// Every ORDER frame the box sent, by (stream, frame_seq): what a peer serves.
+    frames: HashMap<(u8, u64), Vec<u8>>,
+    /// Replica 0 loses both paths' copies of a third of the frames (drawn by frame).
+    lossy: bool,
 }
 
 impl Rig {
@@ -139,10 +153,15 @@ impl Rig {
         }
         for ev in self.home.drain_wire() {
             match ev {
-                WireEvent::Frame { bytes, path, .. } => {
-                    for r in &mut self.reps {
-                        r.core.on_path_frame(path, &bytes, self.now, &mut r.out);
+                WireEvent::Frame { bytes, path, info } => {
+                    let key = (info.stream, info.frame_seq);
+                    let lost = self.lossy && lost_at_replica_0(key);
+                    for (i, r) in self.reps.iter_mut().enumerate() {
+                        if i != 0 || !lost {
+                            r.core.on_path_frame(path, &bytes, self.now, &mut r.out);
+                        }
                     }
+                    self.frames.insert(key, bytes);
                 }
                 WireEvent::Resp { bytes, .. } => match first_copy_key(&bytes) {
                     Some(k) => {
@@ -158,9 +177,49 @@ impl Rig {
                 .tick(self.now, &mut r.out, &mut r.resp)
                 .expect("replay");
         }
-        let c = self.reps[0].core.order_rx().contiguous();
+        self.serve_peer_repairs();
+        let c = self.reps.last().unwrap().core.order_rx().contiguous();
         finalize(&mut self.home, c, self.now);
     }
+
+    /// Replica 0's RepairReqs, answered by a peer holding every frame the box sent (on the
+    /// peer channel, flagged as a peer's); how many frames.
+    fn serve_peer_repairs(&mut self) -> usize {
+        let now = self.now;
+        let r = &mut self.reps[0];
+        let mut n = 0;
+        for q in std::mem::take(&mut r.out.repairs) {
+            for fs in q.from_seq..=q.to_seq {
+                if let Some(b) = self.frames.get(&(q.stream, fs)) {
+                    let mut b = b.clone();
+                    b[vyrn_wire::frame::FLAGS_OFFSET] |= vyrn_wire::frame::FLAG_PEER_REPAIRED;
+                    r.core.on_path_frame(PEER_CHANNEL, &b, now, &mut r.out);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    fn new(e: &EngineConfig, reps: Vec<Replica>, home: SimBox) -> Self {
+        Rig {
+            reps,
+            e: e.clone(),
+            home,
+            data_seq: 0,
+            now: 0,
+            live: HashMap::new(),
+            resent: Vec::new(),
+            sent: HashMap::new(),
+            frames: HashMap::new(),
+            lossy: false,
+        }
+    }
+}
+
+/// Whether replica 0 of a lossy rig loses frame `key` on both paths: a third of them.
+fn lost_at_replica_0(key: (u8, u64)) -> bool {
+    (key.1.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.0 as u64) % 3 == 0
 }
 
 #[test]
@@ -173,16 +232,11 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
         };
         let home = SimBox::new(seq_config(&e, TenureId::FIRST, 2));
         let key0 = home.seq_public();
-        let mut rig = Rig {
-            reps: vec![Replica::new(&e, key0), Replica::new(&e, key0)],
-            e: e.clone(),
+        let mut rig = Rig::new(
+            &e,
+            vec![Replica::new(&e, key0), Replica::new(&e, key0)],
             home,
-            data_seq: 0,
-            now: 0,
-            live: HashMap::new(),
-            resent: Vec::new(),
-            sent: HashMap::new(),
-        };
+        );
         // Resends, risk rejects, cancels, IOCs, several messages a packet. No malformed packets
         // (their copies mismatch the box's and are fetched from the sequencer's retention,
         // which this rig does not serve: `replica/tests/data_path.rs` does), and no packets
@@ -399,6 +453,141 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
             tip.height,
             rig.live.len(),
             seal.height + 1
+        );
+    }
+}
+
+/// 07 §9.3 "Unsigned tail": a voter that lost a third of the box's last frames on both paths
+/// (some repaired from a peer before the box died, held for a header that never comes) is
+/// deposed and fetches what it lacks up to `F*` from its holder: it then builds the seal block
+/// the holder builds, byte for byte. The deposed sequencer's own frames stay refused
+/// (INV-REP-5), and a peer's frame past `F*` is refused as unasked.
+#[test]
+fn a_voter_short_of_the_tail_fetches_it_from_a_holder_and_seals_the_same_block() {
+    for seed in 1..=4u64 {
+        let e = EngineConfig::test_home(4, 4);
+        let home = SimBox::new(seq_config(&e, TenureId::FIRST, 2));
+        let key0 = home.seq_public();
+        let mut rig = Rig::new(
+            &e,
+            vec![Replica::with_peers(&e, key0, 1), Replica::new(&e, key0)],
+            home,
+        );
+        let mix = Mix {
+            bad: 0,
+            gap: 0,
+            halt: 0,
+            ..Mix::everything()
+        };
+        let mut w = Workload::new(&e, seed, mix);
+        let kill = 600 + (seed as usize * 613) % 1_200;
+        for round in 0..kill {
+            // The last 150 rounds: replica 0 loses a third of the frames on both paths.
+            rig.lossy = round + 150 >= kill;
+            let input = match w.next_input() {
+                Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
+                Input::Control(_) => None,
+            };
+            rig.now = rig.now.max(w.now());
+            rig.round(input);
+        }
+        // The box is dead: nothing more is served, the voter's NACKs go nowhere.
+        rig.lossy = false;
+        let (holder, short) = (&rig.reps[1], &rig.reps[0]);
+        let f_star = holder.core.order_rx().contiguous();
+        let tip = holder.tip();
+        let want = holder
+            .core
+            .seal_block(tip.height)
+            .expect("the holder seals");
+        let have = short.core.order_rx().contiguous();
+        assert!(
+            have[0] < f_star[0] || have[1] < f_star[1],
+            "seed {seed}: replica 0 lost part of the tail ({have:?} of {f_star:?})"
+        );
+        // What it holds above its holes is what its TailReport's extra names, served as held.
+        for st in 0..2u8 {
+            let (f_i, extra) = short.core.order_rx().holdings(st);
+            let held: Vec<u64> = short
+                .core
+                .held_range(st, f_i + 1, u64::MAX)
+                .map(|(k, _)| k)
+                .collect();
+            let named: Vec<u64> = extra.iter().flat_map(|x| x.a..=x.b).collect();
+            assert_eq!(held, named, "seed {seed} stream {st}");
+        }
+
+        // Deposed here (07 §9.2), then F* known: the fetch (07 §9.3).
+        let now = rig.now + 3_000_000;
+        rig.now = now;
+        let r = &mut rig.reps[0];
+        r.core.freeze();
+        r.core.depose();
+        let hints = [0u8, 1].map(|st| FetchHint {
+            stream: st,
+            a: 1,
+            b: f_star[st as usize],
+            peer: 0,
+        });
+        r.core.seal_fetch(f_star, &hints, now, &mut r.out);
+        assert!(
+            !r.out.repairs.is_empty(),
+            "seed {seed}: the fetch asks at once"
+        );
+        // INV-REP-5: a frame of the deposed tenure off a path is refused, even one it lacks.
+        let lacking = (have[0] + 1..=f_star[0])
+            .find(|&k| {
+                r.core
+                    .order_rx()
+                    .holdings(0)
+                    .1
+                    .iter()
+                    .all(|x| k < x.a || k > x.b)
+            })
+            .map(|k| (0u8, k))
+            .unwrap_or((1, have[1] + 1));
+        let direct = rig.frames[&lacking].clone();
+        let r = &mut rig.reps[0];
+        assert!(
+            matches!(
+                r.core.on_path_frame(0, &direct, now, &mut r.out),
+                RxVerdict::Refused(_)
+            ),
+            "seed {seed}: the deposed box's own frame"
+        );
+        let mut rounds = 0;
+        while rig.reps[0].core.order_rx().contiguous() != f_star {
+            rounds += 1;
+            assert!(rounds < 50, "seed {seed}: the fetch did not finish");
+            rig.serve_peer_repairs();
+            rig.now += 200_000;
+            let r = &mut rig.reps[0];
+            r.core.tick(rig.now, &mut r.out, &mut r.resp).unwrap();
+        }
+        let r = &mut rig.reps[0];
+        let c = r.core.order_rx().counters();
+        assert!(
+            c.seal_fetch.0 > 0 && c.seal_fetch.1 > 0,
+            "seed {seed}: {c:?}"
+        );
+        // A peer's frame past F* was never asked for.
+        if let Some(b) = rig.frames.get(&(0, f_star[0] + 1)) {
+            let r = &mut rig.reps[0];
+            assert!(matches!(
+                r.core.on_path_frame(PEER_CHANNEL, b, now, &mut r.out),
+                RxVerdict::Refused(_)
+            ));
+        }
+        let r = &rig.reps[0];
+        assert!(r.out.faults.is_empty(), "seed {seed}: {:?}", r.out.faults);
+        assert_eq!(
+            r.core.seal_block(tip.height),
+            Some(want.clone()),
+            "seed {seed}: the voter that fetched its tail seals the holder's block"
+        );
+        println!(
+            "seed {seed}: replica 0 held {have:?} of F* {f_star:?}; {} fetch requests, {} frames fetched; seal block at height {}",
+            c.seal_fetch.0, c.seal_fetch.1, want.0.height
         );
     }
 }

@@ -247,6 +247,8 @@ pub struct ReplicaCore {
     counters: CoreCounters,
     /// Where the tenure's chain starts (the seal's `H*` may be it).
     anchor: Anchor,
+    /// The tenure's tail is being sealed (07 §9.3): peer frames are decoded as they come.
+    sealing: bool,
 }
 
 /// Where replay runs: inline (one thread for every stage: the multiplexed form), or on its own
@@ -509,6 +511,7 @@ impl ReplicaCore {
             n_sources: 1 + cfg.n_peers as u32,
             counters: CoreCounters::default(),
             anchor: cfg.anchor,
+            sealing: false,
         })
     }
 
@@ -705,6 +708,46 @@ impl ReplicaCore {
         self.rx.depose();
     }
 
+    /// 07 §9.3: the seal's `F*` is known here — fetch what this replica lacks up to it from
+    /// its peers ([`OrderRx::seal_fetch`]), and decode the tail as it is: frames a peer
+    /// supplied are held for no header (none comes for the open block; the seal stands in).
+    pub fn seal_fetch(
+        &mut self,
+        to: [u64; 2],
+        hints: &[crate::front::order_rx::FetchHint],
+        now: u64,
+        out: &mut impl ReplicaOut,
+    ) {
+        if !self.sealing {
+            self.sealing = true;
+            if let Some(h) = self.hold.as_mut() {
+                h.seal();
+            }
+        }
+        self.rx.seal_fetch(to, hints, now);
+        self.tick_fetch(now, out);
+    }
+
+    /// The seal's fetch asks at once, and what a hold kept is released.
+    fn tick_fetch(&mut self, now: u64, out: &mut impl ReplicaOut) {
+        self.rx.tick(
+            now,
+            &mut RxBridge {
+                out: &mut *out,
+                delivered: &mut self.delivered,
+            },
+        );
+        self.settle_hold(now, out);
+        self.decode_delivered(now, out);
+        self.flush();
+    }
+
+    /// The frames of `stream` order RX holds above a hole within `from ..= to` (a peer's
+    /// `RepairReq` for the `extra` of this replica's TailReport, 07 §9.3).
+    pub fn held_range(&self, stream: u8, from: u64, to: u64) -> impl Iterator<Item = (u64, &[u8])> {
+        self.rx.held_range(stream, from, to)
+    }
+
     /// The `SeqEquivocation` evidence the verdict found since the last call (07 §10.1: two
     /// headers the sequencer signed for one height).
     pub fn take_evidence(&mut self) -> Vec<vyrn_wire::msg::ctrl::SeqEquivocation> {
@@ -778,7 +821,7 @@ impl ReplicaCore {
         now: u64,
         out: &mut impl ReplicaOut,
     ) {
-        if peer && self.hold.is_none() {
+        if peer && self.hold.is_none() && !self.sealing {
             if self
                 .strikes
                 .get(&(stream, fs))
@@ -1127,6 +1170,7 @@ impl ReplicaCore {
         self.check.seq_key = t.seq_key;
         self.hold = None;
         self.strikes.clear();
+        self.sealing = false;
         self.delivered.bytes.clear();
         self.delivered.ends.clear();
         Ok(n)

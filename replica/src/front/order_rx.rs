@@ -201,6 +201,31 @@ pub struct RxCounters {
     pub acks: u64,
     /// Failover suspicions raised.
     pub suspects: u64,
+    /// The seal's fetch (07 §9.3): repair requests sent for it, and frames it brought.
+    pub seal_fetch: (u64, u64),
+}
+
+/// A range of a seal's tail and the peer that reported holding it (07 §9.3: "the leader
+/// fetches the frames it lacks from their holders"): where [`OrderRx::seal_fetch`] asks first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchHint {
+    /// Substream.
+    pub stream: u8,
+    /// First frame_seq.
+    pub a: u64,
+    /// Last frame_seq.
+    pub b: u64,
+    /// The holder's peer slot (the `peer` of [`RxOut::repair`]).
+    pub peer: usize,
+}
+
+/// The seal's fetch (07 §9.3 "Unsigned tail"): every frame up to `to` is asked of peers.
+#[derive(Debug, Default)]
+struct SealFetch {
+    /// `F*` per substream (0: nothing asked on it).
+    to: [u64; 2],
+    /// Who holds what, asked first.
+    hints: Vec<FetchHint>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -333,6 +358,8 @@ pub struct OrderRx {
     next_peer: usize,
     suspected: bool,
     gate: TailGate,
+    /// The seal's fetch, once a seal's `F*` is known here (07 §9.3).
+    fetch: Option<SealFetch>,
     counters: RxCounters,
     /// B-REP-3: for each frame both paths brought, the time from the first copy to the
     /// second, ns.
@@ -425,6 +452,7 @@ impl OrderRx {
             paths: [PathState::default(); PATHS],
             last_rx: None,
             gate: TailGate::Open,
+            fetch: None,
             last_ack: 0,
             next_peer: 0,
             suspected: false,
@@ -489,6 +517,59 @@ impl OrderRx {
     /// it is taken again; the buffer is dropped, and no NACK, repair request or RepAck leaves.
     pub fn depose(&mut self) {
         self.gate = TailGate::Deposed;
+    }
+
+    /// 07 §9.3 "Unsigned tail": fetch every frame of the tenure up to `to` (the seal's `F*`,
+    /// per substream) that this replica lacks, from its peers — the holder `hints` names first,
+    /// then round robin — never from the deposed sequencer. What is missing up to `to` becomes
+    /// a hole, asked at the next tick; a peer's frame (`PEER_CHANNEL`) answering it is taken
+    /// through any gate, a deposed one included: INV-REP-5 keeps the sequencer's own frames
+    /// out, and the seal's certificate, each voter recomputing the seal header from what it
+    /// holds, stands in for the `seq_sig` these frames never get. Called again with a higher
+    /// `F*` (another leader's seal), the fetch goes on to it; empty `hints` keep the last ones.
+    pub fn seal_fetch(&mut self, to: [u64; 2], hints: &[FetchHint], now: u64) {
+        let n = self.cfg.n_streams.min(2) as usize;
+        let f = self.fetch.get_or_insert_with(SealFetch::default);
+        if !hints.is_empty() {
+            f.hints.clear();
+            f.hints
+                .extend(hints.iter().filter(|h| (h.stream as usize) < n));
+        }
+        for (st, &want) in to.iter().enumerate().take(n) {
+            f.to[st] = f.to[st].max(want);
+            let sub = &mut self.subs[st];
+            let top = sub.high.max(sub.next - 1);
+            if f.to[st] > top {
+                sub.holes.insert(
+                    top + 1,
+                    Hole {
+                        to: f.to[st],
+                        seen: now,
+                        opened: 0,
+                        nacked: None,
+                        retries: 0,
+                        window_to: 0,
+                    },
+                );
+                self.counters.holes += 1;
+                sub.high = f.to[st];
+            }
+        }
+    }
+
+    /// The seal's fetch target (`F*` per substream), once one is set.
+    pub fn fetch_target(&self) -> Option<[u64; 2]> {
+        self.fetch.as_ref().map(|f| f.to)
+    }
+
+    /// The frames held above a hole of `stream` within `from ..= to`, lowest first (a peer's
+    /// `RepairReq` for frames this replica reported in its TailReport's `extra`, 07 §9.3).
+    pub fn held_range(&self, stream: u8, from: u64, to: u64) -> impl Iterator<Item = (u64, &[u8])> {
+        let held = &self.subs[stream as usize & 1].held;
+        let range = (from <= to).then_some(from..=to);
+        range
+            .into_iter()
+            .flat_map(move |r| held.range(r).map(|(&k, (b, _))| (k, b.as_slice())))
     }
 
     /// Whether the tail is frozen.
@@ -608,8 +689,15 @@ impl OrderRx {
         if h.stream >= c.n_streams {
             return RxVerdict::Refused(Refused::BadStream);
         }
+        // 07 §9.3: a peer's frame of the seal's tail is fetched through any gate.
+        let fetched = path == PEER_CHANNEL as usize
+            && self
+                .fetch
+                .as_ref()
+                .is_some_and(|f| h.frame_seq <= f.to[h.stream as usize]);
         // 07 §9.1–§9.2: a frozen tail buffers, a deposed tenure takes nothing more.
         match &mut self.gate {
+            _ if fetched => {}
             TailGate::Open => {}
             TailGate::Deposed => return RxVerdict::Refused(Refused::Deposed),
             TailGate::Frozen { buf, bytes: held } => {
@@ -623,9 +711,12 @@ impl OrderRx {
             }
         }
         // A frame of the tenure: the stream is alive; a path's frame (retransmissions too)
-        // shows that path alive — a repair on the control port shows no path.
-        self.last_rx = Some(now);
-        self.suspected = false;
+        // shows that path alive — a repair on the control port shows no path. A fetched one
+        // shows nothing of the sequencer.
+        if !fetched {
+            self.last_rx = Some(now);
+            self.suspected = false;
+        }
         let channel = path >= REPAIR_CHANNEL as usize;
         if !channel {
             self.paths[path].last_rx = Some(now);
@@ -666,6 +757,9 @@ impl OrderRx {
             self.counters.first[path] += 1;
         } else {
             self.counters.repaired += 1;
+        }
+        if fetched {
+            self.counters.seal_fetch.1 += 1;
         }
         // Holes: a frame inside one splits it; one past the newest opens the gap before it.
         if let Some(seen) = Self::close_in_holes(sub, fs) {
@@ -906,14 +1000,27 @@ impl OrderRx {
     /// The loop's clock: NACKs and repair requests for holes that waited, the RepAck when due,
     /// the path alarms and the silence suspicion. Call it at least every few µs.
     pub fn tick(&mut self, now: u64, out: &mut impl RxOut) {
+        self.ask_holes(now, out);
         if self.is_deposed() {
+            return;
+        }
+        self.tick_acks_and_alarms(now, out);
+    }
+
+    /// NACKs and repair requests for the holes that waited. Deposed, only the seal's fetch
+    /// asks (07 §9.3), and only peers.
+    fn ask_holes(&mut self, now: u64, out: &mut impl RxOut) {
+        let deposed = self.is_deposed();
+        if deposed && self.fetch.is_none() {
             return;
         }
         let t = self.cfg.timing;
         for st in 0..self.cfg.n_streams.min(2) as usize {
             let gone = self.subs[st].seq_gone_below;
             let local = self.subs[st].local;
-            let mut to_nack: Vec<(u64, u64, bool)> = Vec::new();
+            let fetch_to = self.fetch.as_ref().map_or(0, |f| f.to[st]);
+            // (from, to, retry, fetch)
+            let mut to_nack: Vec<(u64, u64, bool, bool)> = Vec::new();
             for (&from, h) in self.subs[st].holes.iter_mut() {
                 // The part of the hole this replica's own journal will fill is not asked: a
                 // hole starting inside the local range is asked from above it.
@@ -924,22 +1031,33 @@ impl OrderRx {
                 if from > h.to {
                     continue;
                 }
+                // 07 §9.3: the seal's tail is fetched from peers at once; deposed, nothing else
+                // is asked.
+                let fetch = from <= fetch_to;
+                if deposed && !fetch {
+                    continue;
+                }
                 let due = match h.nacked {
-                    None => now.saturating_sub(h.opened) >= t.hole_wait_ns,
+                    None => fetch || now.saturating_sub(h.opened) >= t.hole_wait_ns,
                     Some(at) => now.saturating_sub(at) >= retry_after(t.nack_retry_ns, h.retries),
                 };
                 if due {
-                    let (from, to) = nack_window(from, h.to);
+                    let hole_to = if fetch { h.to.min(fetch_to) } else { h.to };
+                    let (from, to) = nack_window(from, hole_to);
                     h.window_to = to;
-                    to_nack.push((from, to, h.nacked.is_some()));
+                    to_nack.push((from, to, h.nacked.is_some(), fetch));
                     if h.nacked.is_some() {
                         h.retries = h.retries.saturating_add(1);
                     }
                     h.nacked = Some(now);
                 }
             }
-            for (from, to, retry) in to_nack {
+            for (from, to, retry, fetch) in to_nack {
                 let (epoch, tenure, stream) = (self.cfg.epoch, self.cfg.tenure, st as u8);
+                if fetch {
+                    self.fetch_from_peer(stream, from, to, retry, out);
+                    continue;
+                }
                 // The sequencer first (unless it no longer holds the frames); on a retry a
                 // peer too, round robin by index (07 §4.10).
                 if to >= gone {
@@ -969,6 +1087,51 @@ impl OrderRx {
                 }
             }
         }
+    }
+
+    /// 07 §9.3: ask a peer for frames `from ..= to` of the seal's tail — the first hint's holder
+    /// of `from`, or on a retry (or with no hint) the next peer round robin.
+    fn fetch_from_peer(
+        &mut self,
+        stream: u8,
+        from: u64,
+        to: u64,
+        retry: bool,
+        out: &mut impl RxOut,
+    ) {
+        if self.cfg.n_peers == 0 {
+            return;
+        }
+        let hinted = self.fetch.as_ref().and_then(|f| {
+            f.hints
+                .iter()
+                .find(|h| h.stream == stream && h.a <= from && from <= h.b)
+                .map(|h| h.peer)
+        });
+        let peer = match hinted {
+            Some(p) if !retry && p < self.cfg.n_peers => p,
+            _ => {
+                let p = self.next_peer % self.cfg.n_peers;
+                self.next_peer = self.next_peer.wrapping_add(1);
+                p
+            }
+        };
+        out.repair(
+            peer,
+            &RepairReq {
+                epoch: self.cfg.epoch,
+                tenure: self.cfg.tenure,
+                stream,
+                from_seq: from,
+                to_seq: to,
+            },
+        );
+        self.counters.seal_fetch.0 += 1;
+    }
+
+    /// The RepAck, the path alarms and the silence suspicion (a tenure not deposed).
+    fn tick_acks_and_alarms(&mut self, now: u64, out: &mut impl RxOut) {
+        let t = self.cfg.timing;
         // RepAck every REP_ACK_US, only while frames arrive (07 §4.8).
         let live = |p: &PathState| {
             p.last_rx

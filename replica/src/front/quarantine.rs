@@ -206,6 +206,8 @@ pub struct Hold {
     progress_ns: u64,
     started: u64,
     failed: Option<HoldFailed>,
+    /// The tenure is being sealed (07 §9.3): every frame is released as it is.
+    sealed: bool,
 }
 
 impl Hold {
@@ -222,6 +224,7 @@ impl Hold {
             progress_ns: now,
             started: now,
             failed: None,
+            sealed: false,
         }
     }
 
@@ -321,7 +324,8 @@ impl Hold {
     /// Why the hold failed, if it did (a fault, a root, no progress for `budget_ns`, more than
     /// `max_bytes` held).
     pub fn failed(&mut self, now: u64, budget_ns: u64, max_bytes: usize) -> Option<HoldFailed> {
-        if self.failed.is_none() && now.saturating_sub(self.progress_ns) > budget_ns {
+        if self.failed.is_none() && !self.sealed && now.saturating_sub(self.progress_ns) > budget_ns
+        {
             self.failed = Some(HoldFailed::Timeout);
         }
         let held = self.bytes + self.seen.bytes.len() + 8 * self.seen.cuts.len();
@@ -334,7 +338,15 @@ impl Hold {
     /// Every block a peer frame touched is vouched for: what is left is frames the sequencer
     /// sent, released as they are.
     pub fn done(&self) -> bool {
-        self.vouched >= self.peer_top
+        self.sealed || self.vouched >= self.peer_top
+    }
+
+    /// The tenure is deposed and its tail is being sealed (07 §9.3): no header will come for
+    /// the open block, and the seal — each voter recomputing its header from what it holds —
+    /// stands in for one. Everything held is released as it is; a peer's forged frame makes
+    /// this replica's seal header differ from the honest voters', so it cannot vote with them.
+    pub fn seal(&mut self) {
+        self.sealed = true;
     }
 
     /// The next frame, if its blocks are vouched for (or the hold is done): its output goes to

@@ -28,6 +28,8 @@ pub struct NodeCounters {
     pub tx_dropped: u64,
     /// Peer RepairReqs served, and frames sent for them.
     pub repairs_served: (u64, u64),
+    /// Of those frames, ones order RX held above a hole (a TailReport's `extra`, 07 §9.3).
+    pub repairs_served_held: u64,
     /// `SeqDataReq`s sent to the sequencer (07 §5.5 source 3).
     pub seq_data_asked: u64,
     /// `SeqData` answers taken from the sequencer.

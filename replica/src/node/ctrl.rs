@@ -150,7 +150,10 @@ fn serve_data(
 
 /// 07 §4.10: a peer's RepairReq (share `slot`, at `to`), served from the frame store within its
 /// share of REP_PEER_RTX_MAX_FPS: one peer's storm never uses up the store's whole budget.
+/// Frames the store lacks that order RX holds above a hole are served too: 07 §9.3's seal
+/// fetch asks for what a TailReport's `extra` named.
 fn serve_repair(
+    core: &ReplicaCore,
     io: &mut Io,
     r: &vyrn_wire::msg::ctrl::RepairReq,
     slot: usize,
@@ -176,7 +179,24 @@ fn serve_repair(
         msgs.push((Sock::Ctrl, to, start, arena.len()));
         c.repairs_served.1 += 1;
     });
-    peer_rtx_share[slot].spend(served.sent.saturating_sub(1));
+    let mut sent = served.sent;
+    if served.missing > 0 && r.tenure == core.order_rx().tenure().0 {
+        let top = r
+            .to_seq
+            .min(r.from_seq.saturating_add(vyrn_wire::consts::NACK_SPAN_MAX));
+        for (_, f) in core.held_range(r.stream, r.from_seq, top) {
+            let start = arena.len();
+            arena.extend_from_slice(f);
+            if let Some(b) = arena.get_mut(start + vyrn_wire::frame::FLAGS_OFFSET) {
+                *b |= vyrn_wire::frame::FLAG_PEER_REPAIRED;
+            }
+            msgs.push((Sock::Ctrl, to, start, arena.len()));
+            c.repairs_served.1 += 1;
+            c.repairs_served_held += 1;
+            sent += 1;
+        }
+    }
+    peer_rtx_share[slot].spend(sent.saturating_sub(1));
 }
 
 /// At a voter, a datagram from the standby's replica (07 §9.5), sealed by it: its `Silence`, for
@@ -195,7 +215,7 @@ fn on_standby(core: &ReplicaCore, io: &mut Io, epoch: u32, src: SocketAddr, b: &
         }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let slot = io.peers.len();
-            serve_repair(io, &r, slot, src, now)
+            serve_repair(core, io, &r, slot, src, now)
         }
         _ => io.c.ctrl_bad += 1,
     }
@@ -265,7 +285,7 @@ pub(super) fn on_ctrl(
         }
         Ok(CtrlMsg::RepairReq(r)) if r.epoch == epoch => {
             let to = io.peers[peer];
-            serve_repair(io, &r, peer, to, now)
+            serve_repair(core, io, &r, peer, to, now)
         }
         _ => io.c.ctrl_bad += 1,
     }

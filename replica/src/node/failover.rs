@@ -238,7 +238,7 @@ impl Node {
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
         if f.dep.is_deposed() && !f.planned && f.dep.wait_over(now) {
-            self.plan_seal(&mut f);
+            self.plan_seal(&mut f, now);
         }
         self.failover = Some(f);
     }
@@ -323,7 +323,7 @@ impl Node {
     /// 07 §9.3–§9.4 once the wait is over: `H*` and `F*` from every report held, the next
     /// sequencer (none: no standby reports yet, so `0xFF` and the book stays halted), the seal
     /// plan to the voter, whose ledger proposes and checks the seal from then on.
-    fn plan_seal(&mut self, f: &mut NodeFailover) {
+    fn plan_seal(&mut self, f: &mut NodeFailover, now: u64) {
         use crate::front::failover::prefix::{f_star, h_star, next_seq, Holdings};
         let reports: Vec<&vyrn_wire::msg::ctrl::TailReport> = f.dep.reports().collect();
         let hs = h_star(reports.iter().copied());
@@ -339,6 +339,9 @@ impl Node {
             next_tenure: c.tenure.wrapping_add(1),
             unavail: Vec::new(),
         };
+        // 07 §9.3: what this voter lacks up to F* is fetched from its holders at once.
+        let hints = self.fetch_hints(f, fs);
+        self.core.seal_fetch(fs, &hints, now, &mut self.io);
         let Some(v) = self.simplex.as_mut() else {
             return;
         };
@@ -361,6 +364,43 @@ impl Node {
             h_star: hs,
             ext,
         });
+    }
+
+    /// 07 §9.3: the ranges up to `fs` this replica lacks, each with a peer whose TailReport
+    /// holds it (the lowest voter index that does).
+    fn fetch_hints(
+        &self,
+        f: &NodeFailover,
+        fs: [u64; 2],
+    ) -> Vec<crate::front::order_rx::FetchHint> {
+        use crate::front::failover::prefix::{fetch_plan, Holdings};
+        let peers: Vec<(usize, &vyrn_wire::msg::ctrl::TailReport)> = f
+            .dep
+            .voter_reports()
+            .filter_map(|r| {
+                let slot = self
+                    .io
+                    .peer_index
+                    .iter()
+                    .position(|&v| v == r.reporter as usize)?;
+                Some((slot, r))
+            })
+            .collect();
+        let mut hints = Vec::new();
+        for (s, &to) in fs.iter().enumerate().take(f.n_streams as usize) {
+            let (f_i, extra) = self.core.order_rx().holdings(s as u8);
+            let mine = Holdings { f_i, extra: &extra };
+            let hold: Vec<Holdings<'_>> = peers.iter().map(|(_, r)| Holdings::of(r, s)).collect();
+            for x in fetch_plan(&mine, &hold, to) {
+                hints.push(crate::front::order_rx::FetchHint {
+                    stream: s as u8,
+                    a: x.a,
+                    b: x.b,
+                    peer: peers[x.holder].0,
+                });
+            }
+        }
+        hints
     }
 
     /// Where failover stands at this voter (`None`: not watched).

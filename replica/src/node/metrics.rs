@@ -10,6 +10,7 @@ use super::Node;
 fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
     let c = n.counters();
     let f = n.failover_counters().unwrap_or_default();
+    let rx = n.core().order_rx().counters();
     for (what, v) in [
         ("suspected", f.suspects),
         ("silence_sent", c.silences_sent),
@@ -29,6 +30,9 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         ("follow_refused", c.follow_refused),
         ("seal_cert_refused", c.seal_certs_bad),
         ("seq_change_sent", c.seq_changes_sent),
+        ("seal_fetch_asked", rx.seal_fetch.0),
+        ("seal_fetch_frames", rx.seal_fetch.1),
+        ("served_held", c.repairs_served_held),
     ] {
         e.put_counter(&REPLICA_FAILOVER, &[what], v);
     }

@@ -116,6 +116,10 @@ impl Node {
             }
             // Logged once: tried again until FOLLOW_RETRY_NS (a tail still being repaired).
             Err(e) if self.next.retry.is_none() => {
+                // 07 §9.5: the frames up to the seal's F* this replica lacks are fetched from
+                // its peers (the standby "fetches missing ones from the leader").
+                self.core
+                    .seal_fetch(ext.end_frame_seq, &[], now, &mut self.io);
                 eprintln!(
                     "{}: failover: the final seal names sequencer {} for tenure {}, which this replica cannot follow yet: {e:?}; trying again for {} s",
                     self.io.name,

@@ -65,8 +65,14 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
         let next = (plan.ext.next_seq, plan.ext.next_tenure);
         match check_seal(p, ext, plan.epoch, &hdr, &ob, next) {
             Ok(()) => self.signed_range(p.first_height, &tip, now),
-            // Short of F* (the fetch of §9.3 is not built), or past it: this voter waits.
-            Err(SealRefused::Frames { .. }) => pending,
+            // Short of the leader's F*: fetched from the peers (07 §9.3), and this voter waits.
+            // Past it (frames the leader's wait did not see): it waits too.
+            Err(SealRefused::Frames { have, want }) => {
+                if have[0] < want[0] || have[1] < want[1] {
+                    self.core.seal_fetch(want, &[], now, self.out);
+                }
+                pending
+            }
             Err(_) => {
                 self.counters.refused += 1;
                 Check::False {

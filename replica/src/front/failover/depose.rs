@@ -390,6 +390,15 @@ impl Deposition {
             .chain(self.standby.as_ref())
     }
 
+    /// The voters' TailReports held: this voter's own and its peers' (the standby's left out).
+    pub fn voter_reports(&self) -> impl Iterator<Item = &TailReport> {
+        self.own
+            .as_ref()
+            .map(|(_, r)| r)
+            .into_iter()
+            .chain(self.heard.iter().flatten().map(|(_, r)| r))
+    }
+
     /// The standby's TailReport, when held (07 §9.3).
     pub fn standby_report(&self) -> Option<&TailReport> {
         self.standby.as_ref()
