@@ -737,7 +737,8 @@ impl ReplicaCore {
                 delivered: &mut self.delivered,
             },
         );
-        self.settle_hold(now, out);
+        // Decoding what was delivered settles the hold (released now: `Hold::seal`) after the
+        // batch: a hold settled before it is fed would rewind frames order RX delivered past it.
         self.decode_delivered(now, out);
         self.flush();
     }
