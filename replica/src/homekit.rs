@@ -53,6 +53,9 @@ pub struct LoopbackHome {
     /// The box dies this long after the load starts, under the load, which goes on
     /// ([`LoopbackHome::run_box_dies`] then waits its `after` once the load ends).
     pub kill_at: Option<std::time::Duration>,
+    /// The promoted standby's box dies this long after its promotion (a second failover: no
+    /// standby is left, so the seal names none and the book stays halted, 07 §9.5).
+    pub kill_promoted_after: Option<std::time::Duration>,
     /// Replicas that journal (block, cert and order journal in `journal-I` of the home's
     /// directory).
     pub journal: Vec<usize>,
@@ -121,6 +124,8 @@ pub struct Promoted {
     pub responses: u64,
     /// Its last step done (above `first_step - 1`: it stepped orders of its own tenure).
     pub step_done: u64,
+    /// It was killed before the run ended ([`LoopbackHome::kill_promoted_after`]).
+    pub killed: bool,
 }
 
 /// How the standby's thread ended: still a replica, or promoted.
@@ -317,6 +322,7 @@ impl LoopbackHome {
             path_loss: None,
             budgets,
             kill_at: None,
+            kill_promoted_after: None,
             journal: Vec::new(),
             databox_timing,
         }
@@ -448,6 +454,7 @@ impl LoopbackHome {
         let node = self.open_replica(self.home.voters_members.len())?;
         let seed = read_seed(&self.dir.join("keys/standby.key"))?;
         let file = self.file.clone();
+        let kill_after = self.kill_promoted_after;
         Ok(std::thread::spawn(move || {
             let clock = Clock::from_ns(1_000_000);
             let (halted, promote) = (node.halted(), node.promote_flag());
@@ -470,7 +477,7 @@ impl LoopbackHome {
                 promote_ns: t0.elapsed().as_nanos() as u64,
                 ..p
             };
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) && kill_after.is_none_or(|k| t0.elapsed() < k) {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             p.fin = BoxFigures::of(&running.handles.control).fin;
@@ -480,6 +487,7 @@ impl LoopbackHome {
             p.responses = st.responses.load(Ordering::Relaxed);
             p.step_done = running.handles.words.step_done();
             running.runner.stop();
+            p.killed = kill_after.is_some() && !stop.load(Ordering::Relaxed);
             Ok(StandbyEnd::Promoted(p))
         }))
     }
@@ -678,6 +686,7 @@ pub fn promote_standby(
             rx_client: 0,
             responses: 0,
             step_done: 0,
+            killed: false,
         },
     ))
 }

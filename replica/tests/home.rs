@@ -341,7 +341,11 @@ fn a_dead_box_is_deposed_and_its_prefix_sealed_by_the_voters() {
             "replica {i}: the seal is final"
         );
         let v = n.simplex().expect("simplex voter");
-        assert!(v.sealing());
+        // The seal block is taken (replay ran to it, the vote moved past it): the plan is over.
+        let (hs, ext) = n.sealed().cloned().expect("the final seal");
+        assert_eq!(ext.next_seq, vyrn_wire::msg::consensus::NEXT_SEQ_NONE);
+        assert!(!v.sealing(), "replica {i}");
+        assert!(n.voted() >= hs, "replica {i}: voted {} < {hs}", n.voted());
         let c = v.desk_counters();
         assert_eq!(c.seals_final, 1, "replica {i}: {c:?}");
         // 07 §9.5: no promotable box; every voter tells the data box, SeqChange{none}.
@@ -479,6 +483,84 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
         hs.iter().enumerate().all(|(k, &x)| x == first + k as u64),
         "a gap in the journal around the seal {}",
         p.seal_height
+    );
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// 07 §9.5 "No promotable box": the promoted standby's box dies too. No standby is left, so
+/// the voters depose tenure 1 and seal its prefix naming no next sequencer (`0xFF`): the book
+/// stays halted with every block through the second seal final and journaled, and the data box
+/// relays `SeqChange{none}` to the clients.
+#[test]
+fn a_promoted_box_that_dies_too_is_sealed_with_no_next_sequencer() {
+    let (mut h, _serial) = home("second-failover", 49_700, true);
+    h.budgets.promote_history_ns = 1_000_000_000;
+    h.kill_at = Some(std::time::Duration::from_secs(3));
+    h.kill_promoted_after = Some(std::time::Duration::from_secs(2));
+    h.journal = vec![0];
+    let n = h.home.voters_members.len();
+    let r = h
+        .run_box_dies(&[0, 1, 2, 3, n], 1000, 8, std::time::Duration::from_secs(7))
+        .expect("the home runs");
+    let p = r.promoted.clone().expect("the standby was promoted");
+    eprintln!("promoted: {p:?}; load: {:?}", r.counts);
+    assert!(p.killed, "the promoted box was not killed: {p:?}");
+    assert!(p.responses > 0, "the promoted box answered nothing: {p:?}");
+    let mut second = None;
+    for (i, v) in r.nodes.iter().enumerate() {
+        let c = v.counters();
+        assert_eq!(c.seals_final, 2, "replica {i}: two seals: {c:?}");
+        assert_eq!(c.seq_changes_sent, 2, "replica {i}");
+        let (hs, ext) = v.sealed().cloned().expect("the second seal");
+        assert_eq!(
+            ext.next_seq,
+            vyrn_wire::msg::consensus::NEXT_SEQ_NONE,
+            "replica {i}: no box is left to name"
+        );
+        assert_eq!(ext.next_tenure, 2, "replica {i}");
+        assert!(
+            hs > p.seal_height,
+            "replica {i}: {hs} after {}",
+            p.seal_height
+        );
+        assert_eq!(
+            *second.get_or_insert(hs),
+            hs,
+            "replica {i}: the seals differ"
+        );
+        assert_eq!(v.core().order_rx().tenure(), (1, 1), "replica {i}");
+        assert!(v.core().order_rx().is_deposed(), "replica {i}");
+        assert_eq!(
+            v.replay().digest(),
+            r.nodes[0].replay().digest(),
+            "replica {i}"
+        );
+    }
+    let hs = second.unwrap();
+    let dc = r.databox.counters();
+    assert_eq!(dc.seq_changes, 2, "the data box relayed both: {dc:?}");
+    // Replica 0's journal holds all three stretches without a gap: tenure 0, the first seal,
+    // tenure 1 under the standby's key, the second seal.
+    drop(r);
+    let mut jc = vyrn_replica::disk::journal::JournalConfig::new(vec![h.dir.join("journal-0")]);
+    jc.read_only = true;
+    jc.verifying_key = Some(h.home.seq_pub);
+    jc.later_keys = h.home.later_tenure_keys();
+    let (j, rep) = vyrn_replica::disk::journal::BlockJournal::open(jc).expect("the journal");
+    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
+    let heights = j.heights();
+    assert_eq!(
+        heights.last(),
+        Some(&hs),
+        "the journal ends at the second seal"
+    );
+    let first = heights[0];
+    assert!(
+        heights
+            .iter()
+            .enumerate()
+            .all(|(k, &x)| x == first + k as u64),
+        "a gap in the journal"
     );
     let _ = std::fs::remove_dir_all(&h.dir);
 }

@@ -1128,31 +1128,8 @@ impl ReplicaCore {
         t: &NextTenure,
         out: &mut impl ReplicaOut,
     ) -> Result<u64, NextTenureRefused> {
-        if t.seal.height != t.h_star.wrapping_add(1) {
-            return Err(NextTenureRefused::Form);
-        }
-        let (own, _) = self
-            .seal_block(t.h_star)
-            .ok_or(NextTenureRefused::NotHeld)?;
-        if (own.first_step, own.last_step, own.order_root)
-            != (t.seal.first_step, t.seal.last_step, t.seal.order_root)
-        {
-            return Err(NextTenureRefused::Differs);
-        }
-        let (h_star, hs) = (t.h_star, t.seal.height);
-        let h_star_step = t.seal.first_step.saturating_sub(1);
-        let n = self
-            .data
-            .seal(h_star, hs, &mut DataBridge::new(out, &mut self.replay));
-        match &mut self.replay {
-            ReplayPart::Inline(p) => {
-                p.resolve_unhashed(&self.data);
-                p.on_seal(h_star, h_star_step, hs, t.seal.last_step);
-            }
-            // The tile's root clock learns the seal block as a block (a root height inside a
-            // tail that spans marks is not re-taken there).
-            ReplayPart::Tile(x) => x.block(hs, t.seal.last_step),
-        }
+        let n = self.take_seal(t.h_star, &t.seal, out)?;
+        let hs = t.seal.height;
         let lay = self.dec.layout();
         self.rx = OrderRx::new(RxConfig {
             tenure: t.tenure,
@@ -1174,6 +1151,45 @@ impl ReplicaCore {
         self.sealing = false;
         self.delivered.bytes.clear();
         self.delivered.ends.clear();
+        Ok(n)
+    }
+
+    /// The seal is final (07 §9.4): the records after `BlockMark(H*)` are the seal block —
+    /// the ones the dead box never hashed resolved by key alone (§9.3 item 4) — and replay runs
+    /// to the seal's last step. The deposed tenure's gate stays shut: a seal naming no next
+    /// sequencer (07 §9.5, `next_seq` 0xFF) ends here, the book halted; [`Self::next_tenure`]
+    /// goes on to the next tenure. Returns the records resolved by key; refused, changing
+    /// nothing, unless `seal` is the block after `h_star` and this replica's own seal block is
+    /// the one it names (the same steps and `order_root`).
+    pub fn take_seal(
+        &mut self,
+        h_star: u64,
+        seal: &BlockHeader,
+        out: &mut impl ReplicaOut,
+    ) -> Result<u64, NextTenureRefused> {
+        if seal.height != h_star.wrapping_add(1) {
+            return Err(NextTenureRefused::Form);
+        }
+        let (own, _) = self.seal_block(h_star).ok_or(NextTenureRefused::NotHeld)?;
+        if (own.first_step, own.last_step, own.order_root)
+            != (seal.first_step, seal.last_step, seal.order_root)
+        {
+            return Err(NextTenureRefused::Differs);
+        }
+        let hs = seal.height;
+        let h_star_step = seal.first_step.saturating_sub(1);
+        let n = self
+            .data
+            .seal(h_star, hs, &mut DataBridge::new(out, &mut self.replay));
+        match &mut self.replay {
+            ReplayPart::Inline(p) => {
+                p.resolve_unhashed(&self.data);
+                p.on_seal(h_star, h_star_step, hs, seal.last_step);
+            }
+            // The tile's root clock learns the seal block as a block (a root height inside a
+            // tail that spans marks is not re-taken there).
+            ReplayPart::Tile(x) => x.block(hs, seal.last_step),
+        }
         Ok(n)
     }
 

@@ -237,6 +237,16 @@ impl Node {
         }
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
+        // The seal of this tenure may be final already (the other voters' plans came first):
+        // then there is nothing to plan.
+        let tenure = f.dep.config().tenure;
+        let sealed = self
+            .sealed
+            .as_ref()
+            .is_some_and(|s| s.1.next_tenure > tenure);
+        if f.dep.is_deposed() && !f.planned && sealed {
+            f.planned = true;
+        }
         if f.dep.is_deposed() && !f.planned && f.dep.wait_over(now) {
             self.plan_seal(&mut f, now);
         }

@@ -65,6 +65,8 @@ pub(super) struct NodeTenure {
     /// every [`FOLLOW_RETRY_EVERY_NS`] until the deadline, and when it was last tried.
     retry: Option<(RepProposal, RepSealExt, u64)>,
     retried_at: u64,
+    /// The seal block at which the book halted (a final seal naming no next sequencer).
+    halted_at: Option<u64>,
 }
 
 /// How often a seal not followed yet is tried again (each try rebuilds the seal block).
@@ -94,6 +96,7 @@ impl NodeTenure {
             promote_wait_ns: cfg.budgets.promote_wait_ns,
             retry: None,
             retried_at: 0,
+            halted_at: None,
         }
     }
 }
@@ -102,18 +105,22 @@ impl Node {
     /// The seal `p` with `ext` is final (07 §9.4): follow the tenure it names (nothing for
     /// `next_seq` 0xFF: the book stays halted).
     pub(super) fn follow_seal(&mut self, p: &RepProposal, ext: &RepSealExt, now: u64) {
-        if self.next.followed.is_some() {
+        // A seal already taken: the tenure it names is followed, or the book halted at it.
+        let tenure = self.core.order_rx().tenure().0;
+        if self.next.halted_at.is_some()
+            || (self.next.followed.is_some() && tenure >= ext.next_tenure)
+        {
             return;
         }
-        if ext.next_seq == NEXT_SEQ_NONE {
-            self.announce(ext);
-            return;
-        }
-        match self.next_tenure_of(p, ext) {
-            Ok(t) => {
-                self.next.retry = None;
-                self.take_tenure(t, now);
-            }
+        let taken = if ext.next_seq == NEXT_SEQ_NONE {
+            self.seal_of(p)
+                .map(|(h_star, seal)| self.halt_at(h_star, seal, ext))
+        } else {
+            self.next_tenure_of(p, ext)
+                .map(|t| self.take_tenure(t, now))
+        };
+        match taken {
+            Ok(()) => self.next.retry = None,
             // Logged once: tried again until FOLLOW_RETRY_NS (a tail still being repaired).
             Err(e) if self.next.retry.is_none() => {
                 // 07 §9.5: the frames up to the seal's F* this replica lacks are fetched from
@@ -161,12 +168,27 @@ impl Node {
         p: &RepProposal,
         ext: &RepSealExt,
     ) -> Result<NextTenure, FollowRefused> {
-        let h = &self.next.home;
-        let seq_key = h
+        let seq_key = self
+            .next
+            .home
             .standby_seq()
             .filter(|s| s.0 == ext.next_seq)
             .map(|s| s.1)
             .ok_or(FollowRefused::UnknownSeq(ext.next_seq))?;
+        let (h_star, seal) = self.seal_of(p)?;
+        Ok(NextTenure {
+            tenure: ext.next_tenure,
+            sender: ext.next_seq,
+            seq_key,
+            h_star,
+            seal,
+        })
+    }
+
+    /// `H*` and the seal header of `p`, rebuilt from this replica's tail after `BlockMark(H*)`
+    /// (it must hash to the proposal's `last_hash`).
+    fn seal_of(&self, p: &RepProposal) -> Result<(u64, BlockHeader), FollowRefused> {
+        let h = &self.next.home;
         let h_star = p.last_height.saturating_sub(1);
         let hash = *self
             .io
@@ -186,13 +208,33 @@ impl Node {
         if seal.header_hash() != p.last_hash {
             return Err(FollowRefused::Differs);
         }
-        Ok(NextTenure {
-            tenure: ext.next_tenure,
-            sender: ext.next_seq,
-            seq_key,
-            h_star,
-            seal,
-        })
+        Ok((h_star, seal))
+    }
+
+    /// A final seal naming no next sequencer (07 §9.5 "No promotable box"): the seal block is
+    /// taken (replay runs to its end, the journal writes it), the book stays halted with every
+    /// response of the prefix final, and the data boxes are told (`SeqChange{none}`).
+    fn halt_at(&mut self, h_star: u64, seal: BlockHeader, ext: &RepSealExt) {
+        if let Err(e) = self.core.take_seal(h_star, &seal, &mut self.io) {
+            self.io.c.follow_refused += 1;
+            eprintln!(
+                "{}: failover: the core refuses the seal: {e:?}",
+                self.io.name
+            );
+            return;
+        }
+        eprintln!(
+            "{}: failover: the book stays halted at the seal block {} (step {}): the seal names no next sequencer (07 §9.5)",
+            self.io.name, seal.height, seal.last_step
+        );
+        self.announce(ext);
+        if let Some(v) = self.simplex.as_mut() {
+            v.follow_seal(seal.height);
+        }
+        if self.io.keep {
+            self.io.pending_hdr.insert(seal.height, seal);
+        }
+        self.next.halted_at = Some(seal.height);
     }
 
     fn take_tenure(&mut self, t: NextTenure, now: u64) {
