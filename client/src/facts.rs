@@ -44,6 +44,12 @@ pub(crate) enum Fact {
         step: StepId,
         height: Height,
     },
+    /// The fill's tenure ended in a seal that does not hold its step (07 §9.6): it is in no
+    /// final log.
+    Reverted {
+        tag: u32,
+        step: StepId,
+    },
 }
 
 /// The two watermarks and the fills waiting for them.
@@ -152,6 +158,43 @@ impl Facts {
         }
     }
 
+    /// A `TenureEnd{height, last_step}` notice (07 §9.4, §9.6): the tenure that made every fill
+    /// waiting here ended in a final seal, block `height`, at step `last_step`. A fill at a
+    /// step ≤ `last_step` is durable and final (the seal's certificate covers every height up
+    /// to `height`); one above was reverted. The next tenure's steps start at `last_step + 1`
+    /// and its heights at `height + 1`: marks above the seal are dropped, and the watermarks
+    /// stand at the seal.
+    pub fn on_tenure_end(&mut self, height: Height, last_step: StepId, out: &mut impl FnMut(Fact)) {
+        let mut waiting: Vec<(StepId, u32, bool)> = Vec::new();
+        waiting.extend(
+            self.await_durable
+                .drain()
+                .map(|Reverse((s, t))| (s, t, false)),
+        );
+        waiting.extend(
+            self.await_final
+                .drain()
+                .map(|Reverse((_, s, t))| (s, t, true)),
+        );
+        waiting.sort_unstable();
+        for (step, tag, durable) in waiting {
+            if step > last_step {
+                out(Fact::Reverted { tag, step });
+                continue;
+            }
+            if !durable {
+                out(Fact::Durable { tag, step });
+            }
+            out(Fact::Final { tag, step, height });
+        }
+        while self.marks.back().is_some_and(|&(s, _)| s >= last_step) {
+            self.marks.pop_back();
+        }
+        self.marks.push_back((last_step, height));
+        self.durable_step = Some(last_step);
+        self.final_height = Some(self.final_height.map_or(height, |f| f.max(height)));
+    }
+
     /// A `Final{height}` watermark (07 §6.9 `FINAL`).
     pub fn on_final(&mut self, height: Height, out: &mut impl FnMut(Fact)) {
         if self.final_height.is_some_and(|f| height <= f) {
@@ -207,6 +250,48 @@ mod tests {
                     tag: 2,
                     step: 25,
                     height: 4
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tenure_end_makes_the_sealed_fills_final_and_reverts_the_rest() {
+        let v = run(|f, out| {
+            let mut o = |x| out(x);
+            f.add_fill(1, 10, &mut o);
+            f.add_fill(2, 20, &mut o);
+            f.add_fill(3, 31, &mut o);
+            f.on_durable(12, 3, &mut o); // fill 1 durable, final waits for height 3
+            f.on_final(2, &mut o);
+            // The seal: block 5 ends at step 30. Fill 2 (step 20) is in it; fill 3 is not.
+            f.on_tenure_end(5, 30, &mut o);
+            // The next tenure: steps from 31, heights from 6.
+            f.add_fill(4, 31, &mut o);
+            f.on_durable(33, 6, &mut o);
+            f.on_final(6, &mut o);
+        });
+        assert_eq!(
+            v,
+            vec![
+                Fact::Durable { tag: 1, step: 10 },
+                Fact::Final {
+                    tag: 1,
+                    step: 10,
+                    height: 5
+                },
+                Fact::Durable { tag: 2, step: 20 },
+                Fact::Final {
+                    tag: 2,
+                    step: 20,
+                    height: 5
+                },
+                Fact::Reverted { tag: 3, step: 31 },
+                Fact::Durable { tag: 4, step: 31 },
+                Fact::Final {
+                    tag: 4,
+                    step: 31,
+                    height: 6
                 },
             ]
         );

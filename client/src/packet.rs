@@ -176,16 +176,21 @@ impl ResponseView {
         Ok(v)
     }
 
-    /// True for a notice: every record is a data-tier notice (`SeqChange`, `DataRedirect`), or
+    /// True for a notice: every record is a data-tier notice (`SeqChange`, `TenureEnd`,
+    /// `DataRedirect`), or
     /// the packet carries `NOTICE_RESP_SEQ` and only unsolicited records (control's `Durable`,
     /// `Final`, `Halted` watermarks). Senders of notices cannot know, or do not take, the
     /// session's `resp_seq`, so the client leaves them out of `resp_seq` accounting (a reading
     /// of ours; 04 owns it).
     pub fn is_notice(&self) -> bool {
         let all = |f: fn(&Record) -> bool| self.records().iter().all(f);
-        all(|r| matches!(r, Record::SeqChange { .. } | Record::DataRedirect { .. }))
-            || (self.resp_seq == vyrn_wire::msg::client::NOTICE_RESP_SEQ
-                && all(|r| r.is_unsolicited()))
+        all(|r| {
+            matches!(
+                r,
+                Record::SeqChange { .. } | Record::DataRedirect { .. } | Record::TenureEnd { .. }
+            )
+        }) || (self.resp_seq == vyrn_wire::msg::client::NOTICE_RESP_SEQ
+            && all(|r| r.is_unsolicited()))
     }
 }
 

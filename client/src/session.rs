@@ -20,13 +20,13 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use vyrn_wire::msg::client::{Msg, MsgType, Record, RejectCode, Side, MSG_INDEX_NONE};
-use vyrn_wire::msg::consensus::NEXT_SEQ_NONE;
-use vyrn_wire::msg::{addr_to_socket, Addr18};
 
 use crate::config::{ConfigError, SessionConfig};
 use crate::facts::{Fact, Facts, Height, StepId};
 use crate::packet::{build_request, mark_resend, DropReason, ResponseView, MAX_MSGS, REQ_BUF};
 use crate::retain::Retention;
+
+mod notices;
 
 /// An order, named by its `client_tag` (allocated by the session from 1, never reused).
 pub type OrderId = u32;
@@ -201,6 +201,15 @@ pub enum Event {
         /// Why.
         why: Uncertainty,
     },
+    /// Reverted (07 §9.6): the fill of `order` at `step` was executed by a tenure that ended
+    /// in a seal without it (`TenureEnd`): it is in no final log, and will never be durable or
+    /// final. Its order's other facts stand.
+    Reverted {
+        /// The order.
+        order: OrderId,
+        /// The fill's step.
+        step: StepId,
+    },
     /// The sequencer changed (07 §9.5); unanswered packets were queued for resend.
     SeqChanged {
         /// Epoch.
@@ -309,6 +318,8 @@ pub struct Counters {
     pub bad_seq: u64,
     /// Notices ignored as stale or repeated (`SeqChange`, `DataRedirect` from several boxes).
     pub notice_stale: u64,
+    /// Fills a tenure's seal reverted (07 §9.6; `TenureEnd`).
+    pub fills_reverted: u64,
     /// Notices naming an unknown data box.
     pub notice_bad: u64,
     /// `resp_seq` holes seen.
@@ -348,6 +359,8 @@ pub struct OrderView {
     pub fills_not_durable: u32,
     /// Final: fills of this order not yet final.
     pub fills_not_final: u32,
+    /// Fills of this order its tenure's seal reverted (07 §9.6): in no final log.
+    pub fills_reverted: u32,
     /// Its message went unanswered past retention or its responses are gone.
     pub uncertain: bool,
 }
@@ -382,6 +395,7 @@ impl Order {
                 done: false,
                 fills_not_durable: 0,
                 fills_not_final: 0,
+                fills_reverted: 0,
                 uncertain: false,
             },
             cancelled: false,
@@ -565,6 +579,8 @@ pub struct Session {
     /// The last redirect taken: `(from, to, resend_from)` (07 §5.7).
     redirected: Option<(u8, u8, u32)>,
     tenure: (u32, u8),
+    /// The last tenure whose end (`TenureEnd`) was taken.
+    ended: Option<(u32, u8)>,
     resp: RespTrack,
     facts: Facts,
     outbox: VecDeque<(u32, PktCopy)>,
@@ -586,6 +602,7 @@ impl Session {
             data_home: cfg.data_home,
             redirected: None,
             tenure: (epoch, tenure),
+            ended: None,
             resp: RespTrack::new(),
             facts: Facts::new(cfg.pending_facts_max),
             outbox: VecDeque::with_capacity(2 * cfg.retain_max),
@@ -1013,112 +1030,6 @@ impl Session {
         }
     }
 
-    fn on_notice(&mut self, r: &Record, now: u64) {
-        match *r {
-            Record::SeqChange {
-                epoch,
-                tenure,
-                new_seq,
-                addr,
-            } => self.on_seq_change(epoch, tenure, new_seq, &addr, now),
-            Record::DataRedirect {
-                from,
-                to,
-                resend_from,
-            } => self.on_data_redirect(from, to, resend_from, now),
-            _ => {}
-        }
-    }
-
-    /// 07 §9.5 client redirect: switch copy 1 to the new sequencer and resend every packet
-    /// with no response.
-    fn on_seq_change(&mut self, epoch: u32, tenure: u8, new_seq: u8, addr: &Addr18, now: u64) {
-        if (epoch, tenure) <= self.tenure {
-            self.counters.notice_stale += 1;
-            return;
-        }
-        self.tenure = (epoch, tenure);
-        if new_seq == NEXT_SEQ_NONE {
-            self.seq_addr = None;
-            // Nothing can go to a sequencer that does not exist; unqueue copy 1.
-            let retain = &mut self.retain;
-            self.outbox.retain(|&(p, c)| {
-                if c == PktCopy::Seq {
-                    if let Some(s) = retain.get_mut(p) {
-                        s.queued[0] = false;
-                    }
-                    false
-                } else {
-                    true
-                }
-            });
-            self.events.push_back(Event::SeqChanged {
-                epoch,
-                tenure,
-                addr: None,
-            });
-            return;
-        }
-        let a = addr_to_socket(addr);
-        self.seq_addr = Some(a);
-        self.events.push_back(Event::SeqChanged {
-            epoch,
-            tenure,
-            addr: Some(a),
-        });
-        self.resend_where(0, now, |s, p| s.unanswered(p));
-    }
-
-    /// 07 §5.7: switch copy 2 to the new data home and resend it from `resend_from`.
-    ///
-    /// Each replica computes its own `resend_from` (the lowest `pkt_seq` it has not resolved)
-    /// and the data boxes relay a repeat only when it is lower: a repeat of the redirect taken
-    /// with a lower `resend_from` resends the packets below the first one too, so no replica is
-    /// left without a payload another replica happened to hold.
-    fn on_data_redirect(&mut self, from: u8, to: u8, resend_from: u32, now: u64) {
-        if let Some((f, t, rf)) = self.redirected {
-            if f == from && t == to && t == self.data_home && resend_from < rf {
-                self.redirected = Some((f, t, resend_from));
-                let head = self.retain.head();
-                if resend_from < head {
-                    self.events.push_back(Event::DataLost {
-                        first: resend_from.max(1),
-                        last: head.min(rf) - 1,
-                    });
-                }
-                for p in resend_from.max(head)..rf.min(self.retain.end()) {
-                    self.resend(p, PktCopy::Data, now);
-                }
-                return;
-            }
-        }
-        if from != self.data_home || to == from {
-            self.counters.notice_stale += 1;
-            return;
-        }
-        if to as usize >= self.cfg.data_boxes.len() {
-            self.counters.notice_bad += 1;
-            return;
-        }
-        self.data_home = to;
-        self.redirected = Some((from, to, resend_from));
-        self.events.push_back(Event::DataRedirected {
-            from,
-            to,
-            resend_from,
-        });
-        let head = self.retain.head();
-        if resend_from < head {
-            self.events.push_back(Event::DataLost {
-                first: resend_from.max(1),
-                last: head - 1,
-            });
-        }
-        for p in resend_from.max(head)..self.retain.end() {
-            self.resend(p, PktCopy::Data, now);
-        }
-    }
-
     fn on_bad_seq(&mut self, expected: u64, now: u64) {
         self.counters.bad_seq += 1;
         let end = self.retain.end() as u64;
@@ -1230,7 +1141,9 @@ impl Session {
                 self.facts.on_final(height, &mut |f| out.push(f));
                 self.apply_facts(out);
             }
-            Record::SeqChange { .. } | Record::DataRedirect { .. } => self.on_notice(r, now),
+            Record::SeqChange { .. } | Record::DataRedirect { .. } | Record::TenureEnd { .. } => {
+                self.on_notice(r, now)
+            }
         }
     }
 
@@ -1252,6 +1165,16 @@ impl Session {
                         step,
                         height,
                     });
+                    self.gc(tag);
+                }
+                Fact::Reverted { tag, step } => {
+                    if let Some(o) = self.orders.get_mut(&tag) {
+                        o.view.fills_not_durable = o.view.fills_not_durable.saturating_sub(1);
+                        o.view.fills_not_final = o.view.fills_not_final.saturating_sub(1);
+                        o.view.fills_reverted += 1;
+                    }
+                    self.counters.fills_reverted += 1;
+                    self.events.push_back(Event::Reverted { order: tag, step });
                     self.gc(tag);
                 }
             }

@@ -536,6 +536,104 @@ fn seq_change_switches_and_resends_unanswered_at_once() {
     assert_eq!(drain(&mut s)[0].0, new);
 }
 
+/// 07 §9.4, §9.6: the data boxes' `TenureEnd` (beside `SeqChange`) settles every fill of the
+/// ended tenure: at a step ≤ the seal's last step it is durable and final (the seal's height),
+/// above it reverted — never durable or final, even once the next tenure's watermarks pass its
+/// step. Taken once.
+#[test]
+fn a_tenure_end_makes_the_sealed_fills_final_and_reverts_the_rest() {
+    let mut s = session();
+    for _ in 0..3 {
+        s.submit(0, &[gtc(5)]).unwrap();
+    }
+    drain(&mut s);
+    let fill = |tag: u32, step: u64| Record::Fill {
+        msg_index: 0,
+        price: 100,
+        qty: 5,
+        leaves: 0,
+        step,
+        client_tag: tag,
+    };
+    s.handle_packet(1, &resp(1, 1, vec![fill(1, 40)]));
+    s.handle_packet(1, &resp(2, 2, vec![fill(2, 50)]));
+    s.handle_packet(1, &resp(3, 3, vec![fill(3, 60)]));
+    s.handle_packet(
+        2,
+        &resp(
+            0,
+            4,
+            vec![Record::Durable {
+                step: 41,
+                height: 6,
+            }],
+        ),
+    );
+    assert_eq!(events(&mut s).len(), 4, "three fills and one durable");
+    let new: SocketAddr = "10.0.0.2:9000".parse().unwrap();
+    let notice = resp(
+        0,
+        1,
+        vec![
+            Record::TenureEnd {
+                epoch: 1,
+                tenure: 0,
+                height: 8,
+                last_step: 55,
+            },
+            Record::SeqChange {
+                epoch: 1,
+                tenure: 1,
+                new_seq: 1,
+                addr: addr_from_socket(new),
+            },
+        ],
+    );
+    s.handle_packet(3, &notice);
+    let ev = events(&mut s);
+    assert_eq!(
+        &ev[..4],
+        &[
+            Event::Final {
+                order: 1,
+                step: 40,
+                height: 8
+            },
+            Event::Durable { order: 2, step: 50 },
+            Event::Final {
+                order: 2,
+                step: 50,
+                height: 8
+            },
+            Event::Reverted { order: 3, step: 60 },
+        ]
+    );
+    assert!(matches!(ev[4], Event::SeqChanged { tenure: 1, .. }));
+    assert_eq!(s.counters().fills_reverted, 1);
+    assert_eq!(s.watermarks(), (Some(55), Some(8)));
+    // Every data box sends it: taken once.
+    s.handle_packet(4, &notice);
+    assert!(events(&mut s)
+        .iter()
+        .all(|e| !matches!(e, Event::Reverted { .. } | Event::Final { .. })));
+    // The next tenure's watermarks pass step 60: the reverted fill stays reverted.
+    s.handle_packet(
+        5,
+        &resp(
+            0,
+            5,
+            vec![
+                Record::Durable {
+                    step: 70,
+                    height: 9,
+                },
+                Record::Final { height: 9, view: 3 },
+            ],
+        ),
+    );
+    assert!(events(&mut s).is_empty(), "nothing waits");
+}
+
 #[test]
 fn data_redirect_moves_copy2_and_reports_what_is_gone() {
     let mut s = session();

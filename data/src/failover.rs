@@ -168,13 +168,23 @@ impl Failover {
                 c.seq_change_no_addr += 1;
                 continue;
             }
-            let rec = Record::SeqChange {
-                epoch: m.epoch,
-                tenure: m.tenure,
-                new_seq: m.new_seq,
-                addr: m.addr,
-            };
-            if relay(s, rec, out, c) == Relayed::Yes {
+            // 07 §9.4, §9.6: where the ended tenure's log stops, first (the client settles its
+            // fills of that tenure), then the new sequencer.
+            let recs = [
+                Record::TenureEnd {
+                    epoch: m.epoch,
+                    tenure: m.tenure.wrapping_sub(1),
+                    height: m.seal_height,
+                    last_step: m.seal_last_step,
+                },
+                Record::SeqChange {
+                    epoch: m.epoch,
+                    tenure: m.tenure,
+                    new_seq: m.new_seq,
+                    addr: m.addr,
+                },
+            ];
+            if relay(s, &recs, out, c) == Relayed::Yes {
                 n += 1;
             }
         }
@@ -315,7 +325,7 @@ impl Failover {
             to: r.to,
             resend_from: r.resend_from,
         };
-        match relay(s, rec, out, c) {
+        match relay(s, &[rec], out, c) {
             Relayed::Yes => {}
             Relayed::Full => return false,
             Relayed::Unencodable => {
@@ -341,7 +351,7 @@ enum Relayed {
 
 /// Queue `rec` to session `s`'s client as a response packet tagged under its `K_out`, outside
 /// its `resp_seq` stream ([`RELAY_RESP_SEQ`]).
-fn relay(s: &SessionFo, rec: Record, out: &mut OutQueue, c: &mut Counters) -> Relayed {
+fn relay(s: &SessionFo, recs: &[Record], out: &mut OutQueue, c: &mut Counters) -> Relayed {
     let Some(id) = out.alloc(Class::Ctrl) else {
         c.ctrl_out_full += 1;
         return Relayed::Full;
@@ -351,7 +361,7 @@ fn relay(s: &SessionFo, rec: Record, out: &mut OutQueue, c: &mut Counters) -> Re
         echo_pkt_seq: 0,
         resp_seq: RELAY_RESP_SEQ,
         resend: false,
-        records: vec![rec],
+        records: recs.to_vec(),
     };
     if resp.encode(&s.k_out, out.buf_mut(id)).is_err() {
         out.cancel(id);
@@ -420,6 +430,8 @@ mod tests {
             tenure: 1,
             new_seq: 1,
             addr: vyrn_wire::msg::addr_from_socket("127.0.0.1:5000".parse().unwrap()),
+            seal_height: 9,
+            seal_last_step: 120,
         };
         assert_eq!(f.on_seq_change(0, &m, &mut out, &mut c), 0);
         assert_eq!(
@@ -444,12 +456,20 @@ mod tests {
         let r = Response::parse(bytes, &[0; 16]).expect("tagged under K_out");
         assert_eq!(
             r.records,
-            vec![Record::SeqChange {
-                epoch: 1,
-                tenure: 1,
-                new_seq: 1,
-                addr: m.addr
-            }]
+            vec![
+                Record::TenureEnd {
+                    epoch: 1,
+                    tenure: 0,
+                    height: 9,
+                    last_step: 120
+                },
+                Record::SeqChange {
+                    epoch: 1,
+                    tenure: 1,
+                    new_seq: 1,
+                    addr: m.addr
+                }
+            ]
         );
         // The fourth voter's copy, and the tenure again: nothing more.
         assert_eq!(f.on_seq_change(3, &m, &mut out, &mut c), 0);

@@ -264,6 +264,8 @@ fn after_a_seq_change_to_the_standby_its_replica_is_fed_no_more() {
         tenure: 1,
         new_seq: 1,
         addr: vyrn_wire::msg::addr_from_socket("127.0.0.1:5000".parse().unwrap()),
+        seal_height: 40,
+        seal_last_step: 777,
     }
     .to_bytes()
     .unwrap();
@@ -277,9 +279,23 @@ fn after_a_seq_change_to_the_standby_its_replica_is_fed_no_more() {
     }
     assert_eq!(n.driver.databox.counters().seq_changes, 1);
     let got = responses(&mut n.client, 102);
+    // 07 §9.4, §9.6: the ended tenure's end first, then the new sequencer, in one notice.
     assert!(
-        got.iter()
-            .any(|r| matches!(r.records[0], Record::SeqChange { new_seq: 1, .. })),
+        got.iter().any(|r| r.records
+            == [
+                Record::TenureEnd {
+                    epoch: 0x0001_0002,
+                    tenure: 0,
+                    height: 40,
+                    last_step: 777
+                },
+                Record::SeqChange {
+                    epoch: 0x0001_0002,
+                    tenure: 1,
+                    new_seq: 1,
+                    addr: vyrn_wire::msg::addr_from_socket("127.0.0.1:5000".parse().unwrap()),
+                }
+            ]),
         "{got:?}"
     );
     assert!(drain(&mut n.replicas[0]) > 0, "the voters are still fed");

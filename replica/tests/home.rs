@@ -437,6 +437,8 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
     );
     assert_eq!(r.counts.durable, r.counts.fills, "{:?}", r.counts);
     assert_eq!(r.counts.fin, r.counts.fills, "{:?}", r.counts);
+    // A crash with both paths whole reverts nothing (07 §9.6 (a) needs a frame lost on both).
+    assert_eq!(r.counts.reverted, 0, "{:?}", r.counts);
     let dc = r.databox.counters();
     assert_eq!(
         dc.seq_changes, 1,
@@ -506,6 +508,14 @@ fn a_promoted_box_that_dies_too_is_sealed_with_no_next_sequencer() {
     eprintln!("promoted: {p:?}; load: {:?}", r.counts);
     assert!(p.killed, "the promoted box was not killed: {p:?}");
     assert!(p.responses > 0, "the promoted box answered nothing: {p:?}");
+    // The clients learn each seal from the data box (`TenureEnd`): every fill of both tenures
+    // is durable and final — the second box's last ones too, though it died without a word.
+    let k = &r.counts;
+    assert_eq!(
+        (k.durable, k.fin, k.reverted),
+        (k.fills, k.fills, 0),
+        "{k:?}"
+    );
     let mut second = None;
     for (i, v) in r.nodes.iter().enumerate() {
         let c = v.counters();

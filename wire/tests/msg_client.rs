@@ -329,7 +329,39 @@ mod msg {
                 to: 2,
                 resend_from: 55,
             },
+            Record::TenureEnd {
+                epoch: 3,
+                tenure: 0,
+                height: 151,
+                last_step: 2_991,
+            },
         ]
+    }
+
+    /// The `TenureEnd` record byte for byte (docs/wire-messages.md's record table).
+    #[test]
+    fn tenure_end_golden_bytes() {
+        let r = Record::TenureEnd {
+            epoch: 3,
+            tenure: 0,
+            height: 151,
+            last_step: 2_991,
+        };
+        let b = r.to_bytes().unwrap();
+        assert_eq!(
+            b.to_vec(),
+            unhex("0cff0000 03000000 00000000 00000000 9700000000000000 af0b000000000000")
+        );
+        assert_eq!(Record::parse(&b), Ok(r));
+        assert!(r.is_unsolicited());
+        // A byte the record does not use, set: refused.
+        let mut x = b;
+        x[9] = 1;
+        assert_eq!(Record::parse(&x), Err(Malformed::Reserved));
+        // With a message index: refused.
+        let mut x = b;
+        x[1] = 0;
+        assert_eq!(Record::parse(&x), Err(Malformed::BadValue));
     }
 
     #[test]
@@ -416,7 +448,7 @@ mod msg {
         x[16] = 41;
         assert_eq!(err(x), Malformed::TooMany);
         let mut x = good.clone();
-        x[24] = 12; // record type
+        x[24] = 13; // record type
         assert_eq!(err(x), Malformed::BadKind);
         let mut x = good.clone();
         x[25] = 10; // msg_index of an Ack

@@ -601,12 +601,16 @@ mod msg {
                 tenure: 2,
                 new_seq: 1,
                 addr: addr_from_socket("[2001:db8::1]:9000".parse().unwrap()),
+                seal_height: 1_000,
+                seal_last_step: u64::MAX,
             }),
             CtrlMsg::SeqChange(SeqChange {
                 epoch: 7,
                 tenure: 2,
                 new_seq: 0xFF,
                 addr: [0; 18],
+                seal_height: 3,
+                seal_last_step: 0,
             }),
             CtrlMsg::RepMembership(Box::new(m)),
             CtrlMsg::FinalityCert(Box::new(RepFinalityCert {
@@ -675,7 +679,7 @@ mod msg {
             })),
             11
         );
-        assert_eq!(len(CtrlMsg::SeqChange(SeqChange::default())), 25);
+        assert_eq!(len(CtrlMsg::SeqChange(SeqChange::default())), 41);
         let e = &all_ctrl()[10];
         assert_eq!(len(e.clone()), 1 + 4 + 8 + 190 + 190);
     }

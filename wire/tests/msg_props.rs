@@ -198,6 +198,14 @@ mod msg {
                     addr
                 }
             ),
+            (any::<u32>(), any::<u8>(), any::<u64>(), any::<u64>()).prop_map(
+                |(epoch, tenure, height, last_step)| Record::TenureEnd {
+                    epoch,
+                    tenure,
+                    height,
+                    last_step,
+                }
+            ),
             (any::<u32>(), any::<u8>()).prop_map(|(epoch, tenure)| Record::SeqChange {
                 epoch,
                 tenure,
@@ -731,6 +739,8 @@ mod msg {
                 tenure: 2,
                 new_seq: 1,
                 addr: [6; 18],
+                seal_height: 9,
+                seal_last_step: 99,
             }),
             CtrlMsg::RepMembership(Box::new(RepMembership {
                 epoch_from: 4,

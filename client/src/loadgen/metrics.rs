@@ -19,6 +19,8 @@ vyrn_metrics::metrics! {
         "fills made durable";
     LOAD_FINAL: Counter "vyrn_load_final_total" []
         "fills made final";
+    LOAD_REVERTED: Counter "vyrn_load_reverted_total" []
+        "fills a tenure's seal reverted (07 §9.6): in no final log";
     LOAD_FILLS_NOT_DURABLE: Gauge "vyrn_load_fills_not_durable" []
         "fills still waiting for their Durable fact";
     LOAD_FILLS_NOT_FINAL: Gauge "vyrn_load_fills_not_final" []
@@ -44,6 +46,7 @@ pub fn render(load: &LoadGen, e: &mut Exposition) {
     e.put_counter(&LOAD_FILLS, &[], k.fills);
     e.put_counter(&LOAD_DURABLE, &[], k.durable);
     e.put_counter(&LOAD_FINAL, &[], k.fin);
+    e.put_counter(&LOAD_REVERTED, &[], k.reverted);
     e.put_gauge(
         &LOAD_FILLS_NOT_DURABLE,
         &[],

@@ -71,6 +71,8 @@ pub struct LoadCounts {
     pub durable: u64,
     /// Final facts.
     pub fin: u64,
+    /// Fills a tenure's seal reverted (07 §9.6: `Event::Reverted`).
+    pub reverted: u64,
     /// Submits refused by a session (the packet stays due and is retried).
     pub refused: u64,
 }
@@ -275,6 +277,17 @@ impl LoadGen {
                     f.1 = f.1.saturating_sub(1);
                 }
             }
+            Event::Reverted { order, step } => {
+                self.counts.reverted += 1;
+                let key = (i, order, step);
+                if let Some(f) = self.fill_rx.get_mut(&key) {
+                    f.1 = f.1.saturating_sub(1);
+                    f.2 = f.2.saturating_sub(1);
+                    if f.2 == 0 {
+                        self.fill_rx.remove(&key);
+                    }
+                }
+            }
             Event::Final { order, step, .. } => {
                 self.counts.fin += 1;
                 let key = (i, order, step);
@@ -369,7 +382,7 @@ impl LoadGen {
         .collect();
         let k = self.counts;
         out.push(format!(
-            "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, durable {}, final {}, refused by sessions {}, fills not yet durable {}, not yet final {}",
+            "sent {} (resting {}, crossing {}, cancel {}, IOC {}), answered {}, fills {}, durable {}, final {}, reverted {}, refused by sessions {}, fills not yet durable {}, not yet final {}",
             k.sent.iter().sum::<u64>(),
             k.sent[0],
             k.sent[1],
@@ -379,6 +392,7 @@ impl LoadGen {
             k.fills,
             k.durable,
             k.fin,
+            k.reverted,
             k.refused,
             self.fills_not_durable(),
             self.fills_not_final()

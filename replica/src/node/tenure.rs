@@ -227,7 +227,7 @@ impl Node {
             "{}: failover: the book stays halted at the seal block {} (step {}): the seal names no next sequencer (07 §9.5)",
             self.io.name, seal.height, seal.last_step
         );
-        self.announce(ext);
+        self.announce(ext, &seal);
         if let Some(v) = self.simplex.as_mut() {
             v.follow_seal(seal.height);
         }
@@ -272,7 +272,7 @@ impl Node {
         }
         let ext = self.sealed.as_ref().map(|s| s.1.clone());
         if let Some(ext) = ext {
-            self.announce(&ext);
+            self.announce(&ext, &t.seal);
         }
         // No standby is left to name after a promotion (BASE has one; the next warms later).
         if let Some(f) = self.failover.as_mut() {
@@ -313,9 +313,11 @@ impl Node {
     }
 
     /// 07 §9.5 client redirect: a voter tells every data box which sequencer the seal names
-    /// (`SeqChange`, with its client address from `seq_order`; `new_seq` 0xFF: none); each
-    /// relays it to the sessions it serves once Q voters agree.
-    fn announce(&mut self, ext: &RepSealExt) {
+    /// (`SeqChange`, with its client address from `seq_order`; `new_seq` 0xFF: none) and where
+    /// the ended tenure's log stops (the seal block's height and last step: the clients' fills
+    /// above it were reverted, 07 §9.6); each relays it to the sessions it serves once Q voters
+    /// agree.
+    fn announce(&mut self, ext: &RepSealExt, seal: &BlockHeader) {
         if self.io.standby {
             return;
         }
@@ -340,6 +342,8 @@ impl Node {
             tenure: ext.next_tenure,
             new_seq: ext.next_seq,
             addr,
+            seal_height: seal.height,
+            seal_last_step: seal.last_step,
         };
         for i in 0..self.io.boxes.len() {
             let to = self.io.boxes[i];

@@ -554,6 +554,8 @@ pub mod rec {
     pub const SEQ_CHANGE: u8 = 10;
     /// [`Record::DataRedirect`](super::Record::DataRedirect).
     pub const DATA_REDIRECT: u8 = 11;
+    /// [`Record::TenureEnd`](super::Record::TenureEnd).
+    pub const TENURE_END: u8 = 12;
 }
 
 /// One 32-byte response record (missing-chapters §2; layouts in `docs/wire-messages.md`).
@@ -648,6 +650,20 @@ pub enum Record {
         /// First pkt_seq to resend.
         resend_from: u32,
     },
+    /// Unsolicited, beside `SeqChange`: tenure `tenure` ended in a final seal (07 §9.4) whose
+    /// block is `height` and ends at step `last_step`. Every fill of that tenure at a step
+    /// ≤ `last_step` is durable and final (the seal's certificate); every one above it was
+    /// reverted (07 §9.6): it is in no final log.
+    TenureEnd {
+        /// Epoch.
+        epoch: u32,
+        /// The tenure that ended.
+        tenure: u8,
+        /// The seal block's height.
+        height: u64,
+        /// The seal block's last step.
+        last_step: u64,
+    },
 }
 
 impl Record {
@@ -665,6 +681,7 @@ impl Record {
             Record::Final { .. } => rec::FINAL,
             Record::SeqChange { .. } => rec::SEQ_CHANGE,
             Record::DataRedirect { .. } => rec::DATA_REDIRECT,
+            Record::TenureEnd { .. } => rec::TENURE_END,
         }
     }
 
@@ -689,6 +706,7 @@ impl Record {
                 | Record::Final { .. }
                 | Record::SeqChange { .. }
                 | Record::DataRedirect { .. }
+                | Record::TenureEnd { .. }
         )
     }
 
@@ -802,6 +820,17 @@ impl Record {
                 b[5] = to;
                 put(b, 8, &resend_from.to_le_bytes());
             }
+            Record::TenureEnd {
+                epoch,
+                tenure,
+                height,
+                last_step,
+            } => {
+                put(b, 4, &epoch.to_le_bytes());
+                b[8] = tenure;
+                put(b, 16, &height.to_le_bytes());
+                put(b, 24, &last_step.to_le_bytes());
+            }
         }
         Ok(())
     }
@@ -877,6 +906,12 @@ impl Record {
                 from: b[4],
                 to: b[5],
                 resend_from: u32_at(8),
+            })?,
+            rec::TENURE_END => unsolicited_index(Record::TenureEnd {
+                epoch: u32_at(4),
+                tenure: b[8],
+                height: u64_at(16),
+                last_step: u64_at(24),
             })?,
             _ => return Err(Malformed::BadKind),
         };
