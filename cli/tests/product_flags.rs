@@ -11,11 +11,14 @@ const TEST_ONLY: &[&[&str]] = &[
     &["replica", "--interim-voter"],
     &["replica", "--lab-cut-path", "A@1"],
     &["replica", "--lab-wrong-root"],
+    &["replica", "--lab-isolate-seq"],
+    &["standby", "--lab-isolate-seq"],
     &["load", "--misbehave"],
     &["load", "--rounds-per-s", "5"],
     &["up", "--cut-path", "B@2"],
     &["up", "--attack", "1"],
     &["up", "--misbehave"],
+    &["up", "--isolate-seq", "9@3000"],
 ];
 
 fn product() -> PathBuf {

@@ -167,6 +167,10 @@ pub enum Uncertainty {
     /// The sequencer holds the packet but no longer its responses (`RESEND_GONE`, 07 §8.5):
     /// it was processed, the outcome is unknown here.
     ResendGone,
+    /// The message was answered by a tenure whose seal does not hold its packet (07 §9.6: the
+    /// next sequencer's `BAD_SEQ` names an earlier `pkt_seq`): those answers are void, the
+    /// order is back to placed-and-unanswered, and the packet is resent to execute anew.
+    Reverted,
 }
 
 /// What the session tells the application, in order. Execution, durability and finality are
@@ -320,6 +324,9 @@ pub struct Counters {
     pub notice_stale: u64,
     /// Fills a tenure's seal reverted (07 §9.6; `TenureEnd`).
     pub fills_reverted: u64,
+    /// Answered packets a later tenure had not logged (07 §9.6; [`Uncertainty::Reverted`]):
+    /// their answers voided, resent.
+    pub reverted_packets: u64,
     /// Notices naming an unknown data box.
     pub notice_bad: u64,
     /// `resp_seq` holes seen.
@@ -1045,6 +1052,11 @@ impl Session {
                 self.events.push_back(Event::Stuck { expected });
             }
             return;
+        }
+        // 07 §9.5–§9.6: answered packets from `expected` on, after a tenure ended, were answered
+        // by a tenure whose seal does not hold them: "the client resends from there".
+        if self.ended.is_some() {
+            self.revert_from(expected);
         }
         let gap = self.cfg.resend_gap_ns;
         self.resend_where(expected, now, |s, p| {

@@ -7,11 +7,11 @@ use std::net::SocketAddr;
 
 use vyrn_client::packet::ResponseView;
 use vyrn_client::{
-    Event, ExecKind, OrderReq, PktCopy, Session, SessionConfig, SubmitError, Uncertainty,
+    Event, ExecKind, MsgRef, OrderReq, PktCopy, Session, SessionConfig, SubmitError, Uncertainty,
 };
 use vyrn_wire::msg::addr_from_socket;
 use vyrn_wire::msg::client::{
-    siphash128, Record, RejectCode, Request, Response, Side, RESP_TAG_BYTES,
+    siphash128, Record, RejectCode, Request, Response, Side, MSG_INDEX_NONE, RESP_TAG_BYTES,
 };
 
 const MS: u64 = 1_000_000;
@@ -632,6 +632,45 @@ fn a_tenure_end_makes_the_sealed_fills_final_and_reverts_the_rest() {
         ),
     );
     assert!(events(&mut s).is_empty(), "nothing waits");
+    // The new sequencer logged nothing from packet 3 on (BAD_SEQ{3}): packet 3 was answered by
+    // the ended tenure (its fill reverted). Its answer is void, its order back to placed, and
+    // it is resent ("the client resends from there", 07 §9.5), to execute anew.
+    drain(&mut s);
+    s.handle_packet(
+        100 * MS,
+        &resp(
+            2,
+            6,
+            vec![Record::Reject {
+                msg_index: MSG_INDEX_NONE,
+                code: RejectCode::BadSeq,
+                detail: 3,
+                client_tag: 0,
+            }],
+        ),
+    );
+    let ev = events(&mut s);
+    assert!(
+        ev.contains(&Event::Uncertain {
+            msg: MsgRef {
+                pkt_seq: 3,
+                msg_index: 0
+            },
+            order: 3,
+            why: Uncertainty::Reverted
+        }),
+        "{ev:?}"
+    );
+    assert_eq!(s.counters().reverted_packets, 1);
+    let v = s.order(3).expect("order 3");
+    assert!(!v.done && v.filled == 0, "{v:?}");
+    assert_eq!(drain(&mut s), vec![(new, PktCopy::Seq, 3, true)]);
+    // Its new execution is taken as the order's answer.
+    s.handle_packet(101 * MS, &resp(3, 7, vec![fill(3, 80)]));
+    assert!(events(&mut s)
+        .iter()
+        .any(|e| matches!(e, Event::Exec(x) if x.order == 3)));
+    assert!(s.order(3).unwrap().done);
 }
 
 #[test]

@@ -4,6 +4,8 @@
 #[cfg(feature = "lab")]
 pub mod attack;
 pub mod data;
+#[cfg(feature = "lab")]
+pub mod isolate;
 pub mod lab;
 pub mod load;
 pub mod paths;

@@ -122,6 +122,11 @@ pub struct Lab {
     /// S seconds after start, as a cut link would (07 §14 "path down").
     #[arg(long, hide = true, value_name = "PATH@SECS", value_parser = cut)]
     pub lab_cut_path: Option<(u8, u64)>,
+    /// Lab fault injection (`vyrn up --isolate-seq`): SIGUSR1 cuts the box off from this
+    /// replica both ways (its paths, its control address), SIGUSR2 heals it (07 §14 "sequencer
+    /// cut off from ≥ 2 voters").
+    #[arg(long, hide = true)]
+    pub lab_isolate_seq: bool,
     /// Lab fault injection: sign a wrong state root at every root height, as a replica whose
     /// replay diverged (07 §7.4): one such voter is a RootFault, two of four fire REP_A_DIVERGE
     /// and halt the book.
@@ -387,14 +392,7 @@ pub fn run(o: Args) -> ExitCode {
         );
     }
     #[cfg(feature = "lab")]
-    if let Some((path, at)) = o.lab.lab_cut_path {
-        // The front's clock starts at 1 ms.
-        node.cut_path(path, at * 1_000_000_000 + 1_000_000);
-        println!(
-            "{name}: LAB FAULT: path {} cut from {at} s",
-            if path == 0 { 'A' } else { 'B' }
-        );
-    }
+    arm_lab(&mut node, &o.lab, &name);
     let metrics = o.metrics.is_some().then_some(published);
     let Some((node, r)) = run_front(node, clock, &name, o.secs, metrics, stop) else {
         return ExitCode::from(1);
@@ -506,6 +504,23 @@ pub(super) fn digest_line(n: &Node) -> String {
         "replay digest {hex} over {} responses",
         n.replay().responses
     )
+}
+
+/// The lab faults a replica is started with (`--lab-cut-path`, `--lab-isolate-seq`).
+#[cfg(feature = "lab")]
+fn arm_lab(node: &mut Node, lab: &Lab, name: &str) {
+    if let Some((path, at)) = lab.lab_cut_path {
+        // The front's clock starts at 1 ms.
+        node.cut_path(path, at * 1_000_000_000 + 1_000_000);
+        println!(
+            "{name}: LAB FAULT: path {} cut from {at} s",
+            if path == 0 { 'A' } else { 'B' }
+        );
+    }
+    if lab.lab_isolate_seq {
+        node.isolate_seq_on(super::isolate::isolation_flag());
+        println!("{name}: LAB FAULT armed: SIGUSR1 cuts the box off, SIGUSR2 heals it");
+    }
 }
 
 /// What an operator reads about one replica.

@@ -70,6 +70,11 @@ pub struct Args {
     /// Serve Prometheus metrics (`GET /metrics`) on this address; updated once a second.
     #[arg(long, value_name = "IP:PORT")]
     pub metrics: Option<SocketAddr>,
+    /// Lab fault injection (`vyrn up --isolate-seq`): SIGUSR1 cuts the box off from the
+    /// standby's replica, SIGUSR2 heals it.
+    #[cfg(feature = "lab")]
+    #[arg(long, hide = true)]
+    pub lab_isolate_seq: bool,
 }
 
 /// Run the standby's listener; exit 0, or 2 when the start is refused.
@@ -164,6 +169,11 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
         _ => println!(
             "standby: no [standby] replica_addr: finality listener only (never promotable: a seal names no next sequencer)"
         ),
+    }
+    #[cfg(feature = "lab")]
+    if let (true, Some(n)) = (o.lab_isolate_seq, node.as_mut()) {
+        n.isolate_seq_on(super::isolate::isolation_flag());
+        println!("standby: LAB FAULT armed: SIGUSR1 cuts the box off, SIGUSR2 heals it");
     }
     let stop = vyrn_nic::wait::stop_on_signals();
     let published = vyrn_metrics::Published::default();

@@ -6,6 +6,50 @@ use vyrn_wire::msg::consensus::NEXT_SEQ_NONE;
 use vyrn_wire::msg::{addr_to_socket, Addr18};
 
 impl Session {
+    /// 07 §9.5–§9.6: the sequencer of a later tenure has logged nothing of this session from
+    /// `from` on, yet packets from there were answered — by the ended tenure, whose seal does
+    /// not hold them. Their answers are void: each message is reported
+    /// ([`Uncertainty::Reverted`]), each order it placed is back to placed and unanswered (a
+    /// cancel's target is live again), and the packet counts as unanswered, so it is resent.
+    /// Fills the tenure's end reverted were reported by `TenureEnd` ([`Event::Reverted`]).
+    pub(super) fn revert_from(&mut self, from: u32) {
+        for p in from.max(self.retain.head())..self.retain.end() {
+            let Some(s) = self.retain.get_mut(p) else {
+                continue;
+            };
+            if s.answered == 0 {
+                continue;
+            }
+            let answered = std::mem::take(&mut s.answered);
+            let msgs: Vec<(usize, MsgType, u32)> = (0..s.count as usize)
+                .map(|i| (i, s.kinds[i], s.tags[i]))
+                .collect();
+            self.counters.reverted_packets += 1;
+            for (i, kind, tag) in msgs {
+                let Some(o) = self.orders.get_mut(&tag) else {
+                    continue;
+                };
+                if kind == MsgType::Cancel {
+                    o.cancelled = false;
+                } else {
+                    let v = o.view;
+                    *o = Order::new(v.placed, v.kind, v.side, v.tick, v.qty);
+                }
+                o.view.done = o.done();
+                if answered >> i & 1 == 1 {
+                    self.events.push_back(Event::Uncertain {
+                        msg: MsgRef {
+                            pkt_seq: p,
+                            msg_index: i as u8,
+                        },
+                        order: tag,
+                        why: Uncertainty::Reverted,
+                    });
+                }
+            }
+        }
+    }
+
     pub(super) fn on_notice(&mut self, r: &Record, now: u64) {
         match *r {
             Record::SeqChange {

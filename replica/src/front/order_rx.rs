@@ -1108,10 +1108,12 @@ impl OrderRx {
                 .find(|h| h.stream == stream && h.a <= from && from <= h.b)
                 .map(|h| h.peer)
         });
+        // The hinted holder may be the standby's replica (the slot after the peers'); a retry
+        // goes round the peers and that slot.
         let peer = match hinted {
-            Some(p) if !retry && p < self.cfg.n_peers => p,
+            Some(p) if !retry => p,
             _ => {
-                let p = self.next_peer % self.cfg.n_peers;
+                let p = self.next_peer % (self.cfg.n_peers + 1);
                 self.next_peer = self.next_peer.wrapping_add(1);
                 p
             }

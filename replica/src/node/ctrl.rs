@@ -202,8 +202,22 @@ fn serve_repair(
 /// At a voter, a datagram from the standby's replica (07 §9.5), sealed by it: its `Silence`, for
 /// its TailReport (07 §9.3: it reports, its Silence never counts toward Q), and its RepairReq
 /// and PeerDataFetch, served like a peer's under a share of their own (the slot after the
-/// peers'). Nothing else is taken from it.
-fn on_standby(core: &ReplicaCore, io: &mut Io, epoch: u32, src: SocketAddr, b: &[u8], now: u64) {
+/// peers'); and, unsealed, the frames it sends back to this voter's seal fetch. Nothing else is
+/// taken from it.
+fn on_standby(
+    core: &mut ReplicaCore,
+    io: &mut Io,
+    epoch: u32,
+    src: SocketAddr,
+    b: &[u8],
+    now: u64,
+) {
+    if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) == FRAME_MAGIC {
+        // A frame the standby's replica sent back to this voter's seal fetch (07 §9.3: it
+        // reported holding it): into order RX as peer-supplied, for a hole only.
+        core.on_path_frame(PEER_CHANNEL, b, now, io);
+        return;
+    }
     let Some(body) = open_sealed(io, seal::from::STANDBY, b) else {
         return;
     };

@@ -351,6 +351,26 @@ impl Node {
         };
         // 07 §9.3: what this voter lacks up to F* is fetched from its holders at once.
         let hints = self.fetch_hints(f, fs);
+        let held = self.core.order_rx().contiguous();
+        if held[0] < fs[0] || held[1] < fs[1] {
+            let asks: Vec<String> = hints
+                .iter()
+                .map(|h| format!("{}:{}..={} of slot {}", h.stream, h.a, h.b, h.peer))
+                .collect();
+            eprintln!(
+                "{}: failover: seal fetch (07 §9.3): this replica holds [{}, {}] of F* [{}, {}]; asking {}",
+                self.io.name,
+                held[0],
+                held[1],
+                fs[0],
+                fs[1],
+                if asks.is_empty() {
+                    "its peers in turn".to_string()
+                } else {
+                    asks.join(", ")
+                }
+            );
+        }
         self.core.seal_fetch(fs, &hints, now, &mut self.io);
         let Some(v) = self.simplex.as_mut() else {
             return;
@@ -384,7 +404,7 @@ impl Node {
         fs: [u64; 2],
     ) -> Vec<crate::front::order_rx::FetchHint> {
         use crate::front::failover::prefix::{fetch_plan, Holdings};
-        let peers: Vec<(usize, &vyrn_wire::msg::ctrl::TailReport)> = f
+        let mut peers: Vec<(usize, &vyrn_wire::msg::ctrl::TailReport)> = f
             .dep
             .voter_reports()
             .filter_map(|r| {
@@ -396,6 +416,11 @@ impl Node {
                 Some((slot, r))
             })
             .collect();
+        // The standby's replica reports too (07 §9.3): it may hold frames no voter does (it
+        // kept receiving a moment longer). It is asked at the slot after the peers'.
+        if let (Some(r), Some(_)) = (f.dep.standby_report(), self.io.standby_replica) {
+            peers.push((self.io.peers.len(), r));
+        }
         let mut hints = Vec::new();
         for (s, &to) in fs.iter().enumerate().take(f.n_streams as usize) {
             let (f_i, extra) = self.core.order_rx().holdings(s as u8);

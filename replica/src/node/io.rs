@@ -60,12 +60,18 @@ pub(super) struct Io {
     /// The standby's replica (07 §9.5): it sends the box no RepAck (the box gates on the
     /// voters' acks; its NACKs alone repair its holes).
     pub(super) standby: bool,
+    /// A destination nothing is sent to (the lab's isolated box, `Node::isolate_seq_on`).
+    pub(super) blackhole: Option<SocketAddr>,
 }
 
 impl Io {
     /// Queue one control message to member `to`, sealed under its link key (a destination
     /// with no link key is no member: nothing is sent, `tx_unsealed` counts it).
     pub(super) fn queue(&mut self, s: Sock, to: SocketAddr, f: impl FnOnce(&mut Vec<u8>) -> bool) {
+        if self.blackhole == Some(to) {
+            self.c.path_cut_drops += 1;
+            return;
+        }
         let Some((_, key)) = self.links.iter().find(|l| l.0 == to) else {
             self.c.tx_unsealed += 1;
             return;
@@ -83,7 +89,14 @@ impl ReplicaOut for Io {
         self.queue(Sock::Ctrl, to, |b| n.encode(b).is_ok());
     }
     fn repair(&mut self, peer: usize, r: &RepairReq) {
-        if let Some(&to) = self.peers.get(peer) {
+        // The slot after the peers' is the standby's replica (07 §9.3: a reporter, so a holder
+        // the seal's fetch may ask).
+        let to = match self.peers.get(peer) {
+            Some(&to) => Some(to),
+            None if peer == self.peers.len() => self.standby_replica,
+            None => None,
+        };
+        if let Some(to) = to {
             self.queue(Sock::Ctrl, to, |b| r.encode(b).is_ok());
         }
     }

@@ -14,6 +14,11 @@ pub(super) struct NodeLab {
     pub(super) paths: [RxCut; 2],
     /// The data boxes' datagrams cut from a time on (this replica's data-tier link down).
     pub(super) data: RxCut,
+    /// `vyrn up --isolate-seq`: while the flag is set, the box (its paths and its control
+    /// address, as it was when the flag was given) is cut off from this replica both ways.
+    pub(super) isolate: Option<(&'static std::sync::atomic::AtomicBool, SocketAddr, u8)>,
+    /// Whether it is cut off now (the flag as the last poll read it).
+    pub(super) isolated: bool,
 }
 
 impl NodeLab {
@@ -22,6 +27,8 @@ impl NodeLab {
             voter: InterimVoter::new(&cfg.vote_key, voters, cfg.index as u8, cfg.home.epoch, 1),
             paths: [RxCut::default(); 2],
             data: RxCut::default(),
+            isolate: None,
+            isolated: false,
         }
     }
 }
@@ -34,6 +41,57 @@ impl Node {
         if let Some(c) = self.lab.paths.get_mut(path as usize) {
             c.cut_from(from_ns);
         }
+    }
+
+    /// Lab fault injection (07 §14 "sequencer cut off from ≥ 2 voters", §9.6 (b)): while
+    /// `flag` is set, this replica and the box it follows now are cut off from each other —
+    /// both paths and every datagram from the box's control address are dropped unread, and
+    /// nothing is sent to that address (RepAcks, NACKs, votes). Set by `vyrn replica` and
+    /// `vyrn standby` from SIGUSR1 (cut) and SIGUSR2 (healed), so `vyrn up --isolate-seq` cuts
+    /// the box from every replica at one instant.
+    pub fn isolate_seq_on(&mut self, flag: &'static std::sync::atomic::AtomicBool) {
+        let sender = self.core.order_rx().tenure().1;
+        self.lab.isolate = Some((flag, self.io.seq_ctrl, sender));
+    }
+
+    /// The isolation as the flag says now: the box's address is a black hole for this
+    /// replica's sends while it is set. Whether it is set.
+    pub(super) fn lab_isolation(&mut self, now: u64) -> bool {
+        let Some((flag, addr, _)) = self.lab.isolate else {
+            return false;
+        };
+        let on = flag.load(std::sync::atomic::Ordering::Relaxed);
+        if on != self.lab.isolated {
+            self.lab.isolated = on;
+            self.io.blackhole = on.then_some(addr);
+            eprintln!(
+                "{}: LAB FAULT: {} the box ({addr}) at t={} ms",
+                self.io.name,
+                if on {
+                    "cut off from"
+                } else {
+                    "healed: back in touch with"
+                },
+                now / 1_000_000
+            );
+        }
+        on
+    }
+
+    /// Whether a control datagram from `src` is the isolated box's (dropped unread).
+    #[inline]
+    pub(super) fn lab_drops_ctrl(&self, src: Option<SocketAddr>) -> bool {
+        self.lab.isolated && self.lab.isolate.is_some_and(|(_, a, _)| src == Some(a))
+    }
+
+    /// Whether a path datagram is the isolated box's (its frame names it as the sender: the
+    /// promoted standby's frames on the same paths still come through).
+    #[inline]
+    pub(super) fn lab_drops_frame(&self, frame: &[u8]) -> bool {
+        self.lab.isolated
+            && self.lab.isolate.is_some_and(|(_, _, s)| {
+                vyrn_wire::frame::FrameHeader::parse(frame).is_ok_and(|(h, _)| h.sender == s)
+            })
     }
 
     /// Lab fault injection: from `from_ns` on, drop every datagram from the data boxes unread

@@ -299,6 +299,7 @@ impl Node {
                 peer_rtx_share: per_peer(shares, vyrn_wire::consts::REP_PEER_RTX_MAX_FPS, 4096),
                 sealer: Sealer::new(sealed_from(cfg), h.epoch, seal::start_seq()),
                 standby: cfg.standby,
+                blackhole: None,
                 standby_replica: (!cfg.standby)
                     .then(|| h.standby_replica.map(|r| r.ctrl_addr))
                     .flatten(),
@@ -849,6 +850,7 @@ impl Node {
     /// One bounded batch from each socket: paths, control, data. Datagrams read.
     fn read_sockets(&mut self, now: u64) -> usize {
         let mut work = 0;
+        self.lab_isolation(now);
         for path in 0..2u8 {
             if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
                 work += n;
@@ -858,6 +860,10 @@ impl Node {
                 }
                 self.io.c.path_rx[path as usize] += n as u64;
                 for p in self.rx.iter() {
+                    if self.lab_drops_frame(p.data) {
+                        self.io.c.path_cut_drops += 1;
+                        continue;
+                    }
                     self.core.on_path_frame(path, p.data, now, &mut self.io);
                 }
             }
@@ -865,6 +871,10 @@ impl Node {
         if let Ok(n) = self.ctrl.recv_batch(&mut self.rx) {
             work += n;
             for p in self.rx.iter() {
+                if self.lab_drops_ctrl(p.meta.src) {
+                    self.io.c.path_cut_drops += 1;
+                    continue;
+                }
                 self.io.c.ctrl_rx += 1;
                 on_ctrl(
                     &mut self.core,
@@ -987,6 +997,18 @@ impl Node {
     }
     #[inline]
     fn lab_drops_data(&mut self, _now: u64, _n: usize) -> bool {
+        false
+    }
+    #[inline]
+    fn lab_isolation(&mut self, _now: u64) -> bool {
+        false
+    }
+    #[inline]
+    fn lab_drops_ctrl(&self, _src: Option<SocketAddr>) -> bool {
+        false
+    }
+    #[inline]
+    fn lab_drops_frame(&self, _frame: &[u8]) -> bool {
         false
     }
     fn interim_voted(&self) -> u64 {

@@ -22,11 +22,11 @@ pub(super) fn check_faults(a: &Args, n: usize, nd: usize) -> Result<(), String> 
         ));
     }
     if let Some((s, ms)) = a
-        .stall_seq
+        .interrupted()
         .filter(|&(s, ms)| s + ms.div_ceil(1000) + 4 > a.duration)
     {
         return Err(format!(
-            "--stall-seq {s}@{ms}: the run must go on at least 4 s after the box resumes (--duration {} is too short)",
+            "--stall-seq/--isolate-seq {s}@{ms}: the run must go on at least 4 s after the box resumes (--duration {} is too short)",
             a.duration
         ));
     }
@@ -51,6 +51,8 @@ pub(super) struct Kills {
     seq: bool,
     /// `--stall-seq`: stopped (a thread resumes it).
     stall: bool,
+    /// `--isolate-seq`: cut off (a thread heals it).
+    isolate: bool,
 }
 
 impl Kills {
@@ -91,6 +93,42 @@ impl Kills {
                 }
                 println!(
                     "vyrn up: the sequencer box resumed (SIGCONT) after {ms} ms: deposed by then, the voters refuse its frames and it fences; else it trades on"
+                );
+            });
+        }
+        // 07 §14 "sequencer cut off from ≥ 2 voters": every replica and the standby's cut the
+        // box off at once (SIGUSR1), and heal after MS ms (SIGUSR2).
+        if let Some((at, ms)) = a
+            .lab
+            .isolate_seq()
+            .filter(|s| !self.isolate && t >= s.0 as f64)
+        {
+            self.isolate = true;
+            let pids: Vec<libc::pid_t> = procs
+                .iter()
+                .filter(|p| {
+                    (p.name.starts_with("replica") || p.name == "standby") && p.status.is_none()
+                })
+                .map(|p| p.child.id() as libc::pid_t)
+                .collect();
+            let signal = move |sig: libc::c_int| {
+                for &pid in &pids {
+                    // SAFETY: kill(2) on our own children's pids (not reaped: their status is
+                    // unknown yet); no memory is touched.
+                    unsafe {
+                        libc::kill(pid, sig);
+                    }
+                }
+            };
+            signal(libc::SIGUSR1);
+            println!(
+                "vyrn up: the sequencer box cut off from every replica and the standby at {at} s for {ms} ms (it keeps running and answering until its self-fence)"
+            );
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(ms));
+                signal(libc::SIGUSR2);
+                println!(
+                    "vyrn up: the sequencer box back in touch after {ms} ms: deposed by then, the voters refuse its frames and it stays fenced"
                 );
             });
         }

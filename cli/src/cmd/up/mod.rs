@@ -155,6 +155,16 @@ pub struct UpLab {
     /// needs its next valid packet answered (`docs/wire.md` "What the box logs").
     #[arg(long)]
     pub misbehave: bool,
+    /// Lab fault: cut the sequencer box off from every replica and the standby's replica, both
+    /// ways (its paths, its control port), S seconds after the load starts, for MS milliseconds
+    /// (07 §14 "sequencer cut off from ≥ 2 voters"). The box keeps running and answering its
+    /// clients until its self-fence stops it (no voter acks); the voters depose it, seal the
+    /// prefix they hold and promote the standby as for `--kill-seq`. The responses the box sent
+    /// after the cut and before its fence are held by no reporter: the clients are told they
+    /// were reverted (07 §9.6 (b), `TenureEnd`), and the report counts them. Healed, the box is
+    /// a deposed tenure: refused (INV-REP-5), fenced for good.
+    #[arg(long, value_name = "S@MS", value_parser = stall_at, conflicts_with_all = ["kill_seq", "stall_seq"])]
+    pub isolate_seq: Option<(u64, u64)>,
 }
 
 /// `vyrn up`'s lab faults: none in the product build.
@@ -174,6 +184,13 @@ impl UpLab {
     pub fn attack(&self) -> Option<u64> {
         #[cfg(feature = "lab")]
         return self.attack;
+        #[cfg(not(feature = "lab"))]
+        None
+    }
+    /// `--isolate-seq`.
+    pub fn isolate_seq(&self) -> Option<(u64, u64)> {
+        #[cfg(feature = "lab")]
+        return self.isolate_seq;
         #[cfg(not(feature = "lab"))]
         None
     }
@@ -674,10 +691,31 @@ fn load_args(a: &Args, hs: &str, load_core: Option<usize>) -> Vec<String> {
     // `--kill-seq`: a dev home's failover takes seconds (its budgets are a shared machine's,
     // not 07's), so the clients retain what they send long enough to resend it to the promoted
     // standby (07 §9.5).
-    if a.kill_seq.is_some() || a.stall_seq.is_some() {
+    if a.kill_seq.is_some() || a.interrupted().is_some() {
         load_args.extend(["--retain-ms".into(), "15000".into()]);
     }
     load_args
+}
+
+/// A replica's lab-fault flags: `--cut-path` (loopback; the netns lab cuts the bridge) and
+/// `--isolate-seq` (SIGUSR1/SIGUSR2 from the fault loop).
+fn lab_replica_args(a: &Args) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(c) = a.lab.cut_path().filter(|_| !a.netns) {
+        args.extend(["--lab-cut-path".into(), c.clone()]);
+    }
+    if a.lab.isolate_seq().is_some() {
+        args.push("--lab-isolate-seq".into());
+    }
+    args
+}
+
+impl Args {
+    /// The box stopped (`--stall-seq`) or cut off (`--isolate-seq`) S s into the load for MS ms,
+    /// and still running after: `(S, MS)`.
+    pub(super) fn interrupted(&self) -> Option<(u64, u64)> {
+        self.stall_seq.or(self.lab.isolate_seq())
+    }
 }
 
 fn up(a: Args) -> Result<bool, String> {
@@ -870,9 +908,7 @@ fn up(a: Args) -> Result<bool, String> {
         if a.replay_thread {
             args.push("--replay-thread".into());
         }
-        if let Some(c) = a.lab.cut_path().filter(|_| !a.netns) {
-            args.extend(["--lab-cut-path".into(), c.clone()]);
-        }
+        args.extend(lab_replica_args(&a));
         let m = m_voter(i);
         replica_args.push(args.clone());
         procs.push(Proc::spawn(
@@ -899,6 +935,7 @@ fn up(a: Args) -> Result<bool, String> {
         if let Some(pl) = &placement {
             args.extend(["--cores".into(), pl.load.to_string()]);
         }
+        args.extend(a.lab.isolate_seq().map(|_| "--lab-isolate-seq".to_string()));
         procs.push(Proc::spawn(
             "standby",
             &args,

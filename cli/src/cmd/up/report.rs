@@ -64,12 +64,11 @@ pub(super) fn report(
         let _ = writeln!(r, "```\n");
     }
     let (promoted, fault_at, failed_over) = box_fault(a, procs);
-    clients_section(
-        &mut r,
-        &load,
+    let faults = (
         failed_over && promoted.is_none(),
-        &mut problems,
+        a.lab.isolate_seq().is_some(),
     );
+    clients_section(&mut r, &load, faults, &mut problems);
     let seq = procs
         .iter()
         .find(|p| p.name == "sequencer")
@@ -86,12 +85,13 @@ pub(super) fn report(
     }
     let _ = writeln!(r, "```\n");
     // A stalled box resumed after its deposition fences (07 §4.8: no voter acks it again).
-    if seq.contains("seq_fenced true") && !(failed_over && a.stall_seq.is_some()) {
+    if seq.contains("seq_fenced true") && !(failed_over && a.interrupted().is_some()) {
         problems.push("the box fenced".into());
     }
     standby_section(&mut r, procs, &seq, !failed_over, &mut problems);
-    if let Some((at, ms)) = a.stall_seq {
-        stall_section(&mut r, &seq, at, ms, failed_over, &mut problems);
+    if let Some((at, ms)) = a.interrupted() {
+        let isolated = a.lab.isolate_seq().is_some();
+        stall_section(&mut r, &seq, (at, ms, isolated), failed_over, &mut problems);
     }
     if let (Some(at), true) = (fault_at, failed_over || a.kill_seq.is_some()) {
         let how = how_failed(a, at);
@@ -349,8 +349,11 @@ fn verdict(
     promoted: bool,
 ) -> bool {
     let _ = writeln!(r, "\n## Verdict\n");
-    if problems.is_empty() && a.stall_seq.is_some() && !failed_over {
-        let _ = writeln!(r, "OK: the box stalled for less than the voters' detection: nobody deposed it, and the home traded on; every fill durable and final; every replica replayed the same responses; every journal verifies.");
+    let isolated = a.lab.isolate_seq().is_some();
+    if problems.is_empty() && a.interrupted().is_some() && !failed_over {
+        let _ = writeln!(r, "OK: the box was {} for less than the voters' detection: nobody deposed it, and the home traded on; every fill durable and final; every replica replayed the same responses; every journal verifies.", if isolated { "cut off" } else { "stalled" });
+    } else if problems.is_empty() && isolated && promoted {
+        let _ = writeln!(r, "OK: the box was cut off from the voters long enough to be deposed: every voter holds the final seal of the prefix it held, the standby was promoted and every voter follows its tenure; the clients switched to it and traded on; every fill is durable and final or was reported reverted to its client (07 §9.6 (b): answered by the cut-off box before its self-fence, held by no reporter); the box, back in touch, was refused (INV-REP-5) and stayed fenced; every replica replayed the same responses; every journal verifies.");
     } else if problems.is_empty() && a.stall_seq.is_some() && promoted {
         let _ = writeln!(r, "OK: the box stalled long enough to be deposed: every voter holds the final seal of its prefix, the standby was promoted and every voter follows its tenure; the clients switched to it and traded on, every fill durable and final; the stalled box, resumed, was refused (INV-REP-5) and fenced; every replica replayed the same responses; every journal verifies.");
     } else if problems.is_empty() && a.kill_seq.is_some() && promoted {
@@ -369,9 +372,12 @@ fn verdict(
 
 /// What was done to the box at `at` s (`--stall-seq` or `--kill-seq`).
 fn how_failed(a: &Args, at: u64) -> String {
-    match a.stall_seq {
-        Some((_, ms)) => format!("stopped (SIGSTOP) {at} s into the load for {ms} ms"),
-        None => format!("SIGKILLed {at} s into the load and left down"),
+    match (a.stall_seq, a.lab.isolate_seq()) {
+        (Some((_, ms)), _) => format!("stopped (SIGSTOP) {at} s into the load for {ms} ms"),
+        (_, Some((_, ms))) => format!(
+            "cut off from every replica and the standby, both ways, {at} s into the load for {ms} ms (it kept running)"
+        ),
+        _ => format!("SIGKILLed {at} s into the load and left down"),
     }
 }
 
@@ -391,7 +397,7 @@ fn box_fault(a: &Args, procs: &[Proc]) -> (Option<String>, Option<u64>, bool) {
         });
     // The box's fault (`--kill-seq`, `--stall-seq`) and whether the voters deposed it: a stall
     // shorter than their detection deposes nothing and is only a pause.
-    let fault_at = a.kill_seq.or(a.stall_seq.map(|s| s.0));
+    let fault_at = a.kill_seq.or(a.interrupted().map(|s| s.0));
     let failed_over = fault_at.is_some()
         && procs
             .iter()
@@ -408,7 +414,12 @@ type Series<'a> = (&'a str, fn(&Tick) -> f64);
 /// box's (within the finality gate's 8 blocks: it stops a moment later, or earlier, than the box).
 /// The load generator's summary and its checks: answers, fills, every fill durable and final
 /// (`box_killed`: not demanded, `--kill-seq`).
-fn clients_section(r: &mut String, load: &str, box_killed: bool, problems: &mut Vec<String>) {
+fn clients_section(
+    r: &mut String,
+    load: &str,
+    (box_killed, isolated): (bool, bool),
+    problems: &mut Vec<String>,
+) {
     let _ = writeln!(r, "## Clients (`vyrn load`, open loop)\n\n```");
     let mut in_summary = false;
     for l in load.lines() {
@@ -445,6 +456,15 @@ fn clients_section(r: &mut String, load: &str, box_killed: bool, problems: &mut 
     }
     if fills < 1.0 {
         problems.push("no fill".into());
+    }
+    // 07 §9.6: a fill is reverted only when no reporter holds its frame. Cut off from every
+    // replica, the box's answers until its self-fence are (case b, reported to each client);
+    // a crash or a stall on whole paths reverts nothing.
+    let reverted = count("reverted ");
+    if reverted > 0.0 && !isolated {
+        problems.push(format!(
+            "{reverted:.0} fills reverted (07 §9.6): none may be with both paths whole"
+        ));
     }
     // A killed box tells its clients nothing more (no REP_DurableMark, no final height): the seal
     // makes their last fills final at the voters (checked in the failover section), and the
@@ -603,14 +623,18 @@ fn failover_section(
 fn stall_section(
     r: &mut String,
     seq: &str,
-    at: u64,
-    ms: u64,
+    (at, ms, isolated): (u64, u64, bool),
     failed_over: bool,
     problems: &mut Vec<String>,
 ) {
+    let head = if isolated {
+        format!("## Isolation (07 §14 \"sequencer cut off\"; `--isolate-seq {at}@{ms}`)\n\nThe sequencer box was cut off from every replica and the standby's replica, both ways, {at} s into the load for {ms} ms; it kept running, answering its clients until its self-fence (no voter acked it). Its responses after the cut reached no reporter: the seal does not hold them, and the clients are told they were reverted (07 §9.6 (b); `TenureEnd`, the clients' `reverted` count above).")
+    } else {
+        format!("## Stall (07 §14; `--stall-seq {at}@{ms}`)\n\nThe sequencer box was stopped (SIGSTOP) {at} s into the load for {ms} ms, then resumed.")
+    };
     let _ = writeln!(
         r,
-        "## Stall (07 §14; `--stall-seq {at}@{ms}`)\n\nThe sequencer box was stopped (SIGSTOP) {at} s into the load for {ms} ms, then resumed. {}\n",
+        "{head} {}\n",
         if failed_over {
             "The voters deposed it meanwhile (below): resumed, it is a deposed tenure — every voter refuses its frames (INV-REP-5) and acks none, so it fences (07 §4.8) and its clients, told by the data boxes, trade at the promoted standby."
         } else {
@@ -618,8 +642,10 @@ fn stall_section(
         }
     );
     if failed_over && !seq.contains("seq_fenced true") {
-        problems
-            .push("the stalled box, resumed after its deposition, did not fence (07 §4.8)".into());
+        problems.push(format!(
+            "the {} box, back after its deposition, did not fence (07 §4.8)",
+            if isolated { "cut-off" } else { "stalled" }
+        ));
     }
 }
 
