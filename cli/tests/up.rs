@@ -748,3 +748,57 @@ fn a_stalled_box_is_replaced_and_fences_when_it_resumes() {
     assert!(standby.contains("standby: promoted (07 §9.5)"), "{standby}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// 07 §14 "sequencer cut off from ≥ 2 voters" (`--isolate-seq`): every replica and the
+/// standby's cut the box off both ways at 9 s for 3 s, while it runs on. It answers its clients
+/// until its self-fence; the voters depose it, seal the prefix they hold (fetching the tail
+/// frames one of them lacks from its holders) and promote the standby. The clients switch, are
+/// told which of their fills were reverted (07 §9.6 (b), `TenureEnd`), resend what the new box
+/// never logged, and trade on; every other fill is durable and final. Back in touch, the box is
+/// refused and stays fenced.
+#[test]
+fn a_box_cut_off_from_the_voters_is_replaced_and_its_unheld_fills_are_reported_reverted() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "isolate-seq",
+        30_100,
+        &[
+            "--duration",
+            "16",
+            "--rate",
+            "1000",
+            "--isolate-seq",
+            "9@3000",
+        ],
+    );
+    assert!(
+        stdout.contains("the sequencer box cut off from every replica and the standby at 9 s"),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains("OK: the box was cut off from the voters long enough to be deposed"),
+        "{report}"
+    );
+    assert!(report.contains("## Isolation (07 §14"), "{report}");
+    // The clients' summary: every fill durable and final, or reported reverted.
+    let load = std::fs::read_to_string(run.join("load.log")).unwrap();
+    let line = load
+        .lines()
+        .find(|l| l.starts_with("sent "))
+        .expect("the summary");
+    let get = |k: &str| {
+        line.split(", ")
+            .find_map(|p| p.strip_prefix(k))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{k}in {line}"))
+    };
+    let (fills, fin, reverted) = (get("fills "), get("final "), get("reverted "));
+    assert_eq!(fin + reverted, fills, "{load}");
+    eprintln!("isolate-seq: {fills} fills, {reverted} reverted (07 §9.6 (b))");
+    let seq = std::fs::read_to_string(run.join("seq.log")).unwrap();
+    assert!(seq.contains("seq_fenced true"), "{seq}");
+    let standby = std::fs::read_to_string(run.join("standby.log")).unwrap();
+    assert!(standby.contains("standby: promoted (07 §9.5)"), "{standby}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
