@@ -457,6 +457,20 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
     assert!(p.fin > p.seal_height + 10, "{p:?}");
     for (i, v) in r.nodes.iter().enumerate() {
         assert_eq!(v.counters().seq_changes_sent, 1, "replica {i}");
+        // 07 §9.7's stages, in order, after the box's last frame here.
+        let st = v
+            .failover_stages()
+            .expect("the failover's stages")
+            .since_last_frame();
+        let names: Vec<&str> = st.iter().map(|s| s.0).collect();
+        assert!(
+            names.ends_with(&["deposed", "planned", "sealed", "followed"]),
+            "replica {i}: {st:?}"
+        );
+        assert!(
+            st.windows(2).all(|w| w[0].1 <= w[1].1),
+            "replica {i}: {st:?}"
+        );
         assert_eq!(
             v.replay().digest(),
             r.nodes[0].replay().digest(),

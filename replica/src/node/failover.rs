@@ -19,6 +19,43 @@ use vyrn_wire::msg::ctrl::{SealOffer, SeqEquivocation, Silence, SilenceReason};
 /// repeats its own while it stays frozen).
 pub(super) const SILENCES_QUEUED_MAX: usize = 64;
 
+/// When each stage of one failover happened at this replica (07 §9.7's stages; this process's
+/// clock, ns): from the box's last frame here to the tenure the seal names followed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailoverStages {
+    /// The tenure's newest frame taken here (its silence starts then).
+    pub last_frame: Option<u64>,
+    /// This replica suspected the box (07 §9.1), if it did before the deposition.
+    pub suspected: Option<u64>,
+    /// Q Silence: the tenure deposed here (§9.2).
+    pub deposed: Option<u64>,
+    /// The wait for reports over: `H*`, `F*` and the next sequencer planned (§9.3).
+    pub planned: Option<u64>,
+    /// The seal final here (§9.4).
+    pub sealed: Option<u64>,
+    /// The seal taken: the next tenure followed, or the book halted at it (§9.5).
+    pub taken: Option<u64>,
+}
+
+impl FailoverStages {
+    /// Each stage as `(name, ms after the last frame)`, in order; stages not reached are left out.
+    pub fn since_last_frame(&self) -> Vec<(&'static str, f64)> {
+        let Some(t0) = self.last_frame else {
+            return Vec::new();
+        };
+        [
+            ("detected", self.suspected),
+            ("deposed", self.deposed),
+            ("planned", self.planned),
+            ("sealed", self.sealed),
+            ("followed", self.taken),
+        ]
+        .into_iter()
+        .filter_map(|(n, t)| t.map(|t| (n, t.saturating_sub(t0) as f64 / 1e6)))
+        .collect()
+    }
+}
+
 /// What the round passes to failover: order RX's suspicion, the peers' `Silence`, and what a
 /// TailReport names.
 #[derive(Debug)]
@@ -46,6 +83,10 @@ pub(super) struct FailoverIo {
     pub(super) me: u8,
     /// The highest height whose header this replica holds (07 §9.3 `H_i` is at most it).
     pub(super) header_height: u64,
+    /// The stages of the failover under way (or the last one).
+    pub(super) stages: FailoverStages,
+    /// The last failover's stages, once its seal was taken.
+    pub(super) last_stages: Option<FailoverStages>,
 }
 
 impl FailoverIo {
@@ -62,6 +103,8 @@ impl FailoverIo {
             evidence_sent: Default::default(),
             me,
             header_height: 0,
+            stages: FailoverStages::default(),
+            last_stages: None,
         }
     }
 }
@@ -194,6 +237,7 @@ impl Node {
         });
         let reason = equiv.or(self.io.fo.fault.take()).or(contra).or(silent);
         if let Some(reason) = reason.filter(|_| !f.dep.is_frozen() && !f.dep.is_deposed()) {
+            self.io.fo.stages.suspected.get_or_insert(now);
             let report = self.own_tail_report(&f);
             steps = merge(steps, f.dep.on_suspect(reason, report, now));
         }
@@ -312,6 +356,12 @@ impl Node {
             self.core.unfreeze(now, &mut self.io);
         }
         if s.deposed {
+            let last = self.core.order_rx().last_rx();
+            let st = &mut self.io.fo.stages;
+            st.deposed.get_or_insert(now);
+            if st.last_frame.is_none() {
+                st.last_frame = last;
+            }
             self.core.depose();
             if !f.said_deposed {
                 f.said_deposed = true;
@@ -372,6 +422,7 @@ impl Node {
             );
         }
         self.core.seal_fetch(fs, &hints, now, &mut self.io);
+        self.io.fo.stages.planned.get_or_insert(now);
         let Some(v) = self.simplex.as_mut() else {
             return;
         };
@@ -436,6 +487,29 @@ impl Node {
             }
         }
         hints
+    }
+
+    /// The stages of the last failover whose seal this replica took (`None`: none yet).
+    pub fn failover_stages(&self) -> Option<FailoverStages> {
+        self.io.fo.last_stages
+    }
+
+    /// The seal is taken at `now`: the failover's stages, logged once and kept
+    /// ([`Node::failover_stages`]); the next failover's start afresh.
+    pub(super) fn stages_done(&mut self, now: u64) {
+        let mut st = std::mem::take(&mut self.io.fo.stages);
+        st.taken = Some(now);
+        let line: Vec<String> = st
+            .since_last_frame()
+            .iter()
+            .map(|(n, ms)| format!("{n} {ms:.1}"))
+            .collect();
+        eprintln!(
+            "{}: failover stages (07 §9.7; ms after the box's last frame here, this replica's clock): {}",
+            self.io.name,
+            line.join(", ")
+        );
+        self.io.fo.last_stages = Some(st);
     }
 
     /// Where failover stands at this voter (`None`: not watched).

@@ -41,6 +41,11 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         Some(crate::front::failover::depose::Phase::Deposed { .. })
     );
     e.put_gauge(&REPLICA_TENURE, &[], n.core().order_rx().tenure().0 as f64);
+    if let Some(st) = n.failover_stages() {
+        for (stage, ms) in st.since_last_frame() {
+            e.put_gauge(&REPLICA_FAILOVER_STAGE, &[stage], ms / 1e3);
+        }
+    }
     e.put_gauge(
         &REPLICA_TENURE_DEPOSED,
         &[],
@@ -192,6 +197,8 @@ vyrn_metrics::metrics! {
         "distinct copies of one (session, pkt_seq) held beside its first (a conflicting duplicate the box logged, or a client whose two copies differ), and unasked ones refused past EXTRA_COPIES_MAX (docs/wire.md \"What the box logs\")";
     REPLICA_DATA_DOWN_GOSSIP: Counter "vyrn_replica_data_down_gossip_total" ["dir"]
         "DataDown gossip (07 §5.7), by direction: rounds sent, messages taken from peers";
+    REPLICA_FAILOVER_STAGE: Gauge "vyrn_replica_failover_stage_seconds" ["stage"]
+        "the last failover at this replica (07 §9.7): each stage (detected, deposed, planned, sealed, followed) in seconds after the box's last frame here";
     REPLICA_FAILOVER: Counter "vyrn_replica_failover_total" ["what"]
         "sequencer failover at this voter (07 §9.1–§9.2): suspicions that froze the tail, Silence rounds sent, peers' Silence taken, counted, refused as stale (another epoch, tenure or sequencer) or forged (not a voter, another reporter, a bad signature), dropped at a full queue, and suspicions aborted short of Q";
     REPLICA_TENURE: Gauge "vyrn_replica_tenure" []

@@ -92,6 +92,7 @@ mod counters;
 mod ctrl;
 mod digest;
 mod failover;
+pub use failover::FailoverStages;
 mod follow;
 #[cfg(feature = "lab")]
 mod interim;
@@ -757,6 +758,8 @@ impl Node {
                     }
                 );
                 self.sealed = Some((cert.proposal.last_height, ext.clone()));
+                let now = self.io.now;
+                self.io.fo.stages.sealed.get_or_insert(now);
                 let m = vyrn_wire::msg::ctrl::SealCert {
                     cert: cert.clone(),
                     ext: ext.clone(),

@@ -235,6 +235,8 @@ impl Node {
             self.io.pending_hdr.insert(seal.height, seal);
         }
         self.next.halted_at = Some(seal.height);
+        let now = self.io.now;
+        self.stages_done(now);
     }
 
     fn take_tenure(&mut self, t: NextTenure, now: u64) {
@@ -287,6 +289,7 @@ impl Node {
             self.io.pending_hdr.insert(t.seal.height, t.seal);
         }
         self.next.followed = Some(Followed { next: t, at: now });
+        self.stages_done(now);
         if me_next {
             self.next.promote.store(true, Ordering::Release);
         }
@@ -375,6 +378,10 @@ impl Node {
             m.ext.next_seq
         );
         self.sealed = Some((m.cert.proposal.last_height, m.ext.clone()));
+        self.io.fo.stages.sealed.get_or_insert(now);
+        if self.io.fo.stages.last_frame.is_none() {
+            self.io.fo.stages.last_frame = self.core.order_rx().last_rx();
+        }
         self.follow_seal(&m.cert.proposal, &m.ext, now);
     }
 

@@ -522,6 +522,44 @@ fn standby_section(
     }
 }
 
+/// 07 §9.7's stages at each replica, from its `failover stages` line: ms after the box's last
+/// frame there (each replica's own clock), for the first failover.
+fn stages_table(r: &mut String, procs: &[Proc]) {
+    const STAGES: [&str; 5] = ["detected", "deposed", "planned", "sealed", "followed"];
+    let mut rows = Vec::new();
+    for p in procs
+        .iter()
+        .filter(|p| p.name.starts_with("replica") || p.name == "standby")
+    {
+        let text = p.log_text();
+        let Some(l) = text
+            .lines()
+            .find(|l| l.contains("failover stages (07 §9.7"))
+        else {
+            continue;
+        };
+        let tail = l.rsplit("): ").next().unwrap_or("");
+        let cell = |stage: &str| {
+            tail.split(", ")
+                .find_map(|x| x.strip_prefix(stage))
+                .map_or("-".to_string(), |v| v.trim().to_string())
+        };
+        let cells: Vec<String> = STAGES.iter().map(|s| cell(s)).collect();
+        rows.push(format!("| {} | {} |", p.name, cells.join(" | ")));
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        r,
+        "Stages at each replica, ms after the box's last frame there (07 §9.7's budget, REF: detection 2.8, reports 3.6, seal final 7.85; \"followed\" is the seal taken: replay at its end, the next tenure's frames taken from then):\n\n| replica | detected | deposed | planned | sealed | followed |\n|---|---|---|---|---|---|"
+    );
+    for row in rows {
+        let _ = writeln!(r, "{row}");
+    }
+    let _ = writeln!(r);
+}
+
 /// 07 §14 "sequencer process crash" (`--kill-seq`): every voter deposed the tenure and holds
 /// the final seal, all naming the same next sequencer — the standby when its replica was
 /// promotable; then (07 §9.5) the standby promoted, every voter following its tenure, and the
@@ -565,6 +603,7 @@ fn failover_section(
         let _ = writeln!(r, "{l}");
     }
     let _ = writeln!(r, "```\n");
+    stages_table(r, procs);
     let standby_ready = procs
         .iter()
         .find(|p| p.name == "standby")
