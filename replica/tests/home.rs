@@ -457,14 +457,15 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
     assert!(p.fin > p.seal_height + 10, "{p:?}");
     for (i, v) in r.nodes.iter().enumerate() {
         assert_eq!(v.counters().seq_changes_sent, 1, "replica {i}");
-        // 07 §9.7's stages, in order, after the box's last frame here.
+        // 07 §9.7's stages, in order, after the box's last frame here ("planned" is absent
+        // where the peers' seal was final before this voter's own wait for reports ended).
         let st = v
             .failover_stages()
             .expect("the failover's stages")
             .since_last_frame();
-        let names: Vec<&str> = st.iter().map(|s| s.0).collect();
+        let names: Vec<&str> = st.iter().map(|s| s.0).filter(|&n| n != "planned").collect();
         assert!(
-            names.ends_with(&["deposed", "planned", "sealed", "followed"]),
+            names.ends_with(&["deposed", "sealed", "followed"]),
             "replica {i}: {st:?}"
         );
         assert!(
@@ -481,23 +482,11 @@ fn the_clients_follow_the_promoted_standby_and_trade_on() {
     // key, the seal block (its certificate stands in for seq_sig), tenure 1's under the
     // standby's key (07 §8.2, §9.4–§9.5).
     drop(r);
-    let mut jc = vyrn_replica::disk::journal::JournalConfig::new(vec![h.dir.join("journal-0")]);
-    jc.read_only = true;
-    jc.verifying_key = Some(h.home.seq_pub);
-    jc.later_keys = h.home.later_tenure_keys();
-    let (j, rep) = vyrn_replica::disk::journal::BlockJournal::open(jc).expect("the journal");
-    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
-    let hs = j.heights();
+    let hs = journal_heights(&h);
     assert!(
         hs.last().is_some_and(|&t| t > p.seal_height + 10),
         "the journal ends at {:?}, the seal at {}",
         hs.last(),
-        p.seal_height
-    );
-    let first = hs[0];
-    assert!(
-        hs.iter().enumerate().all(|(k, &x)| x == first + k as u64),
-        "a gap in the journal around the seal {}",
         p.seal_height
     );
     let _ = std::fs::remove_dir_all(&h.dir);
@@ -566,25 +555,29 @@ fn a_promoted_box_that_dies_too_is_sealed_with_no_next_sequencer() {
     // Replica 0's journal holds all three stretches without a gap: tenure 0, the first seal,
     // tenure 1 under the standby's key, the second seal.
     drop(r);
+    let heights = journal_heights(&h);
+    assert_eq!(
+        heights.last(),
+        Some(&hs),
+        "the journal ends at the second seal"
+    );
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// Replica 0's journal, opened read-only with every tenure's key: its heights, checked to verify
+/// (nothing refused) and to run without a gap.
+fn journal_heights(h: &LoopbackHome) -> Vec<u64> {
     let mut jc = vyrn_replica::disk::journal::JournalConfig::new(vec![h.dir.join("journal-0")]);
     jc.read_only = true;
     jc.verifying_key = Some(h.home.seq_pub);
     jc.later_keys = h.home.later_tenure_keys();
     let (j, rep) = vyrn_replica::disk::journal::BlockJournal::open(jc).expect("the journal");
     assert!(rep.refused.is_empty(), "{:?}", rep.refused);
-    let heights = j.heights();
-    assert_eq!(
-        heights.last(),
-        Some(&hs),
-        "the journal ends at the second seal"
-    );
-    let first = heights[0];
+    let hs = j.heights();
+    let first = hs[0];
     assert!(
-        heights
-            .iter()
-            .enumerate()
-            .all(|(k, &x)| x == first + k as u64),
+        hs.iter().enumerate().all(|(k, &x)| x == first + k as u64),
         "a gap in the journal"
     );
-    let _ = std::fs::remove_dir_all(&h.dir);
+    hs
 }

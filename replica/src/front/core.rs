@@ -730,6 +730,13 @@ impl ReplicaCore {
 
     /// The seal's fetch asks at once, and what a hold kept is released.
     fn tick_fetch(&mut self, now: u64, out: &mut impl ReplicaOut) {
+        self.rx_tick_and_decode(now, out);
+        self.flush();
+    }
+
+    /// Order RX's clock, then decoding what it delivered — which settles a hold after the
+    /// batch (a hold settled before it is fed would rewind frames order RX delivered past it).
+    fn rx_tick_and_decode(&mut self, now: u64, out: &mut impl ReplicaOut) {
         self.rx.tick(
             now,
             &mut RxBridge {
@@ -737,10 +744,7 @@ impl ReplicaCore {
                 delivered: &mut self.delivered,
             },
         );
-        // Decoding what was delivered settles the hold (released now: `Hold::seal`) after the
-        // batch: a hold settled before it is fed would rewind frames order RX delivered past it.
         self.decode_delivered(now, out);
-        self.flush();
     }
 
     /// The frames of `stream` order RX holds above a hole within `from ..= to` (a peer's
@@ -1010,14 +1014,7 @@ impl ReplicaCore {
         out: &mut impl ReplicaOut,
         sink: &mut impl EngineSink,
     ) -> Result<u64, ReplayError> {
-        self.rx.tick(
-            now,
-            &mut RxBridge {
-                out: &mut *out,
-                delivered: &mut self.delivered,
-            },
-        );
-        self.decode_delivered(now, out);
+        self.rx_tick_and_decode(now, out);
         self.data
             .tick(now, &mut DataBridge::new(out, &mut self.replay));
         // While a hold is open the decoder is behind it: the probe keeps the hash-lag clock.

@@ -243,6 +243,28 @@ struct Hole {
     window_to: u64,
 }
 
+impl Hole {
+    /// A hole up to `to`, seen at `now`, asked at the next tick.
+    fn due(to: u64, now: u64) -> Self {
+        Hole {
+            opened: 0,
+            ..Self::opened(to, now)
+        }
+    }
+
+    /// A hole up to `to`, seen at `now`, asked once it waited REP_HOLE_WAIT_US.
+    fn opened(to: u64, now: u64) -> Self {
+        Hole {
+            to,
+            seen: now,
+            opened: now,
+            nacked: None,
+            retries: 0,
+            window_to: 0,
+        }
+    }
+}
+
 /// Frames one NACK or RepairReq asks for: a hole is repaired window by window, the next window
 /// asked for as soon as the last frame of the one before arrives. A restarted replica's hole of
 /// 60,000 frames asked for at once was served up to the sequencer's burst and then re-asked
@@ -540,17 +562,7 @@ impl OrderRx {
             let sub = &mut self.subs[st];
             let top = sub.high.max(sub.next - 1);
             if f.to[st] > top {
-                sub.holes.insert(
-                    top + 1,
-                    Hole {
-                        to: f.to[st],
-                        seen: now,
-                        opened: 0,
-                        nacked: None,
-                        retries: 0,
-                        window_to: 0,
-                    },
-                );
+                sub.holes.insert(top + 1, Hole::due(f.to[st], now));
                 self.counters.holes += 1;
                 sub.high = f.to[st];
             }
@@ -773,17 +785,7 @@ impl OrderRx {
         }
         let top = sub.high.max(sub.next - 1);
         if fs > top + 1 {
-            sub.holes.insert(
-                top + 1,
-                Hole {
-                    to: fs - 1,
-                    seen: now,
-                    opened: now,
-                    nacked: None,
-                    retries: 0,
-                    window_to: 0,
-                },
-            );
+            sub.holes.insert(top + 1, Hole::opened(fs - 1, now));
             self.counters.holes += 1;
         }
         sub.high = sub.high.max(fs);
@@ -869,17 +871,7 @@ impl OrderRx {
         }
         holes.extend(open);
         for (from, to) in holes {
-            sub.holes.insert(
-                from,
-                Hole {
-                    to,
-                    seen: now,
-                    opened: 0,
-                    nacked: None,
-                    retries: 0,
-                    window_to: 0,
-                },
-            );
+            sub.holes.insert(from, Hole::due(to, now));
             self.counters.holes += 1;
         }
         true
@@ -915,17 +907,7 @@ impl OrderRx {
     }
 
     fn reopen(sub: &mut Sub, fs: u64, now: u64) {
-        sub.holes.insert(
-            fs,
-            Hole {
-                to: fs,
-                seen: now,
-                opened: now,
-                nacked: None,
-                retries: 0,
-                window_to: 0,
-            },
-        );
+        sub.holes.insert(fs, Hole::opened(fs, now));
     }
 
     /// Path accounting: which paths brought each frame; a frame that leaves the window of the
