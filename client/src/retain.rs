@@ -26,6 +26,8 @@ pub(crate) struct Slot {
     pub last_tx_ns: u64,
     /// Bit `i`: message `i` has an answer.
     pub answered: u16,
+    /// The `(epoch, tenure)` the session followed when an answer was last taken.
+    pub answered_in: (u32, u8),
     /// A transmit of copy 1 / copy 2 of this packet waits in the outbox.
     pub queued: [bool; 2],
     /// Message kinds and `client_tag`s (a Cancel's tag names its target).
@@ -43,6 +45,7 @@ impl Slot {
         first_tx_ns: 0,
         last_tx_ns: 0,
         answered: 0,
+        answered_in: (0, 0),
         queued: [false; 2],
         kinds: [MsgType::NewGtc; MAX_MSGS],
         tags: [0; MAX_MSGS],

@@ -1055,9 +1055,7 @@ impl Session {
         }
         // 07 §9.5–§9.6: answered packets from `expected` on, after a tenure ended, were answered
         // by a tenure whose seal does not hold them: "the client resends from there".
-        if self.ended.is_some() {
-            self.revert_from(expected);
-        }
+        self.revert_from(expected);
         let gap = self.cfg.resend_gap_ns;
         self.resend_where(expected, now, |s, p| {
             s.retain
@@ -1069,6 +1067,7 @@ impl Session {
     /// Mark message `i` of `pkt_seq` answered; false when the record contradicts the packet
     /// (index past its count, or another tag).
     fn mark_answered(&mut self, msg: MsgRef, tag: u32) -> bool {
+        let tenure = self.tenure;
         match self.retain.get_mut(msg.pkt_seq) {
             Some(s) => {
                 let i = msg.msg_index as usize;
@@ -1076,6 +1075,7 @@ impl Session {
                     return false;
                 }
                 s.answered |= 1 << i;
+                s.answered_in = tenure;
                 true
             }
             None => true,

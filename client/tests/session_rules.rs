@@ -671,6 +671,28 @@ fn a_tenure_end_makes_the_sealed_fills_final_and_reverts_the_rest() {
         .iter()
         .any(|e| matches!(e, Event::Exec(x) if x.order == 3)));
     assert!(s.order(3).unwrap().done);
+    // A late BAD_SEQ{3}, overtaken by that answer: the new tenure's answer stands.
+    s.handle_packet(
+        200 * MS,
+        &resp(
+            2,
+            8,
+            vec![Record::Reject {
+                msg_index: MSG_INDEX_NONE,
+                code: RejectCode::BadSeq,
+                detail: 3,
+                client_tag: 0,
+            }],
+        ),
+    );
+    assert!(
+        !events(&mut s)
+            .iter()
+            .any(|e| matches!(e, Event::Uncertain { .. })),
+        "the current tenure's answer voided"
+    );
+    assert_eq!(s.counters().reverted_packets, 1);
+    assert!(s.order(3).unwrap().done);
 }
 
 #[test]

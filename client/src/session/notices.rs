@@ -13,11 +13,15 @@ impl Session {
     /// cancel's target is live again), and the packet counts as unanswered, so it is resent.
     /// Fills the tenure's end reverted were reported by `TenureEnd` ([`Event::Reverted`]).
     pub(super) fn revert_from(&mut self, from: u32) {
+        let Some(ended) = self.ended else {
+            return;
+        };
         for p in from.max(self.retain.head())..self.retain.end() {
             let Some(s) = self.retain.get_mut(p) else {
                 continue;
             };
-            if s.answered == 0 {
+            // Answers the current tenure gave stand (a late BAD_SEQ, overtaken by them).
+            if s.answered == 0 || s.answered_in > ended {
                 continue;
             }
             let answered = std::mem::take(&mut s.answered);
