@@ -46,9 +46,13 @@ fn num_after(s: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
-/// Column `col` of each replica's row of the report's Replicas table in `text`.
+/// Column `col` of each replica's row of the report's Replicas table in `text` (the rows
+/// after its `## Replicas` heading: the Failover section's stage table has rows per replica too).
 fn replica_column(text: &str, col: usize) -> Vec<&str> {
-    text.lines()
+    let table = text.find("## Replicas").map_or(text, |i| &text[i..]);
+    table
+        .lines()
+        .take_while(|l| !l.starts_with("## Journals"))
         .filter(|l| l.starts_with("| replica ") && !l.contains("replay digest"))
         .map(|l| l.split('|').nth(col).unwrap().trim())
         .collect()
