@@ -222,12 +222,13 @@ fn two_different_copies_are_settled_by_the_sequencers_copy_and_the_home_trades_o
     for (i, n) in nodes.iter().enumerate() {
         let c = n.counters();
         assert!(c.copy_mismatches >= 15, "replica {i}: {c:?}");
+        // Each mismatch is settled by the sequencer's copy: it answered at least once per
+        // mismatch, and `check` has every block voted (its `data_root` needs every record
+        // resolved) and every replica replaying the same responses. How many records went
+        // unavailable for a while on the way is the machine's load, not a property of the
+        // protocol: a CI run had 146 (the sequencer answered 281 of 484 asks in time), a warm
+        // one 0 — a record unavailable once is asked again every 100 ms until resolved.
         assert!(c.seq_data_rx >= c.copy_mismatches, "replica {i}: {c:?}");
-        // Each mismatch is settled by the sequencer's copy. On a loaded machine one answer may
-        // come after the dev budget (3 asks, 2 ms apart): that record counts unavailable once
-        // and is fetched again 100 ms later — `check` has every block voted. A sequencer that
-        // did not answer would leave ~20 unavailable.
-        assert!(c.unavailable <= 2, "replica {i}: {c:?}");
     }
     let _ = std::fs::remove_dir_all(&h.dir);
 }
