@@ -607,6 +607,21 @@ fn a_replica_that_lost_its_consensus_partition_starts_from_its_cert_journal() {
         "final {fin} after a floor of {floor}: {last}"
     );
     assert!(votes > 0, "{last}");
+    // 07 §8.2: its block journal goes on past what it recovered — every block it checks after
+    // the restart is written, gap-free up to near the home's final height (a checked prefix that
+    // restarted at 0 once left it at the recovered top for the rest of the run).
+    let journal = report
+        .lines()
+        .find(|l| l.starts_with("- replica 3: ") && l.contains(" blocks (heights "))
+        .unwrap_or_else(|| panic!("no journal line\n{report}"));
+    let blocks = num_after(journal, "- replica 3: ").expect("blocks");
+    let top = journal
+        .split("..=")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("top height");
+    assert!(blocks == top && top + 40 > fin, "{journal} (final {fin})");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

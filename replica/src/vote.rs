@@ -270,9 +270,19 @@ impl SimplexVoter {
         })
     }
 
-    /// A header the replica holds (its signature and chain are the verdict's to check).
+    /// Blocks through `through` were checked by this replica before it restarted: its block
+    /// journal holds them from its lowest height, gap-free (07 §8.2: a block is written once its
+    /// checks pass). The checked prefix resumes there, so the journal and the forgetting go on
+    /// from the next block instead of waiting for heights no header will name again.
+    pub fn resume_checked(&mut self, through: u64) {
+        self.voted = self.voted.max(through);
+    }
+
+    /// A header the replica holds (its signature and chain are the verdict's to check). Kept
+    /// above the checked prefix as well as above the final height: a replica catching up
+    /// checks finalized blocks it was never asked to verify against them.
     pub fn on_header(&mut self, height: u64, hash: Hash) {
-        if height > self.desk.final_height() && self.hashes.len() < 1 << 16 {
+        if height > self.voted.min(self.desk.final_height()) && self.hashes.len() < 1 << 16 {
             self.hashes.insert(height, hash);
         }
     }
@@ -333,7 +343,13 @@ impl SimplexVoter {
             self.voted = self.voted.max(last);
             self.ranges.pop_first();
         }
-        let keep_from = self.desk.final_height().saturating_sub(HASHES_BELOW_FINAL);
+        // The checked prefix's next header is kept however far behind it is (the catch-up
+        // check above needs the hashes from there on; the insert's cap bounds them).
+        let keep_from = self
+            .desk
+            .final_height()
+            .saturating_sub(HASHES_BELOW_FINAL)
+            .min(self.voted + 1);
         if self
             .hashes
             .first_key_value()

@@ -154,6 +154,15 @@ fn a_restarted_replica_takes_its_own_frames_from_its_order_journal() {
         "it took back every frame it had journaled: {o:?}"
     );
     assert_eq!(o.recovered, had);
+    // 07 §8.2: the blocks its block journal held at start gave back their payloads, and were
+    // not written again.
+    assert!(
+        c.own_journal_payloads > 1000 && c.own_journal_unread == 0,
+        "{c:?}"
+    );
+    let j = again.journal().expect("block journal");
+    assert_eq!(j.identical(), 0, "blocks written twice");
+    assert!(j.synced() > j.held_through, "it journals again: {j:?}");
     // The peers served only what it lacked.
     let served: u64 = nodes.iter().map(|n| n.store().sent).sum();
     assert!(

@@ -57,6 +57,11 @@ pub struct NodeCounters {
     pub too_old: u64,
     /// Frames a restarted replica took from its own order journal (not from the network).
     pub own_journal_frames: u64,
+    /// Payloads a restarted replica took from its own block journal (07 §8.2: the blocks it
+    /// checked before the restart), not fetched from anyone.
+    pub own_journal_payloads: u64,
+    /// Own journal blocks that could not be read back for their payloads (fetched instead).
+    pub own_journal_unread: u64,
     /// Frames the sequencer retransmitted to this replica's control port (07 §4.10).
     pub rtx_in: u64,
     /// Blocks the decoder completed.

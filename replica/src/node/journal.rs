@@ -37,6 +37,9 @@ pub struct NodeJournal {
     pub recovered: RecoveryReport,
     /// Highest height recovery served.
     pub recovered_top: u64,
+    /// The end of the gap-free run of heights recovery served from its lowest (0: none): blocks
+    /// this replica checked before it restarted, not handed to the writer again.
+    pub held_through: u64,
     /// Voted blocks not handed to the writer: a piece missing, or its queue full.
     pub skipped: u64,
     pub(super) tx: Option<std::sync::mpsc::SyncSender<ToWriter>>,
@@ -44,7 +47,25 @@ pub struct NodeJournal {
     pub certs_skipped: u64,
     pub(super) writer: Option<std::thread::JoinHandle<()>>,
     pub(super) stats: Arc<JournalStats>,
+    /// The blocks recovered at start, read back for their payloads after a restart
+    /// ([`Node::feed_own_payloads`]); dropped once fed.
+    pub(super) reader: Option<OwnBlocks>,
 }
+
+/// A read-only view of the block journal as recovery found it, and the next block whose
+/// payloads go to the data side.
+#[derive(Debug)]
+pub(super) struct OwnBlocks {
+    journal: BlockJournal,
+    next: u64,
+    through: u64,
+}
+
+/// Blocks of its own journal a restarted replica reads per poll.
+const OWN_BLOCKS_PER_POLL: u64 = 8;
+/// How far past the block being decoded their payloads are fed (the data store holds them
+/// until their records come; bounded so a long journal never floods it).
+const OWN_BLOCKS_AHEAD: u64 = 32;
 
 /// What the journal writer takes (a block moves by value: the queue holds at most
 /// `JOURNAL_QUEUE` of them, and boxing each would allocate per block).
@@ -256,7 +277,9 @@ impl NodeJournal {
         sync_ns: u64,
         cores: Option<Vec<usize>>,
     ) -> NodeJournal {
-        let top = journal.heights().last().copied().unwrap_or(0);
+        let heights = journal.heights();
+        let top = heights.last().copied().unwrap_or(0);
+        let held_through = gap_free_through(&heights);
         let stats = Arc::new(JournalStats::default());
         stats.appended.store(top, Ordering::Relaxed);
         stats.synced.store(top, Ordering::Relaxed);
@@ -294,11 +317,13 @@ impl NodeJournal {
         NodeJournal {
             recovered,
             recovered_top: top,
+            held_through,
             skipped: 0,
             certs_skipped: 0,
             tx: Some(tx),
             writer: Some(writer),
             stats,
+            reader: None,
         }
     }
 
@@ -401,7 +426,73 @@ impl Drop for NodeJournal {
     }
 }
 
+/// The last height of the gap-free run that starts at the lowest of `heights` (ascending);
+/// 0 when there is none.
+fn gap_free_through(heights: &[u64]) -> u64 {
+    let Some(&first) = heights.first() else {
+        return 0;
+    };
+    let mut last = first;
+    for &h in &heights[1..] {
+        if h != last + 1 {
+            break;
+        }
+        last = h;
+    }
+    last
+}
+
 impl Node {
+    /// A restarted replica takes the payloads of the blocks its own journal held at start
+    /// (07 §8.2: checked here before the restart) instead of fetching them from its data box,
+    /// peers and the sequencer, who may have dropped them long ago: a block's packets a few
+    /// blocks ahead of the one being decoded ([`OWN_BLOCKS_AHEAD`]), [`OWN_BLOCKS_PER_POLL`]
+    /// blocks a poll. The data side checks each against its record's hash as any copy. Returns
+    /// the payloads taken.
+    pub(super) fn feed_own_payloads(&mut self, now: u64) -> usize {
+        let Some(r) = self.journal.as_mut().and_then(|j| j.reader.as_mut()) else {
+            return 0;
+        };
+        let open = self.core.open_height(0).max(self.core.open_height(1));
+        let mut n = 0;
+        let mut blocks = 0;
+        while r.next <= r.through
+            && r.next < open + OWN_BLOCKS_AHEAD
+            && blocks < OWN_BLOCKS_PER_POLL
+        {
+            let h = r.next;
+            r.next += 1;
+            blocks += 1;
+            let buf = match r.journal.read(h) {
+                Ok(b) => b,
+                Err(_) => {
+                    self.io.c.own_journal_unread += 1;
+                    continue;
+                }
+            };
+            let Ok(rec) = vyrn_wire::msg::journal::BlockRecordRef::parse(&buf) else {
+                self.io.c.own_journal_unread += 1;
+                continue;
+            };
+            for p in rec.packets() {
+                self.core
+                    .on_fetched(crate::front::data::Source::Journal, p, now, &mut self.io);
+                n += 1;
+            }
+        }
+        self.io.c.own_journal_payloads += n as u64;
+        if r.next > r.through {
+            eprintln!(
+                "{}: took {} payloads of blocks ..={} from its own block journal ({} blocks unread)",
+                self.io.name, self.io.c.own_journal_payloads, r.through, self.io.c.own_journal_unread
+            );
+            if let Some(j) = self.journal.as_mut() {
+                j.reader = None;
+            }
+        }
+        n
+    }
+
     /// Hand the snapshots replay took whose block header is known (07 §7.5: `header_hash(h)`
     /// goes in the file's header) to the journal's writer thread; rare (one per snapshot
     /// interval), off the per-packet path.
@@ -464,6 +555,10 @@ impl Node {
             let Some(hdr) = self.io.pending_hdr.remove(&h) else {
                 continue;
             };
+            if h <= j.held_through {
+                // Recovered from this journal at start: decoded again, never written again.
+                continue;
+            }
             let [a, b] = self.io.pending_order.remove(&h).unwrap_or_default();
             let core = &self.core;
             // The tenure that produced it (07 §9.5: after a seal, the next one's from the
@@ -574,13 +669,31 @@ impl NodeJournal {
                 // The cert journal, mirrored on the first two drives (07 §8.2).
                 let certs = crate::disk::journal::cert::CertJournal::open(dirs)
                     .map_err(|e| format!("cert journal: {e}"))?;
-                Some(NodeJournal::start(
-                    journal,
-                    certs,
-                    recovered,
-                    every,
-                    cfg.journal_cores.clone(),
-                ))
+                let mut nj =
+                    NodeJournal::start(journal, certs, recovered, every, cfg.journal_cores.clone());
+                // 07 §8.2, §7.6: a restart reads its own blocks back for their payloads. A
+                // second, read-only view (the writer's journal moved to its thread); its scan
+                // checks every record again.
+                if nj.held_through > 0 {
+                    let mut rc = JournalConfig::new(dirs.clone());
+                    rc.read_only = true;
+                    rc.backend = cfg.journal_backend;
+                    match BlockJournal::open(rc) {
+                        Ok((journal, _)) => {
+                            let next = journal.heights().first().copied().unwrap_or(1);
+                            nj.reader = Some(OwnBlocks {
+                                journal,
+                                next,
+                                through: nj.held_through,
+                            });
+                        }
+                        Err(e) => eprintln!(
+                            "replica {}: the journal's blocks cannot be read back ({e:?}): their payloads are fetched",
+                            cfg.index
+                        ),
+                    }
+                }
+                Some(nj)
             }
         })
     }
@@ -614,6 +727,17 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checked prefix a restart resumes from ends at the first gap after the lowest height.
+    #[test]
+    fn the_recovered_prefix_ends_at_the_first_gap() {
+        assert_eq!(gap_free_through(&[]), 0);
+        assert_eq!(gap_free_through(&[1, 2, 3]), 3);
+        assert_eq!(gap_free_through(&[1, 2, 4, 5]), 2);
+        // Retention removed the oldest: the run starts at the lowest held.
+        assert_eq!(gap_free_through(&[40, 41, 42]), 42);
+        assert_eq!(gap_free_through(&[7]), 7);
+    }
     use crate::disk::journal::{AlignedBuf, Backend, BackendKind, FileId, StdBackend};
     use std::sync::atomic::AtomicBool;
 

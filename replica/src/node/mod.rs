@@ -260,7 +260,11 @@ impl Node {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
         let (own, store) = frame_store(cfg, &mut core)?;
-        let (voters, simplex) = start_voting(cfg)?;
+        let (voters, mut simplex) = start_voting(cfg)?;
+        // 07 §8.2: what the journal recovered gap-free was checked here before a restart.
+        if let (Some(v), Some(j)) = (simplex.as_mut(), journal.as_ref()) {
+            v.resume_checked(j.held_through);
+        }
         Ok(Node {
             core,
             paths,
@@ -611,6 +615,7 @@ impl Node {
         // A restarted replica's own frames, a batch per poll after the sockets were read: a
         // backlog fed before reading them let the kernel drop live frames meanwhile.
         work += self.feed_own_journal(now);
+        work += self.feed_own_payloads(now);
         // The order journal's buffered frames go to disk every ORDER_FLUSH_NS (a read that needs
         // newer ones flushes itself).
         if now.saturating_sub(self.last_order_flush) >= ORDER_FLUSH_NS {

@@ -179,6 +179,10 @@ pub enum Source {
     Peer(usize),
     /// The sequencer's control core (an answer to `SeqDataReq`): the bytes it matched.
     Seq,
+    /// This replica's own block journal: a block it checked before a restart (07 §8.2), read
+    /// back so its payloads need not be fetched again. Stored unasked like a data box's push
+    /// (its record may come later), never evidence about a client's copies.
+    Journal,
 }
 
 /// Why a data-frame datagram was not taken.

@@ -615,7 +615,7 @@ impl DataSide {
             }
             // Unasked copies from a data box are bounded per key; a copy a record asked for
             // is bounded by the records (one each).
-            let unasked = matches!(src, Source::Box(_))
+            let unasked = matches!(src, Source::Box(_) | Source::Journal)
                 && !self.wants(head, Source::Seq, p.count, &full, true);
             if unasked && self.store.extra.get(&key).map_or(0, Vec::len) >= EXTRA_COPIES_MAX {
                 self.c.copies_refused += 1;
