@@ -17,13 +17,13 @@ bin=target/release
 
 # Knobs: VYRN_SECS (10 s of load), VYRN_LOAD_RATE (5,000 msgs/s: with four Simplex engines on
 # two cores, 10,000 started data-tier fetch storms in two of three runs, docs/benchmarks.md),
-# VYRN_SEED, VYRN_CONFIG (an existing home file instead of the generated one), VYRN_JOURNAL_ALL=1
-# (journal on all four replicas, not just the last), VYRN_KILL_SEQ=S (a failover: the box is
+# VYRN_SEED, VYRN_CONFIG (an existing home file instead of the generated one), VYRN_JOURNAL_LAST=1
+# (journal on the last replica only; by default every voter journals), VYRN_KILL_SEQ=S (a failover: the box is
 # SIGKILLed S s into the load, the standby promoted, the clients trade on; S >= 8 for a warm
 # standby and VYRN_SECS >= S + 4, e.g. VYRN_SECS=14 VYRN_KILL_SEQ=9).
 up=(--duration "${VYRN_SECS:-10}" --rate "${VYRN_LOAD_RATE:-5000}" --seed "${VYRN_SEED:-1}")
 [ -n "${VYRN_CONFIG:-}" ] && up+=(--home "$VYRN_CONFIG")
-[ "${VYRN_JOURNAL_ALL:-0}" = 1 ] && up+=(--journal-all)
+[ "${VYRN_JOURNAL_LAST:-0}" = 1 ] && up+=(--journal-last)
 [ -n "${VYRN_KILL_SEQ:-}" ] && up+=(--kill-seq "$VYRN_KILL_SEQ")
 echo "== vyrn up: a home on loopback — 4 replicas, a data box, the sequencer, the load generator =="
 "$vyrn" up "${up[@]}"

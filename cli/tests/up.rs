@@ -65,6 +65,15 @@ fn vyrn_up_runs_a_home_that_keeps_its_promises_and_writes_a_report() {
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("OK: the home traded"), "{report}");
     assert!(report.contains("certificates verify, 0 bad"), "{report}");
+    // 07 §8.2: every voter journals (a final block on Q replicas' drives), and each journal
+    // verifies read-only with nothing refused.
+    let journals = report
+        .lines()
+        .filter(|l| {
+            l.starts_with("- replica ") && l.contains(" 0 refused at recovery, 0 unreadable")
+        })
+        .count();
+    assert_eq!(journals, 4, "{report}");
     // State roots (07 §7.4) certify in the run: a dev home roots once a second, the run is
     // longer than 3 s, so each replica formed root certificates and the journal holds them.
     let roots: Vec<u64> = replica_column(&report, 4)

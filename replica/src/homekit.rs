@@ -572,6 +572,7 @@ impl LoopbackHome {
                 .then(|| vec![self.dir.join(format!("journal-{i}"))]),
             journal_backend: Default::default(),
             journal_sync_ns: 0,
+            journal_segment_bytes: 0,
             journal_cores: None,
             simplex: (self.simplex && !standby).then(|| {
                 let mut s = crate::vote::SimplexCfg::new(

@@ -145,6 +145,8 @@ pub struct VoterCounters {
     pub seal_offers_out: u64,
     /// Seal certificates exported (07 §9.4).
     pub seal_certs_out: u64,
+    /// Checks answered pending because the journal's queue was full (07 §8.2 backpressure).
+    pub journal_holds: u64,
 }
 
 /// The replica's Simplex voter: the desk on the replica's loop, the engine on its thread.
@@ -164,6 +166,8 @@ pub struct SimplexVoter {
     lab_wrong_root: bool,
     /// The seal this voter builds and checks once the tenure is deposed here (07 §9.4).
     seal: Option<crate::front::failover::seal::SealPlan>,
+    /// The journal's queue is full: no new block is checked true until it drains (07 §8.2).
+    held: bool,
 }
 
 mod seal;
@@ -267,7 +271,16 @@ impl SimplexVoter {
             #[cfg(not(feature = "lab"))]
             lab_wrong_root: false,
             seal: None,
+            held: false,
         })
+    }
+
+    /// Hold (or release) the checks of new blocks: while the journal's writer cannot take the
+    /// blocks voted so far, a check answers pending (counted, `journal_holds`), so the desk
+    /// waits and this voter votes for nothing it could not write (07 §8.2). The others' Q
+    /// finalize without it meanwhile.
+    pub fn hold_checks(&mut self, held: bool) {
+        self.held = held;
     }
 
     /// Blocks through `through` were checked by this replica before it restarted: its block
@@ -305,6 +318,7 @@ impl SimplexVoter {
             counters: &mut self.counters,
             refused: &mut self.refused,
             wrong_root: self.lab_wrong_root,
+            held: self.held,
         };
         let mut busy = self.desk.poll(now, &mut ledger);
         // Finalized ranges this voter never verified (it was not asked in time): checked by its
@@ -453,6 +467,7 @@ struct CoreLedger<'a, O> {
     counters: &'a mut VoterCounters,
     refused: &'a mut Option<u64>,
     wrong_root: bool,
+    held: bool,
 }
 
 impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
@@ -464,6 +479,11 @@ impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {
     }
     fn check(&mut self, first: u64, last: u64, last_hash: &Hash, now: u64) -> Check {
         self.counters.checks += 1;
+        if self.held {
+            // 07 §8.2: the journal's writer is behind; nothing new is checked true.
+            self.counters.journal_holds += 1;
+            return Check::Pending { at: first };
+        }
         match self.core.verify(first, last, last_hash, now, self.out) {
             VerifyOutcome::True => {
                 let e = self.ranges.entry(first).or_insert(last);

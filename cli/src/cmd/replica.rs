@@ -63,6 +63,10 @@ pub struct Args {
     /// The journal's sync period, ms (1..=1000; 07 §8.2's ≤ 5 ms is a budget; 0 = default).
     #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub journal_sync_ms: u64,
+    /// The block journal's segment size, MiB, each preallocated (0 = 256; a dev run's
+    /// journals take a fraction of one).
+    #[arg(long, value_name = "MIB", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=4096))]
+    pub journal_segment_mb: u64,
     /// Cores this process runs on (e.g. `1` or `0-3,6`).
     #[arg(long, value_name = "LIST", value_parser = cores)]
     pub cores: Option<Cores>,
@@ -303,6 +307,7 @@ pub fn run(o: Args) -> ExitCode {
         journal: o.journal.clone(),
         journal_backend: o.journal_backend,
         journal_sync_ns: o.journal_sync_ms * 1_000_000,
+        journal_segment_bytes: o.journal_segment_mb << 20,
         journal_cores: o.journal_cores.clone().map(|c| c.0),
         simplex: (!o.lab.interim_voter()).then(|| simplex.clone()),
         replay_tile: o.replay_thread || o.replay_core.is_some(),

@@ -23,6 +23,8 @@ pub struct NodeConfig {
     pub journal_backend: crate::disk::journal::BackendChoice,
     /// The writer syncs at most this often while blocks are queued (0: 5 ms, 07 §8.2).
     pub journal_sync_ns: u64,
+    /// The block journal's segment size in bytes, each preallocated (0: 256 MiB).
+    pub journal_segment_bytes: u64,
     /// Cores the journal writer thread is restricted to (off a sequencer's hot core when the
     /// home shares a host); `None`: the process's own set.
     pub journal_cores: Option<Vec<usize>>,
@@ -58,6 +60,7 @@ impl NodeConfig {
             journal: None,
             journal_backend: Default::default(),
             journal_sync_ns: 0,
+            journal_segment_bytes: 0,
             journal_cores: None,
             simplex: None,
             replay_tile: false,

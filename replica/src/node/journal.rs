@@ -29,8 +29,11 @@ pub(super) const JOURNAL_SYNC_NS: u64 = 5_000_000;
 
 /// The journal side of a replica process: the block journal runs on its own writer thread, so
 /// a slow `fdatasync` never stalls order RX, RepAcks or votes (07 §8.2: "a replica acks
-/// nothing to anyone based on NVMe"). Records go to it through a bounded queue; a full queue
-/// skips the block (counted), it never blocks the tile.
+/// nothing to anyone based on NVMe"). Records go to it through a bounded queue. A full queue
+/// never skips a block and never blocks the tile: the record waits in its backlog
+/// (handed on, in order, as the queue drains), and while anything waits there the voter checks
+/// no new block ([`NodeJournal::behind`]: backpressure on the verdict, so the backlog stays
+/// bounded by the blocks voted before it filled).
 #[derive(Debug)]
 pub struct NodeJournal {
     /// What recovery found at start.
@@ -40,8 +43,14 @@ pub struct NodeJournal {
     /// The end of the gap-free run of heights recovery served from its lowest (0: none): blocks
     /// this replica checked before it restarted, not handed to the writer again.
     pub held_through: u64,
-    /// Voted blocks not handed to the writer: a piece missing, or its queue full.
+    /// Voted blocks not handed to the writer: a piece missing, or their header dropped from a
+    /// pending map past JOURNAL_PENDING_MAX (never a full queue: that waits in `backlog`).
     pub skipped: u64,
+    /// Records the writer's full queue could not take yet, oldest first: handed on before any
+    /// newer one.
+    pub(super) backlog: std::collections::VecDeque<(u64, RepBlockRecord)>,
+    /// Times a record had to wait in `backlog` (the writer's queue was full).
+    pub backlogged: u64,
     pub(super) tx: Option<std::sync::mpsc::SyncSender<ToWriter>>,
     /// Certificates not handed to the writer (its queue full).
     pub certs_skipped: u64,
@@ -324,6 +333,8 @@ impl NodeJournal {
             writer: Some(writer),
             stats,
             reader: None,
+            backlog: Default::default(),
+            backlogged: 0,
         }
     }
 
@@ -360,14 +371,59 @@ impl NodeJournal {
         self.stats.errors.load(Ordering::Relaxed)
     }
 
+    /// Hand block `h` to the writer, after every record waiting in the backlog; a full queue
+    /// keeps it in the backlog, in order (never skipped).
     pub(super) fn submit(&mut self, h: u64, rec: RepBlockRecord) {
-        let ok = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.try_send(ToWriter::Block(h, rec)).is_ok());
-        if !ok {
-            self.skipped += 1;
+        self.drain_backlog();
+        if !self.backlog.is_empty() {
+            self.backlog.push_back((h, rec));
+            self.backlogged += 1;
+            return;
         }
+        let Some(tx) = self.tx.as_ref() else {
+            self.skipped += 1;
+            return;
+        };
+        match tx.try_send(ToWriter::Block(h, rec)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::TrySendError::Full(ToWriter::Block(h, rec))) => {
+                self.backlog.push_back((h, rec));
+                self.backlogged += 1;
+            }
+            Err(_) => self.skipped += 1,
+        }
+    }
+
+    /// Hand the backlog's records to the writer while its queue takes them.
+    pub(super) fn drain_backlog(&mut self) {
+        let Some(tx) = self.tx.as_ref() else {
+            return;
+        };
+        while let Some((h, rec)) = self.backlog.pop_front() {
+            match tx.try_send(ToWriter::Block(h, rec)) {
+                Ok(()) => {}
+                Err(std::sync::mpsc::TrySendError::Full(ToWriter::Block(h, rec))) => {
+                    self.backlog.push_front((h, rec));
+                    return;
+                }
+                Err(_) => {
+                    self.skipped += 1 + self.backlog.len() as u64;
+                    self.backlog.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Voted blocks waiting for the writer's queue.
+    pub fn backlog_len(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Whether voted blocks wait for the writer's queue: the voter checks no new block until
+    /// they are handed on (07 §8.2: a final block on this replica's drive within a batch).
+    pub fn behind(&self) -> bool {
+        !self.backlog.is_empty()
     }
 
     /// A snapshot for the writer to put in `dir` (07 §7.5); false when its queue is full.
@@ -411,8 +467,19 @@ impl NodeJournal {
         self.stats.certs.load(Ordering::Relaxed)
     }
 
-    /// Close the queue and wait for the writer's last sync.
+    /// Close the queue and wait for the writer's last sync (the backlog handed on first, the
+    /// writer draining as it goes).
     pub(super) fn finish(&mut self) {
+        let t0 = std::time::Instant::now();
+        while !self.backlog.is_empty()
+            && self.writer.as_ref().is_some_and(|w| !w.is_finished())
+            && t0.elapsed() < std::time::Duration::from_secs(10)
+        {
+            self.drain_backlog();
+            if !self.backlog.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         self.tx = None;
         if let Some(w) = self.writer.take() {
             let _ = w.join();
@@ -659,6 +726,9 @@ impl NodeJournal {
                 jc.verifying_key = Some(h.seq_pub);
                 jc.later_keys = h.later_tenure_keys();
                 jc.backend = cfg.journal_backend;
+                if cfg.journal_segment_bytes > 0 {
+                    jc.segment_bytes = cfg.journal_segment_bytes;
+                }
                 let (journal, recovered) =
                     BlockJournal::open(jc).map_err(|e| format!("journal: {e:?}"))?;
                 let every = if cfg.journal_sync_ns == 0 {
@@ -863,6 +933,91 @@ mod tests {
         drop(tx);
         assert!(s.poll(0, 3_000), "the closed queue: a last sync");
         assert!(!s.poll(0, 4_000), "then done");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A backend whose flush takes `ms` (a slow drive).
+    #[derive(Debug)]
+    struct Slow {
+        inner: StdBackend,
+        ms: u64,
+    }
+
+    impl Backend for Slow {
+        fn kind(&self) -> BackendKind {
+            self.inner.kind()
+        }
+        fn open(&mut self, p: &std::path::Path, create_new: bool) -> std::io::Result<FileId> {
+            self.inner.open(p, create_new)
+        }
+        fn close(&mut self, f: FileId) {
+            self.inner.close(f)
+        }
+        fn file_len(&self, f: FileId) -> std::io::Result<u64> {
+            self.inner.file_len(f)
+        }
+        fn truncate(&mut self, f: FileId, len: u64) -> std::io::Result<()> {
+            self.inner.truncate(f, len)
+        }
+        fn queue_write(&mut self, f: FileId, off: u64, buf: AlignedBuf) -> std::io::Result<()> {
+            self.inner.queue_write(f, off, buf)
+        }
+        fn flush(&mut self) -> Vec<(FileId, std::io::Error)> {
+            std::thread::sleep(Duration::from_millis(self.ms));
+            self.inner.flush()
+        }
+        fn read(&mut self, f: FileId, off: u64, buf: &mut AlignedBuf) -> std::io::Result<usize> {
+            self.inner.read(f, off, buf)
+        }
+        fn punch(&mut self, f: FileId, off: u64, len: u64) -> std::io::Result<()> {
+            self.inner.punch(f, off, len)
+        }
+        fn preallocate(&mut self, f: FileId, len: u64) -> std::io::Result<()> {
+            self.inner.preallocate(f, len)
+        }
+    }
+
+    /// 07 §8.2: a full writer queue never skips a block. A slow drive holds the
+    /// writer while more blocks are voted than its queue takes: the rest wait in the backlog,
+    /// in order, `behind()` says so (the voter holds its checks on it), and every block ends
+    /// up in the journal, gap-free, none skipped.
+    #[test]
+    fn a_full_writer_queue_keeps_every_block_in_order() {
+        let dir = std::env::temp_dir().join(format!("vyrn-backlog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let drives = vec![dir.join("nvme0")];
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let jc = JournalConfig::new(drives.clone());
+        let be = Slow {
+            inner: StdBackend::new(),
+            ms: 50,
+        };
+        let (bj, rec) = BlockJournal::open_with(jc, Box::new(be)).expect("journal");
+        let certs = crate::disk::journal::cert::CertJournal::open(&drives).expect("certs");
+        let mut j = NodeJournal::start(bj, certs, rec, 1_000_000, None);
+        let n = JOURNAL_QUEUE as u64 + 500;
+        let mut was_behind = false;
+        for h in 1..=n {
+            j.submit(h, record(h, &key));
+            was_behind |= j.behind();
+        }
+        assert!(was_behind && j.backlogged > 0, "the queue never filled");
+        assert_eq!(j.skipped, 0);
+        wait_for("the backlog handed on", || {
+            j.drain_backlog();
+            !j.behind()
+        });
+        j.finish();
+        assert_eq!((j.appended(), j.synced(), j.skipped), (n, n, 0));
+        drop(j);
+        let mut ro = JournalConfig::new(drives);
+        ro.read_only = true;
+        let (bj, _) = BlockJournal::open(ro).expect("read back");
+        assert_eq!(
+            bj.heights(),
+            (1..=n).collect::<Vec<_>>(),
+            "gap-free, in order"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -60,6 +60,15 @@ fn render_journal(e: &mut Exposition, n: &crate::node::Node) {
         e.put_counter(&REPLICA_JOURNAL_BYTES, &[], j.bytes_written());
         e.put_counter(&REPLICA_JOURNAL_ERRORS, &[], j.errors());
         e.put_counter(&REPLICA_JOURNAL_CERTS, &[], j.certs());
+        // 07 §8.2: voted blocks waiting for the writer's full queue (never skipped).
+        e.put_gauge(&REPLICA_JOURNAL_BACKLOG, &[], j.backlog_len() as f64);
+        e.put_counter(&REPLICA_JOURNAL_BACKLOGGED, &[], j.backlogged);
+        e.put_counter(&REPLICA_JOURNAL_SKIPPED, &[], j.skipped);
+        e.put_counter(
+            &REPLICA_OWN_JOURNAL_PAYLOADS,
+            &[],
+            n.counters().own_journal_payloads,
+        );
         let failed = j.failure();
         e.put_alarm(&ALARM_JOURNAL, &[], failed.is_some());
         for f in [
@@ -129,6 +138,16 @@ vyrn_metrics::metrics! {
         "frames appended to the order journal";
     REPLICA_ORDER_JOURNAL_SERVED: Counter "vyrn_replica_order_journal_served_total" []
         "frames served to peers from the order journal (older than the memory store)";
+    REPLICA_JOURNAL_BACKLOG: Gauge "vyrn_replica_journal_backlog" []
+        "voted blocks waiting for the journal writer's full queue (while above 0 this voter checks no new block: 07 §8.2 backpressure)";
+    REPLICA_JOURNAL_BACKLOGGED: Counter "vyrn_replica_journal_backlogged_total" []
+        "voted blocks that had to wait for the journal writer's full queue";
+    REPLICA_JOURNAL_SKIPPED: Counter "vyrn_replica_journal_skipped_total" []
+        "voted blocks never handed to the journal (a payload missing, or a header dropped past the pending bound)";
+    REPLICA_OWN_JOURNAL_PAYLOADS: Counter "vyrn_replica_own_journal_payloads_total" []
+        "payloads a restarted replica took from its own block journal instead of fetching them";
+    REPLICA_JOURNAL_HOLDS: Counter "vyrn_replica_journal_holds_total" []
+        "block checks answered pending because the journal's queue was full (the voter waits)";
     REPLICA_OWN_JOURNAL_FRAMES: Counter "vyrn_replica_own_journal_frames_total" []
         "frames a restarted replica took from its own order journal instead of the network";
     REPLICA_ORDER_JOURNAL_CORRUPT: Counter "vyrn_replica_order_journal_corrupt_total" []
@@ -427,6 +446,7 @@ fn render(n: &Node, e: &mut Exposition) {
         e.put_counter(&REPLICA_ROOTS_PROPOSED, &[], dc.roots_proposed);
         e.put_counter(&REPLICA_ROOT_CERTS, &[], vc.root_certs_out);
         e.put_counter(&REPLICA_ROOT_FAULTS, &[], vc.root_faults);
+        e.put_counter(&REPLICA_JOURNAL_HOLDS, &[], vc.journal_holds);
         e.put_counter(&REPLICA_ROOT_GATE_WAITS, &[], dc.root_gate_waits);
         e.put_alarm(&ALARM_DIVERGE, &[], vc.diverges > 0);
         e.put_gauge(&REPLICA_DIVERGED, &[], vc.diverges.min(1) as f64);

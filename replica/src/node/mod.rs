@@ -260,11 +260,7 @@ impl Node {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
         let (own, store) = frame_store(cfg, &mut core)?;
-        let (voters, mut simplex) = start_voting(cfg)?;
-        // 07 §8.2: what the journal recovered gap-free was checked here before a restart.
-        if let (Some(v), Some(j)) = (simplex.as_mut(), journal.as_ref()) {
-            v.resume_checked(j.held_through);
-        }
+        let (voters, simplex) = start_voting(cfg, journal.as_ref().map_or(0, |j| j.held_through))?;
         Ok(Node {
             core,
             paths,
@@ -660,6 +656,11 @@ impl Node {
             self.write_snapshots();
         }
         if let Some(v) = self.simplex.as_mut() {
+            // 07 §8.2: voted blocks waiting for the journal's queue hold the checks of new ones.
+            if let Some(j) = self.journal.as_mut() {
+                j.drain_backlog();
+                v.hold_checks(j.behind());
+            }
             // 07 §9.4: the seal leader's offers, indexed before the desk answers.
             for m in std::mem::take(&mut self.io.fo.seal_offers) {
                 if v.offer_seal(m).is_err() {
@@ -1178,8 +1179,11 @@ fn member(cfg: &NodeConfig) -> Result<vyrn_home::VoterMember, String> {
     Ok(me.clone())
 }
 
+/// `checked`: the heights its journal recovered gap-free, checked here before a restart (07
+/// §8.2): the voter's checked prefix resumes there.
 fn start_voting(
     cfg: &NodeConfig,
+    checked: u64,
 ) -> Result<
     (
         Option<vyrn_consensus::Voters>,
@@ -1224,6 +1228,10 @@ fn start_voting(
                     &cfg.vote_key.to_bytes(),
                     floor,
                 )
+                .map(|mut v| {
+                    v.resume_checked(checked);
+                    v
+                })
                 .map_err(|e| format!("the consensus engine: {e}"))?,
             )
         }

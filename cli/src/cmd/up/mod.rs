@@ -55,10 +55,11 @@ pub struct Args {
     /// home.
     #[arg(long, value_name = "FILE")]
     pub home: Option<PathBuf>,
-    /// Journal on every replica (default: the last one only — on a 2-core machine four
-    /// journals overloaded the shared core, docs/benchmarks.md).
+    /// Journal on the last replica only. By default every voter journals (07 §8.2: a final
+    /// block is on Q replicas' drives within 5 ms, and a restarted replica's peers serve what it
+    /// lacks from their journals); this is the lighter load of a machine with too few cores.
     #[arg(long)]
-    pub journal_all: bool,
+    pub journal_last: bool,
     /// Every replica runs replay on its own thread (`vyrn replica --replay-thread`, 07 §7.2).
     #[arg(long)]
     pub replay_thread: bool,
@@ -85,8 +86,8 @@ pub struct Args {
     pub restart_replica: Option<(usize, u64)>,
     /// With `--restart-replica`: remove the replica's consensus directory (its Simplex journal
     /// partition) before it starts again, as a replaced drive would. A replica with a block
-    /// journal starts its engine from its cert journal's newest certificate (07 §8.2); the
-    /// dev home journals on its last replica.
+    /// journal starts its engine from its cert journal's newest certificate (07 §8.2); every
+    /// voter journals unless `--journal-last`.
     #[arg(long, requires = "restart_replica")]
     pub lose_consensus: bool,
     /// Data boxes of a generated home (1 or 2; with 2, sessions alternate between them and each
@@ -351,6 +352,30 @@ fn box_samples(last: &HashMap<String, Samples>, n: usize) -> (Samples, String) {
 /// Whether `name`'s page can be the box's: the sequencer's, or the promoted standby's (07 §9.5).
 fn is_box_page(name: &str) -> bool {
     name == "sequencer" || name == "standby"
+}
+
+/// A journaling replica's arguments in a run: its two drive directories `d`, the portable
+/// backend, 16 MiB segments (a run of seconds fills a fraction of the default 256 MiB, each
+/// preallocated per drive and replica), 07 §7.5's snapshots every `snap` blocks (60 s of blocks
+/// would never come in a run of seconds), and its writer on the `cold` core where there is one.
+fn journal_args(d: &[PathBuf], snap: u64, cold: Option<usize>) -> Vec<String> {
+    let mut v = vec![
+        "--journal".to_string(),
+        d.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        "--journal-backend".into(),
+        "std".into(),
+        "--journal-segment-mb".into(),
+        "16".into(),
+        "--snapshot-blocks".into(),
+        snap.to_string(),
+    ];
+    if let Some(c) = cold {
+        v.extend(["--journal-cores".into(), c.to_string()]);
+    }
+    v
 }
 
 /// Run directories kept in the work directory (each holds its journals, ~0.5 GB with the
@@ -877,24 +902,13 @@ fn up(a: Args) -> Result<bool, String> {
             "--consensus-dir".into(),
             s(&run.join(format!("consensus-{i}"))),
         ];
-        if a.journal_all || i + 1 == n {
+        if !a.journal_last || i + 1 == n {
             let d = vec![
                 run.join(format!("journal-{i}-0")),
                 run.join(format!("journal-{i}-1")),
             ];
-            args.extend([
-                "--journal".into(),
-                format!("{},{}", s(&d[0]), s(&d[1])),
-                "--journal-backend".into(),
-                "std".into(),
-                // 07 §7.5's snapshots, every two root periods per voter (60 s of blocks would
-                // never come in a run of seconds): each journaling replica writes a few.
-                "--snapshot-blocks".into(),
-                (2 * n as u64 * super::replica::root_blocks(&home)).to_string(),
-            ]);
-            if let Some(c) = cold {
-                args.extend(["--journal-cores".into(), c.to_string()]);
-            }
+            let snap = 2 * n as u64 * super::replica::root_blocks(&home);
+            args.extend(journal_args(&d, snap, cold));
             journals.push((i, d));
         }
         if let Some(pl) = &placement {
