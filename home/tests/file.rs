@@ -1359,6 +1359,51 @@ fn the_standby_section_is_read_and_checked() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// 07 §8.3: `[voter.N] retain_blocks` and `retain_gib` (the block journal's ring per drive) are
+/// read, default to none, and a zero or a word is refused at its line.
+#[test]
+fn the_journal_retention_is_read_from_the_voter_sections() {
+    let d = tmp("retain");
+    let hp = vyrn_home::write_dev_home(&d.join("home"), 2, 2, 47_260).unwrap();
+    let good = std::fs::read_to_string(&hp).unwrap();
+    let h = HomeConfig::load(&hp).unwrap();
+    assert_eq!(
+        (
+            h.voters_members[0].retain_blocks,
+            h.voters_members[0].retain_gib
+        ),
+        (None, None)
+    );
+    let with = good.replacen(
+        "\n[voter.1]",
+        "\n[voter.1]\nretain_blocks = 43200000\nretain_gib = 61440",
+        1,
+    );
+    let f = d.join("home/with.toml");
+    std::fs::write(&f, &with).unwrap();
+    let h = HomeConfig::load(&f).unwrap();
+    assert_eq!(
+        (
+            h.voters_members[1].retain_blocks,
+            h.voters_members[1].retain_gib
+        ),
+        (Some(43_200_000), Some(61_440))
+    );
+    assert_eq!(h.voters_members[0].retain_blocks, None);
+    for bad_line in ["retain_blocks = 0", "retain_gib = 2000000"] {
+        let bad = good.replacen("\n[voter.0]", &format!("\n[voter.0]\n{bad_line}"), 1);
+        let f = d.join("home/bad.toml");
+        std::fs::write(&f, &bad).unwrap();
+        let errs = HomeConfig::load(&f).unwrap_err();
+        let key = bad_line.split(' ').next().unwrap();
+        assert!(
+            errs.iter()
+                .any(|e| e.what.contains(key) && e.line == line_of(&bad, bad_line)),
+            "{bad_line}: {errs:#?}"
+        );
+    }
+}
+
 /// Security review F11: `[voter.N] held_mib` is read (1..=4096) and refused
 /// outside that range at its line; a data box's `link_key` is required and must be a valid
 /// point of large order.

@@ -173,3 +173,51 @@ fn a_restarted_replica_takes_its_own_frames_from_its_order_journal() {
     );
     same_replay(&again, &nodes[0]);
 }
+
+/// 07 §8.3: the block journal's retention ring from the home file (`[voter.N] retain_blocks`).
+/// Replica 3 keeps 60 blocks per drive while the home makes hundreds: the oldest go first, the
+/// journal read back holds a gap-free run up to its newest, and with no archive node in the
+/// home that is the horizon, not an alarm (REP_A_ARCHIVE stays clear).
+#[test]
+fn the_journal_ring_keeps_the_newest_blocks_the_home_file_names() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut h = lab_home("retain", 50_020, vec![3]);
+    h.home.voters_members[3].retain_blocks = Some(60);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reps: Vec<Replica> = (0..4)
+        .map(|i| h.spawn_replica(i, stop.clone()).expect("replica"))
+        .collect();
+    let t = Traffic::start(&h, &stop);
+    let nodes = t.finish(&stop, reps);
+    let n3 = &nodes[3];
+    let j = n3.journal().expect("replica 3 journals");
+    let (evicted, oldest) = j.retention();
+    assert!(j.synced() > 200, "the home made blocks: {}", j.synced());
+    assert!(
+        evicted > 100 && oldest > 100,
+        "evicted {evicted}, oldest {oldest}"
+    );
+    assert!(
+        !j.archive_alarm(),
+        "no archive node: the budget is the horizon"
+    );
+    assert_eq!(n3.counters().archive_alarm, 0);
+    let dir = h.dir.join("journal-3");
+    let mut ro = vyrn_replica::disk::journal::JournalConfig::new(vec![dir]);
+    ro.read_only = true;
+    let (bj, _) = vyrn_replica::disk::journal::BlockJournal::open(ro).expect("read back");
+    let held = bj.heights();
+    assert!(
+        !held.is_empty() && held.len() <= 60,
+        "{} blocks held",
+        held.len()
+    );
+    let (lo, hi) = (held[0], held[held.len() - 1]);
+    assert_eq!(held, (lo..=hi).collect::<Vec<_>>(), "gap-free");
+    assert!(
+        hi + 5 >= j.synced(),
+        "the newest kept: {hi} of {}",
+        j.synced()
+    );
+    same_replay(n3, &nodes[0]);
+}

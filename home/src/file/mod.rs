@@ -190,6 +190,12 @@ pub struct VoterMember {
     /// 1..=4096; `None`: the replica's default, 64). Security review F11: frames injected far
     /// ahead pinned ~1.2 GB before this bound.
     pub held_mib: Option<u64>,
+    /// The block journal's retention ring (07 §8.3): blocks kept per drive (`retain_blocks`,
+    /// 1..=10^12; `None`: unbounded). Past it the oldest block goes first.
+    pub retain_blocks: Option<u64>,
+    /// The block journal's retention ring (07 §8.3): GiB kept per drive (`retain_gib`,
+    /// 1..=1,000,000; `None`: unbounded).
+    pub retain_gib: Option<u64>,
 }
 
 /// A voter's p2p port when its `[voter.N]` section names none: its `ctrl_addr` port plus this.
@@ -344,6 +350,8 @@ impl HomeConfig {
             p2p_addr: None,
             path_ips: r.path_ips,
             held_mib: None,
+            retain_blocks: None,
+            retain_gib: None,
         })
     }
 
@@ -914,6 +922,8 @@ struct VoterAt {
     p2p_addr: Option<SocketAddr>,
     path_ips: [Option<Ipv4Addr>; 2],
     held_mib: Option<u64>,
+    retain_blocks: Option<u64>,
+    retain_gib: Option<u64>,
 }
 
 /// An IPv4 interface address (`[box] ip`, `path_a_ip`, `path_b_ip`): a host's own unicast

@@ -160,6 +160,8 @@ pub(super) fn voter_members(
                     p2p_addr: v.p2p_addr,
                     path_ips: [pa, pb],
                     held_mib: v.held_mib,
+                    retain_blocks: v.retain_blocks,
+                    retain_gib: v.retain_gib,
                 });
             }
         }
@@ -773,6 +775,25 @@ pub(super) fn voter_table(
             e,
         )
         .map(|x| x.0);
+    // 07 §8.3: the block journal's retention ring, per drive.
+    let retain_blocks = k
+        .num(
+            "retain_blocks",
+            false,
+            (1, 1_000_000_000_000),
+            "blocks the block journal keeps per drive",
+            e,
+        )
+        .map(|x| x.0);
+    let retain_gib = k
+        .num(
+            "retain_gib",
+            false,
+            (1, 1_000_000),
+            "GiB the block journal keeps per drive",
+            e,
+        )
+        .map(|x| x.0);
     k.finish(e);
     if let Some(index) = index {
         t.voter_secs.push(VoterAt {
@@ -784,6 +805,8 @@ pub(super) fn voter_table(
             p2p_addr,
             path_ips: [path_a_ip, path_b_ip],
             held_mib,
+            retain_blocks,
+            retain_gib,
         });
     }
 }

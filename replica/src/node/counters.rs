@@ -62,6 +62,8 @@ pub struct NodeCounters {
     pub own_journal_payloads: u64,
     /// Own journal blocks that could not be read back for their payloads (fetched instead).
     pub own_journal_unread: u64,
+    /// 1 while REP_A_ARCHIVE is raised (07 §8.3), as last reported in the alarm line.
+    pub archive_alarm: u64,
     /// Frames the sequencer retransmitted to this replica's control port (07 §4.10).
     pub rtx_in: u64,
     /// Blocks the decoder completed.

@@ -108,6 +108,11 @@ pub(super) struct JournalStats {
     /// The first failure of a block or certificate write ([`JournalFailure`] as a number; 0:
     /// none yet).
     pub(super) failed: AtomicU64,
+    /// Blocks the retention ring deleted (07 §8.3), and the oldest height it still holds.
+    pub(super) evicted: AtomicU64,
+    pub(super) oldest: AtomicU64,
+    /// REP_A_ARCHIVE as the journal raised it (07 §8.3).
+    pub(super) archive_alarm: std::sync::atomic::AtomicBool,
 }
 
 /// What failed first on the journal writer (REP_A_JOURNAL): a block append, a block sync, a
@@ -250,7 +255,19 @@ impl JournalWriter {
     }
 
     fn sync(&mut self) {
-        match self.journal.sync() {
+        let r = self.journal.sync();
+        // 07 §8.3: the ring's deletions and REP_A_ARCHIVE, for the node's alarm line.
+        let c = self.journal.counters();
+        let st = &self.st;
+        st.evicted
+            .store(c.evicted_archived + c.evicted_unarchived, Ordering::Relaxed);
+        st.oldest.store(
+            self.journal.heights().first().copied().unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        st.archive_alarm
+            .store(self.journal.archive_alarm(), Ordering::Relaxed);
+        match r {
             Ok(()) => {
                 let st = &self.st;
                 st.synced
@@ -346,6 +363,21 @@ impl NodeJournal {
     /// Highest height durable (appended before the last successful sync).
     pub fn synced(&self) -> u64 {
         self.stats.synced.load(Ordering::Relaxed)
+    }
+
+    /// Blocks the retention ring deleted (07 §8.3), and the oldest height the journal holds
+    /// (as of the writer's last sync).
+    pub fn retention(&self) -> (u64, u64) {
+        (
+            self.stats.evicted.load(Ordering::Relaxed),
+            self.stats.oldest.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Whether REP_A_ARCHIVE is raised (07 §8.3): the ring deleted a block an archive node had
+    /// not taken, or the archive lags. Never without an archive node.
+    pub fn archive_alarm(&self) -> bool {
+        self.stats.archive_alarm.load(Ordering::Relaxed)
     }
 
     /// Bytes the journal made durable since it opened (blocks and their slot heads).
@@ -717,7 +749,10 @@ impl NodeSnaps {
 
 impl NodeJournal {
     /// The journal of `cfg` (none when it journals nothing): recovered, its writer started.
-    pub(super) fn open(cfg: &NodeConfig) -> Result<Option<NodeJournal>, String> {
+    pub(super) fn open(
+        cfg: &NodeConfig,
+        me: &vyrn_home::VoterMember,
+    ) -> Result<Option<NodeJournal>, String> {
         let h = &cfg.home;
         Ok(match &cfg.journal {
             None => None,
@@ -729,6 +764,16 @@ impl NodeJournal {
                 if cfg.journal_segment_bytes > 0 {
                     jc.segment_bytes = cfg.journal_segment_bytes;
                 }
+                // 07 §8.3: the retention ring from the home file (`[voter.N] retain_blocks`,
+                // `retain_gib`, per drive). No archive node runs in a home yet (§8.4), so the
+                // ring's budget is the horizon: past it the oldest block goes, with no alarm.
+                if let Some(b) = me.retain_blocks {
+                    jc.budget_blocks_per_drive = b;
+                }
+                if let Some(g) = me.retain_gib {
+                    jc.budget_bytes_per_drive = g.saturating_mul(1 << 30);
+                }
+                jc.archive_node = false;
                 let (journal, recovered) =
                     BlockJournal::open(jc).map_err(|e| format!("journal: {e:?}"))?;
                 let every = if cfg.journal_sync_ns == 0 {
@@ -775,6 +820,19 @@ impl Node {
     /// block this replica may not hold on disk counts toward a durability it does not give
     /// (07 §6.9: durable at the client means Q journals). Once; until the process restarts.
     pub(super) fn check_journal(&mut self) {
+        // 07 §8.3: REP_A_ARCHIVE's transitions, one line each.
+        let archive = self
+            .journal
+            .as_ref()
+            .is_some_and(NodeJournal::archive_alarm);
+        if archive != (self.io.c.archive_alarm != 0) {
+            self.io.c.archive_alarm = archive as u64;
+            eprintln!(
+                "{}: alarm=REP_A_ARCHIVE state={} role=replica: the block journal's ring deleted a block the archive node had not taken, or the archive lags (07 §8.3); receiving, storing and voting go on",
+                self.io.name,
+                if archive { "raised" } else { "cleared" }
+            );
+        }
         if self.io.c.journal_failed != 0 {
             return;
         }

@@ -71,6 +71,11 @@ fn render_journal(e: &mut Exposition, n: &crate::node::Node) {
         );
         let failed = j.failure();
         e.put_alarm(&ALARM_JOURNAL, &[], failed.is_some());
+        // 07 §8.3: the retention ring.
+        e.put_alarm(&ALARM_ARCHIVE, &[], j.archive_alarm());
+        let (evicted, oldest) = j.retention();
+        e.put_counter(&REPLICA_JOURNAL_EVICTED, &[], evicted);
+        e.put_gauge(&REPLICA_JOURNAL_OLDEST, &[], oldest as f64);
         for f in [
             crate::node::JournalFailure::Append,
             crate::node::JournalFailure::Sync,
@@ -138,6 +143,10 @@ vyrn_metrics::metrics! {
         "frames appended to the order journal";
     REPLICA_ORDER_JOURNAL_SERVED: Counter "vyrn_replica_order_journal_served_total" []
         "frames served to peers from the order journal (older than the memory store)";
+    REPLICA_JOURNAL_EVICTED: Counter "vyrn_replica_journal_evicted_total" []
+        "blocks the block journal's retention ring deleted, oldest first (07 §8.3: `[voter.N] retain_blocks` / `retain_gib` per drive)";
+    REPLICA_JOURNAL_OLDEST: Gauge "vyrn_replica_journal_oldest_height" []
+        "the oldest height the block journal still holds (0: none)";
     REPLICA_JOURNAL_BACKLOG: Gauge "vyrn_replica_journal_backlog" []
         "voted blocks waiting for the journal writer's full queue (while above 0 this voter checks no new block: 07 §8.2 backpressure)";
     REPLICA_JOURNAL_BACKLOGGED: Counter "vyrn_replica_journal_backlogged_total" []
@@ -300,6 +309,7 @@ vyrn_metrics::alarms! {
     /// The alarms this role raises.
     pub ALARMS;
     ALARM_JOURNAL: "REP_A_JOURNAL" "replica";
+    ALARM_ARCHIVE: "REP_A_ARCHIVE" "replica";
     ALARM_PATH: "REP_A_PATH" "replica";
     ALARM_DIVERGE: "REP_A_DIVERGE" "replica";
     ALARM_STANDBY: "REP_A_STANDBY" "standby";

@@ -238,7 +238,7 @@ impl Node {
         // 07 §7.5: snapshots at this voter's heights, written to the first journal drive.
         let mut snaps = NodeSnaps::open(cfg, root_blocks, &mut core, tile.as_mut())?;
         // 07 §8.2: the block journal, recovered and verified before anything is received.
-        let journal = NodeJournal::open(cfg)?;
+        let journal = NodeJournal::open(cfg, me)?;
         // 07 §7.5 "Loading": what a restart finds in the snapshot area, each file against the
         // root its certificate certifies (the cert journal read-only: recovered above).
         if let (Some(sn), Some(dirs)) = (snaps.as_mut(), cfg.journal.as_deref()) {

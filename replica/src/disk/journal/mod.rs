@@ -106,6 +106,11 @@ pub struct JournalConfig {
     pub archive_alarm_lag_blocks: u64,
     /// `append` syncs by itself once this many blocks are queued.
     pub max_batch: usize,
+    /// An archive node takes this replica's blocks (07 §8.4): a block deleted before the
+    /// archive acknowledged it, or an archive lagging `archive_alarm_lag_blocks`, raises
+    /// `REP_A_ARCHIVE`. Without one (false), the ring's budget is the horizon: the oldest block
+    /// past it goes with no alarm (counted in `evicted_unarchived` all the same).
+    pub archive_node: bool,
     /// Inspection only (`vyrn journal inspect`): recovery scans and checks every record but
     /// changes nothing on disk — no directory created, no O_DIRECT probe, a torn tail reported
     /// and left in place, no empty segment removed — and `append` is refused. A journal a
@@ -128,6 +133,7 @@ impl JournalConfig {
             pkt_index_granularity: 1000,
             archive_alarm_lag_blocks: 18_000_000,
             max_batch: 64,
+            archive_node: true,
             read_only: false,
         }
     }
@@ -1107,7 +1113,9 @@ impl BlockJournal {
             self.counters.evicted_archived += 1;
         } else {
             self.counters.evicted_unarchived += 1;
-            self.raise_alarm();
+            if self.cfg.archive_node {
+                self.raise_alarm();
+            }
         }
         if let Some(file) = file {
             let mut page = AlignedBuf::zeroed(SLOT_HEAD_BYTES);
@@ -1149,6 +1157,9 @@ impl BlockJournal {
     }
 
     fn check_lag(&mut self) {
+        if !self.cfg.archive_node {
+            return;
+        }
         let lag = match (self.newest, self.archived) {
             (Some(n), Some(a)) => n.saturating_sub(a),
             (Some(n), None) => n.saturating_add(1),
