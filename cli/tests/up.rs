@@ -542,6 +542,20 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
     assert_eq!(digests.len(), 4, "{stdout}");
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     assert!(run.join("replica-1-restarted.log").exists());
+    // 07 §7.6: the restarted replica measured its catch-up: it replayed the stream from its
+    // first block up to the home's final height faster than the home makes blocks.
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("Catch-up (07 §7.6): replica 1 replayed blocks "))
+        .unwrap_or_else(|| panic!("no catch-up line\n{report}"));
+    let ratio: f64 = line
+        .split("blocks/s, ")
+        .nth(1)
+        .and_then(|s| s.split('x').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(ratio > 1.0, "{line}");
     // The catch-up came unicast: the box counted its retransmissions to the NACK's sender,
     // and a healthy replica saw none of them.
     let seq = std::fs::read_to_string(run.join("seq.log")).unwrap();

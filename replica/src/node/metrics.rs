@@ -53,7 +53,12 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
     );
 }
 
+/// The journals, and the catch-up a restart measured (07 §7.6, §8.2, §8.3, §4.10).
 fn render_journal(e: &mut Exposition, n: &crate::node::Node) {
+    if let Some(c) = n.caught_up() {
+        e.put_gauge(&REPLICA_CATCHUP_SECONDS, &[], c.elapsed_ns as f64 / 1e9);
+        e.put_gauge(&REPLICA_CATCHUP_RATIO, &[], c.ratio());
+    }
     if let Some(j) = n.journal() {
         e.put_gauge(&REPLICA_JOURNAL_SYNCED_HEIGHT, &[], j.synced() as f64);
         e.put_counter(&REPLICA_JOURNAL_APPENDED, &[], j.appended());
@@ -143,6 +148,10 @@ vyrn_metrics::metrics! {
         "frames appended to the order journal";
     REPLICA_ORDER_JOURNAL_SERVED: Counter "vyrn_replica_order_journal_served_total" []
         "frames served to peers from the order journal (older than the memory store)";
+    REPLICA_CATCHUP_SECONDS: Gauge "vyrn_replica_catchup_seconds" []
+        "07 §7.6: from a replica's start behind the home to its replay through the final height (absent when it started with its home)";
+    REPLICA_CATCHUP_RATIO: Gauge "vyrn_replica_catchup_ratio" []
+        "07 §7.6: blocks replayed per second while catching up, over the home's block rate";
     REPLICA_JOURNAL_EVICTED: Counter "vyrn_replica_journal_evicted_total" []
         "blocks the block journal's retention ring deleted, oldest first (07 §8.3: `[voter.N] retain_blocks` / `retain_gib` per drive)";
     REPLICA_JOURNAL_OLDEST: Gauge "vyrn_replica_journal_oldest_height" []

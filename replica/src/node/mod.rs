@@ -87,6 +87,7 @@ pub const BATCH_NS: u64 = 60_000;
 const WAIT_NS: u64 = 50_000;
 
 /// What a replica process is: its home, which voter it is, its key, its budgets.
+pub mod catchup;
 mod config;
 mod counters;
 mod ctrl;
@@ -139,6 +140,8 @@ pub struct Node {
     last_tick: u64,
     /// When the order journal's buffer was last written out ([`ORDER_FLUSH_NS`]).
     last_order_flush: u64,
+    /// 07 §7.6: how long a replica that started behind took to reach the final height.
+    catchup: catchup::CatchUpClock,
     /// A restarted replica's own order journal, per substream: the next frame to take from it
     /// and the last it held at start (07 §4.10; the network fills the rest).
     own: [(u64, u64); 2],
@@ -187,8 +190,7 @@ impl Node {
     /// Open voter `cfg.index`'s sockets and build its core.
     pub fn open(cfg: &NodeConfig) -> Result<Node, String> {
         let h = &cfg.home;
-        let me = member(cfg)?;
-        let me = &me;
+        let me = &member(cfg)?;
         if h.path_port == 0 {
             return Err("the home's file sets no path_port: replica processes join the paths at a fixed port".into());
         }
@@ -316,6 +318,7 @@ impl Node {
             epoch: h.epoch,
             last_tick: 0,
             last_order_flush: 0,
+            catchup: catchup::CatchUpClock::new(h.block_ns),
             own,
             own_buf: Vec::new(),
             own_ends: Vec::new(),
@@ -646,6 +649,7 @@ impl Node {
                 if self.held.len() < 1 << 16 {
                     self.held.push_back((h, last_step));
                 }
+                self.catchup.on_header(h, last_step);
                 if let Some(sn) = self.snaps.as_mut().filter(|sn| sn.policy.at(h)) {
                     sn.headers.insert(h, hash);
                     while sn.headers.len() > 4 * SNAPS_PENDING {
@@ -654,6 +658,7 @@ impl Node {
                 }
             }
             self.write_snapshots();
+            self.check_catchup(now);
         }
         if let Some(v) = self.simplex.as_mut() {
             // 07 §8.2: voted blocks waiting for the journal's queue hold the checks of new ones.
@@ -916,6 +921,37 @@ impl Node {
             }
         }
         work
+    }
+
+    /// 07 §7.6: once a replica that started behind has replayed through the home's final
+    /// height, one line with the time it took and its rate against the home's block rate.
+    fn check_catchup(&mut self, now: u64) {
+        if self.catchup.done.is_some() {
+            return;
+        }
+        let Some(fin) = self.simplex.as_ref().map(|v| v.final_height()) else {
+            return;
+        };
+        let replayed = self.core.replay_lag().1;
+        if let Some(c) = self.catchup.poll(now, replayed, fin) {
+            eprintln!(
+                "{}: caught up (07 §7.6): replayed blocks {}..={} in {:.1} ms since start (the home's final height was {} when first seen): {:.0} blocks/s, {:.1}x the home's {:.0} blocks/s",
+                self.io.name,
+                c.first,
+                c.height,
+                c.elapsed_ns as f64 / 1e6,
+                c.final_at_start,
+                c.blocks_per_s,
+                c.ratio(),
+                c.production_per_s
+            );
+        }
+    }
+
+    /// The catch-up this replica measured (07 §7.6), once it reached the final height from
+    /// behind; `None` while catching up or when it started with its home.
+    pub fn caught_up(&self) -> Option<catchup::CaughtUp> {
+        self.catchup.done.flatten()
     }
 
     /// Drop the verdict's and the data side's state of blocks this replica voted and replayed,

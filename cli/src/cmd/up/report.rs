@@ -3,6 +3,24 @@
 
 use super::*;
 
+/// 07 §14 "replica crash": what `--restart-replica I@SECS` did, and the catch-up the restarted
+/// process measured (07 §7.6), from its log.
+fn restart_lines(r: &mut String, run: &Path, i: usize, at: u64) {
+    let _ = writeln!(
+        r,
+        "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later on the same files; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
+    );
+    let log =
+        std::fs::read_to_string(run.join(format!("replica-{i}-restarted.log"))).unwrap_or_default();
+    let line = log
+        .lines()
+        .find(|l| l.contains("caught up (07 §7.6)"))
+        .map_or("it never caught up (no `caught up` line in its log)", |l| {
+            l.split_once("caught up (07 §7.6): ").map_or(l, |x| x.1)
+        });
+    let _ = writeln!(r, "Catch-up (07 §7.6): replica {i} {line}.\n");
+}
+
 /// Write `report.md` and the plots; print the verdict; `Ok(true)` when the home kept its
 /// promises.
 #[allow(clippy::too_many_arguments)]
@@ -136,10 +154,7 @@ pub(super) fn report(
         );
     }
     if let Some((i, at)) = a.restart_replica {
-        let _ = writeln!(
-            r,
-            "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later on the same files; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
-        );
+        restart_lines(&mut r, run, i, at);
     }
     replicas_section(&mut r, procs, promoted.is_some(), &mut problems);
     let _ = writeln!(
