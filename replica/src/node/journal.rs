@@ -869,12 +869,14 @@ mod tests {
     use crate::disk::journal::{AlignedBuf, Backend, BackendKind, FileId, StdBackend};
     use std::sync::atomic::AtomicBool;
 
-    /// A backend whose flush fails every file written while `armed` (a drive's I/O error).
+    /// A backend whose flush fails every file written while `armed` (a drive's I/O error), and
+    /// takes `flush_ms` (a slow drive).
     #[derive(Debug)]
     struct Failing {
         inner: StdBackend,
         armed: Arc<AtomicBool>,
         bad: Vec<FileId>,
+        flush_ms: u64,
     }
 
     impl Backend for Failing {
@@ -901,6 +903,7 @@ mod tests {
             self.inner.queue_write(f, off, buf)
         }
         fn flush(&mut self) -> Vec<(FileId, std::io::Error)> {
+            std::thread::sleep(Duration::from_millis(self.flush_ms));
             let mut v = self.inner.flush();
             v.extend(
                 self.bad
@@ -994,47 +997,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A backend whose flush takes `ms` (a slow drive).
-    #[derive(Debug)]
-    struct Slow {
-        inner: StdBackend,
-        ms: u64,
-    }
-
-    impl Backend for Slow {
-        fn kind(&self) -> BackendKind {
-            self.inner.kind()
-        }
-        fn open(&mut self, p: &std::path::Path, create_new: bool) -> std::io::Result<FileId> {
-            self.inner.open(p, create_new)
-        }
-        fn close(&mut self, f: FileId) {
-            self.inner.close(f)
-        }
-        fn file_len(&self, f: FileId) -> std::io::Result<u64> {
-            self.inner.file_len(f)
-        }
-        fn truncate(&mut self, f: FileId, len: u64) -> std::io::Result<()> {
-            self.inner.truncate(f, len)
-        }
-        fn queue_write(&mut self, f: FileId, off: u64, buf: AlignedBuf) -> std::io::Result<()> {
-            self.inner.queue_write(f, off, buf)
-        }
-        fn flush(&mut self) -> Vec<(FileId, std::io::Error)> {
-            std::thread::sleep(Duration::from_millis(self.ms));
-            self.inner.flush()
-        }
-        fn read(&mut self, f: FileId, off: u64, buf: &mut AlignedBuf) -> std::io::Result<usize> {
-            self.inner.read(f, off, buf)
-        }
-        fn punch(&mut self, f: FileId, off: u64, len: u64) -> std::io::Result<()> {
-            self.inner.punch(f, off, len)
-        }
-        fn preallocate(&mut self, f: FileId, len: u64) -> std::io::Result<()> {
-            self.inner.preallocate(f, len)
-        }
-    }
-
     /// 07 §8.2: a full writer queue never skips a block. A slow drive holds the
     /// writer while more blocks are voted than its queue takes: the rest wait in the backlog,
     /// in order, `behind()` says so (the voter holds its checks on it), and every block ends
@@ -1046,9 +1008,11 @@ mod tests {
         let drives = vec![dir.join("nvme0")];
         let key = SigningKey::from_bytes(&[9; 32]);
         let jc = JournalConfig::new(drives.clone());
-        let be = Slow {
+        let be = Failing {
             inner: StdBackend::new(),
-            ms: 50,
+            armed: Arc::new(AtomicBool::new(false)),
+            bad: Vec::new(),
+            flush_ms: 50,
         };
         let (bj, rec) = BlockJournal::open_with(jc, Box::new(be)).expect("journal");
         let certs = crate::disk::journal::cert::CertJournal::open(&drives).expect("certs");
@@ -1096,6 +1060,7 @@ mod tests {
             inner: StdBackend::new(),
             armed: armed.clone(),
             bad: Vec::new(),
+            flush_ms: 0,
         };
         let (bj, rec) = BlockJournal::open_with(jc, Box::new(be)).expect("journal");
         let certs = crate::disk::journal::cert::CertJournal::open(&drives).expect("certs");
