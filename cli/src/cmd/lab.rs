@@ -297,6 +297,25 @@ impl Line {
     }
 }
 
+/// A wire does not wait for the hosts' CPUs: the relay asks for a real-time priority
+/// (`SCHED_FIFO`), so a loaded 2-core machine whose roles spin on every core does not hold a
+/// whole path's frames back for 100 ms and more behind them (seen before: every voter raising
+/// REP_A_PATH for the path at once, the delay line's own stall). It sleeps in `ppoll` between
+/// frames, so it takes a core only while it moves frames, and the kernel's real-time
+/// throttling bounds it still. Where the priority is refused (not root), it runs as before and
+/// says so.
+fn realtime() -> String {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sched_setscheduler on this process (pid 0) with a param struct on the stack.
+    match unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } {
+        0 => "SCHED_FIFO 10".into(),
+        _ => format!(
+            "default scheduling: SCHED_FIFO refused: {}",
+            std::io::Error::last_os_error()
+        ),
+    }
+}
+
 /// Run the relay until SIGTERM / SIGINT, then print what it did.
 pub fn run(o: Args) -> ExitCode {
     let (a, b) = match (Raw::open(&o.a), Raw::open(&o.b)) {
@@ -307,11 +326,12 @@ pub fn run(o: Args) -> ExitCode {
         }
     };
     let stop = vyrn_nic::wait::stop_on_signals();
+    let sched = realtime();
     let delay = std::time::Duration::from_micros(o.delay_us);
     let (mut ab, mut ba) = (Line::new(o.max_held), Line::new(o.max_held));
     let mut buf = vec![0u8; FRAME_MAX];
     println!(
-        "vyrn lab-delay: {} <-> {}, {} µs each way",
+        "vyrn lab-delay: {} <-> {}, {} µs each way ({sched})",
         o.a, o.b, o.delay_us
     );
     while !stop.load(Ordering::Relaxed) {
