@@ -571,6 +571,73 @@ fn a_replica_killed_and_restarted_catches_up_with_the_same_replay() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// 07 §7.6 "new box with an empty disk": replica 3 SIGKILLed 3 s into the load and started
+/// again on an empty disk (`--wipe`: no block or cert journal, no snapshot, no consensus
+/// partition). It takes the tenure's frames back from its peers' journals and the box, the
+/// payloads from its peers and the box, votes again, journals afresh (the verdict opens its new
+/// journal), and ends with the others' replay digest. No voter takes the load of serving it for
+/// a sequencer fault (a voter's own loop lag is not REP_E_HASHLAG: the hash-lag wait runs on
+/// frame arrivals).
+#[test]
+fn a_wiped_replica_catches_up_from_its_peers_and_votes_again() {
+    let _one = ONE_HOME.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, run, stdout) = up_ok(
+        "wipe",
+        29_720,
+        &[
+            "--duration",
+            "8",
+            "--rate",
+            "1000",
+            "--restart-replica",
+            "3@3",
+            "--wipe",
+        ],
+    );
+    assert!(stdout.contains("OK: the home traded"), "{stdout}");
+    assert!(stdout.contains("replica 3 wiped"), "{stdout}");
+    let digests = replica_column(&stdout, 2);
+    assert_eq!(digests.len(), 4, "{stdout}");
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains("on an empty disk"), "{report}");
+    assert!(
+        report.contains("Catch-up (07 §7.6): replica 3 replayed blocks 1..="),
+        "{report}"
+    );
+    let log = std::fs::read_to_string(run.join("replica-3-restarted.log")).unwrap();
+    assert!(
+        log.contains("recovered 0 blocks up to height 0"),
+        "not an empty disk: {log}"
+    );
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("frames A/B "))
+        .unwrap_or("");
+    assert!(num_after(last, "votes out ").unwrap_or(0) > 0, "{last}");
+    assert!(num_after(last, "appended ").unwrap_or(0) > 100, "{last}");
+    let mut served = 0;
+    for i in 0..3 {
+        let l = std::fs::read_to_string(run.join(format!("replica-{i}.log"))).unwrap();
+        assert!(!l.contains("SEQ_FAULT"), "replica {i}:\n{l}");
+        let last = l
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("frames A/B "))
+            .unwrap_or("");
+        served += last
+            .split("peer repairs asked ")
+            .nth(1)
+            .and_then(|r| r.split("served ").nth(1))
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    assert!(served > 0, "no peer served the wiped replica");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// 07 §8.2 + §6.3, a replaced drive: the journaling replica (3) SIGKILLed, its consensus
 /// directory (the Simplex journal partition) removed, started again. Its engine starts from the
 /// newest finality certificate its cert journal verifies (commonware's `Floor::Finalized`), it

@@ -515,3 +515,89 @@ fn settle(
     }
     (sink, split)
 }
+
+/// The box's path-A frames of a short run, in order, with the box's clock when each was sent.
+fn box_frames() -> (CoreConfig, Vec<(u64, Vec<u8>)>) {
+    let e = EngineConfig::test_home(4, 4);
+    let epoch = 4u32;
+    let mut home = SimBox::new(SeqConfig {
+        engine: e.clone(),
+        epoch,
+        block_ns: 40_000,
+        seq_key: [2; 32],
+        voters: 4,
+        rtx_ring_bytes: 8 << 20,
+        tenure: vyrn_seq::shm::TenureId::FIRST,
+    });
+    let cc = CoreConfig {
+        engine: e.clone(),
+        epoch,
+        tenure: 0,
+        sender: 0,
+        seq_key: home.seq_public(),
+        n_boxes: 1,
+        n_peers: 0,
+        anchor: Anchor::default(),
+    };
+    let mut w = Workload::new(&e, 9, Mix::clean());
+    let tiles = home.tiles();
+    let mut frames = Vec::new();
+    let mut now = 0u64;
+    for _ in 0..600 {
+        if let Input::Packet { rx_ts, bytes } = w.next_input() {
+            home.receive(rx_ts, bytes);
+        }
+        now = now.max(w.now());
+        for &t in &tiles {
+            home.poll(t, now);
+        }
+        for ev in home.drain_wire() {
+            if let WireEvent::Frame { bytes, path: 0, .. } = ev {
+                frames.push((now, bytes));
+            }
+        }
+        finalize(&mut home, [u64::MAX; 2], now);
+    }
+    (cc, frames)
+}
+
+/// 07 §3.7 (INV-REP-8) is about frames *sent*: a replica whose loop takes the box's frames
+/// late, a little later for each (it was serving a peer's catch-up between them), decodes each
+/// at its arrival and raises no REP_E_HASHLAG; taken at its loop's clock instead, the same
+/// frames make a record look late past the budget — the sequencer fault that stopped a voter
+/// serving a wiped peer's repairs.
+#[test]
+fn a_replica_that_takes_frames_late_measures_the_hash_lag_on_their_arrival() {
+    let (cc, frames) = box_frames();
+    assert!(frames.len() > 50, "{} frames", frames.len());
+    let hashlag = |o: &Out| {
+        o.faults
+            .iter()
+            .any(|f| f.err.code == vyrn_wire::error::RepE::HashLag)
+    };
+    // The loop falls 0.6 ms further behind per frame: under the 1 ms budget each time (no
+    // stall the decoder sets aside), past it over a few frames.
+    let lag = |i: usize| 600_000 * i as u64;
+    let mut core = ReplicaCore::new(cc.clone()).unwrap();
+    let mut out = Out::default();
+    let mut resp = Responses::default();
+    for (i, (sent, f)) in frames.iter().enumerate() {
+        let now = sent + lag(i);
+        core.on_path_frame_arrived(0, f, now, *sent + 1_000, &mut out);
+        core.tick(now, &mut out, &mut resp).expect("replay");
+    }
+    assert!(!hashlag(&out), "{:?}", out.faults);
+    assert!(core.order_rx().contiguous()[0] as usize >= frames.len() / 2);
+    let mut core = ReplicaCore::new(cc).unwrap();
+    let mut out = Out::default();
+    for (i, (sent, f)) in frames.iter().enumerate() {
+        let now = sent + lag(i);
+        core.on_path_frame(0, f, now, &mut out);
+        let _ = core.tick(now, &mut out, &mut resp);
+    }
+    assert!(
+        hashlag(&out),
+        "the loop's clock counts its own lag: {:?}",
+        out.faults
+    );
+}

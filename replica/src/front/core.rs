@@ -249,6 +249,11 @@ pub struct ReplicaCore {
     anchor: Anchor,
     /// The tenure's tail is being sealed (07 §9.3): peer frames are decoded as they come.
     sealing: bool,
+    /// The datagram being taken arrived at this time (its kernel receive stamp, on the
+    /// caller's clock): the decoder's hash-lag rule runs on arrivals, so time this replica's
+    /// own loop spent elsewhere (serving a peer's catch-up) is not counted against the
+    /// sequencer (07 §3.7, INV-REP-8 is about frames sent).
+    arrived: Option<u64>,
 }
 
 /// Where replay runs: inline (one thread for every stage: the multiplexed form), or on its own
@@ -512,6 +517,7 @@ impl ReplicaCore {
             counters: CoreCounters::default(),
             anchor: cfg.anchor,
             sealing: false,
+            arrived: None,
         })
     }
 
@@ -685,6 +691,23 @@ impl ReplicaCore {
         );
         self.decode_delivered(now, out);
         self.flush();
+        v
+    }
+
+    /// [`ReplicaCore::on_path_frame`] for a datagram that arrived at `arrived` (≤ `now`, the
+    /// kernel's receive stamp on the caller's clock): the frames it delivers are decoded at
+    /// their arrival for the hash-lag rule (07 §3.7), everything else runs at `now`.
+    pub fn on_path_frame_arrived(
+        &mut self,
+        path: u8,
+        bytes: &[u8],
+        now: u64,
+        arrived: u64,
+        out: &mut impl ReplicaOut,
+    ) -> RxVerdict {
+        self.arrived = Some(arrived.min(now));
+        let v = self.on_path_frame(path, bytes, now, out);
+        self.arrived = None;
         v
     }
 
@@ -872,7 +895,8 @@ impl ReplicaCore {
             now,
             refused: &mut self.counters.data_refused,
         };
-        self.dec.on_frame(bytes, now, &mut b);
+        self.dec
+            .on_frame(bytes, self.arrived.unwrap_or(now), &mut b);
     }
 
     /// Release what the hold vouched for; end it when done; on failure, give its frames back

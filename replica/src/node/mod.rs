@@ -865,6 +865,7 @@ impl Node {
     fn read_sockets(&mut self, now: u64) -> usize {
         let mut work = 0;
         self.lab_isolation(now);
+        let wall = arrivals(now);
         for path in 0..2u8 {
             if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
                 work += n;
@@ -878,7 +879,9 @@ impl Node {
                         self.io.c.path_cut_drops += 1;
                         continue;
                     }
-                    self.core.on_path_frame(path, p.data, now, &mut self.io);
+                    let at = wall.arrived(&p.meta);
+                    self.core
+                        .on_path_frame_arrived(path, p.data, now, at, &mut self.io);
                 }
             }
         }
@@ -1065,6 +1068,37 @@ impl Node {
 
 /// The core, with its replay tile when replay runs on a thread of its own (07 §7.2).
 #[allow(clippy::type_complexity)]
+/// `CLOCK_REALTIME` against this process's monotonic `now`, read once per round: a
+/// datagram's kernel receive stamp (`SO_TIMESTAMPNS`) on the `now` clock.
+#[derive(Debug, Clone, Copy)]
+struct Arrivals {
+    now: u64,
+    wall: u64,
+}
+
+fn arrivals(now: u64) -> Arrivals {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    Arrivals { now, wall }
+}
+
+impl Arrivals {
+    /// When the datagram arrived, on the `now` clock: `now` less its age by the kernel's stamp;
+    /// `now` where there is no kernel stamp, and an age past a second (a clock step) is taken
+    /// as none.
+    fn arrived(&self, m: &vyrn_nic::RxMeta) -> u64 {
+        if m.ts_source != vyrn_nic::TsSource::Kernel || m.ts_ns > self.wall {
+            return self.now;
+        }
+        let age = self.wall - m.ts_ns;
+        if age > 1_000_000_000 {
+            return self.now;
+        }
+        self.now.saturating_sub(age)
+    }
+}
+
 fn new_core(
     cfg: &NodeConfig,
     cc: CoreConfig,

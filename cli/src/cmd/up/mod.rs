@@ -90,6 +90,11 @@ pub struct Args {
     /// voter journals unless `--journal-last`.
     #[arg(long, requires = "restart_replica")]
     pub lose_consensus: bool,
+    /// With `--restart-replica`: remove every directory of the replica (its block and cert
+    /// journals, its snapshots and its consensus partition) before it starts again — a new box
+    /// with an empty disk (07 §7.6). It catches up from its peers and the box alone.
+    #[arg(long, requires = "restart_replica", conflicts_with = "lose_consensus")]
+    pub wipe: bool,
     /// Data boxes of a generated home (1 or 2; with 2, sessions alternate between them and each
     /// is the other's backup home, 07 §5.7). Its own home directory (`home-2data`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
@@ -1277,6 +1282,22 @@ fn up(a: Args) -> Result<bool, String> {
                     std::fs::remove_dir_all(&d)
                         .map_err(|e| format!("removing {}: {e}", d.display()))?;
                     println!("vyrn up: replica {i}'s consensus directory removed (a lost drive)");
+                }
+                if a.wipe {
+                    for d in [
+                        format!("consensus-{i}"),
+                        format!("journal-{i}-0"),
+                        format!("journal-{i}-1"),
+                    ] {
+                        let d = run.join(d);
+                        if d.exists() {
+                            std::fs::remove_dir_all(&d)
+                                .map_err(|e| format!("removing {}: {e}", d.display()))?;
+                        }
+                    }
+                    println!(
+                        "vyrn up: replica {i} wiped: its journals, snapshots and consensus directory removed (an empty disk)"
+                    );
                 }
                 std::thread::sleep(Duration::from_secs(1));
                 let fresh = Proc::spawn(

@@ -5,10 +5,17 @@ use super::*;
 
 /// 07 §14 "replica crash": what `--restart-replica I@SECS` did, and the catch-up the restarted
 /// process measured (07 §7.6), from its log.
-fn restart_lines(r: &mut String, run: &Path, i: usize, at: u64) {
+fn restart_lines(r: &mut String, run: &Path, i: usize, at: u64, a: &Args) {
+    let files = if a.wipe {
+        "on an empty disk (`--wipe`: its journals, snapshots and consensus directory removed; it catches up from its peers and the box)"
+    } else if a.lose_consensus {
+        "on the same files less its consensus directory (`--lose-consensus`)"
+    } else {
+        "on the same files"
+    };
     let _ = writeln!(
         r,
-        "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later on the same files; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
+        "Fault injected (07 §14, replica crash): replica {i} SIGKILLed {at} s into the load and started again 1 s later {files}; its row below is the restarted process (logs `replica-{i}.log` before, `replica-{i}-restarted.log` after), which must end with the others' replay digest.\n"
     );
     let log =
         std::fs::read_to_string(run.join(format!("replica-{i}-restarted.log"))).unwrap_or_default();
@@ -154,7 +161,7 @@ pub(super) fn report(
         );
     }
     if let Some((i, at)) = a.restart_replica {
-        restart_lines(&mut r, run, i, at);
+        restart_lines(&mut r, run, i, at, a);
     }
     replicas_section(&mut r, procs, promoted.is_some(), &mut problems);
     let _ = writeln!(
