@@ -5,6 +5,37 @@ use std::time::Duration;
 
 use super::{Args, Proc};
 
+/// Before a restarted replica starts again: its consensus directory removed
+/// (`--lose-consensus`, a lost drive), or every directory of it (`--wipe`, an empty disk,
+/// 07 §7.6).
+pub(super) fn lose_files(a: &Args, run: &std::path::Path, i: usize) -> Result<(), String> {
+    let dirs: &[String] = if a.wipe {
+        &[
+            format!("consensus-{i}"),
+            format!("journal-{i}-0"),
+            format!("journal-{i}-1"),
+        ]
+    } else if a.lose_consensus {
+        &[format!("consensus-{i}")]
+    } else {
+        &[]
+    };
+    for d in dirs {
+        let d = run.join(d);
+        if d.exists() || a.lose_consensus {
+            std::fs::remove_dir_all(&d).map_err(|e| format!("removing {}: {e}", d.display()))?;
+        }
+    }
+    if a.wipe {
+        println!(
+            "vyrn up: replica {i} wiped: its journals, snapshots and consensus directory removed (an empty disk)"
+        );
+    } else if a.lose_consensus {
+        println!("vyrn up: replica {i}'s consensus directory removed (a lost drive)");
+    }
+    Ok(())
+}
+
 /// The lab faults' arguments against a home of `n` replicas and `nd` data boxes.
 pub(super) fn check_faults(a: &Args, n: usize, nd: usize) -> Result<(), String> {
     if let Some((i, _)) = a.restart_replica.filter(|r| r.0 >= n) {

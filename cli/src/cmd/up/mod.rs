@@ -1277,28 +1277,7 @@ fn up(a: Args) -> Result<bool, String> {
                 procs[i].signal(libc::SIGKILL);
                 procs[i].status = procs[i].child.wait().ok();
                 println!("vyrn up: replica {i} killed (SIGKILL) at {t:.0} s; restarting it in 1 s");
-                if a.lose_consensus {
-                    let d = run.join(format!("consensus-{i}"));
-                    std::fs::remove_dir_all(&d)
-                        .map_err(|e| format!("removing {}: {e}", d.display()))?;
-                    println!("vyrn up: replica {i}'s consensus directory removed (a lost drive)");
-                }
-                if a.wipe {
-                    for d in [
-                        format!("consensus-{i}"),
-                        format!("journal-{i}-0"),
-                        format!("journal-{i}-1"),
-                    ] {
-                        let d = run.join(d);
-                        if d.exists() {
-                            std::fs::remove_dir_all(&d)
-                                .map_err(|e| format!("removing {}: {e}", d.display()))?;
-                        }
-                    }
-                    println!(
-                        "vyrn up: replica {i} wiped: its journals, snapshots and consensus directory removed (an empty disk)"
-                    );
-                }
+                faults::lose_files(&a, &run, i)?;
                 std::thread::sleep(Duration::from_secs(1));
                 let fresh = Proc::spawn(
                     &format!("replica {i}"),
