@@ -521,7 +521,8 @@ proptest! {
 #[test]
 fn a_long_hole_is_asked_window_by_window_as_each_arrives() {
     use vyrn_replica::front::order_rx::{nack_window, NACK_WINDOW, REPAIR_CHANNEL};
-    let mut rx = OrderRx::new(cfg(2));
+    // The sequencer alone (no peer to stripe windows across).
+    let mut rx = OrderRx::new(cfg(0));
     let mut o = Out::default();
     let last = 3 * NACK_WINDOW + 10; // frames 2 ..= last - 1 lost
     rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
@@ -910,4 +911,78 @@ fn a_frozen_tail_buffers_and_a_deposed_tenure_takes_nothing() {
     assert!(rx.is_deposed(), "an abort cannot undo a deposition");
     assert_eq!(rx.contiguous(), [6, 0]);
     assert_eq!(rx.counters().refused[7], 2);
+}
+
+/// The retry timer follows the measured repair round trip (RFC 6298's smoothing, each window
+/// timed from its latest request): a source that answers every request 2 ms late — far past
+/// REP_NACK_RETRY_US, as on a loaded box — is asked for about two windows per window it
+/// serves; the fixed 50 µs retry asked each window eleven times (220 requests here, measured
+/// with the timer pinned to REP_NACK_RETRY_US), and serving the duplicates loads every peer.
+#[test]
+fn retries_wait_for_the_measured_repair_round_trip() {
+    use vyrn_replica::front::order_rx::{NACK_WINDOW, REPAIR_CHANNEL};
+    let mut rx = OrderRx::new(cfg(3));
+    let mut o = Out::default();
+    let windows = 20;
+    let last = windows * NACK_WINDOW + 2;
+    rx.on_frame(0, &frame(0, 1, 0), 0, &mut o);
+    rx.on_frame(0, &frame(0, last, 0), US, &mut o);
+    let rtt = 2 * MS;
+    // 07 §7.6's striping: the first request asks a window of each source — the sequencer the
+    // first, each of the three peers the next three.
+    rx.tick(10 * US, &mut o);
+    assert_eq!(o.nacks.len(), 1);
+    assert_eq!(
+        (o.nacks[0].from_seq, o.nacks[0].to_seq),
+        (2, 1 + NACK_WINDOW)
+    );
+    let mut peers: Vec<usize> = o.repairs.iter().map(|r| r.0).collect();
+    peers.sort();
+    assert_eq!(peers, vec![0, 1, 2]);
+    for (j, (_, r)) in o.repairs.iter().enumerate() {
+        let from = 2 + (j as u64 + 1) * NACK_WINDOW;
+        assert_eq!((r.from_seq, r.to_seq), (from, from + NACK_WINDOW - 1));
+    }
+    // (due, from, to): each request's answer, whoever it went to.
+    let mut answers: Vec<(u64, u64, u64)> = Vec::new();
+    let mut asked = 0u64;
+    let mut now = 10 * US;
+    while !rx.holes(0).is_empty() && now < 10_000 * MS {
+        rx.tick(now, &mut o);
+        for n in o.nacks.drain(..) {
+            answers.push((now + rtt, n.from_seq, n.to_seq));
+            asked += 1;
+        }
+        for (_, r) in o.repairs.drain(..) {
+            answers.push((now + rtt, r.from_seq, r.to_seq));
+            asked += 1;
+        }
+        answers.sort_by_key(|a| a.0);
+        while answers.first().is_some_and(|a| a.0 <= now) {
+            let (_, from, to) = answers.remove(0);
+            for fs in from..=to.min(last - 1) {
+                rx.on_frame(REPAIR_CHANNEL, &frame(0, fs, FLAG_RETRANSMIT), now, &mut o);
+            }
+        }
+        now += 50 * US;
+    }
+    assert!(rx.holes(0).is_empty(), "the hole was never filled");
+    let got: Vec<u64> = o.delivered.iter().map(|d| d.1).collect();
+    assert_eq!(got, (1..=last).collect::<Vec<_>>());
+    let m = rx.repair_rtt();
+    // Timed from the latest request, a sample may be short of the round trip, never past it.
+    assert!(
+        m.srtt_ns() >= rtt / 8 && m.srtt_ns() <= rtt,
+        "srtt {} ns",
+        m.srtt_ns()
+    );
+    assert!(
+        asked <= windows * 5 / 2,
+        "{asked} requests for {windows} windows"
+    );
+    assert!(
+        rx.counters().repair_dups <= windows * NACK_WINDOW,
+        "{} duplicates",
+        rx.counters().repair_dups
+    );
 }

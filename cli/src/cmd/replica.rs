@@ -550,7 +550,7 @@ pub(super) fn line(n: &Node) -> String {
         })
         .collect();
     format!(
-        "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, \
+        "frames A/B {}/{} (dups {}/{}, lost {}/{}), repaired {} (dups {}), holes {}, NACKs {}, peer repairs asked {} served {}, repair round trip {:.0} µs, \
          data frames {} (gaps {}, fetched {}, unavailable {}, from peers asked/got {}/{}, served to peers {}, from the sequencer asked/got {}/{}, DataDown sent/taken {}/{}, redirects {}), blocks {}, headers {} (bad {}), voted to {}{}, \
          replay {} responses, step lag {}, replay lag p50/p99/max {:.2}/{:.2}/{:.2} ms over {} steps, seq faults {}, unknown sources {}, tx dropped {}, \
          path skew A/B p50/p99/max {:.1}/{:.1}/{:.1} µs over {} frames, \
@@ -567,6 +567,7 @@ pub(super) fn line(n: &Node) -> String {
         rx.nacks,
         rx.repairs,
         c.repairs_served.1,
+        core.order_rx().repair_rtt().srtt_ns() as f64 / 1e3,
         d.frames[0] + d.frames[1] + d.frames[2],
         d.gaps,
         d.gap_fetches,

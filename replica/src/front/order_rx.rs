@@ -241,6 +241,9 @@ struct Hole {
     /// The last frame_seq the latest request asked for (a hole is asked for [`NACK_WINDOW`]
     /// frames at a time); its arrival makes the rest of the hole due at once.
     window_to: u64,
+    /// When the current window was last asked, until its first repaired frame comes back:
+    /// that wait is a sample of the repair round trip ([`RepairRtt`]).
+    asked: Option<u64>,
 }
 
 impl Hole {
@@ -261,7 +264,62 @@ impl Hole {
             nacked: None,
             retries: 0,
             window_to: 0,
+            asked: None,
         }
+    }
+}
+
+/// The repair round trip as this replica measures it (the time from a window's first request to
+/// its first repaired frame), smoothed as TCP smooths its RTT (RFC 6298: `srtt` gains 1/8 of
+/// each sample's difference, `rttvar` 1/4). A retry waits `srtt + 4 rttvar`, never less than
+/// REP_NACK_RETRY_US: with a fixed 50 µs, a replica catching up on two shared cores asked every
+/// window of 256 frames of up to seven sources before the first answered (its peers served 46,000
+/// frames each for 29,000 it lacked, measured with `vyrn up --wipe`), and the load of serving
+/// the duplicates slowed every peer's loop.
+///
+/// A window asked again before its first frame came back is timed from its latest request
+/// (Karn's rule would take no sample; a source that loses every first answer, or a loop so late
+/// that every window is asked twice, would then never give one and the retry timer never
+/// adapt). The frame may answer an earlier request, so a sample can be short: the timer errs
+/// toward asking again, never toward waiting on a lost request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RepairRtt {
+    srtt: u64,
+    rttvar: u64,
+    /// Samples taken.
+    pub samples: u64,
+}
+
+impl RepairRtt {
+    /// Take a sample of `ns` (at most [`NACK_BACKOFF_MAX_NS`]: a window no source answered
+    /// for seconds says nothing of the round trip).
+    pub fn sample(&mut self, ns: u64) {
+        let ns = ns.min(NACK_BACKOFF_MAX_NS);
+        if self.samples == 0 {
+            self.srtt = ns;
+            self.rttvar = ns / 2;
+        } else {
+            let d = self.srtt.abs_diff(ns);
+            self.rttvar = self.rttvar - self.rttvar / 4 + d / 4;
+            self.srtt = self.srtt - self.srtt / 8 + ns / 8;
+        }
+        self.samples += 1;
+    }
+
+    /// The wait before a first retry: `srtt + 4 rttvar`, at least `base`, at most
+    /// [`NACK_BACKOFF_MAX_NS`] (or `base`, if larger).
+    pub fn retry_ns(&self, base: u64) -> u64 {
+        let measured = if self.samples == 0 {
+            0
+        } else {
+            self.srtt + 4 * self.rttvar
+        };
+        measured.max(base).min(NACK_BACKOFF_MAX_NS.max(base))
+    }
+
+    /// The smoothed round trip, ns (0 before the first sample).
+    pub fn srtt_ns(&self) -> u64 {
+        self.srtt
     }
 }
 
@@ -287,6 +345,10 @@ pub const LOCAL_CHANNEL: u8 = 4;
 pub fn nack_window(from: u64, to: u64) -> (u64, u64) {
     (from, to.min(from.saturating_add(NACK_WINDOW - 1)))
 }
+
+/// Windows of one hole asked at once, one per source (07 §7.6's striping): a catch-up of a long
+/// hole moves this many windows per round trip.
+pub const STRIPES_MAX: usize = 8;
 
 /// Longest wait between two retries of one hole: 100 ms. 07 §4.9 names the first retry
 /// (REP_NACK_RETRY_US) only; a hole no source can fill (a replica restarted past the box's frame
@@ -378,6 +440,8 @@ pub struct OrderRx {
     last_rx: Option<u64>,
     last_ack: u64,
     next_peer: usize,
+    /// The repair round trip: the retry timer's base.
+    rtt: RepairRtt,
     suspected: bool,
     gate: TailGate,
     /// The seal's fetch, once a seal's `F*` is known here (07 §9.3).
@@ -454,6 +518,11 @@ impl OrderRx {
         self.held_bytes_max
     }
 
+    /// The repair round trip measured so far (the retry timer's base).
+    pub fn repair_rtt(&self) -> RepairRtt {
+        self.rtt
+    }
+
     /// Bytes held behind holes on `stream`.
     pub fn held_bytes(&self, stream: u8) -> usize {
         self.subs.get(stream as usize).map_or(0, |s| s.held_bytes)
@@ -477,6 +546,7 @@ impl OrderRx {
             fetch: None,
             last_ack: 0,
             next_peer: 0,
+            rtt: RepairRtt::default(),
             suspected: false,
             counters: RxCounters::default(),
             // 1 ns to 60 s at 2 significant digits (~20 KiB, allocated once here).
@@ -504,7 +574,12 @@ impl OrderRx {
         self.counters
     }
 
-    /// Highest frame_seq held contiguously from 1, per substream (what a RepAck carries).
+    /// Per substream: the highest frame_seq seen (live, held or repaired).
+    pub fn high(&self) -> [u64; 2] {
+        [self.subs[0].high, self.subs[1].high]
+    }
+
+    /// Per substream: the contiguous frames delivered (the RepAck's `contiguous_frame_seq`).
     pub fn contiguous(&self) -> [u64; 2] {
         [self.subs[0].next - 1, self.subs[1].next - 1]
     }
@@ -774,7 +849,10 @@ impl OrderRx {
             self.counters.seal_fetch.1 += 1;
         }
         // Holes: a frame inside one splits it; one past the newest opens the gap before it.
-        if let Some(seen) = Self::close_in_holes(sub, fs) {
+        if let Some((seen, asked)) = Self::close_in_holes(sub, fs) {
+            if let Some(t0) = asked.filter(|_| !direct) {
+                self.rtt.sample(now.saturating_sub(t0));
+            }
             // Hole to filled, by the other path (or a reordered copy) or by a repair.
             let h = if direct {
                 &mut self.fill_path
@@ -878,11 +956,18 @@ impl OrderRx {
     }
 
     /// Take `fs` out of the hole holding it; when it was in one, the time that hole was seen.
-    fn close_in_holes(sub: &mut Sub, fs: u64) -> Option<u64> {
+    /// Take `fs` out of its hole: the hole's `seen`, and when its window was first asked if
+    /// this is the window's first frame back (taken: one round-trip sample per window).
+    fn close_in_holes(sub: &mut Sub, fs: u64) -> Option<(u64, Option<u64>)> {
         let (&from, &hole) = sub.holes.range(..=fs).next_back()?;
         if fs > hole.to {
             return None;
         }
+        let asked = hole.asked;
+        let hole = Hole {
+            asked: None,
+            ..hole
+        };
         sub.holes.remove(&from);
         if from < fs {
             sub.holes.insert(from, Hole { to: fs - 1, ..hole });
@@ -897,13 +982,14 @@ impl OrderRx {
                     nacked: None,
                     retries: 0,
                     window_to: 0,
+                    asked: None,
                 }
             } else {
                 hole
             };
             sub.holes.insert(fs + 1, rest);
         }
-        Some(hole.seen)
+        Some((hole.seen, asked))
     }
 
     fn reopen(sub: &mut Sub, fs: u64, now: u64) {
@@ -997,12 +1083,16 @@ impl OrderRx {
             return;
         }
         let t = self.cfg.timing;
+        let retry_base = self.rtt.retry_ns(t.nack_retry_ns);
+        // Windows a long hole's first request stripes across the sources (the sequencer and
+        // each peer), at most STRIPES_MAX.
+        let stripes = (1 + self.cfg.n_peers).min(STRIPES_MAX);
         for st in 0..self.cfg.n_streams.min(2) as usize {
             let gone = self.subs[st].seq_gone_below;
             let local = self.subs[st].local;
             let fetch_to = self.fetch.as_ref().map_or(0, |f| f.to[st]);
-            // (from, to, retry, fetch)
-            let mut to_nack: Vec<(u64, u64, bool, bool)> = Vec::new();
+            // (from, to, retry, fetch, stripe)
+            let mut to_nack: Vec<(u64, u64, bool, bool, usize)> = Vec::new();
             for (&from, h) in self.subs[st].holes.iter_mut() {
                 // The part of the hole this replica's own journal will fill is not asked: a
                 // hole starting inside the local range is asked from above it.
@@ -1021,23 +1111,54 @@ impl OrderRx {
                 }
                 let due = match h.nacked {
                     None => fetch || now.saturating_sub(h.opened) >= t.hole_wait_ns,
-                    Some(at) => now.saturating_sub(at) >= retry_after(t.nack_retry_ns, h.retries),
+                    Some(at) => now.saturating_sub(at) >= retry_after(retry_base, h.retries),
                 };
                 if due {
                     let hole_to = if fetch { h.to.min(fetch_to) } else { h.to };
                     let (from, to) = nack_window(from, hole_to);
                     h.window_to = to;
-                    to_nack.push((from, to, h.nacked.is_some(), fetch));
+                    to_nack.push((from, to, h.nacked.is_some(), fetch, 0));
+                    // 07 §7.6 "striped across all peers": a long hole's first request asks one
+                    // window of each source at once (the sequencer the first, each peer the
+                    // next), so a catch-up moves a window per source per round trip; a retry
+                    // asks the first window still missing.
+                    if h.nacked.is_none() && !fetch {
+                        for j in 1..stripes {
+                            if h.window_to >= hole_to {
+                                break;
+                            }
+                            let (a, b) = nack_window(h.window_to + 1, hole_to);
+                            h.window_to = b;
+                            to_nack.push((a, b, false, false, j));
+                        }
+                    }
                     if h.nacked.is_some() {
                         h.retries = h.retries.saturating_add(1);
                     }
+                    h.asked = Some(now);
                     h.nacked = Some(now);
                 }
             }
-            for (from, to, retry, fetch) in to_nack {
+            for (from, to, retry, fetch, stripe) in to_nack {
                 let (epoch, tenure, stream) = (self.cfg.epoch, self.cfg.tenure, st as u8);
                 if fetch {
                     self.fetch_from_peer(stream, from, to, retry, out);
+                    continue;
+                }
+                if stripe > 0 {
+                    // A striped window: its own peer.
+                    let peer = (self.next_peer + stripe - 1) % self.cfg.n_peers;
+                    out.repair(
+                        peer,
+                        &RepairReq {
+                            epoch,
+                            tenure,
+                            stream,
+                            from_seq: from,
+                            to_seq: to,
+                        },
+                    );
+                    self.counters.repairs += 1;
                     continue;
                 }
                 // The sequencer first (unless it no longer holds the frames); on a retry a

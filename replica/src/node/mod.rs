@@ -936,14 +936,26 @@ impl Node {
             return;
         };
         let replayed = self.core.replay_lag().1;
-        if let Some(c) = self.catchup.poll(now, replayed, fin) {
+        let rx = self.core.order_rx();
+        let frames = (rx.contiguous()[0], rx.high()[0]);
+        if let Some(c) = self.catchup.poll(now, replayed, fin, frames) {
+            let from = if c.head_frame > 0 {
+                format!(
+                    "the stream's head was frame {} when first seen, passed before the home's final height was known",
+                    c.head_frame
+                )
+            } else {
+                format!(
+                    "the home's final height was {} when first seen",
+                    c.final_at_start
+                )
+            };
             eprintln!(
-                "{}: caught up (07 §7.6): replayed blocks {}..={} in {:.1} ms since start (the home's final height was {} when first seen): {:.0} blocks/s, {:.1}x the home's {:.0} blocks/s",
+                "{}: caught up (07 §7.6): replayed blocks {}..={} in {:.1} ms since start ({from}): {:.0} blocks/s, {:.1}x the home's {:.0} blocks/s",
                 self.io.name,
                 c.first,
                 c.height,
                 c.elapsed_ns as f64 / 1e6,
-                c.final_at_start,
                 c.blocks_per_s,
                 c.ratio(),
                 c.production_per_s
