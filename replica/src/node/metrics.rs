@@ -59,6 +59,11 @@ fn render_journal(e: &mut Exposition, n: &crate::node::Node) {
         e.put_gauge(&REPLICA_CATCHUP_SECONDS, &[], c.elapsed_ns as f64 / 1e9);
         e.put_gauge(&REPLICA_CATCHUP_RATIO, &[], c.ratio());
     }
+    e.put_gauge(
+        &REPLICA_REPAIR_RTT,
+        &[],
+        n.core().order_rx().repair_rtt().srtt_ns() as f64 / 1e9,
+    );
     if let Some(j) = n.journal() {
         e.put_gauge(&REPLICA_JOURNAL_SYNCED_HEIGHT, &[], j.synced() as f64);
         e.put_counter(&REPLICA_JOURNAL_APPENDED, &[], j.appended());
@@ -152,6 +157,8 @@ vyrn_metrics::metrics! {
         "07 §7.6: from a replica's start behind the home to its replay through the final height (absent when it started with its home)";
     REPLICA_CATCHUP_RATIO: Gauge "vyrn_replica_catchup_ratio" []
         "07 §7.6: blocks replayed per second while catching up, over the home's block rate";
+    REPLICA_REPAIR_RTT: Gauge "vyrn_replica_repair_rtt_seconds" []
+        "07 §4.10: the smoothed repair round trip (a window's request to its first frame back); a hole is asked again after it plus four deviations, never under REP_NACK_RETRY_US (0 before the first repair)";
     REPLICA_JOURNAL_EVICTED: Counter "vyrn_replica_journal_evicted_total" []
         "blocks the block journal's retention ring deleted, oldest first (07 §8.3: `[voter.N] retain_blocks` / `retain_gib` per drive)";
     REPLICA_JOURNAL_OLDEST: Gauge "vyrn_replica_journal_oldest_height" []
