@@ -219,10 +219,11 @@ fn replay_on_its_own_tile_replays_what_inline_replay_does() {
     }
 }
 
-fn follow(runner: Runner) -> Replayed {
+/// The test home's box (epoch 4, 40 µs blocks) and a core configured to follow it.
+fn test_box() -> (EngineConfig, u32, SimBox, CoreConfig) {
     let e = EngineConfig::test_home(4, 4);
     let epoch = 4u32;
-    let mut home = SimBox::new(SeqConfig {
+    let home = SimBox::new(SeqConfig {
         engine: e.clone(),
         epoch,
         block_ns: 40_000,
@@ -241,6 +242,11 @@ fn follow(runner: Runner) -> Replayed {
         n_peers: 0,
         anchor: Anchor::default(),
     };
+    (e, epoch, home, cc)
+}
+
+fn follow(runner: Runner) -> Replayed {
+    let (e, epoch, mut home, cc) = test_box();
     let (mut core, mut tile, mut thread) = match runner {
         Runner::Inline => {
             let mut c = ReplicaCore::new(cc).unwrap();
@@ -518,27 +524,7 @@ fn settle(
 
 /// The box's path-A frames of a short run, in order, with the box's clock when each was sent.
 fn box_frames() -> (CoreConfig, Vec<(u64, Vec<u8>)>) {
-    let e = EngineConfig::test_home(4, 4);
-    let epoch = 4u32;
-    let mut home = SimBox::new(SeqConfig {
-        engine: e.clone(),
-        epoch,
-        block_ns: 40_000,
-        seq_key: [2; 32],
-        voters: 4,
-        rtx_ring_bytes: 8 << 20,
-        tenure: vyrn_seq::shm::TenureId::FIRST,
-    });
-    let cc = CoreConfig {
-        engine: e.clone(),
-        epoch,
-        tenure: 0,
-        sender: 0,
-        seq_key: home.seq_public(),
-        n_boxes: 1,
-        n_peers: 0,
-        anchor: Anchor::default(),
-    };
+    let (e, _, mut home, cc) = test_box();
     let mut w = Workload::new(&e, 9, Mix::clean());
     let tiles = home.tiles();
     let mut frames = Vec::new();

@@ -1148,17 +1148,7 @@ impl OrderRx {
                 if stripe > 0 {
                     // A striped window: its own peer.
                     let peer = (self.next_peer + stripe - 1) % self.cfg.n_peers;
-                    out.repair(
-                        peer,
-                        &RepairReq {
-                            epoch,
-                            tenure,
-                            stream,
-                            from_seq: from,
-                            to_seq: to,
-                        },
-                    );
-                    self.counters.repairs += 1;
+                    self.ask_peer(peer, stream, from, to, out);
                     continue;
                 }
                 // The sequencer first (unless it no longer holds the frames); on a retry a
@@ -1176,20 +1166,29 @@ impl OrderRx {
                 if (retry || to < gone) && self.cfg.n_peers > 0 {
                     let peer = self.next_peer % self.cfg.n_peers;
                     self.next_peer = self.next_peer.wrapping_add(1);
-                    out.repair(
-                        peer,
-                        &RepairReq {
-                            epoch,
-                            tenure,
-                            stream,
-                            from_seq: from,
-                            to_seq: to,
-                        },
-                    );
-                    self.counters.repairs += 1;
+                    self.ask_peer(peer, stream, from, to, out);
                 }
             }
         }
+    }
+
+    /// A `RepairReq` for frames `from ..= to` of `stream` to peer `peer` (07 §4.10), counted.
+    fn ask_peer(&mut self, peer: usize, stream: u8, from: u64, to: u64, out: &mut impl RxOut) {
+        self.send_repair(peer, stream, from, to, out);
+        self.counters.repairs += 1;
+    }
+
+    fn send_repair(&self, peer: usize, stream: u8, from: u64, to: u64, out: &mut impl RxOut) {
+        out.repair(
+            peer,
+            &RepairReq {
+                epoch: self.cfg.epoch,
+                tenure: self.cfg.tenure,
+                stream,
+                from_seq: from,
+                to_seq: to,
+            },
+        );
     }
 
     /// 07 §9.3: ask a peer for frames `from ..= to` of the seal's tail — the first hint's holder
@@ -1221,16 +1220,7 @@ impl OrderRx {
                 p
             }
         };
-        out.repair(
-            peer,
-            &RepairReq {
-                epoch: self.cfg.epoch,
-                tenure: self.cfg.tenure,
-                stream,
-                from_seq: from,
-                to_seq: to,
-            },
-        );
+        self.send_repair(peer, stream, from, to, out);
         self.counters.seal_fetch.0 += 1;
     }
 
