@@ -1078,8 +1078,6 @@ impl Node {
     fn interim_stop(&mut self) {}
 }
 
-/// The core, with its replay tile when replay runs on a thread of its own (07 §7.2).
-#[allow(clippy::type_complexity)]
 /// `CLOCK_REALTIME` against this process's monotonic `now`, read once per round: a
 /// datagram's kernel receive stamp (`SO_TIMESTAMPNS`) on the `now` clock.
 #[derive(Debug, Clone, Copy)]
@@ -1111,6 +1109,8 @@ impl Arrivals {
     }
 }
 
+/// The core, with its replay tile when replay runs on a thread of its own (07 §7.2).
+#[allow(clippy::type_complexity)]
 fn new_core(
     cfg: &NodeConfig,
     cc: CoreConfig,
