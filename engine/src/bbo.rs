@@ -643,8 +643,82 @@ impl Bbo {
         self.sealed = sealed;
     }
 
+    /// A new tenure starts from `prev_cut`, its TenureStart's (07 §9.4: "the next tenure's
+    /// first cut starts at these bounds", the seal's `lane_bounds`). The ops above the last
+    /// step's cut — the seal's trailing ops — are stepped under cuts from there, and a half
+    /// *moved* (need_H, OTHER, 07 §3.8, §4.1) only where a cut passes these bounds, as the stream
+    /// cores and every decoder judge it. Refused (`BadCut`) below the current cut
+    /// (INV-CUT-MONO) or of the wrong length.
+    pub fn start_tenure(&mut self, prev_cut: &[u64]) -> Result<(), StepError> {
+        let n = self.layout.n_lanes as usize;
+        if prev_cut.len() != n || prev_cut.iter().zip(&self.cut[..n]).any(|(a, b)| a < b) {
+            return Err(StepError::BadCut);
+        }
+        self.cut[..n].copy_from_slice(prev_cut);
+        Ok(())
+    }
+
     /// The book, mutable (snapshot restore).
     pub(crate) fn book_mut(&mut self) -> &mut Book {
         &mut self.book
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoOps;
+    impl OpQueues for NoOps {
+        fn head(&self, _: usize) -> Option<&Fwd> {
+            None
+        }
+        fn pop(&mut self, _: usize) -> Option<Fwd> {
+            None
+        }
+    }
+
+    #[derive(Default)]
+    struct Steps(Vec<(u64, bool, u64, u64)>);
+    impl BboSink for Steps {
+        fn step(&mut self, s: &StepOut<'_>) {
+            self.0.push((s.step, s.spans, s.need_a, s.need_b));
+        }
+        fn event(&mut self, _: u8, _: &LaneEvent) {}
+    }
+
+    /// 07 §9.4: a tenure's cuts start at the seal's lane_bounds. A half whose lanes hold ops
+    /// above the last step's cut (trailing ops) has not *moved* when the first cut equals those
+    /// bounds: the BBO core agrees with the stream cores, which start there too.
+    #[test]
+    fn a_tenure_starts_its_cuts_at_the_bounds_and_refuses_bounds_below_the_cut() {
+        let cfg = EngineConfig::test_home(4, 4);
+        let lay = cfg.layout;
+        assert_eq!(lay.n_streams, 2);
+        let mut bbo = Bbo::new(&cfg);
+        let mut sink = Steps::default();
+        // The last tenure's last step: every lane's cut 3.
+        bbo.poll(0, &[3; 4], &mut NoOps, &mut sink).unwrap();
+        assert_eq!(bbo.cut(), &[3; 4]);
+        // Trailing ops on every lane: the bounds are 5.
+        assert_eq!(bbo.start_tenure(&[2, 5, 5, 5]), Err(StepError::BadCut));
+        assert_eq!(bbo.start_tenure(&[5; 3]), Err(StepError::BadCut));
+        assert_eq!(bbo.cut(), &[3; 4], "a refused start changes nothing");
+        bbo.start_tenure(&[5; 4]).unwrap();
+        assert_eq!(bbo.cut(), &[5; 4]);
+        // A cut at the bounds is no move: no Idle step.
+        assert_eq!(bbo.poll(0, &[5; 4], &mut NoOps, &mut sink), Ok(None));
+        // The first half's cut moves past them, the other's does not: one half carries it.
+        let mut cut = [5u64; 4];
+        let a = (0..4).find(|&l| lay.stream_of(l) == 0).unwrap();
+        cut[a] = 6;
+        let step = bbo.poll(0, &cut, &mut NoOps, &mut sink).unwrap().unwrap();
+        let (s, spans, need_a, need_b) = *sink.0.last().unwrap();
+        assert_eq!(s, step);
+        assert!(
+            !spans,
+            "OTHER would be set for a half that writes no record"
+        );
+        assert_eq!((need_a, need_b), (step, 1));
     }
 }

@@ -783,6 +783,26 @@ impl ReplayEngine {
             .find_map(|(l, q)| q.front().map(|(r, _)| (l as u8, r.first_lane_seq)))
     }
 
+    /// The tenure's log ends at `last_step`, its seal's (07 §9.4): a record of the prefix that
+    /// names a later step in `fills_applied` (its lane applied that step's fills live, and the
+    /// box died before the step was complete on both substreams, so the seal dropped it) runs
+    /// after the seal's last step instead — the dropped step's events never happened in the
+    /// final log, and the next tenure reuses its number. INV-REP-11 lets such a record's ack out
+    /// ("q stays in the prefix as a trailing lane op"): without this it waited for ever, and a
+    /// promoted standby could not be handed its lanes. Returns the records changed.
+    pub fn end_tenure(&mut self, last_step: u64) -> u64 {
+        let mut n = 0;
+        for q in &mut self.recs {
+            for (r, _) in q.iter_mut() {
+                if r.fills_applied > last_step {
+                    r.fills_applied = last_step;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// After the whole log: if steps remain that can never run, say which.
     pub fn check_drained(&self) -> Result<(), ReplayError> {
         match self.steps.front() {

@@ -40,19 +40,27 @@ impl Handover {
 }
 
 impl ReplayEngine {
+    /// Whether [`ReplayEngine::promote`] would take this replay now: every step run and every
+    /// record's payload in. A standby named next waits for this (its payloads may still be
+    /// arriving from the data side or its peers) before its host promotes it.
+    pub fn promotable(&self) -> Result<(), ReplayError> {
+        self.check_drained()?;
+        match self.first_waiting() {
+            Some((lane, first_lane_seq)) => Err(ReplayError::Unresolved {
+                lane,
+                first_lane_seq,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Hand this replay's state to a live box (07 §9.5). Every event produced so far is applied
     /// first (`sink` gets the responses that makes, as replay's own); refused while a step waits
     /// for its inputs ([`ReplayError::Stalled`]) or a record waits for its payload
     /// ([`ReplayError::Unresolved`]): the prefix is not replayed yet.
     pub fn promote(mut self, sink: &mut impl EngineSink) -> Result<Handover, ReplayError> {
         self.t.settle(sink);
-        self.check_drained()?;
-        if let Some((lane, first_lane_seq)) = self.first_waiting() {
-            return Err(ReplayError::Unresolved {
-                lane,
-                first_lane_seq,
-            });
-        }
+        self.promotable()?;
         let t = self.t;
         let mut lanes = t.lanes;
         for l in &mut lanes {

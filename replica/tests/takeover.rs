@@ -162,6 +162,8 @@ struct Tenure {
     live: HashMap<(u32, u64), Vec<u8>>,
     /// Resends it sent (flags.resend).
     resent: Vec<Vec<u8>>,
+    /// Tiles not polled ([`Kill::Trailing`]).
+    paused: Vec<Tile>,
 }
 
 impl Tenure {
@@ -173,6 +175,7 @@ impl Tenure {
             net: Net::default(),
             live: HashMap::new(),
             resent: Vec::new(),
+            paused: Vec::new(),
         }
     }
 
@@ -182,7 +185,9 @@ impl Tenure {
             self.home.receive(rx_ts, bytes);
         }
         for &t in &self.tiles {
-            self.home.poll(t, now);
+            if !self.paused.contains(&t) {
+                self.home.poll(t, now);
+            }
         }
         for ev in self.home.drain_wire() {
             match ev {
@@ -240,7 +245,20 @@ enum Kill {
     /// At the first round from this one where a BlockMark has no header yet: the seal's
     /// tail spans them (07 §9.4).
     AfterUnsignedMark(usize),
+    /// From this round the cut and BBO cores stop while the lanes and stream cores go on for
+    /// [`TRAILING_ROUNDS`] rounds of load, then the box dies: the prefix ends with PacketRecords
+    /// above the last step's cut on both halves — the seal's trailing ops (07 §9.4), which the
+    /// next tenure steps first under cuts that start at the seal's `lane_bounds`.
+    Trailing(usize),
+    /// From this round stream core B stops while the rest of the box goes on for
+    /// [`TRAILING_ROUNDS`] rounds of load, then the box dies: substream A passes BlockMarks
+    /// whose steps B never wrote its half of. The seal ends at the last step complete in the
+    /// prefix (07 §9.4), not at A's newest mark.
+    StreamBehind(usize),
 }
+
+/// Rounds of [`Kill::Trailing`] with the steps stopped.
+const TRAILING_ROUNDS: usize = 40;
 
 /// Tenure 0 trades under `seed`'s workload and dies at `kill`; the seal, the promotion, tenure 1 trading on; every check of the
 /// module docs.
@@ -269,6 +287,10 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
         match kill {
             Kill::At(k) if round >= k => break,
             Kill::AfterUnsignedMark(k) if round >= k && open > signed + 1 => break,
+            Kill::Trailing(k) if round >= k + TRAILING_ROUNDS => break,
+            Kill::Trailing(k) if round == k => box0.paused = vec![Tile::Cut, Tile::Bbo],
+            Kill::StreamBehind(k) if round >= k + TRAILING_ROUNDS => break,
+            Kill::StreamBehind(k) if round == k => box0.paused = vec![Tile::Stream(1)],
             Kill::Quiet if round >= 4000 => {
                 // Quiet rounds go on until the newest block's header is in.
                 if open == signed + 1 && dec0.open_height(1) == open {
@@ -341,6 +363,9 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
         return Err(CaseD);
     }
     assert_eq!(unhashed.first_left, None, "seed {seed}: {unhashed:?}");
+    // The tenure's log ends at the seal's last step (what `ReplicaCore::take_seal` does).
+    let ended = replica.end_tenure(seal.last_step);
+    assert_eq!(ended, standby.end_tenure(seal.last_step), "seed {seed}");
     replica.pump(&store, &mut out_r).unwrap();
     standby.pump(&store, &mut out_s).unwrap();
 
@@ -357,8 +382,26 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
 
     // Promotion: the standby's replay becomes tenure 1's box.
     let handover = standby.promote(&mut out_s).expect("the prefix is replayed");
+    if let Kill::Trailing(_) = kill {
+        // Both halves hold ops above the last step's cut (4 lanes, 2 per half).
+        let per_half = [0, 1].map(|h| {
+            (0..e.layout.n_lanes as usize)
+                .filter(|&l| e.layout.stream_of(l) == h as u8)
+                .map(|l| handover.fwd[l].len())
+                .sum::<usize>()
+        });
+        assert!(
+            per_half.iter().all(|&n| n > 0),
+            "seed {seed}: trailing ops per half {per_half:?}"
+        );
+        assert_ne!(handover.bbo.cut(), handover.bounds().as_slice());
+    }
     assert_eq!(handover.bounds(), open.lane_bounds, "seed {seed}");
+    let bounds = handover.bounds();
     let t = Takeover::new(&e, handover, &seal).expect("at the seal");
+    // 07 §9.4: the tenure's cuts start at the seal's lane_bounds, the BBO core's included.
+    assert_eq!(t.engine.bbo.cut(), bounds.as_slice(), "seed {seed}");
+    assert_eq!(t.base.prev_cut, bounds, "seed {seed}");
     assert_eq!(t.base.first_step, seal.last_step + 1);
     assert_eq!(t.base.first_height, seal.height + 1);
     // Odd seeds: a warm standby's box, its memory and signer built before the promotion.
@@ -458,7 +501,22 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
         let r = sent
             .get(k)
             .unwrap_or_else(|| panic!("seed {seed}: {k:?} not replayed"));
-        assert_eq!(r, b, "seed {seed}: response {k:?} differs");
+        if r != b {
+            let key = e.sessions.iter().find(|x| x.session == k.0).unwrap().k_out;
+            let p = |x: &[u8]| {
+                vyrn_wire::msg::client::Response::parse(x, &key).map(|r| format!("{:?}", r.records))
+            };
+            panic!(
+                "seed {seed}: response {k:?} differs: replayed {:?}, sent by {} {:?}",
+                p(r),
+                if box0.live.get(k) == Some(b) {
+                    "tenure 0"
+                } else {
+                    "tenure 1"
+                },
+                p(b)
+            );
+        }
     }
     // 07 §9.5: a resend of a packet of tenure 0 is a duplicate — tenure 1 answers it from the
     // replayed hot ring, the original response with flags.resend, tagged under K_out. That is
@@ -570,6 +628,48 @@ fn a_box_killed_mid_flow_loses_no_answer_and_every_client_gets_every_answer() {
         unhashed > 0 && recovered > 0,
         "{unhashed} unhashed, {recovered} recovered"
     );
+}
+
+/// 07 §9.4: the box dies with PacketRecords framed above its last step's cut on both halves
+/// (the seal's trailing ops). The promoted box steps them first, its BBO core's cut starting at
+/// the seal's `lane_bounds` as its stream cores' do: a half whose cut does not pass the bounds
+/// carries no record of the step and the other half's record does not set OTHER (before the
+/// fix, the BBO core judged from the last step's cut, set OTHER for a half that wrote nothing,
+/// and every voter refused the promoted box's stream at its first step: REP_E_KIND).
+#[test]
+fn the_seals_trailing_ops_are_stepped_first_by_the_next_tenure_under_its_bounds() {
+    for seed in 1..=4u64 {
+        let round = 400 + seed as usize * 500;
+        let r = run(seed, Kill::Trailing(round)).expect("every record hashed");
+        println!(
+            "seed {seed}: seal at height {} step {}; {} answers before, {} after",
+            r.seal.height, r.seal.last_step, r.answers[0], r.answers[1]
+        );
+    }
+}
+
+/// 07 §9.4: the box dies with stream core B behind — substream A passed BlockMarks whose steps
+/// B never wrote its records of. The seal ends at the last step complete in the prefix: A's
+/// newest mark names steps no replica can replay (before the fix the seal ended there, and the
+/// promoted standby's replay stood short of it: `NotAtSeal`). No answer of a dropped step ever
+/// left (the gate waits for both halves), so nothing a client saw is reverted.
+#[test]
+fn a_box_that_dies_with_one_stream_core_behind_is_sealed_at_its_last_complete_step() {
+    let mut promoted = 0;
+    for seed in 1..=6u64 {
+        let round = 300 + seed as usize * 430;
+        // A record the box never hashed whose key holds two copies (07 §9.6 case d) is not
+        // built: that kill is skipped.
+        let Ok(r) = run(seed, Kill::StreamBehind(round)) else {
+            continue;
+        };
+        promoted += 1;
+        println!(
+            "seed {seed}: seal at height {} steps {}..={}; {} answers before, {} after",
+            r.seal.height, r.seal.first_step, r.seal.last_step, r.answers[0], r.answers[1]
+        );
+    }
+    assert!(promoted >= 4, "{promoted} of 6 kills promoted");
 }
 
 /// Records in `live` by kind (a Reject by its code).

@@ -107,6 +107,8 @@ pub enum TakeoverErr {
     },
     /// The replay's lanes are not the config's.
     Lanes,
+    /// A lane's last LaneSeq is below the BBO core's cut (INV-CUT-MONO; never expected).
+    BelowCut,
 }
 
 /// A promoted sequencer's start (07 §9.5): the tenure after the seal, and the engine the
@@ -136,9 +138,15 @@ impl Takeover {
         {
             return Err(TakeoverErr::Lanes);
         }
-        Ok(Takeover {
-            base: TenureBase::after_seal(&engine, seal),
-            engine,
-        })
+        let base = TenureBase::after_seal(&engine, seal);
+        let mut engine = engine;
+        // 07 §9.4: the tenure's cuts start at the seal's lane_bounds, for the BBO core as for
+        // the stream cores, or a half that holds trailing ops is judged moved by one and not
+        // by the other (OTHER set on one substream, no record on the other: REP_E_KIND).
+        engine
+            .bbo
+            .start_tenure(&base.prev_cut)
+            .map_err(|_| TakeoverErr::BelowCut)?;
+        Ok(Takeover { base, engine })
     }
 }

@@ -1205,13 +1205,31 @@ impl ReplicaCore {
         match &mut self.replay {
             ReplayPart::Inline(p) => {
                 p.resolve_unhashed(&self.data);
+                p.end_tenure(seal.last_step);
                 p.on_seal(h_star, h_star_step, hs, seal.last_step);
             }
             // The tile's root clock learns the seal block as a block (a root height inside a
             // tail that spans marks is not re-taken there).
-            ReplayPart::Tile(x) => x.block(hs, seal.last_step),
+            ReplayPart::Tile(x) => {
+                x.end_tenure(seal.last_step);
+                x.block(hs, seal.last_step);
+            }
         }
         Ok(n)
+    }
+
+    /// What the data side holds of the record of `lane` at `first_lane_seq` (a log line).
+    pub fn describe_record(&self, lane: u8, first_lane_seq: u64) -> String {
+        self.data.describe(lane, first_lane_seq)
+    }
+
+    /// Whether the inline replay could be promoted now, and from which step
+    /// (`Replayer::promotable`); `None` for a replay on its own tile.
+    pub fn promotable(&self) -> Option<Result<u64, vyrn_engine::ReplayError>> {
+        match &self.replay {
+            ReplayPart::Inline(p) => Some(p.promotable()),
+            ReplayPart::Tile(_) => None,
+        }
     }
 
     /// Hand the inline replay's engine to the box this replica's host promotes (07 §9.5;

@@ -202,7 +202,12 @@ impl Decoder {
             (h == h_star).then_some(step)?
         };
         let first_step = last_of_h_star + 1;
-        if t.open_height[..n].iter().any(|&o| o <= h_star) || t.last_step + 1 < first_step {
+        // 07 §9.4: the seal ends at the last step complete in the prefix. A substream that
+        // passed a later BlockMark says nothing of steps whose other half never came (the box
+        // died with one stream core behind): those, and every later record, are dropped — a
+        // seal ending at that mark's step named steps no replica could replay, and the promoted
+        // standby stood short of it (`NotAtSeal`).
+        if t.open_height[..n].iter().any(|&o| o <= h_star) || t.delivered + 1 < first_step {
             return None;
         }
         let a = self.tail.root_since(0, h_star)?;
@@ -214,7 +219,7 @@ impl Decoder {
         Some(vyrn_wire::decoder::OpenBlock {
             height: h_star + 1,
             first_step,
-            last_step: t.last_step,
+            last_step: t.delivered,
             order_root: vyrn_wire::header::order_root(&a, &b),
             order_root_a: a,
             order_root_b: b,

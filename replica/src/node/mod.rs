@@ -632,6 +632,7 @@ impl Node {
             self.data_failover(now);
             self.failover_poll(now);
             self.retry_follow(now);
+            self.promote_when_ready(now);
             for (h, hash, last_step) in self.io.headers.drain(..) {
                 self.io.fo.header_height = self.io.fo.header_height.max(h);
                 self.io.fo.recent.insert(h, hash);
@@ -864,8 +865,12 @@ impl Node {
     /// One bounded batch from each socket: paths, control, data. Datagrams read.
     fn read_sockets(&mut self, now: u64) -> usize {
         let mut work = 0;
+        // `now` was read as this poll began; the time since is added back where a kernel stamp
+        // is mapped, so a round that was descheduled while taking path A does not date path B's
+        // datagrams by the round's start (they arrived during the pause): a frame dated early
+        // made a hash look late (REP_E_HASHLAG at one replica of a loaded dev home).
+        let began = std::time::Instant::now();
         self.lab_isolation(now);
-        let wall = arrivals(now);
         for path in 0..2u8 {
             if let Ok(n) = self.paths[path as usize].recv_batch(&mut self.rx) {
                 work += n;
@@ -874,6 +879,18 @@ impl Node {
                     continue;
                 }
                 self.io.c.path_rx[path as usize] += n as u64;
+                // Kernel stamps only (a simulated port has none, and its time is the seed's).
+                let stamped = self
+                    .rx
+                    .iter()
+                    .any(|p| p.meta.ts_source == vyrn_nic::TsSource::Kernel);
+                let at_now = if stamped {
+                    now.saturating_add(began.elapsed().as_nanos() as u64)
+                } else {
+                    now
+                };
+                // Read right after the batch: every stamp in it is older.
+                let wall = arrivals(at_now);
                 for p in self.rx.iter() {
                     if self.lab_drops_frame(p.data) {
                         self.io.c.path_cut_drops += 1;
@@ -881,7 +898,7 @@ impl Node {
                     }
                     let at = wall.arrived(&p.meta);
                     self.core
-                        .on_path_frame_arrived(path, p.data, now, at, &mut self.io);
+                        .on_path_frame_arrived(path, p.data, at_now, at, &mut self.io);
                 }
             }
         }

@@ -53,6 +53,9 @@ pub(super) struct NodeTenure {
     followed: Option<Followed>,
     /// Set when the standby's replica is named next and stands at the seal (its host promotes).
     promote: Arc<AtomicBool>,
+    /// Named next at this time (the node's clock), the replay not yet promotable: what it
+    /// waits for was logged (`true`) or not.
+    promote_due: Option<(u64, bool)>,
     /// The home, as this replica read it (the next sequencer's key and address).
     home: HomeConfig,
     /// Its own key: the link key with the promoted box is agreed from it.
@@ -68,6 +71,9 @@ pub(super) struct NodeTenure {
     /// The seal block at which the book halted (a final seal naming no next sequencer).
     halted_at: Option<u64>,
 }
+
+/// How long a standby named next waits for its replay before it logs what it waits for.
+const PROMOTE_LOG_NS: u64 = 50_000_000;
 
 /// How often a seal not followed yet is tried again (each try rebuilds the seal block).
 pub(super) const FOLLOW_RETRY_EVERY_NS: u64 = 1_000_000;
@@ -90,6 +96,7 @@ impl NodeTenure {
         NodeTenure {
             followed: None,
             promote: Arc::new(AtomicBool::new(false)),
+            promote_due: None,
             home: cfg.home.clone(),
             vote_key: cfg.vote_key.clone(),
             voters,
@@ -291,6 +298,60 @@ impl Node {
         self.next.followed = Some(Followed { next: t, at: now });
         self.stages_done(now);
         if me_next {
+            self.next.promote_due = Some((now, false));
+            self.promote_when_ready(now);
+        }
+    }
+
+    /// The standby named next is promoted once its replay stands at the seal with every step
+    /// run and every record's payload in (07 §9.5): under load the tail's last payloads may
+    /// still be on their way from the data side or a peer. Until then its host waits; the
+    /// voters' `promote_wait` budget bounds how long (then they depose the silent tenure).
+    pub(super) fn promote_when_ready(&mut self, now: u64) {
+        let Some((since, logged)) = self.next.promote_due else {
+            return;
+        };
+        let want = self
+            .next
+            .followed
+            .as_ref()
+            .map_or(0, |f| f.next.seal.last_step + 1);
+        // Ready, or a replay on its own tile (the host's `into_handover` says why not).
+        let ready = match self.core.promotable() {
+            Some(r) => r.as_ref().is_ok_and(|&next| next == want),
+            None => true,
+        };
+        if !ready {
+            if !logged && now.saturating_sub(since) >= PROMOTE_LOG_NS {
+                self.next.promote_due = Some((since, true));
+                let why = match self.core.promotable() {
+                    Some(Ok(next)) => {
+                        format!("its next step is {next}, the seal's first after it {want}")
+                    }
+                    Some(Err(vyrn_engine::ReplayError::Unresolved {
+                        lane,
+                        first_lane_seq,
+                    })) => format!(
+                        "the record of lane {lane} at {first_lane_seq} waits for its payload ({})",
+                        self.core.describe_record(lane, first_lane_seq)
+                    ),
+                    r => format!("{r:?}"),
+                };
+                eprintln!(
+                        "{}: failover: named next, the replay is not at the seal yet after {} ms: {why}; promoted once it is",
+                        self.io.name,
+                        now.saturating_sub(since) / 1_000_000
+                    );
+            }
+        } else {
+            self.next.promote_due = None;
+            if now > since {
+                eprintln!(
+                    "{}: failover: named next, the replay stands at the seal after {} µs",
+                    self.io.name,
+                    now.saturating_sub(since) / 1_000
+                );
+            }
             self.next.promote.store(true, Ordering::Release);
         }
     }

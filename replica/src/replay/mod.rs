@@ -56,6 +56,9 @@ pub struct ReplayCounters {
     /// Snapshot heights passed without one: the split engine does not write snapshots, or the
     /// owner had not taken the last [`SNAPS_KEPT`] yet.
     pub snapshots_skipped: u64,
+    /// Records of a sealed tenure's prefix that named a step the seal dropped in
+    /// `fills_applied`, run after the seal's last step instead ([`Replayer::end_tenure`]).
+    pub tenure_end_records: u64,
 }
 
 /// 07 §7.5's schedule: a snapshot at root height `h` when `(h + 1) % every == offset` (the
@@ -345,6 +348,19 @@ impl Replayer {
         }
     }
 
+    /// The dead tenure's log ends at its seal's `last_step` (07 §9.4,
+    /// `ReplayEngine::end_tenure`): records of the prefix waiting on a later step run after it.
+    /// A split replay's records are on its lane workers: none changed there (a voter that
+    /// replays on lane workers can stall on such a record; BASE replays on one thread).
+    pub fn end_tenure(&mut self, last_step: u64) -> u64 {
+        let n = match &mut self.eng {
+            Eng::One(e) => e.end_tenure(last_step),
+            Eng::Split(_) => 0,
+        };
+        self.counters.tenure_end_records += n;
+        n
+    }
+
     /// The seal is final (07 §9.4): the blocks the dead tenure marked after `h_star` (whose
     /// last step is `h_star_step`) are not blocks — the seal block `hs`, ending at `last_step`,
     /// is. A root taken or due above `h_star` is dropped; `R(hs)` is taken at the seal's end.
@@ -605,6 +621,18 @@ impl Replayer {
     pub fn promote(self, sink: &mut impl EngineSink) -> Result<vyrn_engine::Handover, ReplayError> {
         match self.eng {
             Eng::One(e) => e.promote(sink),
+            Eng::Split(_) => Err(ReplayError::Split {
+                step: self.replayed_step,
+                what: "a split replay's lanes are on their workers: promotion takes a one-thread replay",
+            }),
+        }
+    }
+
+    /// Whether [`Replayer::promote`] would take this replay now (`ReplayEngine::promotable`),
+    /// and if so the step it would start from.
+    pub fn promotable(&self) -> Result<u64, ReplayError> {
+        match &self.eng {
+            Eng::One(e) => e.promotable().map(|()| e.bbo().next_step()),
             Eng::Split(_) => Err(ReplayError::Split {
                 step: self.replayed_step,
                 what: "a split replay's lanes are on their workers: promotion takes a one-thread replay",

@@ -66,6 +66,7 @@ const T_BLOCK: u8 = 4;
 const T_PAYLOAD: u8 = 5;
 const T_ROOTS: u8 = 6;
 const T_SETTLE: u8 = 7;
+const T_END_TENURE: u8 = 8;
 
 /// Bytes of a PacketRecord message, tag included.
 const RECORD_LEN: usize = 1 + 3 + 4 + 2 + 4 + 8 * 3;
@@ -217,6 +218,13 @@ impl ReplayTx {
     pub fn block(&mut self, height: u64, last_step: u64) {
         self.stage.push(T_BLOCK);
         self.put_u64(height);
+        self.put_u64(last_step);
+    }
+
+    /// The dead tenure's log ends at `last_step` ([`Replayer::end_tenure`]), after its last
+    /// record.
+    pub fn end_tenure(&mut self, last_step: u64) {
+        self.stage.push(T_END_TENURE);
         self.put_u64(last_step);
     }
 
@@ -734,6 +742,11 @@ impl<S: ReportingSink> ReplayTile<S> {
                 self.replay.on_step(&st, &self.cut[..nc], payload);
                 self.replay.note_decoded(st.step, now);
                 Ok(len)
+            }
+            T_END_TENURE => {
+                need(9)?;
+                self.replay.end_tenure(u64_at(b, 1));
+                Ok(9)
             }
             T_BLOCK => {
                 need(BLOCK_LEN)?;

@@ -386,10 +386,17 @@ impl Task for LaneTile {
         let p = &mut self.ports;
         let drained =
             p.r_pkt.drain() & p.r_hash8.drain() & p.r_hash32.drain() & p.fwd.drain() & p.tx.drain();
-        // Events in step order, up to step_done.
+        // Events in step order, up to step_done, each once its step is on both paths: a lane
+        // applies a step's fills only after `released[A] ≥ need_A(s)` and `released[B] ≥
+        // need_B(s)` (the fills' own gate, INV-REP-1). The lane's next PacketRecord names the
+        // step in `fills_applied`, and its ack may leave on its own half alone (INV-REP-11):
+        // applied earlier, a step one stream core never wrote (the box died with it behind) was
+        // in the lane's state and in the resp_seq of every later answer, while the seal drops it
+        // (07 §9.4) — the replay answered those later packets differently from the acks sent.
         let done = self.words.step_done.load().0;
+        let released = [self.words.released[0].load(), self.words.released[1].load()];
         while let Some(ev) = self.events.peek() {
-            if ev.step > done {
+            if ev.step > done || released[0] < ev.need_a || released[1] < ev.need_b {
                 break;
             }
             let ev = *ev;

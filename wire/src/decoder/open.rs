@@ -81,8 +81,13 @@ impl DecState {
 /// depend on where the prefix's signed part ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tail {
-    /// The last step delivered (every step complete in the frames held).
+    /// The last step delivered, or the newest BlockMark's `last_step` if higher (the open
+    /// block's form: a substream that passed a mark the other has not reached yet).
     pub last_step: u64,
+    /// The last step delivered: every step up to it complete in the frames held (both halves
+    /// where OTHER is set). A seal's `last_step` (07 §9.4: a record whose step is not complete
+    /// in the prefix is dropped, and every later one).
+    pub delivered: u64,
     /// Per lane, the last `lane_seq` decoded.
     pub lane_bounds: Vec<u64>,
     /// Per substream, the next frame_seq expected.
@@ -106,6 +111,7 @@ impl DecState {
         let mark_step = live.iter().map(|s| s.last_mark_step).max().unwrap_or(0);
         Some(Tail {
             last_step: self.next_emit.saturating_sub(1).max(mark_step),
+            delivered: self.next_emit.saturating_sub(1),
             lane_bounds: self.lanes[..lanes.min(self.lanes.len())]
                 .iter()
                 .map(|l| l.st.next_lane_seq.saturating_sub(1))

@@ -556,6 +556,28 @@ impl DataSide {
         n
     }
 
+    /// What the join holds of the record of `lane` starting at `first_lane_seq`, for a log line
+    /// (its state, fetch stage, hash and how many copies its key holds).
+    pub fn describe(&self, lane: u8, first_lane_seq: u64) -> String {
+        for (s, sub) in self.subs.iter().enumerate() {
+            if let Some(r) = sub
+                .recs
+                .iter()
+                .find(|r| r.lane == lane && r.first_lane_seq == first_lane_seq)
+            {
+                return format!(
+                    "substream {s}: {:?}, fetch stage {}, asking {}, pkt_hash {:?}, {} cop(ies) of its key held",
+                    r.state,
+                    r.stage,
+                    r.asking,
+                    r.pkt_hash,
+                    self.store.copies(&r.key).count()
+                );
+            }
+        }
+        "not held by the join".to_string()
+    }
+
     /// 07 §9.3 item 4: each record still unhashed whose key holds one distinct copy is resolved
     /// with it (handed to replay through `out` as any resolved record); returns how many.
     pub fn resolve_unhashed(&mut self, out: &mut impl DataOut) -> u64 {
