@@ -1408,3 +1408,56 @@ fn the_seal_data_root_spans_the_blocks_after_h_star() {
     d.release_through(1);
     assert_eq!(dr(&d, 0), None);
 }
+
+/// 07 §9.3 item 4 after the seal: a record of the sealed prefix the dead box never hashed, whose
+/// copy was not held when the seal became final (its data box late, a peer's answer on its way),
+/// is resolved by key alone when the copy comes — before, it stayed `Unhashed` for ever and the
+/// replay (a promoted standby's included) waited on it. A record of the next tenure, unhashed
+/// with its copy in, still waits for its HashRun.
+#[test]
+fn a_sealed_records_copy_that_comes_after_the_seal_resolves_it_by_key() {
+    /// [`Out`], and the records resolved.
+    #[derive(Default)]
+    struct Resolved(Vec<(u8, u64, Vec<u8>)>, Out);
+    impl DataOut for Resolved {
+        fn data_fetch(&mut self, d: u8, f: &DataFetch) {
+            self.1.data_fetch(d, f)
+        }
+        fn peer_data_fetch(&mut self, peer: usize, key: PktKey, h: u64) {
+            self.1.peer_data_fetch(peer, key, h)
+        }
+        fn seq_data_req(&mut self, key: PktKey, h: u64) {
+            self.1.seq_data_req(key, h)
+        }
+        fn hash_list_req(&mut self, r: &HashListReq) {
+            self.1.hash_list_req(r)
+        }
+        fn copy_mismatch(&mut self, e: &CopyMismatch, seq_pkt: &[u8], data_pkt: &[u8]) {
+            self.1.copy_mismatch(e, seq_pkt, data_pkt)
+        }
+        fn alarm(&mut self, a: DataAlarm) {
+            self.1.alarm(a)
+        }
+        fn resolved(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) {
+            self.0.push((lane, first_lane_seq, bytes.to_vec()));
+        }
+    }
+    let mut d = DataSide::new(cfg(1));
+    let mut o = Resolved::default();
+    let late = pkt(5, 9, 1, 1);
+    let mut r = rec(5, 9, 1);
+    r.first_lane_seq = 7;
+    d.on_record(0, &r, 0, &mut o).unwrap();
+    // The seal: no copy of (5, 9) held, nothing resolved by key.
+    assert_eq!(d.seal(0, 1, &mut o), 0);
+    assert_eq!(d.rec_state(key(5, 9)), Some(RecState::Missing));
+    // The next tenure's record of another key, its copy in, no HashRun yet.
+    let next = pkt(6, 1, 1, 1);
+    d.on_record(0, &rec(6, 1, 1), 2, &mut o).unwrap();
+    d.on_data_frame(0, &frame(DataKind::Data, 1, 0, &[&next, &late]), 3, &mut o)
+        .unwrap();
+    assert_eq!(d.rec_state(key(5, 9)), Some(RecState::Resolved));
+    assert_eq!(d.rec_state(key(6, 1)), Some(RecState::Unhashed));
+    assert_eq!(o.0, vec![(0, 7, late.clone())]);
+    assert_eq!(d.counters().resolved_after_seal, 1);
+}

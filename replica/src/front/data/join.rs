@@ -240,6 +240,14 @@ impl DataSide {
                 Self::answered(&mut self.in_flight, r);
                 r.state = st;
                 r.full = Some(p.full);
+                // A record of a sealed prefix never gets its HashRun: by key alone (07 §9.3
+                // item 4), as at the seal.
+                if rid < self.sealed_to[s as usize]
+                    && Self::by_key(&self.store, &mut self.in_flight, &mut self.c, r, out)
+                {
+                    self.c.resolved_after_seal += 1;
+                    return RecState::Resolved;
+                }
             }
         }
         st
@@ -545,13 +553,21 @@ impl DataSide {
     /// ([`DataSide::resolve_unhashed`]). Returns how many were.
     pub fn seal(&mut self, h_star: u64, hs: u64, out: &mut impl DataOut) -> u64 {
         let n = self.resolve_unhashed(out);
-        for sub in self.subs.iter_mut().take(self.cfg.n_streams as usize) {
+        for (s, sub) in self
+            .subs
+            .iter_mut()
+            .enumerate()
+            .take(self.cfg.n_streams as usize)
+        {
             while sub.marks.back().is_some_and(|m| m.0 > h_star) {
                 sub.marks.pop_back();
             }
             let end = sub.end();
             sub.marks.push_back((hs, end));
             sub.last_height = Some(hs);
+            // A record of the prefix whose copy comes only after this (the data box late, a
+            // peer's answer) is resolved by key when it comes (`join_one`).
+            self.sealed_to[s] = end;
         }
         n
     }
@@ -584,28 +600,43 @@ impl DataSide {
         let mut n = 0;
         for sub in self.subs.iter_mut().take(self.cfg.n_streams as usize) {
             for r in sub.recs.iter_mut() {
-                if r.advance || r.pkt_hash.is_some() || r.state == RecState::Resolved {
-                    continue;
+                if Self::by_key(&self.store, &mut self.in_flight, &mut self.c, r, out) {
+                    n += 1;
                 }
-                let mut copies = self.store.copies(&r.key).map(|(_, p)| p);
-                let Some(p) = copies.next() else {
-                    continue;
-                };
-                if copies.any(|q| q.m.full != p.m.full) {
-                    continue;
-                }
-                Self::answered(&mut self.in_flight, r);
-                r.state = RecState::Resolved;
-                r.full = Some(p.m.full);
-                // Its hash from here on is its copy's: a later record of the key (a resend the
-                // next tenure logs as a duplicate) takes the next HashRun, not this one.
-                r.pkt_hash = Some(pkt_hash_of(&p.m.full));
-                self.c.resolved += 1;
-                out.resolved(r.lane, r.first_lane_seq, p.bytes);
-                n += 1;
             }
         }
         n
+    }
+
+    /// Record `r` of a sealed prefix, still unhashed, resolved with the one distinct copy its
+    /// key holds (07 §9.3 item 4); false if it is hashed, resolved, or its key holds no copy or
+    /// different ones.
+    fn by_key(
+        store: &Store,
+        in_flight: &mut u64,
+        c: &mut DataCounters,
+        r: &mut Rec,
+        out: &mut impl DataOut,
+    ) -> bool {
+        if r.advance || r.pkt_hash.is_some() || r.state == RecState::Resolved {
+            return false;
+        }
+        let mut copies = store.copies(&r.key).map(|(_, p)| p);
+        let Some(p) = copies.next() else {
+            return false;
+        };
+        if copies.any(|q| q.m.full != p.m.full) {
+            return false;
+        }
+        Self::answered(in_flight, r);
+        r.state = RecState::Resolved;
+        r.full = Some(p.m.full);
+        // Its hash from here on is its copy's: a later record of the key (a resend the next
+        // tenure logs as a duplicate) takes the next HashRun, not this one.
+        r.pkt_hash = Some(pkt_hash_of(&p.m.full));
+        c.resolved += 1;
+        out.resolved(r.lane, r.first_lane_seq, p.bytes);
+        true
     }
 
     /// The seal's `data_root` (07 §9.4) over every record after `BlockMark(h_star)` on each

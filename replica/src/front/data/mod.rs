@@ -418,6 +418,9 @@ pub struct DataCounters {
     pub fetch_paced: u64,
     /// Unavailable records asked again ([`UNAVAILABLE_RETRY_NS`]).
     pub unavailable_retries: u64,
+    /// Records of a sealed prefix, unhashed, resolved by key when their copy came after the
+    /// seal (07 §9.3 item 4).
+    pub resolved_after_seal: u64,
     /// Payloads past the ring's age kept for a live record (released with its block).
     pub age_pinned: u64,
     /// Data boxes whose frames before the first one seen were fetched as a gap (this replica
@@ -510,6 +513,9 @@ pub struct DataSide {
     fetch_budget: (u64, u64),
     /// Asks in flight ([`FETCH_IN_FLIGHT_MAX`]).
     in_flight: u64,
+    /// Per substream, the record ids below this are a sealed tenure's prefix (07 §9.4): one
+    /// still unhashed is resolved by key alone when its copy comes.
+    sealed_to: [u64; 2],
 }
 
 /// Packets a data side prefaults for ([`DataSide::prefault`]): a second of a dev home's load,
@@ -574,6 +580,7 @@ impl DataSide {
             c: DataCounters::default(),
             fetch_budget: (FETCH_KEYS_PER_STEP, 0),
             in_flight: 0,
+            sealed_to: [0; 2],
         }
     }
 
