@@ -257,6 +257,16 @@ enum Kill {
     StreamBehind(usize),
 }
 
+impl Kill {
+    /// `Some(self)` for a [`Kill::Trailing`] whose stopped rounds all had load.
+    fn filter_loaded(self) -> Option<Self> {
+        match self {
+            Kill::Trailing(k) if k + TRAILING_ROUNDS < 3_000 => Some(self),
+            _ => None,
+        }
+    }
+}
+
 /// Rounds of [`Kill::Trailing`] with the steps stopped.
 const TRAILING_ROUNDS: usize = 40;
 
@@ -382,8 +392,9 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
 
     // Promotion: the standby's replay becomes tenure 1's box.
     let handover = standby.promote(&mut out_s).expect("the prefix is replayed");
-    if let Kill::Trailing(_) = kill {
-        // Both halves hold ops above the last step's cut (4 lanes, 2 per half).
+    // Both halves hold ops above the last step's cut (4 lanes, 2 per half), where the load
+    // went on through the rounds the steps stopped (it ends at round 3,000).
+    if let Some(Kill::Trailing(_)) = kill.filter_loaded() {
         let per_half = [0, 1].map(|h| {
             (0..e.layout.n_lanes as usize)
                 .filter(|&l| e.layout.stream_of(l) == h as u8)
@@ -722,10 +733,13 @@ fn campaign_of_random_kills_reverts_nothing() {
             continue;
         }
         let round = 50 + (rng.next_u64() % 2_950) as usize;
-        let kill = if rng.next_u64() % 2 == 0 {
-            Kill::At(round)
-        } else {
-            Kill::AfterUnsignedMark(round)
+        // Half the kills between whole rounds of the box's tiles, a quarter with trailing ops
+        // on both halves, a quarter with stream core B behind (07 §9.4's two uneven prefixes).
+        let kill = match rng.next_u64() % 8 {
+            0 | 1 => Kill::At(round),
+            2 | 3 => Kill::AfterUnsignedMark(round),
+            4 | 5 => Kill::Trailing(round),
+            _ => Kill::StreamBehind(round),
         };
         match run(seed, kill) {
             Ok(r) => {
