@@ -393,16 +393,19 @@ impl Task for LaneTile {
         // applied earlier, a step one stream core never wrote (the box died with it behind) was
         // in the lane's state and in the resp_seq of every later answer, while the seal drops it
         // (07 §9.4) — the replay answered those later packets differently from the acks sent.
-        let done = self.words.step_done.load().0;
-        let released = [self.words.released[0].load(), self.words.released[1].load()];
-        while let Some(ev) = self.events.peek() {
-            if ev.step > done || released[0] < ev.need_a || released[1] < ev.need_b {
-                break;
+        // The shared words are read only when an event waits (an idle poll loads none).
+        if self.events.peek().is_some() {
+            let done = self.words.step_done.load().0;
+            let released = [self.words.released[0].load(), self.words.released[1].load()];
+            while let Some(ev) = self.events.peek() {
+                if ev.step > done || released[0] < ev.need_a || released[1] < ev.need_b {
+                    break;
+                }
+                let ev = *ev;
+                self.events.pop();
+                self.lane.on_event(&ev, &mut self.ports);
+                busy = true;
             }
-            let ev = *ev;
-            self.events.pop();
-            self.lane.on_event(&ev, &mut self.ports);
-            busy = true;
         }
         // INV-REP-11: a lane answer leaves once LaneCut covers its op.
         while let Some(h) = self.ports.held.front() {
