@@ -466,6 +466,9 @@ pub struct ReplayEngine {
     /// Payload buffers of records already run, for [`ReplayEngine::buffer`] (no allocation per
     /// record once warm).
     spare: Vec<Vec<u8>>,
+    /// The sealed tenure's last step and the seal's `lane_bounds` ([`ReplayEngine::end_tenure`]):
+    /// the BBO core's cut is set to them once that step has run.
+    tenure_start: Option<(u64, Vec<u64>)>,
 }
 
 /// Most payload buffers a replay keeps for reuse.
@@ -491,6 +494,7 @@ impl ReplayEngine {
             shuffle: None,
             t: Tiles::new(cfg, 0, Lane::for_replay),
             spare: Vec::new(),
+            tenure_start: None,
         }
     }
 
@@ -716,6 +720,13 @@ impl ReplayEngine {
                 if until.is_some_and(|u| self.t.bbo.done() >= u) {
                     break;
                 }
+                // 07 §9.4: the next tenure's first cut starts at the seal's bounds.
+                if let Some((last, bounds)) = &self.tenure_start {
+                    if self.t.bbo.done() >= *last {
+                        self.t.bbo.start_tenure(bounds).map_err(ReplayError::Step)?;
+                        self.tenure_start = None;
+                    }
+                }
                 let ready = s
                     .cut
                     .iter()
@@ -790,7 +801,15 @@ impl ReplayEngine {
     /// final log, and the next tenure reuses its number. INV-REP-11 lets such a record's ack out
     /// ("q stays in the prefix as a trailing lane op"): without this it waited for ever, and a
     /// promoted standby could not be handed its lanes. Returns the records changed.
-    pub fn end_tenure(&mut self, last_step: u64) -> u64 {
+    ///
+    /// The next tenure's cuts start at the seal's `lane_bounds` (07 §9.4), as the promoted box's
+    /// BBO core starts them (`Bbo::start_tenure`): once `last_step` has run, the replay's BBO
+    /// core takes `lane_bounds` as its cut, so a half is *moved* at the next tenure's first
+    /// steps (`need_H`, OTHER) exactly where the box judged it. Before, the replay kept the last
+    /// step's cut, and with trailing ops its events' `need` differed from the box's. Bounds
+    /// below the last step's cut are a replay error (`StepError::BadCut`) at that point.
+    pub fn end_tenure(&mut self, last_step: u64, lane_bounds: &[u64]) -> u64 {
+        self.tenure_start = Some((last_step, lane_bounds.to_vec()));
         let mut n = 0;
         for q in &mut self.recs {
             for (r, _) in q.iter_mut() {
@@ -897,5 +916,120 @@ impl Tiles {
         rep: &crate::snapshot::ReplicationState,
     ) -> Vec<u8> {
         crate::snapshot::write(&self.parts(), meta, rep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Input, Mix, Workload};
+
+    /// One tenure's log: `inputs` inputs, the BBO core polled every third (a poll with the
+    /// lanes ahead of the last step's cut leaves trailing ops until the next).
+    fn feed(e: &mut LiveEngine, w: &mut Workload, inputs: usize, poll: bool, cap: &mut Capture) {
+        for i in 0..inputs {
+            match w.next_input() {
+                Input::Packet { rx_ts, bytes } => {
+                    let _ = e.submit(rx_ts, rx_ts, &bytes, cap);
+                }
+                Input::Control(c) => e.control(c),
+            }
+            if poll && i % 3 == 0 {
+                e.poll(w.now(), cap).expect("live step");
+            }
+        }
+    }
+
+    /// The log as a replay takes it: the first tenure's records and steps (`split` of them),
+    /// then `end` (or nothing) as `ReplicaCore::take_seal` sends it, then the next tenure's.
+    fn replay(
+        cfg: &EngineConfig,
+        live: &Capture,
+        split: (usize, usize),
+        end: Option<(u64, &[u64])>,
+    ) -> Result<Capture, ReplayError> {
+        let mut r = ReplayEngine::new(cfg.clone());
+        let push =
+            |r: &mut ReplayEngine, recs: &[(PacketRecord, Vec<u8>)], steps: &[LoggedStep]| {
+                for (rec, p) in recs {
+                    r.push_record(*rec, p.clone()).expect("lane exists");
+                }
+                for s in steps {
+                    r.push_step(s.clone());
+                }
+            };
+        let mut cap = Capture::default();
+        push(&mut r, &live.records[..split.0], &live.steps[..split.1]);
+        r.run(None, &mut cap)?;
+        if let Some((last, bounds)) = end {
+            r.end_tenure(last, bounds);
+        }
+        push(&mut r, &live.records[split.0..], &live.steps[split.1..]);
+        r.run(None, &mut cap)?;
+        r.check_drained()?;
+        r.settle(&mut cap);
+        Ok(cap)
+    }
+
+    /// 07 §9.4: a tenure's cuts start at the seal's `lane_bounds`. A box that died with ops
+    /// above its last step's cut on both halves (trailing ops) is followed by one whose BBO core
+    /// starts at the bounds (`Bbo::start_tenure`); a replay told where the tenure ended
+    /// (`end_tenure`) judges the next steps' moved halves as that box did — every event's
+    /// `need_A`/`need_B` and every response's gate equal. Without it the replay keeps the last
+    /// step's cut and they differ.
+    #[test]
+    fn a_replay_starts_the_next_tenures_cuts_at_the_seals_bounds() {
+        let cfg = EngineConfig::test_home(4, 3);
+        assert_eq!(cfg.layout.n_streams, 2);
+        let mut w = Workload::new(&cfg, 11, Mix::clean());
+        let mut e = LiveEngine::new(cfg.clone());
+        let mut live = Capture::default();
+        feed(&mut e, &mut w, 600, true, &mut live);
+        e.poll(w.now(), &mut live).expect("live step");
+        // Trailing ops: packets the lanes take after the last step, on both halves.
+        feed(&mut e, &mut w, 40, false, &mut live);
+        let last = e.t.bbo.done();
+        let bounds: Vec<u64> = e.t.lanes.iter().map(|l| l.published()).collect();
+        let trailing: Vec<bool> = (0..2u8)
+            .map(|h| {
+                (0..bounds.len())
+                    .any(|l| cfg.layout.stream_of(l) == h && bounds[l] > e.t.bbo.cut()[l])
+            })
+            .collect();
+        assert_eq!(
+            trailing,
+            [true, true],
+            "{bounds:?} over {:?}",
+            e.t.bbo.cut()
+        );
+        // The next tenure (what `Takeover::new` does to the promoted box's BBO core).
+        e.t.bbo
+            .start_tenure(&bounds)
+            .expect("bounds at or above the cut");
+        let split = (live.records.len(), live.steps.len());
+        feed(&mut e, &mut w, 600, true, &mut live);
+        e.poll(w.now() + 10_000, &mut live).expect("live step");
+        e.flush_hashes(&mut live);
+        e.settle(&mut live);
+
+        let told = replay(&cfg, &live, split, Some((last, &bounds))).expect("replay");
+        assert_eq!(told.events, live.events, "events (need_A/need_B)");
+        assert_eq!(told.steps, live.steps);
+        let gates = |c: &Capture| -> Vec<crate::resp::Gate> {
+            let mut s: Vec<_> = c.responses.keys().copied().collect();
+            s.sort_unstable();
+            s.iter()
+                .flat_map(|k| c.responses[k].iter().map(|r| r.1))
+                .collect()
+        };
+        assert_eq!(gates(&told), gates(&live), "response gates");
+        // Not told: the replay judges the first steps against the last step's cut.
+        let blind = replay(&cfg, &live, split, None).expect("replay");
+        assert_ne!(blind.events, live.events);
+        // Bounds below the cut are refused at that step, not taken.
+        let mut low = bounds.clone();
+        low[0] = 0;
+        let got = replay(&cfg, &live, split, Some((last, &low)));
+        assert_eq!(got.err(), Some(ReplayError::Step(StepError::BadCut)));
     }
 }

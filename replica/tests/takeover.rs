@@ -374,8 +374,12 @@ fn run(seed: u64, kill: Kill) -> Result<Run, CaseD> {
     }
     assert_eq!(unhashed.first_left, None, "seed {seed}: {unhashed:?}");
     // The tenure's log ends at the seal's last step (what `ReplicaCore::take_seal` does).
-    let ended = replica.end_tenure(seal.last_step);
-    assert_eq!(ended, standby.end_tenure(seal.last_step), "seed {seed}");
+    let ended = replica.end_tenure(seal.last_step, &open.lane_bounds);
+    assert_eq!(
+        ended,
+        standby.end_tenure(seal.last_step, &open.lane_bounds),
+        "seed {seed}"
+    );
     replica.pump(&store, &mut out_r).unwrap();
     standby.pump(&store, &mut out_s).unwrap();
 

@@ -1205,13 +1205,13 @@ impl ReplicaCore {
         match &mut self.replay {
             ReplayPart::Inline(p) => {
                 p.resolve_unhashed(&self.data);
-                p.end_tenure(seal.last_step);
+                p.end_tenure(seal.last_step, &own.lane_bounds);
                 p.on_seal(h_star, h_star_step, hs, seal.last_step);
             }
             // The tile's root clock learns the seal block as a block (a root height inside a
             // tail that spans marks is not re-taken there).
             ReplayPart::Tile(x) => {
-                x.end_tenure(seal.last_step);
+                x.end_tenure(seal.last_step, &own.lane_bounds);
                 x.block(hs, seal.last_step);
             }
         }

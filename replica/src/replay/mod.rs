@@ -352,10 +352,16 @@ impl Replayer {
     /// `ReplayEngine::end_tenure`): records of the prefix waiting on a later step run after it.
     /// A split replay's records are on its lane workers: none changed there (a voter that
     /// replays on lane workers can stall on such a record; BASE replays on one thread).
-    pub fn end_tenure(&mut self, last_step: u64) -> u64 {
+    ///
+    /// The next tenure's cuts start at the seal's `lane_bounds`, on either engine (07 §9.4:
+    /// the replay's `need_H` and OTHER of the next tenure's first steps are the promoted box's).
+    pub fn end_tenure(&mut self, last_step: u64, lane_bounds: &[u64]) -> u64 {
         let n = match &mut self.eng {
-            Eng::One(e) => e.end_tenure(last_step),
-            Eng::Split(_) => 0,
+            Eng::One(e) => e.end_tenure(last_step, lane_bounds),
+            Eng::Split(x) => {
+                x.start_tenure_after(last_step, lane_bounds);
+                0
+            }
         };
         self.counters.tenure_end_records += n;
         n

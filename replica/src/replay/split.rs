@@ -487,6 +487,9 @@ pub struct SplitEngine {
     waits: u64,
     failed: Option<ReplayError>,
     c: SplitCounters,
+    /// The sealed tenure's last step and the seal's bounds
+    /// ([`SplitEngine::start_tenure_after`]).
+    tenure_start: Option<(u64, Vec<u64>)>,
 }
 
 impl std::fmt::Debug for SplitEngine {
@@ -626,6 +629,7 @@ impl SplitEngine {
             waits: 0,
             failed: None,
             c: SplitCounters::default(),
+            tenure_start: None,
             sh,
             cfg,
         })
@@ -699,6 +703,13 @@ impl SplitEngine {
         b.extend_from_slice(bytes);
         e.1 = Some(b);
         true
+    }
+
+    /// The sealed tenure ends at `last_step`: once it has run, the BBO core's cut is the seal's
+    /// `lane_bounds` (07 §9.4, `ReplayEngine::end_tenure`). Records waiting on a later step
+    /// are on the lane workers and are not changed here.
+    pub fn start_tenure_after(&mut self, last_step: u64, lane_bounds: &[u64]) {
+        self.tenure_start = Some((last_step, lane_bounds.to_vec()));
     }
 
     /// A decoded StepRecord, copied into the queue.
@@ -874,6 +885,17 @@ impl SplitEngine {
             while let Some(s) = self.steps.front() {
                 if until.is_some_and(|u| self.bbo.done() >= u) {
                     break;
+                }
+                // 07 §9.4: the next tenure's first cut starts at the seal's bounds.
+                if let Some((last, bounds)) = &self.tenure_start {
+                    if self.bbo.done() >= *last {
+                        if let Err(e) = self.bbo.start_tenure(bounds) {
+                            let e = ReplayError::Step(e);
+                            self.failed = Some(e.clone());
+                            return Err(e);
+                        }
+                        self.tenure_start = None;
+                    }
                 }
                 let mut ready = true;
                 for (l, &c) in s.cut.iter().enumerate() {

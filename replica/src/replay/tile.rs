@@ -72,6 +72,9 @@ const T_END_TENURE: u8 = 8;
 const RECORD_LEN: usize = 1 + 3 + 4 + 2 + 4 + 8 * 3;
 /// Bytes of a block message.
 const BLOCK_LEN: usize = 1 + 8 + 8;
+/// An end-of-tenure message's fixed part: tag, last step, lanes (u16); the lanes' bounds
+/// follow.
+const END_TENURE_FIXED: usize = 1 + 8 + 2;
 /// Bytes of a roots message.
 const ROOTS_LEN: usize = 1 + 8 * 3;
 /// A step message's fixed part: tag, step, kind, src_lane, src_lane_seq, decoded at, lanes
@@ -223,9 +226,16 @@ impl ReplayTx {
 
     /// The dead tenure's log ends at `last_step` ([`Replayer::end_tenure`]), after its last
     /// record.
-    pub fn end_tenure(&mut self, last_step: u64) {
+    /// `lane_bounds` are the seal's: the next tenure's cuts start there (07 §9.4). At most
+    /// [`CUT_MAX`] lanes (a home's layout never has more).
+    pub fn end_tenure(&mut self, last_step: u64, lane_bounds: &[u64]) {
+        let n = lane_bounds.len().min(CUT_MAX);
         self.stage.push(T_END_TENURE);
         self.put_u64(last_step);
+        self.stage.extend_from_slice(&(n as u16).to_le_bytes());
+        for &b in &lane_bounds[..n] {
+            self.put_u64(b);
+        }
     }
 
     /// The copy that resolved the record of `lane` starting at `first_lane_seq` (07 §5.4),
@@ -744,9 +754,19 @@ impl<S: ReportingSink> ReplayTile<S> {
                 Ok(len)
             }
             T_END_TENURE => {
-                need(9)?;
-                self.replay.end_tenure(u64_at(b, 1));
-                Ok(9)
+                need(END_TENURE_FIXED)?;
+                let n = u16_at(b, 9) as usize;
+                if n > CUT_MAX {
+                    return Err(Parse::Bad);
+                }
+                let len = END_TENURE_FIXED + 8 * n;
+                need(len)?;
+                let mut bounds = [0u64; CUT_MAX];
+                for (i, x) in bounds[..n].iter_mut().enumerate() {
+                    *x = u64_at(b, END_TENURE_FIXED + 8 * i);
+                }
+                self.replay.end_tenure(u64_at(b, 1), &bounds[..n]);
+                Ok(len)
             }
             T_BLOCK => {
                 need(BLOCK_LEN)?;
@@ -948,5 +968,42 @@ mod tests {
         assert!(tile.poll(now + 2), "the divergence goes once there is room");
         tx.drain_back();
         assert_eq!(tx.failed(), Some(&ReplayError::Input { step: 0 }));
+    }
+
+    /// The end of a tenure crosses the ring with the seal's bounds (07 §9.4): the prefix's
+    /// records waiting on a later step are clamped to the seal's last step; a message naming
+    /// more lanes than a cut has is a typed input error, not a panic.
+    #[test]
+    fn the_end_of_a_tenure_crosses_the_ring_with_its_bounds() {
+        let (mut tx, mut tile) = tiles();
+        let rec = |first_lane_seq| PacketRecord {
+            lane: 2,
+            count: 1,
+            flags: 0,
+            session: 7,
+            slot: 3,
+            pkt_seq: first_lane_seq as u32,
+            rx_ts: 5,
+            first_lane_seq,
+            fills_applied: 100,
+        };
+        tx.record(&rec(1));
+        tx.record(&rec(2));
+        tx.end_tenure(5, &[1, 2, 3, 4]);
+        assert_eq!(tx.stage.len(), 2 * RECORD_LEN + END_TENURE_FIXED + 4 * 8);
+        assert!(tx.flush());
+        tile.poll(1);
+        assert_eq!((tile.counters().msgs, tile.counters().malformed), (3, 0));
+        assert_eq!(tile.replay_counters().tenure_end_records, 2);
+        tx.drain_back();
+        assert_eq!(tx.failed(), None);
+        tx.stage.push(T_END_TENURE);
+        tx.put_u64(9);
+        tx.stage
+            .extend_from_slice(&((CUT_MAX + 1) as u16).to_le_bytes());
+        tx.stage.extend_from_slice(&[0; 8 * (CUT_MAX + 1)]);
+        tx.flush();
+        tile.poll(2);
+        assert_eq!(tile.counters().malformed, 1);
     }
 }
