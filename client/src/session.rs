@@ -379,9 +379,11 @@ struct Order {
     out: bool,
     rejected: bool,
     busy: bool,
-    /// Disjoint, merged `[lo, hi)` ranges of the order's quantity that fills took: a fill with
-    /// `qty, leaves` takes `[leaves, leaves + qty)`. A repeat overlaps; reordered fills do not.
-    cover: Vec<(u32, u32)>,
+    /// The fills taken, `(lo, hi, step)` by `lo`: a fill with `qty, leaves` at `step` takes
+    /// `[leaves, leaves + qty)` of the order's quantity, disjoint from the others. A repeat
+    /// overlaps; reordered fills do not. Kept one entry a fill (not merged) so a fill its
+    /// tenure's seal reverted gives its range back ([`Order::revert`]).
+    cover: Vec<(u32, u32, StepId)>,
     /// The placing packet left retention.
     slot_gone: bool,
 }
@@ -422,28 +424,32 @@ impl Order {
             || self.view.filled == self.view.qty
     }
 
-    /// Add `[lo, hi)`; `Err(true)` for an exact repeat, `Err(false)` for a partial overlap.
-    fn take(&mut self, lo: u32, hi: u32) -> Result<(), bool> {
-        for &(a, b) in &self.cover {
+    /// Add `[lo, hi)`, a fill at `step`; `Err(true)` for an exact repeat (within one fill
+    /// taken), `Err(false)` for a partial overlap.
+    fn take(&mut self, lo: u32, hi: u32, step: StepId) -> Result<(), bool> {
+        for &(a, b, _) in &self.cover {
             if lo < b && a < hi {
                 return Err(a <= lo && hi <= b);
             }
         }
-        let i = self.cover.partition_point(|&(a, _)| a < lo);
-        self.cover.insert(i, (lo, hi));
-        // merge neighbours
-        let mut j = i.saturating_sub(1);
-        while j + 1 < self.cover.len() {
-            if self.cover[j].1 == self.cover[j + 1].0 {
-                self.cover[j].1 = self.cover[j + 1].1;
-                self.cover.remove(j + 1);
-            } else if j > i {
-                break;
-            } else {
-                j += 1;
-            }
-        }
+        let i = self.cover.partition_point(|&(a, _, _)| a < lo);
+        self.cover.insert(i, (lo, hi, step));
         Ok(())
+    }
+
+    /// A fill at `step` its tenure's seal reverted (07 §9.6): in no final log, so its quantity
+    /// is the order's again — unfilled, and free for the fill the next tenure may make of the
+    /// same range (the same `leaves`, which a merged cover took for a repeat). The view's
+    /// `filled`, `last_fill_step` and `done` follow. Returns the quantity given back (`None`
+    /// when no fill of the order is at `step`: a reset order, or one never tracked).
+    fn revert(&mut self, step: StepId) -> Option<u32> {
+        let i = self.cover.iter().position(|&(_, _, s)| s == step)?;
+        let (lo, hi, _) = self.cover.remove(i);
+        let qty = hi - lo;
+        self.view.filled = self.view.filled.saturating_sub(qty);
+        self.view.last_fill_step = self.cover.iter().map(|&(_, _, s)| s).max();
+        self.view.done = self.done();
+        Some(qty)
     }
 }
 
@@ -1184,6 +1190,7 @@ impl Session {
                         o.view.fills_not_durable = o.view.fills_not_durable.saturating_sub(1);
                         o.view.fills_not_final = o.view.fills_not_final.saturating_sub(1);
                         o.view.fills_reverted += 1;
+                        o.revert(step);
                     }
                     self.counters.fills_reverted += 1;
                     self.events.push_back(Event::Reverted { order: tag, step });
@@ -1290,7 +1297,7 @@ impl Session {
                         self.counters.rec_inconsistent += 1;
                         return;
                     }
-                    match o.take(leaves, hi as u32) {
+                    match o.take(leaves, hi as u32, step) {
                         Ok(()) => {
                             o.view.filled += qty;
                             o.view.last_fill_step =
@@ -1343,17 +1350,32 @@ mod tests {
     }
 
     #[test]
-    fn fill_cover_merges_and_catches_repeats() {
+    fn fill_cover_catches_repeats_and_gives_back_a_reverted_fill() {
         let mut o = order(10);
-        assert_eq!(o.take(7, 10), Ok(())); // first fill of 3, leaves 7
-        assert_eq!(o.take(2, 4), Ok(())); // a later fill arriving early
-        assert_eq!(o.take(7, 10), Err(true)); // repeat
-        assert_eq!(o.take(4, 7), Ok(())); // the middle one: all merge
-        assert_eq!(o.cover, vec![(2, 10)]);
-        assert_eq!(o.take(3, 5), Err(true));
-        assert_eq!(o.take(1, 3), Err(false)); // overlaps partly: inconsistent
-        assert_eq!(o.take(0, 2), Ok(()));
-        assert_eq!(o.cover, vec![(0, 10)]);
+        assert_eq!(o.take(7, 10, 5), Ok(())); // first fill of 3, leaves 7
+        assert_eq!(o.take(2, 4, 9), Ok(())); // a later fill arriving early
+        assert_eq!(o.take(7, 10, 5), Err(true)); // repeat
+        assert_eq!(o.take(4, 7, 7), Ok(())); // the middle one
+        assert_eq!(o.cover, vec![(2, 4, 9), (4, 7, 7), (7, 10, 5)]);
+        assert_eq!(o.take(3, 4, 9), Err(true));
+        assert_eq!(o.take(1, 3, 11), Err(false)); // overlaps partly: inconsistent
+        assert_eq!(o.take(0, 2, 12), Ok(()));
+        o.view.filled = 10;
+        o.view.last_fill_step = Some(12);
+        o.view.done = o.done();
+        assert!(o.view.done);
+        // 07 §9.6: the fill at step 12 and the one at 7 reverted. Their ranges are the order's
+        // again: filled, the newest fill step and done follow, and the next tenure's fill of
+        // the same range is taken, not counted a repeat.
+        assert_eq!(o.revert(12), Some(2));
+        assert_eq!(o.revert(7), Some(3));
+        assert_eq!(o.revert(7), None, "one fill at step 7");
+        assert_eq!(
+            (o.view.filled, o.view.last_fill_step, o.view.done),
+            (5, Some(9), false)
+        );
+        assert_eq!(o.take(4, 7, 40), Ok(()));
+        assert_eq!(o.cover, vec![(2, 4, 9), (4, 7, 40), (7, 10, 5)]);
     }
 
     #[test]

@@ -695,6 +695,71 @@ fn a_tenure_end_makes_the_sealed_fills_final_and_reverts_the_rest() {
     assert!(s.order(3).unwrap().done);
 }
 
+/// 07 §9.6: a maker fill the seal reverted, on an order whose placing packet stays in the log.
+/// The order rests again with that quantity: the view's `filled`, `last_fill_step` and `done`
+/// give it back, and the fill the next tenure makes of the same range (the same `leaves`) is a
+/// new fill, not a repeat of the reverted one.
+#[test]
+fn a_reverted_maker_fill_gives_its_quantity_back_to_the_resting_order() {
+    let mut s = session();
+    s.submit(0, &[gtc(5)]).unwrap();
+    drain(&mut s);
+    let fill = |qty: u32, leaves: u32, step: u64| Record::Fill {
+        msg_index: 0,
+        price: 100,
+        qty,
+        leaves,
+        step,
+        client_tag: 1,
+    };
+    let ack = Record::Ack {
+        msg_index: 0,
+        client_tag: 1,
+    };
+    // Acked in tenure 0 (step ≤ the seal's), then two maker fills: 1 at step 50 (kept by the
+    // seal) and 4 at step 60 (above it).
+    s.handle_packet(1, &resp(1, 1, vec![ack]));
+    s.handle_packet(1, &resp(1, 2, vec![fill(1, 4, 50)]));
+    s.handle_packet(1, &resp(1, 3, vec![fill(4, 0, 60)]));
+    let v = s.order(1).expect("order 1");
+    assert_eq!((v.filled, v.done, v.last_fill_step), (5, true, Some(60)));
+    events(&mut s);
+    s.handle_packet(
+        2,
+        &resp(
+            0,
+            1,
+            vec![Record::TenureEnd {
+                epoch: 1,
+                tenure: 0,
+                height: 8,
+                last_step: 55,
+            }],
+        ),
+    );
+    let ev = events(&mut s);
+    assert!(
+        ev.contains(&Event::Reverted { order: 1, step: 60 }),
+        "{ev:?}"
+    );
+    let v = s.order(1).expect("the order rests again");
+    assert_eq!(
+        (v.filled, v.done, v.last_fill_step, v.fills_reverted),
+        (1, false, Some(50), 1)
+    );
+    // Tenure 1 fills the same 4 (leaves 0 again): taken, and the order is done.
+    s.handle_packet(3, &resp(1, 5, vec![fill(4, 0, 70)]));
+    let ev = events(&mut s);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, Event::Exec(x) if x.order == 1)),
+        "{ev:?}"
+    );
+    let v = s.order(1).expect("order 1");
+    assert_eq!((v.filled, v.done, v.last_fill_step), (5, true, Some(70)));
+    assert_eq!(s.counters().rec_dup, 0, "not taken for a repeat");
+}
+
 #[test]
 fn data_redirect_moves_copy2_and_reports_what_is_gone() {
     let mut s = session();
