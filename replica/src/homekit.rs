@@ -167,6 +167,15 @@ impl OneThread {
         })
     }
 
+    /// What the misbehaving client sent and got, when the home has one
+    /// ([`LoopbackHome::one_thread_with`]).
+    pub fn misbehaved(&self) -> Option<&MisbehaveStats> {
+        self.home.tasks.iter().find_map(|t| {
+            let t: &dyn std::any::Any = t.as_ref();
+            t.downcast_ref::<MisbehaveTile>().map(|m| &m.stats)
+        })
+    }
+
     /// The replicas' fronts (voter order).
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.home.tasks.iter().filter_map(|t| {
@@ -513,6 +522,18 @@ impl LoopbackHome {
     /// The ports are opened here: on a thread with the simulator's network installed
     /// (`vyrn_nic::sim`), they are simulated ones.
     pub fn one_thread(&self, seed: u64, rate: u64, load_ns: u64) -> Result<OneThread, String> {
+        self.one_thread_with(seed, rate, load_ns, None)
+    }
+
+    /// [`LoopbackHome::one_thread`], with the home's last session driven by a misbehaving
+    /// client ([`Misbehave`]) instead of the load.
+    pub fn one_thread_with(
+        &self,
+        seed: u64,
+        rate: u64,
+        load_ns: u64,
+        misbehave: Option<Misbehave>,
+    ) -> Result<OneThread, String> {
         if self.simplex {
             return Err("one thread runs the interim voter: Simplex has threads of its own".into());
         }
@@ -539,7 +560,18 @@ impl LoopbackHome {
             .map_err(|e| format!("box tiles: {e}"))?;
         tasks.extend(bx.tasks);
         let end_ns = 1_000_000 + load_ns;
-        tasks.push(Box::new(LoadTile::open(&self.home, seq, rate, end_ns)?));
+        let skip = match misbehave {
+            Some(m) => {
+                let t = MisbehaveTile::open(&self.home, seq, m)?;
+                let session = t.session;
+                tasks.push(Box::new(t));
+                Some(session)
+            }
+            None => None,
+        };
+        tasks.push(Box::new(LoadTile::open(
+            &self.home, seq, rate, end_ns, skip,
+        )?));
         Ok(OneThread {
             home: Seeded::new(tasks, seed),
             control: bx.handles.control,
@@ -889,12 +921,23 @@ struct LoadTile {
 }
 
 impl LoadTile {
-    fn open(home: &HomeConfig, seq: SocketAddr, rate: u64, end_ns: u64) -> Result<Self, String> {
+    /// The load on every session of the home but `skip`.
+    fn open(
+        home: &HomeConfig,
+        seq: SocketAddr,
+        rate: u64,
+        end_ns: u64,
+        skip: Option<u32>,
+    ) -> Result<Self, String> {
         let mut c = UdpConfig::loopback().with_batch(64);
         c.recv_buffer = Some(8 << 20);
         let port = UdpPort::open(&c).map_err(|e| format!("client socket: {e}"))?;
         let e = &home.engine;
-        let keys = e.sessions.iter().map(|s| (s.session, s.k_seq, s.k_out));
+        let keys = e
+            .sessions
+            .iter()
+            .filter(|s| Some(s.session) != skip)
+            .map(|s| (s.session, s.k_seq, s.k_out));
         let data = home
             .databoxes
             .first()
@@ -918,6 +961,217 @@ impl LoadTile {
             load,
             end_ns,
         })
+    }
+}
+
+/// A misbehaving client in the one-thread home (a Byzantine client, `docs/wire.md`
+/// "What the box logs"): from `from_ns` to `to_ns` the home's last session sends, every
+/// `period_ns`, a round of `vyrn_client::loadgen::misbehave`'s script (resends of 2- and
+/// 10-message packets, packets ahead of sequence and their fill-ins, exact and conflicting
+/// duplicates under one `pkt_seq`, refused messages, packets no lane logs) and one packet whose
+/// two copies differ (07 §5.6 row 1), copy 1 to the box and copy 2 to the data box. Then its next
+/// valid packet, every 10 ms until one is answered without a `Reject`. Like any client, it
+/// resends its new packets from a `BAD_SEQ`'s `detail` on (a network that reorders a round's
+/// datagrams leaves a fill-in behind the packet it fills).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Misbehave {
+    /// From (clock ns).
+    pub from_ns: u64,
+    /// Until (clock ns, exclusive).
+    pub to_ns: u64,
+    /// Between two rounds (ns).
+    pub period_ns: u64,
+}
+
+/// What the misbehaving client sent and got ([`OneThread::misbehaved`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MisbehaveStats {
+    /// Script rounds sent.
+    pub rounds: u64,
+    /// Datagrams sent (each copy counted).
+    pub sent: u64,
+    /// Responses read (first copies and resends).
+    pub answers: u64,
+    /// Reject records in them.
+    pub rejects: u64,
+    /// The session's next valid packets sent after the script.
+    pub valid_sent: u64,
+    /// The first of them answered without a `Reject`, and the answer's records.
+    pub valid_answered: Option<(u32, Vec<vyrn_wire::msg::client::Record>)>,
+    /// The newest answer to one of them that carried a `Reject` (what the session was told).
+    pub valid_refused: Option<(u32, Vec<vyrn_wire::msg::client::Record>)>,
+    /// Datagrams resent after a `BAD_SEQ`.
+    pub resent: u64,
+}
+
+/// The misbehaving client's tile ([`Misbehave`]).
+struct MisbehaveTile {
+    port: UdpPort,
+    script: vyrn_client::loadgen::misbehave::Script,
+    session: u32,
+    k_out: [u8; 16],
+    seq: SocketAddr,
+    data: SocketAddr,
+    m: Misbehave,
+    next_ns: u64,
+    valid: Vec<u32>,
+    /// Every new packet sent (copy 1), by `pkt_seq`: resent from a `BAD_SEQ`'s `detail` on.
+    new: std::collections::BTreeMap<u32, Vec<u8>>,
+    /// The `detail` of the last resend pass and when it began (a pass at most every 1 ms, the
+    /// same detail again after 5 ms).
+    resent: (u32, u64),
+    /// The pass's packets still to resend, one every [`MISBEHAVE_RESEND_PACE_NS`].
+    outbox: std::collections::VecDeque<Vec<u8>>,
+    next_resend_ns: u64,
+    stats: MisbehaveStats,
+}
+
+/// Between two tries of the misbehaving session's next valid packet.
+const MISBEHAVE_VALID_RETRY_NS: u64 = 10_000_000;
+/// Between two resent packets: above the simulator's largest per-hop jitter (200 µs), so a
+/// resend pass arrives in order.
+const MISBEHAVE_RESEND_PACE_NS: u64 = 250_000;
+
+impl MisbehaveTile {
+    fn open(home: &HomeConfig, seq: SocketAddr, m: Misbehave) -> Result<Self, String> {
+        let e = &home.engine;
+        let s = e.sessions.last().ok_or("the home has no session")?;
+        let data = home
+            .databoxes
+            .first()
+            .ok_or("the home has no data box")?
+            .client_addr;
+        let port = UdpPort::open(&UdpConfig::loopback().with_batch(32))
+            .map_err(|e| format!("misbehaving client socket: {e}"))?;
+        Ok(MisbehaveTile {
+            port,
+            script: vyrn_client::loadgen::misbehave::Script::new(e.book, s.session, s.k_seq, 1),
+            session: s.session,
+            k_out: s.k_out,
+            seq,
+            data,
+            m,
+            next_ns: m.from_ns,
+            valid: Vec::new(),
+            new: std::collections::BTreeMap::new(),
+            resent: (0, 0),
+            outbox: std::collections::VecDeque::new(),
+            next_resend_ns: 0,
+            stats: MisbehaveStats::default(),
+        })
+    }
+
+    /// `one` to the box and `two` to the data box.
+    fn send(&mut self, one: &[u8], two: &[u8]) {
+        use vyrn_nic::{Dest, Port, TxPacket};
+        let _ = self.port.send_batch(&[
+            TxPacket::to(one, Dest::Addr(self.seq)),
+            TxPacket::to(two, Dest::Addr(self.data)),
+        ]);
+        let _ = self.port.flush();
+        self.stats.sent += 2;
+    }
+}
+
+impl Task for MisbehaveTile {
+    fn name(&self) -> String {
+        "misbehave".into()
+    }
+    fn poll(&mut self, now: u64) -> bool {
+        use vyrn_nic::Port;
+        use vyrn_wire::msg::client::Record;
+        let mut busy = false;
+        if now >= self.next_ns && now < self.m.to_ns {
+            self.next_ns = now.saturating_add(self.m.period_ns.max(1));
+            for p in self.script.round() {
+                self.send(&p.bytes, &p.bytes);
+                if p.expect == vyrn_client::loadgen::misbehave::Expect::New {
+                    if let Some(k) = p.bytes.get(8..12) {
+                        let k = u32::from_le_bytes([k[0], k[1], k[2], k[3]]);
+                        self.new.entry(k).or_insert(p.bytes);
+                    }
+                }
+            }
+            let (one, two) = self.script.two_copies();
+            self.send(&one, &two);
+            self.new
+                .insert(self.script.next_pkt_seq().wrapping_sub(1), one);
+            self.stats.rounds += 1;
+            busy = true;
+        } else if now >= self.m.to_ns && now >= self.next_ns && self.stats.valid_answered.is_none()
+        {
+            self.next_ns = now.saturating_add(MISBEHAVE_VALID_RETRY_NS);
+            let v = self.script.valid();
+            let k = self.script.next_pkt_seq().wrapping_sub(1);
+            self.valid.push(k);
+            self.send(&v, &v);
+            self.new.insert(k, v);
+            self.stats.valid_sent += 1;
+            busy = true;
+        }
+        let (session, k_out) = (self.session, self.k_out);
+        let (valid, stats) = (&self.valid, &mut self.stats);
+        let mut bad_seq = None;
+        let _ = self.port.poll_recv(64, &mut |p| {
+            busy = true;
+            let Ok(v) = vyrn_client::packet::ResponseView::parse(p.data, &k_out, session) else {
+                return;
+            };
+            stats.answers += 1;
+            let recs = v.records();
+            let rejects = recs
+                .iter()
+                .filter(|r| matches!(r, Record::Reject { .. }))
+                .count();
+            stats.rejects += rejects as u64;
+            // A resent answer repeats an old BAD_SEQ: only a first copy says where the box is.
+            for r in recs.iter().filter(|_| !v.resend) {
+                if let Record::Reject {
+                    code: vyrn_wire::msg::client::RejectCode::BadSeq,
+                    detail,
+                    ..
+                } = *r
+                {
+                    bad_seq = Some(detail as u32);
+                }
+            }
+            if stats.valid_answered.is_none() && !v.resend && valid.contains(&v.echo_pkt_seq) {
+                let answer = Some((v.echo_pkt_seq, recs.to_vec()));
+                if rejects == 0 {
+                    stats.valid_answered = answer;
+                } else {
+                    stats.valid_refused = answer;
+                }
+            }
+        });
+        // BAD_SEQ{detail}: the box's next pkt_seq is `detail`; every new packet from there on
+        // again, in order, paced so the network cannot reorder them (a duplicate of one the
+        // box has is answered from its held responses). One pass at a time.
+        if let Some(d) = bad_seq {
+            let gap = if d != self.resent.0 {
+                1_000_000
+            } else {
+                5_000_000
+            };
+            if self.outbox.is_empty() && now >= self.resent.1.saturating_add(gap) {
+                self.resent = (d, now);
+                self.outbox
+                    .extend(self.new.range(d..).map(|(_, b)| b.clone()));
+            }
+        }
+        if now >= self.next_resend_ns {
+            if let Some(b) = self.outbox.pop_front() {
+                use vyrn_nic::{Dest, TxPacket};
+                let _ = self
+                    .port
+                    .send_batch(&[TxPacket::to(&b, Dest::Addr(self.seq))]);
+                let _ = self.port.flush();
+                self.stats.resent += 1;
+                self.next_resend_ns = now.saturating_add(MISBEHAVE_RESEND_PACE_NS);
+                busy = true;
+            }
+        }
+        busy
     }
 }
 

@@ -23,7 +23,7 @@
 //!
 //! Not simulated yet (docs/testing.md lists them): Simplex on commonware's deterministic runtime
 //! (the interim voter votes here), the journal's disk, crash and restart, clock steps, the
-//! Byzantine mocks; and the failure-matrix rows that need failover (§9) or catch-up (§7.6).
+//! Byzantine mocks beyond a misbehaving client (`FaultKinds::misbehave`); and the failure-matrix rows that need failover (§9) or catch-up (§7.6).
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -67,6 +67,9 @@ pub struct FaultKinds {
     pub databox: bool,
     /// A tile or a whole replica not polled for 0.1–50 ms.
     pub stall: bool,
+    /// A misbehaving client: resends, packets ahead of sequence, exact and conflicting
+    /// duplicates, unloggable packets, and two different copies of one packet (07 §5.6).
+    pub misbehave: bool,
 }
 
 impl FaultKinds {
@@ -78,6 +81,7 @@ impl FaultKinds {
         partition: true,
         databox: true,
         stall: true,
+        misbehave: true,
     };
     /// None: a clean network.
     pub const NONE: FaultKinds = FaultKinds {
@@ -87,9 +91,10 @@ impl FaultKinds {
         partition: false,
         databox: false,
         stall: false,
+        misbehave: false,
     };
 
-    /// `all`, `none`, or a comma list of `loss,dup,jitter,partition,databox,stall`.
+    /// `all`, `none`, or a comma list of `loss,dup,jitter,partition,databox,stall,misbehave`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "all" => return Ok(Self::ALL),
@@ -105,6 +110,7 @@ impl FaultKinds {
                 "partition" => k.partition = true,
                 "databox" => k.databox = true,
                 "stall" => k.stall = true,
+                "misbehave" => k.misbehave = true,
                 _ => return Err(format!("unknown fault kind {w:?}")),
             }
         }
@@ -159,7 +165,14 @@ pub enum Cut {
     /// The box signs two headers for one height and voter 0 holds both (07 §10.1), from the
     /// window's start.
     Equivocate,
+    /// The home's last session is a misbehaving client ([`vyrn_replica::homekit::Misbehave`]),
+    /// a round of its script every [`MISBEHAVE_PERIOD_NS`].
+    Misbehave,
 }
+
+/// Between two rounds of the misbehaving client's script (13 packets and a pair of different
+/// copies each).
+pub const MISBEHAVE_PERIOD_NS: u64 = 2_000_000;
 
 /// A fault's window, simulated ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +270,25 @@ impl Schedule {
             };
             s.windows.push(window(cut, 50_000_000, &mut below));
         }
+        // Drawn last: a seed's other faults are as they were before this kind existed.
+        if kinds.misbehave && below(2) == 0 {
+            let mut w = window(Cut::Misbehave, load_ns, &mut below);
+            w.to = w.to.min(T0 + load_ns);
+            s.windows.push(w);
+        }
         s
+    }
+
+    /// The misbehaving client this schedule draws, if any ([`Cut::Misbehave`]).
+    pub fn misbehave(&self) -> Option<vyrn_replica::homekit::Misbehave> {
+        self.windows
+            .iter()
+            .find(|w| w.cut == Cut::Misbehave)
+            .map(|w| vyrn_replica::homekit::Misbehave {
+                from_ns: w.from,
+                to_ns: w.to,
+                period_ns: MISBEHAVE_PERIOD_NS,
+            })
     }
 
     /// When the last fault window ends (ns), if any.
@@ -299,6 +330,9 @@ impl Schedule {
                 Cut::StallTile(t) => format!("the box's {t} tile stalled"),
                 Cut::BoxPause => "the whole box paused".into(),
                 Cut::Equivocate => "the box equivocates (two signed headers, one height)".into(),
+                Cut::Misbehave => {
+                    "a client misbehaves (resends, duplicates, gaps, two different copies)".into()
+                }
             };
             if w.to == u64::MAX {
                 v.push(format!("{what} from {:.3} ms to the end", ms(w.from)));
@@ -337,6 +371,7 @@ impl Schedule {
                 Cut::StallTile(_) => "stall-box-tile",
                 Cut::BoxPause => "box-pause",
                 Cut::Equivocate => "equivocate",
+                Cut::Misbehave => "misbehave",
             });
         }
         k
@@ -366,7 +401,8 @@ impl Schedule {
                         Cut::StallVoter(_)
                         | Cut::StallTile(_)
                         | Cut::BoxPause
-                        | Cut::Equivocate => false,
+                        | Cut::Equivocate
+                        | Cut::Misbehave => false,
                     }
             });
             if cut {
@@ -792,7 +828,12 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
     net.tap(true);
     let h = LoopbackHome::simulated(&format!("s{:x}", cfg.seed), cfg.seed)?;
     let mut checks = Checks::new(&h)?;
-    let mut one = h.one_thread(cfg.seed, cfg.rate, cfg.load_ms * 1_000_000)?;
+    let mut one = h.one_thread_with(
+        cfg.seed,
+        cfg.rate,
+        cfg.load_ms * 1_000_000,
+        schedule.misbehave(),
+    )?;
     plant(&mut one, cfg.plant);
     let mut equivocate = schedule
         .windows
@@ -924,6 +965,17 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
     Ok(r)
 }
 
+/// What went wrong for the misbehaving client, if anything: it sent no round, or its session's
+/// next valid packet after them was never answered without a Reject.
+fn misbehaved_wrong(m: &vyrn_replica::homekit::MisbehaveStats) -> Option<String> {
+    (m.rounds == 0 || m.valid_answered.is_none()).then(|| {
+        format!(
+            "{} rounds, {} datagrams, {} answers ({} rejects); {} next valid packet(s) sent, none answered without a Reject (the last refusal: {:?})",
+            m.rounds, m.sent, m.answers, m.rejects, m.valid_sent, m.valid_refused
+        )
+    })
+}
+
 /// The PacketRecord the planted decoder bug mis-merges (on the run's thread, counting every
 /// decoder's).
 const PLANT_AT_RECORD: u64 = 500;
@@ -1046,6 +1098,14 @@ fn end_checks(
                 format!("no block became final after the faults healed (final height {f})"),
             );
         }
+    }
+    // The misbehaving client (`docs/wire.md` "What the box logs"): it sent its rounds, and its
+    // session's next valid packet after them was answered without a Reject.
+    if let (Some(e), None) = (one.misbehaved().and_then(misbehaved_wrong), paused) {
+        v(
+            "a misbehaving client stops nothing (docs/wire.md, 07 §5.6)",
+            e,
+        );
     }
     let home = match one.finish() {
         Ok(h) => h,
@@ -1354,12 +1414,13 @@ mod tests {
         let none = Schedule::draw(7, FaultKinds::NONE, 300_000_000);
         assert!(none.windows.is_empty() && none.path_loss == [0.0; 2] && none.jitter_ns == 0);
         assert!(FaultKinds::parse("loss,stall").unwrap().stall);
+        assert!(FaultKinds::parse("misbehave").unwrap().misbehave);
         assert!(FaultKinds::parse("meteor").is_err());
         // Over many seeds every kind is drawn.
         let mut seen = std::collections::BTreeSet::new();
         for s in 0..200 {
             seen.extend(Schedule::draw(s, FaultKinds::ALL, 300_000_000).kinds());
         }
-        assert_eq!(seen.len(), 9, "{seen:?}");
+        assert_eq!(seen.len(), 10, "{seen:?}");
     }
 }

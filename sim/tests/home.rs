@@ -91,3 +91,33 @@ fn regression_a_quiet_home_never_marks_its_data_box_down() {
     .expect("runs");
     must_pass(&r);
 }
+
+/// A misbehaving client in the simulated home (07 §5.6: a client sending two different copies,
+/// `docs/wire.md` "What the box logs"): every seed that draws it, alone or with the network's
+/// faults, keeps every invariant — the replicas join each copy by its own hash (the
+/// sequencer's retention serving the conflicting duplicates and the copy a data box got
+/// wrong), replay the same responses — and the session's next valid packet is answered. (Seeds
+/// no other test of this file runs: a seed's home directory is its own.)
+#[test]
+fn a_misbehaving_client_stops_nothing() {
+    let only = FaultKinds {
+        misbehave: true,
+        ..FaultKinds::NONE
+    };
+    // The first three seeds from 20 on that draw it, alone and with every kind.
+    let drawing = |kinds: FaultKinds| {
+        (20u64..)
+            .filter(move |&s| {
+                vyrn_sim::home::Schedule::draw(s, kinds, short(s, kinds).load_ms * 1_000_000)
+                    .kinds()
+                    .contains(&"misbehave")
+            })
+            .take(3)
+            .map(move |s| (s, kinds))
+    };
+    for (seed, kinds) in drawing(only).chain(drawing(FaultKinds::ALL)) {
+        let r = run(&short(seed, kinds)).expect("runs");
+        assert!(r.schedule.kinds().contains(&"misbehave"));
+        must_pass(&r);
+    }
+}

@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     first: u64,
     /// Fault kinds a seed may draw: `all`, `none`, or a list of
-    /// `loss,dup,jitter,partition,databox,stall`.
+    /// `loss,dup,jitter,partition,databox,stall,misbehave`.
     #[arg(long, default_value = "all")]
     faults: String,
     /// A bug planted on purpose, which the run must find: `gate`, `decoder` or `replay`.

@@ -180,6 +180,21 @@ impl Script {
         out
     }
 
+    /// Two copies of one new packet that differ (07 §5.6 row 1: "the client sent two different
+    /// copies"): a one-message packet under the next fresh `pkt_seq` for the box (copy 1) and
+    /// another, with a different quantity under the same `pkt_seq`, for the data box (copy 2),
+    /// both validly tagged. The box logs copy 1; the replicas' join finds the data box's copy
+    /// under the record's key with another hash and takes the sequencer's (`CopyMismatch`).
+    pub fn two_copies(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let n = self.next;
+        self.next = n.wrapping_add(1).max(1);
+        let t = self.tag();
+        let one = ioc(t);
+        let mut two = one;
+        two[8..12].copy_from_slice(&2u32.to_le_bytes());
+        (self.pkt(n, &[one]), self.pkt(n, &[two]))
+    }
+
     /// A valid one-message packet under the next fresh `pkt_seq` (the session's next valid
     /// packet after the script: it must be answered).
     pub fn valid(&mut self) -> Vec<u8> {
@@ -231,5 +246,13 @@ mod tests {
         assert_eq!(req_len(2), r[0].bytes.len());
         let v = s.valid();
         assert_eq!(Request::parse(&v).unwrap().pkt_seq(), 5);
+        // Two different copies of packet 6, each validly tagged.
+        let (one, two) = s.two_copies();
+        let (a, b) = (Request::parse(&one).unwrap(), Request::parse(&two).unwrap());
+        a.verify_tag(&k).unwrap();
+        b.verify_tag(&k).unwrap();
+        assert_eq!((a.pkt_seq(), b.pkt_seq()), (6, 6));
+        assert_ne!(a.pkt_hash(), b.pkt_hash());
+        assert_eq!(s.next_pkt_seq(), 7);
     }
 }

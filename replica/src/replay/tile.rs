@@ -227,7 +227,7 @@ impl ReplayTx {
     /// The dead tenure's log ends at `last_step` ([`Replayer::end_tenure`]), after its last
     /// record.
     /// `lane_bounds` are the seal's: the next tenure's cuts start there (07 §9.4). At most
-    /// [`CUT_MAX`] lanes (a home's layout never has more).
+    /// `CUT_MAX` lanes (a home's layout never has more).
     pub fn end_tenure(&mut self, last_step: u64, lane_bounds: &[u64]) {
         let n = lane_bounds.len().min(CUT_MAX);
         self.stage.push(T_END_TENURE);
