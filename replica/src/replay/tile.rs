@@ -841,6 +841,22 @@ mod tests {
     use super::*;
     use vyrn_engine::home::CountingSink;
 
+    /// A record of lane 2 at `first_lane_seq` that waits for step 100's events: it stays
+    /// queued, never run.
+    fn rec(first_lane_seq: u64) -> PacketRecord {
+        PacketRecord {
+            lane: 2,
+            count: 1,
+            flags: 0,
+            session: 7,
+            slot: 3,
+            pkt_seq: first_lane_seq as u32,
+            rx_ts: 5,
+            first_lane_seq,
+            fills_applied: 100,
+        }
+    }
+
     fn tiles() -> (ReplayTx, ReplayTile<CountingSink>) {
         pair(
             EngineConfig::test_home(4, 4),
@@ -916,18 +932,6 @@ mod tests {
     #[test]
     fn a_payload_goes_to_its_record_and_one_for_no_record_stops_replay() {
         let (mut tx, mut tile) = tiles();
-        let rec = |first_lane_seq| PacketRecord {
-            lane: 2,
-            count: 1,
-            flags: 0,
-            session: 7,
-            slot: 3,
-            pkt_seq: first_lane_seq as u32,
-            rx_ts: 5,
-            first_lane_seq,
-            // Waits for step 100's events: the records stay queued, never run.
-            fills_applied: 100,
-        };
         tx.record(&rec(1));
         tx.record(&rec(2));
         // The second record's payload first: each goes to the record it names.
@@ -976,17 +980,6 @@ mod tests {
     #[test]
     fn the_end_of_a_tenure_crosses_the_ring_with_its_bounds() {
         let (mut tx, mut tile) = tiles();
-        let rec = |first_lane_seq| PacketRecord {
-            lane: 2,
-            count: 1,
-            flags: 0,
-            session: 7,
-            slot: 3,
-            pkt_seq: first_lane_seq as u32,
-            rx_ts: 5,
-            first_lane_seq,
-            fills_applied: 100,
-        };
         tx.record(&rec(1));
         tx.record(&rec(2));
         tx.end_tenure(5, &[1, 2, 3, 4]);
