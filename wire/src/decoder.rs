@@ -443,6 +443,12 @@ impl DecState {
                 E(RepE::Frame, "frame_seq gap: decode needs frames in order"),
             ));
         }
+        // The substream's hash-lag clock never runs back: a frame stamped earlier than one
+        // already decoded (a live datagram that waited in the socket behind frames read back
+        // from the order journal or repaired, stamped at their decode) counts as delivered
+        // then. Its records dated by the older stamp looked late at once (a false
+        // REP_E_HASHLAG at a restarted replica under load: record stamped 0, 513 ms behind).
+        let now_ns = now_ns.max(self.streams[si].last_rx_ns);
         let ctx = Ctx {
             stream: h.stream,
             frame_seq: h.frame_seq,
