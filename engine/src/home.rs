@@ -26,6 +26,12 @@ pub trait EngineSink {
     fn event(&mut self, _lane: u8, _ev: &LaneEvent) {}
     /// A response.
     fn respond(&mut self, _r: &RespOut<'_>) {}
+    /// What the sink has taken so far, as bytes kept beside a snapshot taken now (the replica's
+    /// replay digest, so a replica restored from that snapshot goes on with the same one).
+    /// Empty by default: nothing to keep.
+    fn tally(&self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 /// A sink that keeps nothing.
@@ -469,6 +475,20 @@ pub struct ReplayEngine {
     /// The sealed tenure's last step and the seal's `lane_bounds` ([`ReplayEngine::end_tenure`]):
     /// the BBO core's cut is set to them once that step has run.
     tenure_start: Option<(u64, Vec<u64>)>,
+    /// Restored from a snapshot ([`crate::load::restore`]): the input it already holds.
+    floor: Option<Floor>,
+    /// Records and steps fed at or below [`ReplayEngine::floor`], dropped.
+    skipped: u64,
+}
+
+/// What a restored engine already applied (07 §7.6: catch-up replays from the block after the
+/// snapshot): each lane's last LaneSeq and the last step. A record whose LaneSeqs all lie at or
+/// below its lane's, a step at or below the last, and a payload for such a record are taken and
+/// dropped — the decoder feeds the stream from its start, the snapshot stands in for its prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Floor {
+    pub(crate) lanes: Vec<u64>,
+    pub(crate) step: u64,
 }
 
 /// Most payload buffers a replay keeps for reuse.
@@ -495,7 +515,31 @@ impl ReplayEngine {
             t: Tiles::new(cfg, 0, Lane::for_replay),
             spare: Vec::new(),
             tenure_start: None,
+            floor: None,
+            skipped: 0,
         }
+    }
+
+    /// Records and steps dropped because the snapshot this engine was restored from already
+    /// holds them ([`crate::load::restore`]).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// 07 §7.6: the input this (restored) engine already holds is dropped as it is fed again.
+    pub(crate) fn hold_floor(&mut self) {
+        self.floor = Some(Floor {
+            lanes: self.t.lanes.iter().map(|l| l.published()).collect(),
+            step: self.t.bbo.done(),
+        });
+    }
+
+    /// Below the floor: the record of `lane` whose LaneSeqs end at `last` was applied before
+    /// the snapshot.
+    fn applied(&self, lane: u8, last: u64) -> bool {
+        self.floor
+            .as_ref()
+            .is_some_and(|f| f.lanes.get(lane as usize).is_some_and(|&p| last <= p))
     }
 
     /// Fault in the books and the input queues (startup work, as [`LiveEngine`]'s): a replica
@@ -516,6 +560,10 @@ impl ReplayEngine {
 
     /// Feed a decoded PacketRecord with its joined payload.
     pub fn push_record(&mut self, rec: PacketRecord, payload: Vec<u8>) -> Result<(), ReplayError> {
+        if self.applied(rec.lane, rec.first_lane_seq + rec.count.max(1) as u64 - 1) {
+            self.skipped += 1;
+            return Ok(());
+        }
         let q = self
             .recs
             .get_mut(rec.lane as usize)
@@ -528,6 +576,10 @@ impl ReplayEngine {
     /// [`ReplayEngine::set_hash`] names its `pkt_hash` (an Advance record carries none and goes
     /// as it is).
     pub fn push_keyed(&mut self, rec: PacketRecord) -> Result<(), ReplayError> {
+        if self.applied(rec.lane, rec.first_lane_seq + rec.count.max(1) as u64 - 1) {
+            self.skipped += 1;
+            return Ok(());
+        }
         let q = self
             .recs
             .get_mut(rec.lane as usize)
@@ -561,6 +613,10 @@ impl ReplayEngine {
     /// §5.4's join), so replay reads it as it is, with no [`Payloads`] lookup and no HashRun.
     /// False when no such record waits (the caller fed the payload before its record).
     pub fn set_payload(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) -> bool {
+        // A record applied before the snapshot (records end on a cut: never straddle it).
+        if self.applied(lane, first_lane_seq) {
+            return true;
+        }
         let Some(q) = self.recs.get_mut(lane as usize) else {
             return false;
         };
@@ -590,11 +646,15 @@ impl ReplayEngine {
 
     /// Feed a decoded StepRecord.
     pub fn push_step(&mut self, s: LoggedStep) {
-        self.steps.push(&s.as_in());
+        self.push_step_in(&s.as_in());
     }
 
     /// Feed a decoded StepRecord, copied into the queue (no buffer of its own).
     pub fn push_step_in(&mut self, s: &StepIn<'_>) {
+        if self.floor.as_ref().is_some_and(|f| s.step <= f.step) {
+            self.skipped += 1;
+            return;
+        }
         self.steps.push(s);
     }
 

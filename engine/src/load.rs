@@ -162,5 +162,6 @@ pub fn restore(cfg: EngineConfig, file: &[u8]) -> Result<(ReplayEngine, SnapHead
     if commit(&e.parts()) != hdr.state_root {
         return Err(SnapError::StateRoot);
     }
+    e.hold_floor();
     Ok((e, hdr))
 }

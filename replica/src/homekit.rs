@@ -68,6 +68,10 @@ pub struct LoopbackHome {
     /// (the replicas' dev budgets call it silent after 20 ms), 07's 100 µs and REP_DATA_BATCH_US
     /// in the simulator's home.
     pub databox_timing: (u64, u64),
+    /// Replicas that take 07 §7.5's snapshots, with their interval in blocks (a multiple of
+    /// voters × REP_ROOT_BLOCKS; they need a journal and Simplex), and start their replay from
+    /// the newest one on a restart (07 §7.6).
+    pub snapshots: Vec<(usize, u64)>,
 }
 
 /// Seeded loss on each replication path as the box sends it (`vyrn_nic::lossy`): each frame
@@ -334,6 +338,7 @@ impl LoopbackHome {
             kill_promoted_after: None,
             journal: Vec::new(),
             databox_timing,
+            snapshots: Vec::new(),
         }
     }
 
@@ -619,7 +624,7 @@ impl LoopbackHome {
             replay_tile: self.replay_tile.contains(&i) || self.replay_thread.contains(&i),
             replay_lanes: 0,
             replay_lane_cores: Vec::new(),
-            snapshot_blocks: 0,
+            snapshot_blocks: self.snapshots.iter().find(|s| s.0 == i).map_or(0, |s| s.1),
         };
         let mut node = Node::open(&cfg)?;
         if self.cut_data.contains(&i) {

@@ -387,7 +387,7 @@ fn follow(runner: Runner) -> Replayed {
         if let Some(t) = tile.as_mut() {
             t.poll(now);
         }
-        snaps.extend(std::iter::from_fn(|| core.take_snapshot()));
+        snaps.extend(std::iter::from_fn(|| core.take_snapshot()).map(|t| (t.height, t.file)));
         // The sequencer answers NACKs from its ring; the data box answers DataFetch::Range.
         for n in out.nacks.drain(..) {
             for fs in n.from_seq..=n.to_seq {
@@ -411,7 +411,7 @@ fn follow(runner: Runner) -> Replayed {
     }
     core.settle(&mut resp);
     let (mut resp, split) = settle(&mut core, &mut out, resp, tile, thread.take(), now);
-    snaps.extend(std::iter::from_fn(|| core.take_snapshot()));
+    snaps.extend(std::iter::from_fn(|| core.take_snapshot()).map(|t| (t.height, t.file)));
     if let Some(tx) = core.replay_tx() {
         assert_eq!(tx.counters().snapshots_dropped, 0);
     }

@@ -309,6 +309,55 @@ fn rep_e_hashlag() {
 
 const REP_HASHLAG_NS_OK: u64 = 999_999;
 
+/// The hash-lag clock of a substream never runs back (07 §3.7): a frame stamped before one
+/// already decoded (a live datagram that waited in the socket behind frames read back from
+/// the order journal, stamped at their decode) dates its records no earlier than that frame.
+/// Dated by its own stamp, the record looked 5 ms late at once.
+#[test]
+fn rep_e_hashlag_is_not_raised_by_a_frame_stamped_before_one_already_decoded() {
+    let mut a1 = ts(0, 0);
+    encode_session_bind(
+        &SessionBind {
+            lane: 3,
+            slot: 0,
+            session: 9,
+            next_pkt_seq: 1,
+        },
+        &mut a1,
+    );
+    let mut d = DecState::new(layout()).unwrap();
+    d.on_frame(
+        &frame(0, 1, FrameKind::Order, &a1),
+        5_000_000,
+        &mut NullSink,
+    )
+    .unwrap();
+    // lane 3: h=10, slot 0, rx +0 — in a frame stamped 0.
+    d.on_frame(
+        &frame(0, 2, FrameKind::Order, &[3, 1, 0x0A, 0x00, 0x00]),
+        0,
+        &mut NullSink,
+    )
+    .unwrap();
+    d.tick(5_000_000).unwrap();
+    // Deliveries go on without its hash: late 1 ms after the newer stamp, not before.
+    d.on_frame(
+        &frame(0, 3, FrameKind::Heartbeat, &[0; 24]),
+        5_600_000,
+        &mut NullSink,
+    )
+    .unwrap();
+    d.tick(5_000_000 + REP_HASHLAG_NS_OK).unwrap();
+    d.on_frame(
+        &frame(0, 4, FrameKind::Heartbeat, &[0; 24]),
+        6_000_001,
+        &mut NullSink,
+    )
+    .unwrap();
+    let e = d.tick(6_000_001).unwrap_err();
+    assert_eq!((e.code, e.frame_seq), (RepE::HashLag, 2));
+}
+
 #[test]
 fn rep_e_frame() {
     order(0, &[3, 1, 0x0A], RepE::Frame); // truncated record

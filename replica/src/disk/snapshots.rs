@@ -13,8 +13,10 @@
 //! journal. A file that fails any check is reported, never loaded.
 //!
 //! The node hands each file to its journal's writer thread (07 §7.2's storage core), so the
-//! fsync never stalls order RX. Not yet: catch-up from a snapshot (07 §7.6 — a restarted
-//! replica still replays its tenure from the start).
+//! fsync never stalls order RX. Beside each file, `snap-<height>.tally`: the replay digest at
+//! that moment (48 bytes, not certified: an operator's check that replicas replayed the same
+//! answers), so a replica restarted from the file goes on with the same digest. A restart
+//! loads the newest file the audit vouches for ([`SnapshotDir::read`], 07 §7.6).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -35,6 +37,11 @@ pub struct SnapshotDir {
 /// A snapshot file's name for height `h` (sorts by height).
 pub fn file_name(h: u64) -> String {
     format!("snap-{h:020}.pbsnap")
+}
+
+/// The tally kept beside the snapshot of height `h` (the replay digest then, not certified).
+pub fn tally_name(h: u64) -> String {
+    format!("snap-{h:020}.tally")
 }
 
 fn height_of(name: &str) -> Option<u64> {
@@ -58,22 +65,44 @@ impl SnapshotDir {
         &self.dir
     }
 
-    /// Write the snapshot of height `h` (synced, then renamed into place), and delete all but
+    /// Write the snapshot of height `h` with its `tally` (each synced, then renamed into
+    /// place: the tally first, so a snapshot on disk always has its own), and delete all but
     /// the newest [`KEEP`]. Returns its path.
-    pub fn write(&self, h: u64, file: &[u8]) -> std::io::Result<PathBuf> {
-        let path = self.dir.join(file_name(h));
-        let tmp = self.dir.join(format!(".{}.tmp", file_name(h)));
+    pub fn write(&self, h: u64, file: &[u8], tally: &[u8]) -> std::io::Result<PathBuf> {
+        if !tally.is_empty() {
+            self.put(&tally_name(h), tally)?;
+        }
+        let path = self.put(&file_name(h), file)?;
+        std::fs::File::open(&self.dir)?.sync_all()?;
+        for (old_h, old) in self.list()?.into_iter().skip(KEEP) {
+            let _ = std::fs::remove_file(old);
+            let _ = std::fs::remove_file(self.dir.join(tally_name(old_h)));
+        }
+        Ok(path)
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!(".{name}.tmp"));
         {
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(file)?;
+            f.write_all(bytes)?;
             f.sync_all()?;
         }
         std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(&self.dir)?.sync_all()?;
-        for (_, old) in self.list()?.into_iter().skip(KEEP) {
-            let _ = std::fs::remove_file(old);
-        }
         Ok(path)
+    }
+
+    /// The snapshot of height `h` and its tally, read back (07 §7.6: the one catch-up loads;
+    /// [`audit`] vouched for it). None for the tally when none was kept.
+    pub fn read(&self, h: u64) -> std::io::Result<(Vec<u8>, Option<Vec<u8>>)> {
+        let file = std::fs::read(self.dir.join(file_name(h)))?;
+        let tally = match std::fs::read(self.dir.join(tally_name(h))) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        Ok((file, tally))
     }
 
     /// The snapshots here, newest first.
@@ -190,11 +219,14 @@ mod tests {
         let mut roots = BTreeMap::new();
         for h in [7u64, 39, 71] {
             let (f, r) = snap(h);
-            d.write(h, &f).unwrap();
+            d.write(h, &f, &h.to_le_bytes()).unwrap();
             roots.insert(h, r);
         }
         let l: Vec<u64> = d.list().unwrap().iter().map(|x| x.0).collect();
         assert_eq!(l, vec![71, 39], "the newest {KEEP}, newest first");
+        // Each kept with its own tally; the dropped one's tally goes with it.
+        assert_eq!(d.read(39).unwrap().1, Some(39u64.to_le_bytes().to_vec()));
+        assert!(!d.dir.join(tally_name(7)).exists());
         let a = audit(&tmp, &engine(), &roots).unwrap();
         assert_eq!(a.ok, vec![71, 39]);
         assert!(a.bad.is_empty() && a.uncertified.is_empty(), "{a:?}");

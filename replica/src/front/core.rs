@@ -615,6 +615,14 @@ impl ReplicaCore {
         }
     }
 
+    /// Replay's counters (the replay tile's as it last reported them).
+    pub fn replay_counters(&self) -> crate::replay::ReplayCounters {
+        match &self.replay {
+            ReplayPart::Inline(p) => p.counters(),
+            ReplayPart::Tile(t) => t.progress().counters,
+        }
+    }
+
     /// Replay lag in time, receipt to applied (07 §7.3); from the replay tile's last report
     /// when it runs on its own.
     pub fn replay_lag_time(&self) -> crate::replay::ReplayLag {
@@ -639,10 +647,22 @@ impl ReplicaCore {
 
     /// The oldest snapshot replay took and nobody took yet: `(height, REP_Snapshot file)`, its
     /// `header_hash` still zero ([`vyrn_engine::snapshot::set_header_hash`]).
-    pub fn take_snapshot(&mut self) -> Option<(u64, Vec<u8>)> {
+    pub fn take_snapshot(&mut self) -> Option<crate::replay::Taken> {
         match &mut self.replay {
             ReplayPart::Inline(r) => r.take_snapshot(),
             ReplayPart::Tile(t) => t.take_snapshot(),
+        }
+    }
+
+    /// Start inline replay from a REP_Snapshot (07 §7.6, [`crate::replay::Replayer::restore`]).
+    /// A replay tile is restored before it runs ([`crate::replay::tile::ReplayTile::restore`]).
+    pub fn restore_replay(
+        &mut self,
+        file: &[u8],
+    ) -> Result<vyrn_engine::snapshot::SnapHeader, crate::replay::RestoreError> {
+        match &mut self.replay {
+            ReplayPart::Inline(r) => r.restore(file),
+            ReplayPart::Tile(_) => Err(crate::replay::RestoreError::OnTile),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Catch-up, measured (07 §7.6): how long a replica that started behind the home took to replay
-//! up to the home's final height, and at how many times the home's block rate. Today's path is
-//! replay from the stream's first block (its own order and block journals first, then the
-//! box, peers and their journals); loading a snapshot first is not built.
+//! up to the home's final height, and at how many times the home's block rate. Replay starts
+//! from the newest snapshot on its own disk that verifies (else the stream's first block); the
+//! stream is decoded from its start (its own order and block journals first, then the box,
+//! peers and their journals), and replay drops what the snapshot holds. A snapshot fetched
+//! from peers (an empty disk) is not built.
 
 /// A replica's catch-up as measured once it reached the home's final height.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,6 +25,8 @@ pub struct CaughtUp {
     pub head_frame: u64,
     /// The home's block rate (`1 / block_ns`).
     pub production_per_s: f64,
+    /// The snapshot replay started from (its height): `first` is the block after it.
+    pub snapshot: Option<u64>,
 }
 
 impl CaughtUp {
@@ -57,6 +61,8 @@ pub(super) struct CatchUpClock {
     head_frame: u64,
     /// Caught up with that head, measured then (reported if the final height comes too late).
     by_head: Option<CaughtUp>,
+    /// The snapshot replay started from, if any (its height).
+    pub(super) snapshot: Option<u64>,
     /// Set once measured (or once it is clear there was nothing to catch up).
     pub(super) done: Option<Option<CaughtUp>>,
 }
@@ -68,6 +74,17 @@ impl CatchUpClock {
             block_ns,
             ..Default::default()
         }
+    }
+
+    /// Replay started from the snapshot of `(height, last_step)` (07 §7.6): the blocks it
+    /// replays begin after it; those decoded up to it are dropped, not replayed.
+    pub(super) fn after_snapshot(mut self, loaded: Option<(u64, u64)>) -> Self {
+        if let Some((h, last_step)) = loaded {
+            self.first = h + 1;
+            self.snapshot = Some(h);
+            self.decoded = (h, last_step);
+        }
+        self
     }
 
     /// A decoded block.
@@ -161,6 +178,7 @@ impl CatchUpClock {
             } else {
                 0.0
             },
+            snapshot: self.snapshot,
         }
     }
 }

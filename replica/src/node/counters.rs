@@ -96,6 +96,8 @@ pub struct NodeCounters {
     pub snapshot_errors: u64,
     /// Snapshots in the area refused by the audit at start (never loaded).
     pub snapshots_refused: u64,
+    /// The height of the snapshot replay started from (07 §7.6; 0: from the tenure's start).
+    pub snapshot_loaded: u64,
     /// `Silence` rounds sent to the peers (07 §9.1: a suspicion, and its repeats).
     pub silences_sent: u64,
     /// Peers' `Silence` taken off the control port (checked by the deposition after).

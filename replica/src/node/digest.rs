@@ -82,6 +82,12 @@ impl crate::replay::tile::ReportingSink for ReplaySink {
             digest: self.digest(),
         }
     }
+    fn resume(&mut self, r: &crate::replay::tile::SinkReport) {
+        let mut at = crate::replay::tile::ReportingSink::report(self);
+        at.merge(r);
+        let at = ReplaySink::from(at);
+        (self.digest, self.responses, self.events) = (at.digest, at.responses, at.events);
+    }
 }
 
 impl From<crate::replay::tile::SinkReport> for ReplaySink {
@@ -113,5 +119,10 @@ impl EngineSink for ReplaySink {
     }
     fn event(&mut self, _lane: u8, _ev: &LaneEvent) {
         self.events += 1;
+    }
+    fn tally(&self) -> Vec<u8> {
+        crate::replay::tile::ReportingSink::report(self)
+            .to_bytes()
+            .to_vec()
     }
 }

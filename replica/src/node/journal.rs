@@ -10,11 +10,117 @@ pub(super) struct NodeSnaps {
     pub(super) dir: crate::disk::snapshots::SnapshotDir,
     pub(super) policy: crate::replay::SnapPolicy,
     /// Taken, waiting for `header_hash(h)`, oldest first (at most [`SNAPS_PENDING`]).
-    pub(super) pending: std::collections::VecDeque<(u64, Vec<u8>)>,
+    pub(super) pending: std::collections::VecDeque<crate::replay::Taken>,
     /// Header hashes of snapshot heights seen (at most [`SNAPS_PENDING`] × 4).
     pub(super) headers: std::collections::BTreeMap<u64, vyrn_wire::header::Hash>,
     /// The area's audit at start (07 §7.5 "Loading"), or why it could not run.
     pub(super) found: Result<crate::disk::snapshots::SnapAudit, String>,
+    /// The snapshot replay started from (07 §7.6): its height and last step.
+    pub(super) loaded: Option<(u64, u64)>,
+}
+
+/// Where a replica's replay starts from (07 §7.6): the engine inline or on its tile, and the
+/// inline replay's digest sink.
+pub(super) struct ReplayStart<'a> {
+    pub(super) core: &'a mut ReplicaCore,
+    pub(super) tile: Option<&'a mut ReplayTile<ReplaySink>>,
+    pub(super) sink: &'a mut ReplaySink,
+    pub(super) root_blocks: Option<u64>,
+    pub(super) epoch: u32,
+}
+
+impl NodeSnaps {
+    /// 07 §7.5 "Loading": what a restart finds in the snapshot area, each file against the root
+    /// its certificate certifies (the cert journal read-only: recovered before); then 07 §7.6:
+    /// replay starts from the newest that verifies, not the tenure's start. Not the standby's
+    /// replica: 07 §7.5 would hold its promotion REP_PROMOTE_HISTORY_S (its response ring starts
+    /// empty), and it keeps no snapshots.
+    pub(super) fn audit_and_load(
+        &mut self,
+        cfg: &NodeConfig,
+        name: &str,
+        at: ReplayStart<'_>,
+    ) -> Option<(u64, u64)> {
+        let h = &cfg.home;
+        let dirs = cfg.journal.as_deref()?;
+        self.found = match &h.membership {
+            Some(m) => crate::vote::verify_cert_journal(
+                &dirs[..2.min(dirs.len())],
+                m,
+                at.root_blocks.unwrap_or(0),
+            )
+            .map(|c| c.roots),
+            None => Ok(Default::default()),
+        }
+        .and_then(|roots| {
+            crate::disk::snapshots::audit(self.dir.path(), &h.engine, &roots)
+                .map_err(|e| e.to_string())
+        });
+        if cfg.standby {
+            return None;
+        }
+        self.load(name, at)
+    }
+
+    /// 07 §7.6: start replay from the newest snapshot the audit vouched for (its state root is
+    /// the certified `R(h)`), with the replay digest kept beside it, instead of the tenure's
+    /// start. The stream is still decoded from its start; replay drops what the snapshot holds.
+    /// A file that does not load, has no tally or is of another epoch is passed over (said
+    /// why) for the next; with none, replay starts at the tenure's start as before.
+    fn load(&mut self, name: &str, mut at: ReplayStart<'_>) -> Option<(u64, u64)> {
+        let ok = match &self.found {
+            Ok(a) => a.ok.clone(),
+            Err(_) => return None,
+        };
+        for h in ok {
+            match self.load_one(h, &mut at) {
+                Ok(last_step) => {
+                    eprintln!(
+                        "{name}: loaded the snapshot of height {h} (last step {last_step}; its state root is the certified R({h})): replay starts at block {} (07 §7.6)",
+                        h + 1
+                    );
+                    self.loaded = Some((h, last_step));
+                    return self.loaded;
+                }
+                Err(why) => eprintln!("{name}: snapshot of height {h} not loaded: {why}"),
+            }
+        }
+        None
+    }
+
+    fn load_one(&self, h: u64, at: &mut ReplayStart<'_>) -> Result<u64, String> {
+        let (file, tally) = self.dir.read(h).map_err(|e| format!("unreadable: {e}"))?;
+        let tally = tally
+            .as_deref()
+            .and_then(crate::replay::tile::SinkReport::from_bytes)
+            .ok_or("no replay digest kept beside it")?;
+        let epoch = vyrn_engine::snapshot::read(&file)
+            .map_err(|e| e.to_string())?
+            .0
+            .meta
+            .epoch;
+        if epoch != at.epoch {
+            return Err(format!("epoch {epoch}, the home's is {}", at.epoch));
+        }
+        let hdr = match at.tile.as_deref_mut() {
+            Some(t) => t.restore(&file, &tally),
+            None => at
+                .core
+                .restore_replay(&file)
+                .inspect(|_| crate::replay::tile::ReportingSink::resume(at.sink, &tally)),
+        }
+        .map_err(|e| e.to_string())?;
+        if let Some(rb) = at.root_blocks {
+            // Roots go on after the snapshot's height (the tile takes this after its restore).
+            let anchor = Anchor {
+                height: h,
+                last_step: hdr.last_step,
+                ..Anchor::default()
+            };
+            at.core.set_root_blocks(rb, &anchor);
+        }
+        Ok(hdr.last_step)
+    }
 }
 
 /// Snapshots that wait for their header before the oldest is dropped (counted).
@@ -88,7 +194,7 @@ pub(super) enum ToWriter {
     Cert(crate::disk::journal::cert::CertKind, Vec<u8>),
     /// A REP_Snapshot of height h for the snapshot area (07 §7.5; 07 §7.2's storage core
     /// writes it, so its fsync never stalls order RX).
-    Snapshot(crate::disk::snapshots::SnapshotDir, u64, Vec<u8>),
+    Snapshot(crate::disk::snapshots::SnapshotDir, crate::replay::Taken),
 }
 
 /// The writer thread's figures.
@@ -241,14 +347,14 @@ impl JournalWriter {
                 }
                 Err(_) => st.fail(JournalFailure::Append),
             },
-            ToWriter::Snapshot(d, h, b) => match d.write(h, &b) {
+            ToWriter::Snapshot(d, t) => match d.write(t.height, &t.file, &t.tally) {
                 Ok(_) => {
                     st.snapshots.fetch_add(1, Ordering::Relaxed);
-                    st.snapshot_height.store(h, Ordering::Relaxed);
+                    st.snapshot_height.store(t.height, Ordering::Relaxed);
                 }
                 Err(e) => {
                     st.snapshot_errors.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("snapshot at height {h} not written: {e}");
+                    eprintln!("snapshot at height {} not written: {e}", t.height);
                 }
             },
         }
@@ -462,12 +568,11 @@ impl NodeJournal {
     pub(super) fn submit_snapshot(
         &mut self,
         dir: crate::disk::snapshots::SnapshotDir,
-        h: u64,
-        file: Vec<u8>,
+        t: crate::replay::Taken,
     ) -> bool {
         self.tx
             .as_ref()
-            .is_some_and(|tx| tx.try_send(ToWriter::Snapshot(dir, h, file)).is_ok())
+            .is_some_and(|tx| tx.try_send(ToWriter::Snapshot(dir, t)).is_ok())
     }
 
     /// Snapshots the writer wrote, the newest one's height, and its failed writes.
@@ -610,18 +715,18 @@ impl Node {
         while let Some(hash) = sn
             .pending
             .front()
-            .and_then(|(h, _)| sn.headers.get(h).copied())
+            .and_then(|t| sn.headers.get(&t.height).copied())
         {
-            let Some((h, mut file)) = sn.pending.pop_front() else {
+            let Some(mut t) = sn.pending.pop_front() else {
                 break;
             };
             // The journal's writer thread writes it (07 §7.2's storage core): its fsync never
             // stalls this thread.
-            let handed = vyrn_engine::snapshot::set_header_hash(&mut file, &hash).is_ok()
+            let handed = vyrn_engine::snapshot::set_header_hash(&mut t.file, &hash).is_ok()
                 && self
                     .journal
                     .as_mut()
-                    .is_some_and(|j| j.submit_snapshot(sn.dir.clone(), h, file));
+                    .is_some_and(|j| j.submit_snapshot(sn.dir.clone(), t));
             if !handed {
                 self.io.c.snapshot_errors += 1;
             }
@@ -740,6 +845,7 @@ impl NodeSnaps {
                         pending: Default::default(),
                         headers: Default::default(),
                         found: Ok(Default::default()),
+                        loaded: None,
                     })
                 }
             },

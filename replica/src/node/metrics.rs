@@ -305,6 +305,8 @@ vyrn_metrics::metrics! {
         "height of the newest snapshot written (07 §7.5)";
     REPLICA_SNAPSHOTS_REFUSED: Gauge "vyrn_replica_snapshots_refused" []
         "snapshots in the area refused at start: a bad section, a commitment that does not recompute, a root not the certified one (07 §7.5)";
+    REPLICA_SNAPSHOT_LOADED: Gauge "vyrn_replica_snapshot_loaded_height" []
+        "height of the snapshot replay started from at this process's start (07 §7.6; 0: replay began at the tenure's start)";
     REPLICA_SNAPSHOT_ERRORS: Counter "vyrn_replica_snapshot_errors_total" []
         "snapshots not written: the write failed or their header never came";
     REPLICA_ROOTS_PROPOSED: Counter "vyrn_replica_roots_proposed_total" []
@@ -468,6 +470,7 @@ fn render(n: &Node, e: &mut Exposition) {
         e.put_counter(&REPLICA_SNAPSHOTS_WRITTEN, &[], c.snapshots_written);
         e.put_gauge(&REPLICA_SNAPSHOT_HEIGHT, &[], c.snapshot_height as f64);
         e.put_gauge(&REPLICA_SNAPSHOTS_REFUSED, &[], c.snapshots_refused as f64);
+        e.put_gauge(&REPLICA_SNAPSHOT_LOADED, &[], c.snapshot_loaded as f64);
         e.put_counter(&REPLICA_SNAPSHOT_ERRORS, &[], c.snapshot_errors);
         e.put_counter(&REPLICA_ROOTS_PROPOSED, &[], dc.roots_proposed);
         e.put_counter(&REPLICA_ROOT_CERTS, &[], vc.root_certs_out);

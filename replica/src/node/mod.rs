@@ -241,23 +241,25 @@ impl Node {
         let mut snaps = NodeSnaps::open(cfg, root_blocks, &mut core, tile.as_mut())?;
         // 07 §8.2: the block journal, recovered and verified before anything is received.
         let journal = NodeJournal::open(cfg, me)?;
-        // 07 §7.5 "Loading": what a restart finds in the snapshot area, each file against the
-        // root its certificate certifies (the cert journal read-only: recovered above).
-        if let (Some(sn), Some(dirs)) = (snaps.as_mut(), cfg.journal.as_deref()) {
-            sn.found = match &h.membership {
-                Some(m) => crate::vote::verify_cert_journal(
-                    &dirs[..2.min(dirs.len())],
-                    m,
-                    root_blocks.unwrap_or(0),
-                )
-                .map(|c| c.roots),
-                None => Ok(Default::default()),
-            }
-            .and_then(|roots| {
-                crate::disk::snapshots::audit(sn.dir.path(), &h.engine, &roots)
-                    .map_err(|e| e.to_string())
-            });
-        }
+        let name = match cfg.standby {
+            true => "standby replica".to_string(),
+            false => format!("replica {}", cfg.index),
+        };
+        let mut sink = ReplaySink::default();
+        let loaded = match snaps.as_mut() {
+            Some(sn) => sn.audit_and_load(
+                cfg,
+                &name,
+                journal::ReplayStart {
+                    core: &mut core,
+                    tile: tile.as_mut(),
+                    sink: &mut sink,
+                    root_blocks,
+                    epoch: h.epoch,
+                },
+            ),
+            None => None,
+        };
         for s in &h.engine.sessions {
             core.data_mut().set_home(s.session, h.data_home(s.session));
         }
@@ -284,10 +286,7 @@ impl Node {
                 pending_order: Default::default(),
                 now: 0,
                 c: NodeCounters::default(),
-                name: match cfg.standby {
-                    true => "standby replica".into(),
-                    false => format!("replica {}", cfg.index),
-                },
+                name,
                 suspect_since: u64::MAX,
                 fo: failover::FailoverIo::new(reporter(cfg)),
                 down: crate::front::data_down::DataDown::new(
@@ -312,13 +311,13 @@ impl Node {
             #[cfg(feature = "lab")]
             lab: lab::NodeLab::new(cfg, voters.as_ref()),
             simplex,
-            sink: ReplaySink::default(),
+            sink,
             tile,
             replay_thread: None,
             epoch: h.epoch,
             last_tick: 0,
             last_order_flush: 0,
-            catchup: catchup::CatchUpClock::new(h.block_ns),
+            catchup: catchup::CatchUpClock::new(h.block_ns).after_snapshot(loaded),
             own,
             own_buf: Vec::new(),
             own_ends: Vec::new(),
@@ -370,6 +369,9 @@ impl Node {
         }
         if let Some(Ok(a)) = self.snaps.as_ref().map(|s| &s.found) {
             c.snapshots_refused = a.bad.len() as u64;
+        }
+        if let Some((h, _)) = self.snaps.as_ref().and_then(|s| s.loaded) {
+            c.snapshot_loaded = h;
         }
         c
     }
@@ -967,8 +969,11 @@ impl Node {
                     c.final_at_start
                 )
             };
+            let snap = c.snapshot.map_or(String::new(), |s| {
+                format!(" from the snapshot of height {s}")
+            });
             eprintln!(
-                "{}: caught up (07 §7.6): replayed blocks {}..={} in {:.1} ms since start ({from}): {:.0} blocks/s, {:.1}x the home's {:.0} blocks/s",
+                "{}: caught up (07 §7.6): replayed blocks {}..={}{snap} in {:.1} ms since start ({from}): {:.0} blocks/s, {:.1}x the home's {:.0} blocks/s",
                 self.io.name,
                 c.first,
                 c.height,

@@ -59,6 +59,9 @@ pub struct ReplayCounters {
     /// Records of a sealed tenure's prefix that named a step the seal dropped in
     /// `fills_applied`, run after the seal's last step instead ([`Replayer::end_tenure`]).
     pub tenure_end_records: u64,
+    /// Records and steps fed again that the snapshot replay started from already held,
+    /// dropped (07 §7.6, [`Replayer::restore`]).
+    pub skipped: u64,
 }
 
 /// 07 §7.5's schedule: a snapshot at root height `h` when `(h + 1) % every == offset` (the
@@ -101,6 +104,43 @@ impl SnapPolicy {
 /// Snapshots replay holds until its owner takes them ([`Replayer::take_snapshot`]).
 pub const SNAPS_KEPT: usize = 4;
 
+/// Why replay could not start from a snapshot ([`Replayer::restore`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreError {
+    /// The engine is split across lane workers.
+    Split,
+    /// Records or steps were already fed.
+    Fed,
+    /// Replay is on its tile: restore the tile before it runs.
+    OnTile,
+    /// The file does not load (a section hash, the commitment, the config).
+    Snapshot(String),
+}
+
+impl std::fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestoreError::Split => f.write_str("the replay is split across lane workers"),
+            RestoreError::Fed => f.write_str("replay was already fed"),
+            RestoreError::OnTile => f.write_str("replay is on its tile"),
+            RestoreError::Snapshot(e) => write!(f, "the snapshot does not load: {e}"),
+        }
+    }
+}
+
+/// A snapshot replay took (07 §7.5), for its owner to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The root height it holds the state after.
+    pub height: u64,
+    /// The REP_Snapshot file (`header_hash` still zero).
+    pub file: Vec<u8>,
+    /// What the replay's sink had taken at that moment ([`vyrn_engine::EngineSink::tally`]:
+    /// the replica's replay digest), kept beside the file so a replica restored from it goes on
+    /// with the same digest. Not part of the certified state.
+    pub tally: Vec<u8>,
+}
+
 /// The engine replay drives: lanes and BBO core on one thread, or split across cores
 /// (`replay_split`).
 // One per replica, never moved on the hot path: the one-thread engine stays inline (no
@@ -123,7 +163,7 @@ pub struct Replayer {
     roots: RootClock,
     snap: SnapPolicy,
     /// Snapshots taken, `(height, REP_Snapshot file)`, oldest first, for the owner.
-    snaps: VecDeque<(u64, Vec<u8>)>,
+    snaps: VecDeque<Taken>,
     /// Steps decoded and not yet replayed, with when their frame was decoded (07 §7.3 replay
     /// lag, receipt to applied), at most [`LAG_PENDING_MAX`].
     pending: VecDeque<(u64, u64)>,
@@ -131,6 +171,8 @@ pub struct Replayer {
     lag_ns: hdrhistogram::Histogram<u64>,
     /// Steps decoded while [`LAG_PENDING_MAX`] were already timed.
     untimed: u64,
+    /// The snapshot's last step when replay started from one ([`Replayer::restore`]; else 0).
+    restored_step: u64,
 }
 
 /// Steps timed for the replay lag at once: a replica far behind (a restart) times the first
@@ -232,12 +274,15 @@ impl Replayer {
             lag_ns: hdrhistogram::Histogram::new_with_bounds(1, 600_000_000_000, 2)
                 .unwrap_or_else(|_| unreachable!("valid bounds")),
             untimed: 0,
+            restored_step: 0,
         }
     }
 
     /// Step `step` completed at `now` (its frame decoded): timed until replay applies it.
     pub fn note_decoded(&mut self, step: u64, now: u64) {
-        if self.pending.len() < LAG_PENDING_MAX {
+        if step <= self.restored_step {
+            // Held by the snapshot replay started from ([`Replayer::restore`]): not replayed.
+        } else if self.pending.len() < LAG_PENDING_MAX {
             self.pending.push_back((step, now));
         } else {
             self.untimed += 1;
@@ -278,6 +323,47 @@ impl Replayer {
         self.pending.reserve(1 << 12);
     }
 
+    /// Start from a REP_Snapshot instead of the tenure's start (07 §7.6): the engine is rebuilt
+    /// from `file` (every section hash and the commitment checked; the caller compared its
+    /// state root with the certified `R(h)`), replay stands at its `last_step`, the root clock
+    /// resumes after its height, and the stream fed from its start again is dropped up to
+    /// there (`vyrn_engine::ReplayEngine::skipped`). Only before anything was fed, and only
+    /// on the one-thread engine (a split replay's lanes are on their workers).
+    pub fn restore(
+        &mut self,
+        file: &[u8],
+    ) -> Result<vyrn_engine::snapshot::SnapHeader, RestoreError> {
+        let Eng::One(e) = &self.eng else {
+            return Err(RestoreError::Split);
+        };
+        if self.counters.records != 0 || self.counters.steps != 0 {
+            return Err(RestoreError::Fed);
+        }
+        let (restored, hdr) = vyrn_engine::load::restore(e.config().clone(), file)
+            .map_err(|e| RestoreError::Snapshot(e.to_string()))?;
+        self.eng = Eng::One(restored);
+        self.decoded_step = hdr.last_step;
+        self.replayed_step = hdr.last_step;
+        self.restored_step = hdr.last_step;
+        self.counters.replayed = hdr.last_step;
+        self.roots = RootClock {
+            root_blocks: self.roots.root_blocks,
+            closed: hdr.meta.height,
+            closed_step: hdr.last_step,
+            ..RootClock::default()
+        };
+        Ok(hdr)
+    }
+
+    /// Records and steps the snapshot replay started from already held, dropped as fed again
+    /// ([`Replayer::restore`]).
+    pub fn skipped(&self) -> u64 {
+        match &self.eng {
+            Eng::One(e) => e.skipped(),
+            Eng::Split(_) => 0,
+        }
+    }
+
     /// Take state roots every `root_blocks` heights (07 §7.4; 0: off). The tenure's chain
     /// starts after `anchor_height`, whose last step is `anchor_step`.
     pub fn set_roots(&mut self, root_blocks: u64, anchor_height: u64, anchor_step: u64) {
@@ -298,13 +384,13 @@ impl Replayer {
     /// The oldest snapshot taken and not yet handed out: `(height, file)`. Its `header_hash`
     /// field is zero — replay does not see headers; [`vyrn_engine::snapshot::set_header_hash`]
     /// fills it once the header is known.
-    pub fn take_snapshot(&mut self) -> Option<(u64, Vec<u8>)> {
+    pub fn take_snapshot(&mut self) -> Option<Taken> {
         self.snaps.pop_front()
     }
 
     /// The state after block `h`, written (the engine stands exactly at `h`'s last step);
     /// returns its state root, `R(h)`, when it was.
-    fn take_snap(&mut self, h: u64) -> Option<Hash> {
+    fn take_snap(&mut self, h: u64, tally: Vec<u8>) -> Option<Hash> {
         let Eng::One(e) = &self.eng else {
             // The split engine's lanes are on their workers: not written (documented).
             self.counters.snapshots_skipped += 1;
@@ -325,7 +411,11 @@ impl Replayer {
         };
         let file = e.snapshot(&meta, &rep);
         let root = vyrn_engine::snapshot::state_root_in(&file)?;
-        self.snaps.push_back((h, file));
+        self.snaps.push_back(Taken {
+            height: h,
+            file,
+            tally,
+        });
         self.counters.snapshots += 1;
         Some(root)
     }
@@ -406,6 +496,7 @@ impl Replayer {
                 Eng::One(e) => e.waits(),
                 Eng::Split(e) => e.waits(),
             },
+            skipped: self.skipped(),
             ..self.counters
         }
     }
@@ -525,7 +616,7 @@ impl Replayer {
                         // At a snapshot height the snapshot's header carries R(h): the state
                         // is serialized once, not for the root and again for the file.
                         let snapped = if self.snap.at(h) {
-                            self.take_snap(h)
+                            self.take_snap(h, sink.tally())
                         } else {
                             None
                         };

@@ -16,7 +16,35 @@ pub struct SinkReport {
     pub digest: Hash,
 }
 
+/// A [`SinkReport`]'s bytes beside a snapshot ([`SinkReport::to_bytes`]).
+pub const SINK_REPORT_LEN: usize = 48;
+
 impl SinkReport {
+    /// Its bytes (responses u64 LE, events u64 LE, digest), kept beside a snapshot.
+    pub fn to_bytes(&self) -> [u8; SINK_REPORT_LEN] {
+        let mut b = [0u8; SINK_REPORT_LEN];
+        b[..8].copy_from_slice(&self.responses.to_le_bytes());
+        b[8..16].copy_from_slice(&self.events.to_le_bytes());
+        b[16..].copy_from_slice(&self.digest);
+        b
+    }
+
+    /// Read back from [`SinkReport::to_bytes`]; None unless exactly its length.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        let b: &[u8; SINK_REPORT_LEN] = b.try_into().ok()?;
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(&b[16..]);
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[..8]);
+        let responses = u64::from_le_bytes(w);
+        w.copy_from_slice(&b[8..16]);
+        Some(SinkReport {
+            responses,
+            events: u64::from_le_bytes(w),
+            digest,
+        })
+    }
+
     /// Add what another sink saw (the replay lanes' sinks, `replay_split`): counts add, and the
     /// digest — a multiset sum of 64-bit words — adds word by word.
     pub fn merge(&mut self, o: &SinkReport) {
@@ -40,6 +68,9 @@ pub trait ReportingSink: EngineSink {
     fn report(&self) -> SinkReport {
         SinkReport::default()
     }
+    /// Go on from what a sink had seen when a snapshot was taken (07 §7.6: a replica restored
+    /// from it replays only what follows). Default: nothing kept.
+    fn resume(&mut self, _r: &SinkReport) {}
 }
 
 /// The engine's counting sink reports its count as responses (benches).

@@ -98,7 +98,7 @@ pub enum Back {
     /// Every event of the steps replayed so far applied ([`ReplayTx::settle`]).
     Settled(ReplayProgress),
     /// A REP_Snapshot taken at this root height (07 §7.5; rare: boxed, off the hot path).
-    Snapshot(u64, Box<Vec<u8>>),
+    Snapshot(Box<crate::replay::Taken>),
 }
 
 /// The replay tile's progress as it last reported it.
@@ -145,7 +145,7 @@ pub struct ReplayTx {
     back: spsc::Consumer<Back>,
     roots: BTreeMap<u64, Hash>,
     /// Snapshots replay reported, oldest first, until the owner takes them.
-    snaps: VecDeque<(u64, Vec<u8>)>,
+    snaps: VecDeque<crate::replay::Taken>,
     progress: ReplayProgress,
     settled: u64,
     failed: Option<ReplayError>,
@@ -298,7 +298,7 @@ impl ReplayTx {
     }
 
     /// The oldest snapshot replay reported and nobody took yet (07 §7.5): `(height, file)`.
-    pub fn take_snapshot(&mut self) -> Option<(u64, Vec<u8>)> {
+    pub fn take_snapshot(&mut self) -> Option<crate::replay::Taken> {
         self.snaps.pop_front()
     }
 
@@ -318,12 +318,12 @@ impl ReplayTx {
                     self.settled += 1;
                 }
                 Back::Failed(e) => self.failed = Some(e),
-                Back::Snapshot(h, file) => {
+                Back::Snapshot(t) => {
                     if self.snaps.len() >= crate::replay::SNAPS_KEPT {
                         self.snaps.pop_front();
                         self.c.snapshots_dropped += 1;
                     }
-                    self.snaps.push_back((h, *file));
+                    self.snaps.push_back(*t);
                 }
             }
         }
@@ -513,6 +513,18 @@ impl<S: ReportingSink> ReplayTile<S> {
         self.replay.reserve_buffers(copies, REQ_MAX_LEN);
     }
 
+    /// Start from a REP_Snapshot (07 §7.6, [`Replayer::restore`]) before the tile runs, its
+    /// sink going on from `tally`, what the replay's sink had seen when it was taken.
+    pub fn restore(
+        &mut self,
+        file: &[u8],
+        tally: &SinkReport,
+    ) -> Result<vyrn_engine::snapshot::SnapHeader, crate::replay::RestoreError> {
+        let hdr = self.replay.restore(file)?;
+        self.sink.resume(tally);
+        Ok(hdr)
+    }
+
     /// What the sink saw, with the split engine's lane sinks when split.
     pub fn report(&self) -> SinkReport {
         let mut r = self.sink.report();
@@ -684,8 +696,8 @@ impl<S: ReportingSink> ReplayTile<S> {
             h = nh;
         }
         // Snapshots taken at those roots (07 §7.5), whole, for the front to write.
-        while let Some((sh, file)) = self.replay.take_snapshot() {
-            self.must.push_back(Back::Snapshot(sh, Box::new(file)));
+        while let Some(t) = self.replay.take_snapshot() {
+            self.must.push_back(Back::Snapshot(Box::new(t)));
         }
         self.last_root = h;
         self.send_must();
