@@ -29,10 +29,17 @@ fuzz_target!(|data: &[u8]| {
             assert!(o.open(data).is_err(), "an envelope opened twice");
         }
         let mut again = Vec::new();
-        assert!(seal_into(&mut again, &key, 1, 0, s.seq.wrapping_add(1), |b| {
-            b.extend_from_slice(s.body);
-            true
-        }));
+        assert!(seal_into(
+            &mut again,
+            &key,
+            1,
+            0,
+            s.seq.wrapping_add(1),
+            |b| {
+                b.extend_from_slice(s.body);
+                true
+            }
+        ));
         let mut fresh = Opener::new(1);
         fresh.add(0, key);
         assert_eq!(fresh.open(&again).map(|x| x.1), Ok(s.body));

@@ -44,7 +44,12 @@ fuzz_target!(|data: &[u8]| {
     e.poll(t + 1, &mut cap).expect("a live step never fails");
     e.bbo().book().check().expect("book invariants");
     for (session, resps) in &cap.responses {
-        let k = cfg.sessions.iter().find(|s| s.session == *session).expect("session").k_out;
+        let k = cfg
+            .sessions
+            .iter()
+            .find(|s| s.session == *session)
+            .expect("session")
+            .k_out;
         for (b, _) in resps {
             Response::parse(b, &k).expect("every response parses");
         }

@@ -1091,3 +1091,103 @@ fn nack_too_old_is_signed_by_the_box() {
     assert!(!flipped.verify(&key.verifying_key()));
     assert!(NackTooOld::parse(&b[..15]).is_err(), "the old 15-byte form");
 }
+
+/// REP_RspEntry golden bytes (07 §8.5; `docs/wire-messages.md` "REP_RspEntry"): session 0x1001's
+/// responses 1 (echo 1: Ack of message 0 with client_tag 42, then its Fill: price 1000, qty 5,
+/// leaves 0, step 17) and 2 (echo 2: Ack of message 1, client_tag 43), each field against the
+/// previous one. Both rebuild to the packets with `flags.resend` and a zero tag; a truncated
+/// entry, an unknown record type and a non-canonical head are refused without touching the
+/// state.
+#[test]
+fn rsp_entry_golden_and_refusals() {
+    use vyrn_wire::leb::Reader;
+    use vyrn_wire::msg::client::{Record, Response};
+    use vyrn_wire::msg::rsp_entry::*;
+    use vyrn_wire::Malformed;
+    let key = [0x10u8; 16];
+    let one = Response {
+        session: 0x1001,
+        echo_pkt_seq: 1,
+        resp_seq: 1,
+        resend: false,
+        records: vec![
+            Record::Ack {
+                msg_index: 0,
+                client_tag: 42,
+            },
+            Record::Fill {
+                msg_index: 0,
+                price: 1000,
+                qty: 5,
+                leaves: 0,
+                step: 17,
+                client_tag: 42,
+            },
+        ],
+    };
+    let two = Response {
+        echo_pkt_seq: 2,
+        resp_seq: 2,
+        records: vec![Record::Ack {
+            msg_index: 1,
+            client_tag: 43,
+        }],
+        ..one.clone()
+    };
+    let mut st = EntryState::default();
+    let mut b = [0u8; 2 * RSP_ENTRY_MAX];
+    let n = encode(&mut st, &one.to_bytes(&key).unwrap(), &mut b).unwrap();
+    assert_eq!(
+        b[..n],
+        [0x02, 0x02, 0x01, 0x54, 0x03, 0xd0, 0x0f, 0x05, 0x00, 0x22, 0x00]
+    );
+    let m = encode(&mut st, &two.to_bytes(&key).unwrap(), &mut b[n..]).unwrap();
+    assert_eq!(b[n..n + m], [0x02, 0x01, 0x11, 0x02]);
+    assert_eq!(
+        st,
+        EntryState {
+            echo: 2,
+            tag: 43,
+            price: 1000,
+            step: 17
+        }
+    );
+    // Rebuilt.
+    let mut st = EntryState::default();
+    let mut r = Reader::new(&b[..n + m]);
+    let mut out = [0u8; RSP_PACKET_MAX];
+    for (want, seq) in [(&one, 1u64), (&two, 2)] {
+        let k = decode(&mut st, &mut r, 0x1001, seq, &mut out).unwrap();
+        let mut w = Response {
+            resend: true,
+            ..want.clone()
+        }
+        .to_bytes(&key)
+        .unwrap();
+        let l = w.len();
+        w[l - 16..].fill(0);
+        assert_eq!(out[..k], w[..]);
+    }
+    // Refusals leave the state as it was.
+    let mut refuse = |bytes: &[u8], why: Malformed| {
+        let mut st = EntryState::default();
+        let mut r = Reader::new(bytes);
+        assert_eq!(
+            decode(&mut st, &mut r, 1, 1, &mut out),
+            Err(why),
+            "{bytes:02x?}"
+        );
+        assert_eq!(st, EntryState::default());
+    };
+    refuse(&[0x02, 0x02, 0x01, 0x54, 0x03, 0xd0], Malformed::Truncated);
+    refuse(&[0x02, 0x01, 0x0e], Malformed::BadValue);
+    // Busy with msg_index 0 (its head must carry 15, 0xFF).
+    refuse(&[0x02, 0x01, 0x06], Malformed::BadValue);
+    refuse(&[0x02, 0x00], Malformed::TooMany);
+    // A record with a reserved byte set cannot be kept exactly: refused at encode.
+    let mut p = two.to_bytes(&key).unwrap();
+    p[24 + 2] = 1;
+    let mut st = EntryState::default();
+    assert!(encode(&mut st, &p, &mut b).is_err());
+    assert_eq!(st, EntryState::default());
+}

@@ -525,6 +525,63 @@ mod msg {
             prop_assert_eq!(Response::parse(&b, &key).unwrap(), r);
         }
 
+        /// REP_RspEntry (07 §8.5): a session's responses kept as entries, delta-coded against
+        /// one another, rebuild byte for byte (`flags.resend` set, the tag left to the sender),
+        /// and every prefix of the entries is refused or decodes, never panics.
+        #[test]
+        fn rsp_entries_rebuild_their_packets(
+            rs in vec(arb_response(), 1..8),
+            session in any::<u32>(),
+            first in 1u64..u64::MAX / 2,
+        ) {
+            use vyrn_wire::msg::rsp_entry::*;
+            let key = [7u8; 16];
+            let mut st = EntryState::default();
+            let mut buf = vec![0u8; RSP_ENTRY_MAX];
+            let mut entries = Vec::new();
+            let mut want = Vec::new();
+            for (i, r) in rs.into_iter().enumerate() {
+                let r = Response { session, resp_seq: first + i as u64, ..r };
+                let n = encode(&mut st, &r.to_bytes(&key).unwrap(), &mut buf).unwrap();
+                prop_assert!(n <= RSP_ENTRY_MAX);
+                entries.extend_from_slice(&buf[..n]);
+                let mut w = Response { resend: true, ..r }.to_bytes(&key).unwrap();
+                let k = w.len();
+                w[k - 16..].fill(0);
+                want.push(w);
+            }
+            let mut st = EntryState::default();
+            let mut rd = vyrn_wire::leb::Reader::new(&entries);
+            let mut out = [0u8; RSP_PACKET_MAX];
+            for (i, w) in want.iter().enumerate() {
+                let n = decode(&mut st, &mut rd, session, first + i as u64, &mut out).unwrap();
+                prop_assert_eq!(&out[..n], &w[..]);
+            }
+            prop_assert!(rd.is_empty());
+            for cut in 0..entries.len() {
+                let mut st = EntryState::default();
+                let mut rd = vyrn_wire::leb::Reader::new(&entries[..cut]);
+                while !rd.is_empty() {
+                    if decode(&mut st, &mut rd, session, 1, &mut out).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn rsp_entry_decode_never_panics(b in vec(any::<u8>(), 0..400)) {
+            use vyrn_wire::msg::rsp_entry::*;
+            let mut st = EntryState::default();
+            let mut rd = vyrn_wire::leb::Reader::new(&b);
+            let mut out = [0u8; RSP_PACKET_MAX];
+            while !rd.is_empty() {
+                if decode(&mut st, &mut rd, 1, 1, &mut out).is_err() {
+                    break;
+                }
+            }
+        }
+
         #[test]
         fn seal_ext_and_certs_round_trip(
             p in arb_proposal(),

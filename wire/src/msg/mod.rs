@@ -11,6 +11,7 @@ pub mod consensus;
 pub mod ctrl;
 pub mod data;
 pub mod journal;
+pub mod rsp_entry;
 pub mod seal;
 
 use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
