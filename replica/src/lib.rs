@@ -21,5 +21,6 @@ pub mod front;
 #[cfg(feature = "homekit")]
 pub mod homekit;
 pub mod node;
+pub mod recovery;
 pub mod replay;
 pub mod vote;

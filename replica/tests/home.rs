@@ -124,6 +124,13 @@ fn check(
         );
         assert_eq!(n.core().verdicts().counters().bad_sig, 0);
         assert!(n.counters().blocks > 30);
+        // 07 §8.5: the recovery service's voter (the dev home names voter 0; an inline replay)
+        // kept every response its replay produced, and each rebuilds.
+        if let Some(s) = n.rsp_store() {
+            let k = s.counters();
+            assert_eq!(k.kept + k.notices, n.replay().responses, "{k:?}");
+            assert_eq!((k.refused, k.gaps), (0, 0), "{k:?}");
+        }
     }
 }
 
@@ -142,7 +149,11 @@ fn a_home_of_separate_roles_trades_to_finality_and_every_replica_replays_the_sam
             i == 1 || i == 2,
             "replica {i}"
         );
+        // 07 §8.5: the dev home names voter 0 the recovery service.
+        assert_eq!(n.rsp_store().is_some(), i == 0, "replica {i}");
     }
+    let k = nodes[0].rsp_store().expect("recovery service").counters();
+    assert!(k.kept > 1000 && k.entry_bytes < 53 * k.kept, "{k:?}");
     check(&counts, &nodes, &databox, fin);
     let _ = std::fs::remove_dir_all(&h.dir);
 }

@@ -185,3 +185,11 @@ pub const AWAIT_HASH_MAX: usize = 64 * 1024;
 /// replica repairs a hole window by window, this many at a time, so a request for more is not
 /// a replica's and is refused whole (typed, counted), never walked (security review F5).
 pub const NACK_SPAN_MAX: u64 = 256;
+
+/// Response packets the recovery service keeps per session (07 §8.5): the last 65,536.
+pub const RESP_RETAIN_PKTS: u64 = 65_536;
+/// Most rebuilt resends the recovery service sends per second (07 §8.5).
+pub const REP_RSP_MAX_PPS: u64 = 2_000_000;
+/// The recovery service's store on R3's NVMe (07 §8.5: ≤ 200,704 sessions × 65,536 × 53 B ≈
+/// 700 GB, so 1 TB).
+pub const REP_RSP_STORE_BYTES: u64 = 1 << 40;

@@ -13,7 +13,7 @@ use super::*;
 /// shows an operator that the replicas replayed the same answers (a divergence by accident or
 /// bug); the state roots (07 §7.4) are the signed check. BLAKE3 of each response cost the replay
 /// thread more than replay itself at the peak mix (`--bench replica`, docs/benchmarks.md).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct ReplaySink {
     pub(super) digest: [u64; 4],
     /// First-copy responses replayed.
@@ -24,6 +24,22 @@ pub struct ReplaySink {
     /// fold.
     #[cfg(feature = "lab")]
     pub(super) plant: Option<std::collections::HashSet<u32>>,
+    /// At the recovery service's voter (07 §8.5): every first-copy response, kept.
+    pub(super) rsp: Option<Box<crate::recovery::RspStore>>,
+}
+
+/// A copy of the digest and counts; the recovery service's store stays with the original.
+impl Clone for ReplaySink {
+    fn clone(&self) -> Self {
+        ReplaySink {
+            digest: self.digest,
+            responses: self.responses,
+            events: self.events,
+            #[cfg(feature = "lab")]
+            plant: self.plant.clone(),
+            rsp: None,
+        }
+    }
 }
 
 /// Responses between two folds of the planted map order.
@@ -35,6 +51,22 @@ pub(super) const DIGEST_HASH: foldhash::quality::FixedState =
     foldhash::quality::FixedState::with_seed(0x7679_726e_5245_5350);
 
 impl ReplaySink {
+    /// The sink of `cfg`'s replay: the recovery service's store too (07 §8.5) where the
+    /// membership names this voter for the role (R3), kept from its own replay — inline
+    /// replay only (`on_tile` false): the node serves from it.
+    pub(super) fn for_node(cfg: &NodeConfig, on_tile: bool) -> Self {
+        let h = &cfg.home;
+        let recovery = h.membership.as_ref().map(|m| m.recovery as usize) == Some(cfg.index);
+        ReplaySink {
+            rsp: (recovery && !cfg.standby && !on_tile).then(|| {
+                Box::new(crate::recovery::RspStore::spec(
+                    h.engine.sessions.iter().map(|s| s.session),
+                ))
+            }),
+            ..ReplaySink::default()
+        }
+    }
+
     /// The multiset digest of every first-copy response replayed so far.
     pub fn digest(&self) -> Hash {
         let mut h = [0u8; 32];
@@ -104,6 +136,7 @@ impl From<crate::replay::tile::SinkReport> for ReplaySink {
             events: r.events,
             #[cfg(feature = "lab")]
             plant: None,
+            rsp: None,
         }
     }
 }
@@ -113,6 +146,10 @@ impl EngineSink for ReplaySink {
         if !r.resend {
             self.responses += 1;
             self.add(r.bytes);
+            if let Some(s) = self.rsp.as_deref_mut() {
+                // Refusals are counted in the store (a repeat, an unknown session).
+                let _ = s.keep(r.session, r.resp_seq, r.bytes);
+            }
             #[cfg(feature = "lab")]
             self.planted(r.bytes);
         }

@@ -6,6 +6,16 @@ use vyrn_metrics::Exposition;
 
 use super::Node;
 
+/// The recovery service's store (07 §8.5).
+fn put_rsp(e: &mut Exposition, k: &crate::recovery::RspCounters) {
+    e.put_counter(&REPLICA_RSP_KEPT, &[], k.kept);
+    e.put_counter(&REPLICA_RSP_ENTRY_BYTES, &[], k.entry_bytes);
+    e.put_counter(&REPLICA_RSP_REFUSED, &[], k.refused);
+    e.put_counter(&REPLICA_RSP_REBUILT, &[], k.rebuilt);
+    e.put_counter(&REPLICA_RSP_GONE, &[], k.gone);
+    e.put_gauge(&REPLICA_RSP_PAGES, &[], k.pages as f64);
+}
+
 /// Sequencer failover at this voter (07 §9.1–§9.2).
 fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
     let c = n.counters();
@@ -305,6 +315,18 @@ vyrn_metrics::metrics! {
         "height of the newest snapshot written (07 §7.5)";
     REPLICA_SNAPSHOTS_REFUSED: Gauge "vyrn_replica_snapshots_refused" []
         "snapshots in the area refused at start: a bad section, a commitment that does not recompute, a root not the certified one (07 §7.5)";
+    REPLICA_RSP_KEPT: Counter "vyrn_replica_rsp_kept_total" []
+        "the recovery service (07 §8.5, on the voter the membership names): response packets kept as REP_RspEntry";
+    REPLICA_RSP_ENTRY_BYTES: Counter "vyrn_replica_rsp_entry_bytes_total" []
+        "the recovery service: bytes of the entries kept (per packet: B-REP-14, budget 53 B)";
+    REPLICA_RSP_REFUSED: Counter "vyrn_replica_rsp_refused_total" []
+        "the recovery service: responses not kept (a repeat resp_seq, an unknown session, a record that cannot be rebuilt exactly)";
+    REPLICA_RSP_REBUILT: Counter "vyrn_replica_rsp_rebuilt_total" []
+        "the recovery service: resends rebuilt from the store";
+    REPLICA_RSP_GONE: Counter "vyrn_replica_rsp_gone_total" []
+        "the recovery service: resends asked for that the store no longer (or never) held";
+    REPLICA_RSP_PAGES: Gauge "vyrn_replica_rsp_pages" []
+        "the recovery service: 4 KiB pages in use";
     REPLICA_SNAPSHOT_LOADED: Gauge "vyrn_replica_snapshot_loaded_height" []
         "height of the snapshot replay started from at this process's start (07 §7.6; 0: replay began at the tenure's start)";
     REPLICA_SNAPSHOT_ERRORS: Counter "vyrn_replica_snapshot_errors_total" []
@@ -454,6 +476,7 @@ fn render(n: &Node, e: &mut Exposition) {
         dec.saturating_sub(rep) as f64,
     );
     e.put_counter(&REPLICA_REPLAY_RESPONSES, &[], n.replay().responses);
+    n.rsp_store().inspect(|s| put_rsp(e, &s.counters()));
     if let Some(s) = n.simplex() {
         let dc = s.desk_counters();
         let vc = s.counters();

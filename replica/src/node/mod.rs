@@ -245,7 +245,7 @@ impl Node {
             true => "standby replica".to_string(),
             false => format!("replica {}", cfg.index),
         };
-        let mut sink = ReplaySink::default();
+        let mut sink = ReplaySink::for_node(cfg, tile.is_some());
         let loaded = match snaps.as_mut() {
             Some(sn) => sn.audit_and_load(
                 cfg,
@@ -407,6 +407,11 @@ impl Node {
             f.promotable(self.io.now, lag_us),
             f.alarm_raised(),
         ))
+    }
+
+    /// The recovery service's store (07 §8.5) when this replica holds the role.
+    pub fn rsp_store(&self) -> Option<&crate::recovery::RspStore> {
+        self.sink.rsp.as_deref()
     }
 
     /// Replay's digest and counts: replay's own when it runs on its tile (as the tile last
