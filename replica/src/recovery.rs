@@ -47,6 +47,9 @@ struct Page {
     used: u32,
     /// Where each group of [`RSP_GROUP`] entries starts (the state is zero there).
     groups: [u16; GROUPS_MAX],
+    /// The least and greatest `echo_pkt_seq` of each group's entries (a resend asks by the
+    /// request's `pkt_seq`: only groups whose range holds it are decoded).
+    echo: [(u32, u32); GROUPS_MAX],
     bytes: PageBuf,
 }
 
@@ -195,6 +198,7 @@ impl RspStore {
                 n: 0,
                 used: 0,
                 groups: [0; GROUPS_MAX],
+                echo: [(u32::MAX, 0); GROUPS_MAX],
                 bytes,
             });
             self.c.pages += 1;
@@ -202,9 +206,13 @@ impl RspStore {
         let Some(p) = log.pages.back_mut() else {
             unreachable!("a page was just opened or found")
         };
+        let g = (p.n / RSP_GROUP) as usize;
         if p.n % RSP_GROUP == 0 {
-            p.groups[(p.n / RSP_GROUP) as usize] = p.used as u16;
+            p.groups[g] = p.used as u16;
+            p.echo[g] = (u32::MAX, 0);
         }
+        let echo = st.echo;
+        p.echo[g] = (p.echo[g].0.min(echo), p.echo[g].1.max(echo));
         p.bytes[p.used as usize..p.used as usize + n].copy_from_slice(&self.scratch[..n]);
         p.used += n as u32;
         p.n += 1;
@@ -260,6 +268,53 @@ impl RspStore {
             }
         }
         None
+    }
+
+    /// Every packet held for `session` that answers its request `pkt_seq` (its
+    /// `echo_pkt_seq`), oldest first, each rebuilt into `out` with `flags.resend` and a zero tag
+    /// and handed to `emit` (07 §8.5: a client's resend of a packet the box's hot ring no longer
+    /// holds). Returns how many. Decodes only the groups whose `echo_pkt_seq` range holds
+    /// `pkt_seq` (a maker's fill answers a request long after it: its group's range is wide).
+    pub fn rebuild_answers(
+        &mut self,
+        session: u32,
+        pkt_seq: u32,
+        out: &mut [u8; RSP_PACKET_MAX],
+        mut emit: impl FnMut(&[u8]),
+    ) -> usize {
+        let mut n = 0;
+        if let Some(log) = self.sessions.get(&session) {
+            for p in &log.pages {
+                let groups = p.n.div_ceil(RSP_GROUP) as usize;
+                for g in 0..groups {
+                    let (lo, hi) = p.echo[g];
+                    if pkt_seq < lo || pkt_seq > hi {
+                        continue;
+                    }
+                    let first = p.first + g as u64 * RSP_GROUP as u64;
+                    let end = (p.first + p.n as u64).min(first + RSP_GROUP as u64);
+                    let Some(bytes) = p.bytes.get(p.groups[g] as usize..p.used as usize) else {
+                        continue;
+                    };
+                    let mut st = EntryState::default();
+                    let mut r = Reader::new(bytes);
+                    for seq in first..end {
+                        let Ok(k) = rsp_entry::decode(&mut st, &mut r, session, seq, out) else {
+                            break;
+                        };
+                        if st.echo == pkt_seq {
+                            emit(&out[..k]);
+                            n += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.c.rebuilt += n as u64;
+        if n == 0 {
+            self.c.gone += 1;
+        }
+        n
     }
 
     /// The oldest and newest `resp_seq` held for `session` (gaps inside are not held).
@@ -365,6 +420,38 @@ mod tests {
             }
         }
         assert!(checked as u64 >= retain * cap.responses.len() as u64);
+        // By the request they answer (a client's resend names its pkt_seq): every held packet
+        // echoing it, oldest first — a maker's fill too, however far from its request.
+        let mut asked = 0;
+        for (&session, rs) in &cap.responses {
+            let (lo, _) = s.range(session).expect("held");
+            let held: Vec<&Vec<u8>> = rs
+                .iter()
+                .map(|x| &x.0)
+                .filter(|p| resp_seq(p) != NOTICE_RESP_SEQ && resp_seq(p) >= lo)
+                .collect();
+            let mut echoes: Vec<u32> = held
+                .iter()
+                .map(|p| u32::from_le_bytes(p[4..8].try_into().unwrap()))
+                .collect();
+            echoes.sort_unstable();
+            echoes.dedup();
+            for e in echoes {
+                let want: Vec<Vec<u8>> = held
+                    .iter()
+                    .filter(|p| p[4..8] == e.to_le_bytes())
+                    .map(|p| as_rebuilt(p))
+                    .collect();
+                let mut got = Vec::new();
+                let n = s.rebuild_answers(session, e, &mut out, |b| got.push(b.to_vec()));
+                assert_eq!((n, &got), (want.len(), &want), "session {session} pkt {e}");
+                asked += 1;
+            }
+        }
+        assert!(asked > 200, "{asked}");
+        let mut none = 0;
+        assert_eq!(s.rebuild_answers(1, u32::MAX, &mut out, |_| none += 1), 0);
+        assert_eq!(none, 0);
         assert!(
             k.bytes_per_packet() <= 53.0,
             "{:.1} B a packet",
