@@ -20,14 +20,7 @@ use vyrn_wire::msg::client::siphash128;
 use vyrn_wire::records::{PacketRecord, StepKind};
 
 fn cfg() -> EngineConfig {
-    let mut c = EngineConfig::test_home(4, 64);
-    for a in c.accounts.iter_mut() {
-        a.max_order_qty = 1 << 20;
-        a.max_open_orders = 1 << 20;
-        a.max_exposure = 1 << 40;
-    }
-    c.book_cfg.max_orders = 1 << 20;
-    c.lane_max_orders = 1 << 18;
+    let mut c = EngineConfig::unlimited_home(4, 64);
     c.hot_ring_bytes = 8 << 20;
     c
 }

@@ -8,21 +8,14 @@
 //!   the packet its sender computes anyway.
 
 use vyrn_bench::{enabled, measure, quick, ratio, rounds};
-use vyrn_engine::workload::{Input, Mix, Workload};
-use vyrn_engine::{Capture, EngineConfig, LiveEngine};
+use vyrn_engine::workload::{live_capture, Mix};
+use vyrn_engine::EngineConfig;
 use vyrn_replica::recovery::RspStore;
 use vyrn_wire::msg::client::{siphash128, NOTICE_RESP_SEQ, RESP_HDR_BYTES, RESP_RECORD_BYTES};
 use vyrn_wire::msg::rsp_entry::RSP_PACKET_MAX;
 
 fn cfg() -> EngineConfig {
-    let mut c = EngineConfig::test_home(4, 64);
-    for a in c.accounts.iter_mut() {
-        a.max_order_qty = 1 << 20;
-        a.max_open_orders = 1 << 20;
-        a.max_exposure = 1 << 40;
-    }
-    c.book_cfg.max_orders = 1 << 20;
-    c.lane_max_orders = 1 << 18;
+    let mut c = EngineConfig::unlimited_home(4, 64);
     c.hot_ring_bytes = 8 << 20;
     c
 }
@@ -30,19 +23,7 @@ fn cfg() -> EngineConfig {
 /// Every numbered response of a live run at the peak mix, in send order: (session, resp_seq,
 /// bytes).
 fn responses(c: &EngineConfig, n: usize) -> Vec<(u32, u64, Vec<u8>)> {
-    let mut w = Workload::new(c, 42, Mix::peak());
-    let mut e = LiveEngine::new(c.clone());
-    let mut cap = Capture::default();
-    for i in 0..n {
-        if let Input::Packet { rx_ts, bytes } = w.next_input() {
-            let _ = e.submit(rx_ts, rx_ts, &bytes, &mut cap);
-        }
-        if i % 4 == 3 {
-            e.poll(w.now(), &mut cap).expect("step");
-        }
-    }
-    e.poll(u64::MAX / 2, &mut cap).expect("step");
-    e.settle(&mut cap);
+    let cap = live_capture(c, 42, Mix::peak(), n);
     let mut v: Vec<(u32, u64, Vec<u8>)> = cap
         .responses
         .into_iter()

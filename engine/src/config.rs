@@ -182,6 +182,20 @@ impl EngineConfig {
         Ok(())
     }
 
+    /// [`EngineConfig::test_home`] with risk limits and books no flow of the benches reaches
+    /// (every order is taken on its merits: figures at a mix measure the mix, not the limits).
+    pub fn unlimited_home(n_lanes: u8, sessions_per_lane: u16) -> Self {
+        let mut c = Self::test_home(n_lanes, sessions_per_lane);
+        for a in c.accounts.iter_mut() {
+            a.max_order_qty = 1 << 20;
+            a.max_open_orders = 1 << 20;
+            a.max_exposure = 1 << 40;
+        }
+        c.book_cfg.max_orders = 1 << 20;
+        c.lane_max_orders = 1 << 18;
+        c
+    }
+
     /// A small, valid configuration for tests, benches and the dev profile: `n_lanes` lanes on
     /// two substreams, `sessions_per_lane` sessions per lane, one account per two sessions,
     /// keys derived from the session id (never use derived keys outside tests).

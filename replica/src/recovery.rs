@@ -332,33 +332,14 @@ impl RspStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vyrn_engine::workload::{Input, Mix, Workload};
-    use vyrn_engine::{Capture, EngineConfig, LiveEngine};
+    use vyrn_engine::workload::{live_capture, Mix};
+    use vyrn_engine::{Capture, EngineConfig};
     use vyrn_wire::msg::client::RESP_FLAG_RESEND;
 
     /// A live run of the engine at `mix`: every session's responses in send order.
     fn responses(mix: Mix, n: usize) -> (EngineConfig, Capture) {
-        let mut c = EngineConfig::test_home(2, 4);
-        for a in c.accounts.iter_mut() {
-            a.max_order_qty = 1 << 20;
-            a.max_open_orders = 1 << 20;
-            a.max_exposure = 1 << 40;
-        }
-        c.book_cfg.max_orders = 1 << 20;
-        c.lane_max_orders = 1 << 18;
-        let mut w = Workload::new(&c, 9, mix);
-        let mut e = LiveEngine::new(c.clone());
-        let mut cap = Capture::default();
-        for i in 0..n {
-            if let Input::Packet { rx_ts, bytes } = w.next_input() {
-                let _ = e.submit(rx_ts, rx_ts, &bytes, &mut cap);
-            }
-            if i % 4 == 3 {
-                e.poll(w.now(), &mut cap).expect("step");
-            }
-        }
-        e.poll(u64::MAX / 2, &mut cap).expect("step");
-        e.settle(&mut cap);
+        let c = EngineConfig::unlimited_home(2, 4);
+        let cap = live_capture(&c, 9, mix, n);
         (c, cap)
     }
 

@@ -262,19 +262,9 @@ fn rep_e_hashlag() {
     let mut d = started(&mut NullSink);
     d.tick(REP_HASHLAG_NS_OK).unwrap();
     // Deliveries 0.6 ms apart (no stall): 1.2 ms of them without the hash.
-    d.on_frame(
-        &frame(0, 2, FrameKind::Heartbeat, &[0; 24]),
-        600_000,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 2, 600_000);
     d.tick(600_000).unwrap();
-    d.on_frame(
-        &frame(0, 3, FrameKind::Heartbeat, &[0; 24]),
-        1_200_000,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 3, 1_200_000);
     let e = d.tick(1_200_000).unwrap_err();
     assert_eq!(e.code, RepE::HashLag);
     assert_eq!(e.frame_seq, 1);
@@ -282,32 +272,27 @@ fn rep_e_hashlag() {
     // record late, however long the wall clock runs: the sequencer is not at fault.
     let mut d = started(&mut NullSink);
     d.tick(10_000_000_000).unwrap();
-    d.on_frame(
-        &frame(0, 2, FrameKind::Heartbeat, &[0; 24]),
-        10_000_000_000,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 2, 10_000_000_000);
     // The stall is not counted: the record has waited 0 s of deliveries so far.
     d.tick(10_000_000_000).unwrap();
     // Deliveries go on without the hash: past the budget it is the sequencer's fault.
-    d.on_frame(
-        &frame(0, 3, FrameKind::Heartbeat, &[0; 24]),
-        10_000_500_000,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 3, 10_000_500_000);
     d.tick(10_000_500_000).unwrap();
-    d.on_frame(
-        &frame(0, 4, FrameKind::Heartbeat, &[0; 24]),
-        10_001_000_001,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 4, 10_001_000_001);
     assert_eq!(d.tick(10_001_000_001).unwrap_err().code, RepE::HashLag);
 }
 
 const REP_HASHLAG_NS_OK: u64 = 999_999;
+
+/// Substream 0's heartbeat frame `seq`, decoded at `t_ns`.
+fn heartbeat(d: &mut DecState, seq: u64, t_ns: u64) {
+    d.on_frame(
+        &frame(0, seq, FrameKind::Heartbeat, &[0; 24]),
+        t_ns,
+        &mut NullSink,
+    )
+    .unwrap();
+}
 
 /// The hash-lag clock of a substream never runs back (07 §3.7): a frame stamped before one
 /// already decoded (a live datagram that waited in the socket behind frames read back from
@@ -341,19 +326,9 @@ fn rep_e_hashlag_is_not_raised_by_a_frame_stamped_before_one_already_decoded() {
     .unwrap();
     d.tick(5_000_000).unwrap();
     // Deliveries go on without its hash: late 1 ms after the newer stamp, not before.
-    d.on_frame(
-        &frame(0, 3, FrameKind::Heartbeat, &[0; 24]),
-        5_600_000,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 3, 5_600_000);
     d.tick(5_000_000 + REP_HASHLAG_NS_OK).unwrap();
-    d.on_frame(
-        &frame(0, 4, FrameKind::Heartbeat, &[0; 24]),
-        6_000_001,
-        &mut NullSink,
-    )
-    .unwrap();
+    heartbeat(&mut d, 4, 6_000_001);
     let e = d.tick(6_000_001).unwrap_err();
     assert_eq!((e.code, e.frame_seq), (RepE::HashLag, 2));
 }
