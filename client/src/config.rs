@@ -37,8 +37,19 @@ pub struct SessionConfig {
     pub retain_max: usize,
     /// Most orders tracked at once (live orders plus done ones awaiting their facts).
     pub orders_max: usize,
-    /// Resend copy 1 of a packet with an unanswered message this long after its last send.
+    /// Resend copy 1 of a packet with an unanswered message this long after its last send, at
+    /// least: the timeout is `max(resend_after_ns, srtt + 4·rttvar)` of the answers' round
+    /// trip (RFC 6298, Karn's rule), doubled each time a resent packet times out again, up to
+    /// `resend_after_ns << resend_backoff_max` — a sequencer that answers late is not flooded
+    /// with duplicates, each of which it must log and answer (07 §9.5).
     pub resend_after_ns: u64,
+    /// The most doublings of the resend timeout (0: `resend_after_ns` is also the longest).
+    pub resend_backoff_max: u8,
+    /// The most copy-1 resends out at once (sent, neither answered nor timed out); the rest
+    /// wait and go, lowest `pkt_seq` first, as answers come back. A new sequencer asked for
+    /// every unanswered packet at once gets them a window at a time, not as one burst larger
+    /// than its socket's receive buffer (07 §9.5).
+    pub resend_window: u32,
     /// Never resend one packet more often than this (a burst of `BAD_SEQ` rejects names the
     /// same `detail` many times).
     pub resend_gap_ns: u64,
@@ -55,7 +66,7 @@ impl SessionConfig {
     /// A configuration with the defaults below for every bound.
     ///
     /// Defaults: retention `REP_CLIENT_RETAIN_MS` (100 ms), 8192 packets (82k packets/s),
-    /// 65 536 orders, resend after 5 ms, at most every 1 ms per packet, gap resend at 5 ms and
+    /// 65 536 orders, resend after 5 ms (or the measured round trip, backed off up to 80 ms), at most every 1 ms per packet, 64 resends out at once, gap resend at 5 ms and
     /// give-up at 200 ms (twice the retention: nothing retained can answer after that), 1 Mi
     /// pending facts.
     pub fn new(
@@ -79,6 +90,8 @@ impl SessionConfig {
             retain_max: 8192,
             orders_max: 65_536,
             resend_after_ns: 5 * NS_PER_MS,
+            resend_backoff_max: 4,
+            resend_window: 64,
             resend_gap_ns: NS_PER_MS,
             gap_resend_ns: 5 * NS_PER_MS,
             gap_giveup_ns: 2 * REP_CLIENT_RETAIN_MS * NS_PER_MS,
@@ -101,6 +114,12 @@ impl SessionConfig {
         }
         if self.data_boxes.is_empty() || self.data_home as usize >= self.data_boxes.len() {
             return Err(ConfigError("data_home must index data_boxes"));
+        }
+        if self.resend_window == 0 {
+            return Err(ConfigError("resend_window must be >= 1"));
+        }
+        if self.resend_backoff_max > 16 {
+            return Err(ConfigError("resend_backoff_max must be <= 16"));
         }
         if self.resend_after_ns == 0 || self.gap_resend_ns == 0 {
             return Err(ConfigError("resend_after_ns and gap_resend_ns must be > 0"));

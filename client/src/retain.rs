@@ -24,6 +24,14 @@ pub(crate) struct Slot {
     pub first_tx_ns: u64,
     /// When copy 1 was last queued.
     pub last_tx_ns: u64,
+    /// Copy-1 resends (a packet resent once no longer times the round trip: Karn's rule).
+    pub resends: u8,
+    /// A copy-1 resend of it is out, neither answered nor timed out (counts in the window).
+    pub in_flight: bool,
+    /// A copy-1 resend is due but held back by the resend window.
+    pub pending: bool,
+    /// With `pending`: copy 1 was never sent (built while older resends were held back).
+    pub held_first: bool,
     /// Bit `i`: message `i` has an answer.
     pub answered: u16,
     /// The `(epoch, tenure)` the session followed when an answer was last taken.
@@ -44,6 +52,10 @@ impl Slot {
         resend_form: false,
         first_tx_ns: 0,
         last_tx_ns: 0,
+        resends: 0,
+        in_flight: false,
+        pending: false,
+        held_first: false,
         answered: 0,
         answered_in: (0, 0),
         queued: [false; 2],

@@ -580,6 +580,60 @@ impl RespTrack {
     }
 }
 
+/// The resend timer of copy 1 (RFC 6298's, with Karn's rule): a smoothed request → first
+/// answer time and its variation, from packets never resent, and a backoff exponent that
+/// doubles the timeout each time a packet times out again and is cleared by the next sample.
+///
+/// A sequencer that answers late (a promoted standby working off the outage's backlog, a box
+/// on shared cores) is then not sent every unanswered packet again each `resend_after_ns`:
+/// each such resend is a duplicate it must log and answer (07 §9.5), and the extra load makes
+/// it later still.
+#[derive(Debug, Default, Clone, Copy)]
+struct Rtt {
+    srtt: u64,
+    rttvar: u64,
+    backoff: u8,
+    /// When `backoff` last grew (it grows at most once per timeout).
+    backed_off_at: u64,
+}
+
+impl Rtt {
+    /// A sample `r` (ns) from a packet answered without a resend.
+    fn sample(&mut self, r: u64) {
+        if self.srtt == 0 {
+            self.srtt = r.max(1);
+            self.rttvar = r / 2;
+        } else {
+            self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(r)) / 4;
+            self.srtt = (7 * self.srtt + r) / 8;
+        }
+        self.backoff = 0;
+    }
+
+    /// The timeout now: `max(resend_after_ns, srtt + 4·rttvar)` doubled `backoff` times, at
+    /// most `resend_after_ns << resend_backoff_max`, never under `resend_gap_ns`.
+    fn rto(&self, cfg: &SessionConfig) -> u64 {
+        let base = cfg
+            .resend_after_ns
+            .max(self.srtt.saturating_add(self.rttvar.saturating_mul(4)));
+        let cap = cfg
+            .resend_after_ns
+            .saturating_mul(1 << cfg.resend_backoff_max)
+            .max(cfg.resend_after_ns);
+        base.saturating_mul(1 << self.backoff.min(16))
+            .min(cap)
+            .max(cfg.resend_gap_ns)
+    }
+
+    /// A packet timed out again: double the timeout (once per timeout).
+    fn back_off(&mut self, now: u64, rto: u64, max: u8) {
+        if now.saturating_sub(self.backed_off_at) >= rto {
+            self.backoff = (self.backoff + 1).min(max);
+            self.backed_off_at = now;
+        }
+    }
+}
+
 /// One exchange session. See the module docs for the flow and `docs/client.md` for the rules.
 #[derive(Debug)]
 pub struct Session {
@@ -595,6 +649,14 @@ pub struct Session {
     /// The last tenure whose end (`TenureEnd`) was taken.
     ended: Option<(u32, u8)>,
     resp: RespTrack,
+    rtt: Rtt,
+    /// The last go-back-N round of a `BAD_SEQ`: `(expected, when)`.
+    gbn: Option<(u32, u64)>,
+    /// Copy-1 resends out (`Slot::in_flight`) and held back (`Slot::pending`).
+    resends_out: u32,
+    resends_held: u32,
+    /// `now` of the response packet being handled (the RTT sample of its first answers).
+    rx_now: u64,
     facts: Facts,
     outbox: VecDeque<(u32, PktCopy)>,
     events: VecDeque<Event>,
@@ -617,6 +679,11 @@ impl Session {
             tenure: (epoch, tenure),
             ended: None,
             resp: RespTrack::new(),
+            rtt: Rtt::default(),
+            gbn: None,
+            resends_out: 0,
+            resends_held: 0,
+            rx_now: 0,
             facts: Facts::new(cfg.pending_facts_max),
             outbox: VecDeque::with_capacity(2 * cfg.retain_max),
             events: VecDeque::with_capacity(1024),
@@ -800,8 +867,18 @@ impl Session {
             slot.kinds[i] = m.kind;
             slot.tags[i] = m.client_tag;
         }
-        slot.queued = [true, true];
-        self.outbox.push_back((pkt_seq, PktCopy::Seq));
+        if self.resends_held > 0 {
+            // Older packets wait for the resend window: the sequencer takes a session's
+            // packets in pkt_seq order (07 §9.5), so this one would only draw a BAD_SEQ. It
+            // waits behind them; copy 2 goes now.
+            slot.pending = true;
+            slot.held_first = true;
+            self.resends_held += 1;
+            slot.queued = [false, true];
+        } else {
+            slot.queued = [true, true];
+            self.outbox.push_back((pkt_seq, PktCopy::Seq));
+        }
         self.outbox.push_back((pkt_seq, PktCopy::Data));
         self.counters.packets += 1;
         self.counters.msgs += n as u64;
@@ -849,11 +926,32 @@ impl Session {
     /// Queue a resend of `copy` of `pkt_seq` (07 §9.5, §5.7): `flags.resend` set, tag redone.
     fn resend(&mut self, pkt_seq: u32, copy: PktCopy, now: u64) {
         let k_seq = self.cfg.k_seq;
+        let window = self.cfg.resend_window;
         let Some(s) = self.retain.get_mut(pkt_seq) else {
             return;
         };
         if s.queued[copy as usize] {
             return;
+        }
+        if copy == PktCopy::Seq {
+            if s.in_flight {
+                // Timed out: no longer out.
+                s.in_flight = false;
+                self.resends_out -= 1;
+            }
+            if self.resends_out >= window {
+                if !s.pending {
+                    s.pending = true;
+                    self.resends_held += 1;
+                }
+                return;
+            }
+            if s.pending {
+                (s.pending, s.held_first) = (false, false);
+                self.resends_held -= 1;
+            }
+            s.in_flight = true;
+            self.resends_out += 1;
         }
         if !s.resend_form {
             let len = s.len as usize;
@@ -864,6 +962,7 @@ impl Session {
         match copy {
             PktCopy::Seq => {
                 s.last_tx_ns = now;
+                s.resends = s.resends.saturating_add(1);
                 self.counters.resend_seq += 1;
             }
             PktCopy::Data => self.counters.resend_data += 1,
@@ -887,12 +986,18 @@ impl Session {
         self.retain.get(p).is_some_and(|s| !s.fully_answered())
     }
 
-    /// Packet `p` placed an order: later responses (maker fills, cancels) may echo it.
-    fn placed_orders(&self, p: u32) -> bool {
+    /// Packet `p` placed an order whose responses may not all have come: later ones (maker
+    /// fills, its cancel's answer) may still echo it, or one missing from a hole may be its
+    /// `Ack`. An order acked and ended (filled, cancelled, out) has none left to come.
+    fn placed_open_orders(&self, p: u32) -> bool {
         self.retain.get(p).is_some_and(|s| {
-            s.kinds[..s.count as usize]
-                .iter()
-                .any(|&k| k != MsgType::Cancel)
+            (0..s.count as usize).any(|i| {
+                s.kinds[i] != MsgType::Cancel
+                    && self
+                        .orders
+                        .get(&s.tags[i])
+                        .is_none_or(|o| !(o.done() && o.view.acked))
+            })
         })
     }
 
@@ -902,18 +1007,51 @@ impl Session {
         // Resend copy 1 of packets still unanswered `resend_after_ns` after their last send
         // (07 §9.5: "Clients resend every packet that has no response").
         let after = self.cfg.resend_after_ns;
-        let gap = self.cfg.resend_gap_ns;
+        let rto = self.rtt.rto(&self.cfg);
         for p in self.retain.head()..self.retain.end() {
-            let s = self.retain.get(p).expect("in window");
+            let s = self.retain.get_mut(p).expect("in window");
             if now.saturating_sub(s.first_tx_ns) < after {
                 break; // first sends are in pkt_seq order: no later packet is due
             }
+            if s.in_flight && (s.fully_answered() || now.saturating_sub(s.last_tx_ns) >= rto) {
+                // Answered (by any path) or timed out: no longer out.
+                s.in_flight = false;
+                self.resends_out -= 1;
+            }
+            let s = self.retain.get(p).expect("in window");
             if !s.fully_answered()
-                && now.saturating_sub(s.last_tx_ns) >= after.max(gap)
+                && !s.pending
+                && now.saturating_sub(s.last_tx_ns) >= rto
                 && self.seq_addr.is_some()
             {
+                if s.resends > 0 {
+                    // Resent before and still no answer: the timeout was too short.
+                    self.rtt.back_off(now, rto, self.cfg.resend_backoff_max);
+                }
                 self.resend(p, PktCopy::Seq, now);
             }
+        }
+        // Resends held back by the window go as it opens, lowest pkt_seq first.
+        let mut p = self.retain.head();
+        while self.resends_held > 0 && self.resends_out < self.cfg.resend_window {
+            if p >= self.retain.end() {
+                break;
+            }
+            match self.retain.get_mut(p) {
+                Some(s) if s.pending && s.held_first && !s.queued[0] => {
+                    // Its first copy 1, held behind older resends: sent as it was built.
+                    (s.pending, s.held_first) = (false, false);
+                    self.resends_held -= 1;
+                    s.queued[0] = true;
+                    s.last_tx_ns = now;
+                    s.in_flight = true;
+                    self.resends_out += 1;
+                    self.outbox.push_back((p, PktCopy::Seq));
+                }
+                Some(s) if s.pending => self.resend(p, PktCopy::Seq, now),
+                _ => {}
+            }
+            p += 1;
         }
         let mut lost = Vec::new();
         self.resp
@@ -927,7 +1065,15 @@ impl Session {
             // losses are rare on the real network, so the burst is too.
             self.resp.interval = self.resp.interval.saturating_mul(2);
             self.resp.next_attempt = Some(now + self.resp.interval);
-            self.resend_where(0, now, |s, p| s.unanswered(p) || s.placed_orders(p));
+            // Each packet keeps its own backoff: a hole left open by a sequencer that is
+            // merely slow does not resend the same packets every interval.
+            let rto = self.rtt.rto(&self.cfg);
+            self.resend_where(0, now, |s, p| {
+                (s.unanswered(p) || s.placed_open_orders(p))
+                    && s.retain
+                        .get(p)
+                        .is_some_and(|x| now.saturating_sub(x.last_tx_ns) >= rto)
+            });
         }
     }
 
@@ -946,6 +1092,12 @@ impl Session {
             }
             let s = *s;
             self.retain.pop_front();
+            if s.in_flight {
+                self.resends_out -= 1;
+            }
+            if s.pending {
+                self.resends_held -= 1;
+            }
             for i in 0..s.count as usize {
                 let tag = s.tags[i];
                 let msg = MsgRef {
@@ -988,6 +1140,7 @@ impl Session {
 
     /// Take one received packet (from any source). Bad packets are dropped and counted.
     pub fn handle_packet(&mut self, now: u64, bytes: &[u8]) {
+        self.rx_now = now;
         let v = match ResponseView::parse(bytes, &self.cfg.k_out, self.cfg.session) {
             Ok(v) => v,
             Err(e) => {
@@ -1043,7 +1196,7 @@ impl Session {
         }
     }
 
-    fn on_bad_seq(&mut self, expected: u64, now: u64) {
+    fn on_bad_seq(&mut self, expected: u64, rejected: u32, now: u64) {
         self.counters.bad_seq += 1;
         let end = self.retain.end() as u64;
         if expected == 0 || expected >= end {
@@ -1062,11 +1215,26 @@ impl Session {
         // 07 §9.5–§9.6: answered packets from `expected` on, after a tenure ended, were answered
         // by a tenure whose seal does not hold them: "the client resends from there".
         self.revert_from(expected);
-        let gap = self.cfg.resend_gap_ns;
+        // Go back N from `expected`: every unanswered packet from there not sent after the
+        // rejected one (a later send is on its way). Once per round trip for one `expected`:
+        // the other rejections of a burst answer sends the round already repeated.
+        let round_trip = if self.rtt.srtt > 0 {
+            self.rtt.srtt
+        } else {
+            self.cfg.resend_gap_ns
+        };
+        if self
+            .gbn
+            .is_some_and(|(e, at)| e == expected && now.saturating_sub(at) <= round_trip)
+        {
+            return;
+        }
+        self.gbn = Some((expected, now));
+        let sent_by = self.retain.get(rejected).map_or(u64::MAX, |x| x.last_tx_ns);
         self.resend_where(expected, now, |s, p| {
             s.retain
                 .get(p)
-                .is_some_and(|x| !x.fully_answered() && now.saturating_sub(x.last_tx_ns) >= gap)
+                .is_some_and(|x| !x.fully_answered() && x.last_tx_ns <= sent_by)
         });
     }
 
@@ -1080,7 +1248,20 @@ impl Session {
                 if i >= s.count as usize || s.tags[i] != tag {
                     return false;
                 }
+                if s.answered == 0 && s.resends == 0 {
+                    // Karn's rule: only a packet sent once times the round trip (from its one
+                    // send, which a window may have held back since it was built).
+                    self.rtt.sample(self.rx_now.saturating_sub(s.last_tx_ns));
+                }
                 s.answered |= 1 << i;
+                if s.in_flight {
+                    s.in_flight = false;
+                    self.resends_out -= 1;
+                }
+                if s.pending && s.fully_answered() {
+                    (s.pending, s.held_first) = (false, false);
+                    self.resends_held -= 1;
+                }
                 s.answered_in = tenure;
                 true
             }
@@ -1137,7 +1318,7 @@ impl Session {
                 detail,
                 ..
             } => match code {
-                RejectCode::BadSeq => self.on_bad_seq(detail, now),
+                RejectCode::BadSeq => self.on_bad_seq(detail, msg.pkt_seq, now),
                 RejectCode::ResendGone => self.on_packet_uncertain(msg.pkt_seq),
                 _ => self.on_packet_answer(msg.pkt_seq, resent, ExecKind::Reject { code, detail }),
             },

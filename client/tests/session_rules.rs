@@ -441,6 +441,209 @@ fn unanswered_packets_are_resent_with_flags_resend() {
     assert!(drain(&mut s).is_empty(), "not again before resend_after");
 }
 
+/// A sequencer that answers late is not flooded: the timeout follows the measured round trip
+/// (RFC 6298: srtt + 4·rttvar, from packets answered without a resend).
+#[test]
+fn the_resend_timeout_follows_the_round_trip() {
+    let mut s = session();
+    // Ten packets answered 40 ms after they were sent: srtt 40 ms.
+    for p in 1..=10u32 {
+        let t = (p as u64 - 1) * 50 * MS;
+        s.submit(t, &[gtc(1)]).unwrap();
+        drain(&mut s);
+        s.handle_packet(
+            t + 40 * MS,
+            &resp(
+                p,
+                p as u64,
+                vec![Record::Ack {
+                    msg_index: 0,
+                    client_tag: p,
+                }],
+            ),
+        );
+    }
+    let t0 = 500 * MS;
+    s.submit(t0, &[gtc(1)]).unwrap();
+    drain(&mut s);
+    // 07's 5 ms (resend_after_ns) has long passed: the answer is still due, no resend.
+    s.poll(t0 + 30 * MS);
+    assert!(drain(&mut s).is_empty(), "resent before the round trip");
+    // The timeout is capped at resend_after << resend_backoff_max (80 ms).
+    s.poll(t0 + 80 * MS);
+    assert_eq!(drain(&mut s), vec![(seq(), PktCopy::Seq, 11, true)]);
+}
+
+/// A silent sequencer: each time a resent packet times out again the timeout doubles (5, 10,
+/// 20, 40 ms, then 80 ms at most), so a packet is resent a handful of times in its retention,
+/// not every 5 ms; a new sequencer (`SeqChange`) gets every unanswered packet at once and the
+/// backoff starts over.
+#[test]
+fn a_silent_sequencer_gets_resends_with_a_doubling_timeout() {
+    let mut c = cfg();
+    c.retain_ns = 10_000 * MS;
+    let mut s = Session::new(c, 1, 0).unwrap();
+    s.submit(0, &[gtc(1)]).unwrap();
+    drain(&mut s);
+    let mut at = Vec::new();
+    for ms in 1..=400u64 {
+        s.poll(ms * MS);
+        if !drain(&mut s).is_empty() {
+            at.push(ms);
+        }
+    }
+    assert_eq!(at, vec![5, 10, 20, 40, 80, 160, 240, 320, 400]);
+    let new: SocketAddr = "10.0.0.2:9000".parse().unwrap();
+    s.handle_packet(
+        401 * MS,
+        &resp(
+            0,
+            1,
+            vec![Record::SeqChange {
+                epoch: 1,
+                tenure: 1,
+                new_seq: 1,
+                addr: addr_from_socket(new),
+            }],
+        ),
+    );
+    assert_eq!(drain(&mut s), vec![(new, PktCopy::Seq, 1, true)]);
+    s.poll(405 * MS);
+    assert!(drain(&mut s).is_empty());
+    s.poll(406 * MS);
+    assert_eq!(
+        drain(&mut s),
+        vec![(new, PktCopy::Seq, 1, true)],
+        "backoff reset"
+    );
+}
+
+/// A new sequencer asked for every unanswered packet gets them `resend_window` at a time,
+/// lowest `pkt_seq` first, more as answers come back or the timeout frees the window — not as
+/// one burst larger than its socket's receive buffer.
+#[test]
+fn resends_to_a_new_sequencer_go_a_window_at_a_time() {
+    let mut c = cfg();
+    c.retain_max = 64;
+    c.resend_window = 8;
+    let mut s = Session::new(c, 1, 0).unwrap();
+    for _ in 0..20 {
+        s.submit(0, &[gtc(1)]).unwrap();
+    }
+    drain(&mut s);
+    let new: SocketAddr = "10.0.0.2:9000".parse().unwrap();
+    s.handle_packet(
+        MS,
+        &resp(
+            0,
+            1,
+            vec![Record::SeqChange {
+                epoch: 1,
+                tenure: 1,
+                new_seq: 1,
+                addr: addr_from_socket(new),
+            }],
+        ),
+    );
+    let sent = |tx: Vec<(SocketAddr, PktCopy, u32, bool)>| -> Vec<u32> {
+        tx.iter().map(|t| t.2).collect()
+    };
+    assert_eq!(sent(drain(&mut s)), (1..=8).collect::<Vec<_>>());
+    s.poll(MS + 1);
+    assert!(drain(&mut s).is_empty(), "the window is full");
+    // A new packet waits behind the held ones (it would only draw a BAD_SEQ); copy 2 goes.
+    s.submit(MS + 1, &[gtc(1)]).unwrap();
+    assert_eq!(drain(&mut s), vec![(data(0), PktCopy::Data, 21, false)]);
+    // Three answers open three places.
+    for p in 1..=3u32 {
+        s.handle_packet(
+            2 * MS,
+            &resp(
+                p,
+                p as u64,
+                vec![Record::Ack {
+                    msg_index: 0,
+                    client_tag: p,
+                }],
+            ),
+        );
+    }
+    s.poll(2 * MS);
+    assert_eq!(sent(drain(&mut s)), vec![9, 10, 11]);
+    // Nothing more is answered: the timeout frees the window and the oldest go again first.
+    s.poll(7 * MS);
+    assert_eq!(sent(drain(&mut s)), (4..=11).collect::<Vec<_>>());
+    // Every older packet answered: the rest go in order, the new one last, as first built.
+    for p in 4..=20u32 {
+        s.handle_packet(
+            8 * MS,
+            &resp(
+                p,
+                p as u64,
+                vec![Record::Ack {
+                    msg_index: 0,
+                    client_tag: p,
+                }],
+            ),
+        );
+        s.poll(8 * MS);
+    }
+    let tx = drain(&mut s);
+    assert_eq!(sent(tx.clone()), (12..=21).collect::<Vec<_>>());
+    assert_eq!(tx.last(), Some(&(new, PktCopy::Seq, 21, false)));
+}
+
+/// A `resp_seq` hole resends the packets that can still be answered — unanswered messages and
+/// orders not both acked and ended — not every packet that ever placed an order.
+#[test]
+fn a_resp_seq_hole_resends_only_packets_with_responses_to_come() {
+    let mut s = session();
+    for _ in 0..3 {
+        s.submit(0, &[gtc(1)]).unwrap();
+    }
+    drain(&mut s);
+    let ack = |p: u32, r: u64| {
+        resp(
+            p,
+            r,
+            vec![Record::Ack {
+                msg_index: 0,
+                client_tag: p,
+            }],
+        )
+    };
+    let fill = |p: u32, r: u64| {
+        resp(
+            p,
+            r,
+            vec![Record::Fill {
+                msg_index: 0,
+                client_tag: p,
+                price: 100,
+                qty: 1,
+                leaves: 0,
+                step: 10 + r,
+            }],
+        )
+    };
+    // Packet 1: acked and filled (done). Packet 2: acked, resting. Packet 3: filled, its ack
+    // missing (resp_seq 5 never came).
+    s.handle_packet(MS, &ack(1, 1));
+    s.handle_packet(MS, &fill(1, 2));
+    s.handle_packet(MS, &ack(2, 3));
+    s.handle_packet(MS, &fill(3, 4));
+    s.handle_packet(MS, &ack(3, 6));
+    assert_eq!(s.counters().gaps, 1);
+    s.poll(MS + 5 * MS);
+    let mut got: Vec<u32> = drain(&mut s).iter().map(|t| t.2).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![2],
+        "packet 1 is settled, packet 3 acked and filled"
+    );
+}
+
 #[test]
 fn bad_seq_resends_from_detail() {
     let mut s = session();

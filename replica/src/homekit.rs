@@ -712,7 +712,7 @@ pub fn promote_standby(
     };
     let id = vyrn_seq::shm::TenureId { tenure, sender };
     let (running, _paths, first_step) =
-        vyrn_seq::ports::start_promoted(&cfg, &map, Clock::new(), engine, &seal, (id, None))?;
+        vyrn_seq::ports::start_promoted(&cfg, &map, Clock::new(), engine, &seal, (id, None, None))?;
     Ok((
         running,
         Promoted {

@@ -142,6 +142,7 @@ pub fn render(running: &RunningBox, e: &mut Exposition, now_ns: u64) {
         ("over_slot", &s.rx_truncated),
         ("wrong_lane_port", &s.rx_wrong_port),
         ("lane_ring_full", &s.rx_full),
+        ("socket_full", &s.rx_kernel_dropped),
     ] {
         e.put_counter(&SEQ_CLIENT_PACKETS_DROPPED, &[why], c.load(r));
     }

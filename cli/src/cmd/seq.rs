@@ -333,13 +333,14 @@ fn summary(
     let mut ok = true;
     println!("--- summary");
     println!(
-        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control unsealed {} (bad seal {}), data box reports: bad MAC {}, copy conflicts {} (evidence {}), control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
+        "ports: client packets in {} (unknown {}, too long {}, over the slot {}, wrong lane port {}, lane ring full {}, socket full {}), responses/notices out {} (no address {}), frames written and fenced {} (writes A/B {}/{}, refused {}, REP_A_PATH raised {}), RepAcks {} (refused {}), NACKs {}, finality certs {} (bad {}), control from unknown sources {}, control unsealed {} (bad seal {}), data box reports: bad MAC {}, copy conflicts {} (evidence {}), control dropped (full/rate) {}, control over the slot {}, NackTooOld {}, retransmissions unicast {} (refused {}), SeqDataReq {} (answered {}), REP_DurableMark {}",
         stats.rx_client.load(Ordering::Relaxed),
         stats.rx_unknown.load(Ordering::Relaxed),
         stats.rx_too_long.load(Ordering::Relaxed),
         stats.rx_truncated.load(Ordering::Relaxed),
         stats.rx_wrong_port.load(Ordering::Relaxed),
         stats.rx_full.load(Ordering::Relaxed),
+        stats.rx_kernel_dropped.load(Ordering::Relaxed),
         stats.responses.load(Ordering::Relaxed),
         stats.no_addr.load(Ordering::Relaxed),
         handles.words.gate.iter().map(|g| g.frames.load(Ordering::Relaxed)).sum::<u64>(),

@@ -142,6 +142,22 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
     drop(seed);
     // 07 §9.5: a warm standby's box memory and signer, built now (not at the promotion).
     let reserve = boxed.as_ref().map(vyrn_seq::ports::standby_reserve);
+    // Its box's client ports too: bound now, a client redirected before the box's tiles run
+    // finds its packets queued there (07 §9.5). A port that cannot be bound bars promotion.
+    let clients = match boxed
+        .as_ref()
+        .map(|c| vyrn_seq::ports::ClientPorts::open(c, c.profile == vyrn_home::Profile::Ref))
+    {
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            eprintln!("vyrn standby: warning: this standby cannot be promoted (its box's client port: {e}): it reports promotable = 0");
+            if let Some(n) = node.as_mut() {
+                n.bar_promotion();
+            }
+            None
+        }
+        None => None,
+    };
     let at = standby
         .port()
         .local_addr()
@@ -209,7 +225,7 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
             s => s.saturating_sub(t0.elapsed().as_secs()).max(1),
         };
         let metrics = o.metrics.is_some().then_some(&published);
-        return promote_box(node, (cfg, reserve), left, stop, metrics);
+        return promote_box(node, (cfg, reserve, clients), left, stop, metrics);
     }
     match node {
         Some(mut n) => {
@@ -227,7 +243,11 @@ fn serve(home: &HomeConfig, o: &Args) -> Result<(), String> {
 /// runs its box, for `secs` more (0: until a signal).
 fn promote_box(
     node: Node,
-    (cfg, reserve): (&vyrn_home::BoxConfig, Option<vyrn_seq::tiles::Reserve>),
+    (cfg, reserve, clients): (
+        &vyrn_home::BoxConfig,
+        Option<vyrn_seq::tiles::Reserve>,
+        Option<vyrn_seq::ports::ClientPorts>,
+    ),
     secs: u64,
     stop: &std::sync::atomic::AtomicBool,
     published: Option<&vyrn_metrics::Published>,
@@ -246,8 +266,14 @@ fn promote_box(
         tenure: f.next.tenure,
         sender: f.next.sender,
     };
-    let (running, paths, first_step) =
-        vyrn_seq::ports::start_promoted(cfg, &map, clock, engine, &seal, (tenure, reserve))?;
+    let (running, paths, first_step) = vyrn_seq::ports::start_promoted(
+        cfg,
+        &map,
+        clock,
+        engine,
+        &seal,
+        (tenure, reserve, clients),
+    )?;
     println!(
         "standby: promoted (07 §9.5): tenure {} of sequencer {} from step {first_step}, height {} (after the seal block {}), {:.1} ms from the seal to the box's tiles (the engine handed over in {:.1} ms); client port {:?}, control port {}:{}, replication paths over {}",
         tenure.tenure,

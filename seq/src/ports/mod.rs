@@ -50,6 +50,9 @@ pub struct NetStats {
     pub rx_too_long: AtomicU64,
     /// Client datagrams longer than the receive slot, dropped by the port (`rx_truncated`).
     pub rx_truncated: AtomicU64,
+    /// Client datagrams the kernel dropped because the client socket's receive buffer was full
+    /// (`SO_RXQ_OVFL`): a burst larger than the buffer (clients resending at once).
+    pub rx_kernel_dropped: AtomicU64,
     /// `ref`: packets on another lane's port.
     pub rx_wrong_port: AtomicU64,
     /// Packets dropped because their lane's receive ring was full (the client resends).
@@ -396,10 +399,12 @@ impl Task for RxTile {
     }
     fn poll(&mut self, now: u64) -> bool {
         let mut busy = false;
-        let mut truncated = 0;
+        let (mut truncated, mut kernel_dropped) = (0, 0);
         for (sock, port_lane) in &mut self.socks {
             let got = sock.recv_batch(&mut self.batch);
-            truncated += sock.counters().rx_truncated;
+            let c = sock.counters();
+            truncated += c.rx_truncated;
+            kernel_dropped += c.rx_dropped;
             let Ok(n) = got else {
                 continue;
             };
@@ -432,6 +437,9 @@ impl Task for RxTile {
             }
         }
         self.stats.rx_truncated.store(truncated, Ordering::Relaxed);
+        self.stats
+            .rx_kernel_dropped
+            .store(kernel_dropped, Ordering::Relaxed);
         busy
     }
 }
@@ -643,16 +651,17 @@ impl std::fmt::Debug for BoxTiles {
     }
 }
 
-impl NetBox {
-    /// Open the client port(s) — one on `dev`, `client_port + l` for lane `l` on `ref` — and the
-    /// control port.
-    pub fn open(cfg: &BoxConfig, per_lane_ports: bool) -> Result<NetBox, NicError> {
-        let lo = IpAddr::V4(cfg.ip);
-        let open = |port: u16| -> Result<UdpPort, NicError> {
-            let mut c = UdpConfig::new(SocketAddr::new(lo, port)).with_batch(64);
-            c.recv_buffer = Some(8 << 20);
-            UdpPort::open(&c)
-        };
+/// A box's client port(s), bound before its tiles exist: a warm standby binds its box's while it
+/// waits (07 §9.5: the client ports are the standby's before the promotion), so a client that
+/// takes the `SeqChange` before the promoted box's tiles run finds its packets queued in the
+/// socket, not refused by a closed port.
+#[derive(Debug)]
+pub struct ClientPorts(Vec<(UdpPort, Option<u8>)>);
+
+impl ClientPorts {
+    /// Open the client port(s) of `cfg` — one on `dev`, `client_port + l` for lane `l` on
+    /// `ref` (`per_lane_ports`) — with receive buffers of 8 MiB.
+    pub fn open(cfg: &BoxConfig, per_lane_ports: bool) -> Result<ClientPorts, NicError> {
         let mut client = Vec::new();
         if per_lane_ports {
             for l in 0..cfg.engine.layout.n_lanes {
@@ -661,14 +670,35 @@ impl NetBox {
                 } else {
                     cfg.client_port + l as u16
                 };
-                client.push((open(port)?, Some(l)));
+                client.push((open_box_port(cfg, port)?, Some(l)));
             }
         } else {
-            client.push((open(cfg.client_port)?, None));
+            client.push((open_box_port(cfg, cfg.client_port)?, None));
         }
+        Ok(ClientPorts(client))
+    }
+}
+
+/// One of the box's ports on `cfg.ip`.
+fn open_box_port(cfg: &BoxConfig, port: u16) -> Result<UdpPort, NicError> {
+    let mut c = UdpConfig::new(SocketAddr::new(IpAddr::V4(cfg.ip), port)).with_batch(64);
+    c.recv_buffer = Some(8 << 20);
+    UdpPort::open(&c)
+}
+
+impl NetBox {
+    /// Open the client port(s) — one on `dev`, `client_port + l` for lane `l` on `ref` — and the
+    /// control port.
+    pub fn open(cfg: &BoxConfig, per_lane_ports: bool) -> Result<NetBox, NicError> {
+        let client = ClientPorts::open(cfg, per_lane_ports)?;
+        NetBox::open_with(cfg, client)
+    }
+
+    /// [`NetBox::open`] on client ports already bound ([`ClientPorts`]).
+    pub fn open_with(cfg: &BoxConfig, client: ClientPorts) -> Result<NetBox, NicError> {
         Ok(NetBox {
-            client,
-            ctrl: open(cfg.ctrl_port)?,
+            client: client.0,
+            ctrl: open_box_port(cfg, cfg.ctrl_port)?,
             voters: Vec::new(),
             standby: None,
         })
@@ -1028,19 +1058,25 @@ fn box_paths(cfg: &BoxConfig) -> Result<(Vec<PathPair<UdpPort>>, PathsRx), NicEr
 /// ([`vyrn_home::BoxConfig::standby_box`]), its voters the membership's. Returns the running
 /// box, its paths' receiving side, and the tenure's first step. `reserve`: the box's memory and
 /// signer built while the standby was warm ([`standby_reserve`]), so the promotion only hands
-/// them over.
+/// them over; `clients`: its client ports, bound while it was warm ([`ClientPorts`]; `None`:
+/// bound now).
 pub fn start_promoted(
     cfg: &BoxConfig,
     map: &CoreMap,
     clock: Clock,
     engine: vyrn_engine::Handover,
     seal: &vyrn_wire::header::BlockHeader,
-    (tenure, reserve): (TenureId, Option<tiles::Reserve>),
+    (tenure, reserve, clients): (TenureId, Option<tiles::Reserve>, Option<ClientPorts>),
 ) -> Result<(RunningBox, PathsRx, u64), String> {
     let t = Takeover::new(&cfg.engine, engine, seal).map_err(|e| format!("takeover: {e:?}"))?;
     let first_step = t.base.first_step;
-    let mut net = NetBox::open(cfg, cfg.profile == Profile::Ref)
-        .map_err(|e| format!("the promoted box's ports: {e}"))?;
+    let clients = match clients {
+        Some(c) => c,
+        None => ClientPorts::open(cfg, cfg.profile == Profile::Ref)
+            .map_err(|e| format!("the promoted box's client ports: {e}"))?,
+    };
+    let mut net =
+        NetBox::open_with(cfg, clients).map_err(|e| format!("the promoted box's ports: {e}"))?;
     net.register_members(cfg);
     let (running, paths) = net
         .start_takeover(cfg, map, clock, t, tenure, reserve)
