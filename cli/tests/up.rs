@@ -799,7 +799,7 @@ fn a_killed_box_is_sealed_and_the_standby_promoted_and_the_clients_trade_on() {
     }
     let standby = std::fs::read_to_string(run.join("standby.log")).unwrap();
     assert!(standby.contains("standby: promoted (07 §9.5)"), "{standby}");
-    // The clients' resends did not flood the promoted box (issue 31): fewer client packets
+    // The clients' resends did not flood the promoted box (07 §9.5): fewer client packets
     // reached it than the clients sent messages in the whole run (before the client's resend
     // timer, window and go-back-N, 3x more), the kernel dropped none on its client socket, and
     // BAD_SEQ stayed under 1 % of the messages (before: ~25 %).

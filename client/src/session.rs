@@ -27,6 +27,8 @@ use crate::packet::{build_request, mark_resend, DropReason, ResponseView, MAX_MS
 use crate::retain::Retention;
 
 mod notices;
+mod resend;
+use resend::Rtt;
 
 /// An order, named by its `client_tag` (allocated by the session from 1, never reused).
 pub type OrderId = u32;
@@ -580,60 +582,6 @@ impl RespTrack {
     }
 }
 
-/// The resend timer of copy 1 (RFC 6298's, with Karn's rule): a smoothed request → first
-/// answer time and its variation, from packets never resent, and a backoff exponent that
-/// doubles the timeout each time a packet times out again and is cleared by the next sample.
-///
-/// A sequencer that answers late (a promoted standby working off the outage's backlog, a box
-/// on shared cores) is then not sent every unanswered packet again each `resend_after_ns`:
-/// each such resend is a duplicate it must log and answer (07 §9.5), and the extra load makes
-/// it later still.
-#[derive(Debug, Default, Clone, Copy)]
-struct Rtt {
-    srtt: u64,
-    rttvar: u64,
-    backoff: u8,
-    /// When `backoff` last grew (it grows at most once per timeout).
-    backed_off_at: u64,
-}
-
-impl Rtt {
-    /// A sample `r` (ns) from a packet answered without a resend.
-    fn sample(&mut self, r: u64) {
-        if self.srtt == 0 {
-            self.srtt = r.max(1);
-            self.rttvar = r / 2;
-        } else {
-            self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(r)) / 4;
-            self.srtt = (7 * self.srtt + r) / 8;
-        }
-        self.backoff = 0;
-    }
-
-    /// The timeout now: `max(resend_after_ns, srtt + 4·rttvar)` doubled `backoff` times, at
-    /// most `resend_after_ns << resend_backoff_max`, never under `resend_gap_ns`.
-    fn rto(&self, cfg: &SessionConfig) -> u64 {
-        let base = cfg
-            .resend_after_ns
-            .max(self.srtt.saturating_add(self.rttvar.saturating_mul(4)));
-        let cap = cfg
-            .resend_after_ns
-            .saturating_mul(1 << cfg.resend_backoff_max)
-            .max(cfg.resend_after_ns);
-        base.saturating_mul(1 << self.backoff.min(16))
-            .min(cap)
-            .max(cfg.resend_gap_ns)
-    }
-
-    /// A packet timed out again: double the timeout (once per timeout).
-    fn back_off(&mut self, now: u64, rto: u64, max: u8) {
-        if now.saturating_sub(self.backed_off_at) >= rto {
-            self.backoff = (self.backoff + 1).min(max);
-            self.backed_off_at = now;
-        }
-    }
-}
-
 /// One exchange session. See the module docs for the flow and `docs/client.md` for the rules.
 #[derive(Debug)]
 pub struct Session {
@@ -923,84 +871,6 @@ impl Session {
         }
     }
 
-    /// Queue a resend of `copy` of `pkt_seq` (07 §9.5, §5.7): `flags.resend` set, tag redone.
-    fn resend(&mut self, pkt_seq: u32, copy: PktCopy, now: u64) {
-        let k_seq = self.cfg.k_seq;
-        let window = self.cfg.resend_window;
-        let Some(s) = self.retain.get_mut(pkt_seq) else {
-            return;
-        };
-        if s.queued[copy as usize] {
-            return;
-        }
-        if copy == PktCopy::Seq {
-            if s.in_flight {
-                // Timed out: no longer out.
-                s.in_flight = false;
-                self.resends_out -= 1;
-            }
-            if self.resends_out >= window {
-                if !s.pending {
-                    s.pending = true;
-                    self.resends_held += 1;
-                }
-                return;
-            }
-            if s.pending {
-                (s.pending, s.held_first) = (false, false);
-                self.resends_held -= 1;
-            }
-            s.in_flight = true;
-            self.resends_out += 1;
-        }
-        if !s.resend_form {
-            let len = s.len as usize;
-            mark_resend(&mut s.bytes[..len], &k_seq);
-            s.resend_form = true;
-        }
-        s.queued[copy as usize] = true;
-        match copy {
-            PktCopy::Seq => {
-                s.last_tx_ns = now;
-                s.resends = s.resends.saturating_add(1);
-                self.counters.resend_seq += 1;
-            }
-            PktCopy::Data => self.counters.resend_data += 1,
-        }
-        self.outbox.push_back((pkt_seq, copy));
-    }
-
-    /// Resend copy 1 of every retained packet in `from..` that `pick` selects.
-    fn resend_where(&mut self, from: u32, now: u64, pick: impl Fn(&Self, u32) -> bool) {
-        if self.seq_addr.is_none() {
-            return;
-        }
-        for p in from.max(self.retain.head())..self.retain.end() {
-            if pick(self, p) {
-                self.resend(p, PktCopy::Seq, now);
-            }
-        }
-    }
-
-    fn unanswered(&self, p: u32) -> bool {
-        self.retain.get(p).is_some_and(|s| !s.fully_answered())
-    }
-
-    /// Packet `p` placed an order whose responses may not all have come: later ones (maker
-    /// fills, its cancel's answer) may still echo it, or one missing from a hole may be its
-    /// `Ack`. An order acked and ended (filled, cancelled, out) has none left to come.
-    fn placed_open_orders(&self, p: u32) -> bool {
-        self.retain.get(p).is_some_and(|s| {
-            (0..s.count as usize).any(|i| {
-                s.kinds[i] != MsgType::Cancel
-                    && self
-                        .orders
-                        .get(&s.tags[i])
-                        .is_none_or(|o| !(o.done() && o.view.acked))
-            })
-        })
-    }
-
     /// Timers: retention expiry, resend of unanswered packets, `resp_seq` hole recovery.
     pub fn poll(&mut self, now: u64) {
         self.expire(now);
@@ -1194,48 +1064,6 @@ impl Session {
         for r in v.records() {
             self.on_record(&v, r, now);
         }
-    }
-
-    fn on_bad_seq(&mut self, expected: u64, rejected: u32, now: u64) {
-        self.counters.bad_seq += 1;
-        let end = self.retain.end() as u64;
-        if expected == 0 || expected >= end {
-            // The sequencer wants a packet never sent (or none): nothing to resend.
-            self.counters.rec_inconsistent += 1;
-            return;
-        }
-        let expected = expected as u32;
-        if expected < self.retain.head() {
-            if self.stuck_at != Some(expected) {
-                self.stuck_at = Some(expected);
-                self.events.push_back(Event::Stuck { expected });
-            }
-            return;
-        }
-        // 07 §9.5–§9.6: answered packets from `expected` on, after a tenure ended, were answered
-        // by a tenure whose seal does not hold them: "the client resends from there".
-        self.revert_from(expected);
-        // Go back N from `expected`: every unanswered packet from there not sent after the
-        // rejected one (a later send is on its way). Once per round trip for one `expected`:
-        // the other rejections of a burst answer sends the round already repeated.
-        let round_trip = if self.rtt.srtt > 0 {
-            self.rtt.srtt
-        } else {
-            self.cfg.resend_gap_ns
-        };
-        if self
-            .gbn
-            .is_some_and(|(e, at)| e == expected && now.saturating_sub(at) <= round_trip)
-        {
-            return;
-        }
-        self.gbn = Some((expected, now));
-        let sent_by = self.retain.get(rejected).map_or(u64::MAX, |x| x.last_tx_ns);
-        self.resend_where(expected, now, |s, p| {
-            s.retain
-                .get(p)
-                .is_some_and(|x| !x.fully_answered() && x.last_tx_ns <= sent_by)
-        });
     }
 
     /// Mark message `i` of `pkt_seq` answered; false when the record contradicts the packet

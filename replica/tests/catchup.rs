@@ -237,8 +237,25 @@ fn the_journal_ring_keeps_the_newest_blocks_the_home_file_names() {
 /// the others'.
 #[test]
 fn a_restarted_replica_starts_its_replay_from_its_newest_snapshot() {
+    restart_after_a_snapshot(false);
+}
+
+/// 07 §7.6: a snapshot that verifies but has no replay tally beside it (the digest could not go
+/// on) is passed over — counted (`snapshots_skipped`, `vyrn_replica_snapshots_skipped`) and
+/// said — and replay starts from the tenure's start with the same digest as the others.
+#[test]
+fn a_snapshot_without_its_replay_tally_is_passed_over_and_counted() {
+    restart_after_a_snapshot(true);
+}
+
+fn restart_after_a_snapshot(drop_tally: bool) {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut h = LoopbackHome::new("snapload", 50_080, true).expect("dev home");
+    let (tag, port) = if drop_tally {
+        ("snapskip", 50_140)
+    } else {
+        ("snapload", 50_080)
+    };
+    let mut h = LoopbackHome::new(tag, port, true).expect("dev home");
     h.journal = vec![0, 1, 2, 3];
     h.snapshots = vec![(3, 200)];
     let stop = Arc::new(AtomicBool::new(false));
@@ -263,6 +280,14 @@ fn a_restarted_replica_starts_its_replay_from_its_newest_snapshot() {
     let before = first3.join().expect("replica thread").expect("replica 3");
     assert!(before.counters().snapshots_written >= 1);
     drop(before);
+    if drop_tally {
+        // Every tally goes: each snapshot on disk is passed over.
+        for e in std::fs::read_dir(&area).expect("snapshot area").flatten() {
+            if e.path().extension().is_some_and(|x| x == "tally") {
+                std::fs::remove_file(e.path()).expect("remove a tally");
+            }
+        }
+    }
     std::thread::sleep(Duration::from_millis(100));
     reps.push(h.spawn_replica(3, stop.clone()).expect("replica 3 again"));
     let mut nodes = t.finish(&stop, reps);
@@ -270,15 +295,22 @@ fn a_restarted_replica_starts_its_replay_from_its_newest_snapshot() {
 
     let c = again.counters();
     assert_eq!(c.snapshots_refused, 0, "{c:?}");
-    assert!(
-        c.snapshot_loaded >= 149,
-        "replay did not start from a snapshot: {c:?}"
-    );
     let rc = again.core().replay_counters();
-    assert!(rc.skipped > 1000, "the snapshot's prefix dropped: {rc:?}");
-    if let Some(cu) = again.caught_up() {
-        assert_eq!(cu.snapshot, Some(c.snapshot_loaded), "{cu:?}");
-        assert_eq!(cu.first, c.snapshot_loaded + 1, "{cu:?}");
+    if drop_tally {
+        assert!(c.snapshots_skipped >= 1, "{c:?}");
+        assert_eq!(c.snapshot_loaded, 0, "{c:?}");
+        assert_eq!(rc.skipped, 0, "replay from the tenure's start: {rc:?}");
+    } else {
+        assert_eq!(c.snapshots_skipped, 0, "{c:?}");
+        assert!(
+            c.snapshot_loaded >= 149,
+            "replay did not start from a snapshot: {c:?}"
+        );
+        assert!(rc.skipped > 1000, "the snapshot's prefix dropped: {rc:?}");
+        if let Some(cu) = again.caught_up() {
+            assert_eq!(cu.snapshot, Some(c.snapshot_loaded), "{cu:?}");
+            assert_eq!(cu.first, c.snapshot_loaded + 1, "{cu:?}");
+        }
     }
     for n in &nodes[1..] {
         assert_eq!(n.replay().digest(), nodes[0].replay().digest());

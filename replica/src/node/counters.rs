@@ -98,6 +98,10 @@ pub struct NodeCounters {
     pub snapshots_refused: u64,
     /// The height of the snapshot replay started from (07 §7.6; 0: from the tenure's start).
     pub snapshot_loaded: u64,
+    /// Snapshots that verified at the audit but were passed over at the load (no replay tally
+    /// beside them, another epoch, unreadable): replay started from an older one, or from the
+    /// tenure's start.
+    pub snapshots_skipped: u64,
     /// `Silence` rounds sent to the peers (07 §9.1: a suspicion, and its repeats).
     pub silences_sent: u64,
     /// Peers' `Silence` taken off the control port (checked by the deposition after).

@@ -17,6 +17,9 @@ pub(super) struct NodeSnaps {
     pub(super) found: Result<crate::disk::snapshots::SnapAudit, String>,
     /// The snapshot replay started from (07 §7.6): its height and last step.
     pub(super) loaded: Option<(u64, u64)>,
+    /// Snapshots the audit vouched for that were passed over at the load (no tally, another
+    /// epoch, unreadable), newer than the one loaded.
+    pub(super) skipped: u64,
 }
 
 /// Where a replica's replay starts from (07 §7.6): the engine inline or on its tile, and the
@@ -82,7 +85,10 @@ impl NodeSnaps {
                     self.loaded = Some((h, last_step));
                     return self.loaded;
                 }
-                Err(why) => eprintln!("{name}: snapshot of height {h} not loaded: {why}"),
+                Err(why) => {
+                    self.skipped += 1;
+                    eprintln!("{name}: snapshot of height {h} not loaded: {why}");
+                }
             }
         }
         None
@@ -846,6 +852,7 @@ impl NodeSnaps {
                         headers: Default::default(),
                         found: Ok(Default::default()),
                         loaded: None,
+                        skipped: 0,
                     })
                 }
             },

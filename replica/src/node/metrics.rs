@@ -329,6 +329,8 @@ vyrn_metrics::metrics! {
         "the recovery service: 4 KiB pages in use";
     REPLICA_SNAPSHOT_LOADED: Gauge "vyrn_replica_snapshot_loaded_height" []
         "height of the snapshot replay started from at this process's start (07 §7.6; 0: replay began at the tenure's start)";
+    REPLICA_SNAPSHOTS_SKIPPED: Gauge "vyrn_replica_snapshots_skipped" []
+        "snapshots that verified at start but were passed over at the load (no replay tally, another epoch, unreadable; 07 §7.6)";
     REPLICA_SNAPSHOT_ERRORS: Counter "vyrn_replica_snapshot_errors_total" []
         "snapshots not written: the write failed or their header never came";
     REPLICA_ROOTS_PROPOSED: Counter "vyrn_replica_roots_proposed_total" []
@@ -494,6 +496,7 @@ fn render(n: &Node, e: &mut Exposition) {
         e.put_gauge(&REPLICA_SNAPSHOT_HEIGHT, &[], c.snapshot_height as f64);
         e.put_gauge(&REPLICA_SNAPSHOTS_REFUSED, &[], c.snapshots_refused as f64);
         e.put_gauge(&REPLICA_SNAPSHOT_LOADED, &[], c.snapshot_loaded as f64);
+        e.put_gauge(&REPLICA_SNAPSHOTS_SKIPPED, &[], c.snapshots_skipped as f64);
         e.put_counter(&REPLICA_SNAPSHOT_ERRORS, &[], c.snapshot_errors);
         e.put_counter(&REPLICA_ROOTS_PROPOSED, &[], dc.roots_proposed);
         e.put_counter(&REPLICA_ROOT_CERTS, &[], vc.root_certs_out);

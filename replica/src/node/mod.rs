@@ -370,8 +370,9 @@ impl Node {
         if let Some(Ok(a)) = self.snaps.as_ref().map(|s| &s.found) {
             c.snapshots_refused = a.bad.len() as u64;
         }
-        if let Some((h, _)) = self.snaps.as_ref().and_then(|s| s.loaded) {
-            c.snapshot_loaded = h;
+        if let Some(s) = &self.snaps {
+            c.snapshot_loaded = s.loaded.map_or(0, |(h, _)| h);
+            c.snapshots_skipped = s.skipped;
         }
         c
     }
