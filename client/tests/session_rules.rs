@@ -56,6 +56,32 @@ fn resp(echo: u32, resp_seq: u64, records: Vec<Record>) -> Vec<u8> {
     .unwrap()
 }
 
+/// The `Ack` of packet `p`'s only message (its tag is `p`: one message per packet, tags from 1).
+fn ack_of(p: u32, resp_seq: u64) -> Vec<u8> {
+    resp(
+        p,
+        resp_seq,
+        vec![Record::Ack {
+            msg_index: 0,
+            client_tag: p,
+        }],
+    )
+}
+
+/// A `SeqChange` notice to tenure `tenure` of epoch 1 at `to`.
+fn seq_change(to: SocketAddr, tenure: u8) -> Vec<u8> {
+    resp(
+        0,
+        1,
+        vec![Record::SeqChange {
+            epoch: 1,
+            tenure,
+            new_seq: 1,
+            addr: addr_from_socket(to),
+        }],
+    )
+}
+
 fn events(s: &mut Session) -> Vec<Event> {
     std::iter::from_fn(|| s.poll_event()).collect()
 }
@@ -451,17 +477,7 @@ fn the_resend_timeout_follows_the_round_trip() {
         let t = (p as u64 - 1) * 50 * MS;
         s.submit(t, &[gtc(1)]).unwrap();
         drain(&mut s);
-        s.handle_packet(
-            t + 40 * MS,
-            &resp(
-                p,
-                p as u64,
-                vec![Record::Ack {
-                    msg_index: 0,
-                    client_tag: p,
-                }],
-            ),
-        );
+        s.handle_packet(t + 40 * MS, &ack_of(p, p as u64));
     }
     let t0 = 500 * MS;
     s.submit(t0, &[gtc(1)]).unwrap();
@@ -494,19 +510,7 @@ fn a_silent_sequencer_gets_resends_with_a_doubling_timeout() {
     }
     assert_eq!(at, vec![5, 10, 20, 40, 80, 160, 240, 320, 400]);
     let new: SocketAddr = "10.0.0.2:9000".parse().unwrap();
-    s.handle_packet(
-        401 * MS,
-        &resp(
-            0,
-            1,
-            vec![Record::SeqChange {
-                epoch: 1,
-                tenure: 1,
-                new_seq: 1,
-                addr: addr_from_socket(new),
-            }],
-        ),
-    );
+    s.handle_packet(401 * MS, &seq_change(new, 1));
     assert_eq!(drain(&mut s), vec![(new, PktCopy::Seq, 1, true)]);
     s.poll(405 * MS);
     assert!(drain(&mut s).is_empty());
@@ -532,19 +536,7 @@ fn resends_to_a_new_sequencer_go_a_window_at_a_time() {
     }
     drain(&mut s);
     let new: SocketAddr = "10.0.0.2:9000".parse().unwrap();
-    s.handle_packet(
-        MS,
-        &resp(
-            0,
-            1,
-            vec![Record::SeqChange {
-                epoch: 1,
-                tenure: 1,
-                new_seq: 1,
-                addr: addr_from_socket(new),
-            }],
-        ),
-    );
+    s.handle_packet(MS, &seq_change(new, 1));
     let sent = |tx: Vec<(SocketAddr, PktCopy, u32, bool)>| -> Vec<u32> {
         tx.iter().map(|t| t.2).collect()
     };
@@ -556,17 +548,7 @@ fn resends_to_a_new_sequencer_go_a_window_at_a_time() {
     assert_eq!(drain(&mut s), vec![(data(0), PktCopy::Data, 21, false)]);
     // Three answers open three places.
     for p in 1..=3u32 {
-        s.handle_packet(
-            2 * MS,
-            &resp(
-                p,
-                p as u64,
-                vec![Record::Ack {
-                    msg_index: 0,
-                    client_tag: p,
-                }],
-            ),
-        );
+        s.handle_packet(2 * MS, &ack_of(p, p as u64));
     }
     s.poll(2 * MS);
     assert_eq!(sent(drain(&mut s)), vec![9, 10, 11]);
@@ -575,17 +557,7 @@ fn resends_to_a_new_sequencer_go_a_window_at_a_time() {
     assert_eq!(sent(drain(&mut s)), (4..=11).collect::<Vec<_>>());
     // Every older packet answered: the rest go in order, the new one last, as first built.
     for p in 4..=20u32 {
-        s.handle_packet(
-            8 * MS,
-            &resp(
-                p,
-                p as u64,
-                vec![Record::Ack {
-                    msg_index: 0,
-                    client_tag: p,
-                }],
-            ),
-        );
+        s.handle_packet(8 * MS, &ack_of(p, p as u64));
         s.poll(8 * MS);
     }
     let tx = drain(&mut s);
@@ -602,16 +574,6 @@ fn a_resp_seq_hole_resends_only_packets_with_responses_to_come() {
         s.submit(0, &[gtc(1)]).unwrap();
     }
     drain(&mut s);
-    let ack = |p: u32, r: u64| {
-        resp(
-            p,
-            r,
-            vec![Record::Ack {
-                msg_index: 0,
-                client_tag: p,
-            }],
-        )
-    };
     let fill = |p: u32, r: u64| {
         resp(
             p,
@@ -628,11 +590,11 @@ fn a_resp_seq_hole_resends_only_packets_with_responses_to_come() {
     };
     // Packet 1: acked and filled (done). Packet 2: acked, resting. Packet 3: filled, its ack
     // missing (resp_seq 5 never came).
-    s.handle_packet(MS, &ack(1, 1));
+    s.handle_packet(MS, &ack_of(1, 1));
     s.handle_packet(MS, &fill(1, 2));
-    s.handle_packet(MS, &ack(2, 3));
+    s.handle_packet(MS, &ack_of(2, 3));
     s.handle_packet(MS, &fill(3, 4));
-    s.handle_packet(MS, &ack(3, 6));
+    s.handle_packet(MS, &ack_of(3, 6));
     assert_eq!(s.counters().gaps, 1);
     s.poll(MS + 5 * MS);
     let mut got: Vec<u32> = drain(&mut s).iter().map(|t| t.2).collect();
