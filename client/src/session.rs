@@ -874,8 +874,8 @@ impl Session {
     /// Timers: retention expiry, resend of unanswered packets, `resp_seq` hole recovery.
     pub fn poll(&mut self, now: u64) {
         self.expire(now);
-        // Resend copy 1 of packets still unanswered `resend_after_ns` after their last send
-        // (07 §9.5: "Clients resend every packet that has no response").
+        // Resend copy 1 of packets still unanswered one timeout after their last send (07
+        // §9.5: "Clients resend every packet that has no response"; the timeout: `Rtt`).
         let after = self.cfg.resend_after_ns;
         let rto = self.rtt.rto(&self.cfg);
         for p in self.retain.head()..self.retain.end() {
@@ -935,7 +935,7 @@ impl Session {
             // losses are rare on the real network, so the burst is too.
             self.resp.interval = self.resp.interval.saturating_mul(2);
             self.resp.next_attempt = Some(now + self.resp.interval);
-            // Each packet keeps its own backoff: a hole left open by a sequencer that is
+            // Only packets not sent within the timeout: a hole left open by a sequencer that is
             // merely slow does not resend the same packets every interval.
             let rto = self.rtt.rto(&self.cfg);
             self.resend_where(0, now, |s, p| {
