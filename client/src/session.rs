@@ -907,19 +907,8 @@ impl Session {
             if p >= self.retain.end() {
                 break;
             }
-            match self.retain.get_mut(p) {
-                Some(s) if s.pending && s.held_first && !s.queued[0] => {
-                    // Its first copy 1, held behind older resends: sent as it was built.
-                    (s.pending, s.held_first) = (false, false);
-                    self.resends_held -= 1;
-                    s.queued[0] = true;
-                    s.last_tx_ns = now;
-                    s.in_flight = true;
-                    self.resends_out += 1;
-                    self.outbox.push_back((p, PktCopy::Seq));
-                }
-                Some(s) if s.pending => self.resend(p, PktCopy::Seq, now),
-                _ => {}
+            if self.retain.get(p).is_some_and(|s| s.pending) {
+                self.resend(p, PktCopy::Seq, now);
             }
             p += 1;
         }

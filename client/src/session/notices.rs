@@ -104,13 +104,8 @@ impl Session {
         if new_seq == NEXT_SEQ_NONE {
             self.seq_addr = None;
             // Nothing can go to a sequencer that does not exist; unqueue copy 1.
+            self.window_reset(true);
             let retain = &mut self.retain;
-            for p in retain.head()..retain.end() {
-                if let Some(s) = retain.get_mut(p) {
-                    (s.in_flight, s.pending, s.held_first) = (false, false, false);
-                }
-            }
-            (self.resends_out, self.resends_held) = (0, 0);
             self.outbox.retain(|&(p, c)| {
                 if c == PktCopy::Seq {
                     if let Some(s) = retain.get_mut(p) {
@@ -139,12 +134,7 @@ impl Session {
         // estimate stays, the best guess until the new one's answers time it).
         self.rtt.backoff = 0;
         // Resends out to the old sequencer are lost with it.
-        for p in self.retain.head()..self.retain.end() {
-            if let Some(s) = self.retain.get_mut(p) {
-                s.in_flight = false;
-            }
-        }
-        self.resends_out = 0;
+        self.window_reset(false);
         self.resend_where(0, now, |s, p| s.unanswered(p));
     }
 

@@ -59,6 +59,7 @@ impl Rtt {
 
 impl Session {
     /// Queue a resend of `copy` of `pkt_seq` (07 §9.5, §5.7): `flags.resend` set, tag redone.
+    /// A copy 1 never sent (held behind the window when it was built) goes as it was built.
     pub(super) fn resend(&mut self, pkt_seq: u32, copy: PktCopy, now: u64) {
         let k_seq = self.cfg.k_seq;
         let window = self.cfg.resend_window;
@@ -82,11 +83,17 @@ impl Session {
                 return;
             }
             if s.pending {
-                (s.pending, s.held_first) = (false, false);
+                s.pending = false;
                 self.resends_held -= 1;
             }
             s.in_flight = true;
             self.resends_out += 1;
+            if std::mem::take(&mut s.held_first) {
+                s.queued[0] = true;
+                s.last_tx_ns = now;
+                self.outbox.push_back((pkt_seq, copy));
+                return;
+            }
         }
         if !s.resend_form {
             let len = s.len as usize;
@@ -114,6 +121,23 @@ impl Session {
             if pick(self, p) {
                 self.resend(p, PktCopy::Seq, now);
             }
+        }
+    }
+
+    /// Forget every copy-1 resend out (the sequencer they went to is gone), and with `held`
+    /// every one held back too (there is no sequencer to send them to).
+    pub(super) fn window_reset(&mut self, held: bool) {
+        for p in self.retain.head()..self.retain.end() {
+            if let Some(s) = self.retain.get_mut(p) {
+                s.in_flight = false;
+                if held {
+                    (s.pending, s.held_first) = (false, false);
+                }
+            }
+        }
+        self.resends_out = 0;
+        if held {
+            self.resends_held = 0;
         }
     }
 
