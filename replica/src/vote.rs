@@ -168,9 +168,15 @@ pub struct SimplexVoter {
     seal: Option<crate::front::failover::seal::SealPlan>,
     /// The journal's queue is full: no new block is checked true until it drains (07 §8.2).
     held: bool,
+    /// Where the seal stands here, and whether that changed since [`Self::take_seal_why`].
+    seal_why: Option<seal::SealWhy>,
+    seal_why_new: bool,
+    /// The desk's `seals_reproposed` as last logged.
+    seals_reproposed: u64,
 }
 
 mod seal;
+pub use seal::SealWhy;
 
 /// How often a voter behind its final height checks the next finalized range itself.
 const CATCHUP_NS: u64 = 1_000_000;
@@ -272,6 +278,9 @@ impl SimplexVoter {
             lab_wrong_root: false,
             seal: None,
             held: false,
+            seal_why: None,
+            seal_why_new: false,
+            seals_reproposed: 0,
         })
     }
 
@@ -319,6 +328,8 @@ impl SimplexVoter {
             refused: &mut self.refused,
             wrong_root: self.lab_wrong_root,
             held: self.held,
+            seal_why: &mut self.seal_why,
+            seal_why_new: &mut self.seal_why_new,
         };
         let mut busy = self.desk.poll(now, &mut ledger);
         // Finalized ranges this voter never verified (it was not asked in time): checked by its
@@ -397,6 +408,19 @@ impl SimplexVoter {
         self.ranges = self.ranges.split_off(&(seal_height + 1));
     }
 
+    /// Where the seal stands here when that changed since the last call (07 §9.4; the node
+    /// logs it: why a leader proposes nothing yet, why a check is pending or refused).
+    pub fn take_seal_why(&mut self) -> Option<SealWhy> {
+        let again = self.desk.counters().seals_reproposed;
+        if again > self.seals_reproposed {
+            self.seals_reproposed = again;
+            return Some(SealWhy::Reproposed);
+        }
+        std::mem::take(&mut self.seal_why_new)
+            .then_some(self.seal_why)
+            .flatten()
+    }
+
     /// Whether a seal plan is set.
     pub fn sealing(&self) -> bool {
         self.seal.is_some()
@@ -468,6 +492,8 @@ struct CoreLedger<'a, O> {
     refused: &'a mut Option<u64>,
     wrong_root: bool,
     held: bool,
+    seal_why: &'a mut Option<seal::SealWhy>,
+    seal_why_new: &'a mut bool,
 }
 
 impl<O: ReplicaOut> Ledger for CoreLedger<'_, O> {

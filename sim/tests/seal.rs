@@ -4,8 +4,11 @@
 //! in for the seal header's `seq_sig`; a voter that computes another next sequencer refuses it
 //! (07 §9.5), and the seal still finalizes with the other three (Q = 3) and binds it too.
 
+use std::time::Duration;
 use vyrn_consensus::cert::{verify_seal_with, verify_with, CertErr};
-use vyrn_sim::voting::{run, seal_ext, seal_hash, SealSim, SimConfig, SimReport, VoterSpec};
+use vyrn_sim::voting::{
+    run, seal_ext, seal_hash, Outage, SealSim, SimConfig, SimReport, VoterSpec,
+};
 use vyrn_wire::msg::consensus::ProposalKind;
 
 const BLOCKS: u64 = 40;
@@ -140,4 +143,60 @@ fn the_seal_is_deterministic() {
             .collect::<Vec<_>>()
     };
     assert_eq!(first(&a), first(&b));
+}
+
+/// A seal whose own view ends notarized with too few finalize votes: voter 3 is down from the
+/// last block on, and voter 2 drops off the network for a while around the seal's view, so the
+/// notarization can form from its notarize vote while its finalize vote never comes (it timed
+/// out into a nullify meanwhile). Every later view builds on the notarized seal, and nothing but
+/// the seal can follow it (the next tenure waits for the seal to be final): the leader proposes
+/// the seal again on itself and that finalizes it. Swept over where voter 2's outage starts;
+/// every placement must seal. Without the re-proposal the placement at step 7 never finalizes
+/// the seal (the home stays halted), which is how this test was checked when it was written.
+#[test]
+fn a_seal_notarized_but_not_finalized_in_its_view_is_finalized_by_its_re_proposal() {
+    let t = Duration::from_millis(BLOCKS);
+    let mut again_runs = 0;
+    for step in 0..40u64 {
+        let mut cfg = SimConfig::metro(5, BLOCKS);
+        cfg.seal = Some(SealSim::budget());
+        cfg.tail = Duration::from_millis(200);
+        let from = t + Duration::from_micros(4_000 + 100 * step);
+        cfg.outages = vec![
+            Outage {
+                voter: 3,
+                from: t,
+                to: t + Duration::from_secs(10),
+            },
+            Outage {
+                voter: 2,
+                from,
+                to: from + Duration::from_millis(8),
+            },
+        ];
+        let r = run(cfg.scaled(SCALE));
+        let again: u64 = r
+            .voters
+            .iter()
+            .flatten()
+            .map(|v| v.counters.seals_reproposed)
+            .sum();
+        for i in 0..3 {
+            let v = r.voters[i].as_ref().expect("honest");
+            assert!(
+                v.finals.contains_key(&(BLOCKS + 1)),
+                "step {step}: voter {i} holds no final seal (re-proposals {again}); finals {:?}",
+                v.finals.keys().rev().take(3).collect::<Vec<_>>()
+            );
+            assert_eq!(v.counters.seals_final, 1, "step {step}: voter {i}");
+            assert_eq!(
+                v.seal_certs.len(),
+                1,
+                "step {step}: voter {i}: one certificate"
+            );
+        }
+        again_runs += u32::from(again > 0);
+    }
+    eprintln!("the seal was proposed again in {again_runs} of 40 outage placements");
+    assert!(again_runs > 0);
 }

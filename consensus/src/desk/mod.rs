@@ -259,6 +259,9 @@ pub struct DeskCounters {
     pub seal_offers_refused: u64,
     /// Seals this voter proposed as leader.
     pub seals_proposed: u64,
+    /// A notarized seal not final yet proposed again on itself (its view's finalize votes fell
+    /// short, and nothing else can follow it): [`Desk::seal_repropose`].
+    pub seals_reproposed: u64,
     /// Seals finalized here (their certificate exported).
     pub seals_final: u64,
 }
@@ -788,7 +791,12 @@ impl Desk {
             // nullifies the view.
             return None;
         }
-        let parent_last = self.parent_last(w.parent.as_ref()?)?;
+        let parent = w.parent?;
+        let parent_last = self.parent_last(&parent)?;
+        if let Some(d) = self.seal_repropose(&parent, now, ledger) {
+            // A notarized seal whose finalization fell short: proposed again on itself.
+            return d;
+        }
         if let Some(d) = self.seal_propose(parent_last, now, ledger) {
             // 07 §9.4: a deposed tenure's seal, or nothing while it is being built.
             return d;
@@ -859,7 +867,8 @@ impl Desk {
                     None => return None,
                 },
             };
-            let c = self.seal_check(&w.payload.0, parent_last, now, ledger)?;
+            let again = w.parent == Some(w.payload);
+            let c = self.seal_check(&w.payload.0, parent_last, again, now, ledger)?;
             return self.check_answer(c, timed_out);
         }
         let Some(r) = self.by_digest.get(&w.payload.0).copied() else {
@@ -931,7 +940,10 @@ impl Desk {
                     // 07 §9.4: the seal's range is final; its certificate went out with the ext.
                     busy = true;
                     let view = f.proposal.round.view().get();
-                    self.finals.insert(r.last, (r.first, r.last_hash, view));
+                    // The first finalization of a seal proposed twice is the one kept.
+                    self.finals
+                        .entry(r.last)
+                        .or_insert((r.first, r.last_hash, view));
                     if r.last > self.final_height {
                         self.final_height = r.last;
                         self.final_view = view;

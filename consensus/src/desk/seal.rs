@@ -149,17 +149,48 @@ impl Desk {
         Some(Some(d))
     }
 
-    /// `verify` of a seal digest held as an offer: the parent rule, then the ledger's own check
-    /// of the seal. None: not a seal this voter holds.
+    /// The seal proposed again on itself, when `parent` is a seal this voter holds that is not
+    /// final yet (None: not that case, propose as usual; `Some(None)`: the leader's own check of
+    /// it does not pass yet).
+    ///
+    /// Simplex finalizes a notarized block either by its own view's finalize votes or by a
+    /// descendant's finalization. A seal's view can end notarized with too few finalize votes (a
+    /// voter whose check was still fetching the tail nullified it); every later view then builds
+    /// on the seal, and nothing can follow it — the next tenure starts only once the seal is
+    /// final (07 §9.4). So the leader proposes the seal's own digest again on it: the same
+    /// proposal and ext, whose finalization is a certificate over the seal's payload like the
+    /// first view's would have been (`verify_seal_with` checks either), and which finalizes the
+    /// range once.
+    pub(super) fn seal_repropose(
+        &mut self,
+        parent: &Digest,
+        now: u64,
+        ledger: &mut impl Ledger,
+    ) -> Option<Option<Digest>> {
+        let (p, ext) = self.seals.get(&parent.0)?.clone();
+        if p.last_height <= self.final_height {
+            return None;
+        }
+        if ledger.check_seal(&p, &ext, now) != Check::True {
+            return Some(None);
+        }
+        self.counters.seals_reproposed += 1;
+        Some(Some(*parent))
+    }
+
+    /// `verify` of a seal digest held as an offer: the parent rule (`again`: the seal proposed
+    /// on itself, [`Desk::seal_repropose`]), then the ledger's own check of the seal. None: not a
+    /// seal this voter holds.
     pub(super) fn seal_check(
         &mut self,
         payload: &[u8; 32],
         parent_last: Option<u64>,
+        again: bool,
         now: u64,
         ledger: &mut impl Ledger,
     ) -> Option<Check> {
         let (p, ext) = self.seals.get(payload)?.clone();
-        if let Some(pl) = parent_last {
+        if let Some(pl) = parent_last.filter(|_| !again) {
             if p.first_height != pl + 1 {
                 return Some(Check::False {
                     at: p.first_height,
@@ -173,6 +204,11 @@ impl Desk {
     /// A finalized seal: its certificate with the ext (07 §9.4).
     pub(super) fn seal_final(&mut self, f: &crate::Finalization) -> Option<Range> {
         let (p, ext) = self.seals.get(&f.proposal.payload.0)?.clone();
+        if p.last_height <= self.final_height {
+            // Final already: its first view's finalization and a re-proposal's
+            // ([`Desk::seal_repropose`]) can both complete; one certificate goes out.
+            return self.seals.range(&f.proposal.payload.0);
+        }
         if let Some(c) = crate::cert::from_finalization_of(&self.voters, f, &p, Some(&ext)) {
             self.counters.seals_final += 1;
             self.out.push(DeskOut::SealCert { cert: c, ext });

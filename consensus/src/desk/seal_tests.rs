@@ -245,3 +245,116 @@ fn offers_past_the_bound_push_out_the_oldest() {
     let mut rx = verify(&mut d, &mut l, genesis, last, 2_000_001);
     assert_eq!(rx.try_recv().ok(), Some(true));
 }
+
+#[test]
+fn a_notarized_seal_not_final_is_proposed_again_on_itself_and_verified_so() {
+    let (mut d, mut l) = desk();
+    let sealed = crate::cert::seal_payload(&seal(1, 11), &ext(1)).unwrap();
+    d.offer_seal(seal(1, 11), ext(1)).unwrap();
+    let propose = |d: &mut Desk, l: &mut L, parent: Digest, now: u64| {
+        let (reply, rx) = oneshot::channel();
+        d.take(
+            Req::Propose {
+                view: 7,
+                parent,
+                reply,
+            },
+            now,
+        );
+        d.poll(now, l);
+        rx
+    };
+    // The ledger's own seal no longer fits on the seal as parent (it would start at 12): the
+    // leader proposes the seal's digest again, once its own check of the seal passes.
+    l.ask = SealAsk::Wait;
+    l.answer = Check::Pending { at: 11 };
+    let mut rx = propose(&mut d, &mut l, sealed, 0);
+    assert!(rx.try_recv().is_err(), "its own check pending: nothing yet");
+    l.answer = Check::True;
+    d.poll(10, &mut l);
+    assert_eq!(rx.try_recv().ok(), Some(sealed));
+    assert_eq!(d.counters().seals_reproposed, 1);
+    // A voter takes the seal on itself as a parent (the parent rule does not apply to it) and
+    // asks its ledger, which can still refuse it.
+    let mut rx = verify(&mut d, &mut l, sealed, sealed, 20);
+    assert_eq!(rx.try_recv().ok(), Some(true));
+    let checks = l.seal_checks;
+    l.answer = Check::False {
+        at: 11,
+        contradiction: true,
+    };
+    let mut rx = verify(&mut d, &mut l, sealed, sealed, 30);
+    assert_eq!(rx.try_recv().ok(), Some(false));
+    assert!(l.seal_checks > checks);
+    // Another seal on the seal still breaks the parent rule.
+    let other = crate::cert::seal_payload(&seal(1, 11), &ext(2)).unwrap();
+    d.offer_seal(seal(1, 11), ext(2)).unwrap();
+    l.answer = Check::True;
+    let mut rx = verify(&mut d, &mut l, sealed, other, 40);
+    assert_eq!(rx.try_recv().ok(), Some(false));
+}
+
+#[test]
+fn a_final_seal_is_not_proposed_again() {
+    let (mut d, mut l) = desk();
+    let sealed = crate::cert::seal_payload(&seal(1, 11), &ext(1)).unwrap();
+    d.offer_seal(seal(1, 11), ext(1)).unwrap();
+    d.final_height = 11;
+    l.ask = SealAsk::No;
+    let (reply, mut rx) = oneshot::channel();
+    d.take(
+        Req::Propose {
+            view: 9,
+            parent: sealed,
+            reply,
+        },
+        0,
+    );
+    d.poll(0, &mut l);
+    // The next tenure's headers are not held yet: nothing is proposed (the view times out).
+    assert!(rx.try_recv().is_err());
+    assert_eq!(d.counters().seals_reproposed, 0);
+}
+
+/// A seal's finalization at `view` over `parent_view`, signed by voters 0..3 of `desk()`'s set.
+fn seal_finalization(view: u64, parent_view: u64) -> crate::Finalization {
+    let voters = super::test_voters(0x50);
+    let entries = (0..3u8)
+        .map(|i| vyrn_wire::msg::consensus::CertEntry {
+            index: i,
+            sig: crate::cert::FinalizeSigner::new(&voters, &[0x50 + i; 32])
+                .expect("a voter")
+                .sign_seal(1, view, parent_view, &seal(1, 11), &ext(1)),
+        })
+        .collect();
+    let cert = vyrn_wire::msg::consensus::RepFinalityCert {
+        epoch: 1,
+        view,
+        parent_view,
+        proposal: seal(1, 11),
+        entries,
+    };
+    crate::cert::to_finalization_of(&voters, &cert, Some(&ext(1))).expect("a valid seal cert")
+}
+
+#[test]
+fn a_seal_final_in_its_view_and_in_its_re_proposal_exports_one_certificate() {
+    let (mut d, mut l) = desk();
+    d.offer_seal(seal(1, 11), ext(1)).unwrap();
+    d.drain_out(|_| {});
+    // The re-proposal's finalization first (view 6 on the seal's view 5), then the first's.
+    d.take(Req::Finalized(Box::new(seal_finalization(6, 5))), 0);
+    d.poll(0, &mut l);
+    d.take(Req::Finalized(Box::new(seal_finalization(5, 4))), 1);
+    d.poll(1, &mut l);
+    let mut certs = Vec::new();
+    d.drain_out(|o| {
+        if let DeskOut::SealCert { cert, .. } = o {
+            certs.push(cert.view);
+        }
+    });
+    assert_eq!(certs, vec![6], "one certificate, the first finalization's");
+    assert_eq!(d.counters().seals_final, 1);
+    assert_eq!(d.final_height, 11);
+    assert_eq!(d.finals.get(&11).map(|f| f.2), Some(6));
+}

@@ -688,6 +688,9 @@ impl Node {
             if v.poll(&mut self.core, io, now, |o| outs.push(o.clone())) {
                 work += 1;
             }
+            if let Some(why) = v.take_seal_why() {
+                eprintln!("{}: failover: seal (07 §9.4): {why:?}", self.io.name);
+            }
             for o in outs {
                 self.on_desk_out(o, now);
             }

@@ -11,21 +11,55 @@ use vyrn_consensus::{Check, Ledger as _, SealAsk};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::consensus::{RepProposal, RepSealExt};
 
+/// Where this voter's seal stands, as the node logs it on each change (07 §9.4): why a leader
+/// proposes nothing yet, or why a voter's check is pending or false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealWhy {
+    /// No seal plan yet (the wait of §9.2 is not over here).
+    NoPlan,
+    /// The decoder does not hold the prefix's start (`BlockMark(H*)`) or its tail.
+    NoTail,
+    /// `header_hash(H*)` is not held.
+    NoTipHash,
+    /// A record of the tail is not resolved (its payload not joined yet).
+    Data,
+    /// The seal does not hold here.
+    Refused(SealRefused),
+    /// The signed range `first ..= H*` is not checked true.
+    SignedRange(Check),
+    /// This leader proposed its seal.
+    Proposed,
+    /// This voter checked the leader's seal true.
+    Checked,
+    /// This leader proposed the seal again on itself: its view ended notarized with too few
+    /// finalize votes (`Desk::seal_repropose`).
+    Reproposed,
+}
+
 impl<O: ReplicaOut> CoreLedger<'_, O> {
     /// This replica's seal header, from `H*`'s header hash and its tail after `BlockMark(H*)`
-    /// (None: it does not hold the prefix's start, or a record of the tail is unresolved).
-    fn own_seal(&self) -> Option<(BlockHeader, vyrn_wire::decoder::OpenBlock, SignedTip)> {
-        let plan = self.seal?;
-        let (ob, dr) = self.core.seal_block(plan.h_star)?;
+    /// (or why not: it does not hold the prefix's start, or a record of the tail is unresolved).
+    fn own_seal(&self) -> Result<(BlockHeader, vyrn_wire::decoder::OpenBlock, SignedTip), SealWhy> {
+        let plan = self.seal.ok_or(SealWhy::NoPlan)?;
+        let (ob, dr) = self.core.seal_block(plan.h_star).ok_or(SealWhy::NoTail)?;
         let tip = SignedTip {
             height: plan.h_star,
-            hash: *self.hashes.get(&plan.h_star)?,
+            hash: *self.hashes.get(&plan.h_star).ok_or(SealWhy::NoTipHash)?,
             // BlockMark(H*)'s last step, as the decoder took it (and checked it against H*'s
             // header).
-            last_step: ob.first_step.checked_sub(1)?,
+            last_step: ob.first_step.checked_sub(1).ok_or(SealWhy::NoTail)?,
         };
-        let hdr = seal_header(plan.epoch, plan.book, &tip, &ob, dr?).ok()?;
-        Some((hdr, ob, tip))
+        let hdr = seal_header(plan.epoch, plan.book, &tip, &ob, dr.ok_or(SealWhy::Data)?)
+            .map_err(SealWhy::Refused)?;
+        Ok((hdr, ob, tip))
+    }
+
+    /// Note why the seal waits or was refused here (the node logs each change).
+    fn note(&mut self, why: SealWhy) {
+        if *self.seal_why != Some(why) {
+            *self.seal_why = Some(why);
+            *self.seal_why_new = true;
+        }
     }
 
     /// The signed range `first ..= H*` checked as any proposal's (07 §6.4 items 1, 3, 4).
@@ -40,15 +74,26 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
         let Some(plan) = self.seal else {
             return SealAsk::No;
         };
-        let Some((hdr, ob, tip)) = self.own_seal() else {
-            return SealAsk::Wait;
+        let (hdr, ob, tip) = match self.own_seal() {
+            Ok(s) => s,
+            Err(why) => {
+                self.note(why);
+                return SealAsk::Wait;
+            }
         };
-        let Ok(p) = seal_proposal(parent_last, &hdr, &ob, &plan.ext) else {
-            return SealAsk::Wait;
+        let p = match seal_proposal(parent_last, &hdr, &ob, &plan.ext) {
+            Ok(p) => p,
+            Err(e) => {
+                self.note(SealWhy::Refused(e));
+                return SealAsk::Wait;
+            }
         };
-        if self.signed_range(p.first_height, &tip, now) != Check::True {
+        let c = self.signed_range(p.first_height, &tip, now);
+        if c != Check::True {
+            self.note(SealWhy::SignedRange(c));
             return SealAsk::Wait;
         }
+        self.note(SealWhy::Proposed);
         SealAsk::Ready(Box::new((p, plan.ext.clone())))
     }
 
@@ -59,21 +104,34 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
         let Some(plan) = self.seal else {
             return pending;
         };
-        let Some((hdr, ob, tip)) = self.own_seal() else {
-            return pending;
+        let (hdr, ob, tip) = match self.own_seal() {
+            Ok(s) => s,
+            Err(why) => {
+                self.note(why);
+                return pending;
+            }
         };
         let next = (plan.ext.next_seq, plan.ext.next_tenure);
         match check_seal(p, ext, plan.epoch, &hdr, &ob, next) {
-            Ok(()) => self.signed_range(p.first_height, &tip, now),
+            Ok(()) => {
+                let c = self.signed_range(p.first_height, &tip, now);
+                self.note(match c {
+                    Check::True => SealWhy::Checked,
+                    c => SealWhy::SignedRange(c),
+                });
+                c
+            }
             // Short of the leader's F*: fetched from the peers (07 §9.3), and this voter waits.
             // Past it (frames the leader's wait did not see): it waits too.
-            Err(SealRefused::Frames { have, want }) => {
+            Err(e @ SealRefused::Frames { have, want }) => {
+                self.note(SealWhy::Refused(e));
                 if have[0] < want[0] || have[1] < want[1] {
                     self.core.seal_fetch(want, &[], now, self.out);
                 }
                 pending
             }
-            Err(_) => {
+            Err(e) => {
+                self.note(SealWhy::Refused(e));
                 self.counters.refused += 1;
                 Check::False {
                     at: p.last_height,
