@@ -31,6 +31,14 @@ pub enum FollowRefused {
     NoTip(u64),
     /// It does not hold the tail after `BlockMark(H*)` (or a record of it is unresolved).
     NoTail,
+    /// It holds other frames than the seal's `F*` (fewer: fetched from the peers meanwhile;
+    /// more: frames of the deposed tenure no report named, which the seal leaves out).
+    Frames {
+        /// Its last frame per substream.
+        have: [u64; 2],
+        /// `F*`.
+        want: [u64; 2],
+    },
     /// Its own seal header does not hash to the certificate's `last_hash`.
     Differs,
     /// The core refused the seal.
@@ -120,7 +128,7 @@ impl Node {
             return;
         }
         let taken = if ext.next_seq == NEXT_SEQ_NONE {
-            self.seal_of(p)
+            self.seal_of(p, ext)
                 .map(|(h_star, seal)| self.halt_at(h_star, seal, ext))
         } else {
             self.next_tenure_of(p, ext)
@@ -182,7 +190,7 @@ impl Node {
             .filter(|s| s.0 == ext.next_seq)
             .map(|s| s.1)
             .ok_or(FollowRefused::UnknownSeq(ext.next_seq))?;
-        let (h_star, seal) = self.seal_of(p)?;
+        let (h_star, seal) = self.seal_of(p, ext)?;
         Ok(NextTenure {
             tenure: ext.next_tenure,
             sender: ext.next_seq,
@@ -194,7 +202,11 @@ impl Node {
 
     /// `H*` and the seal header of `p`, rebuilt from this replica's tail after `BlockMark(H*)`
     /// (it must hash to the proposal's `last_hash`).
-    fn seal_of(&self, p: &RepProposal) -> Result<(u64, BlockHeader), FollowRefused> {
+    fn seal_of(
+        &self,
+        p: &RepProposal,
+        ext: &RepSealExt,
+    ) -> Result<(u64, BlockHeader), FollowRefused> {
         let h = &self.next.home;
         let h_star = p.last_height.saturating_sub(1);
         let hash = *self
@@ -204,6 +216,13 @@ impl Node {
             .get(&h_star)
             .ok_or(FollowRefused::NoTip(h_star))?;
         let (ob, dr) = self.core.seal_block(h_star).ok_or(FollowRefused::NoTail)?;
+        let have = crate::front::failover::seal::frames_held(&ob);
+        if have != ext.end_frame_seq {
+            return Err(FollowRefused::Frames {
+                have,
+                want: ext.end_frame_seq,
+            });
+        }
         let tip = SignedTip {
             height: h_star,
             hash,

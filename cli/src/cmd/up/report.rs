@@ -600,6 +600,15 @@ fn failover_section(
     );
     let mut named = Vec::new();
     let mut following = 0;
+    for p in procs.iter().filter(|p| p.name == "standby") {
+        for l in p
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("standby replica: failover:") && !l.contains("failover stages"))
+        {
+            let _ = writeln!(r, "{}", l.trim());
+        }
+    }
     for p in procs.iter().filter(|p| p.name.starts_with("replica")) {
         let text = p.log_text();
         for l in text.lines().filter(|l| {
@@ -618,7 +627,14 @@ fn failover_section(
             .map(|x| x.split([' ', ':']).next().unwrap_or("").to_string());
         match fin {
             Some(x) => named.push(x),
-            None => problems.push(format!("{}: no final seal (07 §9.4)", p.name)),
+            None => problems.push(format!(
+                "{}: no final seal (07 §9.4){}",
+                p.name,
+                text.lines()
+                    .rfind(|l| l.contains("failover: seal (07 §9.4)"))
+                    .map(|l| format!(", last: {}", l.trim()))
+                    .unwrap_or_default()
+            )),
         }
     }
     if let Some(l) = promoted {
@@ -654,7 +670,20 @@ fn failover_section(
         .filter(|p| p.name.starts_with("replica"))
         .count();
     if promoted.is_none() {
-        problems.push("the seal names the standby, which was not promoted".into());
+        // Why, as far as the standby's replica said (the verdict is what a CI log keeps).
+        let why = procs
+            .iter()
+            .find(|p| p.name == "standby")
+            .and_then(|p| {
+                p.log_text()
+                    .lines()
+                    .rfind(|l| l.contains("standby replica: failover:"))
+                    .map(|l| format!(" (its replica's last word: {})", l.trim()))
+            })
+            .unwrap_or_default();
+        problems.push(format!(
+            "the seal names the standby, which was not promoted{why}"
+        ));
     }
     if following < voters {
         problems.push(format!(
