@@ -281,6 +281,12 @@ impl Node {
         }
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
+        if f.dep.is_deposed() && f.dep.silence().is_none() {
+            // Deposed on the others' word before it suspected: its TailReport goes out too.
+            let report = self.own_tail_report(&f);
+            let s = f.dep.report_deposed(report, now);
+            self.apply(&mut f, s, now);
+        }
         // The seal of this tenure may be final already (the other voters' plans came first):
         // then there is nothing to plan.
         let tenure = f.dep.config().tenure;
@@ -336,6 +342,12 @@ impl Node {
                     let to = self.io.peers[i];
                     self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
                 }
+                // The standby's replica counts the voters' Silences too: Q of them depose the
+                // tenure there as here (INV-REP-5), so its frozen tail is not taken back when
+                // its own suspicion would abort, and it holds what it reported until the seal.
+                if let Some(to) = self.io.standby_replica {
+                    self.io.queue(Sock::Ctrl, to, |b| m.encode(b).is_ok());
+                }
                 self.io.c.silences_sent += 1;
             }
         }
@@ -385,6 +397,13 @@ impl Node {
     /// plan to the voter, whose ledger proposes and checks the seal from then on.
     fn plan_seal(&mut self, f: &mut NodeFailover, now: u64) {
         use crate::front::failover::prefix::{f_star, h_star, next_seq, Holdings};
+        if self.simplex.is_none() {
+            // Not a voter (the standby's replica): it plans nothing and fetches nothing on its
+            // own reckoning of F* (a report the leader lacked would take it past the seal's);
+            // the final seal's F* is what it fetches to (`follow_seal`).
+            f.planned = true;
+            return;
+        }
         let reports: Vec<&vyrn_wire::msg::ctrl::TailReport> = f.dep.reports().collect();
         let hs = h_star(reports.iter().copied());
         let mut fs = [0u64; 2];

@@ -127,6 +127,16 @@ impl Node {
         {
             return;
         }
+        // The seal is final: Q voters deposed the tenure. A replica that did not (the standby's,
+        // whose suspicion aborted before the voters' Silences came) refuses its frames from now
+        // too (INV-REP-5), so what it holds cannot grow past the seal's F* while it follows.
+        if tenure < ext.next_tenure && !self.core.order_rx().is_deposed() {
+            eprintln!(
+                "{}: failover: tenure {tenure} deposed here by its final seal (INV-REP-5)",
+                self.io.name
+            );
+            self.core.depose();
+        }
         let taken = if ext.next_seq == NEXT_SEQ_NONE {
             self.seal_of(p, ext)
                 .map(|(h_star, seal)| self.halt_at(h_star, seal, ext))

@@ -228,6 +228,23 @@ impl Deposition {
         }
     }
 
+    /// Deposed by the others' Silences before this replica suspected (a voter whose paths still
+    /// carried frames, or the standby's replica): it reports all the same (07 §9.2: the leader
+    /// waits for every voter's and the standby's report), its tail already deposed. Asks for a
+    /// broadcast once; nothing when not deposed or already reporting.
+    pub fn report_deposed(&mut self, report: TailReport, now: u64) -> Steps {
+        if !self.is_deposed() || self.own.is_some() {
+            return Steps::default();
+        }
+        self.own = Some((SilenceReason::Silence, report));
+        self.c.broadcasts += 1;
+        self.last_broadcast = now;
+        Steps {
+            broadcast: true,
+            ..Steps::default()
+        }
+    }
+
     /// The `Silence` this voter broadcasts while it suspects.
     pub fn silence(&self) -> Option<Silence> {
         let (reason, report) = self.own.clone()?;
@@ -323,7 +340,9 @@ impl Deposition {
                 }
             }
         }
-        if self.own.is_some() && self.cfg.me < 64 {
+        // Its own suspicion counts only at a voter: the standby's replica (index past the
+        // voters) deposes on Q voters' Silences alone (07 §9.3: its Silence never counts).
+        if self.own.is_some() && self.cfg.me < self.heard.len().min(64) {
             bits |= 1 << self.cfg.me;
         }
         bits
@@ -477,6 +496,55 @@ mod tests {
         );
         cfg.standby = Some((1, k[4].verifying_key()));
         (k, Deposition::new(cfg))
+    }
+
+    #[test]
+    fn at_the_standby_q_voters_silences_depose_and_its_own_never_counts() {
+        let k = keys();
+        // The standby's replica: index 4, past the four voters.
+        let cfg = DeposeConfig::new(
+            1,
+            0,
+            0,
+            4,
+            k[..4].iter().map(|s| s.verifying_key()).collect(),
+            3,
+        );
+        let mut d = Deposition::new(cfg);
+        let s = d.on_suspect(SilenceReason::Silence, report(&k[4], 4, 0, 0), 0);
+        assert!(s.broadcast && d.is_frozen());
+        // Its own suspicion and two voters' Silences: 2 of Q = 3, not deposed.
+        let _ = d.on_silence(0, &silence(&k[0], 0), MS);
+        let s = d.on_silence(1, &silence(&k[1], 1), MS).unwrap();
+        assert!(!s.deposed && !d.is_deposed());
+        // The third voter's makes Q.
+        let s = d.on_silence(2, &silence(&k[2], 2), 2 * MS).unwrap();
+        assert!(s.deposed && d.is_deposed());
+    }
+
+    #[test]
+    fn deposed_before_it_suspected_a_replica_still_reports_once() {
+        let (k, mut d) = voter(3);
+        assert_eq!(
+            d.report_deposed(report(&k[3], 3, 0, 0), 0),
+            Steps::default(),
+            "not deposed: nothing to report"
+        );
+        for v in 0..3 {
+            let _ = d.on_silence(v, &silence(&k[v], v as u8), MS);
+        }
+        assert!(d.is_deposed());
+        assert!(d.silence().is_none(), "it never suspected");
+        let s = d.report_deposed(report(&k[3], 3, 0, 0), 2 * MS);
+        assert!(s.broadcast);
+        assert_eq!(d.silence().map(|m| m.report.reporter), Some(3));
+        assert_eq!(
+            d.report_deposed(report(&k[3], 3, 0, 0), 3 * MS),
+            Steps::default(),
+            "once"
+        );
+        // Repeated for a while like any deposed voter's.
+        assert!(d.tick(3 * MS + d.config().resend_ns).broadcast);
     }
 
     #[test]
