@@ -530,8 +530,8 @@ mod tests {
             Steps::default(),
             "not deposed: nothing to report"
         );
-        for v in 0..3 {
-            let _ = d.on_silence(v, &silence(&k[v], v as u8), MS);
+        for (v, key) in k.iter().enumerate().take(3) {
+            let _ = d.on_silence(v, &silence(key, v as u8), MS);
         }
         assert!(d.is_deposed());
         assert!(d.silence().is_none(), "it never suspected");
