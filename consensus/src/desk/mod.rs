@@ -260,7 +260,7 @@ pub struct DeskCounters {
     /// Seals this voter proposed as leader.
     pub seals_proposed: u64,
     /// A notarized seal not final yet proposed again on itself (its view's finalize votes fell
-    /// short, and nothing else can follow it): [`Desk::seal_repropose`].
+    /// short, and nothing else can follow it; `Desk::seal_repropose`).
     pub seals_reproposed: u64,
     /// Seals finalized here (their certificate exported).
     pub seals_final: u64,

@@ -126,6 +126,9 @@ pub struct NodeCounters {
     /// Final seals this replica could not follow (07 §9.5: it does not hold the prefix the
     /// seal names, or the next box is unknown to it).
     pub follow_refused: u64,
+    /// Tenures deposed here by their final seal, not by Q Silences first (07 §9.4, INV-REP-5:
+    /// the standby's replica whose own suspicion had aborted, mostly).
+    pub deposed_by_seal: u64,
     /// `SeqChange`s sent to the data boxes (07 §9.5: one per final seal).
     pub seq_changes_sent: u64,
     /// Seal certificates refused at the standby's replica (bad signatures, too many queued).

@@ -37,6 +37,12 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
         ("seal_offer_dropped", c.seal_offers_dropped),
         ("seal_offer_refused", c.seal_offers_refused),
         ("seal_final", c.seals_final),
+        (
+            "seal_reproposed",
+            n.simplex()
+                .map_or(0, |s| s.desk_counters().seals_reproposed),
+        ),
+        ("deposed_by_seal", c.deposed_by_seal),
         ("follow_refused", c.follow_refused),
         ("seal_cert_refused", c.seal_certs_bad),
         ("seq_change_sent", c.seq_changes_sent),

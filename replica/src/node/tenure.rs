@@ -136,6 +136,7 @@ impl Node {
                 self.io.name
             );
             self.core.depose();
+            self.io.c.deposed_by_seal += 1;
         }
         let taken = if ext.next_seq == NEXT_SEQ_NONE {
             self.seal_of(p, ext)
