@@ -281,7 +281,7 @@ impl Node {
         }
         steps = merge(steps, f.dep.tick(now));
         self.apply(&mut f, steps, now);
-        if f.dep.is_deposed() && f.dep.silence().is_none() {
+        if f.dep.is_deposed() && !f.dep.reporting() {
             // Deposed on the others' word before it suspected: its TailReport goes out too.
             let report = self.own_tail_report(&f);
             let s = f.dep.report_deposed(report, now);

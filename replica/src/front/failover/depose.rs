@@ -245,6 +245,11 @@ impl Deposition {
         }
     }
 
+    /// Whether this replica holds its own report (it suspected, or reported once deposed).
+    pub fn reporting(&self) -> bool {
+        self.own.is_some()
+    }
+
     /// The `Silence` this voter broadcasts while it suspects.
     pub fn silence(&self) -> Option<Silence> {
         let (reason, report) = self.own.clone()?;
