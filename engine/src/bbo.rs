@@ -75,6 +75,10 @@ pub enum Outcome {
     /// The last event of this step for this lane: the lane flushes the step's responses and
     /// counts the step as applied (`fills_applied`, 07 §3.6).
     End,
+    /// Replay of a seal block with unavailable packets (07 §9.4): the op was forwarded here,
+    /// but the final log steps nothing for it (the dead tenure refused it at its lane, where
+    /// risk state now differs). The lane answers `Reject EXCLUDED` and retires it.
+    Excluded,
 }
 
 /// One event addressed to a lane (07 §4.1 `R_fill`: tagged `(step, need_A, need_B)`).
@@ -241,6 +245,8 @@ pub struct Bbo {
     control: Option<ControlReq>,
     scratch: Vec<Event>,
     counters: BboCounters,
+    /// Replaying a seal block that excludes unavailable packets ([`Bbo::exclude`]).
+    excluding: bool,
 }
 
 impl Bbo {
@@ -258,6 +264,7 @@ impl Bbo {
             control: None,
             scratch: Vec::with_capacity(1024),
             counters: BboCounters::default(),
+            excluding: false,
         }
     }
 
@@ -396,6 +403,25 @@ impl Bbo {
         Ok(None)
     }
 
+    /// A final seal listed packets of this tenure's tail unavailable (07 §9.4): until the next
+    /// tenure starts ([`Bbo::start_tenure`]), [`Bbo::replay`] runs the log as the final log
+    /// reads it rather than as the dead box stepped it. The steps stand (their ids, cuts and
+    /// order), but what each does is computed from the book: a step whose source op was never
+    /// forwarded (an excluded packet's, or one its lane now refuses) runs as `Idle`; one whose
+    /// op is there runs with the kind the book gives it; an op forwarded here and passed over
+    /// by the log (the dead box's lane refused it) is retired with `Outcome::Excluded`. Every
+    /// replica runs the same steps over the same input, so they agree with each other
+    /// (INV-DET); where the result differs from what the dead box answered, the answer was
+    /// reverted (§9.6 case d).
+    pub fn exclude(&mut self) {
+        self.excluding = true;
+    }
+
+    /// Whether replay runs the log as [`Bbo::exclude`] says.
+    pub fn excluding(&self) -> bool {
+        self.excluding
+    }
+
     /// Replay: run the logged step `s`, taking its source op from `queues` (07 §7.1). The
     /// caller has let every lane apply its ops ≤ `s.cut` first.
     pub fn replay(
@@ -404,6 +430,9 @@ impl Bbo {
         queues: &mut impl OpQueues,
         sink: &mut impl BboSink,
     ) -> Result<(), StepError> {
+        if self.excluding {
+            return self.replay_excluding(s, queues, sink);
+        }
         let op = if s.src_lane == SRC_NONE {
             None
         } else {
@@ -419,6 +448,69 @@ impl Bbo {
             }
         };
         self.execute(s, op, sink)
+    }
+
+    /// [`Bbo::replay`] of a seal block with unavailable packets ([`Bbo::exclude`]).
+    fn replay_excluding(
+        &mut self,
+        s: &StepIn<'_>,
+        queues: &mut impl OpQueues,
+        sink: &mut impl BboSink,
+    ) -> Result<(), StepError> {
+        let wants_op = matches!(s.kind, StepKind::Cross | StepKind::Improve | StepKind::Shed);
+        if s.src_lane == SRC_NONE || !wants_op {
+            return self.execute(s, None, sink);
+        }
+        let l = s.src_lane as usize;
+        if l >= self.layout.n_lanes as usize {
+            return Err(StepError::MissingOp {
+                lane: s.src_lane,
+                lane_seq: s.src_lane_seq,
+            });
+        }
+        // Ops the log passed over: retired, answered EXCLUDED.
+        while queues.head(l).is_some_and(|h| h.lane_seq < s.src_lane_seq) {
+            if let Some(f) = queues.pop(l) {
+                self.retire_excluded(s.step, &f, sink);
+            }
+        }
+        let op = match queues.head(l) {
+            Some(h) if h.lane_seq == s.src_lane_seq => queues.pop(l),
+            _ => None,
+        };
+        let Some(op) = op else {
+            let idle = StepIn {
+                kind: StepKind::Idle,
+                src_lane: SRC_NONE,
+                src_lane_seq: 0,
+                ..*s
+            };
+            return self.execute(&idle, None, sink);
+        };
+        let kind = match s.kind {
+            StepKind::Shed => StepKind::Shed,
+            _ if self.halted.is_some() || self.sealed => StepKind::Improve,
+            _ => self.book.kind_of(&op.op),
+        };
+        self.execute(&StepIn { kind, ..*s }, Some(op), sink)
+    }
+
+    /// An op the final log never steps ([`Bbo::exclude`]): its lane answers `EXCLUDED` and
+    /// retires it, before step `step` runs.
+    fn retire_excluded(&mut self, step: u64, f: &Fwd, sink: &mut impl BboSink) {
+        let (need_a, need_b) = (self.need[0], self.need[1]);
+        let ev = |what| LaneEvent {
+            step,
+            need_a,
+            need_b,
+            session: f.op.session,
+            client_tag: f.op.client_tag,
+            cookie: f.op.cookie,
+            side: f.op.side,
+            what,
+        };
+        sink.event(f.lane, &ev(Outcome::Excluded));
+        sink.event(f.lane, &ev(Outcome::Done));
     }
 
     /// The one step path, live and replay (INV-DET).
@@ -655,6 +747,7 @@ impl Bbo {
             return Err(StepError::BadCut);
         }
         self.cut[..n].copy_from_slice(prev_cut);
+        self.excluding = false;
         Ok(())
     }
 

@@ -456,6 +456,9 @@ impl Payloads for NoPayloads {
 enum Input {
     Owned(Vec<u8>),
     Keyed(Option<u64>),
+    /// A final seal listed the packet unavailable (07 §9.4): run without a payload
+    /// ([`Lane::exclude_packet`]).
+    Excluded,
 }
 
 /// The replay engine (07 §7.1): decoded PacketRecords with their payloads replace the NIC,
@@ -629,6 +632,34 @@ impl ReplayEngine {
         true
     }
 
+    /// A final seal listed the packet of the record of `lane` starting at `first_lane_seq`
+    /// unavailable (07 §9.3, §9.4): the record runs without a payload
+    /// ([`Lane::exclude_packet`]), and the BBO core runs the rest of the tenure's log as the
+    /// final log reads it ([`Bbo::exclude`]). Call it before the lane reaches the record (it
+    /// waits for a payload that never comes until then). False when no such record waits.
+    pub fn exclude(&mut self, lane: u8, first_lane_seq: u64) -> bool {
+        if self.applied(lane, first_lane_seq) {
+            return true;
+        }
+        let Some(q) = self.recs.get_mut(lane as usize) else {
+            return false;
+        };
+        let Some(e) = find_waiting(q, first_lane_seq, |r, i| {
+            !r.is_advance() && !matches!(i, Input::Excluded)
+        }) else {
+            return false;
+        };
+        if let Input::Owned(b) = std::mem::replace(&mut e.1, Input::Excluded) {
+            if b.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
+                let mut b = b;
+                b.clear();
+                self.spare.push(b);
+            }
+        }
+        self.t.bbo.exclude();
+        true
+    }
+
     /// Keep `n` payload buffers of `cap` bytes ready for [`ReplayEngine::buffer`] and
     /// [`ReplayEngine::set_payload`] (startup work: no allocation on the first records).
     pub fn reserve_buffers(&mut self, n: usize, cap: usize) {
@@ -736,6 +767,7 @@ impl ReplayEngine {
                     // A keyed record's payload, read in place (07 §5.4 join).
                     let payload: &[u8] = match input {
                         Input::Owned(b) => b,
+                        Input::Excluded => &[],
                         Input::Keyed(h) => {
                             match h.and_then(|h| src.payload(rec.session, rec.pkt_seq, h)) {
                                 Some(p) => p,
@@ -758,13 +790,18 @@ impl ReplayEngine {
                         sink,
                         fwd: &mut self.t.fwd[l],
                     };
-                    self.t.lanes[l]
-                        .replay_packet(&rec, payload, &mut ad)
-                        .map_err(|err| ReplayError::Lane {
-                            lane: l as u8,
-                            first_lane_seq: rec.first_lane_seq,
-                            err,
-                        })?;
+                    let excluded = matches!(input, Input::Excluded);
+                    let lane = &mut self.t.lanes[l];
+                    if excluded {
+                        lane.exclude_packet(&rec, &mut ad)
+                    } else {
+                        lane.replay_packet(&rec, payload, &mut ad)
+                    }
+                    .map_err(|err| ReplayError::Lane {
+                        lane: l as u8,
+                        first_lane_seq: rec.first_lane_seq,
+                        err,
+                    })?;
                     if let Some((_, Input::Owned(mut b))) = q.pop_front() {
                         if b.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
                             b.clear();

@@ -140,6 +140,9 @@ pub struct LaneCounters {
     pub orphan_events: u64,
     /// Hash batches computed.
     pub hash_batches: u64,
+    /// Records a seal listed unavailable, run without their payload (07 §9.4;
+    /// [`Lane::exclude_packet`]).
+    pub excluded: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -469,6 +472,88 @@ impl Lane {
     ) -> Result<Verdict, LaneReplayError> {
         self.counters.packets += 1;
         self.process(Mode::Replay(rec), rec.rx_ts, payload, sink)
+    }
+
+    /// Replay: a logged record whose packet a final seal listed unavailable (07 §9.3, §9.4):
+    /// no box held its payload, so the final log never executes its messages (§9.6 case d).
+    /// The record still takes its logged LaneSeqs (the cut and every later record count on
+    /// them) and, new in its session, moves `last(session)` to its `pkt_seq` (the next tenure's
+    /// resend dedupe, §9.5, and the prefix's later packets of the session number as logged). It
+    /// forwards no op: a step whose source is one of its LaneSeqs runs as nothing
+    /// ([`crate::bbo::Bbo::replay`] once excluding). Its answer in the hot ring is one
+    /// packet-level `Reject EXCLUDED`, so a resend to the promoted sequencer learns what became of
+    /// it. The caller has applied every event of steps ≤ `rec.fills_applied` first.
+    pub fn exclude_packet(
+        &mut self,
+        rec: &PacketRecord,
+        sink: &mut impl LaneSink,
+    ) -> Result<Verdict, LaneReplayError> {
+        self.counters.packets += 1;
+        let Some(&slot) = self.by_session.get(&rec.session) else {
+            return Err(self.drop(LaneDrop::UnknownSession));
+        };
+        let Some(sess) = self.sessions[slot as usize] else {
+            return Err(self.drop(LaneDrop::UnknownSession));
+        };
+        let first = self.next_lane_seq;
+        let shed = rec.flags & PKT_SHED != 0;
+        if rec.first_lane_seq != first || rec.count == 0 {
+            return Err(LaneReplayError::Numbering {
+                logged: (rec.first_lane_seq, rec.count, shed),
+                computed: (first, rec.count, shed),
+            });
+        }
+        let pkt_seq = rec.pkt_seq;
+        let verdict = if pkt_seq <= sess.last {
+            Verdict::Duplicate
+        } else if pkt_seq > sess.last + 1 {
+            Verdict::Gap
+        } else if shed {
+            Verdict::Shed
+        } else {
+            Verdict::New
+        };
+        // A packet-level answer takes one LaneSeq (as `process` numbers it).
+        if matches!(verdict, Verdict::Duplicate | Verdict::Gap) && rec.count != 1 {
+            return Err(LaneReplayError::Numbering {
+                logged: (rec.first_lane_seq, rec.count, shed),
+                computed: (first, 1, shed),
+            });
+        }
+        if matches!(verdict, Verdict::New | Verdict::Shed) {
+            if let Some(s) = self.sessions[slot as usize].as_mut() {
+                s.last = pkt_seq;
+            }
+        }
+        self.next_lane_seq += rec.count as u64;
+        let last_seq = first + rec.count as u64 - 1;
+        self.counters.logged += 1;
+        self.counters.msgs += rec.count as u64;
+        self.counters.excluded += 1;
+        // The LaneDec mirror (snapshot section 5) takes the record as logged.
+        let mut enc = [0u8; PKT_ENC_MAX];
+        encode_lane_op(
+            &mut self.enc,
+            &mut self.enc_next,
+            &LaneOp::Pkt {
+                slot,
+                count: rec.count,
+                shed,
+                pkt_seq,
+                rx_ts: rec.rx_ts,
+                first_lane_seq: first,
+                fills_applied: self.applied,
+            },
+            &mut enc,
+        );
+        let gate = Gate::LaneCut {
+            lane: self.id,
+            lane_seq: last_seq,
+        };
+        self.rb.start(rec.session, pkt_seq);
+        self.reject(MSG_INDEX_NONE, RejectCode::Excluded, 0, 0);
+        self.send_rb(slot, pkt_seq, gate, sink);
+        Ok(verdict)
     }
 
     fn drop(&mut self, d: LaneDrop) -> LaneReplayError {
@@ -930,7 +1015,7 @@ impl Lane {
                     self.counters.orphan_events += 1;
                 }
             }
-            Outcome::Rejected(_) | Outcome::Halted | Outcome::Shed => {
+            Outcome::Rejected(_) | Outcome::Halted | Outcome::Shed | Outcome::Excluded => {
                 let Some(f) = front else {
                     self.counters.orphan_events += 1;
                     return;
@@ -947,6 +1032,7 @@ impl Lane {
                     }
                     Outcome::Rejected(BookReject::BookFull) => (RejectCode::BookFull, 0),
                     Outcome::Halted => (RejectCode::BookHalted, self.halted.unwrap_or(0)),
+                    Outcome::Excluded => (RejectCode::Excluded, 0),
                     _ => (RejectCode::Busy, 0),
                 };
                 // A refused New leaves the account's working set; a BOOK_FULL remainder was

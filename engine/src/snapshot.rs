@@ -129,6 +129,7 @@ fn outcome_put(w: &mut W, o: &Outcome) {
         Outcome::Resume => (10, 0, 0, 0, 0),
         Outcome::Sealed => (11, 0, 0, 0, 0),
         Outcome::End => (12, 0, 0, 0, 0),
+        Outcome::Excluded => (13, 0, 0, 0, 0),
     };
     w.u8(code);
     w.i32(a);
@@ -167,6 +168,7 @@ pub(crate) fn outcome_get(r: &mut Reader<'_>) -> Result<Outcome, SnapError> {
         10 => Outcome::Resume,
         11 => Outcome::Sealed,
         12 => Outcome::End,
+        13 => Outcome::Excluded,
         _ => return Err(SnapError::Content("event kind")),
     })
 }

@@ -514,7 +514,7 @@ mod msg {
         r.records = vec![Record::Busy; RESP_MAX_RECORDS];
         assert_eq!(r.to_bytes(&k).unwrap().len(), 40 + 32 * 40);
         // Reject codes.
-        for c in 1..=13u16 {
+        for c in 1..=14u16 {
             let code = RejectCode::from_u16(c).unwrap();
             assert_eq!(code as u16, c);
             assert!(code
@@ -523,6 +523,6 @@ mod msg {
                 .all(|ch| ch.is_ascii_uppercase() || ch == '_'));
         }
         assert_eq!(RejectCode::from_u16(0), None);
-        assert_eq!(RejectCode::from_u16(14), None);
+        assert_eq!(RejectCode::from_u16(15), None);
     }
 }

@@ -134,7 +134,7 @@ mod msg {
     }
 
     fn arb_code() -> impl Strategy<Value = RejectCode> {
-        (1u16..=12).prop_map(|c| RejectCode::from_u16(c).unwrap())
+        (1u16..=14).prop_map(|c| RejectCode::from_u16(c).unwrap())
     }
 
     fn arb_record() -> impl Strategy<Value = Record> {

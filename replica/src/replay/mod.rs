@@ -536,6 +536,17 @@ impl Replayer {
         }
     }
 
+    /// A final seal listed the packet of the record of `lane` starting at `first_lane_seq`
+    /// unavailable (07 §9.3, §9.4): replay runs it without a payload and the rest of the
+    /// tenure's log as the final log reads it (`ReplayEngine::exclude`). False when no such
+    /// record waits (it already ran: its payload came before the seal was final).
+    pub fn on_excluded(&mut self, lane: u8, first_lane_seq: u64) -> bool {
+        match &mut self.eng {
+            Eng::One(e) => e.exclude(lane, first_lane_seq),
+            Eng::Split(e) => e.exclude(lane, first_lane_seq),
+        }
+    }
+
     /// Keep `n` payload buffers of `cap` bytes ready (startup work, [`Replayer::on_payload`]).
     pub fn reserve_buffers(&mut self, n: usize, cap: usize) {
         match &mut self.eng {

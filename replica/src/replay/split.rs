@@ -88,6 +88,11 @@ impl<T: ReportingSink + Send + 'static> WorkerSink for T {
     }
 }
 
+/// [`LaneIn::len`] of a record a final seal listed unavailable (07 §9.4): it runs without a
+/// payload ([`vyrn_engine::lane::Lane::exclude_packet`]).
+const EXCLUDED_LEN: u8 = u8::MAX;
+const _: () = assert!(REQ_MAX_LEN < EXCLUDED_LEN as usize);
+
 /// A record and its payload, on the way to its lane.
 #[derive(Clone, Copy)]
 struct LaneIn {
@@ -353,7 +358,11 @@ impl LaneWorker {
                     stage: &mut wl.fwd_stage,
                 };
                 apply_events(lane, &mut wl.events, rec.fills_applied, &mut ad);
-                let r = lane.replay_packet(&rec, &head.bytes[..head.len as usize], &mut ad);
+                let r = if head.len == EXCLUDED_LEN {
+                    lane.exclude_packet(&rec, &mut ad)
+                } else {
+                    lane.replay_packet(&rec, &head.bytes[..head.len as usize], &mut ad)
+                };
                 wl.input.pop();
                 ran += 1;
                 if let Err(err) = r {
@@ -705,6 +714,27 @@ impl SplitEngine {
         true
     }
 
+    /// A final seal listed the packet of the record of `lane` starting at `first_lane_seq`
+    /// unavailable (07 §9.4; `ReplayEngine::exclude`): it goes to its lane without a payload, and
+    /// the BBO core runs the rest of the tenure's log as the final log reads it. False when no
+    /// such record waits here (a record already on its lane worker cannot be excluded).
+    pub fn exclude(&mut self, lane: u8, first_lane_seq: u64) -> bool {
+        let Some(q) = self.recs.get_mut(lane as usize) else {
+            return false;
+        };
+        let Some(e) = find_waiting(q, first_lane_seq, |r, _| !r.is_advance()) else {
+            return false;
+        };
+        if let Some(mut b) = e.1.replace(Vec::new()) {
+            if b.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
+                b.clear();
+                self.spare.push(b);
+            }
+        }
+        self.bbo.exclude();
+        true
+    }
+
     /// The sealed tenure ends at `last_step`: once it has run, the BBO core's cut is the seal's
     /// `lane_bounds` (07 §9.4, `ReplayEngine::end_tenure`). Records waiting on a later step
     /// are on the lane workers and are not changed here.
@@ -786,9 +816,11 @@ impl SplitEngine {
                     break;
                 };
                 let n = b.len().min(REQ_MAX_LEN);
+                // An empty payload on a record that carries one: excluded (`exclude`).
+                let excluded = n == 0 && !rec.is_advance();
                 let mut li = LaneIn {
                     rec,
-                    len: n as u8,
+                    len: if excluded { EXCLUDED_LEN } else { n as u8 },
                     bytes: [0; REQ_MAX_LEN],
                 };
                 li.bytes[..n].copy_from_slice(&b[..n]);

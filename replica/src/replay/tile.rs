@@ -67,6 +67,9 @@ const T_PAYLOAD: u8 = 5;
 const T_ROOTS: u8 = 6;
 const T_SETTLE: u8 = 7;
 const T_END_TENURE: u8 = 8;
+/// A record a final seal listed unavailable (07 §9.4): `[T_EXCLUDED, lane, first_lane_seq u64]`.
+const T_EXCLUDED: u8 = 9;
+const EXCLUDED_LEN: usize = 10;
 
 /// Bytes of a PacketRecord message, tag included.
 const RECORD_LEN: usize = 1 + 3 + 4 + 2 + 4 + 8 * 3;
@@ -256,6 +259,14 @@ impl ReplayTx {
         m[10] = len;
         self.stage.extend_from_slice(&m);
         self.stage.extend_from_slice(bytes);
+    }
+
+    /// A final seal listed the packet of the record of `lane` starting at `first_lane_seq`
+    /// unavailable (07 §9.4, [`Replayer::on_excluded`]), after that record.
+    pub fn excluded(&mut self, lane: u8, first_lane_seq: u64) {
+        self.stage.push(T_EXCLUDED);
+        self.stage.push(lane);
+        self.put_u64(first_lane_seq);
     }
 
     /// Take state roots every `root_blocks` heights after the anchor (07 §7.4).
@@ -799,6 +810,13 @@ impl<S: ReportingSink> ReplayTile<S> {
                     return Err(Parse::Orphan);
                 }
                 Ok(PAYLOAD_FIXED + n)
+            }
+            T_EXCLUDED => {
+                need(EXCLUDED_LEN)?;
+                if !self.replay.on_excluded(b[1], u64_at(b, 2)) {
+                    return Err(Parse::Orphan);
+                }
+                Ok(EXCLUDED_LEN)
             }
             T_ROOTS => {
                 need(ROOTS_LEN)?;

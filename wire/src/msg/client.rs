@@ -485,6 +485,11 @@ pub enum RejectCode {
     /// `BOOK_FULL`: the book holds its most resting orders, so a GTC remainder could not rest
     /// (what traded stands; an `Out` record carries the remainder); detail 0.
     BookFull = 13,
+    /// `EXCLUDED`: a failover's seal listed the packet unavailable (07 §9.3, §9.4): no box held
+    /// its payload, so the final log never executed its messages; whatever the dead tenure
+    /// answered for it was reverted (§9.6 case d). Detail 0. A promoted sequencer answers a
+    /// resend of such a packet with it.
+    Excluded = 14,
 }
 
 impl RejectCode {
@@ -505,6 +510,7 @@ impl RejectCode {
             11 => DuplicateTag,
             12 => BadBook,
             13 => BookFull,
+            14 => Excluded,
             _ => return None,
         })
     }
@@ -526,6 +532,7 @@ impl RejectCode {
             DuplicateTag => "DUPLICATE_TAG",
             BadBook => "BAD_BOOK",
             BookFull => "BOOK_FULL",
+            Excluded => "EXCLUDED",
         }
     }
 }
