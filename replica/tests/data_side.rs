@@ -1391,7 +1391,7 @@ fn the_seal_data_root_spans_the_blocks_after_h_star() {
         }
         data_root(&h.finish(), &empty_root())
     };
-    let dr = |d: &DataSide, h| d.tail_data_root(h).map(|r| r.data_root);
+    let dr = |d: &DataSide, h| d.tail_data_root(h, &[]).map(|r| r.data_root);
     assert_eq!(dr(&d, 2), Some(root(&[3, 4])), "after the last mark");
     assert_eq!(dr(&d, 1), Some(root(&[2, 3, 4])), "spanning BlockMark(2)");
     assert_eq!(
@@ -1449,7 +1449,7 @@ fn a_sealed_records_copy_that_comes_after_the_seal_resolves_it_by_key() {
     r.first_lane_seq = 7;
     d.on_record(0, &r, 0, &mut o).unwrap();
     // The seal: no copy of (5, 9) held, nothing resolved by key.
-    assert_eq!(d.seal(0, 1, &mut o), 0);
+    assert_eq!(d.seal(0, 1, &[], 0, &mut o), 0);
     assert_eq!(d.rec_state(key(5, 9)), Some(RecState::Missing));
     // The next tenure's record of another key, its copy in, no HashRun yet.
     let next = pkt(6, 1, 1, 1);

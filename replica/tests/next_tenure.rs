@@ -23,6 +23,7 @@ use vyrn_engine::EngineConfig;
 use vyrn_replica::front::core::{
     CoreConfig, NextTenure, NextTenureRefused, ReplicaCore, ReplicaOut,
 };
+use vyrn_replica::front::data::UnavailRefused;
 use vyrn_replica::front::decode::Fault;
 use vyrn_replica::front::failover::seal::{seal_header, SignedTip};
 use vyrn_replica::front::order_rx::{FetchHint, RxVerdict, PEER_CHANNEL};
@@ -32,9 +33,10 @@ use vyrn_seq::takeover::Takeover;
 use vyrn_seq::testkit::{SimBox, WireEvent};
 use vyrn_seq::SeqConfig;
 use vyrn_wire::header::BlockHeader;
-use vyrn_wire::msg::client::SipKey;
+use vyrn_wire::msg::client::{Record, RejectCode, Response, SipKey};
 use vyrn_wire::msg::ctrl::RepairReq;
 use vyrn_wire::msg::data::{DataFrameBuilder, DataKind};
+use vyrn_wire::msg::PktKey;
 
 const EPOCH: u32 = 4;
 
@@ -129,22 +131,25 @@ struct Rig {
     frames: HashMap<(u8, u64), Vec<u8>>,
     /// Replica 0 loses both paths' copies of a third of the frames (drawn by frame).
     lossy: bool,
+    /// Copy 2 reaches no replica (kept in `withheld`, by key, to deliver later).
+    withhold: bool,
+    withheld: Vec<((u32, u32), Vec<u8>)>,
 }
 
 impl Rig {
     fn round(&mut self, input: Option<(u64, Vec<u8>)>) {
         if let Some((rx_ts, bytes)) = input {
-            self.data_seq += 1;
-            let mut b =
-                DataFrameBuilder::new(DataKind::Data, self.e.book, EPOCH as u16, self.data_seq, 0);
-            b.push(&bytes).unwrap();
-            for r in &mut self.reps {
-                r.core.on_data_frame(0, b.as_bytes(), self.now, &mut r.out);
-            }
-            if bytes.len() >= 16 {
+            let key = (bytes.len() >= 16).then(|| {
                 let s = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
                 let q = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-                self.sent.entry((s, q)).or_insert_with(|| bytes.clone());
+                (s, q)
+            });
+            match key {
+                Some(k) if self.withhold => self.withheld.push((k, bytes.clone())),
+                _ => self.copy2(&bytes, None),
+            }
+            if let Some(k) = key {
+                self.sent.entry(k).or_insert_with(|| bytes.clone());
             }
             self.home.receive(rx_ts, bytes);
         }
@@ -182,6 +187,19 @@ impl Rig {
         finalize(&mut self.home, c, self.now);
     }
 
+    /// Copy 2 of `bytes` in a DATA frame, to replica `to` or to every one.
+    fn copy2(&mut self, bytes: &[u8], to: Option<usize>) {
+        self.data_seq += 1;
+        let mut b =
+            DataFrameBuilder::new(DataKind::Data, self.e.book, EPOCH as u16, self.data_seq, 0);
+        b.push(bytes).unwrap();
+        for (i, r) in self.reps.iter_mut().enumerate() {
+            if to.is_none_or(|t| t == i) {
+                r.core.on_data_frame(0, b.as_bytes(), self.now, &mut r.out);
+            }
+        }
+    }
+
     /// Replica 0's RepairReqs, answered by a peer holding every frame the box sent (on the
     /// peer channel, flagged as a peer's); how many frames.
     fn serve_peer_repairs(&mut self) -> usize {
@@ -213,6 +231,8 @@ impl Rig {
             sent: HashMap::new(),
             frames: HashMap::new(),
             lossy: false,
+            withhold: false,
+            withheld: Vec::new(),
         }
     }
 }
@@ -281,10 +301,10 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
         assert_eq!(rig.reps[1].tip(), tip, "seed {seed}");
         let (ob, dr) = rig.reps[0]
             .core
-            .seal_block(tip.height)
+            .seal_block(tip.height, &[])
             .expect("the tail is held");
         assert_eq!(
-            rig.reps[1].core.seal_block(tip.height),
+            rig.reps[1].core.seal_block(tip.height, &[]),
             Some((ob.clone(), dr)),
             "seed {seed}: the voter and the standby seal the same block"
         );
@@ -310,23 +330,24 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
             seq_key: key1,
             h_star: tip.height,
             seal,
+            unavail: vec![],
         };
         // A seal that is not the block after H*, or not this replica's own: refused.
         let mut off = nt.clone();
         off.h_star += 1;
         assert_eq!(
-            standby.core.next_tenure(&off, &mut standby.out),
+            standby.core.next_tenure(&off, 0, &mut standby.out),
             Err(NextTenureRefused::Form)
         );
         let mut other = nt.clone();
         other.seal.order_root[0] ^= 1;
         assert_eq!(
-            standby.core.next_tenure(&other, &mut standby.out),
+            standby.core.next_tenure(&other, 0, &mut standby.out),
             Err(NextTenureRefused::Differs)
         );
         standby
             .core
-            .next_tenure(&nt, &mut standby.out)
+            .next_tenure(&nt, 0, &mut standby.out)
             .expect("the standby holds the prefix");
         standby
             .core
@@ -352,7 +373,7 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
         // The voter takes the seal and follows tenure 1.
         let resolved = rig.reps[0]
             .core
-            .next_tenure(&nt, &mut Out::default())
+            .next_tenure(&nt, 0, &mut Out::default())
             .expect("the voter holds the prefix");
 
         // 07 §9.5: the clients resend every packet that got no answer, in order, first.
@@ -497,7 +518,7 @@ fn a_voter_short_of_the_tail_fetches_it_from_a_holder_and_seals_the_same_block()
         let tip = holder.tip();
         let want = holder
             .core
-            .seal_block(tip.height)
+            .seal_block(tip.height, &[])
             .expect("the holder seals");
         let have = short.core.order_rx().contiguous();
         assert!(
@@ -580,7 +601,7 @@ fn a_voter_short_of_the_tail_fetches_it_from_a_holder_and_seals_the_same_block()
         let r = &rig.reps[0];
         assert!(r.out.faults.is_empty(), "seed {seed}: {:?}", r.out.faults);
         assert_eq!(
-            r.core.seal_block(tip.height),
+            r.core.seal_block(tip.height, &[]),
             Some(want.clone()),
             "seed {seed}: the voter that fetched its tail seals the holder's block"
         );
@@ -589,4 +610,277 @@ fn a_voter_short_of_the_tail_fetches_it_from_a_holder_and_seals_the_same_block()
             c.seal_fetch.0, c.seal_fetch.1, want.0.height
         );
     }
+}
+
+/// 07 §9.3 item 4, §9.4, §9.6 case d: the box dies with the last packets' copy 2 lost (the data
+/// box never forwarded them), so no replica can resolve their records in the tail. The leader
+/// lists them unavailable once REP_SEAL_DATA_WAIT_MS has passed (not before), the voter and the
+/// standby build the same seal block with 32 zero bytes for each (and none without the list),
+/// a listed key of no tail record is refused, and a late copy at a voter that accepted the list
+/// or at the standby (which deposed the tenure: its tail waits for the seal) is held back from
+/// replay — the voter can then resolve it, so it refuses a seal that lists it again.
+/// The standby replays the seal block without those packets (`Reject EXCLUDED`, the rest of the
+/// log as the final log reads it) and becomes tenure 1's box; the voter does the same: every
+/// answer of tenure 1 is the voter's replay, byte for byte.
+#[test]
+fn a_seal_excludes_packets_no_replica_holds_and_both_boxes_replay_the_same_book() {
+    let mut listed_total = 0;
+    for seed in 1..=4u64 {
+        let e = EngineConfig::test_home(4, 4);
+        let t1 = TenureId {
+            tenure: 1,
+            sender: 1,
+        };
+        let home = SimBox::new(seq_config(&e, TenureId::FIRST, 2));
+        let key0 = home.seq_public();
+        let mut rig = Rig::new(
+            &e,
+            vec![Replica::new(&e, key0), Replica::new(&e, key0)],
+            home,
+        );
+        let mut w = Workload::new(&e, seed, sealable_mix());
+        let kill = 500 + (seed as usize * 977) % 1_500;
+        for round in 0..kill {
+            rig.withhold = round + 8 >= kill;
+            let input = match w.next_input() {
+                Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
+                Input::Control(_) => None,
+            };
+            rig.now = rig.now.max(w.now());
+            rig.round(input);
+        }
+        rig.withhold = false;
+        let t0_keys: std::collections::HashSet<(u32, u64)> = rig.live.keys().copied().collect();
+        let tip = rig.reps[0].tip();
+        assert_eq!(rig.reps[1].tip(), tip, "seed {seed}");
+        let h = tip.height;
+
+        // The leader's list: inside REP_SEAL_DATA_WAIT_MS it waits; after, it lists.
+        let now0 = rig.now;
+        let later = now0 + 3_000_000;
+        let list = rig.reps[0]
+            .core
+            .seal_unavail(h, later)
+            .expect("the tail is held");
+        assert_eq!(
+            rig.reps[1].core.seal_unavail(h, later),
+            Ok(list.clone()),
+            "seed {seed}"
+        );
+        if !list.is_empty() {
+            assert!(
+                matches!(rig.reps[0].core.seal_unavail(h, now0), Err(n) if n > 0),
+                "seed {seed}: listed before the wait"
+            );
+        }
+        let withheld: Vec<PktKey> = rig
+            .withheld
+            .iter()
+            .map(|(k, _)| PktKey {
+                session: k.0,
+                pkt_seq: k.1,
+            })
+            .collect();
+        assert!(
+            list.iter().all(|k| withheld.contains(k)),
+            "seed {seed}: {list:?} of {withheld:?}"
+        );
+        listed_total += list.len();
+        // Withheld packets a signed block logged are the verdict's, not the seal's: they come.
+        rig.now = later;
+        for (k, b) in std::mem::take(&mut rig.withheld) {
+            let k = PktKey {
+                session: k.0,
+                pkt_seq: k.1,
+            };
+            if list.binary_search(&k).is_err() {
+                rig.copy2(&b, None);
+            } else {
+                rig.withheld.push(((k.session, k.pkt_seq), b));
+            }
+        }
+        for r in &mut rig.reps {
+            r.core.tick(later, &mut r.out, &mut r.resp).expect("replay");
+        }
+
+        // Both build the same seal block over the list; without it, no data_root.
+        let (ob, dr) = rig.reps[0]
+            .core
+            .seal_block(h, &list)
+            .expect("the tail is held");
+        assert_eq!(
+            rig.reps[1].core.seal_block(h, &list),
+            Some((ob.clone(), dr)),
+            "seed {seed}"
+        );
+        let dr = dr.expect("every unlisted record resolved");
+        if !list.is_empty() {
+            assert_eq!(rig.reps[0].core.seal_block(h, &[]).unwrap().1, None);
+        }
+        for r in &rig.reps {
+            assert_eq!(r.core.check_unavail(h, &list), Ok(()), "seed {seed}");
+        }
+        let bogus = [PktKey {
+            session: 0xdead,
+            pkt_seq: 1,
+        }];
+        assert_eq!(
+            rig.reps[0].core.check_unavail(h, &bogus),
+            Err(UnavailRefused::NotInTail(bogus[0]))
+        );
+        let signed = SignedTip {
+            height: h,
+            hash: tip.header_hash(),
+            last_step: tip.last_step,
+        };
+        let seal = seal_header(EPOCH, e.book, &signed, &ob, dr).expect("seal header");
+
+        // The voter accepted the list, and the standby deposed the tenure at its H_i (the
+        // same here): a late copy of a listed packet is held by both, not replayed.
+        rig.reps[0].core.hold_for_seal(&list);
+        let sb = &mut rig.reps[1];
+        sb.core.hold_tail(h, later, &mut sb.out);
+        if let Some((k, b)) = rig.withheld.first().cloned() {
+            let before = rig.reps[0].core.data().counters().held_for_seal;
+            let before_sb = rig.reps[1].core.data().counters().held_for_seal;
+            rig.copy2(&b, None);
+            assert!(rig.reps[1].core.data().counters().held_for_seal > before_sb);
+            let k = PktKey {
+                session: k.0,
+                pkt_seq: k.1,
+            };
+            assert!(
+                rig.reps[0].core.data().counters().held_for_seal > before,
+                "seed {seed}"
+            );
+            assert_eq!(
+                rig.reps[0].core.check_unavail(h, &list),
+                Err(UnavailRefused::Held(k)),
+                "seed {seed}: it can resolve it now"
+            );
+        }
+
+        // The standby takes the seal, replays it with the exclusions and becomes tenure 1's box.
+        let mut standby = rig.reps.pop().unwrap();
+        let box1_cfg = seq_config(&e, t1, 3);
+        let key1 = ed25519_dalek::SigningKey::from_bytes(&box1_cfg.seq_key).verifying_key();
+        let nt = NextTenure {
+            tenure: 1,
+            sender: 1,
+            seq_key: key1,
+            h_star: h,
+            seal,
+            unavail: list.clone(),
+        };
+        standby
+            .core
+            .next_tenure(&nt, later, &mut standby.out)
+            .expect("the standby holds the prefix");
+        standby
+            .core
+            .tick(later, &mut standby.out, &mut standby.resp)
+            .unwrap();
+        let excluded = standby.core.data().counters().excluded;
+        assert!(excluded >= list.len() as u64, "seed {seed}");
+        assert_eq!(standby.core.data().counters().excluded_late, 0);
+        let handover = standby
+            .core
+            .into_replayer()
+            .expect("inline replay")
+            .promote(&mut standby.resp)
+            .expect("the standby replayed the prefix, exclusions and all");
+        let t = Takeover::new(&e, handover, &seal).expect("at the seal");
+        rig.home = SimBox::takeover(box1_cfg, t, None, None, seed);
+
+        let r = &mut rig.reps[0];
+        r.core
+            .next_tenure(&nt, later, &mut Out::default())
+            .expect("the voter holds the prefix");
+        assert_eq!(r.core.data().counters().excluded, excluded, "seed {seed}");
+        assert_eq!(r.core.data().counters().excluded_late, 0, "seed {seed}");
+
+        // Tenure 1 trades, with the clients' resends of what got no answer first.
+        let k_seq: HashMap<u32, SipKey> = e.sessions.iter().map(|s| (s.session, s.k_seq)).collect();
+        let unanswered = boxrun::unanswered(rig.sent.keys(), rig.live.values());
+        for k in unanswered.into_iter().filter(|k| k_seq.contains_key(&k.0)) {
+            let b = resend_of(&rig.sent[&k], &k_seq[&k.0]);
+            rig.now += 500;
+            let now = rig.now;
+            rig.round(Some((now, b)));
+        }
+        for round in 0..3_000 {
+            let input = if round < 2_000 {
+                match w.next_input() {
+                    Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
+                    Input::Control(_) => None,
+                }
+            } else {
+                None
+            };
+            rig.now = if round < 2_000 {
+                rig.now.max(w.now())
+            } else {
+                rig.now + 1_000
+            };
+            rig.round(input);
+        }
+        let r = &mut rig.reps[0];
+        r.core.settle(&mut r.resp);
+        assert!(r.out.faults.is_empty(), "seed {seed}: {:?}", r.out.faults);
+        let (dec, rep) = r.core.replay_lag();
+        assert_eq!(dec, rep, "seed {seed}: replay caught up");
+        let last = r.out.headers.iter().map(|h| h.height).max().unwrap();
+        assert!(last > seal.height + 10, "seed {seed}: {last}");
+
+        // Every answer of tenure 1, and every resend, is the voter's replay.
+        let sent = as_sent(&e, &r.resp.by_key);
+        let mut new = 0;
+        for (k, b) in rig.live.iter().filter(|(k, _)| !t0_keys.contains(k)) {
+            assert_eq!(sent.get(k), Some(b), "seed {seed}: response {k:?}");
+            new += 1;
+        }
+        assert!(new > 100, "seed {seed}: tenure 1 traded ({new})");
+        for b in &rig.resent {
+            let (key, first) = as_first_copy(&e, b);
+            assert_eq!(sent.get(&key), Some(&first), "seed {seed}: resend {key:?}");
+        }
+        // What tenure 0 answered and the final log does not hold: reverted (case d).
+        let reverted = rig
+            .live
+            .iter()
+            .filter(|(k, b)| t0_keys.contains(k) && sent.get(k) != Some(b))
+            .count();
+        // Each excluded packet's answer in the final log: Reject EXCLUDED.
+        for k in &list {
+            let s = e.sessions.iter().find(|s| s.session == k.session).unwrap();
+            let found = r.resp.by_key.iter().any(|(rk, b)| {
+                rk.0 == k.session && {
+                    let mut b = b.clone();
+                    vyrn_engine::resp::tag(&mut b, &s.k_out);
+                    Response::parse(&b, &s.k_out).is_ok_and(|p| {
+                        p.echo_pkt_seq == k.pkt_seq
+                            && p.records.iter().any(|x| {
+                                matches!(
+                                    x,
+                                    Record::Reject {
+                                        code: RejectCode::Excluded,
+                                        ..
+                                    }
+                                )
+                            })
+                    })
+                }
+            });
+            assert!(found, "seed {seed}: {k:?} answered EXCLUDED");
+        }
+        if list.is_empty() {
+            assert_eq!(reverted, 0, "seed {seed}");
+        }
+        println!(
+            "seed {seed}: {} packet(s) listed unavailable, {excluded} record(s) excluded, \
+             {reverted} answer(s) of tenure 0 reverted, {new} answers of tenure 1 as replayed",
+            list.len()
+        );
+    }
+    assert!(listed_total > 0, "no seed listed a packet");
 }

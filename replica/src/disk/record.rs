@@ -49,6 +49,7 @@ pub fn block_record(
     header: BlockHeader,
     a: &[u8],
     b: &[u8],
+    unavail: Vec<vyrn_wire::msg::PktKey>,
     packets: impl FnOnce(&mut dyn FnMut(u64, &[u8])) -> bool,
 ) -> Option<RepBlockRecord> {
     let mut pkt_hashes = Vec::new();
@@ -64,7 +65,7 @@ pub fn block_record(
         order: order_section(a, b)?,
         pkt_hashes,
         data,
-        unavail: Vec::new(),
+        unavail,
     })
 }
 
@@ -104,7 +105,7 @@ mod tests {
             data_root: [0; 32],
             seq_sig: [1; 64],
         };
-        let r = block_record(0, h, b"a", b"", |f| {
+        let r = block_record(0, h, b"a", b"", vec![], |f| {
             f(7, &[1, 2, 3]);
             true
         })
@@ -112,8 +113,8 @@ mod tests {
         assert!(order_matches(&r));
         assert_eq!(r.pkt_hashes, vec![7]);
         assert_eq!(r.data, vec![1, 2, 3]);
-        assert!(block_record(0, h, b"a", b"", |_| false).is_none());
-        let other = block_record(0, h, b"x", b"", |_| true).unwrap();
+        assert!(block_record(0, h, b"a", b"", vec![], |_| false).is_none());
+        let other = block_record(0, h, b"x", b"", vec![], |_| true).unwrap();
         assert!(!order_matches(&other));
     }
 }

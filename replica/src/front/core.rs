@@ -185,6 +185,10 @@ impl Budgets {
         b.data.silence_ns = DEV_DATA_SILENCE_NS;
         b.data.wait_ns = 2_000_000;
         b.data.fetch_step_ns = 2_000_000;
+        // A seal leader lists a record unavailable (07 §9.3 item 4) only once the fetch order
+        // had time to ask every source at the dev step: 2 ms late, then home, a peer and the
+        // sequencer 3 times, 2 ms each, with room to spare.
+        b.data.seal_wait_ns = 20_000_000;
         b.hashlag_fault_ns = 100_000_000;
         b.peer_verify_ns = 500_000_000;
         // 07 §9.1 on two shared cores: the box's frames paused up to 76 ms and the roles'
@@ -304,18 +308,12 @@ impl<O: ReplicaOut> RxOut for RxBridge<'_, O> {
 /// on its own tile.
 struct DataBridge<'a, O: ReplicaOut> {
     out: &'a mut O,
-    tx: Option<&'a mut ReplayTx>,
+    replay: &'a mut ReplayPart,
 }
 
 impl<'a, O: ReplicaOut> DataBridge<'a, O> {
     fn new(out: &'a mut O, replay: &'a mut ReplayPart) -> Self {
-        DataBridge {
-            out,
-            tx: match replay {
-                ReplayPart::Tile(t) => Some(t),
-                ReplayPart::Inline(_) => None,
-            },
-        }
+        DataBridge { out, replay }
     }
 }
 
@@ -340,8 +338,18 @@ impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
     }
     #[inline]
     fn resolved(&mut self, lane: u8, first_lane_seq: u64, bytes: &[u8]) {
-        if let Some(t) = self.tx.as_deref_mut() {
+        // Inline replay reads its payloads from the data side in place.
+        if let ReplayPart::Tile(t) = &mut *self.replay {
             t.payload(lane, first_lane_seq, bytes);
+        }
+    }
+    fn excluded(&mut self, lane: u8, first_lane_seq: u64) {
+        match &mut *self.replay {
+            // A record it already ran is counted by the data side (`excluded_late`).
+            ReplayPart::Inline(p) => {
+                p.on_excluded(lane, first_lane_seq);
+            }
+            ReplayPart::Tile(t) => t.excluded(lane, first_lane_seq),
         }
     }
 }
@@ -559,6 +567,12 @@ impl ReplicaCore {
     /// False (and nothing called) otherwise.
     pub fn block_packets(&self, height: u64, f: impl FnMut(u64, &[u8])) -> bool {
         self.data.block_packets(height, f)
+    }
+
+    /// Block `height`'s unavailable list ([`DataSide::block_unavail`]: a seal block's excluded
+    /// packets, 07 §9.4; the journal record's list, §8.2).
+    pub fn block_unavail(&self, height: u64) -> Vec<PktKey> {
+        self.data.block_unavail(height)
     }
 
     /// Heights at or below `height` are done with (voted and final, or journaled): the verdict
@@ -820,13 +834,50 @@ impl ReplicaCore {
 
     /// The seal's block after `BlockMark(h_star)` (07 §9.4; [`Decoder::seal_block`]: however
     /// many marks whose headers never came the tail spans), with its `data_root` once every
-    /// record of it is resolved (an unhashed one by key alone, §9.3 item 4).
-    pub fn seal_block(&self, h_star: u64) -> Option<(vyrn_wire::decoder::OpenBlock, Option<Hash>)> {
+    /// record of it not listed in `unavail` is resolved (an unhashed one by key alone, §9.3
+    /// item 4; a listed one counts 32 zero bytes).
+    pub fn seal_block(
+        &self,
+        h_star: u64,
+        unavail: &[PktKey],
+    ) -> Option<(vyrn_wire::decoder::OpenBlock, Option<Hash>)> {
         let ob = self
             .dec
             .seal_block(h_star, (self.anchor.height, self.anchor.last_step))?;
-        let dr = self.data.tail_data_root(h_star).map(|r| r.data_root);
+        let dr = self
+            .data
+            .tail_data_root(h_star, unavail)
+            .map(|r| r.data_root);
         Some((ob, dr))
+    }
+
+    /// The seal leader's unavailable list over the tail after `BlockMark(h_star)` (07 §9.3
+    /// item 4; [`DataSide::seal_unavail`]): `Err(n)` while `n` unresolved records are inside
+    /// REP_SEAL_DATA_WAIT_MS.
+    pub fn seal_unavail(&self, h_star: u64, now: u64) -> Result<Vec<PktKey>, u64> {
+        self.data.seal_unavail(h_star, now)
+    }
+
+    /// A voter's check of a seal's unavailable list ([`DataSide::check_unavail`]).
+    pub fn check_unavail(
+        &self,
+        h_star: u64,
+        unavail: &[PktKey],
+    ) -> Result<(), crate::front::data::UnavailRefused> {
+        self.data.check_unavail(h_star, unavail)
+    }
+
+    /// The tenure is deposed here: the tail after `BlockMark(h)` is held back from replay until
+    /// the seal is final ([`DataSide::hold_tail`]).
+    pub fn hold_tail(&mut self, h: u64, now: u64, out: &mut impl ReplicaOut) {
+        self.data
+            .hold_tail(h, now, &mut DataBridge::new(out, &mut self.replay));
+    }
+
+    /// Hold back the copies of a seal's unavailable keys until the seal is final
+    /// ([`DataSide::hold_for_seal`]).
+    pub fn hold_for_seal(&mut self, keys: &[PktKey]) {
+        self.data.hold_for_seal(keys);
     }
 
     /// Decode what order RX delivered — through a hold while peer-supplied frames are in
@@ -1141,6 +1192,8 @@ pub struct NextTenure {
     pub h_star: u64,
     /// The seal header (height `Hs = H* + 1`, its last step).
     pub seal: BlockHeader,
+    /// The seal's unavailable packets (07 §9.4): excluded from the seal block.
+    pub unavail: Vec<PktKey>,
 }
 
 /// Why [`ReplicaCore::next_tenure`] refused a seal.
@@ -1167,9 +1220,10 @@ impl ReplicaCore {
     pub fn next_tenure(
         &mut self,
         t: &NextTenure,
+        now: u64,
         out: &mut impl ReplicaOut,
     ) -> Result<u64, NextTenureRefused> {
-        let n = self.take_seal(t.h_star, &t.seal, out)?;
+        let n = self.take_seal(t.h_star, &t.seal, &t.unavail, now, out)?;
         let hs = t.seal.height;
         let lay = self.dec.layout();
         self.rx = OrderRx::new(RxConfig {
@@ -1206,12 +1260,16 @@ impl ReplicaCore {
         &mut self,
         h_star: u64,
         seal: &BlockHeader,
+        unavail: &[PktKey],
+        now: u64,
         out: &mut impl ReplicaOut,
     ) -> Result<u64, NextTenureRefused> {
         if seal.height != h_star.wrapping_add(1) {
             return Err(NextTenureRefused::Form);
         }
-        let (own, _) = self.seal_block(h_star).ok_or(NextTenureRefused::NotHeld)?;
+        let (own, _) = self
+            .seal_block(h_star, unavail)
+            .ok_or(NextTenureRefused::NotHeld)?;
         if (own.first_step, own.last_step, own.order_root)
             != (seal.first_step, seal.last_step, seal.order_root)
         {
@@ -1219,9 +1277,13 @@ impl ReplicaCore {
         }
         let hs = seal.height;
         let h_star_step = seal.first_step.saturating_sub(1);
-        let n = self
-            .data
-            .seal(h_star, hs, &mut DataBridge::new(out, &mut self.replay));
+        let n = self.data.seal(
+            h_star,
+            hs,
+            unavail,
+            now,
+            &mut DataBridge::new(out, &mut self.replay),
+        );
         match &mut self.replay {
             ReplayPart::Inline(p) => {
                 p.resolve_unhashed(&self.data);

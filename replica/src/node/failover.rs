@@ -376,6 +376,10 @@ impl Node {
             }
             self.core.depose();
             if !f.said_deposed {
+                // 07 §9.3 item 4: the tail after this replica's H_i may lose packets to the
+                // seal's unavailable list: replay takes none of it until the seal is final.
+                let (h_i, _) = signed_part(&self.core, self.io.fo.header_height, f.n_streams);
+                self.core.hold_tail(h_i, now, &mut self.io);
                 f.said_deposed = true;
                 let who: Vec<String> = (0..64)
                     .filter(|i| f.dep.counted(now) & (1u64 << i) != 0)
@@ -441,6 +445,8 @@ impl Node {
             );
         }
         self.core.seal_fetch(fs, &hints, now, &mut self.io);
+        // The tail is the one after H*: the blocks up to it are the signed range's.
+        self.core.hold_tail(hs, now, &mut self.io);
         self.io.fo.stages.planned.get_or_insert(now);
         let Some(v) = self.simplex.as_mut() else {
             return;

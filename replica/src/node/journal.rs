@@ -774,7 +774,8 @@ impl Node {
             // The tenure that produced it (07 §9.5: after a seal, the next one's from the
             // block after the seal block; the seal block is the deposed tenure's last).
             let tenure = self.next.tenure_of(h);
-            let rec = crate::disk::record::block_record(tenure, hdr, &a, &b, |f| {
+            let unavail = core.block_unavail(h);
+            let rec = crate::disk::record::block_record(tenure, hdr, &a, &b, unavail, |f| {
                 core.block_packets(h, f)
             });
             match rec {

@@ -21,6 +21,14 @@ fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
     let c = n.counters();
     let f = n.failover_counters().unwrap_or_default();
     let rx = n.core().order_rx().counters();
+    let d = n.core().data().counters();
+    for (what, v) in [
+        ("excluded", d.excluded),
+        ("excluded_after_replay", d.excluded_late),
+        ("held", d.held_for_seal),
+    ] {
+        e.put_counter(&REPLICA_SEAL_PACKETS, &[what], v);
+    }
     for (what, v) in [
         ("suspected", f.suspects),
         ("silence_sent", c.silences_sent),
@@ -271,6 +279,8 @@ vyrn_metrics::metrics! {
         "DataRedirect sent to the live data boxes (07 §5.7), one per session per round";
     REPLICA_PAYLOADS_UNAVAILABLE: Counter "vyrn_replica_payloads_unavailable_total" []
         "payloads no fetch source had (07 §5.5)";
+    REPLICA_SEAL_PACKETS: Counter "vyrn_replica_seal_packets_total" ["what"]
+        "a failover seal's data (07 §9.3 item 4, §9.4): records a final seal excluded (listed unavailable; replay ran them without a payload), of those the ones this replica had already replayed (its replay then differs from the final log), and copies held back from replay while a seal was pending";
     REPLICA_COPY_MISMATCHES: Counter "vyrn_replica_copy_mismatches_total" []
         "CopyMismatch evidence raised (07 §5.6)";
     REPLICA_SEQ_FAULTS: Counter "vyrn_replica_seq_faults_total" []

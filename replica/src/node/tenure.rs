@@ -208,6 +208,7 @@ impl Node {
             seq_key,
             h_star,
             seal,
+            unavail: ext.unavail.clone(),
         })
     }
 
@@ -226,7 +227,10 @@ impl Node {
             .recent
             .get(&h_star)
             .ok_or(FollowRefused::NoTip(h_star))?;
-        let (ob, dr) = self.core.seal_block(h_star).ok_or(FollowRefused::NoTail)?;
+        let (ob, dr) = self
+            .core
+            .seal_block(h_star, &ext.unavail)
+            .ok_or(FollowRefused::NoTail)?;
         let have = crate::front::failover::seal::frames_held(&ob);
         if have != ext.end_frame_seq {
             return Err(FollowRefused::Frames {
@@ -252,7 +256,11 @@ impl Node {
     /// taken (replay runs to its end, the journal writes it), the book stays halted with every
     /// response of the prefix final, and the data boxes are told (`SeqChange{none}`).
     fn halt_at(&mut self, h_star: u64, seal: BlockHeader, ext: &RepSealExt) {
-        if let Err(e) = self.core.take_seal(h_star, &seal, &mut self.io) {
+        let now = self.io.now;
+        if let Err(e) = self
+            .core
+            .take_seal(h_star, &seal, &ext.unavail, now, &mut self.io)
+        {
             self.io.c.follow_refused += 1;
             eprintln!(
                 "{}: failover: the core refuses the seal: {e:?}",
@@ -260,6 +268,7 @@ impl Node {
             );
             return;
         }
+        self.note_exclusions(&ext.unavail);
         eprintln!(
             "{}: failover: the book stays halted at the seal block {} (step {}): the seal names no next sequencer (07 §9.5)",
             self.io.name, seal.height, seal.last_step
@@ -276,8 +285,35 @@ impl Node {
         self.stages_done(now);
     }
 
+    /// A final seal's unavailable packets (07 §9.4, §9.6 case d), said once: which were
+    /// excluded, and whether this replica's replay had already run one of them.
+    fn note_exclusions(&mut self, unavail: &[vyrn_wire::msg::PktKey]) {
+        if unavail.is_empty() {
+            return;
+        }
+        let d = self.core.data().counters();
+        let keys: Vec<String> = unavail
+            .iter()
+            .take(8)
+            .map(|k| format!("{}:{}", k.session, k.pkt_seq))
+            .collect();
+        eprintln!(
+            "{}: failover: the seal lists {} packet(s) unavailable (07 §9.3 item 4): {}{} — replay runs their records without them (Reject EXCLUDED), and what the deposed tenure answered for them and for what traded against them is reverted (07 §9.6 d)",
+            self.io.name,
+            unavail.len(),
+            keys.join(", "),
+            if unavail.len() > 8 { ", …" } else { "" }
+        );
+        if d.excluded_late > 0 {
+            eprintln!(
+                "{}: failover: this replica's replay had already run {} record(s) the final seal excludes: its state differs from the final log's, and its next state root will not match its peers' (REP_A_DIVERGE, 07 §7.4; docs/sre.md)",
+                self.io.name, d.excluded_late
+            );
+        }
+    }
+
     fn take_tenure(&mut self, t: NextTenure, now: u64) {
-        let resolved = match self.core.next_tenure(&t, &mut self.io) {
+        let resolved = match self.core.next_tenure(&t, now, &mut self.io) {
             Ok(n) => n,
             Err(e) => {
                 self.io.c.follow_refused += 1;
@@ -288,6 +324,7 @@ impl Node {
                 return;
             }
         };
+        self.note_exclusions(&t.unavail);
         let me_next = self.io.standby && t.sender == self.io.fo.me;
         eprintln!(
             "{}: failover: following tenure {} of sequencer {} from height {} (the seal block {} ends at step {}; {resolved} record(s) of the tail resolved by key){}",

@@ -1260,6 +1260,74 @@ mod tests {
         drop(e);
     }
 
+    /// 07 §9.4: a record a final seal excluded runs on its lane worker without a payload, and
+    /// the split's BBO core runs the rest of the log as one engine does: the same state.
+    #[test]
+    fn a_split_replay_excludes_a_record_as_one_engine_does() {
+        use vyrn_engine::workload::{Input, Mix, Workload};
+        let cfg = EngineConfig::test_home(4, 4);
+        let mut w = Workload::new(&cfg, 5, Mix::clean());
+        let mut live = vyrn_engine::LiveEngine::new(cfg.clone());
+        let mut cap = vyrn_engine::Capture::default();
+        for i in 0..1500 {
+            match w.next_input() {
+                Input::Packet { rx_ts, bytes } => {
+                    let _ = live.submit(rx_ts, rx_ts, &bytes, &mut cap);
+                }
+                Input::Control(c) => live.control(c),
+            }
+            if i % 3 == 0 {
+                live.poll(w.now(), &mut cap).unwrap();
+            }
+        }
+        live.poll(w.now() + 10_000, &mut cap).unwrap();
+        let x = cap.records[cap.records.len() / 2..]
+            .iter()
+            .map(|(r, _)| *r)
+            .find(|r| r.count > 0)
+            .unwrap();
+        let mut one = vyrn_engine::ReplayEngine::new(cfg.clone());
+        let mut split =
+            SplitEngine::new(cfg, Workers::Inline(2), SplitSlots::default(), &sink).unwrap();
+        for (rec, p) in &cap.records {
+            one.push_record(*rec, p.clone()).unwrap();
+            split.push_keyed(*rec).unwrap();
+            if !rec.is_advance() && (rec.lane, rec.first_lane_seq) != (x.lane, x.first_lane_seq) {
+                assert!(split.set_payload(rec.lane, rec.first_lane_seq, p));
+            }
+        }
+        assert!(one.exclude(x.lane, x.first_lane_seq));
+        assert!(split.exclude(x.lane, x.first_lane_seq));
+        for st in &cap.steps {
+            one.push_step(st.clone());
+            split.push_step_in(&st.as_in());
+        }
+        let done = one.run(None, &mut CountingSink::default()).unwrap();
+        assert_eq!(done, live.bbo().done());
+        let mut got = 0;
+        for _ in 0..10_000 {
+            got = split.run(None, &mut CountingSink::default()).unwrap();
+            if got == done {
+                break;
+            }
+        }
+        assert_eq!(got, done, "the split ran every step");
+        assert_eq!(split.state_root().unwrap(), one.state_root());
+        let mut plain = vyrn_engine::ReplayEngine::new(EngineConfig::test_home(4, 4));
+        for (rec, p) in &cap.records {
+            plain.push_record(*rec, p.clone()).unwrap();
+        }
+        for st in &cap.steps {
+            plain.push_step(st.clone());
+        }
+        plain.run(None, &mut CountingSink::default()).unwrap();
+        assert_ne!(
+            plain.state_root(),
+            one.state_root(),
+            "the exclusion mattered"
+        );
+    }
+
     #[test]
     fn an_empty_split_takes_the_same_root_as_one_engine() {
         let cfg = EngineConfig::test_home(4, 4);

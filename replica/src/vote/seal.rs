@@ -4,12 +4,15 @@
 
 use super::CoreLedger;
 use crate::front::core::ReplicaOut;
+use crate::front::data::UnavailRefused;
 use crate::front::failover::seal::{
     check_seal, seal_header, seal_proposal, SealRefused, SignedTip,
 };
 use vyrn_consensus::{Check, Ledger as _, SealAsk};
 use vyrn_wire::header::BlockHeader;
 use vyrn_wire::msg::consensus::{RepProposal, RepSealExt};
+use vyrn_wire::msg::ctrl::SEAL_MSG_UNAVAIL_MAX;
+use vyrn_wire::msg::PktKey;
 
 /// Where this voter's seal stands, as the node logs it on each change (07 §9.4): why a leader
 /// proposes nothing yet, or why a voter's check is pending or false.
@@ -39,9 +42,15 @@ pub enum SealWhy {
 impl<O: ReplicaOut> CoreLedger<'_, O> {
     /// This replica's seal header, from `H*`'s header hash and its tail after `BlockMark(H*)`
     /// (or why not: it does not hold the prefix's start, or a record of the tail is unresolved).
-    fn own_seal(&self) -> Result<(BlockHeader, vyrn_wire::decoder::OpenBlock, SignedTip), SealWhy> {
+    fn own_seal(
+        &self,
+        unavail: &[PktKey],
+    ) -> Result<(BlockHeader, vyrn_wire::decoder::OpenBlock, SignedTip), SealWhy> {
         let plan = self.seal.ok_or(SealWhy::NoPlan)?;
-        let (ob, dr) = self.core.seal_block(plan.h_star).ok_or(SealWhy::NoTail)?;
+        let (ob, dr) = self
+            .core
+            .seal_block(plan.h_star, unavail)
+            .ok_or(SealWhy::NoTail)?;
         let tip = SignedTip {
             height: plan.h_star,
             hash: *self.hashes.get(&plan.h_star).ok_or(SealWhy::NoTipHash)?,
@@ -74,14 +83,33 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
         let Some(plan) = self.seal else {
             return SealAsk::No;
         };
-        let (hdr, ob, tip) = match self.own_seal() {
+        // 07 §9.3 item 4: the tail's records this leader still cannot resolve
+        // REP_SEAL_DATA_WAIT_MS after their frame are listed unavailable.
+        let unavail = match self.core.seal_unavail(plan.h_star, now) {
+            Ok(l) if l.len() <= SEAL_MSG_UNAVAIL_MAX => l,
+            Ok(_) => {
+                self.note(SealWhy::Refused(SealRefused::Unavail));
+                return SealAsk::Wait;
+            }
+            Err(0) => {
+                self.note(SealWhy::NoTail);
+                return SealAsk::Wait;
+            }
+            Err(_) => {
+                self.note(SealWhy::Data);
+                return SealAsk::Wait;
+            }
+        };
+        let (hdr, ob, tip) = match self.own_seal(&unavail) {
             Ok(s) => s,
             Err(why) => {
                 self.note(why);
                 return SealAsk::Wait;
             }
         };
-        let p = match seal_proposal(parent_last, &hdr, &ob, &plan.ext) {
+        let mut ext = plan.ext.clone();
+        ext.unavail = unavail;
+        let p = match seal_proposal(parent_last, &hdr, &ob, &ext) {
             Ok(p) => p,
             Err(e) => {
                 self.note(SealWhy::Refused(e));
@@ -94,7 +122,9 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
             return SealAsk::Wait;
         }
         self.note(SealWhy::Proposed);
-        SealAsk::Ready(Box::new((p, plan.ext.clone())))
+        // Its listed packets wait for the seal: replay must not run one the final log excludes.
+        self.core.hold_for_seal(&ext.unavail);
+        SealAsk::Ready(Box::new((p, ext)))
     }
 
     pub(super) fn seal_check(&mut self, p: &RepProposal, ext: &RepSealExt, now: u64) -> Check {
@@ -104,7 +134,25 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
         let Some(plan) = self.seal else {
             return pending;
         };
-        let (hdr, ob, tip) = match self.own_seal() {
+        // 07 §9.3 item 4: a listed packet this voter can resolve is refused (the leader fetches
+        // it, and its next proposal includes it); a listed key of no record of the tail is a
+        // malformed seal.
+        match self.core.check_unavail(plan.h_star, &ext.unavail) {
+            Ok(()) => {}
+            Err(UnavailRefused::NoTail) => {
+                self.note(SealWhy::NoTail);
+                return pending;
+            }
+            Err(UnavailRefused::Held(_) | UnavailRefused::NotInTail(_)) => {
+                self.note(SealWhy::Refused(SealRefused::Unavail));
+                self.counters.refused += 1;
+                return Check::False {
+                    at: p.last_height,
+                    contradiction: true,
+                };
+            }
+        }
+        let (hdr, ob, tip) = match self.own_seal(&ext.unavail) {
             Ok(s) => s,
             Err(why) => {
                 self.note(why);
@@ -119,6 +167,10 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
                     Check::True => SealWhy::Checked,
                     c => SealWhy::SignedRange(c),
                 });
+                if c == Check::True {
+                    // Its listed packets wait for the seal (`hold_for_seal`).
+                    self.core.hold_for_seal(&ext.unavail);
+                }
                 c
             }
             // Short of the leader's F*: fetched from the peers (07 §9.3), and this voter waits.

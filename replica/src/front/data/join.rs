@@ -5,6 +5,8 @@ use super::*;
 
 #[derive(Debug, Clone)]
 pub(super) struct Rec {
+    /// When its ORDER frame came (07 §9.3 item 4: REP_SEAL_DATA_WAIT_MS runs from there).
+    pub(super) at: u64,
     pub(super) key: PktKey,
     /// The record's lane and first LaneSeq (where replay queues it, for [`DataOut::resolved`]).
     pub(super) first_lane_seq: u64,
@@ -198,7 +200,19 @@ impl DataSide {
         let Some(r) = self.subs[s as usize].get_mut(rid) else {
             return RecState::Missing;
         };
-        if matches!(r.state, RecState::Advance | RecState::Resolved) {
+        if matches!(
+            r.state,
+            RecState::Advance | RecState::Resolved | RecState::Excluded
+        ) {
+            return r.state;
+        }
+        // Of a deposed tenure's tail, or listed unavailable by a seal this replica proposed or
+        // accepted: the copy waits in the store until the seal is final (`seal`), so replay
+        // never runs a packet the final log may exclude (07 §9.4).
+        if self.hold_from.is_some_and(|hf| rid >= hf[s as usize & 1])
+            || (!self.hold.is_empty() && self.hold.binary_search(&r.key).is_ok())
+        {
+            self.c.held_for_seal += 1;
             return r.state;
         }
         // The copy with the record's hash; else the first, which judges as a mismatch.
@@ -291,6 +305,7 @@ impl DataSide {
         let sub = &mut self.subs[stream as usize];
         let rid = sub.end();
         let mut rec = Rec {
+            at: order_t,
             key,
             first_lane_seq: r.first_lane_seq,
             lane: r.lane,
@@ -445,7 +460,7 @@ impl DataSide {
         for (s, &(a, z)) in ranges.iter().enumerate().take(self.cfg.n_streams as usize) {
             for rid in a..z {
                 match self.subs[s].get(rid).map(|r| r.state) {
-                    Some(RecState::Advance | RecState::Resolved) => {}
+                    Some(RecState::Advance | RecState::Resolved | RecState::Excluded) => {}
                     Some(RecState::Unhashed) => unhashed += 1,
                     Some(RecState::Mismatch) => mismatch += 1,
                     _ => missing += 1,
@@ -478,7 +493,7 @@ impl DataSide {
         for (s, &(a, z)) in ranges.iter().enumerate().take(ns) {
             for rid in a..z {
                 match self.subs[s].get(rid) {
-                    Some(r) if r.advance => {}
+                    Some(r) if r.advance || r.state == RecState::Excluded => {}
                     // The stored copy must be the one this record resolved to.
                     Some(r)
                         if r.pkt_hash.is_some()
@@ -490,7 +505,10 @@ impl DataSide {
         }
         for (s, &(a, z)) in ranges.iter().enumerate().take(ns) {
             for rid in a..z {
-                if let Some(r) = self.subs[s].get(rid).filter(|r| !r.advance) {
+                if let Some(r) = self.subs[s]
+                    .get(rid)
+                    .filter(|r| !r.advance && r.state != RecState::Excluded)
+                {
                     let p = r.full.and_then(|full| self.store.get_full(&r.key, &full));
                     if let (Some(h), Some(p)) = (r.pkt_hash, p) {
                         f(h, p.bytes);
@@ -499,6 +517,29 @@ impl DataSide {
             }
         }
         true
+    }
+
+    /// Block `height`'s unavailable list (07 §9.4, §8.2: the keys of its records a final seal
+    /// excluded), ascending; empty for every block but a seal block with exclusions.
+    pub fn block_unavail(&self, height: u64) -> Vec<PktKey> {
+        // Nothing was ever excluded here: no walk over the block's records.
+        if self.c.excluded == 0 {
+            return Vec::new();
+        }
+        let Some(ranges) = self.ranges(height) else {
+            return Vec::new();
+        };
+        let mut keys: Vec<PktKey> = ranges
+            .iter()
+            .enumerate()
+            .take(self.cfg.n_streams as usize)
+            .flat_map(|(s, &(a, z))| (a..z).filter_map(move |rid| self.subs[s].get(rid)))
+            .filter(|r| r.state == RecState::Excluded)
+            .map(|r| r.key)
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 
     /// The open block's `data_root` (07 §9.4: the seal block is the records after each
@@ -549,16 +590,53 @@ impl DataSide {
 
     /// The seal is final (07 §9.4): every record after `BlockMark(h_star)` is the seal block
     /// `hs`'s, whatever marks the dead tenure wrote after `h_star`; the next tenure's blocks
-    /// follow from `hs + 1`. Records the prefix left unhashed are resolved by key alone first
-    /// ([`DataSide::resolve_unhashed`]). Returns how many were.
-    pub fn seal(&mut self, h_star: u64, hs: u64, out: &mut impl DataOut) -> u64 {
+    /// follow from `hs + 1`. The records of the seal's `unavail` keys are excluded first (replay
+    /// runs them without a payload, [`DataOut::excluded`]); then the records the prefix left
+    /// unhashed are resolved by key alone ([`DataSide::resolve_unhashed`]), and copies held back
+    /// for a seal's list that this one does not name are joined. Returns how many were resolved
+    /// by key.
+    pub fn seal(
+        &mut self,
+        h_star: u64,
+        hs: u64,
+        unavail: &[PktKey],
+        now: u64,
+        out: &mut impl DataOut,
+    ) -> u64 {
+        let ns = self.cfg.n_streams as usize;
+        if !unavail.is_empty() {
+            for s in 0..ns {
+                let Some(start) = self.tail_start(s, h_star) else {
+                    continue;
+                };
+                let sub = &mut self.subs[s];
+                for rid in start..sub.end() {
+                    let Some(r) = sub.get_mut(rid) else {
+                        continue;
+                    };
+                    if r.advance
+                        || r.state == RecState::Excluded
+                        || unavail.binary_search(&r.key).is_err()
+                    {
+                        continue;
+                    }
+                    // A record resolved here went to replay already (a final seal a quorum
+                    // checked without this replica): its replay ran what the log excludes.
+                    if r.state == RecState::Resolved {
+                        self.c.excluded_late += 1;
+                    }
+                    Self::answered(&mut self.in_flight, r);
+                    r.state = RecState::Excluded;
+                    r.full = None;
+                    self.c.excluded += 1;
+                    out.excluded(r.lane, r.first_lane_seq);
+                }
+            }
+        }
+        let held = std::mem::take(&mut self.hold);
+        let held_from = self.hold_from.take();
         let n = self.resolve_unhashed(out);
-        for (s, sub) in self
-            .subs
-            .iter_mut()
-            .enumerate()
-            .take(self.cfg.n_streams as usize)
-        {
+        for (s, sub) in self.subs.iter_mut().enumerate().take(ns) {
             while sub.marks.back().is_some_and(|m| m.0 > h_star) {
                 sub.marks.pop_back();
             }
@@ -569,7 +647,165 @@ impl DataSide {
             // peer's answer) is resolved by key when it comes (`join_one`).
             self.sealed_to[s] = end;
         }
+        // What waited for the seal is joined now (excluded records stay as they are).
+        if let Some(hf) = held_from {
+            for (s, &from) in hf.iter().enumerate().take(ns) {
+                for rid in from..self.subs[s].end() {
+                    self.join_one(s as u8, rid, now, out);
+                }
+            }
+        }
+        for k in held {
+            if unavail.binary_search(&k).is_err() {
+                self.join_key(k, now, out);
+            }
+        }
         n
+    }
+
+    /// The tenure is deposed here (07 §9.2) and `h` is the highest height whose header it
+    /// holds with its BlockMark (`H_i`, or the seal plan's `H*` once known): the records after
+    /// `BlockMark(h)` are the seal's tail, which may exclude any of them (§9.3 item 4). Their
+    /// copies are stored but not joined until the seal is final, so replay never runs a packet
+    /// the final log excludes; the seal's own checks still see them (`tail_full`). A later call
+    /// with a higher `h` joins the records of the blocks between.
+    pub fn hold_tail(&mut self, h: u64, now: u64, out: &mut impl DataOut) {
+        let ns = self.cfg.n_streams as usize;
+        let mut from = [0u64; 2];
+        for (s, x) in from.iter_mut().enumerate().take(ns) {
+            *x = self.tail_start(s, h).unwrap_or_else(|| self.subs[s].end());
+        }
+        if let Some(old) = self.hold_from.replace(from) {
+            for s in 0..ns {
+                for rid in old[s]..from[s] {
+                    self.join_one(s as u8, rid, now, out);
+                }
+            }
+        }
+    }
+
+    /// The first record id after `BlockMark(h_star)` on substream `s` (the seal's tail, 07
+    /// §9.4): `None` when that mark is no longer held.
+    fn tail_start(&self, s: usize, h_star: u64) -> Option<u64> {
+        let sub = &self.subs[s];
+        match sub.marks.iter().find(|m| m.0 == h_star) {
+            Some(m) => Some(m.1),
+            // Every mark up to h_star released (marks are consecutive heights), or none passed
+            // this tenure: the records after it start at `base`.
+            None if sub
+                .marks
+                .front()
+                .map_or(sub.last_height.is_none_or(|h| h == h_star), |m| {
+                    m.0 == h_star + 1
+                }) =>
+            {
+                Some(sub.base)
+            }
+            None => None,
+        }
+    }
+
+    /// The tail's records (07 §9.4), `(substream, record)` each; empty when a substream's
+    /// `BlockMark(h_star)` is no longer held (`None`).
+    fn tail(&self, h_star: u64) -> Option<impl Iterator<Item = &Rec> + '_> {
+        let ns = self.cfg.n_streams as usize;
+        let mut starts = [0u64; 2];
+        for (s, x) in starts.iter_mut().enumerate().take(ns) {
+            *x = self.tail_start(s, h_star)?;
+        }
+        Some((0..ns).flat_map(move |s| {
+            let sub = &self.subs[s];
+            (starts[s]..sub.end()).filter_map(move |rid| sub.get(rid))
+        }))
+    }
+
+    /// The full hash record `r` of a seal's tail counts with (07 §9.3 item 4): its own once
+    /// resolved; else a copy held here that resolves it — the one with its HashRun's hash and
+    /// its count, or, unhashed, the one distinct copy of its key. `None`: this replica cannot
+    /// resolve it (or it is an Advance record or excluded).
+    fn tail_full(&self, r: &Rec) -> Option<Hash> {
+        match r.state {
+            RecState::Resolved => r.full,
+            RecState::Advance | RecState::Excluded => None,
+            _ => match r.pkt_hash {
+                Some(h) => self
+                    .store
+                    .get_for(&r.key, Some(h))
+                    .filter(|p| judge(r, p.count, &p.full) == RecState::Resolved)
+                    .map(|p| p.full),
+                None => {
+                    let mut copies = self.store.copies(&r.key).map(|(_, p)| p.m.full);
+                    let full = copies.next()?;
+                    if copies.any(|f| f != full) {
+                        return None;
+                    }
+                    Some(full)
+                }
+            },
+        }
+    }
+
+    /// The seal leader's unavailable list (07 §9.3 item 4): the keys of the tail's records it
+    /// cannot resolve REP_SEAL_DATA_WAIT_MS after their ORDER frame, ascending. `Err(n)` while
+    /// `n` such records are still inside their wait (the leader waits: fetches are under way);
+    /// `Err(0)` when the tail is not held.
+    pub fn seal_unavail(&self, h_star: u64, now: u64) -> Result<Vec<PktKey>, u64> {
+        let wait = self.cfg.timing.seal_wait_ns;
+        let mut list = Vec::new();
+        let mut waiting = 0;
+        for r in self.tail(h_star).ok_or(0u64)? {
+            if r.advance || self.tail_full(r).is_some() {
+                continue;
+            }
+            if now < r.at.saturating_add(wait) {
+                waiting += 1;
+            } else {
+                list.push(r.key);
+            }
+        }
+        if waiting > 0 {
+            return Err(waiting);
+        }
+        list.sort_unstable();
+        list.dedup();
+        Ok(list)
+    }
+
+    /// A voter's check of a seal's unavailable list (07 §9.3 item 4): every listed key is a
+    /// record of the tail, and none of them is one this replica can resolve.
+    pub fn check_unavail(&self, h_star: u64, unavail: &[PktKey]) -> Result<(), UnavailRefused> {
+        if unavail.is_empty() {
+            return Ok(());
+        }
+        let tail = self.tail(h_star).ok_or(UnavailRefused::NoTail)?;
+        let mut seen = vec![false; unavail.len()];
+        for r in tail {
+            if r.advance {
+                continue;
+            }
+            if let Ok(i) = unavail.binary_search(&r.key) {
+                if self.tail_full(r).is_some() {
+                    return Err(UnavailRefused::Held(r.key));
+                }
+                seen[i] = true;
+            }
+        }
+        match seen.iter().position(|&x| !x) {
+            Some(i) => Err(UnavailRefused::NotInTail(unavail[i])),
+            None => Ok(()),
+        }
+    }
+
+    /// Hold back the copies of `keys` (a seal this replica proposed or accepted lists them
+    /// unavailable) until the seal is final: replay must not run a packet the final log may
+    /// exclude.
+    pub fn hold_for_seal(&mut self, keys: &[PktKey]) {
+        if keys.is_empty() {
+            return;
+        }
+        self.hold.extend_from_slice(keys);
+        self.hold.sort_unstable();
+        self.hold.dedup();
     }
 
     /// What the join holds of the record of `lane` starting at `first_lane_seq`, for a log line
@@ -618,7 +854,10 @@ impl DataSide {
         r: &mut Rec,
         out: &mut impl DataOut,
     ) -> bool {
-        if r.advance || r.pkt_hash.is_some() || r.state == RecState::Resolved {
+        if r.advance
+            || r.pkt_hash.is_some()
+            || matches!(r.state, RecState::Resolved | RecState::Excluded)
+        {
             return false;
         }
         let mut copies = store.copies(&r.key).map(|(_, p)| p);
@@ -640,30 +879,29 @@ impl DataSide {
     }
 
     /// The seal's `data_root` (07 §9.4) over every record after `BlockMark(h_star)` on each
-    /// substream, however many later marks the tail spans, as §6.1. A record the prefix left
-    /// unhashed counts with the one distinct copy its key holds (§9.3 item 4). `None` while a
-    /// record is missing, its key holds different copies, or the records after `h_star` are
-    /// no longer held (released).
-    pub fn tail_data_root(&self, h_star: u64) -> Option<BlockDataRoot> {
+    /// substream, however many later marks the tail spans, as §6.1, with 32 zero bytes for each
+    /// record of an `unavail` key. A record the prefix left unhashed counts with the one
+    /// distinct copy its key holds (§9.3 item 4). `None` while an unlisted record cannot be
+    /// resolved here, or the records after `h_star` are no longer held (released).
+    pub fn tail_data_root(&self, h_star: u64, unavail: &[PktKey]) -> Option<BlockDataRoot> {
         let ns = self.cfg.n_streams as usize;
         let mut halves = [empty_root(); 2];
-        for (s, sub) in self.subs.iter().enumerate().take(ns) {
-            let start = match sub.marks.iter().find(|m| m.0 == h_star) {
-                Some(m) => m.1,
-                // Every mark up to h_star released (marks are consecutive heights), or none
-                // passed this tenure: the records after it start at `base`.
-                None if sub
-                    .marks
-                    .front()
-                    .map_or(sub.last_height.is_none_or(|h| h == h_star), |m| {
-                        m.0 == h_star + 1
-                    }) =>
-                {
-                    sub.base
+        for (s, half) in halves.iter_mut().enumerate().take(ns) {
+            let start = self.tail_start(s, h_star)?;
+            let sub = &self.subs[s];
+            let mut d = DataRootHasher::default();
+            for rid in start..sub.end() {
+                let r = sub.get(rid)?;
+                if r.advance {
+                    continue;
                 }
-                None => return None,
-            };
-            halves[s] = self.half_root(sub, start, true)?;
+                if r.state == RecState::Excluded || unavail.binary_search(&r.key).is_ok() {
+                    d.push(&[0; 32]);
+                } else {
+                    d.push(&self.tail_full(r)?);
+                }
+            }
+            *half = d.finish();
         }
         Some(BlockDataRoot {
             data_root: data_root(&halves[0], &halves[1]),
@@ -683,7 +921,10 @@ impl DataSide {
             let mut d = DataRootHasher::default();
             for rid in a..z {
                 let r = self.subs[s].get(rid)?;
-                if !r.advance {
+                if r.state == RecState::Excluded {
+                    // 07 §9.4: 32 zero bytes for each unavailable packet.
+                    d.push(&[0; 32]);
+                } else if !r.advance {
                     d.push(&r.full?);
                 }
             }

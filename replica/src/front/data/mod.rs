@@ -35,7 +35,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
-use vyrn_wire::consts::{REP_DATA_RING_S, REP_DATA_SILENCE_MS, REP_DATA_WAIT_US};
+use vyrn_wire::consts::{
+    REP_DATA_RING_S, REP_DATA_SILENCE_MS, REP_DATA_WAIT_US, REP_SEAL_DATA_WAIT_MS,
+};
 use vyrn_wire::error::Malformed;
 use vyrn_wire::header::{data_root, empty_root, DataRootHasher, Hash};
 use vyrn_wire::msg::client::{pkt_hash_of, ReqReject, Request, REQ_MAX_LEN};
@@ -116,6 +118,9 @@ pub struct DataTiming {
     pub first_contact_ns: u64,
     /// REP_DATA_RING_S: payloads older than this leave the store.
     pub store_age_ns: u64,
+    /// REP_SEAL_DATA_WAIT_MS: a seal leader lists a record of the tail unresolved this long
+    /// after its ORDER frame as unavailable (07 §9.3 item 4).
+    pub seal_wait_ns: u64,
 }
 
 impl Default for DataTiming {
@@ -126,6 +131,7 @@ impl Default for DataTiming {
             silence_ns: REP_DATA_SILENCE_MS * 1_000_000,
             first_contact_ns: FIRST_CONTACT_NS,
             store_age_ns: REP_DATA_RING_S * 1_000_000_000,
+            seal_wait_ns: REP_SEAL_DATA_WAIT_MS * 1_000_000,
         }
     }
 }
@@ -271,6 +277,22 @@ pub enum RecState {
     /// Every source was asked and none gave a matching copy (07 §5.6: unavailable). A matching
     /// copy that still arrives resolves it.
     Unavailable,
+    /// A final seal listed its packet unavailable (07 §9.4): replay runs it without a payload,
+    /// its block's `data_root` takes 32 zero bytes for it, and a copy that still arrives is
+    /// not taken.
+    Excluded,
+}
+
+/// Why a voter refuses a seal's unavailable list (07 §9.3 item 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnavailRefused {
+    /// This replica does not hold the tail after `BlockMark(H*)`.
+    NoTail,
+    /// A listed key names no record of the tail.
+    NotInTail(PktKey),
+    /// This replica can resolve a listed record: the leader fetches it (from this replica, a
+    /// peer of its round robin) and the next proposal includes it.
+    Held(PktKey),
 }
 
 /// An alarm or a change of a data box's state.
@@ -339,6 +361,9 @@ pub trait DataOut {
     /// place and ignores it.
     #[inline]
     fn resolved(&mut self, _lane: u8, _first_lane_seq: u64, _bytes: &[u8]) {}
+    /// A final seal excluded the record of `lane` starting at `first_lane_seq` (07 §9.4):
+    /// replay runs it without a payload.
+    fn excluded(&mut self, _lane: u8, _first_lane_seq: u64) {}
 }
 
 /// Sends and raises nothing (benches and tests that look at the data side's own state).
@@ -421,6 +446,14 @@ pub struct DataCounters {
     /// Records of a sealed prefix, unhashed, resolved by key when their copy came after the
     /// seal (07 §9.3 item 4).
     pub resolved_after_seal: u64,
+    /// Records a final seal listed unavailable (07 §9.4), run by replay without a payload.
+    pub excluded: u64,
+    /// Copies that came for a record a pending seal lists unavailable, held back until the
+    /// seal was final.
+    pub held_for_seal: u64,
+    /// Of those, records this replica had resolved and handed to replay before the seal was
+    /// final (its replay ran a packet the final log excludes: a divergence).
+    pub excluded_late: u64,
     /// Payloads past the ring's age kept for a live record (released with its block).
     pub age_pinned: u64,
     /// Data boxes whose frames before the first one seen were fetched as a gap (this replica
@@ -516,6 +549,13 @@ pub struct DataSide {
     /// Per substream, the record ids below this are a sealed tenure's prefix (07 §9.4): one
     /// still unhashed is resolved by key alone when its copy comes.
     sealed_to: [u64; 2],
+    /// Keys a seal this replica proposed or accepted lists unavailable (07 §9.3 item 4): a copy
+    /// that arrives is stored but not joined until the seal is final, so replay never runs a
+    /// packet the final log may exclude. Sorted.
+    hold: Vec<PktKey>,
+    /// Per substream, the first record id of a deposed tenure's tail ([`DataSide::hold_tail`]):
+    /// records from here resolve only once the seal is final.
+    hold_from: Option<[u64; 2]>,
 }
 
 /// Packets a data side prefaults for ([`DataSide::prefault`]): a second of a dev home's load,
@@ -581,6 +621,8 @@ impl DataSide {
             fetch_budget: (FETCH_KEYS_PER_STEP, 0),
             in_flight: 0,
             sealed_to: [0; 2],
+            hold: Vec::new(),
+            hold_from: None,
         }
     }
 
@@ -603,6 +645,7 @@ impl DataSide {
         self.index.reserve(n);
         self.hi_seq.reserve(PREFAULT_SESSIONS);
         let blank = Rec {
+            at: 0,
             key: PktKey::default(),
             first_lane_seq: 0,
             lane: 0,
@@ -652,6 +695,24 @@ impl DataSide {
             .unwrap_or_default()
     }
 
+    /// Whether `key`'s copies are held back from replay until a seal is final: a pending seal
+    /// lists it ([`DataSide::hold_for_seal`]), or its record is of a deposed tenure's tail and
+    /// unresolved ([`DataSide::hold_tail`]).
+    pub fn held(&self, key: &PktKey) -> bool {
+        if !self.hold.is_empty() && self.hold.binary_search(key).is_ok() {
+            return true;
+        }
+        let Some(hf) = self.hold_from else {
+            return false;
+        };
+        self.index.get(key).is_some_and(|(s, rid)| {
+            rid >= hf[s as usize & 1]
+                && self.subs[s as usize & 1]
+                    .get(rid)
+                    .is_some_and(|r| r.state != RecState::Resolved)
+        })
+    }
+
     /// The stored payload of `key`, as received (its first copy).
     pub fn payload(&self, key: PktKey) -> Option<&[u8]> {
         self.store.get(&key).map(|p| p.bytes)
@@ -689,6 +750,9 @@ impl crate::replay::PayloadSource for DataSide {
     fn payload(&self, session: u32, pkt_seq: u32, pkt_hash: u64) -> Option<&[u8]> {
         // The hash the data side computed when it stored the copy: no second BLAKE3.
         let key = vyrn_wire::msg::PktKey { session, pkt_seq };
+        if self.held(&key) {
+            return None;
+        }
         self.payload_with_hash(key, pkt_hash).map(|(p, _)| p)
     }
 
@@ -696,6 +760,9 @@ impl crate::replay::PayloadSource for DataSide {
     /// each): 07 §9.3's rule for a record the sealed prefix left unhashed.
     fn payload_by_key(&self, session: u32, pkt_seq: u32) -> vyrn_engine::KeyOnly<'_> {
         let key = vyrn_wire::msg::PktKey { session, pkt_seq };
+        if self.held(&key) {
+            return vyrn_engine::KeyOnly::NotHeld;
+        }
         let mut copies = self.store.copies(&key).map(|(_, p)| p);
         let Some(first) = copies.next() else {
             return vyrn_engine::KeyOnly::NotHeld;

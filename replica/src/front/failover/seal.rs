@@ -24,8 +24,8 @@ pub struct SealPlan {
     pub book: u16,
     /// `H*`: the highest height any report holds a signed header for.
     pub h_star: u64,
-    /// `F*`, the next sequencer and tenure, nothing unavailable (a seal that needs an
-    /// unavailable list waits: not built).
+    /// `F*`, the next sequencer and tenure; the unavailable list is the leader's to fill when
+    /// it proposes (07 §9.3 item 4), empty here.
     pub ext: RepSealExt,
 }
 
@@ -73,8 +73,11 @@ pub enum SealRefused {
     },
     /// The seal's header differs from this voter's (`last_hash`).
     LastHash,
-    /// Not a seal of this epoch, or unavailable packets (not built: such a seal is refused).
+    /// Not a seal of this epoch.
     Form,
+    /// The unavailable list (07 §9.3 item 4) names a packet this voter can resolve, or a key
+    /// of no record of the tail; or (a leader) it is longer than a seal message carries.
+    Unavail,
 }
 
 /// The seal header over `tip` and the open block (07 §9.4): `seq_sig` zero, the certificate
@@ -156,7 +159,7 @@ pub fn check_seal(
     open: &OpenBlock,
     next: (u8, u8),
 ) -> Result<(), SealRefused> {
-    if p.kind != ProposalKind::Seal || p.epoch != epoch || !ext.unavail.is_empty() {
+    if p.kind != ProposalKind::Seal || p.epoch != epoch {
         return Err(SealRefused::Form);
     }
     if (ext.next_seq, ext.next_tenure) != next {
