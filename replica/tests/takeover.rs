@@ -372,7 +372,10 @@ fn run(seed: u64, kill: Kill) -> Run {
     let mut excluded = 0u64;
     let mut left = unhashed;
     while let Some((lane, first_lane_seq)) = left.first_left {
-        assert!(left.ambiguous > 0, "seed {seed}: {left:?} (every copy is held)");
+        assert!(
+            left.ambiguous > 0,
+            "seed {seed}: {left:?} (every copy is held)"
+        );
         assert!(replica.on_excluded(lane, first_lane_seq), "seed {seed}");
         assert!(standby.on_excluded(lane, first_lane_seq), "seed {seed}");
         excluded += 1;

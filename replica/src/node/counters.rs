@@ -84,6 +84,9 @@ pub struct NodeCounters {
     pub peer_data_rx: u64,
     /// Peers' `PeerDataFetch` answered from this replica's store.
     pub peer_data_served: u64,
+    /// Copies pushed to the peers unasked: this voter refused a seal listing the packet
+    /// unavailable (07 §9.3 item 4).
+    pub peer_data_pushed: u64,
     /// Peers' `PeerDataFetch` for a payload this replica does not hold (not answered).
     pub peer_data_missing: u64,
     /// Peers' `PeerDataFetch` over PEER_DATA_MAX_PPS (not answered).

@@ -565,6 +565,24 @@ pub(super) fn queue_evidence(io: &mut Io, m: SeqEquivocation) {
     io.fo.evidence.push(m);
 }
 
+impl Node {
+    /// 07 §9.3 item 4: this voter refused a seal listing `key` unavailable because it holds the
+    /// packet; its copy goes to every peer (the leader among them: it takes a copy its record
+    /// waits for, the others refuse it as unasked), so the next proposal includes it.
+    pub(super) fn push_held(&mut self, key: PktKey) {
+        let Some(pkt) = self.core.data().payload(key).map(|p| p.to_vec()) else {
+            return;
+        };
+        for i in 0..self.io.peers.len() {
+            let to = self.io.peers[i];
+            self.io.queue(Sock::Ctrl, to, |b| {
+                vyrn_wire::msg::ctrl::PeerData::encode_parts(key.session, key.pkt_seq, &pkt, b)
+            });
+            self.io.c.peer_data_pushed += 1;
+        }
+    }
+}
+
 /// A voter's `SealCert` off the standby replica's control port, for the next round (bounded).
 pub(super) fn queue_seal_cert(io: &mut Io, m: vyrn_wire::msg::ctrl::SealCert) {
     if io.fo.seal_certs.len() >= 8 {

@@ -17,6 +17,22 @@ fn put_rsp(e: &mut Exposition, k: &crate::recovery::RspCounters) {
 }
 
 /// Sequencer failover at this voter (07 §9.1–§9.2).
+/// 07 §5.5 sources 2 and 3, and the copies a seal's refusal pushed (§9.3 item 4).
+fn render_peer_data(e: &mut Exposition, c: &crate::node::NodeCounters) {
+    for (dir, v) in [
+        ("asked", c.peer_data_asked),
+        ("received", c.peer_data_rx),
+        ("served", c.peer_data_served),
+        ("pushed_for_seal", c.peer_data_pushed),
+        ("not_held", c.peer_data_missing),
+        ("capped", c.peer_data_capped),
+        ("asked_of_sequencer", c.seq_data_asked),
+        ("received_from_sequencer", c.seq_data_rx),
+    ] {
+        e.put_counter(&REPLICA_PEER_DATA, &[dir], v);
+    }
+}
+
 fn render_failover(e: &mut Exposition, n: &crate::node::Node) {
     let c = n.counters();
     let f = n.failover_counters().unwrap_or_default();
@@ -274,7 +290,7 @@ vyrn_metrics::metrics! {
     REPLICA_TENURE_DEPOSED: Gauge "vyrn_replica_tenure_deposed" []
         "1 once the tenure it watches is deposed at this voter (07 §9.2, INV-REP-5: its frames are refused from then on); 0 again once it follows the next tenure";
     REPLICA_PEER_DATA: Counter "vyrn_replica_peer_data_total" ["what"]
-        "payloads fetched from peers and the sequencer (07 §5.5 sources 2 and 3): PeerDataFetch asked, PeerData received, served, not held, over the rate; SeqDataReq asked, SeqData received";
+        "payloads fetched from peers and the sequencer (07 §5.5 sources 2 and 3): PeerDataFetch asked, PeerData received, served, not held, over the rate, pushed unasked to the peers for a seal this voter refused (07 §9.3 item 4); SeqDataReq asked, SeqData received";
     REPLICA_DATA_REDIRECTS: Counter "vyrn_replica_data_redirects_total" []
         "DataRedirect sent to the live data boxes (07 §5.7), one per session per round";
     REPLICA_PAYLOADS_UNAVAILABLE: Counter "vyrn_replica_payloads_unavailable_total" []
@@ -451,17 +467,7 @@ fn render(n: &Node, e: &mut Exposition) {
     }
     e.put_counter(&REPLICA_DATA_DOWN_GOSSIP, &["sent"], c.data_down_sent);
     e.put_counter(&REPLICA_DATA_DOWN_GOSSIP, &["taken"], c.data_down_rx);
-    for (dir, v) in [
-        ("asked", c.peer_data_asked),
-        ("received", c.peer_data_rx),
-        ("served", c.peer_data_served),
-        ("not_held", c.peer_data_missing),
-        ("capped", c.peer_data_capped),
-        ("asked_of_sequencer", c.seq_data_asked),
-        ("received_from_sequencer", c.seq_data_rx),
-    ] {
-        e.put_counter(&REPLICA_PEER_DATA, &[dir], v);
-    }
+    render_peer_data(e, &c);
     e.put_counter(&REPLICA_DATA_REDIRECTS, &[], c.redirects_sent);
     render_failover(e, n);
     e.put_counter(&REPLICA_PAYLOADS_UNAVAILABLE, &[], c.unavailable);

@@ -690,6 +690,9 @@ impl Node {
             }
             if let Some(why) = v.take_seal_why() {
                 eprintln!("{}: failover: seal (07 §9.4): {why:?}", self.io.name);
+                if let crate::vote::SealWhy::Held(k) = why {
+                    self.push_held(k);
+                }
             }
             for o in outs {
                 self.on_desk_out(o, now);

@@ -37,6 +37,9 @@ pub enum SealWhy {
     /// This leader proposed the seal again on itself: its view ended notarized with too few
     /// finalize votes (`Desk::seal_repropose`).
     Reproposed,
+    /// This voter refused a seal that lists a packet it can resolve (07 §9.3 item 4): the node
+    /// sends its copy to its peers, the leader among them, whose next proposal includes it.
+    Held(PktKey),
 }
 
 impl<O: ReplicaOut> CoreLedger<'_, O> {
@@ -143,8 +146,11 @@ impl<O: ReplicaOut> CoreLedger<'_, O> {
                 self.note(SealWhy::NoTail);
                 return pending;
             }
-            Err(UnavailRefused::Held(_) | UnavailRefused::NotInTail(_)) => {
-                self.note(SealWhy::Refused(SealRefused::Unavail));
+            Err(e @ (UnavailRefused::Held(_) | UnavailRefused::NotInTail(_))) => {
+                self.note(match e {
+                    UnavailRefused::Held(k) => SealWhy::Held(k),
+                    _ => SealWhy::Refused(SealRefused::Unavail),
+                });
                 self.counters.refused += 1;
                 return Check::False {
                     at: p.last_height,
