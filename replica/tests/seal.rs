@@ -160,15 +160,18 @@ fn the_seal_header_needs_the_open_block_after_its_tip() {
         seal_proposal(t.height + 1, &hdr, &open, &e),
         Err(SealRefused::Range)
     );
-    // Unavailable packets are not built: such a seal is refused.
+    // The unavailable list is the data side's to check against what this replica holds
+    // (`DataSide::check_unavail`, 07 §9.3 item 4; `replica/tests/next_tenure.rs`): the pure
+    // check takes a seal that lists packets; a seal of another epoch is malformed.
     let p = seal_proposal(t.height, &hdr, &open, &e).unwrap();
     let mut u = e.clone();
     u.unavail = vec![vyrn_wire::msg::PktKey {
         session: 1,
         pkt_seq: 1,
     }];
+    assert_eq!(check_seal(&p, &u, 1, &hdr, &open, (0xFF, 1)), Ok(()));
     assert_eq!(
-        check_seal(&p, &u, 1, &hdr, &open, (0xFF, 1)),
+        check_seal(&p, &u, 2, &hdr, &open, (0xFF, 1)),
         Err(SealRefused::Form)
     );
 }

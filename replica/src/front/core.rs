@@ -343,13 +343,15 @@ impl<O: ReplicaOut> DataOut for DataBridge<'_, O> {
             t.payload(lane, first_lane_seq, bytes);
         }
     }
-    fn excluded(&mut self, lane: u8, first_lane_seq: u64) {
+    fn excluded(&mut self, lane: u8, first_lane_seq: u64) -> bool {
         match &mut *self.replay {
-            // A record it already ran is counted by the data side (`excluded_late`).
-            ReplayPart::Inline(p) => {
-                p.on_excluded(lane, first_lane_seq);
+            ReplayPart::Inline(p) => p.on_excluded(lane, first_lane_seq),
+            // The replay tile stops on an exclusion it cannot take (`Parse::Orphan`: a record
+            // it already ran), as on any input that does not fit.
+            ReplayPart::Tile(t) => {
+                t.excluded(lane, first_lane_seq);
+                true
             }
-            ReplayPart::Tile(t) => t.excluded(lane, first_lane_seq),
         }
     }
 }

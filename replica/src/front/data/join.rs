@@ -620,16 +620,16 @@ impl DataSide {
                     {
                         continue;
                     }
-                    // A record resolved here went to replay already (a final seal a quorum
-                    // checked without this replica): its replay ran what the log excludes.
-                    if r.state == RecState::Resolved {
-                        self.c.excluded_late += 1;
-                    }
                     Self::answered(&mut self.in_flight, r);
                     r.state = RecState::Excluded;
                     r.full = None;
                     self.c.excluded += 1;
-                    out.excluded(r.lane, r.first_lane_seq);
+                    // Replay had run it already (resolved here before this replica deposed
+                    // the tenure, and a final seal a quorum checked without it): its replay
+                    // ran what the final log excludes.
+                    if !out.excluded(r.lane, r.first_lane_seq) {
+                        self.c.excluded_late += 1;
+                    }
                 }
             }
         }

@@ -362,8 +362,11 @@ pub trait DataOut {
     #[inline]
     fn resolved(&mut self, _lane: u8, _first_lane_seq: u64, _bytes: &[u8]) {}
     /// A final seal excluded the record of `lane` starting at `first_lane_seq` (07 §9.4):
-    /// replay runs it without a payload.
-    fn excluded(&mut self, _lane: u8, _first_lane_seq: u64) {}
+    /// replay runs it without a payload. False when replay had already run it (its state then
+    /// differs from the final log's).
+    fn excluded(&mut self, _lane: u8, _first_lane_seq: u64) -> bool {
+        true
+    }
 }
 
 /// Sends and raises nothing (benches and tests that look at the data side's own state).
