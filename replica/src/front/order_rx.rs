@@ -1210,18 +1210,21 @@ impl OrderRx {
                 .find(|h| h.stream == stream && h.a <= from && from <= h.b)
                 .map(|h| h.peer)
         });
-        // The hinted holder may be the standby's replica (the slot after the peers'); a retry
-        // goes round the peers and that slot.
-        let peer = match hinted {
-            Some(p) if !retry => p,
-            _ => {
-                let p = self.next_peer % (self.cfg.n_peers + 1);
-                self.next_peer = self.next_peer.wrapping_add(1);
-                p
-            }
-        };
-        self.send_repair(peer, stream, from, to, out);
-        self.counters.seal_fetch.0 += 1;
+        // The hinted holder may be the standby's replica (the slot after the peers').
+        if let Some(p) = hinted.filter(|_| !retry) {
+            self.send_repair(p, stream, from, to, out);
+            self.counters.seal_fetch.0 += 1;
+            return;
+        }
+        // No holder named (the standby's replica follows a final seal's `F*` with no reports
+        // of its own), or the named one did not answer: every peer and the standby's slot at
+        // once. The seal's tail is a few frames, asked once per retry; asked one peer at a
+        // time, a standby whose one missing frame only one voter held went round the slots
+        // under the retry's backoff and never got it in a CI run (`vyrn up --isolate-seq`).
+        for p in 0..=self.cfg.n_peers {
+            self.send_repair(p, stream, from, to, out);
+            self.counters.seal_fetch.0 += 1;
+        }
     }
 
     /// The RepAck, the path alarms and the silence suspicion (a tenure not deposed).
