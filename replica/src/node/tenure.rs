@@ -440,7 +440,12 @@ impl Node {
         self.io.seq_pub = t.seq_key;
         // Votes and certificates went to the box and the standby: they are one box now.
         self.io.standby_ctrl = None;
-        self.io.standby_replica = None;
+        // The standby's replica stays a known source: it may still be fetching the seal's tail
+        // (07 §9.5 "it fetches missing ones from the leader") after this voter followed the
+        // seal. Forgotten here, its RepairReqs were dropped as from an unknown source at every
+        // voter that had turned, it never held F*, was never promoted, and the voters sealed
+        // the promoted tenure with no next sequencer (three CI failures of
+        // `vyrn up --isolate-seq`: 217 unknown sources at each voter).
     }
 
     /// 07 §9.5 client redirect: a voter tells every data box which sequencer the seal names
