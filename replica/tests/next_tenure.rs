@@ -237,6 +237,42 @@ impl Rig {
     }
 }
 
+/// 07 §9.5 after a seal: the clients resend every packet that got no answer, in order, first;
+/// then `rounds` rounds of the new tenure, the first `loaded` with the workload's input. Returns
+/// each session's `K_seq` (what a client retags its resends with).
+fn trade_on(rig: &mut Rig, w: &mut Workload, rounds: usize, loaded: usize) -> HashMap<u32, SipKey> {
+    let k_seq: HashMap<u32, SipKey> = rig
+        .e
+        .sessions
+        .iter()
+        .map(|s| (s.session, s.k_seq))
+        .collect();
+    let unanswered = boxrun::unanswered(rig.sent.keys(), rig.live.values());
+    for k in unanswered.into_iter().filter(|k| k_seq.contains_key(&k.0)) {
+        let b = resend_of(&rig.sent[&k], &k_seq[&k.0]);
+        rig.now += 500;
+        let now = rig.now;
+        rig.round(Some((now, b)));
+    }
+    for round in 0..rounds {
+        let input = if round < loaded {
+            match w.next_input() {
+                Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
+                Input::Control(_) => None,
+            }
+        } else {
+            None
+        };
+        rig.now = if round < loaded {
+            rig.now.max(w.now())
+        } else {
+            rig.now + 1_000
+        };
+        rig.round(input);
+    }
+    k_seq
+}
+
 /// Every kind of traffic a seal can take whole: no malformed packets and none ahead of sequence
 /// (a record of an ambiguous key the dead box never hashed is unavailable: 07 §9.3, not built).
 fn sealable_mix() -> Mix {
@@ -377,30 +413,7 @@ fn a_replica_follows_the_promoted_standby_into_the_next_tenure() {
             .expect("the voter holds the prefix");
 
         // 07 §9.5: the clients resend every packet that got no answer, in order, first.
-        let k_seq: HashMap<u32, SipKey> = e.sessions.iter().map(|s| (s.session, s.k_seq)).collect();
-        let unanswered = boxrun::unanswered(rig.sent.keys(), rig.live.values());
-        for k in unanswered.into_iter().filter(|k| k_seq.contains_key(&k.0)) {
-            let b = resend_of(&rig.sent[&k], &k_seq[&k.0]);
-            rig.now += 500;
-            let now = rig.now;
-            rig.round(Some((now, b)));
-        }
-        for round in 0..4_000 {
-            let input = if round < 2_500 {
-                match w.next_input() {
-                    Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
-                    Input::Control(_) => None,
-                }
-            } else {
-                None
-            };
-            rig.now = if round < 2_500 {
-                rig.now.max(w.now())
-            } else {
-                rig.now + 1_000
-            };
-            rig.round(input);
-        }
+        let k_seq = trade_on(&mut rig, &mut w, 4_000, 2_500);
         // A client with a hole in its `resp_seq` (an answer tenure 0 made and never sent: a
         // maker fill of a step whose frame left just before the box died) resends its retained
         // packets; a duplicate is answered with every response it had (docs/client.md).
@@ -800,30 +813,7 @@ fn a_seal_excludes_packets_no_replica_holds_and_both_boxes_replay_the_same_book(
         assert_eq!(r.core.data().counters().excluded_late, 0, "seed {seed}");
 
         // Tenure 1 trades, with the clients' resends of what got no answer first.
-        let k_seq: HashMap<u32, SipKey> = e.sessions.iter().map(|s| (s.session, s.k_seq)).collect();
-        let unanswered = boxrun::unanswered(rig.sent.keys(), rig.live.values());
-        for k in unanswered.into_iter().filter(|k| k_seq.contains_key(&k.0)) {
-            let b = resend_of(&rig.sent[&k], &k_seq[&k.0]);
-            rig.now += 500;
-            let now = rig.now;
-            rig.round(Some((now, b)));
-        }
-        for round in 0..3_000 {
-            let input = if round < 2_000 {
-                match w.next_input() {
-                    Input::Packet { rx_ts, bytes } => Some((rx_ts, bytes)),
-                    Input::Control(_) => None,
-                }
-            } else {
-                None
-            };
-            rig.now = if round < 2_000 {
-                rig.now.max(w.now())
-            } else {
-                rig.now + 1_000
-            };
-            rig.round(input);
-        }
+        trade_on(&mut rig, &mut w, 3_000, 2_000);
         let r = &mut rig.reps[0];
         r.core.settle(&mut r.resp);
         assert!(r.out.faults.is_empty(), "seed {seed}: {:?}", r.out.faults);
